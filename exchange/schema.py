@@ -1,0 +1,230 @@
+"""Every dtype and integer code exsim uses, declared once.
+
+Invariants:
+- Prices are int64 ticks, quantities int64 lots, timestamps int64 nanoseconds taken from the input.
+  No floats below the Python surface.
+- Enum values are small ints; kernels, the store and replay import them from here and nowhere
+  redeclares a field or a code.
+- Reason codes are grouped by range: 0 none; 1-31 validation rejects; 32-63 matching rejects;
+  64-95 cancel causes. ``reason_group`` tells which range a code is in.
+- Structured dtypes are laid out widest field first so that ``align=True`` adds little padding;
+  the field list of each dtype is its wire and storage schema (the store keeps one column per field).
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+import numpy as np
+
+__all__ = [
+    "Side", "Kind", "OrderType", "Tif", "Flag", "Event", "Reason", "Stp",
+    "ORDER_DTYPE", "FILL_DTYPE", "L2_DTYPE", "EVENT_DTYPE", "L3_DTYPE", "CHECKPOINT_DTYPE",
+    "MAX_QTY", "MAX_PRICE", "MAX_LEVEL_QTY", "KNOWN_FLAGS", "TABLE_DTYPES", "reason_group",
+]
+
+
+class Side(IntEnum):
+    """Side of an order or a book level."""
+
+    BUY = 0
+    SELL = 1
+
+
+class Kind(IntEnum):
+    """What an order message asks for."""
+
+    NEW = 0
+    CANCEL = 1
+    MODIFY = 2
+
+
+class OrderType(IntEnum):
+    """LIMIT rests at its price; MARKET never rests and takes any price."""
+
+    LIMIT = 0
+    MARKET = 1
+
+
+class Tif(IntEnum):
+    """Time in force: GTC rests, IOC cancels what does not fill at once, FOK fills whole or not at all."""
+
+    GTC = 0
+    IOC = 1
+    FOK = 2
+
+
+class Flag(IntEnum):
+    """Bits of the order message's ``flags`` field."""
+
+    POST_ONLY = 1  # reject instead of crossing; only with LIMIT + GTC
+
+
+KNOWN_FLAGS = int(Flag.POST_ONLY)
+
+
+class Event(IntEnum):
+    """Execution report kinds (one row of the events table each)."""
+
+    ACCEPTED = 0   # a NEW passed validation; leaves_qty = its quantity
+    REJECTED = 1   # the message changed nothing; reason says why; filled_qty = leaves_qty = 0
+    PARTIAL = 2    # a fill left the order open; filled_qty is cumulative
+    FILLED = 3     # a fill completed the order
+    CANCELLED = 4  # the order left the book (or never rested); reason says why
+    MODIFIED = 5   # a MODIFY was applied; leaves_qty = the new open quantity
+
+
+class Reason(IntEnum):
+    """Why an order was rejected or cancelled. Grouped by range (see module docstring)."""
+
+    NONE = 0
+    # 1-31: validation rejects (the message is malformed or names something that does not exist)
+    BAD_KIND = 1
+    UNKNOWN_SYMBOL = 2
+    BAD_SIDE = 3
+    BAD_ORDER_TYPE = 4
+    BAD_TIF = 5
+    BAD_FLAGS = 6
+    BAD_QTY = 7            # qty <= 0 (a modify to 0 too: use CANCEL)
+    BAD_PRICE = 8          # limit price <= 0
+    PRICE_OUT_OF_BAND = 9  # limit price outside the symbol's [min_price, max_price]
+    DUPLICATE_ID = 10      # order_id already live on this symbol
+    UNKNOWN_ID = 11        # cancel/modify of an id that is not live on this symbol
+    OVERFLOW = 12          # qty above MAX_QTY, or a level total would pass MAX_LEVEL_QTY
+    # 32-63: matching rejects (valid message, refused by the state of the book)
+    POST_ONLY_WOULD_CROSS = 32
+    FOK_CANNOT_FILL = 33
+    # 64-95: why a live or incoming order was cancelled
+    USER_CANCEL = 64
+    NO_LIQUIDITY = 65      # a MARKET order's unfilled rest
+    IOC_UNFILLED = 66      # an IOC order's unfilled rest
+    SELF_TRADE = 67        # self-trade prevention removed it
+
+
+class Stp(IntEnum):
+    """Self-trade prevention mode (an engine option); two orders self-trade when traders are equal."""
+
+    NONE = 0
+    CANCEL_RESTING = 1
+    CANCEL_INCOMING = 2
+    CANCEL_BOTH = 3
+
+
+def reason_group(reason: int) -> str:
+    """Return the range a reason code belongs to: 'none', 'validation', 'matching' or 'cancel'.
+
+    Raises ValueError for a code outside every range.
+    """
+    if reason == 0:
+        return "none"
+    if 1 <= reason <= 31:
+        return "validation"
+    if 32 <= reason <= 63:
+        return "matching"
+    if 64 <= reason <= 95:
+        return "cancel"
+    raise ValueError(f"reason code {reason} is outside every range")
+
+
+# Limits that keep every sum inside int64 (see docs/semantics.md, "Overflow").
+MAX_QTY = 1 << 40         # largest quantity of one order
+MAX_PRICE = 1 << 62       # largest price in ticks
+MAX_LEVEL_QTY = 1 << 62   # largest total quantity resting at one price
+
+ORDER_DTYPE = np.dtype(
+    [
+        ("ts", "<i8"),          # input timestamp, ns
+        ("order_id", "<u8"),    # caller's id; unique among the live orders of a symbol
+        ("price", "<i8"),       # limit price in ticks (ignored for MARKET, CANCEL)
+        ("qty", "<i8"),         # lots (NEW: quantity; MODIFY: new open quantity)
+        ("symbol", "<u4"),      # symbol id from Engine.add_symbol
+        ("trader", "<u4"),      # account id (self-trade prevention compares it)
+        ("kind", "u1"),         # Kind
+        ("order_type", "u1"),   # OrderType
+        ("tif", "u1"),          # Tif
+        ("flags", "u1"),        # Flag bits
+        ("side", "u1"),         # Side (ignored for CANCEL, MODIFY)
+    ],
+    align=True,
+)
+
+FILL_DTYPE = np.dtype(
+    [
+        ("seq", "<i8"),            # seq of the aggressing message
+        ("ts", "<i8"),             # its timestamp
+        ("trade_id", "<i8"),       # engine-wide, 1, 2, 3 ...
+        ("price", "<i8"),          # the resting order's price
+        ("qty", "<i8"),
+        ("buy_order_id", "<u8"),
+        ("sell_order_id", "<u8"),
+        ("symbol", "<u4"),
+        ("buy_trader", "<u4"),
+        ("sell_trader", "<u4"),
+        ("aggressor_side", "u1"),  # Side of the incoming order
+    ],
+    align=True,
+)
+
+L2_DTYPE = np.dtype(
+    [
+        ("seq", "<i8"),
+        ("ts", "<i8"),
+        ("price", "<i8"),
+        ("qty", "<i8"),     # new total at the level; 0 removes the level
+        ("symbol", "<u4"),
+        ("count", "<i4"),   # orders at the level after the change
+        ("side", "u1"),
+    ],
+    align=True,
+)
+
+EVENT_DTYPE = np.dtype(
+    [
+        ("seq", "<i8"),
+        ("ts", "<i8"),
+        ("order_id", "<u8"),
+        ("filled_qty", "<i8"),  # cumulative over the order's life
+        ("leaves_qty", "<i8"),  # open quantity after the event (0 once the order is done)
+        ("symbol", "<u4"),
+        ("event", "u1"),        # Event
+        ("reason", "u1"),       # Reason
+    ],
+    align=True,
+)
+
+# One live order as depth()/orders() report it (L3), in priority order.
+L3_DTYPE = np.dtype(
+    [
+        ("order_id", "<u8"),
+        ("price", "<i8"),
+        ("qty", "<i8"),      # open (leaves) quantity
+        ("filled", "<i8"),   # filled so far
+        ("trader", "<u4"),
+        ("side", "u1"),
+        ("flags", "u1"),
+    ],
+    align=True,
+)
+
+# A checkpoint row: an L3 row with its symbol, so one array holds every book of an engine.
+CHECKPOINT_DTYPE = np.dtype(
+    [
+        ("order_id", "<u8"),
+        ("price", "<i8"),
+        ("qty", "<i8"),
+        ("filled", "<i8"),
+        ("symbol", "<u4"),
+        ("trader", "<u4"),
+        ("side", "u1"),
+        ("flags", "u1"),
+    ],
+    align=True,
+)
+
+# The four output/input tables the store journals, by name.
+TABLE_DTYPES = {
+    "orders": ORDER_DTYPE,
+    "fills": FILL_DTYPE,
+    "l2": L2_DTYPE,
+    "events": EVENT_DTYPE,
+}

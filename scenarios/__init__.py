@@ -1,0 +1,1 @@
+"""exsim scenarios package."""

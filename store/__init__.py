@@ -1,0 +1,1 @@
+"""exsim store package."""
