@@ -1,0 +1,465 @@
+"""Column encodings: integer columns to compact bytes and back, as numba kernels.
+
+Every stored column is an integer column (int64/uint64 and narrower ints: prices, quantities,
+ids, timestamps, enum codes). A column is handled as the uint64 bit pattern of its values, so
+all arithmetic below wraps modulo 2**64 and every encoding round-trips every value, int64 and
+uint64 extremes included.
+
+Encodings (the first byte of an encoded block names it):
+
+- PLAIN  the values' little-endian bytes in the column's own width.
+- FOR    frame of reference: (key - min) / gcd, bit-packed at the width of the largest quotient.
+         ``key`` is the value with its sign bit flipped for signed columns, so min/max follow the
+         signed order.
+- DELTA  first value, then the differences divided by their GCD, zigzagged and bit-packed.
+- DOD    delta-of-delta (timestamps): first value, first delta, then the second differences
+         divided by their GCD, zigzagged and bit-packed.
+- RLE    run values and run lengths, each as a FOR stream.
+- DICT   the sorted distinct values as a FOR stream, then each row's index bit-packed.
+
+``choose`` picks the smallest candidate; ``Chooser`` remembers the choice per (table, column) and
+re-searches only every ``research_every`` uses or when the bytes per row grow by a quarter, so
+steady-state sealing encodes each column once.
+
+Invariants: kernels are ``@njit(cache=True)`` with no object mode and no per-row Python; the
+Python wrappers only assemble headers. Byte layouts are in docs/formats.md ("Column block").
+"""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+from numba import njit
+
+from exchange.errors import CorruptionError
+
+__all__ = [
+    "PLAIN", "FOR", "DELTA", "DOD", "RLE", "DICT", "ENCODINGS", "ENCODING_NAMES",
+    "encode", "decode", "choose", "Chooser",
+]
+
+PLAIN, FOR, DELTA, DOD, RLE, DICT = 0, 1, 2, 3, 4, 5
+ENCODINGS = (PLAIN, FOR, DELTA, DOD, RLE, DICT)
+ENCODING_NAMES = {PLAIN: "plain", FOR: "for", DELTA: "delta", DOD: "dod", RLE: "rle", DICT: "dict"}
+
+_U0 = np.uint64(0)
+_U1 = np.uint64(1)
+_U63 = np.uint64(63)
+_ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
+_SIGN = np.uint64(1 << 63)
+
+_STREAM_HEAD = struct.Struct("<QQB")   # min, gcd, width
+_U64 = struct.Struct("<Q")
+_U32 = struct.Struct("<I")
+
+
+# ---------------------------------------------------------------------------------------------
+# kernels
+# ---------------------------------------------------------------------------------------------
+
+@njit(cache=True)
+def _gcd(a, b):
+    while b != _U0:
+        a, b = b, a % b
+    return a
+
+
+@njit(cache=True)
+def _bit_width(x):
+    w = 0
+    while x != _U0:
+        x = x >> _U1
+        w += 1
+    return w
+
+
+@njit(cache=True)
+def _pack(vals, width):
+    """Pack each uint64 of ``vals`` into ``width`` bits, LSB first, into uint64 words."""
+    n = vals.size
+    out = np.zeros((n * width + 63) // 64, np.uint64)
+    if width == 0:
+        return out
+    bitpos = 0
+    for i in range(n):
+        v = vals[i]
+        w = bitpos >> 6
+        o = bitpos & 63
+        out[w] |= v << np.uint64(o)
+        if o + width > 64:
+            out[w + 1] |= v >> np.uint64(64 - o)
+        bitpos += width
+    return out
+
+
+@njit(cache=True)
+def _unpack(words, width, n):
+    out = np.zeros(n, np.uint64)
+    if width == 0:
+        return out
+    mask = _ALL if width == 64 else (_U1 << np.uint64(width)) - _U1
+    bitpos = 0
+    for i in range(n):
+        w = bitpos >> 6
+        o = bitpos & 63
+        v = words[w] >> np.uint64(o)
+        if o + width > 64:
+            v |= words[w + 1] << np.uint64(64 - o)
+        out[i] = v & mask
+        bitpos += width
+    return out
+
+
+@njit(cache=True)
+def _stream_params(keys):
+    """(min, gcd, width) of a FOR stream over uint64 keys; gcd is 1 when all keys are equal."""
+    n = keys.size
+    if n == 0:
+        return _U0, _U1, 0
+    mn = keys[0]
+    mx = keys[0]
+    for i in range(n):
+        k = keys[i]
+        if k < mn:
+            mn = k
+        if k > mx:
+            mx = k
+    g = _U0
+    for i in range(n):
+        g = _gcd(g, keys[i] - mn)
+        if g == _U1:
+            break  # why: gcd cannot fall below 1, stop paying for the modulo loop
+    if g == _U0:
+        g = _U1
+    return mn, g, _bit_width((mx - mn) // g)
+
+
+@njit(cache=True)
+def _stream_pack(keys, mn, g, width):
+    q = np.empty(keys.size, np.uint64)
+    if g == _U1:
+        for i in range(keys.size):
+            q[i] = keys[i] - mn
+    else:
+        for i in range(keys.size):
+            q[i] = (keys[i] - mn) // g
+    return _pack(q, width)
+
+
+@njit(cache=True)
+def _stream_unpack(words, mn, g, width, n):
+    q = _unpack(words, width, n)
+    for i in range(n):
+        q[i] = q[i] * g + mn
+    return q
+
+
+@njit(cache=True)
+def _diff(u):
+    n = u.size
+    d = np.empty(max(n - 1, 0), np.uint64)
+    for i in range(n - 1):
+        d[i] = u[i + 1] - u[i]
+    return d
+
+
+@njit(cache=True)
+def _zigzag_div(d):
+    """Divide signed differences (uint64 bit patterns) by their GCD and zigzag them.
+
+    Returns (gcd, zigzagged quotients). The GCD is taken over magnitudes; 2**63 (the magnitude
+    of int64 min) is kept as is because it has no positive int64 form.
+    """
+    g = _U0
+    for i in range(d.size):
+        x = d[i]
+        mag = (_U0 - x) if (x >> _U63) == _U1 else x
+        g = _gcd(g, mag)
+        if g == _U1:
+            break
+    if g == _U0:
+        g = _U1
+    z = np.empty(d.size, np.uint64)
+    for i in range(d.size):
+        x = d[i]
+        neg = (x >> _U63) == _U1
+        mag = (_U0 - x) if neg else x
+        q = mag // g
+        if neg:
+            q = _U0 - q
+        # zigzag: 0, -1, 1, -2 ... -> 0, 1, 2, 3 ...
+        z[i] = (q << _U1) ^ (_U0 - (q >> _U63))
+    return g, z
+
+
+@njit(cache=True)
+def _unzigzag_mul(z, g):
+    d = np.empty(z.size, np.uint64)
+    for i in range(z.size):
+        q = (z[i] >> _U1) ^ (_U0 - (z[i] & _U1))
+        d[i] = q * g
+    return d
+
+
+@njit(cache=True)
+def _prefix(first, d, n):
+    out = np.empty(n, np.uint64)
+    if n == 0:
+        return out
+    out[0] = first
+    for i in range(1, n):
+        out[i] = out[i - 1] + d[i - 1]
+    return out
+
+
+@njit(cache=True)
+def _runs(u):
+    """Run values and run lengths of u."""
+    n = u.size
+    nr = 0
+    for i in range(n):
+        if i == 0 or u[i] != u[i - 1]:
+            nr += 1
+    vals = np.empty(nr, np.uint64)
+    lens = np.empty(nr, np.uint64)
+    r = -1
+    for i in range(n):
+        if i == 0 or u[i] != u[i - 1]:
+            r += 1
+            vals[r] = u[i]
+            lens[r] = _U0
+        lens[r] += _U1
+    return vals, lens
+
+
+@njit(cache=True)
+def _expand_runs(vals, lens, n):
+    out = np.empty(n, np.uint64)
+    p = 0
+    for r in range(vals.size):
+        ln = np.int64(lens[r])
+        if ln < 0 or p + ln > n:
+            return out, False
+        out[p:p + ln] = vals[r]
+        p += ln
+    return out, p == n
+
+
+@njit(cache=True)
+def _dict_index(u):
+    uniq = np.unique(u)
+    return uniq, np.searchsorted(uniq, u).astype(np.uint64)
+
+
+@njit(cache=True)
+def _gather(uniq, idx):
+    out = np.empty(idx.size, np.uint64)
+    for i in range(idx.size):
+        j = idx[i]
+        if j >= np.uint64(uniq.size):
+            return out, False
+        out[i] = uniq[j]
+    return out, True
+
+
+@njit(cache=True)
+def _flip(u, flip):
+    if not flip:
+        return u
+    out = np.empty(u.size, np.uint64)
+    for i in range(u.size):
+        out[i] = u[i] ^ _SIGN
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Python wrappers: headers and byte layout
+# ---------------------------------------------------------------------------------------------
+
+def _as_u64(col: np.ndarray) -> np.ndarray:
+    col = np.ascontiguousarray(col)
+    if col.dtype.itemsize == 8:
+        return col.view(np.uint64)
+    if col.dtype.kind == "i":
+        return col.astype(np.int64).view(np.uint64)
+    return col.astype(np.uint64)
+
+
+def _from_u64(u: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    if dtype.itemsize == 8:
+        return u.view(dtype)
+    src = u.view(np.int64) if dtype.kind == "i" else u
+    return src.astype(dtype)
+
+
+def _stream_bytes(keys: np.ndarray) -> bytes:
+    mn, g, width = _stream_params(keys)
+    words = _stream_pack(keys, np.uint64(mn), np.uint64(g), width)
+    nbytes = (keys.size * width + 7) // 8
+    return _STREAM_HEAD.pack(int(mn), int(g), width) + words.view("<u8").view(np.uint8)[:nbytes].tobytes()
+
+
+class _Reader:
+    """Cursor over an encoded block; every overrun is a CorruptionError."""
+
+    def __init__(self, buf: bytes, where: str):
+        self.buf = memoryview(buf)
+        self.pos = 0
+        self.where = where
+
+    def take(self, n: int) -> memoryview:
+        if n < 0 or self.pos + n > len(self.buf):
+            raise CorruptionError(f"{self.where}: column block ends early (need {n} bytes at "
+                                  f"block offset {self.pos})", self.where, self.pos)
+        out = self.buf[self.pos:self.pos + n]
+        self.pos += n
+        return out
+
+    def u64(self) -> int:
+        return _U64.unpack(self.take(8))[0]
+
+    def u32(self) -> int:
+        return _U32.unpack(self.take(4))[0]
+
+    def stream(self, n: int) -> np.ndarray:
+        mn, g, width = _STREAM_HEAD.unpack(self.take(_STREAM_HEAD.size))
+        if width > 64 or g == 0:
+            raise CorruptionError(f"{self.where}: bad stream header (width {width}, gcd {g})",
+                                  self.where, self.pos)
+        raw = self.take((n * width + 7) // 8)
+        buf = np.zeros(((n * width + 63) // 64) * 8, np.uint8)
+        buf[:len(raw)] = np.frombuffer(raw, np.uint8)
+        return _stream_unpack(buf.view("<u8").astype(np.uint64, copy=False),
+                              np.uint64(mn), np.uint64(g), width, n)
+
+
+def encode(col: np.ndarray, encoding: int) -> bytes:
+    """Encode a 1-D integer column with the given encoding.
+
+    Returns the block bytes (first byte: the encoding). Raises ValueError for a non-integer column
+    or an unknown encoding.
+    """
+    if col.ndim != 1 or col.dtype.kind not in "iu":
+        raise ValueError(f"only 1-D integer columns are encodable, got {col.dtype} ndim {col.ndim}")
+    signed = col.dtype.kind == "i"
+    n = col.size
+    head = bytes([encoding])
+    if encoding == PLAIN:
+        return head + np.ascontiguousarray(col, dtype=col.dtype.newbyteorder("<")).tobytes()
+    u = _as_u64(col)
+    if encoding == FOR:
+        return head + _stream_bytes(_flip(u, signed))
+    if encoding == DELTA:
+        g, z = _zigzag_div(_diff(u))
+        first = int(u[0]) if n else 0
+        return head + _U64.pack(first) + _U64.pack(int(g)) + _stream_bytes(z)
+    if encoding == DOD:
+        d = _diff(u)
+        g, z = _zigzag_div(_diff(d))
+        first = int(u[0]) if n else 0
+        d0 = int(d[0]) if n > 1 else 0
+        return head + _U64.pack(first) + _U64.pack(d0) + _U64.pack(int(g)) + _stream_bytes(z)
+    if encoding == RLE:
+        vals, lens = _runs(u)
+        return head + _U32.pack(vals.size) + _stream_bytes(_flip(vals, signed)) + _stream_bytes(lens)
+    if encoding == DICT:
+        uniq, idx = _dict_index(_flip(u, signed))
+        return head + _U32.pack(uniq.size) + _stream_bytes(uniq) + _stream_bytes(idx)
+    raise ValueError(f"unknown encoding {encoding}")
+
+
+def decode(block: bytes, n: int, dtype: np.dtype, where: str = "") -> np.ndarray:
+    """Decode a block made by ``encode`` into an array of ``n`` values of ``dtype``.
+
+    ``where`` names the file and column for error messages. Raises CorruptionError if the block
+    is malformed (unknown encoding, too short, indexes out of range).
+    """
+    dtype = np.dtype(dtype)
+    signed = dtype.kind == "i"
+    r = _Reader(block, where)
+    enc = r.take(1)[0]
+    if enc == PLAIN:
+        raw = r.take(n * dtype.itemsize)
+        out = np.frombuffer(raw, dtype.newbyteorder("<")).astype(dtype)
+    elif enc == FOR:
+        out = _from_u64(_flip(r.stream(n), signed), dtype)
+    elif enc == DELTA:
+        first, g = r.u64(), r.u64()
+        d = _unzigzag_mul(r.stream(max(n - 1, 0)), np.uint64(g))
+        out = _from_u64(_prefix(np.uint64(first), d, n), dtype)
+    elif enc == DOD:
+        first, d0, g = r.u64(), r.u64(), r.u64()
+        dd = _unzigzag_mul(r.stream(max(n - 2, 0)), np.uint64(g))
+        d = _prefix(np.uint64(d0), dd, max(n - 1, 0))
+        out = _from_u64(_prefix(np.uint64(first), d, n), dtype)
+    elif enc == RLE:
+        nr = r.u32()
+        vals = _flip(r.stream(nr), signed)
+        lens = r.stream(nr)
+        u, ok = _expand_runs(vals, lens, n)
+        if not ok:
+            raise CorruptionError(f"{where}: run lengths do not add up to {n} rows", where, r.pos)
+        out = _from_u64(u, dtype)
+    elif enc == DICT:
+        nd = r.u32()
+        uniq = _flip(r.stream(nd), signed)
+        u, ok = _gather(uniq, r.stream(n))
+        if not ok:
+            raise CorruptionError(f"{where}: dictionary index out of range", where, r.pos)
+        out = _from_u64(u, dtype)
+    else:
+        raise CorruptionError(f"{where}: unknown column encoding {enc}", where, 0)
+    if r.pos != len(r.buf):
+        raise CorruptionError(f"{where}: {len(r.buf) - r.pos} trailing bytes after column block",
+                              where, r.pos)
+    return out
+
+
+def choose(col: np.ndarray, candidates=ENCODINGS) -> tuple[int, bytes]:
+    """Encode ``col`` with every candidate and return (encoding, bytes) of the smallest.
+
+    Ties go to the earlier candidate (PLAIN first: cheapest to decode).
+    """
+    best = None
+    for enc in candidates:
+        if enc == DICT and col.size > 4096 and _sample_distinct(col) > col.size // 4:
+            continue  # why: sorting a high-cardinality column costs time and cannot win
+        b = encode(col, enc)
+        if best is None or len(b) < len(best[1]):
+            best = (enc, b)
+    return best
+
+
+def _sample_distinct(col: np.ndarray) -> int:
+    step = max(1, col.size // 1024)
+    return int(np.unique(col[::step]).size) * step
+
+
+class Chooser:
+    """Remembers the encoding chosen per key (e.g. (table, column)) and reuses it.
+
+    A full search happens on first use, every ``research_every`` uses, and whenever the reused
+    encoding costs more than ``worse_ratio`` times the bytes per row it cost when chosen.
+    """
+
+    def __init__(self, research_every: int = 16, worse_ratio: float = 1.25):
+        self.research_every = research_every
+        self.worse_ratio = worse_ratio
+        self._memo: dict = {}
+        self.searches = 0
+
+    def encode(self, key, col: np.ndarray) -> tuple[int, bytes]:
+        """Return (encoding, block bytes) for ``col``, reusing the remembered choice if it holds."""
+        memo = self._memo.get(key)
+        n = max(col.size, 1)
+        if memo is not None and memo[2] < self.research_every:
+            enc, per_row, uses = memo
+            b = encode(col, enc)
+            if len(b) / n <= per_row * self.worse_ratio + 0.01:
+                self._memo[key] = (enc, per_row, uses + 1)
+                return enc, b
+        self.searches += 1
+        enc, b = choose(col)
+        self._memo[key] = (enc, len(b) / n, 0)
+        return enc, b
