@@ -1,0 +1,328 @@
+"""Shared fixtures, message builders and hypothesis strategies for the engine and model tests.
+
+Random flows mix valid and invalid messages over several symbols (one of them unknown), draw ids
+from a small pool so that cancels, modifies and duplicates hit live orders, use a narrow price band
+so that orders cross often, and a few traders so that self-trade prevention triggers.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import strategies as st
+
+from exchange.schema import (
+    MAX_PRICE, MAX_QTY, ORDER_DTYPE, Event, Flag, Kind, OrderType, Side, Stp, Tif,
+)
+from model import Model
+
+try:  # the engine is written concurrently; until it exists only the model-side tests run
+    from exchange import Engine
+except ImportError:  # pragma: no cover - disappears once exchange/engine.py lands
+    Engine = None
+
+needs_engine = pytest.mark.skipif(Engine is None, reason="exchange.Engine does not exist yet")
+
+STP_MODES = ["none", "cancel_resting", "cancel_incoming", "cancel_both"]
+# (name, min_price, max_price): B has a narrow band so PRICE_OUT_OF_BAND happens often.
+SYMBOLS = [("A", 1, MAX_PRICE), ("B", 97, 103), ("C", 1, MAX_PRICE)]
+UNKNOWN_SYMBOLS = [len(SYMBOLS), 2**32 - 1]
+
+
+# ---- building books ------------------------------------------------------------------------------
+
+def make_book(impl, stp="none", symbols=SYMBOLS):
+    """An Engine or a Model ("engine" | "model") with the given symbols added in order."""
+    if impl == "engine" and Engine is None:
+        pytest.skip("exchange.Engine does not exist yet")
+    book = Engine(stp=stp) if impl == "engine" else Model(stp=stp)
+    for name, lo, hi in symbols:
+        book.add_symbol(name, tick_size=1, min_price=lo, max_price=hi)
+    return book
+
+
+@pytest.fixture(params=["model", "engine"])
+def impl(request):
+    """Runs a test against both implementations (the engine variant skips until it exists)."""
+    return request.param
+
+
+@pytest.fixture
+def book(impl):
+    """A fresh book with one symbol "X" (id 0, band 1..MAX_PRICE) and no STP."""
+    return make_book(impl, symbols=[("X", 1, MAX_PRICE)])
+
+
+@pytest.fixture
+def engine():
+    """A fresh Engine with one symbol "X" (id 0); skips if the engine module is missing."""
+    return make_book("engine", symbols=[("X", 1, MAX_PRICE)])
+
+
+# ---- messages ------------------------------------------------------------------------------------
+
+def msg(kind=Kind.NEW, side=Side.BUY, price=100, qty=10, order_id=1, symbol=0, trader=1,
+        order_type=OrderType.LIMIT, tif=Tif.GTC, flags=0, ts=0):
+    """One ORDER_DTYPE row (as a 1-element array) with readable defaults."""
+    a = np.zeros(1, dtype=ORDER_DTYPE)
+    a[0] = (ts, order_id, price, qty, symbol, trader, kind, order_type, tif, flags, side)
+    return a
+
+
+def buy(order_id, price, qty, **kw):
+    return msg(side=Side.BUY, order_id=order_id, price=price, qty=qty, **kw)
+
+
+def sell(order_id, price, qty, **kw):
+    return msg(side=Side.SELL, order_id=order_id, price=price, qty=qty, **kw)
+
+
+def cancel(order_id, **kw):
+    return msg(kind=Kind.CANCEL, order_id=order_id, price=0, qty=0, **kw)
+
+
+def modify(order_id, price, qty, **kw):
+    return msg(kind=Kind.MODIFY, order_id=order_id, price=price, qty=qty, **kw)
+
+
+def flow(*rows):
+    """Concatenate message rows into one ORDER_DTYPE batch."""
+    return np.concatenate(rows) if rows else np.zeros(0, dtype=ORDER_DTYPE)
+
+
+def rows(table, *fields):
+    """A table's rows as plain tuples of the named fields (for readable assertions)."""
+    return [tuple(int(r[f]) for f in fields) for r in table]
+
+
+def levels(side_array):
+    """depth() output as [(price, qty, count), ...] whatever dtype the implementation uses."""
+    return rows(side_array, "price", "qty", "count")
+
+
+# ---- comparing outputs ---------------------------------------------------------------------------
+
+def assert_table_equal(name, got, want):
+    """Same dtype, same rows, same bytes; on failure say which row differs first."""
+    assert got.dtype == want.dtype, f"{name}: dtype {got.dtype} != {want.dtype}"
+    if len(got) != len(want) or not np.array_equal(got, want):
+        n = min(len(got), len(want))
+        first = next((i for i in range(n) if got[i] != want[i]), n)
+        raise AssertionError(
+            f"{name}: {len(got)} rows vs {len(want)}; first difference at row {first}:\n"
+            f"  got  {got[first:first + 3].tolist()}\n  want {want[first:first + 3].tolist()}")
+    assert got.tobytes() == want.tobytes(), f"{name}: equal fields but different bytes (padding?)"
+
+
+def assert_same_outputs(got, want):
+    """Two (fills, l2, events) results are identical table by table."""
+    for name, g, w in zip(("fills", "l2", "events"), got, want):
+        assert_table_equal(name, g, w)
+
+
+def assert_same_books(a, b, symbols=SYMBOLS):
+    """Two implementations hold the same books: depth and L3 orders of every symbol."""
+    for name, _, _ in symbols:
+        for side_a, side_b in zip(a.depth(name, levels=10**6), b.depth(name, levels=10**6)):
+            assert levels(side_a) == levels(side_b), f"depth of {name}"
+        assert_table_equal(f"orders({name})", a.orders(name), b.orders(name))
+
+
+def concat(results):
+    """Concatenate per-batch results into one (fills, l2, events) triple."""
+    return tuple(np.concatenate([r[i] for r in results]) for i in range(3))
+
+
+def run(book, orders, cuts=()):
+    """Process `orders` in batches split at `cuts`; returns the concatenated outputs."""
+    return concat([tuple(book.process(b)) for b in split(orders, cuts)])
+
+
+def split(orders, cuts):
+    """Split a flow at the given cut positions (any order, duplicates allowed; empty batches kept)."""
+    bounds = [0, *sorted(c for c in cuts if 0 <= c <= len(orders)), len(orders)]
+    return [orders[lo:hi] for lo, hi in zip(bounds, bounds[1:])]
+
+
+# ---- hypothesis strategies -----------------------------------------------------------------------
+
+@st.composite
+def messages(draw):
+    """One message, valid most of the time. Each draw's 0 is the plain case, so shrinking simplifies."""
+    k = draw(st.integers(0, 39))
+    kind = Kind.NEW if k < 24 else Kind.CANCEL if k < 31 else Kind.MODIFY if k < 39 else 7
+    s = draw(st.integers(0, 39))
+    symbol = 0 if s < 20 else 1 if s < 30 else 2 if s < 38 else UNKNOWN_SYMBOLS[s - 38]
+    side = draw(st.sampled_from([Side.BUY, Side.SELL]))
+    t = draw(st.integers(0, 9))
+    order_type = OrderType.MARKET if t >= 8 else OrderType.LIMIT
+    tif = draw(st.sampled_from([Tif.GTC, Tif.GTC, Tif.GTC, Tif.IOC, Tif.FOK]))
+    post = order_type == OrderType.LIMIT and tif == Tif.GTC and draw(st.integers(0, 5)) == 5
+    flags = Flag.POST_ONLY if post else 0
+    price = draw(st.integers(96, 104))
+    qty = draw(st.integers(1, 20))
+    order_id = draw(st.integers(0, 9))  # a small pool: ids collide with live orders
+    trader = draw(st.integers(1, 3))
+    # Now and then break one field (or use an extreme but valid value).
+    bad = draw(st.integers(0, 39))
+    if bad == 1:
+        side = draw(st.integers(2, 255))
+    elif bad == 2:
+        order_type = draw(st.integers(2, 255))
+    elif bad == 3:
+        tif = draw(st.integers(3, 255))
+    elif bad == 4:
+        flags = draw(st.integers(1, 255))  # unknown bits, or POST_ONLY on any order
+    elif bad == 5:
+        qty = draw(st.integers(-(2**63), 0))
+    elif bad == 6:
+        qty = draw(st.sampled_from([MAX_QTY, MAX_QTY + 1, 2**63 - 1]))
+    elif bad == 7:
+        price = draw(st.sampled_from([0, -1, -(2**63), MAX_PRICE, MAX_PRICE + 1, 2**63 - 1]))
+    elif bad == 8:
+        order_id = draw(st.sampled_from([2**64 - 1, 2**63, 12345]))
+    ts = draw(st.integers(0, 2**62))
+    return (ts, order_id, price, qty, symbol, trader, kind, order_type, tif, flags, side)
+
+
+def to_orders(msgs):
+    """A list of message tuples as an ORDER_DTYPE array."""
+    out = np.zeros(len(msgs), dtype=ORDER_DTYPE)
+    if msgs:
+        out[:] = msgs
+    return out
+
+
+def flows(min_size=10, max_size=150):
+    """Random order flows as ORDER_DTYPE arrays."""
+    return st.lists(messages(), min_size=min_size, max_size=max_size).map(to_orders)
+
+
+def cut_points(n, max_cuts=8):
+    """Where to split a flow of n messages into batches."""
+    return st.lists(st.integers(0, n), max_size=max_cuts)
+
+
+def random_flow(seed, n, n_symbols=len(SYMBOLS) + 1):  # the last symbol id is unknown
+    """A seeded numpy flow (no hypothesis) for large or cross-process tests; same mix as messages()."""
+    rng = np.random.default_rng(seed)
+    o = np.zeros(n, dtype=ORDER_DTYPE)
+    o["ts"] = np.cumsum(rng.integers(1, 1000, n))
+    o["kind"] = rng.choice([Kind.NEW, Kind.CANCEL, Kind.MODIFY, 7], n, p=[0.6, 0.2, 0.19, 0.01])
+    o["symbol"] = rng.choice(n_symbols, n, p=[0.45, 0.25, 0.25, 0.05][:n_symbols])
+    o["side"] = rng.integers(0, 2, n)
+    o["order_type"] = rng.choice([OrderType.LIMIT, OrderType.MARKET], n, p=[0.9, 0.1])
+    o["tif"] = rng.choice([Tif.GTC, Tif.IOC, Tif.FOK], n, p=[0.7, 0.15, 0.15])
+    o["flags"] = rng.choice([0, Flag.POST_ONLY, 2], n, p=[0.85, 0.14, 0.01])
+    o["price"] = rng.integers(94, 107, n)
+    o["qty"] = rng.integers(-1, 21, n)
+    o["order_id"] = rng.integers(0, 25, n)
+    o["trader"] = rng.integers(1, 4, n)
+    return o
+
+
+# ---- independent bookkeeping for the property tests ----------------------------------------------
+
+class _Entry:
+    """What the outputs say about one order: quantities and its priority key (seq it last queued)."""
+
+    def __init__(self, total, side, price, key):
+        self.total, self.filled, self.leaves, self.cancelled = total, 0, total, 0
+        self.side, self.price, self.key = side, price, key
+
+
+class Ledger:
+    """Rebuilds every order's life from fills and events alone and checks the book against it.
+
+    Used on the engine and on the model alike. `feed(batch, result)` checks per message that fills
+    and events agree and quantities are conserved; `check(book)` checks the book after a batch.
+    """
+
+    def __init__(self, symbols=SYMBOLS):
+        self.symbols = [name for name, _, _ in symbols]
+        self.live = {}   # (symbol, order_id) -> _Entry, for resting orders
+        self.l2 = {}     # (symbol, side, price) -> (qty, count) from the last L2 row
+        self.seq = 0
+
+    def feed(self, batch, result):
+        """Check one batch's outputs message by message and update the ledger."""
+        fills, l2, events = result
+        assert len(np.unique(events["seq"])) == len(batch), "every message yields an event"
+        for m in batch:
+            self.seq += 1
+            mine = [t[t["seq"] == self.seq] for t in (fills, l2, events)]
+            self._message(m, *mine)
+        for r in l2:
+            self.l2[(int(r["symbol"]), int(r["side"]), int(r["price"]))] = (int(r["qty"]), int(r["count"]))
+        assert all(np.all(np.diff(t["seq"]) >= 0) for t in result), "rows in seq order"
+
+    def _message(self, m, fills, l2, events):
+        sym, oid = int(m["symbol"]), int(m["order_id"])
+        assert np.all(events["ts"] == m["ts"]) and np.all(fills["ts"] == m["ts"])
+        if events[0]["event"] == Event.REJECTED:
+            assert len(events) == 1 and len(fills) == 0 and len(l2) == 0
+            e = events[0]
+            assert (int(e["order_id"]), int(e["filled_qty"]), int(e["leaves_qty"])) == (oid, 0, 0)
+            return
+        sums = {}
+        for f in fills:
+            assert f["symbol"] == sym
+            resting = f["sell_order_id"] if f["aggressor_side"] == Side.BUY else f["buy_order_id"]
+            r = self.live[(sym, int(resting))]
+            assert r.price == f["price"] and r.side != f["aggressor_side"], "fills at resting price"
+            for side in ("buy_order_id", "sell_order_id"):
+                sums[int(f[side])] = sums.get(int(f[side]), 0) + int(f["qty"])
+        start = {}
+        for e in events:
+            key = (sym, int(e["order_id"]))
+            ev, filled, leaves = int(e["event"]), int(e["filled_qty"]), int(e["leaves_qty"])
+            if ev == Event.ACCEPTED:
+                ent = _Entry(leaves, int(m["side"]), int(m["price"]), self.seq)
+                assert key not in self.live and leaves == m["qty"]
+                self.live[key] = ent  # incoming: "live" in the ledger until it ends
+            ent = self.live[key]
+            start.setdefault(key, (ent, ent.filled))
+            if ev in (Event.PARTIAL, Event.FILLED):
+                assert filled > ent.filled and filled + leaves == ent.filled + ent.leaves
+                assert (leaves == 0) == (ev == Event.FILLED)
+            elif ev == Event.CANCELLED:
+                assert leaves == 0 and filled == ent.filled
+                ent.cancelled += ent.leaves
+            elif ev == Event.MODIFIED:
+                assert filled == ent.filled and leaves == m["qty"]
+                ent.total += leaves - ent.leaves
+                if m["price"] != ent.price or leaves > ent.leaves:
+                    ent.key = self.seq  # loses priority
+                ent.price = int(m["price"])
+            ent.filled, ent.leaves = filled, leaves
+            assert ent.filled + ent.cancelled + ent.leaves == ent.total, "quantity conserved"
+            if ev in (Event.FILLED, Event.CANCELLED):
+                del self.live[key]
+        for (s, o), (ent, filled0) in start.items():
+            assert ent.filled - filled0 == sums.pop(o, 0), f"fills vs events of order {o}"
+        assert not sums, f"fills of orders without events: {sums}"
+
+    def check(self, book):
+        """After a batch: not crossed, orders() = ledger (FIFO by key), L2 totals = resting sums."""
+        for s, name in enumerate(self.symbols):
+            live = book.orders(name)
+            want = {o: e for (sym, o), e in self.live.items() if sym == s}
+            assert sorted(int(x) for x in live["order_id"]) == sorted(want), f"live orders of {name}"
+            totals = {}
+            for r in live:
+                e = want[int(r["order_id"])]
+                assert (e.leaves, e.filled, e.side, e.price) == (r["qty"], r["filled"], r["side"], r["price"])
+                t = totals.setdefault((s, int(r["side"]), int(r["price"])), [0, 0, []])
+                t[0] += int(r["qty"]); t[1] += 1; t[2].append(e.key)
+            for level, (qty, count, keys) in totals.items():
+                assert keys == sorted(keys), f"FIFO at {level}"
+                assert self.l2.get(level) == (qty, count), f"L2 total at {level}"
+            stale = [k for k, v in self.l2.items() if k[0] == s and v[0] and k not in totals]
+            assert not stale, f"L2 shows levels with no orders: {stale}"
+            bids, asks = book.depth(name, levels=10**6)
+            assert levels(bids) == sorted(((p, q, c) for (_, sd, p), (q, c, _) in totals.items()
+                                           if sd == Side.BUY), reverse=True)
+            assert levels(asks) == sorted((p, q, c) for (_, sd, p), (q, c, _) in totals.items()
+                                          if sd == Side.SELL)
+            if len(bids) and len(asks):
+                assert bids[0]["price"] < asks[0]["price"], f"{name} crossed"
