@@ -1,0 +1,105 @@
+"""Shared helpers for the store tests: synthetic batches and a tiny deterministic fake engine.
+
+The fake engine exists so the session can be tested without exchange/engine.py; it follows the
+Engine API the session uses (process, seq, config, checkpoint, restore, state_hash).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import pickle
+from typing import NamedTuple
+
+import numpy as np
+
+from exchange.schema import EVENT_DTYPE, FILL_DTYPE, L2_DTYPE, ORDER_DTYPE
+
+
+def make_orders(n: int, seed: int = 0, n_symbols: int = 3, ts0: int = 1_700_000_000_000_000_000) -> np.ndarray:
+    """A seeded batch of plausible order messages."""
+    rng = np.random.default_rng(seed)
+    o = np.zeros(n, ORDER_DTYPE)
+    o["ts"] = ts0 + np.cumsum(rng.integers(0, 5000, n))
+    o["order_id"] = rng.integers(1, 1 << 40, n, dtype=np.uint64)
+    o["price"] = 10_000 + rng.integers(-50, 50, n)
+    o["qty"] = rng.integers(1, 500, n)
+    o["symbol"] = rng.integers(0, n_symbols, n)
+    o["trader"] = rng.integers(0, 20, n)
+    o["kind"] = rng.integers(0, 3, n)
+    o["side"] = rng.integers(0, 2, n)
+    return o
+
+
+def make_outputs(orders: np.ndarray, first_seq: int, seed: int = 0):
+    """Fills, l2, events for an order batch: deterministic functions of the orders."""
+    rng = np.random.default_rng(seed + 7)
+    n = orders.size
+    seq = np.arange(first_seq, first_seq + n, dtype=np.int64)
+    ev = np.zeros(n, EVENT_DTYPE)
+    ev["seq"], ev["ts"], ev["symbol"], ev["order_id"] = seq, orders["ts"], orders["symbol"], orders["order_id"]
+    ev["leaves_qty"] = orders["qty"]
+    l2 = np.zeros(n, L2_DTYPE)
+    l2["seq"], l2["ts"], l2["symbol"], l2["price"] = seq, orders["ts"], orders["symbol"], orders["price"]
+    l2["qty"], l2["side"], l2["count"] = orders["qty"] * 3, orders["side"], rng.integers(1, 9, n)
+    k = np.flatnonzero(orders["kind"] == 0)[::3]
+    fi = np.zeros(k.size, FILL_DTYPE)
+    fi["seq"], fi["ts"], fi["symbol"], fi["price"], fi["qty"] = seq[k], orders["ts"][k], orders["symbol"][k], \
+        orders["price"][k], orders["qty"][k]
+    fi["trade_id"] = np.arange(k.size) + first_seq
+    fi["buy_order_id"], fi["sell_order_id"] = orders["order_id"][k], orders["order_id"][k] + 1
+    return fi, l2, ev
+
+
+def make_batch(first_seq: int, n: int, seed: int = 0, n_symbols: int = 3):
+    """(orders, fills, l2, events) for seqs first_seq .. first_seq + n - 1."""
+    o = make_orders(n, seed, n_symbols, ts0=1_700_000_000_000_000_000 + first_seq * 1000)
+    return (o, *make_outputs(o, first_seq, seed))
+
+
+class FakeResult(NamedTuple):
+    fills: np.ndarray
+    l2: np.ndarray
+    events: np.ndarray
+
+
+class FakeEngine:
+    """Deterministic stand-in for exchange.Engine: outputs depend on the orders and the state."""
+
+    def __init__(self, stp: str = "none"):
+        self.stp = stp
+        self.seq = 0
+        self.symbols: list[str] = []
+        self.acc = 0
+
+    def add_symbol(self, name: str, tick_size: int = 1) -> int:
+        self.symbols.append(name)
+        return len(self.symbols) - 1
+
+    def process(self, orders: np.ndarray) -> FakeResult:
+        first = self.seq + 1
+        fills, l2, events = make_outputs(orders, first, seed=self.acc % 1000)
+        events["filled_qty"] = self.acc
+        self.acc = (self.acc * 31 + int(orders["qty"].sum())) % (1 << 61)
+        self.seq += orders.size
+        return FakeResult(fills, l2, events)
+
+    def config(self) -> dict:
+        return {"stp": self.stp, "symbols": [{"name": s, "id": i} for i, s in enumerate(self.symbols)]}
+
+    def checkpoint(self) -> bytes:
+        return pickle.dumps((self.stp, self.seq, self.symbols, self.acc))
+
+    @classmethod
+    def restore(cls, blob: bytes) -> "FakeEngine":
+        e = cls.__new__(cls)
+        e.stp, e.seq, e.symbols, e.acc = pickle.loads(blob)
+        return e
+
+    def state_hash(self) -> str:
+        return hashlib.sha256(json.dumps([self.stp, self.seq, self.symbols, self.acc]).encode()).hexdigest()
+
+
+def fake_engine_factory():
+    """The engine class the session should restore with (FakeEngine)."""
+    return FakeEngine

@@ -1,0 +1,128 @@
+"""WAL: round trips, rotation, durability options, torn tails and corruption."""
+
+import os
+
+import numpy as np
+import pytest
+
+from exchange.errors import CorruptionError, UsageError
+from store.wal import FILE_HEADER, WalWriter, scan_wal, wal_files
+from store_fixtures import make_batch
+
+
+def _write(wal_dir, batches=5, n=200, **kw):
+    w = WalWriter(str(wal_dir), **kw)
+    written, seq = [], 1
+    for i in range(batches):
+        b = make_batch(seq, n, seed=i)
+        w.append(seq, *b)
+        written.append((seq, b))
+        seq += n
+    w.close()
+    return written
+
+
+def _same(rec, batch):
+    return all(np.array_equal(a, b) for a, b in zip((rec.orders, rec.fills, rec.l2, rec.events), batch))
+
+
+@pytest.mark.parametrize("compress", [True, False])
+def test_records_read_back_bit_for_bit(tmp_path, compress):
+    written = _write(tmp_path, compress=compress)
+    recs, rep = scan_wal(str(tmp_path))
+    assert [r.first_seq for r in recs] == [s for s, _ in written]
+    assert all(_same(r, b) for r, (_, b) in zip(recs, written))
+    assert rep.torn_tail is None and rep.last_seq == 1000
+
+
+def test_files_rotate_at_the_size_limit_and_seqs_stay_contiguous(tmp_path):
+    _write(tmp_path, batches=6, rotate_bytes=1)
+    assert len(wal_files(str(tmp_path))) == 6
+    recs, _ = scan_wal(str(tmp_path))
+    assert [r.first_seq for r in recs] == [1, 201, 401, 601, 801, 1001]
+
+
+@pytest.mark.parametrize("durability", ["fsync", "interval", "none"])
+def test_every_durability_policy_writes_readable_records(tmp_path, durability):
+    _write(tmp_path, batches=2, durability=durability)
+    assert scan_wal(str(tmp_path))[1].records == 2
+
+
+def test_unknown_durability_policy_is_a_usage_error(tmp_path):
+    with pytest.raises(UsageError):
+        WalWriter(str(tmp_path), durability="sometimes")
+
+
+def test_truncated_trailing_record_is_cut_and_reported(tmp_path):
+    _write(tmp_path, batches=3)
+    (_, path), = wal_files(str(tmp_path))
+    os.truncate(path, os.path.getsize(path) - 10)
+    recs, rep = scan_wal(str(tmp_path), repair=True)
+    assert len(recs) == 2 and rep.torn_tail[0] == path
+    assert scan_wal(str(tmp_path))[1].torn_tail is None   # repaired: the cut is durable
+
+
+def test_flipped_byte_before_the_tail_raises_naming_file_and_offset(tmp_path):
+    _write(tmp_path, batches=3)
+    (_, path), = wal_files(str(tmp_path))
+    with open(path, "r+b") as f:
+        f.seek(FILE_HEADER.size + 100)
+        b = f.read(1)
+        f.seek(-1, 1)
+        f.write(bytes([b[0] ^ 0x40]))
+    with pytest.raises(CorruptionError, match="wal-00000001.log") as e:
+        scan_wal(str(tmp_path))
+    assert e.value.path == path and e.value.offset == FILE_HEADER.size
+
+
+def test_flipped_length_byte_is_corruption_not_a_torn_tail(tmp_path):
+    _write(tmp_path, batches=3)
+    (_, path), = wal_files(str(tmp_path))
+    with open(path, "r+b") as f:
+        f.seek(FILE_HEADER.size + 3)
+        f.write(b"\x7f")
+    with pytest.raises(CorruptionError, match="header checksum"):
+        scan_wal(str(tmp_path))
+
+
+def test_zeroed_block_in_an_earlier_file_is_corruption(tmp_path):
+    _write(tmp_path, batches=4, rotate_bytes=1)
+    path = wal_files(str(tmp_path))[1][1]
+    with open(path, "r+b") as f:
+        f.seek(200)
+        f.write(bytes(512))
+    with pytest.raises(CorruptionError, match=os.path.basename(path)):
+        scan_wal(str(tmp_path))
+
+
+def test_truncated_earlier_file_is_corruption_not_a_tail(tmp_path):
+    _write(tmp_path, batches=4, rotate_bytes=1)
+    path = wal_files(str(tmp_path))[1][1]
+    os.truncate(path, os.path.getsize(path) - 5)
+    with pytest.raises(CorruptionError, match="past the end"):
+        scan_wal(str(tmp_path))
+
+
+def test_salvage_mode_stops_at_corruption_and_reports_what_it_dropped(tmp_path):
+    _write(tmp_path, batches=4, rotate_bytes=1)
+    path = wal_files(str(tmp_path))[2][1]
+    with open(path, "r+b") as f:
+        f.seek(FILE_HEADER.size + 50)
+        f.write(b"\xff\xff")
+    recs, rep = scan_wal(str(tmp_path), salvage=True)
+    assert [r.first_seq for r in recs] == [1, 201]
+    assert rep.salvaged[0] == path and rep.salvaged[3] > 0
+    assert len(wal_files(str(tmp_path))) == 3
+
+
+def test_a_missing_middle_file_is_a_seq_gap(tmp_path):
+    _write(tmp_path, batches=3, rotate_bytes=1)
+    os.unlink(wal_files(str(tmp_path))[1][1])
+    with pytest.raises(CorruptionError, match="seq gap"):
+        scan_wal(str(tmp_path))
+
+
+def test_append_must_continue_the_seq(tmp_path):
+    w = WalWriter(str(tmp_path))
+    with pytest.raises(UsageError):
+        w.append(5, *make_batch(5, 10))
