@@ -1,0 +1,236 @@
+"""Columnar segment files: one table, one symbol, rows ordered by seq, written once.
+
+Layout (byte by byte in docs/formats.md, "Segment file"):
+
+    header   "EXSG" | u16 version | u16 reserved
+    blocks   per column: stored bytes | u32 crc32c(stored bytes)
+    index    table, symbol, rows, seq/ts ranges, then per column: name, dtype, encoding, codec,
+             offset, stored length, raw length, crc32c
+    footer   u64 index offset | u32 index length | u32 crc32c(index) | u16 version |
+             u16 reserved | "EXSGFOOT"            (28 bytes, fixed)
+
+Invariants:
+- A segment is written to a temporary name, fsynced, renamed into place and its directory fsynced;
+  it is never modified afterwards (compaction writes new files and retires old ones).
+- Every byte read back is under a checksum: blocks, index, footer magic and version. A failed
+  check raises CorruptionError naming the file and byte offset; wrong data is never returned.
+- Readers fetch only the blocks of the columns they ask for.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import uuid
+from dataclasses import dataclass
+
+import crc32c
+import lz4.block
+import numpy as np
+import zstandard
+
+from exchange.errors import CorruptionError, WriteError
+from store import codecs
+from store.tables import table_dtype
+from store.wal import fsync_dir
+
+__all__ = ["SegmentInfo", "write_segment", "read_segment", "read_index", "CODEC_NAMES"]
+
+MAGIC = b"EXSG"
+FOOT_MAGIC = b"EXSGFOOT"
+VERSION = 1
+HEADER = struct.Struct("<4sHH")
+FOOTER = struct.Struct("<QIIHH8s")
+CRC = struct.Struct("<I")
+INDEX_HEAD = struct.Struct("<IQqqqqH")     # symbol, rows, seq lo, seq hi, ts lo, ts hi, n columns
+INDEX_COL = struct.Struct("<BBQIII")       # encoding, codec, offset, stored len, raw len, crc
+NONE, LZ4, ZSTD = 0, 1, 2
+CODEC_NAMES = {NONE: "none", LZ4: "lz4", ZSTD: "zstd"}
+ZSTD_LEVEL = 9
+_zc = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
+_zd = zstandard.ZstdDecompressor()
+
+
+@dataclass
+class SegmentInfo:
+    """What the catalog records about a segment file (path relative to the data directory)."""
+
+    table: str
+    symbol: int
+    rows: int
+    seq_lo: int
+    seq_hi: int
+    ts_lo: int
+    ts_hi: int
+    bytes: int
+    codec: str
+    encodings: dict
+    path: str
+
+
+def _compress(raw: bytes, codec: int) -> tuple[int, bytes]:
+    if codec == LZ4:
+        out = lz4.block.compress(raw, store_size=False)
+    elif codec == ZSTD:
+        out = _zc.compress(raw)
+    else:
+        return NONE, raw
+    # why: a block the compressor cannot shrink is stored raw; decoding it is then free
+    return (codec, out) if len(out) < len(raw) else (NONE, raw)
+
+
+def _decompress(codec: int, data: bytes, raw_len: int, path: str, offset: int) -> bytes:
+    try:
+        if codec == NONE:
+            out = data
+        elif codec == LZ4:
+            out = lz4.block.decompress(data, uncompressed_size=raw_len)
+        elif codec == ZSTD:
+            out = _zd.decompress(data, max_output_size=raw_len)
+        else:
+            raise ValueError(f"unknown codec {codec}")
+    except (ValueError, lz4.block.LZ4BlockError, zstandard.ZstdError) as e:
+        raise CorruptionError(f"{path}: block at offset {offset} does not decompress ({e})",
+                              path, offset) from None
+    if len(out) != raw_len:
+        raise CorruptionError(f"{path}: block at offset {offset} decompressed to {len(out)} bytes, "
+                              f"index says {raw_len}", path, offset)
+    return out
+
+
+def _s(text: str) -> bytes:
+    b = text.encode()
+    return bytes([len(b)]) + b
+
+
+def write_segment(data_dir: str, table: str, symbol: int, rows: np.ndarray, *,
+                  codec: str = "lz4", chooser: codecs.Chooser | None = None) -> SegmentInfo:
+    """Write ``rows`` (stored dtype of ``table``, one symbol, ordered by seq) as a new segment.
+
+    The file lands at ``segments/<table>/<symbol>/<seq lo>-<seq hi>-<token>.seg`` under
+    ``data_dir``, durably (temp file, fsync, rename, directory fsync). Returns its SegmentInfo.
+    Raises WriteError if any write or fsync fails (the temporary file is removed).
+    """
+    dtype = table_dtype(table)
+    if rows.size == 0:
+        raise ValueError("a segment holds at least one row")
+    chooser = chooser or codecs.Chooser()
+    c = {"lz4": LZ4, "zstd": ZSTD, "none": NONE}[codec]
+    rel_dir = os.path.join("segments", table, str(symbol))
+    seq, ts = rows["seq"], rows["ts"]
+    name = f"{int(seq[0]):012d}-{int(seq[-1]):012d}-{uuid.uuid4().hex[:8]}.seg"
+    rel = os.path.join(rel_dir, name)
+    parts = [HEADER.pack(MAGIC, VERSION, 0)]
+    pos = HEADER.size
+    index = [_s(table), INDEX_HEAD.pack(symbol, rows.size, int(seq[0]), int(seq[-1]),
+                                         int(ts.min()), int(ts.max()), len(dtype.names))]
+    encodings = {}
+    for col in dtype.names:
+        enc, raw = chooser.encode((table, col), rows[col])
+        used, stored = _compress(raw, c)
+        crc = crc32c.crc32c(stored)
+        parts += [stored, CRC.pack(crc)]
+        index += [_s(col), _s(dtype.fields[col][0].str),
+                  INDEX_COL.pack(enc, used, pos, len(stored), len(raw), crc)]
+        encodings[col] = codecs.ENCODING_NAMES[enc]
+        pos += len(stored) + CRC.size
+    idx = b"".join(index)
+    parts += [idx, FOOTER.pack(pos, len(idx), crc32c.crc32c(idx), VERSION, 0, FOOT_MAGIC)]
+    blob = b"".join(parts)
+    full_dir = os.path.join(data_dir, rel_dir)
+    tmp = os.path.join(full_dir, "." + name + ".tmp")
+    try:
+        os.makedirs(full_dir, exist_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            view = memoryview(blob)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.rename(tmp, os.path.join(data_dir, rel))
+        fsync_dir(full_dir)
+    except OSError as e:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise WriteError(f"cannot write segment {os.path.join(data_dir, rel)}: {e}") from e
+    return SegmentInfo(table, symbol, rows.size, int(seq[0]), int(seq[-1]), int(ts.min()),
+                       int(ts.max()), len(blob), CODEC_NAMES[c], encodings, rel)
+
+
+def read_index(f, path: str) -> dict:
+    """Parse and check the footer and column index of an open segment file.
+
+    Returns {"table", "symbol", "rows", "seq", "ts", "columns": {name: (dtype, enc, codec,
+    offset, stored, raw, crc)}}. Raises CorruptionError naming the file and offset.
+    """
+    size = f.seek(0, os.SEEK_END)
+    if size < HEADER.size + FOOTER.size:
+        raise CorruptionError(f"{path}: {size} bytes is too short for a segment", path, 0)
+    f.seek(size - FOOTER.size)
+    idx_off, idx_len, idx_crc, version, _, magic = FOOTER.unpack(f.read(FOOTER.size))
+    if magic != FOOT_MAGIC:
+        raise CorruptionError(f"{path}: bad footer magic at offset {size - FOOTER.size}",
+                              path, size - FOOTER.size)
+    if version != VERSION:
+        raise CorruptionError(f"{path}: segment format version {version}, this code reads {VERSION}",
+                              path, size - FOOTER.size + 16)
+    if idx_off + idx_len != size - FOOTER.size:
+        raise CorruptionError(f"{path}: index bounds in footer do not match the file size",
+                              path, size - FOOTER.size)
+    f.seek(idx_off)
+    idx = f.read(idx_len)
+    if crc32c.crc32c(idx) != idx_crc:
+        raise CorruptionError(f"{path}: index checksum mismatch at offset {idx_off}", path, idx_off)
+    f.seek(0)
+    magic, hversion, _ = HEADER.unpack(f.read(HEADER.size))
+    if magic != MAGIC or hversion != VERSION:
+        raise CorruptionError(f"{path}: bad header at offset 0", path, 0)
+    p = 0
+
+    def s():
+        nonlocal p
+        n = idx[p]
+        out = idx[p + 1:p + 1 + n].decode()
+        p += 1 + n
+        return out
+
+    table = s()
+    sym, rows, slo, shi, tlo, thi, ncols = INDEX_HEAD.unpack_from(idx, p)
+    p += INDEX_HEAD.size
+    cols = {}
+    for _ in range(ncols):
+        name, dt = s(), s()
+        cols[name] = (np.dtype(dt), *INDEX_COL.unpack_from(idx, p))
+        p += INDEX_COL.size
+    return {"table": table, "symbol": sym, "rows": rows, "seq": (slo, shi), "ts": (tlo, thi),
+            "columns": cols}
+
+
+def read_segment(path: str, columns=None) -> dict:
+    """Decode the named columns (all if None) of a segment file.
+
+    Returns {column name: 1-D array}; only those columns' blocks are read. Raises CorruptionError
+    (naming file and offset) on any failed check, StoreError subclasses on unreadable files,
+    FileNotFoundError if the file is gone (a reader may then re-read the catalog).
+    """
+    with open(path, "rb") as f:
+        meta = read_index(f, path)
+        out = {}
+        for name in (columns if columns is not None else meta["columns"]):
+            try:
+                dt, enc, codec, off, stored, raw, crc = meta["columns"][name]
+            except KeyError:
+                raise CorruptionError(f"{path}: no column {name!r} in the index", path, 0) from None
+            f.seek(off)
+            data = f.read(stored + CRC.size)
+            if len(data) != stored + CRC.size or crc32c.crc32c(data[:stored]) != crc \
+                    or CRC.unpack_from(data, stored)[0] != crc:
+                raise CorruptionError(f"{path}: checksum mismatch in column {name!r} block at "
+                                      f"offset {off}", path, off)
+            block = _decompress(codec, data[:stored], raw, path, off)
+            out[name] = codecs.decode(block, meta["rows"], dt, where=f"{path}:{name}")
+    return out
