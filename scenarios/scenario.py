@@ -1,0 +1,216 @@
+"""Scenario files: a small TOML or JSON file names a generator, its parameters, a seed and the symbols.
+
+A stored run keeps ``Scenario.describe()`` so it can say exactly what produced its flow; the same
+description (or file) generates the same bytes again.
+
+File format (TOML shown; JSON has the same keys)::
+
+    name = "default"                 # optional; defaults to the file's stem
+    description = "..."              # optional, free text
+    generator = "uniform"            # a key of GENERATORS
+    seed = 1                         # int >= 0
+    [params]                         # keyword arguments of the generator (n, mix, sizes ...)
+    n = 10_000
+    [[symbols]]                      # one table per symbol, in symbol-id order (0, 1, ...)
+    name = "JPM"
+    tick_size = 0.01                 # price of one tick (the engine's prices are int ticks)
+    mid = 10_000                     # optional: start mid in ticks, for generators that have one
+    [[symbols]]                      # ``count = k`` expands one table into k symbols
+    name = "S"                       # named S000, S001, ... (zero-padded to the width of k-1)
+    count = 100
+
+Invariants: symbols get engine ids in file order, so ``add_symbols`` on a fresh engine maps the
+generator's symbol ids 0..k-1 onto them. A file is validated whole before anything is generated:
+unknown keys, an unknown generator or a parameter the generator does not take raise InputError
+naming the file (and the line, for TOML syntax errors).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import inspect
+import json
+import os
+import tomllib
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+from exchange.errors import InputError
+
+__all__ = ["Scenario", "SymbolSpec", "load_scenario", "list_presets", "GENERATORS"]
+
+# generator name -> (module, function). Each function takes (n, seed, n_symbols, **params) and
+# returns an ORDER_DTYPE array; generators with a start mid also take mid_start.
+GENERATORS: dict[str, tuple[str, str]] = {
+    "uniform": ("scenarios.uniform", "uniform_flow"),
+    "zero_intelligence": ("scenarios.zero_intelligence", "zi_flow"),
+    "hawkes": ("scenarios.hawkes", "hawkes_flow"),
+}
+
+_TOP_KEYS = {"name", "description", "generator", "seed", "params", "symbols"}
+_SYMBOL_KEYS = {"name", "tick_size", "mid", "count"}
+
+
+@dataclass(frozen=True)
+class SymbolSpec:
+    """One symbol of a scenario: engine name, tick size (price of one tick) and optional start mid."""
+
+    name: str
+    tick_size: float = 1
+    mid: int | None = None
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A parsed scenario: what to generate, from which seed, over which symbols."""
+
+    name: str
+    generator: str
+    seed: int
+    params: dict = field(default_factory=dict)
+    symbols: tuple[SymbolSpec, ...] = ()
+    description: str = ""
+    source: str = ""
+
+    def _function(self):
+        mod, fn = GENERATORS[self.generator]
+        return getattr(importlib.import_module(mod), fn)
+
+    def generate(self) -> np.ndarray:
+        """Return the scenario's order messages (ORDER_DTYPE); the same scenario gives the same bytes.
+
+        Raises UsageError (from the generator) when a parameter value is out of range.
+        """
+        kwargs = dict(self.params)
+        mids = [s.mid for s in self.symbols]
+        if any(m is not None for m in mids):
+            if any(m is None for m in mids):
+                raise InputError(f"{self.source or self.name}: give 'mid' for every symbol or for none")
+            kwargs["mid_start"] = np.array(mids, np.int64)
+        return self._function()(seed=self.seed, n_symbols=len(self.symbols), **kwargs)
+
+    def add_symbols(self, engine) -> list[int]:
+        """Register the scenario's symbols on ``engine`` in order; return their symbol ids."""
+        return [engine.add_symbol(s.name, tick_size=s.tick_size) for s in self.symbols]
+
+    def describe(self) -> dict:
+        """Return a JSON-serialisable description that regenerates this flow, with its sha256 digest."""
+        d = {
+            "name": self.name,
+            "description": self.description,
+            "generator": self.generator,
+            "seed": self.seed,
+            "params": dict(self.params),
+            "symbols": [{"name": s.name, "tick_size": s.tick_size, "mid": s.mid} for s in self.symbols],
+            "source": self.source,
+        }
+        canon = {k: d[k] for k in ("generator", "seed", "params", "symbols")}
+        d["sha256"] = hashlib.sha256(json.dumps(canon, sort_keys=True).encode()).hexdigest()
+        return d
+
+    @classmethod
+    def from_dict(cls, data: dict, source: str = "<dict>") -> "Scenario":
+        """Validate a scenario mapping (as read from a file or from ``describe()``) and return it.
+
+        Raises InputError naming ``source`` and the offending key.
+        """
+        data = {k: v for k, v in data.items() if k not in ("sha256", "source")}
+        unknown = set(data) - _TOP_KEYS
+        if unknown:
+            raise InputError(f"{source}: unknown key(s) {sorted(unknown)}; expected some of {sorted(_TOP_KEYS)}")
+        gen = data.get("generator")
+        if gen not in GENERATORS:
+            raise InputError(f"{source}: key 'generator' should be one of {sorted(GENERATORS)}, got {gen!r}")
+        seed = data.get("seed")
+        if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+            raise InputError(f"{source}: key 'seed' should be an integer >= 0, got {seed!r}")
+        params = data.get("params", {})
+        if not isinstance(params, dict):
+            raise InputError(f"{source}: key 'params' should be a table of generator arguments")
+        symbols = _parse_symbols(data.get("symbols"), source)
+        sc = cls(name=str(data.get("name") or Path(source).stem), generator=gen, seed=seed,
+                 params=dict(params), symbols=symbols, description=str(data.get("description", "")),
+                 source=source)
+        sig = inspect.signature(sc._function())
+        taken = set(sig.parameters) - {"seed", "n_symbols", "mid_start"}
+        bad = set(params) - taken
+        if bad:
+            raise InputError(f"{source}: generator {gen!r} takes no parameter(s) {sorted(bad)}; "
+                             f"it takes {sorted(taken)}")
+        missing = [p.name for p in sig.parameters.values()
+                   if p.default is inspect.Parameter.empty and p.name not in params
+                   and p.name not in ("seed", "n_symbols")]
+        if missing:
+            raise InputError(f"{source}: generator {gen!r} needs parameter(s) {missing} in [params]")
+        return sc
+
+
+def _parse_symbols(raw, source: str) -> tuple[SymbolSpec, ...]:
+    if not isinstance(raw, list) or not raw:
+        raise InputError(f"{source}: expected at least one [[symbols]] table with a 'name'")
+    out: list[SymbolSpec] = []
+    for i, s in enumerate(raw):
+        where = f"{source}: symbols[{i}]"
+        if not isinstance(s, dict) or not isinstance(s.get("name"), str) or not s["name"]:
+            raise InputError(f"{where}: expected a table with a non-empty string 'name'")
+        unknown = set(s) - _SYMBOL_KEYS
+        if unknown:
+            raise InputError(f"{where}: unknown key(s) {sorted(unknown)}; expected some of {sorted(_SYMBOL_KEYS)}")
+        tick = s.get("tick_size", 1)
+        if not isinstance(tick, (int, float)) or isinstance(tick, bool) or tick <= 0:
+            raise InputError(f"{where}: 'tick_size' should be a number > 0, got {tick!r}")
+        mid = s.get("mid")
+        if mid is not None and (not isinstance(mid, int) or mid < 1):
+            raise InputError(f"{where}: 'mid' should be an integer number of ticks >= 1, got {mid!r}")
+        count = s.get("count", 1)
+        if not isinstance(count, int) or count < 1:
+            raise InputError(f"{where}: 'count' should be an integer >= 1, got {count!r}")
+        if count == 1 and "count" not in s:
+            out.append(SymbolSpec(s["name"], tick, mid))
+        else:
+            width = len(str(count - 1))
+            out.extend(SymbolSpec(f"{s['name']}{k:0{width}d}", tick, mid) for k in range(count))
+    names = [s.name for s in out]
+    if len(set(names)) != len(names):
+        raise InputError(f"{source}: symbol names must be unique")
+    return tuple(out)
+
+
+def _preset_dir():
+    return resources.files("scenarios") / "presets"
+
+
+def list_presets() -> list[str]:
+    """Return the names of the scenario files shipped in ``scenarios/presets`` (sorted)."""
+    return sorted(p.name.rsplit(".", 1)[0] for p in _preset_dir().iterdir()
+                  if p.name.endswith((".toml", ".json")))
+
+
+def load_scenario(path_or_name: str | os.PathLike) -> Scenario:
+    """Read a scenario file (``.toml`` or ``.json``), or a preset by name (see ``list_presets``).
+
+    Returns a Scenario. Raises InputError when the file does not exist, is not valid TOML/JSON
+    (the message carries the parser's line and column) or does not describe a valid scenario.
+    """
+    p = Path(os.fspath(path_or_name))
+    if not p.suffix and not p.exists():
+        for ext in (".toml", ".json"):
+            cand = _preset_dir() / f"{p.name}{ext}"
+            if cand.is_file():
+                p = Path(str(cand))
+                break
+        else:
+            raise InputError(f"{path_or_name}: no such scenario file or preset (presets: {list_presets()})")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"{p}: cannot read scenario file ({exc})") from exc
+    try:
+        data = json.loads(text) if p.suffix == ".json" else tomllib.loads(text)
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"{p}: not valid {'JSON' if p.suffix == '.json' else 'TOML'}: {exc}") from exc
+    return Scenario.from_dict(data, source=str(p))
