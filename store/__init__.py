@@ -1,1 +1,21 @@
-"""exsim store package."""
+"""exsim store: write-ahead log, columnar segments, catalog, compaction and the read API.
+
+Public surface::
+
+    from store import Session, read, compact
+    s = Session.create("data/run1", engine, run_info={"scenario": "poisson", "seed": 7})
+    res = s.process(orders)              # journaled before it returns
+    s.close()                            # seals and checkpoints
+    s = Session.open("data/run1")        # engine restored exactly, continues at the next seq
+    fills = read("data/run1", "fills", symbol="JPM", seq=(1, 10_000))   # inclusive range
+    compact("data/run1")                 # merge small segments into zstd ones
+"""
+
+from store.catalog import Catalog
+from store.compaction import compact
+from store.query import read
+from store.session import Session
+from store.tables import STORED_DTYPES, TABLES
+from store.wal import WalReport, scan_wal
+
+__all__ = ["Session", "read", "compact", "Catalog", "scan_wal", "WalReport", "STORED_DTYPES", "TABLES"]

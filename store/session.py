@@ -1,0 +1,346 @@
+"""Session: one Engine bound to one data directory.
+
+``process(batch)`` runs the engine, journals the batch (orders + outputs) to the WAL and returns
+the Result only once the record is durable under the chosen policy. Every ``checkpoint_every``
+messages the engine's checkpoint is written; every ``seal_every`` messages (and at ``close``) the
+unsealed batches are sealed into segments. Reopening restores the newest checkpoint and re-runs
+the WAL tail through the engine, checking that it reproduces the journaled outputs, then goes
+on with the next seq.
+
+Data directory: ``catalog.sqlite``, ``wal/``, ``segments/<table>/<symbol>/``, ``checkpoints/``.
+
+Invariants:
+- Acknowledged == in the WAL (durably, per policy). Rows with seq <= sealed_through are in
+  segments; the rest are in the WAL and in ``unsealed_records()``.
+- A WAL file is deleted only once every seq it holds is both sealed and covered by a
+  checkpoint, so recovery needs only the newest checkpoint plus the WAL.
+- After a failed write the session refuses further batches: the engine is ahead of the journal.
+  Reopen the directory to continue from the last acknowledged batch.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import struct
+
+import crc32c
+import numpy as np
+
+from exchange.errors import CorruptionError, StoreError, UsageError, WriteError
+from store import codecs
+from store.catalog import Catalog
+from store.segment import write_segment
+from store.tables import TABLES, orders_with_seq
+from store.wal import WalRecord, WalReport, WalWriter, fsync_dir, scan_wal
+
+__all__ = ["Session"]
+
+CKPT_MAGIC = b"EXCK"
+CKPT_VERSION = 1
+CKPT_HEAD = struct.Struct("<4sHHqQI")   # magic, version, reserved, seq, blob length, crc32c(blob)
+
+
+def _class_path(obj) -> str:
+    cls = type(obj)
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def _load_class(path: str):
+    mod, _, name = path.partition(":")
+    try:
+        obj = importlib.import_module(mod)
+        for part in name.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as e:
+        raise StoreError(f"cannot import the engine class {path!r} recorded in the catalog: {e}") from e
+    return obj
+
+
+def _copy(a: np.ndarray) -> np.ndarray:
+    return np.array(a, copy=True)
+
+
+class Session:
+    """A journaled engine. Build with ``Session.create`` or ``Session.open``, not directly."""
+
+    def __init__(self, data_dir, engine, catalog, *, durability, sync_interval, checkpoint_every,
+                 seal_every, wal_rotate_bytes, wal_compress):
+        self.data_dir = os.fspath(data_dir)
+        self.engine = engine
+        self.catalog = catalog
+        self.checkpoint_every = int(checkpoint_every)
+        self.seal_every = int(seal_every)
+        self._pending: list[WalRecord] = []
+        self._pending_rows = 0
+        self._wal_ranges: dict[str, tuple[int, int]] = {}
+        self._failed: str | None = None
+        self._closed = False
+        self.chooser = codecs.Chooser()
+        self.recovery: WalReport | None = None
+        self.wal = WalWriter(os.path.join(self.data_dir, "wal"), durability=durability,
+                             interval=sync_interval, rotate_bytes=wal_rotate_bytes,
+                             compress=wal_compress, next_seq=engine.seq + 1)
+        ck = catalog.latest_checkpoint()
+        self._last_ckpt = ck["seq"] if ck else -1
+
+    _OPTS = dict(durability="fsync", sync_interval=0.05, checkpoint_every=1_000_000,
+                 seal_every=1_000_000, wal_rotate_bytes=64 << 20, wal_compress=True)
+
+    # -- construction --------------------------------------------------------------------------
+    @classmethod
+    def create(cls, data_dir, engine, *, run_info: dict | None = None, **options) -> "Session":
+        """Start a new data directory for ``engine`` (which may already hold symbols).
+
+        options: durability ("fsync" | "interval" | "none"), sync_interval (s), checkpoint_every
+        (messages), seal_every (messages), wal_rotate_bytes, wal_compress. run_info: scenario,
+        seed and anything else worth recording in the ``runs`` table.
+        Returns the open Session. Raises UsageError if the directory already holds a catalog,
+        WriteError if the first checkpoint cannot be written.
+        """
+        data_dir = os.fspath(data_dir)
+        opts = cls._options(options)
+        if os.path.exists(os.path.join(data_dir, "catalog.sqlite")):
+            raise UsageError(f"{data_dir} already holds a data directory; use Session.open")
+        os.makedirs(data_dir, exist_ok=True)
+        catalog = Catalog(data_dir, create=True)
+        config = engine.config()
+        info = dict(run_info or {})
+        catalog.set_symbols(config)
+        catalog.add_run(scenario=str(info.pop("scenario", "")), seed=info.pop("seed", None),
+                        engine_options=config, info=info)
+        catalog.set_meta("engine_class", _class_path(engine))
+        catalog.set_meta("sealed_through", engine.seq)   # nothing before the engine's seq is ours
+        s = cls(data_dir, engine, catalog, **opts)
+        s.checkpoint()
+        return s
+
+    @classmethod
+    def open(cls, data_dir, *, engine_class=None, salvage: bool = False, **options) -> "Session":
+        """Reopen a data directory: restore the newest checkpoint, replay the WAL tail.
+
+        A crash tail in the WAL is cut and reported in ``session.recovery.torn_tail``. With
+        ``salvage`` a corrupt WAL record is cut too (``session.recovery.salvaged``) instead of
+        raising. Returns the open Session with ``engine.seq`` = the last journaled seq.
+        Raises StoreError if the directory is not a data directory, CorruptionError if a file
+        fails a check or the replayed engine does not reproduce the journaled outputs.
+        """
+        data_dir = os.fspath(data_dir)
+        opts = cls._options(options)
+        catalog = Catalog(data_dir)
+        ck = catalog.latest_checkpoint()
+        if ck is None:
+            raise StoreError(f"{data_dir}: no checkpoint registered; cannot restore an engine")
+        engine_class = engine_class or _load_class(catalog.get_meta("engine_class"))
+        engine = engine_class.restore(cls._read_checkpoint(data_dir, ck))
+        if engine.seq != ck["seq"]:
+            raise CorruptionError(f"{ck['path']}: checkpoint restores seq {engine.seq}, catalog says "
+                                  f"{ck['seq']}", os.path.join(data_dir, ck["path"]), 0)
+        sealed = catalog.sealed_through()
+        floor = min(sealed, ck["seq"])
+        records, report = scan_wal(os.path.join(data_dir, "wal"), repair=True, salvage=salvage,
+                                   after_seq=floor)
+        if records and records[0].first_seq > floor + 1:
+            raise CorruptionError(f"{data_dir}/wal: WAL starts at seq {records[0].first_seq}, "
+                                  f"but seqs after {floor} are neither sealed nor checkpointed",
+                                  os.path.join(data_dir, "wal"), 0)
+        last = records[-1].last_seq if records else floor
+        if last < max(sealed, ck["seq"]):
+            raise CorruptionError(f"{data_dir}/wal: WAL ends at seq {last} before the sealed/"
+                                  f"checkpointed seq {max(sealed, ck['seq'])} (records lost)",
+                                  os.path.join(data_dir, "wal"), 0)
+        for rec in records:
+            if rec.first_seq <= engine.seq:
+                continue
+            res = engine.process(rec.orders)
+            for name in TABLES[1:]:
+                if not np.array_equal(getattr(res, name), getattr(rec, name)):
+                    raise CorruptionError(f"{rec.path}: replaying the record at offset {rec.offset} "
+                                          f"(seq {rec.first_seq}) gives different {name}: the engine "
+                                          "is not deterministic or the checkpoint is wrong",
+                                          rec.path, rec.offset)
+        s = cls(data_dir, engine, catalog, **opts)
+        s.recovery = report
+        s._wal_ranges = dict(report.file_ranges)
+        s._pending = [r for r in records if r.first_seq > sealed]
+        s._pending_rows = sum(r.orders.size for r in s._pending)
+        s._remove_orphans()
+        return s
+
+    @classmethod
+    def _options(cls, options: dict) -> dict:
+        unknown = set(options) - set(cls._OPTS)
+        if unknown:
+            raise UsageError(f"unknown session option(s) {sorted(unknown)}; known: {sorted(cls._OPTS)}")
+        return {**cls._OPTS, **options}
+
+    # -- the hot path --------------------------------------------------------------------------
+    def process(self, orders: np.ndarray):
+        """Run one batch through the engine and journal it; return the engine's Result.
+
+        The Result is returned only after the WAL record is durable under the session's policy.
+        Raises WriteError if journaling fails (the session is then unusable: reopen it),
+        StoreError if the session is closed or failed earlier.
+        """
+        if self._failed or self._closed:
+            raise StoreError(f"{self.data_dir}: session {'closed' if self._closed else 'failed'}"
+                             f"{': ' + self._failed if self._failed else ''}; reopen the directory")
+        first = self.engine.seq + 1
+        res = self.engine.process(orders)
+        rec = WalRecord(first, _copy(orders), _copy(res.fills), _copy(res.l2), _copy(res.events))
+        try:
+            self.wal.append(first, rec.orders, rec.fills, rec.l2, rec.events)
+        except WriteError as e:
+            self._failed = str(e)
+            raise
+        self._pending.append(rec)
+        self._pending_rows += rec.orders.size
+        try:
+            if self.engine.seq - self._last_ckpt >= self.checkpoint_every:
+                self.checkpoint()
+            if self._pending_rows >= self.seal_every:
+                self.seal()
+        except WriteError as e:
+            # the batch itself is durable in the WAL; only the background work failed
+            raise WriteError(f"batch seq {first}..{self.engine.seq} is journaled, but {e}") from e
+        return res
+
+    def unsealed_records(self) -> list[WalRecord]:
+        """The journaled batches not yet sealed into segments, oldest first."""
+        return list(self._pending)
+
+    def read(self, table: str, symbol=None, seq=None, ts=None, columns=None) -> np.ndarray:
+        """Same as ``store.read(self, ...)``: see there."""
+        from store.query import read
+
+        return read(self, table, symbol=symbol, seq=seq, ts=ts, columns=columns)
+
+    # -- checkpoints ---------------------------------------------------------------------------
+    def checkpoint(self) -> int:
+        """Write the engine's checkpoint durably and register it; return its seq.
+
+        Raises WriteError if the file cannot be written.
+        """
+        seq = self.engine.seq
+        blob = self.engine.checkpoint()
+        rel = os.path.join("checkpoints", f"ckpt-{seq:020d}.bin")
+        full = os.path.join(self.data_dir, rel)
+        tmp = full + ".tmp"
+        crc = crc32c.crc32c(blob)
+        try:
+            os.makedirs(os.path.dirname(full), exist_ok=True)
+            with open(tmp, "wb") as f:
+                f.write(CKPT_HEAD.pack(CKPT_MAGIC, CKPT_VERSION, 0, seq, len(blob), crc))
+                f.write(blob)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, full)
+            fsync_dir(os.path.dirname(full))
+        except OSError as e:
+            raise WriteError(f"cannot write checkpoint {full}: {e}") from e
+        self.catalog.add_checkpoint(seq, rel, CKPT_HEAD.size + len(blob), crc)
+        self._last_ckpt = seq
+        self._trim_wal()
+        return seq
+
+    @staticmethod
+    def _read_checkpoint(data_dir: str, row: dict) -> bytes:
+        path = os.path.join(data_dir, row["path"])
+        with open(path, "rb") as f:
+            data = f.read()
+        if len(data) < CKPT_HEAD.size:
+            raise CorruptionError(f"{path}: checkpoint file too short", path, 0)
+        magic, version, _, seq, n, crc = CKPT_HEAD.unpack_from(data)
+        blob = data[CKPT_HEAD.size:]
+        if magic != CKPT_MAGIC or version != CKPT_VERSION or seq != row["seq"] or n != len(blob):
+            raise CorruptionError(f"{path}: bad checkpoint header at offset 0", path, 0)
+        if crc32c.crc32c(blob) != crc:
+            raise CorruptionError(f"{path}: checkpoint checksum mismatch at offset {CKPT_HEAD.size}",
+                                  path, CKPT_HEAD.size)
+        return blob
+
+    # -- sealing -------------------------------------------------------------------------------
+    def seal(self) -> list:
+        """Seal every unsealed batch into lz4 segments (one per table and symbol) and register
+        them, advancing sealed_through in the same catalog transaction. Returns the SegmentInfos.
+        Raises WriteError if a segment cannot be written (nothing is registered then).
+        """
+        if not self._pending:
+            return []
+        recs = self._pending
+        through = recs[-1].last_seq
+        infos = []
+        for table in TABLES:
+            if table == "orders":
+                parts = [orders_with_seq(r.orders, r.first_seq) for r in recs]
+            else:
+                parts = [getattr(r, table) for r in recs]
+            rows = np.concatenate(parts)
+            if rows.size == 0:
+                continue
+            order = np.argsort(rows["symbol"], kind="stable")   # stable: seq order kept per symbol
+            rows = rows[order]
+            syms = rows["symbol"]
+            cuts = np.flatnonzero(syms[1:] != syms[:-1]) + 1
+            for lo, hi in zip(np.r_[0, cuts], np.r_[cuts, rows.size]):
+                infos.append(write_segment(self.data_dir, table, int(syms[lo]), rows[lo:hi],
+                                           codec="lz4", chooser=self.chooser))
+        self.catalog.register_seal(infos, through)
+        self._pending = []
+        self._pending_rows = 0
+        self.wal.rotate()   # why: the file just sealed can be trimmed once a checkpoint covers it
+        self._trim_wal()
+        return infos
+
+    def _trim_wal(self) -> None:
+        for path, lo, hi in self.wal.closed_files:
+            self._wal_ranges[path] = (lo, hi)
+        self.wal.closed_files.clear()
+        limit = min(self.catalog.sealed_through(), self._last_ckpt)
+        removed = False
+        for path, (lo, hi) in list(self._wal_ranges.items()):
+            if hi <= limit:
+                try:
+                    os.unlink(path)
+                except FileNotFoundError:
+                    pass
+                del self._wal_ranges[path]
+                removed = True
+        if removed:
+            fsync_dir(self.wal.wal_dir)
+
+    def _remove_orphans(self) -> None:
+        """Delete segment/checkpoint files no catalog row names (a crash between write and
+        register, or between a compaction commit and its deletes) and temporary files."""
+        live = {r["path"] for r in self.catalog.all_segments()}
+        live |= {r["path"] for r in self.catalog.checkpoints()}
+        for sub in ("segments", "checkpoints"):
+            root = os.path.join(self.data_dir, sub)
+            for dirpath, _, files in os.walk(root):
+                for name in files:
+                    rel = os.path.relpath(os.path.join(dirpath, name), self.data_dir)
+                    if rel not in live:
+                        os.unlink(os.path.join(dirpath, name))
+
+    # -- end -----------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Seal everything, write a final checkpoint, trim the WAL and close. Idempotent.
+
+        Raises WriteError if sealing or the checkpoint fails (the WAL still holds everything).
+        """
+        if self._closed:
+            return
+        if not self._failed:
+            self.seal()
+            if self.engine.seq != self._last_ckpt:
+                self.checkpoint()
+        self.wal.close()
+        self._trim_wal()
+        self.catalog.close()
+        self._closed = True
+
+    def __enter__(self) -> "Session":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

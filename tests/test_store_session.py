@@ -1,0 +1,161 @@
+"""Session: journaling, reading sealed and unsealed rows, reopening, checkpoints, compaction."""
+
+import os
+
+import numpy as np
+import pytest
+
+from exchange.errors import CorruptionError, StoreError, UsageError
+from store import Session, compact, read
+from store.catalog import Catalog
+from store.tables import orders_with_seq
+from store_fixtures import FakeEngine, make_orders
+
+
+def _session(path, **kw):
+    eng = FakeEngine()
+    for name in ("A", "B", "C"):
+        eng.add_symbol(name)
+    return Session.create(str(path), eng, run_info={"scenario": "test", "seed": 1}, **kw)
+
+
+def _feed(s, batches=4, n=500, seed=0):
+    out = []
+    for i in range(batches):
+        o = make_orders(n, seed=seed + i)
+        first = s.engine.seq + 1
+        out.append((first, o, s.process(o)))
+    return out
+
+
+def _all(fed, table):
+    if table == "orders":
+        return np.concatenate([orders_with_seq(o, f) for f, o, _ in fed])
+    return np.concatenate([getattr(r, table) for _, _, r in fed])
+
+
+@pytest.mark.parametrize("table", ["orders", "fills", "l2", "events"])
+def test_read_returns_unsealed_rows_then_the_same_rows_once_sealed(tmp_path, table):
+    s = _session(tmp_path)
+    fed = _feed(s)
+    assert np.array_equal(s.read(table), _all(fed, table))
+    s.seal()
+    assert np.array_equal(read(str(tmp_path), table), _all(fed, table))
+    s.close()
+
+
+def test_reopen_restores_the_engine_and_continues_with_the_next_seq(tmp_path):
+    s = _session(tmp_path, checkpoint_every=700)
+    _feed(s, batches=3)
+    h, seq = s.engine.state_hash(), s.engine.seq
+    s.wal.close()                 # simulate a crash: no seal, no final checkpoint
+    s2 = Session.open(str(tmp_path))
+    assert s2.engine.state_hash() == h and s2.engine.seq == seq
+    fed = _feed(s2, batches=1, seed=10)
+    assert fed[0][0] == seq + 1
+    s2.close()
+
+
+def test_symbol_seq_and_ts_ranges_are_inclusive(tmp_path):
+    s = _session(tmp_path, seal_every=600)
+    fed = _feed(s)
+    allrows = _all(fed, "l2")
+    got = s.read("l2", symbol="B", seq=(100, 1300))
+    want = allrows[(allrows["symbol"] == 1) & (allrows["seq"] >= 100) & (allrows["seq"] <= 1300)]
+    assert np.array_equal(got, want)
+    lo, hi = allrows["ts"][10], allrows["ts"][1700]
+    assert np.array_equal(s.read("l2", ts=(lo, hi)), allrows[(allrows["ts"] >= lo) & (allrows["ts"] <= hi)])
+    s.close()
+
+
+def test_columns_selects_fields_in_table_order(tmp_path):
+    s = _session(tmp_path)
+    _feed(s, batches=1)
+    got = s.read("fills", columns=["qty", "seq"])
+    assert got.dtype.names == ("seq", "qty")
+    with pytest.raises(UsageError):
+        s.read("fills", columns=["nope"])
+    s.close()
+
+
+def test_close_seals_everything_and_trims_the_wal(tmp_path):
+    s = _session(tmp_path)
+    _feed(s)
+    s.close()
+    assert os.listdir(tmp_path / "wal") == []
+    cat = Catalog(str(tmp_path))
+    assert cat.sealed_through() == 2000 and cat.latest_checkpoint()["seq"] == 2000
+    assert {r["table_name"] for r in cat.all_segments()} == {"orders", "fills", "l2", "events"}
+
+
+def test_wal_files_are_kept_until_sealed_and_checkpointed(tmp_path):
+    s = _session(tmp_path, seal_every=1000, checkpoint_every=10**9, wal_rotate_bytes=1)
+    _feed(s)
+    assert len(os.listdir(tmp_path / "wal")) >= 4   # sealed, but no checkpoint covers them yet
+    s.checkpoint()
+    assert len(os.listdir(tmp_path / "wal")) <= 1
+    s.close()
+
+
+def test_catalog_records_run_symbols_and_segment_encodings(tmp_path):
+    s = _session(tmp_path)
+    _feed(s, batches=1)
+    s.close()
+    cat = Catalog(str(tmp_path))
+    assert cat.symbol_id("C") == 2
+    run = next(cat.db["runs"].rows)
+    assert run["scenario"] == "test" and run["seed"] == 1
+    assert all("seq" in r["encodings"] and r["path"].endswith(".seg") for r in cat.all_segments())
+
+
+def test_compaction_merges_small_segments_without_changing_any_read(tmp_path):
+    s = _session(tmp_path, seal_every=300)
+    _feed(s, batches=6, n=300)
+    before = {t: s.read(t) for t in ("orders", "l2", "fills", "events")}
+    n_before = len(s.catalog.all_segments())
+    made = compact(s, target_rows=1000)
+    assert made and len(s.catalog.all_segments()) < n_before
+    assert all(r["rows"] <= 1000 for r in s.catalog.all_segments())
+    assert all(np.array_equal(s.read(t), before[t]) for t in before)
+    assert {r["codec"] for r in s.catalog.all_segments() if r["tier"] == 1} == {"zstd"}
+    s.close()
+
+
+def test_compacted_inputs_are_deleted_and_orphans_removed_on_open(tmp_path):
+    s = _session(tmp_path, seal_every=300)
+    _feed(s, batches=4, n=300)
+    compact(s)
+    s.close()
+    orphan = tmp_path / "segments" / "l2" / "0" / "000000000001-000000000002-deadbeef.seg"
+    orphan.write_bytes(b"x")
+    s2 = Session.open(str(tmp_path))
+    files = {os.path.relpath(os.path.join(d, f), tmp_path) for d, _, fs in os.walk(tmp_path / "segments") for f in fs}
+    assert files == {r["path"] for r in s2.catalog.all_segments()}
+    s2.close()
+
+
+def test_create_refuses_an_existing_directory_and_open_a_missing_one(tmp_path):
+    _session(tmp_path).close()
+    with pytest.raises(UsageError):
+        _session(tmp_path)
+    with pytest.raises(StoreError):
+        Session.open(str(tmp_path / "nothing"))
+
+
+def test_corrupt_checkpoint_is_detected_on_open(tmp_path):
+    s = _session(tmp_path)
+    _feed(s, batches=1)
+    s.close()
+    path = tmp_path / Catalog(str(tmp_path)).latest_checkpoint()["path"]
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(CorruptionError, match="ckpt-"):
+        Session.open(str(tmp_path))
+
+
+def test_a_session_after_close_refuses_batches(tmp_path):
+    s = _session(tmp_path)
+    s.close()
+    with pytest.raises(StoreError):
+        s.process(make_orders(3))
