@@ -26,8 +26,9 @@ import sqlite3
 import time
 
 import sqlite_utils
+from contextlib import contextmanager
 
-from exchange.errors import StoreError
+from exchange.errors import StoreError, WriteError
 
 __all__ = ["Catalog", "CATALOG_NAME", "FORMAT_VERSION"]
 
@@ -76,6 +77,15 @@ class Catalog:
         version = int(self.get_meta("format_version"))
         if version != FORMAT_VERSION:
             raise StoreError(f"{self.path}: catalog format version {version}, this code reads {FORMAT_VERSION}")
+
+    @contextmanager
+    def _writing(self, what: str):
+        """Run a write transaction; sqlite failures (disk full, file size limit) become WriteError."""
+        try:
+            with self.db.conn:
+                yield
+        except sqlite3.OperationalError as e:
+            raise WriteError(f"{self.path}: cannot {what}: {e}") from e
 
     # -- meta, symbols, runs -------------------------------------------------------------------
     def get_meta(self, key: str, default: str | None = None) -> str | None:
@@ -134,8 +144,11 @@ class Catalog:
                 [[r[c] for c in cols] for r in rows])
 
     def register_seal(self, infos, sealed_through: int) -> None:
-        """Register freshly sealed segments and advance sealed_through, atomically."""
-        with self.db.conn:
+        """Register freshly sealed segments and advance sealed_through, atomically.
+
+        Raises WriteError if the transaction cannot be committed (nothing is registered then).
+        """
+        with self._writing("register sealed segments"):
             self.db.execute("BEGIN IMMEDIATE")
             self._insert_segments([self._row(i, 0) for i in infos])
             self.db.execute("UPDATE meta SET value = ? WHERE key = 'sealed_through'", [str(sealed_through)])
@@ -143,9 +156,10 @@ class Catalog:
     def replace_segments(self, old_ids: list[int], infos, tier: int) -> None:
         """Retire ``old_ids`` and register ``infos`` in one transaction.
 
-        Raises StoreError if any old segment is no longer live (another compaction got there).
+        Raises StoreError if any old segment is no longer live (another compaction got there),
+        WriteError if the transaction cannot be committed.
         """
-        with self.db.conn:
+        with self._writing("swap compacted segments"):
             self.db.execute("BEGIN IMMEDIATE")
             q = ",".join("?" * len(old_ids))
             n = self.db.execute(f"SELECT count(*) FROM segments WHERE id IN ({q})", old_ids).fetchone()[0]
@@ -187,8 +201,8 @@ class Catalog:
 
     # -- checkpoints ---------------------------------------------------------------------------
     def add_checkpoint(self, seq: int, path: str, nbytes: int, crc: int) -> None:
-        """Register a durable checkpoint file for ``seq``."""
-        with self.db.conn:
+        """Register a durable checkpoint file for ``seq``; raises WriteError if that fails."""
+        with self._writing("register a checkpoint"):
             self.db["checkpoints"].upsert({"seq": seq, "path": path, "bytes": nbytes, "crc": crc,
                                            "created": time.time()}, pk="seq")
 

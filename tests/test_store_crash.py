@@ -1,0 +1,145 @@
+"""Crash, torn-tail and disk-full tests: kill a journaling child with SIGKILL, then reopen.
+
+After every kill: every acknowledged batch is present bit for bit in every table, and nothing
+beyond it is half present (at most the one in-flight batch, whole).
+"""
+
+import os
+import random
+import resource
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from exchange.errors import WriteError
+from store import Session
+from store.tables import orders_with_seq
+from store.wal import FILE_HEADER, wal_files
+import store_crash_child as child
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _expected(last_seq, kind="fake"):
+    """Every table's rows for seqs 1..last_seq, by replaying the same batches on a fresh engine."""
+    eng, out, first = child.new_engine(kind), {t: [] for t in ("orders", "fills", "l2", "events")}, 1
+    while first <= last_seq:
+        o = child.batch_for(first)
+        r = eng.process(o)
+        out["orders"].append(orders_with_seq(o, first))
+        for t in ("fills", "l2", "events"):
+            out[t].append(getattr(r, t))
+        first += o.size
+    assert first - 1 == last_seq, "store ends inside a batch"
+    return {t: np.concatenate(v) if v else None for t, v in out.items()}
+
+
+def _fork_and_kill(data_dir, rng):
+    """Fork a journaling child, SIGKILL it at a random moment; return the last acknowledged seq."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child
+        os.close(r)
+        try:
+            child.run(data_dir, 10_000, os.fdopen(w, "w"))
+        finally:
+            os._exit(0)
+    os.close(w)
+    acks, want, buf = 0, rng.randint(1, 12), b""
+    with os.fdopen(r, "rb", buffering=0) as f:
+        while acks < want:
+            chunk = f.read(4096)
+            if not chunk:
+                break
+            buf += chunk
+            acks = buf.count(b"ACK")
+        time.sleep(rng.random() * 0.02)
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        buf += f.read()
+    lines = [ln.split() for ln in buf.decode().splitlines() if ln.startswith("ACK ")]
+    return int(lines[-1][2]) if lines else 0
+
+
+def _check(data_dir, acked, kind="fake"):
+    s = Session.open(data_dir)
+    last = s.engine.seq
+    assert last >= acked
+    assert last == acked or last == acked + child.batch_size(acked + 1), "unacknowledged data half present"
+    exp = _expected(last, kind)
+    for t in exp:
+        got = s.read(t)
+        assert np.array_equal(got, exp[t]) if exp[t] is not None else got.size == 0, t
+    torn = s.recovery.torn_tail
+    s.close()
+    return torn
+
+
+def test_sigkill_at_random_moments_loses_nothing_acknowledged(tmp_path):
+    rng, data_dir = random.Random(20240808), str(tmp_path / "d")
+    for _ in range(48):
+        _check(data_dir, _fork_and_kill(data_dir, rng))
+
+
+@pytest.mark.parametrize("trial", range(2))
+def test_sigkill_of_a_subprocess_child_loses_nothing_acknowledged(tmp_path, trial):
+    data_dir = str(tmp_path / "d")
+    p = subprocess.Popen([sys.executable, os.path.join(HERE, "store_crash_child.py"), data_dir, "100000"],
+                         stdout=subprocess.PIPE, text=True)
+    acked = 0
+    for line in p.stdout:
+        acked = int(line.split()[2])
+        if acked > 3000 + 2000 * trial:
+            break
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    acked = max([acked] + [int(ln.split()[2]) for ln in p.stdout.read().splitlines() if ln.startswith("ACK")])
+    _check(data_dir, acked)
+
+
+def test_torn_tail_is_reported_and_everything_before_it_is_intact(tmp_path):
+    data_dir = str(tmp_path / "d")
+    acked = _fork_and_kill(data_dir, random.Random(1))
+    _, path = wal_files(os.path.join(data_dir, "wal"))[-1]
+    with open(path, "rb") as f:
+        first_record = f.read()[FILE_HEADER.size:FILE_HEADER.size + 200]
+    with open(path, "ab") as f:        # a record the crash cut short: its header, part of its payload
+        f.write(first_record)
+    s = Session.open(data_dir)
+    assert s.recovery.torn_tail is not None and s.recovery.torn_tail[0] == path
+    s.close()
+    assert _check(data_dir, acked) is None
+
+
+def _fill_disk(data_dir, w):
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)   # get EFBIG from write() instead of dying
+    resource.setrlimit(resource.RLIMIT_FSIZE, (300_000, 300_000))
+    out = os.fdopen(w, "w")
+    try:
+        child.run(data_dir, 10_000, out, wal_rotate_bytes=1 << 30, seal_every=10**9)
+    except WriteError as e:
+        out.write(f"WRITEERROR {e}\n")
+    out.flush()
+
+
+def test_disk_full_raises_write_error_and_loses_nothing_acknowledged(tmp_path):
+    data_dir = str(tmp_path / "d")
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            _fill_disk(data_dir, w)
+        finally:
+            os._exit(0)
+    os.close(w)
+    with os.fdopen(r) as f:
+        text = f.read()
+    os.waitpid(pid, 0)
+    assert "WRITEERROR WAL: write of" in text and "File too large" in text
+    acked = max(int(ln.split()[2]) for ln in text.splitlines() if ln.startswith("ACK"))
+    assert _check(data_dir, acked) is None   # the partial record was cut by the writer itself
