@@ -44,6 +44,8 @@ is a plain Python loop (about 1 us a message), the parsing is vectorised.
 from __future__ import annotations
 
 import os
+import warnings
+from bisect import bisect_left, bisect_right, insort
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -59,6 +61,7 @@ __all__ = ["load_lobster", "LobsterFlow", "HIDDEN_TRADE_DTYPE", "EXPECTED_TRADE_
 LOBSTER_TICK = 100                 # LOBSTER prices are dollars x 10000; one tick is one cent
 SYNTHETIC_ID_BASE = 1 << 40        # ids the loader invents (seed, re-seed, IOC aggressors)
 EMPTY_ASK, EMPTY_BID = 9999999999, -9999999999   # LOBSTER's dummy prices for empty levels
+_EMPTY_ASK_TICKS = int(np.iinfo(np.int64).max)    # an empty ask level once converted to ticks
 SEED, CORRECTION = -1, -2          # msg_index of rows that are not a translated message
 MESSAGE_HEADER = "Time,Type,OrderId,Size,Price,Direction"
 
@@ -84,11 +87,41 @@ class LobsterFlow:
     expected_trades: np.ndarray   # EXPECTED_TRADE_DTYPE, one per type-4 message
     hidden_trades: np.ndarray     # HIDDEN_TRADE_DTYPE, one per type-5 message
     halts: np.ndarray             # int64 message indices of type-7 messages
+    types: np.ndarray = None      # int64 per message: its LOBSTER Type
     synthetic_base: int = SYNTHETIC_ID_BASE      # ids >= this were invented by the loader
     counts: dict = field(default_factory=dict)   # messages by type, corrections by cause
 
 
+def _fast_ints(path: str, skip: int, ncols: int, usecols) -> np.ndarray | None:
+    """Parse integer columns with numpy's C reader; None when anything is off (the caller then
+    runs the line-by-line parser, which names the bad line)."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+        data = text.split("\n", skip)[-1] if skip else text
+        n = data.count("\n") + (0 if data.endswith("\n") else 1)
+        if not data.strip() or data.count(",") != (ncols - 1) * n:
+            return None
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            return np.loadtxt(path, delimiter=",", skiprows=skip, dtype=np.int64, usecols=usecols, ndmin=2)
+    except (OSError, ValueError, UnicodeDecodeError, UserWarning):
+        return None
+
+
 def _read_messages(path: str):
+    try:
+        with open(path, encoding="utf-8") as fh:
+            head = fh.readline().strip().replace(" ", "")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read ({exc})") from exc
+    skip = 1 if head == MESSAGE_HEADER else 0
+    ints = _fast_ints(path, skip, 6, (1, 2, 3, 4, 5))
+    if ints is not None:
+        times = np.loadtxt(path, delimiter=",", skiprows=skip, dtype=str, usecols=(0,), ndmin=1)
+        ts = column_decimal(path, times, 9, 1 + skip, "Time")
+        typ, oid, size, price, dirn = ints.T
+        return _check_messages(path, 1 + skip, ts, typ, oid, size, price, dirn)
     lines = read_lines(path)
     first = 1
     if lines and lines[0].replace(" ", "") == MESSAGE_HEADER:
@@ -102,6 +135,10 @@ def _read_messages(path: str):
     size = column_int(path, c[:, 3], first, "Size")
     price = column_int(path, c[:, 4], first, "Price")
     dirn = column_int(path, c[:, 5], first, "Direction")
+    return _check_messages(path, first, ts, typ, oid, size, price, dirn)
+
+
+def _check_messages(path, first, ts, typ, oid, size, price, dirn):
     bad = np.flatnonzero(~np.isin(typ, (1, 2, 3, 4, 5, 7)))
     if bad.size:
         i = int(bad[0])
@@ -119,18 +156,24 @@ def _read_messages(path: str):
 
 
 def _read_book(path: str, n_messages: int, message_path: str) -> np.ndarray:
-    lines = read_lines(path)
-    first = 1
-    if lines and lines[0][:1].isalpha():   # this copy of the AMZN file has a header line
-        lines, first = lines[1:], 2
-    if not lines:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            head = fh.readline()
+            row1 = fh.readline() if head[:1].isalpha() else head
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read ({exc})") from exc
+    first = 2 if head[:1].isalpha() else 1   # this copy of the AMZN file has a header line
+    ncols = row1.count(",") + 1
+    if not row1.strip():
         raise InputError(f"{path}, line {first}: expected book rows, got end of file")
-    ncols = lines[0].count(",") + 1
     if ncols % 4:
         raise InputError(f"{path}, line {first}: expected 4 columns per level "
                          f"(ask price, ask size, bid price, bid size), got {ncols}")
-    c = split_columns(path, lines, ncols, first, "4 columns per level")
-    vals = np.stack([column_int(path, c[:, j], first, f"column {j + 1}") for j in range(ncols)], 1)
+    vals = _fast_ints(path, first - 1, ncols, None)
+    if vals is None:
+        lines = read_lines(path)[first - 1:]
+        c = split_columns(path, lines, ncols, first, "4 columns per level")
+        vals = np.stack([column_int(path, c[:, j], first, f"column {j + 1}") for j in range(ncols)], 1)
     if len(vals) != n_messages:
         raise InputError(f"{path}, line {first + min(len(vals), n_messages)}: expected one book row per "
                          f"message of {message_path} ({n_messages} rows), got {len(vals)} rows")
@@ -175,6 +218,7 @@ class _Rebuild:
         self.now = -1                   # index of the message being translated
         self.next_id = next_id
         self.levels = ({}, {})          # per Side: price -> list of order ids in priority order
+        self.prices = ([], [])          # per Side: occupied prices, ascending
         self.orders: dict[int, list] = {}   # id -> [side, price, qty]
         self.synthetic: set[int] = set()
         self.rows: list[tuple] = []     # (ts, id, price, qty, kind, tif, side, msg)
@@ -191,7 +235,11 @@ class _Rebuild:
 
     def add(self, ts, oid, side, price, qty, msg, synthetic=False):
         self.emit(ts, oid, price, qty, Kind.NEW, side, msg)
-        self.levels[side].setdefault(price, []).append(oid)
+        lv = self.levels[side]
+        if price not in lv:
+            lv[price] = []
+            insort(self.prices[side], price)
+        lv[price].append(oid)
         self.orders[oid] = [side, price, qty]
         if synthetic:
             self.synthetic.add(oid)
@@ -202,6 +250,8 @@ class _Rebuild:
         q.remove(oid)
         if not q:
             del self.levels[side][price]
+            ps = self.prices[side]
+            del ps[bisect_left(ps, price)]
         self.synthetic.discard(oid)
 
     def cancel(self, ts, oid, msg):
@@ -271,7 +321,14 @@ class _Rebuild:
         return qty
 
     def better_levels(self, side, price):
-        return [p for p in self.levels[side] if (p > price if side == Side.BUY else p < price)]
+        """Occupied prices of ``side`` strictly better than ``price``."""
+        ps = self.prices[side]
+        return ps[bisect_right(ps, price):] if side == Side.BUY else ps[:bisect_left(ps, price)]
+
+    def through(self, side, price):
+        """Occupied prices of ``side`` at or better than ``price``."""
+        ps = self.prices[side]
+        return ps[bisect_left(ps, price):] if side == Side.BUY else ps[:bisect_right(ps, price)]
 
     def execute(self, ts, rest_side, price, qty, oid, msg, trades):
         """Emit the IOC that executes ``qty`` of resting order ``oid`` (or synthetic quantity)."""
@@ -314,10 +371,9 @@ class _Rebuild:
         prices = {p for p, _ in shown}
         if shown:
             last = shown[-1][0]
-            in_range = [p for p in self.levels[side]
-                        if not all_shown or (p >= last if side == Side.BUY else p <= last)]
+            in_range = self.through(side, last) if all_shown else list(self.prices[side])
         else:
-            in_range = list(self.levels[side])
+            in_range = list(self.prices[side])
         for p in in_range:
             if p not in prices:
                 self.counts["stale_levels_cancelled"] += 1
@@ -342,8 +398,8 @@ class _Rebuild:
 def _shown(book_row, side):
     """(levels shown on a side as [(price, qty)], whether all D levels are shown)."""
     pc, qc = (2, 3) if side == Side.BUY else (0, 1)
-    lv = [(int(p), int(q)) for p, q in zip(book_row[:, pc], book_row[:, qc])
-          if p != -1 and p != np.iinfo(np.int64).max]
+    lv = [(p, q) for p, q in zip(book_row[:, pc].tolist(), book_row[:, qc].tolist())
+          if p != -1 and p != _EMPTY_ASK_TICKS]
     return lv, len(lv) == len(book_row)
 
 
@@ -381,14 +437,15 @@ def load_lobster(message_path: str | os.PathLike, book_path: str | os.PathLike, 
     trades: list[tuple] = []
     seq_after = np.zeros(n, np.int64)
     hidden, halts = [], []
-    for i in range(n):
+    unpred_any = unpred.any(1).tolist()
+    for i, (t, o, q, p, sd, tsi) in enumerate(zip(typ.tolist(), oid.tolist(), size.tolist(), price.tolist(),
+                                                  side.tolist(), ts.tolist())):
         rb.now = i
-        t, o, q, p, sd, tsi = int(typ[i]), int(oid[i]), int(size[i]), int(price[i]), int(side[i]), int(ts[i])
         if t == 1:
             opp = 1 - sd
             # A new limit never crosses in LOBSTER (marketable parts arrive as executions), so
             # opposite levels at or through its price are stale.
-            for bp in [x for x in rb.levels[opp] if (x <= p if sd == Side.BUY else x >= p)]:
+            for bp in rb.through(opp, p):
                 rb.counts["stale_levels_cancelled"] += 1
                 for x in list(rb.levels[opp][bp]):
                     rb.cancel(tsi, x, CORRECTION)
@@ -410,7 +467,7 @@ def load_lobster(message_path: str | os.PathLike, book_path: str | os.PathLike, 
         else:
             halts.append(i)
         seq_after[i] = len(rb.rows)
-        if unpred[i].any():
+        if unpred_any[i]:
             for k, s in ((0, Side.SELL), (1, Side.BUY)):
                 if unpred[i, k]:
                     rb.reseed(tsi, s, *_shown(book[i], s))
@@ -429,4 +486,4 @@ def load_lobster(message_path: str | os.PathLike, book_path: str | os.PathLike, 
         orders=orders, msg_index=arr[:, 7].copy(), seq_after=seq_after, book=book, depth=book.shape[1],
         expected_trades=np.array(trades, EXPECTED_TRADE_DTYPE),
         hidden_trades=np.array(hidden, HIDDEN_TRADE_DTYPE),
-        halts=np.array(halts, np.int64), synthetic_base=base, counts=counts)
+        halts=np.array(halts, np.int64), types=typ, synthetic_base=base, counts=counts)
