@@ -20,6 +20,7 @@ import numpy as np
 __all__ = [
     "Side", "Kind", "OrderType", "Tif", "Flag", "Event", "Reason", "Stp",
     "ORDER_DTYPE", "FILL_DTYPE", "L2_DTYPE", "EVENT_DTYPE", "L3_DTYPE", "CHECKPOINT_DTYPE",
+    "DEPTH_DTYPE",
     "MAX_QTY", "MAX_PRICE", "MAX_LEVEL_QTY", "KNOWN_FLAGS", "TABLE_DTYPES", "reason_group",
 ]
 
@@ -220,6 +221,9 @@ CHECKPOINT_DTYPE = np.dtype(
     ],
     align=True,
 )
+
+# One price level as Engine.depth reports it.
+DEPTH_DTYPE = np.dtype([("price", "<i8"), ("qty", "<i8"), ("count", "<i8")])
 
 # The four output/input tables the store journals, by name.
 TABLE_DTYPES = {

@@ -1,0 +1,210 @@
+"""Book state as arrays, and the njit primitives that change it.
+
+State (owned by ``Engine``, passed to kernels as arrays):
+- ``arena`` (ARENA_DTYPE): one row per order slot. Live orders of a level form a doubly linked
+  FIFO through ``prev``/``next``; free slots form a stack through ``next`` (head in ``meta``).
+- ``levels`` (LEVEL_DTYPE): one row per occupied price level: price, total open quantity, order
+  count, FIFO head and tail. Free rows form a stack through ``head``.
+- ``books`` (BOOK_DTYPE): one row per (symbol, side), index ``symbol * 2 + side``. Each owns a
+  region ``[off, off + cap)`` of the ladder arrays ``ladder_key``/``ladder_level``, of which the
+  first ``n`` entries are its occupied levels sorted by key ascending, best last.
+  The key is the price for bids and ``-price`` for asks, so "better" is "larger key" on both sides
+  and the best level is always the last entry: removing it is O(1), inserting near the top moves
+  only the few better levels.
+- ``meta`` (int64): counters and free-list heads, indexed by the ``M_*`` constants.
+
+Invariants after every message: a level's ``qty`` is the sum of its orders' ``leaves`` and
+``count`` their number; no level is empty; a book's ``live`` is its order count; every live order
+is in the order index exactly once. Memory grows with live orders and occupied levels only.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+ARENA_DTYPE = np.dtype(
+    [
+        ("order_id", "<u8"),
+        ("price", "<i8"),
+        ("leaves", "<i8"),
+        ("filled", "<i8"),
+        ("symbol", "<u4"),
+        ("trader", "<u4"),
+        ("prev", "<i4"),
+        ("next", "<i4"),
+        ("level", "<i4"),
+        ("side", "u1"),
+        ("flags", "u1"),
+    ],
+    align=True,
+)
+
+LEVEL_DTYPE = np.dtype(
+    [("price", "<i8"), ("qty", "<i8"), ("head", "<i4"), ("tail", "<i4"), ("count", "<i4")],
+    align=True,
+)
+
+BOOK_DTYPE = np.dtype(
+    [("off", "<i8"), ("n", "<i8"), ("cap", "<i8"), ("live", "<i8"),
+     ("min_price", "<i8"), ("max_price", "<i8")],
+    align=True,
+)
+
+# meta slots
+M_SEQ = 0            # last seq processed
+M_TRADE_ID = 1       # last trade id issued
+M_FREE_ORDER = 2     # head of the free arena-slot stack (-1: none)
+M_ORDER_HW = 3       # arena rows ever used (slots >= this are fresh)
+M_FREE_LEVEL = 4
+M_LEVEL_HW = 5
+M_INDEX_COUNT = 6    # live keys in the order index
+M_STP = 7            # Stp mode
+M_NSYM = 8           # symbols added
+M_NEED_BOOK = 9      # which book's ladder ran out of room (status NEED_LADDER)
+M_NEED_FILLS = 10    # output rows a message may need (status NEED_OUTPUT)
+M_NEED_L2 = 11
+M_NEED_EVENTS = 12
+META_SIZE = 16
+
+
+def new_meta(stp: int) -> np.ndarray:
+    """Return a fresh meta array for an empty engine with self-trade mode ``stp``."""
+    meta = np.zeros(META_SIZE, dtype=np.int64)
+    meta[M_FREE_ORDER] = -1
+    meta[M_FREE_LEVEL] = -1
+    meta[M_STP] = stp
+    return meta
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def ladder_key(side, price):
+    """Sort key of a price on a side: larger is better on both sides."""
+    return price if side == 0 else -price
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def ladder_search(ladder_keys, off, n, key):
+    """Return the first position in the book's ladder whose key is >= ``key`` (n if none)."""
+    lo = 0
+    hi = n
+    # most lookups land near the top of the book (the end): try the last entry first
+    if n > 0 and ladder_keys[off + n - 1] < key:
+        return n
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if ladder_keys[off + mid] < key:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def alloc_order(arena, meta):
+    """Pop a free arena slot (the caller has checked that one exists) and return its index."""
+    r = meta[M_FREE_ORDER]
+    if r >= 0:
+        meta[M_FREE_ORDER] = arena[r].next
+        return r
+    r = meta[M_ORDER_HW]
+    meta[M_ORDER_HW] = r + 1
+    return r
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def alloc_level(levels, meta):
+    """Pop a free level row (the caller has checked that one exists) and return its index."""
+    lv = meta[M_FREE_LEVEL]
+    if lv >= 0:
+        meta[M_FREE_LEVEL] = levels[lv].head
+        return lv
+    lv = meta[M_LEVEL_HW]
+    meta[M_LEVEL_HW] = lv + 1
+    return lv
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def find_or_add_level(books, levels, ladder_keys, ladder_levels, meta, b, side, price):
+    """Return the level row for ``price`` in book ``b``, creating it (empty) if needed.
+
+    The caller has checked that the book's ladder and the level table have room for one more.
+    """
+    bk = books[b]
+    key = ladder_key(side, price)
+    pos = ladder_search(ladder_keys, bk.off, bk.n, key)
+    if pos < bk.n and ladder_keys[bk.off + pos] == key:
+        return ladder_levels[bk.off + pos]
+    lv = alloc_level(levels, meta)
+    L = levels[lv]
+    L.price = price
+    L.qty = 0
+    L.head = -1
+    L.tail = -1
+    L.count = 0
+    # shift the better levels up by one to open the slot
+    for k in range(bk.off + bk.n, bk.off + pos, -1):
+        ladder_keys[k] = ladder_keys[k - 1]
+        ladder_levels[k] = ladder_levels[k - 1]
+    ladder_keys[bk.off + pos] = key
+    ladder_levels[bk.off + pos] = lv
+    bk.n += 1
+    return lv
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def remove_level(books, levels, ladder_keys, ladder_levels, meta, b, side, lv):
+    """Take the (now empty) level ``lv`` out of book ``b`` and free its row."""
+    bk = books[b]
+    end = bk.off + bk.n - 1
+    if ladder_levels[end] == lv:
+        pos = bk.n - 1
+    else:
+        pos = ladder_search(ladder_keys, bk.off, bk.n, ladder_key(side, levels[lv].price))
+    for k in range(bk.off + pos, end):
+        ladder_keys[k] = ladder_keys[k + 1]
+        ladder_levels[k] = ladder_levels[k + 1]
+    bk.n -= 1
+    levels[lv].head = meta[M_FREE_LEVEL]
+    meta[M_FREE_LEVEL] = lv
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def append_to_level(arena, levels, r, lv):
+    """Put order ``r`` at the back of level ``lv``'s queue and add its leaves to the total."""
+    L = levels[lv]
+    o = arena[r]
+    o.level = lv
+    o.next = -1
+    o.prev = L.tail
+    if L.tail >= 0:
+        arena[L.tail].next = r
+    else:
+        L.head = r
+    L.tail = r
+    L.qty += o.leaves
+    L.count += 1
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def detach_from_level(arena, levels, r):
+    """Take order ``r`` out of its level's queue and subtract its leaves from the total."""
+    o = arena[r]
+    L = levels[o.level]
+    if o.prev >= 0:
+        arena[o.prev].next = o.next
+    else:
+        L.head = o.next
+    if o.next >= 0:
+        arena[o.next].prev = o.prev
+    else:
+        L.tail = o.prev
+    L.qty -= o.leaves
+    L.count -= 1
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def free_order(arena, meta, r):
+    """Push arena slot ``r`` on the free stack."""
+    arena[r].next = meta[M_FREE_ORDER]
+    meta[M_FREE_ORDER] = r

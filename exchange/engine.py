@@ -1,0 +1,403 @@
+"""``Engine``: the Python facade over the numba matching kernels.
+
+The engine owns the book state arrays (``exchange.book``), validates what Python callers hand it
+(dtypes, symbol names, option strings: misuse raises ``UsageError``), and runs
+``kernels.process_batch`` over whole batches, growing state and output arrays when the kernel
+asks. Message *content* never raises: bad messages come back as REJECTED events.
+
+Invariants:
+- ``process`` on a batch and the same messages one at a time (or through ``submit``, ``cancel``,
+  ``modify``) produce byte-identical outputs: the per-order calls build a one-row batch.
+- Output arrays are zero-initialised, so padding bytes are zero and outputs compare byte for byte.
+- ``checkpoint()`` is canonical (live orders in priority order, counters, options): two engines
+  with equal checkpoints produce equal outputs from then on, and ``state_hash`` hashes it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import struct
+from typing import NamedTuple
+
+import crc32c
+import numpy as np
+
+from . import kernels
+from .book import (
+    ARENA_DTYPE, BOOK_DTYPE, LEVEL_DTYPE, M_INDEX_COUNT, M_NEED_BOOK, M_NEED_EVENTS,
+    M_NEED_FILLS, M_NEED_L2, M_NSYM, M_SEQ, M_STP, M_TRADE_ID, new_meta,
+)
+from .errors import CorruptionError, UsageError
+from .order_index import index_find, new_index, rehash_into
+from .schema import (
+    CHECKPOINT_DTYPE, DEPTH_DTYPE, EVENT_DTYPE, FILL_DTYPE, L2_DTYPE, L3_DTYPE, MAX_PRICE,
+    ORDER_DTYPE, Flag, Kind, OrderType, Side, Stp, Tif,
+)
+
+__all__ = ["Engine", "Result"]
+
+_CHECKPOINT_MAGIC = b"EXSIMCKP"
+_CHECKPOINT_VERSION = 1
+_INITIAL_LADDER = 8
+
+
+class Result(NamedTuple):
+    """What processing produced: fills, L2 updates and order events, each in engine order."""
+
+    fills: np.ndarray    # FILL_DTYPE
+    l2: np.ndarray       # L2_DTYPE
+    events: np.ndarray   # EVENT_DTYPE
+
+    @staticmethod
+    def concat(results: "list[Result]") -> "Result":
+        """Return one Result holding the rows of ``results`` in order."""
+        if not results:
+            return Result(np.zeros(0, FILL_DTYPE), np.zeros(0, L2_DTYPE), np.zeros(0, EVENT_DTYPE))
+        return Result(*(np.concatenate([getattr(r, f) for r in results]) for f in Result._fields))
+
+
+def _parse_enum(enum, value, what: str) -> int:
+    if isinstance(value, str):
+        try:
+            return int(enum[value.upper()])
+        except KeyError:
+            names = ", ".join(m.name.lower() for m in enum)
+            raise UsageError(f"{what} must be one of {names}; got {value!r}") from None
+    try:
+        return int(enum(value))
+    except ValueError:
+        raise UsageError(f"{what} must be one of {[int(m) for m in enum]}; got {value!r}") from None
+
+
+def _grow(arr: np.ndarray, at_least: int) -> np.ndarray:
+    new = np.zeros(max(2 * len(arr), at_least, 16), dtype=arr.dtype)
+    new[: len(arr)] = arr
+    return new
+
+
+class Engine:
+    """A multi-symbol price-time-priority matching engine.
+
+    ``stp`` is the self-trade prevention mode: "none", "cancel_resting", "cancel_incoming" or
+    "cancel_both" (or an ``Stp``). Raises UsageError for an unknown mode.
+    """
+
+    def __init__(self, stp: str | int = "none", *, capacity: int = 1024):
+        self._meta = new_meta(_parse_enum(Stp, stp, "stp"))
+        self._arena = np.zeros(max(capacity, 16), ARENA_DTYPE)
+        self._levels = np.zeros(max(capacity // 4, 16), LEVEL_DTYPE)
+        self._index = new_index(2 * max(capacity, 16))
+        self._books = np.zeros(0, BOOK_DTYPE)
+        self._ladder_keys = np.zeros(64, np.int64)
+        self._ladder_levels = np.zeros(64, np.int32)
+        self._ladder_used = 0
+        self._names: list[str] = []
+        self._ids: dict[str, int] = {}
+        self._tick_sizes: list[float] = []
+        self._next_auto_id = 1
+
+    # ---------------------------------------------------------------- symbols and options
+    def add_symbol(self, name: str, tick_size: float = 1, min_price: int = 1,
+                   max_price: int = MAX_PRICE) -> int:
+        """Add a symbol and return its id (0, 1, 2 ... in order of adding).
+
+        ``tick_size`` is kept as metadata for converting prices at the edges; the engine itself
+        works in integer ticks. ``min_price``/``max_price`` bound accepted limit prices (ticks).
+        Raises UsageError for a duplicate name or an empty or inverted price band.
+        """
+        if not isinstance(name, str) or not name:
+            raise UsageError(f"symbol name must be a non-empty string; got {name!r}")
+        if name in self._ids:
+            raise UsageError(f"symbol {name!r} already added (id {self._ids[name]})")
+        if not (1 <= int(min_price) <= int(max_price) <= MAX_PRICE):
+            raise UsageError(
+                f"price band must satisfy 1 <= min_price <= max_price <= {MAX_PRICE}; "
+                f"got [{min_price}, {max_price}] for {name!r}")
+        if not tick_size or tick_size <= 0:
+            raise UsageError(f"tick_size must be positive; got {tick_size!r} for {name!r}")
+        sid = len(self._names)
+        rows = np.zeros(2, BOOK_DTYPE)
+        rows["min_price"] = int(min_price)
+        rows["max_price"] = int(max_price)
+        off = self._alloc_ladder(2 * _INITIAL_LADDER)  # one call: a repack may move regions
+        rows["off"] = [off, off + _INITIAL_LADDER]
+        rows["cap"] = _INITIAL_LADDER
+        self._books = np.concatenate([self._books, rows])
+        self._names.append(name)
+        self._ids[name] = sid
+        self._tick_sizes.append(tick_size)
+        self._meta[M_NSYM] = len(self._names)
+        return sid
+
+    def symbol_id(self, symbol: str | int) -> int:
+        """Return the id of ``symbol`` (a name or an id). Raises UsageError if unknown."""
+        if isinstance(symbol, (int, np.integer)) and 0 <= symbol < len(self._names):
+            return int(symbol)
+        if isinstance(symbol, str) and symbol in self._ids:
+            return self._ids[symbol]
+        raise UsageError(f"unknown symbol {symbol!r}; known: {', '.join(self._names) or 'none'}")
+
+    @property
+    def symbols(self) -> dict[str, int]:
+        """Symbol names mapped to ids, in id order."""
+        return dict(self._ids)
+
+    @property
+    def seq(self) -> int:
+        """The seq of the last message processed (0 before any)."""
+        return int(self._meta[M_SEQ])
+
+    @property
+    def stp(self) -> str:
+        """The self-trade prevention mode's name."""
+        return Stp(int(self._meta[M_STP])).name.lower()
+
+    def config(self) -> dict:
+        """Return the engine's options and symbols as a JSON-able dict (enough to rebuild it)."""
+        return {
+            "stp": self.stp,
+            "symbols": [
+                {"name": n, "id": i, "tick_size": self._tick_sizes[i],
+                 "min_price": int(self._books[2 * i]["min_price"]),
+                 "max_price": int(self._books[2 * i]["max_price"])}
+                for i, n in enumerate(self._names)
+            ],
+        }
+
+    # ---------------------------------------------------------------- processing
+    def process(self, orders: np.ndarray) -> Result:
+        """Match a batch of ORDER_DTYPE messages; return their fills, L2 updates and events.
+
+        Message i of the batch gets seq ``self.seq + 1 + i``. Raises UsageError if ``orders`` is
+        not a one-dimensional ORDER_DTYPE array; never raises on message content.
+        """
+        if not isinstance(orders, np.ndarray) or orders.dtype != ORDER_DTYPE or orders.ndim != 1:
+            got = getattr(orders, "dtype", type(orders).__name__)
+            raise UsageError(f"process() takes a 1-d numpy array of ORDER_DTYPE; got {got}")
+        orders = np.ascontiguousarray(orders)
+        n = len(orders)
+        fills = np.zeros(n // 2 + 16, FILL_DTYPE)
+        l2 = np.zeros(n + 16, L2_DTYPE)
+        events = np.zeros(2 * n + 16, EVENT_DTYPE)
+        cnt = np.zeros(3, np.int64)
+        start = 0
+        while True:
+            status, start = kernels.process_batch(
+                orders, start, self._arena, self._levels, self._index, self._books,
+                self._ladder_keys, self._ladder_levels, self._meta, fills, l2, events, cnt)
+            if status == kernels.OK:
+                break
+            if status == kernels.NEED_OUTPUT:
+                fills = _grow(fills, int(self._meta[M_NEED_FILLS]))
+                l2 = _grow(l2, int(self._meta[M_NEED_L2]))
+                events = _grow(events, int(self._meta[M_NEED_EVENTS]))
+            else:
+                self._grow_state(status)
+        return Result(fills[: cnt[0]], l2[: cnt[1]], events[: cnt[2]])
+
+    def _grow_state(self, status: int) -> None:
+        if status == kernels.NEED_ORDERS:
+            self._arena = _grow(self._arena, 0)
+        elif status == kernels.NEED_LEVELS:
+            self._levels = _grow(self._levels, 0)
+        elif status == kernels.NEED_INDEX:
+            bigger = new_index(2 * len(self._index))
+            rehash_into(self._index, bigger)
+            self._index = bigger
+        elif status == kernels.NEED_LADDER:
+            self._grow_ladder(int(self._meta[M_NEED_BOOK]))
+        else:  # pragma: no cover - a kernel/facade mismatch is a bug, not input
+            raise RuntimeError(f"kernel returned unknown status {status}")
+
+    def _alloc_ladder(self, cap: int) -> int:
+        """Reserve ``cap`` ladder entries at the end of the ladder arrays; return the offset."""
+        if self._ladder_used + cap > len(self._ladder_keys):
+            self._repack_ladder(extra=cap)
+        off = self._ladder_used
+        self._ladder_used += cap
+        return off
+
+    def _repack_ladder(self, extra: int) -> None:
+        # regions abandoned by growth are dropped here, so the ladder stays within 2x its use
+        books = self._books
+        total = int(books["cap"].sum()) + extra
+        keys = np.zeros(2 * total + 64, np.int64)
+        lvls = np.zeros(2 * total + 64, np.int32)
+        off = 0
+        for b in range(len(books)):
+            o, n, cap = int(books[b]["off"]), int(books[b]["n"]), int(books[b]["cap"])
+            keys[off: off + n] = self._ladder_keys[o: o + n]
+            lvls[off: off + n] = self._ladder_levels[o: o + n]
+            books[b]["off"] = off
+            off += cap
+        self._ladder_keys, self._ladder_levels, self._ladder_used = keys, lvls, off
+
+    def _grow_ladder(self, b: int) -> None:
+        cap = int(self._books[b]["cap"]) * 2
+        off = self._alloc_ladder(cap)
+        o, n = int(self._books[b]["off"]), int(self._books[b]["n"])
+        self._ladder_keys[off: off + n] = self._ladder_keys[o: o + n]
+        self._ladder_levels[off: off + n] = self._ladder_levels[o: o + n]
+        self._books[b]["off"] = off
+        self._books[b]["cap"] = cap
+
+    # ---------------------------------------------------------------- per-order API
+    def submit(self, symbol: str | int, side: str | int, *, qty: int, price: int = 0,
+               order_type: str | int = "limit", tif: str | int = "gtc", post_only: bool = False,
+               trader: int = 0, order_id: int | None = None, ts: int | None = None) -> Result:
+        """Send one NEW order; return its Result (same bytes as ``process`` on that message).
+
+        Without ``order_id`` the engine takes its next id not live on the symbol. ``ts``
+        defaults to 0. Raises UsageError for an unknown symbol name or option string.
+        """
+        sid = self.symbol_id(symbol)
+        if order_id is None:
+            order_id = self._next_auto_id
+            while index_find(self._index, sid, np.uint64(order_id)) >= 0:
+                order_id += 1
+            self._next_auto_id = order_id + 1
+        flags = int(Flag.POST_ONLY) if post_only else 0
+        return self.process(self._message(Kind.NEW, sid, order_id, price, qty, ts, trader=trader,
+                                          side=_parse_enum(Side, side, "side"),
+                                          order_type=_parse_enum(OrderType, order_type,
+                                                                 "order_type"),
+                                          tif=_parse_enum(Tif, tif, "tif"), flags=flags))
+
+    def cancel(self, symbol: str | int, order_id: int, *, ts: int | None = None) -> Result:
+        """Cancel a live order; return the Result (a REJECTED event if it is not live)."""
+        return self.process(self._message(Kind.CANCEL, self.symbol_id(symbol), order_id, 0, 0,
+                                          ts))
+
+    def modify(self, symbol: str | int, order_id: int, *, price: int, qty: int,
+               ts: int | None = None) -> Result:
+        """Change a live order's price and open quantity; return the Result (see semantics.md)."""
+        return self.process(self._message(Kind.MODIFY, self.symbol_id(symbol), order_id, price,
+                                          qty, ts))
+
+    @staticmethod
+    def _message(kind, sid, order_id, price, qty, ts, **fields) -> np.ndarray:
+        m = np.zeros(1, ORDER_DTYPE)
+        m["kind"] = kind
+        m["symbol"] = sid
+        m["order_id"] = order_id
+        m["price"] = price
+        m["qty"] = qty
+        m["ts"] = 0 if ts is None else ts
+        for k, v in fields.items():
+            m[k] = v
+        return m
+
+    # ---------------------------------------------------------------- views of the book
+    def depth(self, symbol: str | int, levels: int = 10) -> tuple[np.ndarray, np.ndarray]:
+        """Return (bids, asks): DEPTH_DTYPE arrays (price, qty, count), best level first."""
+        sid = self.symbol_id(symbol)
+        sides = []
+        for side in (Side.BUY, Side.SELL):
+            bk = self._books[2 * sid + side]
+            o, n = int(bk["off"]), int(bk["n"])
+            lv = self._ladder_levels[o: o + n][::-1][: max(levels, 0)]
+            out = np.zeros(len(lv), DEPTH_DTYPE)
+            out["price"] = self._levels["price"][lv]
+            out["qty"] = self._levels["qty"][lv]
+            out["count"] = self._levels["count"][lv]
+            sides.append(out)
+        return sides[0], sides[1]
+
+    def orders(self, symbol: str | int) -> np.ndarray:
+        """Return the live orders of ``symbol`` (L3_DTYPE): bids best first, then asks; FIFO."""
+        rows = self._collect([self.symbol_id(symbol)])
+        out = np.zeros(len(rows), L3_DTYPE)
+        for name in L3_DTYPE.names:
+            out[name] = rows[name]
+        return out
+
+    @property
+    def live_orders(self) -> int:
+        """Number of live orders over all symbols."""
+        return int(self._meta[M_INDEX_COUNT])
+
+    def memory_bytes(self) -> int:
+        """Bytes held by the book state arrays (arena, levels, index, ladders)."""
+        return sum(a.nbytes for a in (self._arena, self._levels, self._index, self._books,
+                                      self._ladder_keys, self._ladder_levels, self._meta))
+
+    def _collect(self, symbols: list[int]) -> np.ndarray:
+        out = np.zeros(self.live_orders, CHECKPOINT_DTYPE)
+        k = kernels.collect_orders(self._books, self._levels, self._arena, self._ladder_levels,
+                                   np.asarray(symbols, dtype=np.int64), out)
+        return out[:k]
+
+    # ---------------------------------------------------------------- checkpoints
+    def _state_header(self) -> dict:
+        return {"config": self.config(), "seq": self.seq,
+                "trade_id": int(self._meta[M_TRADE_ID]), "next_auto_id": self._next_auto_id}
+
+    def checkpoint(self) -> bytes:
+        """Return the engine's exact state as bytes (restore with ``Engine.restore``).
+
+        Layout: magic "EXSIMCKP", u32 version, u32 header length, header JSON (options,
+        symbols, counters), u64 row count, CHECKPOINT_DTYPE rows in priority order, u32 CRC32C of
+        all that precedes it.
+        """
+        header = json.dumps(self._state_header(), sort_keys=True).encode()
+        rows = self._collect(list(range(len(self._names))))
+        body = (_CHECKPOINT_MAGIC + struct.pack("<II", _CHECKPOINT_VERSION, len(header)) + header
+                + struct.pack("<Q", len(rows)) + rows.tobytes())
+        return body + struct.pack("<I", crc32c.crc32c(body))
+
+    @classmethod
+    def restore(cls, blob: bytes) -> "Engine":
+        """Return a new engine in exactly the state ``blob`` (from ``checkpoint``) describes.
+
+        Raises CorruptionError if the blob is truncated, has a bad magic or version, or fails
+        its checksum.
+        """
+        blob = bytes(blob)
+        if len(blob) < 28 or blob[:8] != _CHECKPOINT_MAGIC:
+            raise CorruptionError("not an exsim checkpoint (bad magic or too short)", offset=0)
+        (crc,) = struct.unpack_from("<I", blob, len(blob) - 4)
+        if crc32c.crc32c(blob[:-4]) != crc:
+            raise CorruptionError("checkpoint checksum mismatch", offset=len(blob) - 4)
+        version, hlen = struct.unpack_from("<II", blob, 8)
+        if version != _CHECKPOINT_VERSION:
+            raise CorruptionError(f"checkpoint version {version} is not supported", offset=8)
+        header = json.loads(blob[16: 16 + hlen])
+        (nrows,) = struct.unpack_from("<Q", blob, 16 + hlen)
+        start = 24 + hlen
+        rows = np.frombuffer(blob, CHECKPOINT_DTYPE, count=nrows, offset=start)
+        cfg = header["config"]
+        eng = cls(stp=cfg["stp"], capacity=max(2 * nrows, 1024))
+        for s in cfg["symbols"]:
+            eng.add_symbol(s["name"], s["tick_size"], s["min_price"], s["max_price"])
+        eng._load(rows)
+        eng._meta[M_SEQ] = header["seq"]
+        eng._meta[M_TRADE_ID] = header["trade_id"]
+        eng._next_auto_id = header["next_auto_id"]
+        return eng
+
+    def _load(self, rows: np.ndarray) -> None:
+        n = len(rows)
+        if n == 0:
+            return
+        if len(self._levels) < n:
+            self._levels = _grow(self._levels, n)
+        if len(self._index) < 2 * n + 2:
+            self._index = new_index(2 * n + 2)
+        books = rows["symbol"].astype(np.int64) * 2 + rows["side"]
+        per_book = np.bincount(books, minlength=len(self._books))
+        for b in np.nonzero(per_book > self._books["cap"])[0]:
+            while self._books[b]["cap"] < per_book[b]:
+                self._grow_ladder(int(b))
+        kernels.load_orders(np.ascontiguousarray(rows), self._arena, self._levels, self._index,
+                            self._books, self._ladder_keys, self._ladder_levels, self._meta)
+
+    def state_hash(self) -> str:
+        """Return a hex digest of the canonical state (options, counters, books in priority order).
+
+        Two engines with equal hashes produce identical outputs for the same future input.
+        """
+        h = hashlib.blake2b(digest_size=16)
+        h.update(json.dumps(self._state_header(), sort_keys=True).encode())
+        h.update(self._collect(list(range(len(self._names)))).tobytes())
+        return h.hexdigest()

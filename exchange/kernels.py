@@ -1,0 +1,518 @@
+"""The batch matching kernel: order messages in, fills / L2 updates / order events out.
+
+``process_batch`` runs over a structured array of ORDER_DTYPE messages and mutates the book state
+arrays of ``exchange.book``. It never raises on message content: every bad message becomes one
+REJECTED event (docs/semantics.md gives the exact rules and their order). It never allocates:
+before each message it checks that the state and output arrays can take the worst case of that
+message and, if not, returns a status telling the Python facade what to grow; the facade grows it
+and calls again from the same message. So a message is always processed whole or not at all.
+
+Known limit: inserting a new price level moves the levels better than it (see ``book``); a flow
+that keeps adding levels deep in a huge book pays for that move.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .book import (
+    M_FREE_LEVEL, M_FREE_ORDER, M_INDEX_COUNT, M_LEVEL_HW, M_NEED_BOOK, M_NEED_EVENTS,
+    M_NEED_FILLS, M_NEED_L2, M_NSYM, M_ORDER_HW, M_SEQ, M_STP, M_TRADE_ID,
+    alloc_order, append_to_level, detach_from_level, find_or_add_level, free_order, remove_level,
+)
+from .order_index import index_find, index_insert, index_remove
+from .schema import (
+    KNOWN_FLAGS, MAX_LEVEL_QTY, MAX_QTY, Event, Flag, Kind, OrderType, Reason, Side, Stp, Tif,
+)
+
+# statuses returned by process_batch
+OK = 0
+NEED_OUTPUT = 1
+NEED_ORDERS = 2
+NEED_LEVELS = 3
+NEED_INDEX = 4
+NEED_LADDER = 5
+
+_BUY = int(Side.BUY)
+_SELL = int(Side.SELL)
+_POST_ONLY = int(Flag.POST_ONLY)
+_GTC = int(Tif.GTC)
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _event(events, cnt, seq, ts, symbol, order_id, ev, reason, filled, leaves):
+    e = events[cnt[2]]
+    e.seq = seq
+    e.ts = ts
+    e.order_id = order_id
+    e.filled_qty = filled
+    e.leaves_qty = leaves
+    e.symbol = symbol
+    e.event = ev
+    e.reason = reason
+    cnt[2] += 1
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _l2(l2, cnt, seq, ts, symbol, side, price, qty, count):
+    u = l2[cnt[1]]
+    u.seq = seq
+    u.ts = ts
+    u.price = price
+    u.qty = qty
+    u.symbol = symbol
+    u.count = count
+    u.side = side
+    cnt[1] += 1
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _crosses(side, is_market, limit, level_price):
+    if is_market:
+        return True
+    if side == _BUY:
+        return level_price <= limit
+    return level_price >= limit
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _best_crosses(books, levels, ladder_levels, opp_b, side, limit):
+    bk = books[opp_b]
+    if bk.n == 0:
+        return False
+    return _crosses(side, False, limit, levels[ladder_levels[bk.off + bk.n - 1]].price)
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _fok_fillable(books, levels, arena, ladder_levels, opp_b, side, is_market, limit, qty,
+                  trader, stp):
+    """True if matching would fill ``qty`` now (walking exactly as matching would under STP)."""
+    bk = books[opp_b]
+    acc = 0
+    for k in range(bk.off + bk.n - 1, bk.off - 1, -1):
+        L = levels[ladder_levels[k]]
+        if not _crosses(side, is_market, limit, L.price):
+            break
+        if stp == Stp.NONE:
+            acc += L.qty
+            if acc >= qty:
+                return True
+            continue
+        r = L.head
+        while r >= 0:
+            if arena[r].trader == trader:
+                if stp != Stp.CANCEL_RESTING:
+                    return acc >= qty
+            else:
+                acc += arena[r].leaves
+                if acc >= qty:
+                    return True
+            r = arena[r].next
+    return acc >= qty
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _remove_order(arena, levels, books, index, meta, r):
+    """Unlink live order ``r`` from its level, the index and its book; free its slot.
+
+    The level is left in place even if empty: the caller decides when to drop it.
+    """
+    o = arena[r]
+    detach_from_level(arena, levels, r)
+    books[np.int64(o.symbol) * 2 + o.side].live -= 1
+    index_remove(index, o.symbol, o.order_id)
+    meta[M_INDEX_COUNT] -= 1
+    free_order(arena, meta, r)
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _match(seq, ts, symbol, side, is_market, limit, qty, order_id, trader, filled,
+           arena, levels, index, books, ladder_keys, ladder_levels, meta, fills, l2, events, cnt):
+    """Match an incoming order against the opposite side; return (remaining, stopped_by_stp)."""
+    opp = 1 - side
+    opp_b = np.int64(symbol) * 2 + opp
+    stp = meta[M_STP]
+    remaining = qty
+    stp_stop = False
+    while remaining > 0:
+        bk = books[opp_b]
+        if bk.n == 0:
+            break
+        lv = ladder_levels[bk.off + bk.n - 1]
+        L = levels[lv]
+        price = L.price
+        if not _crosses(side, is_market, limit, price):
+            break
+        changed = False
+        while remaining > 0 and L.count > 0:
+            r = L.head
+            o = arena[r]
+            if stp != Stp.NONE and o.trader == trader:
+                if stp == Stp.CANCEL_INCOMING:
+                    stp_stop = True
+                    break
+                _event(events, cnt, seq, ts, symbol, o.order_id, Event.CANCELLED,
+                       Reason.SELF_TRADE, o.filled, 0)
+                _remove_order(arena, levels, books, index, meta, r)
+                changed = True
+                if stp == Stp.CANCEL_BOTH:
+                    stp_stop = True
+                    break
+                continue
+            q = min(remaining, o.leaves)
+            meta[M_TRADE_ID] += 1
+            f = fills[cnt[0]]
+            f.seq = seq
+            f.ts = ts
+            f.trade_id = meta[M_TRADE_ID]
+            f.price = price
+            f.qty = q
+            f.symbol = symbol
+            f.aggressor_side = side
+            if side == _BUY:
+                f.buy_order_id = order_id
+                f.sell_order_id = o.order_id
+                f.buy_trader = trader
+                f.sell_trader = o.trader
+            else:
+                f.buy_order_id = o.order_id
+                f.sell_order_id = order_id
+                f.buy_trader = o.trader
+                f.sell_trader = trader
+            cnt[0] += 1
+            remaining -= q
+            filled += q
+            _event(events, cnt, seq, ts, symbol, order_id,
+                   Event.FILLED if remaining == 0 else Event.PARTIAL, Reason.NONE,
+                   filled, remaining)
+            o.leaves -= q
+            o.filled += q
+            L.qty -= q
+            if o.leaves == 0:
+                _event(events, cnt, seq, ts, symbol, o.order_id, Event.FILLED, Reason.NONE,
+                       o.filled, 0)
+                _remove_order(arena, levels, books, index, meta, r)
+            else:
+                _event(events, cnt, seq, ts, symbol, o.order_id, Event.PARTIAL, Reason.NONE,
+                       o.filled, o.leaves)
+            changed = True
+        if changed:
+            _l2(l2, cnt, seq, ts, symbol, opp, price, L.qty, L.count)
+        if L.count == 0:
+            remove_level(books, levels, ladder_keys, ladder_levels, meta, opp_b, opp, lv)
+        if stp_stop:
+            break
+    return remaining, stp_stop
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _rest(seq, ts, symbol, side, price, qty, filled, order_id, trader, flags,
+          arena, levels, index, books, ladder_keys, ladder_levels, meta, l2, cnt):
+    """Put a new open order at the back of its price level; False if the level would overflow."""
+    b = np.int64(symbol) * 2 + side
+    lv = find_or_add_level(books, levels, ladder_keys, ladder_levels, meta, b, side, price)
+    L = levels[lv]
+    if L.qty > MAX_LEVEL_QTY - qty:
+        if L.count == 0:
+            remove_level(books, levels, ladder_keys, ladder_levels, meta, b, side, lv)
+        return False
+    r = alloc_order(arena, meta)
+    o = arena[r]
+    o.order_id = order_id
+    o.price = price
+    o.leaves = qty
+    o.filled = filled
+    o.symbol = symbol
+    o.trader = trader
+    o.side = side
+    o.flags = flags
+    append_to_level(arena, levels, r, lv)
+    books[b].live += 1
+    index_insert(index, symbol, order_id, r)
+    meta[M_INDEX_COUNT] += 1
+    _l2(l2, cnt, seq, ts, symbol, side, price, L.qty, L.count)
+    return True
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _execute(seq, ts, symbol, side, is_market, tif, price, qty, filled, order_id, trader, flags,
+             arena, levels, index, books, ladder_keys, ladder_levels, meta, fills, l2, events,
+             cnt):
+    """Match an accepted order, then rest or cancel what is left (semantics.md, NEW steps 2-4)."""
+    remaining, stp_stop = _match(seq, ts, symbol, side, is_market, price, qty, order_id, trader,
+                                 filled, arena, levels, index, books, ladder_keys, ladder_levels,
+                                 meta, fills, l2, events, cnt)
+    if remaining == 0:
+        return
+    done = filled + qty - remaining
+    if stp_stop:
+        _event(events, cnt, seq, ts, symbol, order_id, Event.CANCELLED, Reason.SELF_TRADE, done, 0)
+    elif is_market:
+        _event(events, cnt, seq, ts, symbol, order_id, Event.CANCELLED, Reason.NO_LIQUIDITY,
+               done, 0)
+    elif tif != Tif.GTC:
+        _event(events, cnt, seq, ts, symbol, order_id, Event.CANCELLED, Reason.IOC_UNFILLED,
+               done, 0)
+    elif not _rest(seq, ts, symbol, side, price, remaining, done, order_id, trader, flags,
+                   arena, levels, index, books, ladder_keys, ladder_levels, meta, l2, cnt):
+        _event(events, cnt, seq, ts, symbol, order_id, Event.CANCELLED, Reason.OVERFLOW, done, 0)
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _validate_new(m, books, arena, levels, index, ladder_levels, stp):
+    """Return the reject reason of a NEW message, or Reason.NONE if it may be accepted."""
+    if m.side > _SELL:
+        return Reason.BAD_SIDE
+    if m.order_type > OrderType.MARKET:
+        return Reason.BAD_ORDER_TYPE
+    if m.tif > Tif.FOK:
+        return Reason.BAD_TIF
+    if m.flags & ~KNOWN_FLAGS:
+        return Reason.BAD_FLAGS
+    post_only = (m.flags & _POST_ONLY) != 0
+    if post_only and (m.order_type != OrderType.LIMIT or m.tif != Tif.GTC):
+        return Reason.BAD_FLAGS
+    if m.qty <= 0:
+        return Reason.BAD_QTY
+    if m.qty > MAX_QTY:
+        return Reason.OVERFLOW
+    is_market = m.order_type == OrderType.MARKET
+    own_b = np.int64(m.symbol) * 2 + m.side
+    if not is_market:
+        if m.price <= 0:
+            return Reason.BAD_PRICE
+        if m.price < books[own_b].min_price or m.price > books[own_b].max_price:
+            return Reason.PRICE_OUT_OF_BAND
+    if index_find(index, m.symbol, m.order_id) >= 0:
+        return Reason.DUPLICATE_ID
+    opp_b = np.int64(m.symbol) * 2 + 1 - m.side
+    if post_only and _best_crosses(books, levels, ladder_levels, opp_b, m.side, m.price):
+        return Reason.POST_ONLY_WOULD_CROSS
+    if m.tif == Tif.FOK and not _fok_fillable(books, levels, arena, ladder_levels, opp_b, m.side,
+                                               is_market, m.price, m.qty, m.trader, stp):
+        return Reason.FOK_CANNOT_FILL
+    return Reason.NONE
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _modify(m, seq, arena, levels, index, books, ladder_keys, ladder_levels, meta, fills, l2,
+            events, cnt):
+    """Apply a MODIFY message (semantics.md, MODIFY)."""
+    sym = m.symbol
+    r = index_find(index, sym, m.order_id)
+    reason = Reason.NONE
+    if r < 0:
+        reason = Reason.UNKNOWN_ID
+    elif m.qty <= 0:
+        reason = Reason.BAD_QTY
+    elif m.qty > MAX_QTY:
+        reason = Reason.OVERFLOW
+    elif m.price <= 0:
+        reason = Reason.BAD_PRICE
+    if reason == Reason.NONE:
+        o = arena[r]
+        own_b = np.int64(sym) * 2 + o.side
+        if m.price < books[own_b].min_price or m.price > books[own_b].max_price:
+            reason = Reason.PRICE_OUT_OF_BAND
+        elif m.price == o.price:
+            if levels[o.level].qty - o.leaves > MAX_LEVEL_QTY - m.qty:
+                reason = Reason.OVERFLOW
+        elif (o.flags & _POST_ONLY) and _best_crosses(books, levels, ladder_levels,
+                                                       own_b ^ 1, o.side, m.price):
+            reason = Reason.POST_ONLY_WOULD_CROSS
+    if reason != Reason.NONE:
+        _event(events, cnt, seq, m.ts, sym, m.order_id, Event.REJECTED, reason, 0, 0)
+        return
+    o = arena[r]
+    side = np.int64(o.side)
+    lv = o.level
+    L = levels[lv]
+    if m.price == o.price:
+        _event(events, cnt, seq, m.ts, sym, m.order_id, Event.MODIFIED, Reason.NONE,
+               o.filled, m.qty)
+        if m.qty == o.leaves:
+            return
+        if m.qty < o.leaves:
+            L.qty -= o.leaves - m.qty
+            o.leaves = m.qty
+        else:
+            detach_from_level(arena, levels, r)
+            o.leaves = m.qty
+            append_to_level(arena, levels, r, lv)
+        _l2(l2, cnt, seq, m.ts, sym, side, L.price, L.qty, L.count)
+        return
+    # a new price is delete + add: the order loses its place and may trade as an aggressor
+    filled = o.filled
+    trader = o.trader
+    flags = o.flags
+    _event(events, cnt, seq, m.ts, sym, m.order_id, Event.MODIFIED, Reason.NONE, filled, m.qty)
+    _remove_order(arena, levels, books, index, meta, r)
+    _l2(l2, cnt, seq, m.ts, sym, side, L.price, L.qty, L.count)
+    if L.count == 0:
+        remove_level(books, levels, ladder_keys, ladder_levels, meta,
+                     np.int64(sym) * 2 + side, side, lv)
+    _execute(seq, m.ts, sym, side, False, _GTC, m.price, m.qty, filled, m.order_id, trader,
+             flags, arena, levels, index, books, ladder_keys, ladder_levels, meta, fills, l2,
+             events, cnt)
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _process_one(m, seq, arena, levels, index, books, ladder_keys, ladder_levels, meta, fills,
+                 l2, events, cnt):
+    sym = m.symbol
+    if m.kind > Kind.MODIFY:
+        _event(events, cnt, seq, m.ts, sym, m.order_id, Event.REJECTED, Reason.BAD_KIND, 0, 0)
+        return
+    if sym >= meta[M_NSYM]:
+        _event(events, cnt, seq, m.ts, sym, m.order_id, Event.REJECTED, Reason.UNKNOWN_SYMBOL,
+               0, 0)
+        return
+    if m.kind == Kind.NEW:
+        reason = _validate_new(m, books, arena, levels, index, ladder_levels, meta[M_STP])
+        if reason != Reason.NONE:
+            _event(events, cnt, seq, m.ts, sym, m.order_id, Event.REJECTED, reason, 0, 0)
+            return
+        _event(events, cnt, seq, m.ts, sym, m.order_id, Event.ACCEPTED, Reason.NONE, 0, m.qty)
+        _execute(seq, m.ts, sym, np.int64(m.side), m.order_type == OrderType.MARKET,
+                 np.int64(m.tif), m.price, m.qty, 0, m.order_id, m.trader, m.flags,
+                 arena, levels, index, books, ladder_keys, ladder_levels, meta, fills, l2, events,
+                 cnt)
+    elif m.kind == Kind.CANCEL:
+        r = index_find(index, sym, m.order_id)
+        if r < 0:
+            _event(events, cnt, seq, m.ts, sym, m.order_id, Event.REJECTED, Reason.UNKNOWN_ID,
+                   0, 0)
+            return
+        o = arena[r]
+        side = np.int64(o.side)
+        lv = o.level
+        _event(events, cnt, seq, m.ts, sym, m.order_id, Event.CANCELLED, Reason.USER_CANCEL,
+               o.filled, 0)
+        _remove_order(arena, levels, books, index, meta, r)
+        L = levels[lv]
+        _l2(l2, cnt, seq, m.ts, sym, side, L.price, L.qty, L.count)
+        if L.count == 0:
+            remove_level(books, levels, ladder_keys, ladder_levels, meta,
+                         np.int64(sym) * 2 + side, side, lv)
+    else:
+        _modify(m, seq, arena, levels, index, books, ladder_keys, ladder_levels, meta, fills, l2,
+                events, cnt)
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _room(m, arena, levels, index, books, meta, fills, l2, events, cnt):
+    """Return OK if every array can take this message's worst case, else what must grow."""
+    need_fills = 0
+    need_l2 = 1
+    need_events = 1
+    sym = np.int64(m.symbol)
+    if m.kind <= Kind.MODIFY and sym < meta[M_NSYM] and m.kind != Kind.CANCEL:
+        side = np.int64(m.side)
+        qty = m.qty
+        if m.kind == Kind.MODIFY:
+            r = index_find(index, m.symbol, m.order_id)
+            side = np.int64(arena[r].side) if r >= 0 else 2
+        if side <= _SELL:
+            opp = books[sym * 2 + 1 - side]
+            bound = opp.live
+            if meta[M_STP] != Stp.CANCEL_RESTING and qty < bound:
+                bound = max(qty, 0)  # each fill takes at least one lot
+            need_fills = bound
+            need_events = 2 * bound + 4
+            need_l2 = opp.n + 3
+            if meta[M_FREE_ORDER] < 0 and meta[M_ORDER_HW] >= len(arena):
+                return NEED_ORDERS
+            if meta[M_FREE_LEVEL] < 0 and meta[M_LEVEL_HW] >= len(levels):
+                return NEED_LEVELS
+            if 2 * (meta[M_INDEX_COUNT] + 1) > len(index):
+                return NEED_INDEX
+            own = sym * 2 + side
+            if books[own].n >= books[own].cap:
+                meta[M_NEED_BOOK] = own
+                return NEED_LADDER
+    if (cnt[0] + need_fills > len(fills) or cnt[1] + need_l2 > len(l2)
+            or cnt[2] + need_events > len(events)):
+        meta[M_NEED_FILLS] = cnt[0] + need_fills
+        meta[M_NEED_L2] = cnt[1] + need_l2
+        meta[M_NEED_EVENTS] = cnt[2] + need_events
+        return NEED_OUTPUT
+    return OK
+
+
+@njit(cache=True, _nrt=False)
+def process_batch(msgs, start, arena, levels, index, books, ladder_keys, ladder_levels, meta,
+                  fills, l2, events, cnt):
+    """Process ``msgs[start:]`` in order, writing outputs at ``cnt`` = [fills, l2, events].
+
+    Returns (status, next): status OK with next == len(msgs) when done; otherwise the state or
+    output array to grow (NEED_*) and the index of the first message not yet processed.
+    """
+    n = len(msgs)
+    for i in range(start, n):
+        m = msgs[i]
+        status = _room(m, arena, levels, index, books, meta, fills, l2, events, cnt)
+        if status != OK:
+            return status, i
+        meta[M_SEQ] += 1
+        _process_one(m, meta[M_SEQ], arena, levels, index, books, ladder_keys, ladder_levels,
+                     meta, fills, l2, events, cnt)
+    return OK, n
+
+
+@njit(cache=True, _nrt=False)
+def collect_orders(books, levels, arena, ladder_levels, symbols, out):
+    """Write the live orders of ``symbols`` into ``out`` (CHECKPOINT_DTYPE) in priority order.
+
+    Per symbol: bids best first, then asks best first; FIFO within a level. Returns the count.
+    """
+    k = 0
+    for s in symbols:
+        for side in range(2):
+            bk = books[np.int64(s) * 2 + side]
+            for j in range(bk.off + bk.n - 1, bk.off - 1, -1):
+                r = levels[ladder_levels[j]].head
+                while r >= 0:
+                    o = arena[r]
+                    row = out[k]
+                    row.order_id = o.order_id
+                    row.price = o.price
+                    row.qty = o.leaves
+                    row.filled = o.filled
+                    row.symbol = o.symbol
+                    row.trader = o.trader
+                    row.side = o.side
+                    row.flags = o.flags
+                    k += 1
+                    r = o.next
+    return k
+
+
+@njit(cache=True, _nrt=False)
+def load_orders(rows, arena, levels, index, books, ladder_keys, ladder_levels, meta):
+    """Append checkpoint ``rows`` (priority order) to the books without matching.
+
+    The caller has sized every array for all rows. Returns the number loaded.
+    """
+    for i in range(len(rows)):
+        row = rows[i]
+        side = np.int64(row.side)
+        b = np.int64(row.symbol) * 2 + side
+        lv = find_or_add_level(books, levels, ladder_keys, ladder_levels, meta, b, side,
+                               row.price)
+        r = alloc_order(arena, meta)
+        o = arena[r]
+        o.order_id = row.order_id
+        o.price = row.price
+        o.leaves = row.qty
+        o.filled = row.filled
+        o.symbol = row.symbol
+        o.trader = row.trader
+        o.side = row.side
+        o.flags = row.flags
+        append_to_level(arena, levels, r, lv)
+        books[b].live += 1
+        index_insert(index, row.symbol, row.order_id, r)
+        meta[M_INDEX_COUNT] += 1
+    return len(rows)
+

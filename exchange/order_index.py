@@ -1,0 +1,117 @@
+"""Order-id index: an open-addressing hash table from (symbol, order_id) to an arena slot.
+
+Invariants:
+- The table's length is a power of two and at least twice the number of live keys, so a probe
+  always meets an empty slot; the engine grows it (``rehash``) before that could fail.
+- Linear probing with backward-shift deletion: there are no tombstones, so a lookup's cost depends
+  only on the load, never on how many orders have come and gone. Cancel and modify are O(1).
+- A slot is empty when its ``slot`` field is -1.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+INDEX_DTYPE = np.dtype(
+    [
+        ("order_id", "<u8"),
+        ("symbol", "<u4"),
+        ("slot", "<i4"),   # arena index of the live order; -1 marks an empty bucket
+    ],
+    align=True,
+)
+
+_MIX1 = np.uint64(0xFF51AFD7ED558CCD)
+_MIX2 = np.uint64(0xC4CEB9FE1A85EC53)
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_S33 = np.uint64(33)
+
+
+def new_index(capacity: int) -> np.ndarray:
+    """Return an empty index with ``capacity`` buckets (rounded up to a power of two)."""
+    cap = 1 << max(4, int(capacity - 1).bit_length())
+    index = np.zeros(cap, dtype=INDEX_DTYPE)
+    index["slot"] = -1
+    return index
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _home(symbol, order_id, mask):
+    # murmur3's finaliser: ids are often sequential, so the bits must be mixed before masking
+    h = order_id ^ (np.uint64(symbol) * _GOLDEN)
+    h ^= h >> _S33
+    h *= _MIX1
+    h ^= h >> _S33
+    h *= _MIX2
+    h ^= h >> _S33
+    return np.int64(h & np.uint64(mask))
+
+
+@njit(cache=True, _nrt=False)
+def index_find(index, symbol, order_id):
+    """Return the arena slot of live order (symbol, order_id), or -1 if it is not live."""
+    mask = len(index) - 1
+    i = _home(symbol, order_id, mask)
+    while True:
+        b = index[i]
+        if b.slot < 0:
+            return -1
+        if b.order_id == order_id and b.symbol == symbol:
+            return b.slot
+        i = (i + 1) & mask
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def index_insert(index, symbol, order_id, slot):
+    """Add (symbol, order_id) -> slot. The caller guarantees the key is absent and room exists."""
+    mask = len(index) - 1
+    i = _home(symbol, order_id, mask)
+    while index[i].slot >= 0:
+        i = (i + 1) & mask
+    b = index[i]
+    b.order_id = order_id
+    b.symbol = symbol
+    b.slot = slot
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def index_remove(index, symbol, order_id):
+    """Remove (symbol, order_id); return False if it was absent."""
+    mask = len(index) - 1
+    i = _home(symbol, order_id, mask)
+    while True:
+        b = index[i]
+        if b.slot < 0:
+            return False
+        if b.order_id == order_id and b.symbol == symbol:
+            break
+        i = (i + 1) & mask
+    # backward shift: pull later members of the probe run into the hole so no tombstone is needed
+    j = i
+    while True:
+        j = (j + 1) & mask
+        if index[j].slot < 0:
+            break
+        k = _home(index[j].symbol, index[j].order_id, mask)
+        # leave index[j] where it is if its home lies cyclically in (i, j]
+        if i <= j:
+            if i < k <= j:
+                continue
+        elif k > i or k <= j:
+            continue
+        index[i] = index[j]
+        i = j
+    index[i].slot = -1
+    return True
+
+
+@njit(cache=True, _nrt=False)
+def rehash_into(old, new):
+    """Insert every live key of ``old`` into the empty table ``new``; return the count moved."""
+    moved = 0
+    for i in range(len(old)):
+        if old[i].slot >= 0:
+            index_insert(new, old[i].symbol, old[i].order_id, old[i].slot)
+            moved += 1
+    return moved
