@@ -248,8 +248,17 @@ def _expand_runs(vals, lens, n):
 
 @njit(cache=True)
 def _dict_index(u):
-    uniq = np.unique(u)
-    return uniq, np.searchsorted(uniq, u).astype(np.uint64)
+    # why: sorting the whole column is slow; low-cardinality columns show all their values in
+    # a sample, so look rows up in the sample's sorted values and sort fully only on a miss
+    step = max(1, u.size // 4096)
+    uniq = np.unique(u[::step])
+    idx = np.searchsorted(uniq, u)
+    for i in range(u.size):
+        if idx[i] >= uniq.size or uniq[idx[i]] != u[i]:
+            uniq = np.unique(u)
+            idx = np.searchsorted(uniq, u)
+            break
+    return uniq, idx.astype(np.uint64)
 
 
 @njit(cache=True)
@@ -293,8 +302,11 @@ def _from_u64(u: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return src.astype(dtype)
 
 
-def _stream_bytes(keys: np.ndarray) -> bytes:
+def _stream_bytes(keys: np.ndarray, aligned: bool = False) -> bytes:
     mn, g, width = _stream_params(keys)
+    if aligned and width:
+        # why: a general-purpose compressor after us finds far more structure in whole bytes
+        width = next(w for w in (8, 16, 32, 64) if w >= width)
     words = _stream_pack(keys, np.uint64(mn), np.uint64(g), width)
     nbytes = (keys.size * width + 7) // 8
     return _STREAM_HEAD.pack(int(mn), int(g), width) + words.view("<u8").view(np.uint8)[:nbytes].tobytes()
@@ -334,11 +346,12 @@ class _Reader:
                               np.uint64(mn), np.uint64(g), width, n)
 
 
-def encode(col: np.ndarray, encoding: int) -> bytes:
+def encode(col: np.ndarray, encoding: int, aligned: bool = False) -> bytes:
     """Encode a 1-D integer column with the given encoding.
 
-    Returns the block bytes (first byte: the encoding). Raises ValueError for a non-integer column
-    or an unknown encoding.
+    ``aligned`` rounds bit-packing widths up to 8, 16, 32 or 64 bits (better input for lz4/zstd;
+    the block records its width, so decoding is the same). Returns the block bytes (first byte:
+    the encoding). Raises ValueError for a non-integer column or an unknown encoding.
     """
     if col.ndim != 1 or col.dtype.kind not in "iu":
         raise ValueError(f"only 1-D integer columns are encodable, got {col.dtype} ndim {col.ndim}")
@@ -349,23 +362,23 @@ def encode(col: np.ndarray, encoding: int) -> bytes:
         return head + np.ascontiguousarray(col, dtype=col.dtype.newbyteorder("<")).tobytes()
     u = _as_u64(col)
     if encoding == FOR:
-        return head + _stream_bytes(_flip(u, signed))
+        return head + _stream_bytes(_flip(u, signed), aligned)
     if encoding == DELTA:
         g, z = _zigzag_div(_diff(u))
         first = int(u[0]) if n else 0
-        return head + _U64.pack(first) + _U64.pack(int(g)) + _stream_bytes(z)
+        return head + _U64.pack(first) + _U64.pack(int(g)) + _stream_bytes(z, aligned)
     if encoding == DOD:
         d = _diff(u)
         g, z = _zigzag_div(_diff(d))
         first = int(u[0]) if n else 0
         d0 = int(d[0]) if n > 1 else 0
-        return head + _U64.pack(first) + _U64.pack(d0) + _U64.pack(int(g)) + _stream_bytes(z)
+        return head + _U64.pack(first) + _U64.pack(d0) + _U64.pack(int(g)) + _stream_bytes(z, aligned)
     if encoding == RLE:
         vals, lens = _runs(u)
-        return head + _U32.pack(vals.size) + _stream_bytes(_flip(vals, signed)) + _stream_bytes(lens)
+        return head + _U32.pack(vals.size) + _stream_bytes(_flip(vals, signed), aligned) + _stream_bytes(lens, aligned)
     if encoding == DICT:
         uniq, idx = _dict_index(_flip(u, signed))
-        return head + _U32.pack(uniq.size) + _stream_bytes(uniq) + _stream_bytes(idx)
+        return head + _U32.pack(uniq.size) + _stream_bytes(uniq) + _stream_bytes(idx, aligned)
     raise ValueError(f"unknown encoding {encoding}")
 
 
@@ -416,24 +429,30 @@ def decode(block: bytes, n: int, dtype: np.dtype, where: str = "") -> np.ndarray
     return out
 
 
-def choose(col: np.ndarray, candidates=ENCODINGS) -> tuple[int, bytes]:
-    """Encode ``col`` with every candidate and return (encoding, bytes) of the smallest.
+def choose(col: np.ndarray, candidates=ENCODINGS, compress=None) -> tuple[int, bool, bytes]:
+    """Encode ``col`` with every candidate and return (encoding, aligned, bytes) of the smallest.
 
-    Ties go to the earlier candidate (PLAIN first: cheapest to decode).
+    With ``compress`` (a bytes -> bytes function: the codec that will follow) candidates are
+    ranked by their compressed size, and byte-aligned variants are tried too: bit-packing can
+    hide from lz4/zstd the structure they would find in whole bytes. Ties go to the earlier
+    candidate (PLAIN first: cheapest to decode).
     """
+    col = np.ascontiguousarray(col)
     best = None
     for enc in candidates:
-        if enc == DICT and col.size > 4096 and _sample_distinct(col) > col.size // 4:
-            continue  # why: sorting a high-cardinality column costs time and cannot win
-        b = encode(col, enc)
-        if best is None or len(b) < len(best[1]):
-            best = (enc, b)
-    return best
+        if enc == DICT and col.size > 4096 and _sample_distinct(col) > 1024:
+            continue  # why: a high-cardinality dictionary costs time and cannot win
+        for aligned in ((False, True) if compress is not None and enc != PLAIN else (False,)):
+            b = encode(col, enc, aligned)
+            size = len(b) if compress is None else min(len(b), len(compress(b)))
+            if best is None or size < best[0]:
+                best = (size, enc, aligned, b)
+    return best[1], best[2], best[3]
 
 
 def _sample_distinct(col: np.ndarray) -> int:
-    step = max(1, col.size // 1024)
-    return int(np.unique(col[::step]).size) * step
+    """Distinct values in an evenly spaced sample of about 4096 rows."""
+    return int(np.unique(col[::max(1, col.size // 4096)]).size)
 
 
 class Chooser:
@@ -449,17 +468,34 @@ class Chooser:
         self._memo: dict = {}
         self.searches = 0
 
-    def encode(self, key, col: np.ndarray) -> tuple[int, bytes]:
-        """Return (encoding, block bytes) for ``col``, reusing the remembered choice if it holds."""
+    def state(self) -> dict:
+        """The remembered choices as a JSON-able dict (to carry them across sessions)."""
+        return {"|".join(map(str, k)): [e, a, r] for k, (e, a, r, _) in self._memo.items()}
+
+    def load(self, state: dict) -> None:
+        """Adopt choices from ``state()``; they are re-checked like any remembered choice."""
+        for k, (e, a, r) in state.items():
+            t, col, codec = k.split("|")
+            self._memo[(t, col, int(codec))] = (int(e), bool(a), float(r), 0)
+
+    def encode(self, key, col: np.ndarray, compress=None) -> tuple[int, bytes, bytes]:
+        """Return (encoding, block bytes, compressed block bytes) for ``col``, reusing the
+        remembered choice if it still holds. ``compress`` is the codec that follows (see
+        ``choose``; None: no compression, the last two items are the same bytes).
+        """
+        col = np.ascontiguousarray(col)
+        comp = compress or (lambda b: b)
         memo = self._memo.get(key)
         n = max(col.size, 1)
-        if memo is not None and memo[2] < self.research_every:
-            enc, per_row, uses = memo
-            b = encode(col, enc)
-            if len(b) / n <= per_row * self.worse_ratio + 0.01:
-                self._memo[key] = (enc, per_row, uses + 1)
-                return enc, b
+        if memo is not None and memo[3] < self.research_every:
+            enc, aligned, per_row, uses = memo
+            b = encode(col, enc, aligned)
+            c = comp(b)
+            if min(len(b), len(c)) / n <= per_row * self.worse_ratio + 0.01:
+                self._memo[key] = (enc, aligned, per_row, uses + 1)
+                return enc, b, c
         self.searches += 1
-        enc, b = choose(col)
-        self._memo[key] = (enc, len(b) / n, 0)
-        return enc, b
+        enc, aligned, b = choose(col, compress=compress)
+        c = comp(b)
+        self._memo[key] = (enc, aligned, min(len(b), len(c)) / n, 0)
+        return enc, b, c

@@ -68,15 +68,11 @@ class SegmentInfo:
     path: str
 
 
-def _compress(raw: bytes, codec: int) -> tuple[int, bytes]:
-    if codec == LZ4:
-        out = lz4.block.compress(raw, store_size=False)
-    elif codec == ZSTD:
-        out = _zc.compress(raw)
-    else:
-        return NONE, raw
-    # why: a block the compressor cannot shrink is stored raw; decoding it is then free
-    return (codec, out) if len(out) < len(raw) else (NONE, raw)
+def _lz4(raw: bytes) -> bytes:
+    return lz4.block.compress(raw, store_size=False)
+
+
+_COMPRESSORS = {LZ4: _lz4, ZSTD: _zc.compress, NONE: None}
 
 
 def _decompress(codec: int, data: bytes, raw_len: int, path: str, offset: int) -> bytes:
@@ -126,8 +122,9 @@ def write_segment(data_dir: str, table: str, symbol: int, rows: np.ndarray, *,
                                          int(ts.min()), int(ts.max()), len(dtype.names))]
     encodings = {}
     for col in dtype.names:
-        enc, raw = chooser.encode((table, col), rows[col])
-        used, stored = _compress(raw, c)
+        enc, raw, stored = chooser.encode((table, col, c), rows[col], _COMPRESSORS[c])
+        # why: a block the compressor cannot shrink is stored raw; decoding it is then free
+        used, stored = (c, stored) if len(stored) < len(raw) else (NONE, raw)
         crc = crc32c.crc32c(stored)
         parts += [stored, CRC.pack(crc)]
         index += [_s(col), _s(dtype.fields[col][0].str),

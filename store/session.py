@@ -21,6 +21,7 @@ Invariants:
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import struct
 
@@ -83,6 +84,8 @@ class Session:
                              compress=wal_compress, next_seq=engine.seq + 1)
         ck = catalog.latest_checkpoint()
         self._last_ckpt = ck["seq"] if ck else -1
+        # why: a reopened directory starts from the encodings already found good for its data
+        self.chooser.load(json.loads(catalog.get_meta("encoding_choices", "{}")))
 
     _OPTS = dict(durability="fsync", sync_interval=0.05, checkpoint_every=1_000_000,
                  seal_every=1_000_000, wal_rotate_bytes=64 << 20, wal_compress=True)
@@ -278,14 +281,16 @@ class Session:
             rows = np.concatenate(parts)
             if rows.size == 0:
                 continue
-            order = np.argsort(rows["symbol"], kind="stable")   # stable: seq order kept per symbol
-            rows = rows[order]
             syms = rows["symbol"]
+            if np.any(syms != syms[0]):
+                rows = rows[np.argsort(syms, kind="stable")]   # stable: seq order kept per symbol
+                syms = rows["symbol"]
             cuts = np.flatnonzero(syms[1:] != syms[:-1]) + 1
             for lo, hi in zip(np.r_[0, cuts], np.r_[cuts, rows.size]):
                 infos.append(write_segment(self.data_dir, table, int(syms[lo]), rows[lo:hi],
                                            codec="lz4", chooser=self.chooser))
         self.catalog.register_seal(infos, through)
+        self.catalog.set_meta("encoding_choices", json.dumps(self.chooser.state()))
         self._pending = []
         self._pending_rows = 0
         self.wal.rotate()   # why: the file just sealed can be trimmed once a checkpoint covers it

@@ -30,10 +30,10 @@ def _adversarial(dtype):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("encoding", ENCODINGS)
 @settings(max_examples=100, deadline=None)
-@given(data=st.data())
-def test_every_encoding_round_trips_adversarial_columns(dtype, encoding, data):
+@given(data=st.data(), aligned=st.booleans())
+def test_every_encoding_round_trips_adversarial_columns(dtype, encoding, data, aligned):
     col = data.draw(_adversarial(dtype))
-    out = decode(encode(col, encoding), col.size, col.dtype)
+    out = decode(encode(col, encoding, aligned), col.size, col.dtype)
     assert out.dtype == col.dtype
     assert np.array_equal(out, col)
 
@@ -46,14 +46,14 @@ def test_empty_and_single_row_columns_round_trip(encoding):
 
 def test_choose_picks_the_smallest_candidate():
     col = np.arange(0, 10_000 * 7, 7, dtype=np.int64)
-    enc, blob = choose(col)
+    enc, _, blob = choose(col)
     assert len(blob) == min(len(encode(col, e)) for e in ENCODINGS)
     assert enc in (codecs.DELTA, codecs.DOD)
 
 
 def test_timestamps_at_a_fixed_rate_prefer_delta_of_delta():
     ts = 1_700_000_000_000_000_000 + np.arange(5000, dtype=np.int64) * 1_000 + (np.arange(5000) % 2)
-    enc, blob = choose(ts)
+    enc, _, blob = choose(ts)
     assert len(blob) < 5000 * 2
 
 
@@ -76,3 +76,13 @@ def test_truncated_block_raises_corruption_error_naming_the_place():
 def test_unknown_encoding_byte_is_corruption():
     with pytest.raises(CorruptionError):
         decode(b"\x09" + bytes(8), 1, np.int64)
+
+
+def test_ranking_by_compressed_size_may_prefer_byte_aligned_blocks():
+    import zstandard
+
+    zc = zstandard.ZstdCompressor(level=9).compress
+    col = np.tile(np.array([3, 900, 17, 4000, 5], np.int64), 2000)
+    enc, aligned, blob = choose(col, compress=zc)
+    assert len(zc(blob)) <= min(len(zc(encode(col, e))) for e in ENCODINGS)
+    assert np.array_equal(decode(blob, col.size, col.dtype), col)

@@ -1,0 +1,210 @@
+"""Store benchmark: end-to-end journaling throughput, sealing rate, bytes per row, Binance L2 vs Parquet.
+
+Workloads:
+- End to end: the seeded 1M-message flow (scenarios.uniform.bench_1m, seed 7, one symbol) through
+  exchange.Engine inside a store.Session, in batches of 65,536 messages, WAL fsync per batch
+  (and again with durability "none"), sealing every 262,144 messages and at close (final
+  checkpoint included). Throughput = messages / wall time from the first batch to close().
+- Sealing rate: rows of all four tables sealed per second of ``Session.seal`` (lz4 tier).
+- Bytes per row per table: sealed lz4 segments, then after compaction into zstd segments.
+- Binance BTCUSDT L2: the depth snapshot + depthUpdate diffs of /work/shared/data (price ticks 0.01,
+  lots 1e-5, seq = message number, ts = local receive ns, count 0: Binance gives no counts)
+  written as one zstd segment and as Parquet (pyarrow, zstd) of exactly the same rows.
+- WAL bytes per message (lz4-compressed records).
+
+Each measurement is the median of ``--runs`` runs. Prints a table, writes benchmarks/results/store.json.
+Usage: python benchmarks/bench_store.py [--runs 3] [--n 1000000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+from exchange import Engine
+from exchange.schema import L2_DTYPE, Side
+from scenarios.uniform import BENCH_1M, uniform_flow
+from store import Catalog, Session, compact
+from store.segment import write_segment
+
+BATCH = 65_536
+BINANCE = "/work/shared/data/binance_spot_btcusdt_20240808_hftbacktest/btcusdt_20240808.gz"
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _engine():
+    eng = Engine()
+    eng.add_symbol("BENCH", tick_size=1)
+    return eng
+
+
+def end_to_end(flow, durability, tmp):
+    """One run: returns dict of timings and sizes."""
+    d = tempfile.mkdtemp(dir=tmp)
+    s = Session.create(d, _engine(), run_info={"scenario": "bench_1m", "seed": BENCH_1M["seed"]},
+                       durability=durability, seal_every=10**12, checkpoint_every=10**12)
+    seal_time, seal_rows = 0.0, 0
+    t0 = time.perf_counter()
+    for i in range(0, flow.size, BATCH):
+        s.process(flow[i:i + BATCH])
+        if s._pending_rows >= 4 * BATCH or i + BATCH >= flow.size:
+            rows = sum(r.orders.size + r.fills.size + r.l2.size + r.events.size for r in s._pending)
+            t = time.perf_counter()
+            s.seal()
+            seal_time += time.perf_counter() - t
+            seal_rows += rows
+    wal_bytes = s.wal.bytes_written
+    s.close()
+    total = time.perf_counter() - t0
+    cat = Catalog(d)
+    lz4 = _bytes_per_row(cat.all_segments())
+    cat.close()
+    t = time.perf_counter()
+    compact(d)
+    compact_time = time.perf_counter() - t
+    cat = Catalog(d)
+    zstd = _bytes_per_row(cat.all_segments())
+    cat.close()
+    shutil.rmtree(d)
+    return {"msgs_per_s": flow.size / total, "seal_rows_per_s": seal_rows / seal_time,
+            "wal_bytes_per_msg": wal_bytes / flow.size, "compact_s": compact_time,
+            "lz4_bytes_per_row": lz4, "zstd_bytes_per_row": zstd}
+
+
+def engine_only(flow):
+    eng = _engine()
+    t0 = time.perf_counter()
+    for i in range(0, flow.size, BATCH):
+        eng.process(flow[i:i + BATCH])
+    return flow.size / (time.perf_counter() - t0)
+
+
+def _bytes_per_row(segs):
+    out = {}
+    for t in ("orders", "fills", "l2", "events"):
+        rows = sum(s["rows"] for s in segs if s["table_name"] == t)
+        out[t] = sum(s["bytes"] for s in segs if s["table_name"] == t) / max(rows, 1)
+    return out
+
+
+def binance_l2_rows(path=BINANCE) -> np.ndarray:
+    """L2 rows of the Binance sample: the snapshot (seq 1), then each applicable diff."""
+    rows, seq, snap_id = [], 0, None
+    with gzip.open(path, "rt") as f:
+        for line in f:
+            ts, _, text = line.partition(" ")
+            if '"lastUpdateId"' in text[:40] and snap_id is None:
+                msg = json.loads(text)
+                snap_id, bids, asks = msg["lastUpdateId"], msg["bids"], msg["asks"]
+            elif '"depthUpdate"' in text and snap_id is not None:
+                data = json.loads(text)["data"]
+                if data["u"] <= snap_id:
+                    continue
+                bids, asks = data["b"], data["a"]
+            else:
+                continue
+            seq += 1
+            for side, levels in ((Side.BUY, bids), (Side.SELL, asks)):
+                for p, q in levels:
+                    rows.append((seq, int(ts), _ticks(p, 2), _ticks(q, 5), int(side)))
+    out = np.zeros(len(rows), L2_DTYPE)
+    a = np.array(rows, dtype=np.int64)
+    for i, name in enumerate(("seq", "ts", "price", "qty", "side")):
+        out[name] = a[:, i]
+    return out
+
+
+def _ticks(text: str, decimals: int) -> int:
+    """Exact decimal string -> integer units of 10**-decimals (no float rounding)."""
+    whole, _, frac = text.partition(".")
+    frac = (frac + "0" * decimals)[:decimals]
+    return int(whole) * 10 ** decimals + int(frac or 0)
+
+
+def binance_sizes(rows, tmp):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    d = tempfile.mkdtemp(dir=tmp)
+    ours = write_segment(d, "l2", 0, rows, codec="zstd")
+    ours_lz4 = write_segment(d, "l2", 0, rows, codec="lz4")
+    table = pa.table({name: rows[name] for name in rows.dtype.names})
+    pq_path = os.path.join(d, "l2.parquet")
+    pq.write_table(table, pq_path, compression="zstd")
+    res = {"rows": int(rows.size), "store_zstd_bytes": ours.bytes, "store_lz4_bytes": ours_lz4.bytes,
+           "parquet_zstd_bytes": os.path.getsize(pq_path), "encodings": ours.encodings}
+    shutil.rmtree(d)
+    return res
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--n", type=int, default=BENCH_1M["n"])
+    args = ap.parse_args(argv)
+    flow = uniform_flow(**{**BENCH_1M, "n": args.n})
+    tmp = tempfile.mkdtemp(prefix="bench_store_")
+    try:
+        end_to_end(flow[:BATCH * 2], "fsync", tmp)   # warm numba caches and the page cache
+        eng = statistics.median(engine_only(flow) for _ in range(args.runs))
+        runs = {p: [end_to_end(flow, p, tmp) for _ in range(args.runs)] for p in ("fsync", "none")}
+        rows = binance_l2_rows()
+        bn = binance_sizes(rows, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    def med(policy, key, sub=None):
+        vals = [r[key] if sub is None else r[key][sub] for r in runs[policy]]
+        return statistics.median(vals)
+
+    result = {
+        "workload": f"scenarios.uniform bench_1m (n={flow.size}, seed {BENCH_1M['seed']}, 1 symbol), "
+                    f"batches of {BATCH}, median of {args.runs} runs",
+        "engine_only_msgs_per_s": eng,
+        "end_to_end_fsync_msgs_per_s": med("fsync", "msgs_per_s"),
+        "end_to_end_nofsync_msgs_per_s": med("none", "msgs_per_s"),
+        "seal_rows_per_s": med("fsync", "seal_rows_per_s"),
+        "wal_bytes_per_msg": med("fsync", "wal_bytes_per_msg"),
+        "compaction_s": med("fsync", "compact_s"),
+        "bytes_per_row_lz4": {t: med("fsync", "lz4_bytes_per_row", t) for t in runs["fsync"][0]["lz4_bytes_per_row"]},
+        "bytes_per_row_zstd": {t: med("fsync", "zstd_bytes_per_row", t) for t in runs["fsync"][0]["zstd_bytes_per_row"]},
+        "binance_l2": {**bn, "store_zstd_bytes_per_row": bn["store_zstd_bytes"] / bn["rows"],
+                       "store_lz4_bytes_per_row": bn["store_lz4_bytes"] / bn["rows"],
+                       "parquet_zstd_bytes_per_row": bn["parquet_zstd_bytes"] / bn["rows"],
+                       "ratio_to_parquet": bn["store_zstd_bytes"] / bn["parquet_zstd_bytes"]},
+        "targets": {"end_to_end_fsync_msgs_per_s": 2e6, "seal_rows_per_s": 1e7,
+                    "binance_l2_bytes_per_row": 3.0, "binance_ratio_to_parquet": 0.8},
+    }
+    print(f"store benchmark: {result['workload']}")
+    print(f"{'measure':44s} {'value':>14s} {'target':>10s}")
+    line = "{:44s} {:>14s} {:>10s}"
+    print(line.format("engine only (msgs/s)", f"{eng:,.0f}", ""))
+    print(line.format("engine + WAL fsync/batch + seal (msgs/s)", f"{result['end_to_end_fsync_msgs_per_s']:,.0f}", "2,000,000"))
+    print(line.format("engine + WAL no fsync + seal (msgs/s)", f"{result['end_to_end_nofsync_msgs_per_s']:,.0f}", ""))
+    print(line.format("sealing (rows/s)", f"{result['seal_rows_per_s']:,.0f}", "10,000,000"))
+    print(line.format("WAL bytes / message", f"{result['wal_bytes_per_msg']:.1f}", ""))
+    for t in result["bytes_per_row_lz4"]:
+        print(line.format(f"{t} bytes/row (lz4 sealed / zstd merged)",
+                          f"{result['bytes_per_row_lz4'][t]:.2f} / {result['bytes_per_row_zstd'][t]:.2f}", ""))
+    b = result["binance_l2"]
+    print(line.format(f"Binance L2 ({b['rows']:,} rows) store zstd bytes/row", f"{b['store_zstd_bytes_per_row']:.3f}", "3.0"))
+    print(line.format("Binance L2 store lz4 bytes/row", f"{b['store_lz4_bytes_per_row']:.3f}", ""))
+    print(line.format("Binance L2 Parquet zstd bytes/row", f"{b['parquet_zstd_bytes_per_row']:.3f}", ""))
+    print(line.format("Binance L2 store / Parquet", f"{b['ratio_to_parquet']:.3f}", "0.8"))
+    os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
+    with open(os.path.join(HERE, "results", "store.json"), "w") as f:
+        json.dump(result, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
