@@ -22,77 +22,15 @@ the loader inserted after that row*, so corrections can never make a predictable
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from exchange.schema import Side
 
+from .l2book import top_of_book
 from .lobster import LobsterFlow, unpredictable_rows
 
-__all__ = ["check_lobster", "engine_top_of_book"]
+__all__ = ["check_lobster"]
 
 _EMPTY_ASK = np.iinfo(np.int64).max
-
-
-@njit(cache=True)
-def _top_kernel(l2_seq, l2_side, l2_px, l2_qty, seq_after, depth, pmin, pmax):
-    n = seq_after.shape[0]
-    width = pmax - pmin + 1
-    qty = np.zeros((2, width), np.int64)
-    out = np.zeros((n, depth, 4), np.int64)
-    best_bid = -1          # index into qty[0]
-    best_ask = width       # index into qty[1]
-    j = 0
-    m = l2_seq.shape[0]
-    for i in range(n):
-        while j < m and l2_seq[j] <= seq_after[i]:
-            s = l2_side[j]
-            k = l2_px[j] - pmin
-            qty[s, k] = l2_qty[j]
-            if s == 0:
-                if l2_qty[j] > 0 and k > best_bid:
-                    best_bid = k
-                elif l2_qty[j] == 0 and k == best_bid:
-                    while best_bid >= 0 and qty[0, best_bid] == 0:
-                        best_bid -= 1
-            else:
-                if l2_qty[j] > 0 and k < best_ask:
-                    best_ask = k
-                elif l2_qty[j] == 0 and k == best_ask:
-                    while best_ask < width and qty[1, best_ask] == 0:
-                        best_ask += 1
-            j += 1
-        a = best_ask
-        b = best_bid
-        for d in range(depth):
-            while a < width and qty[1, a] == 0:
-                a += 1
-            if a < width:
-                out[i, d, 0] = a + pmin
-                out[i, d, 1] = qty[1, a]
-                a += 1
-            else:
-                out[i, d, 0] = _EMPTY_ASK
-            while b >= 0 and qty[0, b] == 0:
-                b -= 1
-            if b >= 0:
-                out[i, d, 2] = b + pmin
-                out[i, d, 3] = qty[0, b]
-                b -= 1
-            else:
-                out[i, d, 2] = -1
-    return out
-
-
-def engine_top_of_book(l2: np.ndarray, seq_after: np.ndarray, depth: int) -> np.ndarray:
-    """Return the engine's top ``depth`` levels after each seq in ``seq_after`` (one symbol's L2 rows,
-    in emission order) as an int64 array (len(seq_after), depth, 4): ask price, ask qty, bid price,
-    bid qty; an empty ask level has price int64 max, an empty bid level -1, both qty 0."""
-    if len(l2) == 0:
-        pmin = pmax = 0
-    else:
-        pmin, pmax = int(l2["price"].min()), int(l2["price"].max())
-    return _top_kernel(l2["seq"].astype(np.int64), l2["side"].astype(np.int64), l2["price"].astype(np.int64),
-                       l2["qty"].astype(np.int64), seq_after.astype(np.int64), depth, pmin, pmax)
 
 
 def check_lobster(flow: LobsterFlow, engine=None) -> dict:
@@ -110,7 +48,7 @@ def check_lobster(flow: LobsterFlow, engine=None) -> dict:
         engine = Engine()
         engine.add_symbol("LOBSTER", tick_size=0.01)
     res = engine.process(flow.orders)
-    top = engine_top_of_book(res.l2, flow.seq_after, flow.depth)
+    top = top_of_book(res.l2, flow.seq_after, flow.depth)
     book = flow.book
     unpred = unpredictable_rows(book).any(1)
     prev_deep_ask = np.r_[_EMPTY_ASK, book[:-1, -1, 0]]
