@@ -248,16 +248,20 @@ def _expand_runs(vals, lens, n):
 
 @njit(cache=True)
 def _dict_index(u):
-    # why: sorting the whole column is slow; low-cardinality columns show all their values in
-    # a sample, so look rows up in the sample's sorted values and sort fully only on a miss
+    # why: sorting the whole column is slow; a low-cardinality column shows most of its values
+    # in a sample, so look rows up in the sample's sorted values and add the few it missed
     step = max(1, u.size // 4096)
     uniq = np.unique(u[::step])
     idx = np.searchsorted(uniq, u)
+    miss = np.zeros(u.size, np.bool_)
+    n_miss = 0
     for i in range(u.size):
         if idx[i] >= uniq.size or uniq[idx[i]] != u[i]:
-            uniq = np.unique(u)
-            idx = np.searchsorted(uniq, u)
-            break
+            miss[i] = True
+            n_miss += 1
+    if n_miss:
+        uniq = np.unique(np.concatenate((uniq, u[miss])))
+        idx = np.searchsorted(uniq, u)
     return uniq, idx.astype(np.uint64)
 
 
