@@ -2,6 +2,8 @@
 
 Everything returns numpy structured arrays of ``exchange.schema`` dtypes (ORDER_DTYPE for flows,
 L2_DTYPE for Binance depth), with prices in integer ticks and times in integer nanoseconds.
+Generators are deterministic for a seed; loaders raise ``exchange.errors.InputError`` naming the
+file, the line and what was expected. docs/scenarios.md describes each law and format.
 
 >>> from scenarios import load_scenario
 >>> sc = load_scenario("default")
@@ -10,12 +12,19 @@ L2_DTYPE for Binance depth), with prices in integer ticks and times in integer n
 (10000, ['JPM', 'BTCUSD'])
 """
 
+from .binance import BinanceData, load_binance
+from .hawkes import hawkes_flow, hawkes_times
+from .l2book import top_of_book
+from .lobster import LobsterFlow, load_lobster
+from .lobster_check import check_lobster
 from .quantcup import load_quantcup
 from .scenario import GENERATORS, Scenario, SymbolSpec, list_presets, load_scenario
 from .uniform import bench_1m, uniform_flow
+from .zero_intelligence import zi_flow
 
 __all__ = [
-    "uniform_flow", "bench_1m",
+    "uniform_flow", "bench_1m", "zi_flow", "hawkes_flow", "hawkes_times",
     "Scenario", "SymbolSpec", "load_scenario", "list_presets", "GENERATORS",
-    "load_quantcup",
+    "load_quantcup", "load_lobster", "LobsterFlow", "check_lobster",
+    "load_binance", "BinanceData", "top_of_book",
 ]

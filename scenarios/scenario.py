@@ -135,14 +135,20 @@ class Scenario:
         sc = cls(name=str(data.get("name") or Path(source).stem), generator=gen, seed=seed,
                  params=dict(params), symbols=symbols, description=str(data.get("description", "")),
                  source=source)
-        sig = inspect.signature(sc._function())
-        taken = set(sig.parameters) - {"seed", "n_symbols", "mid_start"}
+        fn = sc._function()
+        sig = inspect.signature(fn)
+        taken = {name for name, p in sig.parameters.items() if p.kind != p.VAR_KEYWORD}
+        # A generator that passes **kwargs on names the receiver in ``forwards_to``.
+        if hasattr(fn, "forwards_to"):
+            taken |= set(inspect.signature(fn.forwards_to).parameters)
+        taken -= {"seed", "n_symbols", "mid_start"}
         bad = set(params) - taken
         if bad:
             raise InputError(f"{source}: generator {gen!r} takes no parameter(s) {sorted(bad)}; "
                              f"it takes {sorted(taken)}")
         missing = [p.name for p in sig.parameters.values()
-                   if p.default is inspect.Parameter.empty and p.name not in params
+                   if p.default is inspect.Parameter.empty and p.kind != p.VAR_KEYWORD
+                   and p.name not in params
                    and p.name not in ("seed", "n_symbols")]
         if missing:
             raise InputError(f"{source}: generator {gen!r} needs parameter(s) {missing} in [params]")

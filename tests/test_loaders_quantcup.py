@@ -65,3 +65,12 @@ def test_unknown_op_is_an_error(tmp_path):
     p = _write(tmp_path, QUANTCUP_HEADER + "\n0,amend,1,ID8,buy,4799,500,\n")
     with pytest.raises(InputError, match=r"line 2: column 'op' should be one of"):
         load_quantcup(p)
+
+
+@needs_feed
+def test_feed_through_the_engine_makes_16887_trades():
+    from exchange import Engine
+
+    eng = Engine()
+    eng.add_symbol("QC")
+    assert len(eng.process(load_quantcup(FEED)).fills) == 16_887
