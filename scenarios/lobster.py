@@ -18,8 +18,8 @@ What the files do not say, and how it is filled in:
 - A file of depth D only carries messages that touch the D best levels at the time, so a level
   that leaves the top D may change unseen, and a level that enters from beyond the deepest price
   shown may hold orders never seen. A book row is *unpredictable* when, on some side, it shows a
-  level beyond the D-th level of the previous row (or any level when that row showed fewer than
-  D levels is never the case: then the whole side was shown). On such a row the loader re-seeds
+  level beyond the D-th level of the previous row (a previous row with fewer than D levels on a
+  side showed that whole side, so nothing there is unpredictable). On such a row the loader re-seeds
   the side from the book file, for the levels it shows: a missing quantity becomes a synthetic
   order at the back of its level, an excess (orders that vanished unseen) is taken off synthetic
   orders first, then off the newest orders; levels the file no longer shows inside its range are
