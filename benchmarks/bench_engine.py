@@ -1,0 +1,144 @@
+"""Matching throughput of the engine alone (issue 2's benchmark).
+
+Workloads:
+  quantcup   the QuantCup scoring feed replayed to ~10 M messages: replay k runs on its own
+             symbol of one engine, so every replay starts from an empty book as in the contest
+  uniform1   the seeded 1 M flow (scenarios.bench_1m: 60% passive limits within 50 ticks of a
+             random-walk mid, 30% cancels of live orders, 10% crossing limits, sizes 1-100, seed 7)
+  uniform100 the same over 100 symbols
+
+Each run builds a fresh engine and feeds the workload in batches (default 65,536 messages) with
+fills, L2 updates and events all emitted. "reused" keeps the output buffers between batches
+(``process(reuse=True)``: what the journal does); "fresh" allocates new outputs per batch. The
+first call of the process (numba compile, or loading the on-disk cache) is timed apart.
+Figures are medians of ``--runs`` runs. Prints a markdown table and writes JSON.
+
+    python -m benchmarks.bench_engine [--runs 5] [--batch 65536] [--out benchmarks/results/engine.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import resource
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+
+from exchange import ORDER_DTYPE, Engine
+
+
+def machine() -> dict:
+    """Return a description of this machine and the library versions that matter here."""
+    import numba
+
+    cpu = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    import os
+
+    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
+            "numpy": np.__version__, "numba": numba.__version__, "platform": platform.platform()}
+
+
+def quantcup_workload(target: int) -> tuple[np.ndarray, int]:
+    """Return (flow, n_symbols): the QuantCup feed tiled to about ``target`` messages."""
+    from scenarios import load_quantcup
+    from scenarios.data import QUANTCUP_FEED, shared_file
+
+    feed = load_quantcup(shared_file(QUANTCUP_FEED))
+    reps = max(1, target // len(feed))
+    flow = np.tile(feed, reps)
+    flow["symbol"] = np.repeat(np.arange(reps, dtype=np.uint32), len(feed))
+    return flow, reps
+
+
+def run_once(flow: np.ndarray, n_symbols: int, batch: int, reuse: bool) -> dict:
+    """Feed ``flow`` to a fresh engine in batches; return timing and output counts."""
+    eng = Engine()
+    for s in range(n_symbols):
+        eng.add_symbol(f"S{s}")
+    fills = l2 = events = 0
+    peak_live = 0
+    t0 = time.perf_counter()
+    for lo in range(0, len(flow), batch):
+        res = eng.process(flow[lo: lo + batch], reuse=reuse)
+        fills += len(res.fills)
+        l2 += len(res.l2)
+        events += len(res.events)
+        peak_live = max(peak_live, eng.live_orders)
+    dt = time.perf_counter() - t0
+    return {"seconds": dt, "fills": fills, "l2": l2, "events": events, "peak_live": peak_live,
+            "live_end": eng.live_orders, "state_bytes": eng.memory_bytes()}
+
+
+def first_call_seconds() -> float:
+    """Time the process's first engine call: numba compile, or loading its on-disk cache."""
+    t0 = time.perf_counter()
+    eng = Engine()
+    eng.add_symbol("X")
+    eng.process(np.zeros(1, ORDER_DTYPE))
+    return time.perf_counter() - t0
+
+
+def main(argv: list[str] | None = None) -> dict:
+    """Run the benchmark; print a table and write the JSON report. Returns the report."""
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--batch", type=int, default=65_536)
+    ap.add_argument("--quantcup-messages", type=int, default=10_000_000)
+    ap.add_argument("--out", default="benchmarks/results/engine.json")
+    args = ap.parse_args(argv)
+
+    from scenarios import bench_1m
+
+    first = first_call_seconds()
+    qc, qc_syms = quantcup_workload(args.quantcup_messages)
+    workloads = {"quantcup": (qc, qc_syms), "uniform1": (bench_1m(1), 1),
+                 "uniform100": (bench_1m(100), 100)}
+    rows = []
+    for name, (flow, nsym) in workloads.items():
+        for reuse in (True, False):
+            runs = [run_once(flow, nsym, args.batch, reuse) for _ in range(args.runs)]
+            sec = statistics.median(r["seconds"] for r in runs)
+            last = runs[-1]
+            rows.append({
+                "workload": name, "outputs": "reused" if reuse else "fresh",
+                "messages": len(flow), "symbols": nsym,
+                "msgs_per_s": len(flow) / sec, "ns_per_msg": sec * 1e9 / len(flow),
+                "runs_seconds": [r["seconds"] for r in runs],
+                "fills": last["fills"], "l2_rows": last["l2"], "events": last["events"],
+                "peak_live_orders": last["peak_live"],
+                "state_bytes": last["state_bytes"],
+                "bytes_per_live_order": last["state_bytes"] / max(last["live_end"], 1),
+            })
+    report = {"benchmark": "engine", "first_call_seconds": first, "batch": args.batch,
+              "runs": args.runs, "machine": machine(),
+              "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+              "rows": rows}
+    print(f"first call (compile or cache load): {first:.2f} s; batch {args.batch}; "
+          f"median of {args.runs} runs\n")
+    print("| workload | outputs | messages | M msgs/s | ns/msg | fills | L2 rows | events "
+          "| peak live | bytes/live order |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print(f"| {r['workload']} | {r['outputs']} | {r['messages']:,} | {r['msgs_per_s'] / 1e6:.2f} "
+              f"| {r['ns_per_msg']:.0f} | {r['fills']:,} | {r['l2_rows']:,} | {r['events']:,} "
+              f"| {r['peak_live_orders']:,} | {r['bytes_per_live_order']:.0f} |")
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2))
+    print(f"\nwrote {out}")
+    return report
+
+
+if __name__ == "__main__":
+    main()
