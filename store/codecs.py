@@ -49,6 +49,7 @@ _U63 = np.uint64(63)
 _ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
 _SIGN = np.uint64(1 << 63)
 
+SEARCH_ROWS = 32_768   # rows a full encoding search looks at
 _STREAM_HEAD = struct.Struct("<QQB")   # min, gcd, width
 _U64 = struct.Struct("<Q")
 _U32 = struct.Struct("<I")
@@ -439,9 +440,15 @@ def choose(col: np.ndarray, candidates=ENCODINGS, compress=None) -> tuple[int, b
     With ``compress`` (a bytes -> bytes function: the codec that will follow) candidates are
     ranked by their compressed size, and byte-aligned variants are tried too: bit-packing can
     hide from lz4/zstd the structure they would find in whole bytes. Ties go to the earlier
-    candidate (PLAIN first: cheapest to decode).
+    candidate (PLAIN first: cheapest to decode). Columns longer than SEARCH_ROWS are ranked on
+    their first SEARCH_ROWS rows.
     """
     col = np.ascontiguousarray(col)
+    if col.size > SEARCH_ROWS:
+        # why: ranking on a prefix costs a fraction of the search and picks the same winner
+        # for the steady flows we store; only the winner encodes the whole column
+        enc, aligned, _ = choose(col[:SEARCH_ROWS], candidates, compress)
+        return enc, aligned, encode(col, enc, aligned)
     best = None
     for enc in candidates:
         if enc == DICT and col.size > 4096 and _sample_distinct(col) > 1024:
