@@ -1,0 +1,121 @@
+"""What replay needs from a data directory: symbols, run bounds, checkpoints, table slices.
+
+Everything here reads; nothing writes. A data directory is opened through ``store.Catalog`` and
+``store.read`` (which merges sealed segments with the WAL tail), so replay sees exactly the rows a
+reader of the store sees, including batches not yet sealed.
+
+Invariants:
+- ``RunInfo.first_seq`` is the seq of the run's first checkpoint (the state the run started
+  from, usually 0: an empty engine); ``last_seq`` is the last journaled message, whether sealed,
+  checkpointed or only in the WAL. Every seq in ``[first_seq, last_seq]`` can be rebuilt.
+- Checkpoints are read through the store's checked reader (header and CRC32C) and restored with
+  ``Engine.restore`` (which checks its own checksum), never parsed here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from exchange import Engine
+from exchange.errors import StoreError, UsageError
+from exchange.schema import ORDER_DTYPE
+from store import Catalog, read
+from store.session import Session
+from store.wal import scan_wal
+
+__all__ = ["RunInfo", "run_info", "resolve_symbol", "load_checkpoint", "read_table",
+           "strip_seq", "SEQ_MAX"]
+
+SEQ_MAX = (1 << 62)   # an inclusive upper bound above any seq a run can reach
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """The bounds and configuration of the run stored in a data directory."""
+
+    data_dir: str
+    first_seq: int                 # seq of the first checkpoint (state the run started from)
+    last_seq: int                  # last journaled message
+    checkpoints: tuple             # checkpoint seqs, oldest first
+    symbols: dict                  # name -> id, as the catalog records them
+    config: dict                   # the engine config recorded for the first run ({} if none)
+
+
+def _open_catalog(data_dir) -> Catalog:
+    if not os.path.isdir(data_dir):
+        raise StoreError(f"{data_dir}: no such data directory")
+    return Catalog(data_dir)
+
+
+def run_info(data_dir) -> RunInfo:
+    """Return the RunInfo of ``data_dir``.
+
+    Raises StoreError if it is not a data directory or holds no checkpoint (nothing to rebuild
+    from), CorruptionError if the WAL fails a check.
+    """
+    data_dir = os.fspath(data_dir)
+    cat = _open_catalog(data_dir)
+    try:
+        cks = tuple(int(r["seq"]) for r in cat.checkpoints())
+        sealed = cat.sealed_through()
+        symbols = {r["name"]: int(r["id"]) for r in cat.db["symbols"].rows}
+        runs = list(cat.db["runs"].rows_where(order_by="id", limit=1))
+    finally:
+        cat.close()
+    if not cks:
+        raise StoreError(f"{data_dir}: no checkpoint registered; the run cannot be rebuilt")
+    records, _ = scan_wal(os.path.join(data_dir, "wal"), after_seq=sealed)
+    last = max(cks[-1], sealed, records[-1].last_seq if records else 0)
+    config = json.loads(runs[0]["engine_options"]) if runs else {}
+    return RunInfo(data_dir, cks[0], last, cks, symbols, config)
+
+
+def resolve_symbol(info: RunInfo, symbol) -> tuple[int, str]:
+    """Return (id, name) of ``symbol`` (a name or an id). Raises UsageError if the run lacks it."""
+    if isinstance(symbol, (int, np.integer)) and not isinstance(symbol, bool):
+        for name, sid in info.symbols.items():
+            if sid == int(symbol):
+                return sid, name
+    elif isinstance(symbol, str) and symbol in info.symbols:
+        return info.symbols[symbol], symbol
+    known = ", ".join(info.symbols) or "none"
+    raise UsageError(f"unknown symbol {symbol!r} in {info.data_dir}; known: {known}")
+
+
+def load_checkpoint(info: RunInfo, seq: int) -> Engine:
+    """Return the Engine restored from the newest checkpoint at or before ``seq``.
+
+    Raises UsageError if ``seq`` is before the run's first checkpoint, CorruptionError if the
+    checkpoint file fails a check.
+    """
+    cat = _open_catalog(info.data_dir)
+    try:
+        row = cat.latest_checkpoint(at_or_before=seq)
+    finally:
+        cat.close()
+    if row is None:
+        raise UsageError(f"seq {seq} is before the first checkpoint (seq {info.first_seq}) of "
+                         f"{info.data_dir}")
+    # why the store's private reader: it is the one place that checks the file's header and CRC
+    # (see the final report: a public store.read_checkpoint would be cleaner)
+    return Engine.restore(Session._read_checkpoint(info.data_dir, row))
+
+
+def read_table(info: RunInfo, table: str, sid: int | None, lo: int, hi: int,
+               columns=None) -> np.ndarray:
+    """Rows of ``table`` for symbol ``sid`` (None: all) with lo <= seq <= hi, in seq order."""
+    if hi < lo:
+        return read(info.data_dir, table, symbol=sid, seq=(1, 0), columns=columns)[:0]
+    return read(info.data_dir, table, symbol=sid, seq=(lo, hi), columns=columns)
+
+
+def strip_seq(stored_orders: np.ndarray) -> np.ndarray:
+    """Stored orders (with their seq column) as an ORDER_DTYPE batch the engine accepts."""
+    out = np.zeros(stored_orders.size, ORDER_DTYPE)
+    for name in ORDER_DTYPE.names:
+        out[name] = stored_orders[name]
+    return out
