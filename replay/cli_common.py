@@ -1,0 +1,175 @@
+"""Helpers shared by the ``exsim`` subcommands: argument parsing of ranges, progress bars, tables,
+opening a data directory and naming its symbols.
+
+Invariants:
+- Nothing here prints to stdout except ``print_table``; progress bars and notes go to stderr, so
+  a command's stdout is its result and can be piped.
+- A user mistake (bad path, unknown symbol, malformed range) raises ``UsageError`` or
+  ``StoreError`` with a message naming what was wrong; ``replay.cli.main`` turns it into
+  ``exsim: error: ...`` and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Iterable, Sequence
+
+from exchange.errors import StoreError, UsageError
+
+__all__ = [
+    "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "Formatter", "parse_range", "progress",
+    "format_table", "print_table", "open_catalog", "symbol_names", "symbol_tick_size", "resolve_symbol", "note",
+    "dir_bytes", "human_bytes",
+]
+
+EXIT_OK = 0        # the command did what was asked and every check passed
+EXIT_FAILED = 1    # a verification or determinism check found a problem
+EXIT_USAGE = 2     # bad arguments or unusable input: nothing was checked
+
+
+class Formatter(argparse.RawDescriptionHelpFormatter):
+    """Keep the examples in descriptions/epilogs as written; wrap at a fixed width.
+
+    why a fixed width: docs/cli.md is generated from ``--help`` and must not depend on the
+    terminal of whoever regenerated it.
+    """
+
+    def __init__(self, prog: str, width: int = 100):
+        super().__init__(prog, max_help_position=32, width=width)
+
+
+def parse_range(text: str, what: str = "--seq") -> tuple[int, int]:
+    """Parse ``LO:HI`` (inclusive; either end may be empty, ``N`` alone means ``N:N``).
+
+    Returns (lo, hi) with the open ends as 0 and 2**62. Raises UsageError when a bound is not an
+    integer or lo > hi.
+    """
+    lo_s, sep, hi_s = text.partition(":")
+    if not sep:
+        hi_s = lo_s
+    try:
+        lo = int(lo_s) if lo_s.strip() else 0
+        hi = int(hi_s) if hi_s.strip() else 1 << 62
+    except ValueError:
+        raise UsageError(f"{what} expects LO:HI with integer bounds (e.g. 100:2000), got {text!r}") from None
+    if lo > hi:
+        raise UsageError(f"{what} {text!r}: the low bound is above the high bound")
+    return lo, hi
+
+
+def progress(iterable=None, *, total=None, desc: str = "", unit: str = "it", quiet: bool = False):
+    """Return a tqdm progress bar on stderr, disabled when ``quiet`` or stderr is not a terminal.
+
+    why disable off a TTY: bars in CI logs and pipes are noise, and tests compare stderr.
+    """
+    from tqdm import tqdm
+
+    disable = quiet or not sys.stderr.isatty()
+    return tqdm(iterable, total=total, desc=desc, unit=unit, file=sys.stderr, disable=disable,
+                leave=False, dynamic_ncols=True)
+
+
+def format_table(headers: Sequence[str], rows: Iterable[Sequence], right: Sequence[bool] | None = None) -> str:
+    """Return ``rows`` as a plain-text table under ``headers``.
+
+    Numbers are right-aligned, text left-aligned (or as ``right`` says per column).
+    """
+    rows = [["" if v is None else str(v) for v in r] for r in rows]
+    if right is None:
+        sample = rows[0] if rows else [""] * len(headers)
+        right = [_numeric(v) for v in sample]
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+
+    def line(cells):
+        return "  ".join(c.rjust(w) if r else c.ljust(w) for c, w, r in zip(cells, widths, right)).rstrip()
+
+    out = [line(headers), line(["-" * w for w in widths])]
+    out += [line(r) for r in rows]
+    return "\n".join(out)
+
+
+def _numeric(v: str) -> bool:
+    try:
+        float(v.replace(",", ""))
+        return True
+    except ValueError:
+        return False
+
+
+def print_table(headers, rows, right=None, title: str | None = None) -> None:
+    """Print ``format_table`` to stdout, with an optional title line above it."""
+    if title:
+        print(title)
+    print(format_table(headers, rows, right))
+
+
+def note(message: str) -> None:
+    """Print an informational line to stderr (never mixed into a command's result)."""
+    print(message, file=sys.stderr)
+
+
+def open_catalog(data_dir: str):
+    """Open the catalog of an existing data directory, read-only in spirit.
+
+    Returns a ``store.Catalog``. Raises StoreError naming the path when it is not a directory or
+    holds no catalog (why check first: sqlite would happily create an empty database).
+    """
+    from store import Catalog
+
+    if not os.path.isdir(data_dir):
+        raise StoreError(f"{data_dir}: no such data directory")
+    return Catalog(data_dir)
+
+
+def symbol_names(catalog) -> dict[int, str]:
+    """Return {symbol id: name} from a catalog."""
+    return {int(r["id"]): str(r["name"]) for r in catalog.db["symbols"].rows}
+
+
+def symbol_tick_size(row: dict):
+    """Return a catalog symbol row's tick size as the engine was given it (int or float).
+
+    why the info JSON: the catalog's ``tick_size`` column is an integer, so 0.01 is stored as 0;
+    the engine config kept in ``info`` has the real value.
+    """
+    try:
+        return json.loads(row.get("info") or "{}").get("tick_size", row.get("tick_size"))
+    except ValueError:
+        return row.get("tick_size")
+
+
+def resolve_symbol(catalog, name: str, data_dir: str) -> int:
+    """Return the id of symbol ``name`` in the catalog.
+
+    Raises UsageError listing the directory's symbols when it has no such symbol.
+    """
+    sid = catalog.symbol_id(name)
+    if sid is None:
+        known = ", ".join(symbol_names(catalog).values()) or "none"
+        raise UsageError(f"{data_dir}: unknown symbol {name!r} (symbols: {known})")
+    return int(sid)
+
+
+def dir_bytes(path: str) -> int:
+    """Return the total size of the files under ``path``."""
+    total = 0
+    for dirpath, _, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.path.getsize(os.path.join(dirpath, f))
+            except OSError:
+                pass   # why: a file may vanish under a concurrent compaction; sizes are informative
+    return total
+
+
+def human_bytes(n: int) -> str:
+    """Return ``n`` bytes as a short human-readable string (1.5 MiB)."""
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
