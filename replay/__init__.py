@@ -10,5 +10,6 @@
 """
 
 from .book_at import BookView, book_at
+from .rerun import Divergence, RerunReport, rerun
 
-__all__ = ["book_at", "BookView"]
+__all__ = ["book_at", "BookView", "rerun", "RerunReport", "Divergence"]

@@ -66,3 +66,20 @@ def store_run(data_dir, orders: np.ndarray, *, seed: int = 0, stp: str = "cancel
     else:
         s.wal.close()   # a crash: the tail stays in the WAL, unsealed
     return captures
+
+
+class TamperingEngine(Engine):
+    """An Engine whose journaled outputs are altered by ``tamper(result, first_seq)``.
+
+    Used to plant defects in a stored run through the ordinary Session path: the store holds
+    the altered rows, while a fresh Engine (rerun) or an independent check (verify) sees the truth.
+    """
+
+    tamper = None
+
+    def process(self, orders):
+        first = self.seq + 1
+        res = super().process(orders)
+        if type(self).tamper is not None:
+            res = type(self).tamper(res, first)
+        return res
