@@ -183,7 +183,8 @@ def cmd_book(args) -> int:
     finally:
         cat.close()
     view = book_at(args.dir, args.symbol, seq=args.seq, ts=args.ts, depth=args.depth, l3=args.l3)
-    print(f"{args.symbol} after seq {view.seq:,} (ts {view.ts:,})  prices in ticks")
+    when = "before its first message" if view.ts is None else f"ts {view.ts:,}"
+    print(f"{args.symbol} after seq {view.seq:,} ({when})  prices in ticks")
     n = max(len(view.bids), len(view.asks))
     rows = []
     for i in range(n):
@@ -199,8 +200,14 @@ def cmd_book(args) -> int:
         print("(empty book)")
     if args.l3 and view.orders is not None:
         print()
+        # why filter: the table shows --depth levels; the L3 list matches it (queue positions
+        # are still counted within each whole level)
+        shown = {(int(Side.BUY), int(p)) for p in view.bids["price"]}
+        shown |= {(int(Side.SELL), int(p)) for p in view.asks["price"]}
         rows, pos, last = [], 0, None
         for o in view.orders:
+            if (int(o["side"]), int(o["price"])) not in shown:
+                continue
             key = (int(o["side"]), int(o["price"]))
             pos = pos + 1 if key == last else 1   # queue position within its level
             last = key
@@ -208,7 +215,8 @@ def cmd_book(args) -> int:
                          f"{int(o['qty']):,}", f"{int(o['filled']):,}", int(o["trader"])))
         print_table(["side", "price", "queue", "order_id", "qty", "filled", "trader"], rows,
                     right=[False, True, True, True, True, True, True],
-                    title=f"live orders (L3): {len(rows):,}, bids best first then asks, FIFO")
+                    title=f"live orders (L3) at these levels: {len(rows):,} of {len(view.orders):,}, "
+                          "bids best first then asks, FIFO")
     return EXIT_OK
 
 
