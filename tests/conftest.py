@@ -176,11 +176,14 @@ def split(orders, cuts):
 # ---- hypothesis strategies -----------------------------------------------------------------------
 
 @st.composite
-def messages(draw):
-    """One message, valid most of the time. Each draw's 0 is the plain case, so shrinking simplifies."""
-    k = draw(st.integers(0, 39))
+def messages(draw, dense=False):
+    """One message, valid most of the time. Each draw's 0 is the plain case, so shrinking simplifies.
+
+    `dense`: only valid NEW/CANCEL/MODIFY on symbol 0, so books get deep and modifies hit often.
+    """
+    k = draw(st.integers(0, 38 if dense else 39))
     kind = Kind.NEW if k < 24 else Kind.CANCEL if k < 31 else Kind.MODIFY if k < 39 else 7
-    s = draw(st.integers(0, 39))
+    s = draw(st.integers(0, 0 if dense else 39))
     symbol = 0 if s < 20 else 1 if s < 30 else 2 if s < 38 else UNKNOWN_SYMBOLS[s - 38]
     side = draw(st.sampled_from([Side.BUY, Side.SELL]))
     t = draw(st.integers(0, 9))
@@ -188,12 +191,12 @@ def messages(draw):
     tif = draw(st.sampled_from([Tif.GTC, Tif.GTC, Tif.GTC, Tif.IOC, Tif.FOK]))
     post = order_type == OrderType.LIMIT and tif == Tif.GTC and draw(st.integers(0, 5)) == 5
     flags = Flag.POST_ONLY if post else 0
-    price = draw(st.integers(96, 104))
+    price = draw(st.integers(90, 110) if dense else st.integers(96, 104))
     qty = draw(st.integers(1, 20))
-    order_id = draw(st.integers(0, 9))  # a small pool: ids collide with live orders
+    order_id = draw(st.integers(0, 39 if dense else 9))  # a small pool: ids collide with live ones
     trader = draw(st.integers(1, 3))
     # Now and then break one field (or use an extreme but valid value).
-    bad = draw(st.integers(0, 39))
+    bad = draw(st.integers(0, 0 if dense else 39))
     if bad == 1:
         side = draw(st.integers(2, 255))
     elif bad == 2:
@@ -222,9 +225,9 @@ def to_orders(msgs):
     return out
 
 
-def flows(min_size=10, max_size=150):
-    """Random order flows as ORDER_DTYPE arrays."""
-    return st.lists(messages(), min_size=min_size, max_size=max_size).map(to_orders)
+def flows(min_size=10, max_size=150, dense=False):
+    """Random order flows as ORDER_DTYPE arrays (see `messages` for `dense`)."""
+    return st.lists(messages(dense), min_size=min_size, max_size=max_size).map(to_orders)
 
 
 def cut_points(n, max_cuts=8):

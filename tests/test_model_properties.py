@@ -8,7 +8,7 @@ from model import Model
 
 
 @pytest.mark.parametrize("stp", STP_MODES)
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(orders=flows(), data=st.data())
 def test_model_keeps_book_invariants_after_every_batch(stp, orders, data):
     model, ledger = make_book("model", stp), Ledger()

@@ -17,7 +17,7 @@ pytestmark = needs_engine
 
 
 @pytest.mark.parametrize("stp", STP_MODES)
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(orders=flows())
 def test_engine_matches_model_on_whole_flows(stp, orders):
     engine, model = make_book("engine", stp), make_book("model", stp)
@@ -26,7 +26,7 @@ def test_engine_matches_model_on_whole_flows(stp, orders):
 
 
 @pytest.mark.parametrize("stp", STP_MODES)
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(orders=flows(), data=st.data())
 def test_engine_matches_model_when_flow_is_split_into_batches(stp, orders, data):
     engine, model = make_book("engine", stp), make_book("model", stp)
@@ -36,9 +36,18 @@ def test_engine_matches_model_when_flow_is_split_into_batches(stp, orders, data)
 
 
 @pytest.mark.parametrize("stp", STP_MODES)
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(orders=flows())
 def test_engine_matches_model_one_message_per_call(stp, orders):
     engine, model = make_book("engine", stp), make_book("model", stp)
     assert_same_outputs(run(engine, orders, range(len(orders))), run(model, orders))
+    assert_same_books(engine, model)
+
+
+@pytest.mark.parametrize("stp", STP_MODES)
+@settings(max_examples=60, deadline=None)
+@given(orders=flows(min_size=30, max_size=200, dense=True))
+def test_engine_matches_model_on_deep_single_symbol_books(stp, orders):
+    engine, model = make_book("engine", stp), make_book("model", stp)
+    assert_same_outputs(run(engine, orders), run(model, orders))
     assert_same_books(engine, model)
