@@ -312,8 +312,6 @@ def cmd_stats(args) -> int:
     """``exsim stats``: print (or plot) the analytics series; returns 0."""
     import numpy as np
 
-    from replay import stats
-
     if args.levels < 1:
         raise UsageError(f"--levels must be >= 1, got {args.levels}")
     if args.window_ns < 1:
@@ -326,6 +324,8 @@ def cmd_stats(args) -> int:
         cat.close()
     if args.plot:
         _plot_module()   # why first: a missing extra should fail before the computation
+    from replay import stats
+
     series = stats(args.dir, args.symbol, ts=ts, levels=args.levels, window_ns=args.window_ns)
     names = list(series.dtype.names)
     if args.plot:
