@@ -171,3 +171,17 @@ def test_console_script_runs_as_a_subprocess(run_dir):
     assert done.returncode == 2 and "exsim: error:" in done.stderr and "Traceback" not in done.stderr
     done = subprocess.run(cmd + ["ls", str(run_dir)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and "AAA" in done.stdout and done.stderr == ""
+
+
+AAPL = ("/work/shared/data/lobster_AAPL_2012-06-21_level10_head/AAPL_2012-06-21_34200000_57600000_message_10_head.csv",
+        "/work/shared/data/lobster_AAPL_2012-06-21_level10_head/AAPL_2012-06-21_34200000_57600000_orderbook_10_head.csv")
+
+
+@pytest.mark.skipif(not all(os.path.exists(p) for p in AAPL), reason="shared LOBSTER sample not present")
+def test_simulate_lobster_flow_names_the_symbol_from_the_file(tmp_path):
+    from scenarios.lobster import load_lobster
+
+    code, out, err = run(["simulate", "--flow", "lobster", *AAPL, "--out", tmp_path / "aapl"])
+    assert code == 0, err
+    assert "AAPL" in out and f"messages {load_lobster(*AAPL).orders.size:,}" in out
+    assert read(tmp_path / "aapl", "orders", symbol="AAPL").size == load_lobster(*AAPL).orders.size
