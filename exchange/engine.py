@@ -185,9 +185,10 @@ class Engine:
         if reuse and self._out is not None:
             fills, l2, events = self._out
         else:
-            fills = np.zeros(n // 2 + 16, FILL_DTYPE)
-            l2 = np.zeros(n + 16, L2_DTYPE)
-            events = np.zeros(2 * n + 16, EVENT_DTYPE)
+            # generous: np.zeros maps untouched pages lazily, while a grow copies what is written
+            fills = np.zeros(n // 2 + 1024, FILL_DTYPE)
+            l2 = np.zeros(n + n // 2 + 1024, L2_DTYPE)
+            events = np.zeros(2 * n + n // 2 + 1024, EVENT_DTYPE)
         cnt = np.zeros(3, np.int64)
         start = 0
         while True:
