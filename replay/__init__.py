@@ -11,5 +11,7 @@
 
 from .book_at import BookView, book_at
 from .rerun import Divergence, RerunReport, rerun
+from .verify import Violation, VerifyReport, verify, verify_arrays
 
-__all__ = ["book_at", "BookView", "rerun", "RerunReport", "Divergence"]
+__all__ = ["book_at", "BookView", "rerun", "RerunReport", "Divergence", "verify", "verify_arrays",
+           "VerifyReport", "Violation"]

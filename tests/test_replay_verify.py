@@ -1,0 +1,112 @@
+"""verify: a clean run passes; each planted defect is caught by its rule at its seq."""
+
+import numpy as np
+import pytest
+
+from exchange.errors import UsageError, VerificationError
+from replay import verify, verify_arrays
+from test_replay_common import TamperingEngine, SYMBOLS, make_engine, rich_flow, store_run
+
+STP = "cancel_resting"
+
+
+@pytest.fixture(scope="module")
+def tables():
+    """A 20,000-message run's orders and outputs (fills, l2, events) straight from the engine."""
+    orders = rich_flow(20_000, seed=5)
+    res = make_engine(STP).process(orders)
+    return orders, res.fills, res.l2, res.events
+
+
+def _check(orders, fills, l2, events, stp=STP):
+    return verify_arrays(orders, fills, l2, events, stp=stp, symbols=range(len(SYMBOLS)))
+
+
+def _rules_at(report, seq):
+    return {v.rule for v in report.violations if v.seq == seq}
+
+
+@pytest.mark.parametrize("stp", ["none", "cancel_resting", "cancel_incoming", "cancel_both"])
+def test_clean_engine_output_verifies_under_every_stp_mode(stp):
+    orders = rich_flow(8000, seed=7)
+    res = make_engine(stp).process(orders)
+    report = _check(orders, *res, stp=stp)
+    assert report.ok and report.violations == []
+    assert report.summary["fills"] == res.fills.size and report.summary["orders"] == 8000
+
+
+def test_changed_fill_price_breaks_resting_price(tables):
+    orders, fills, l2, events = tables
+    bad = fills.copy()
+    bad[100]["price"] += 1
+    assert "resting_price" in _rules_at(_check(orders, bad, l2, events), int(bad[100]["seq"]))
+
+
+def test_changed_fill_qty_breaks_reports_and_overfills(tables):
+    orders, fills, l2, events = tables
+    bad = fills.copy()
+    bad[100]["qty"] += 1000
+    rules = _rules_at(_check(orders, bad, l2, events), int(bad[100]["seq"]))
+    assert {"overfill", "events_fills", "conservation"} <= rules
+
+
+def test_dropped_fill_leaves_reports_without_a_deal(tables):
+    orders, fills, l2, events = tables
+    report = _check(orders, np.delete(fills, 100), l2, events)
+    assert {"events_fills", "conservation"} <= _rules_at(report, int(fills[100]["seq"]))
+
+
+def test_swapped_fills_at_one_level_break_fifo(tables):
+    orders, fills, l2, events = tables
+    j = np.flatnonzero((fills["seq"][1:] == fills["seq"][:-1])
+                       & (fills["price"][1:] == fills["price"][:-1]))[0]
+    bad = fills.copy()
+    bad[[j, j + 1]] = bad[[j + 1, j]]
+    assert "fifo" in _rules_at(_check(orders, bad, l2, events), int(fills[j]["seq"]))
+
+
+def test_altered_l2_row_breaks_only_l2_totals(tables):
+    orders, fills, l2, events = tables
+    bad = l2.copy()
+    bad[100]["qty"] += 1
+    report = _check(orders, fills, bad, events)
+    assert {v.rule for v in report.violations} == {"l2_totals"}
+    assert report.violations[0].seq == int(l2[100]["seq"])
+
+
+def test_summary_counts_every_rule_and_raise_if_failed_raises(tables):
+    orders, fills, l2, events = tables
+    bad = l2.copy()
+    bad[5]["count"] += 1
+    report = _check(orders, fills, bad, events)
+    assert report.summary["violations"]["l2_totals"] == 1
+    assert len(report.summary["rules_checked"]) == len(report.summary["violations"])
+    with pytest.raises(VerificationError, match="l2_totals"):
+        report.raise_if_failed()
+
+
+def test_verify_reads_a_stored_run_and_passes(tmp_path):
+    store_run(tmp_path, rich_flow(3000, seed=9))
+    report = verify(tmp_path, progress=True)
+    assert report.ok and report.summary["orders"] == 3000 and report.summary["symbols"] == 4
+
+
+def test_verify_finds_a_defect_planted_in_the_store(tmp_path):
+    class Engine(TamperingEngine):
+        @staticmethod
+        def tamper(res, first):
+            if res.fills.size:
+                res.fills[0]["price"] += 2
+            return res
+    eng = Engine(stp=STP)
+    for name in SYMBOLS:
+        eng.add_symbol(name)
+    store_run(tmp_path, rich_flow(1500, seed=9), engine=eng)
+    report = verify(tmp_path)
+    assert not report.ok and report.summary["violations"]["resting_price"] > 0
+
+
+def test_wrong_dtype_is_a_usage_error(tables):
+    orders, fills, l2, events = tables
+    with pytest.raises(UsageError):
+        verify_arrays(orders, l2, fills, events)
