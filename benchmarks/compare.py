@@ -1,0 +1,315 @@
+"""exsim side by side with the peers a Python user could pick instead, on the same flows, in one run.
+
+Workloads (pre-generated once, then shared by every system):
+  seeded     scenarios.bench_1m (seed 7, one symbol; 60% passive limits, 30% cancels of live
+             orders, 10% crossing limits), cut to ``--messages``
+  quantcup   the QuantCup scoring feed, replayed on a fresh book until ``--messages`` is reached
+  l2-seeded  the L2 rows exsim emits for the seeded flow (level totals), for L2-replay peers
+  l2-binance the Binance BTCUSDT sample's L2 rows (scenarios.load_binance), for L2-replay peers
+
+Systems: exsim, the reference model (tests/model.py), limit-order-book, matching-engine (without
+and with its WAL), order-book and hftbacktest (L2 replay), each behind an adapter in
+benchmarks/peers/. Before any time is reported, each peer runs once untimed and must agree with
+exsim: on a match workload the number of fills, the traded volume, the resting orders and the
+final top of book (whichever of these its API exposes, and at least the volume); on an L2 workload
+the final top of book. A peer that disagrees is reported as such, without a speed.
+
+Timing: ``--rounds`` interleaved rounds (every system once per round, A B A B ...), medians. exsim
+runs twice per round as two systems ("exsim" and "exsim (repeat)"); the largest gap between
+their medians on a workload is that workload's noise floor, and a peer within it is a tie.
+
+Storage: bytes per row of exsim segments (zstd) vs Parquet (pyarrow, zstd) on identical rows.
+
+    python -m benchmarks.compare [--messages 1000000] [--rounds 5] [--peer-python PY312]
+                                 [--out benchmarks/results/compare.json] [--write-docs]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks.peers import Outcome, Peer, Workload, all_peers
+from benchmarks.peers.exsim_peer import ExsimL2, ExsimMatch
+
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
+BEGIN, END = "<!-- compare:begin -->", "<!-- compare:end -->"
+
+
+# ------------------------------------------------------------------------------------ workloads
+def seeded_flow(messages: int) -> np.ndarray:
+    from scenarios import bench_1m
+
+    return bench_1m(1)[:messages].copy()
+
+
+def exsim_outputs(flow: np.ndarray):
+    """Run exsim once (untimed) and return its Result over the whole flow (copies)."""
+    from exchange import Engine
+    from exchange.engine import Result
+
+    eng = Engine()
+    eng.add_symbol("S0")
+    parts = [eng.process(flow[lo: lo + 65_536]) for lo in range(0, len(flow), 65_536)]
+    return Result.concat(parts)
+
+
+def build_workloads(messages: int, binance: bool = True) -> tuple[list[Workload], dict]:
+    """The workloads, and the exsim outputs of the seeded flow (reused by the storage part)."""
+    from scenarios import load_quantcup
+    from scenarios.data import QUANTCUP_FEED, shared_file
+
+    flow = seeded_flow(messages)
+    res = exsim_outputs(flow)
+    feed = load_quantcup(shared_file(QUANTCUP_FEED))
+    feed["symbol"] = 0
+    reps = max(1, messages // len(feed))
+    wls = [
+        Workload("seeded", "match", [flow], f"bench_1m seed 7, first {len(flow):,} messages"),
+        Workload("quantcup", "match", [feed] * reps,
+                 f"QuantCup feed ({len(feed):,} messages) x {reps}, fresh book each"),
+        Workload("l2-seeded", "l2", [res.l2], f"exsim's {len(res.l2):,} L2 rows for the seeded flow"),
+    ]
+    if binance:
+        try:
+            from scenarios import load_binance
+            from scenarios.data import BINANCE_BTCUSDT
+
+            l2 = load_binance(shared_file(BINANCE_BTCUSDT)).l2
+            wls.append(Workload("l2-binance", "l2", [l2], f"Binance BTCUSDT sample, {len(l2):,} L2 rows"))
+        except Exception as e:  # noqa: BLE001 - a missing sample only drops this workload
+            print(f"l2-binance skipped: {e}", file=sys.stderr)
+    return wls, {"flow": flow, "result": res}
+
+
+# ------------------------------------------------------------------------------------ agreement
+FIELDS = ("fills", "volume", "live", "top")
+
+
+def agreement(ref: Outcome, got: Outcome, kind: str) -> tuple[bool, str]:
+    """(agrees, text): compare every figure the peer reports with exsim's."""
+    fields = ("top",) if kind == "l2" else FIELDS
+    checked, missing, bad = [], [], []
+    for f in fields:
+        mine, theirs = getattr(ref, f), getattr(got, f)
+        if theirs is None:
+            missing.append(f)
+        elif mine == theirs:
+            checked.append(f)
+        else:
+            bad.append(f"{f} {theirs} vs exsim {mine}")
+    if kind == "match" and got.volume is None:
+        bad.append("no traded volume to check")
+    if bad:
+        return False, "DISAGREES: " + "; ".join(bad)
+    text = "agrees: " + ", ".join(checked)
+    if missing:
+        text += f" ({', '.join(missing)} not exposed)"
+    return True, text
+
+
+# ------------------------------------------------------------------------------------ the run
+def _label(p: Peer) -> str:
+    return p.name
+
+
+def run_compare(workloads: list[Workload], peers: list[Peer], rounds: int,
+                log=lambda s: print(s, file=sys.stderr, flush=True)) -> dict:
+    """Check every peer against exsim, then time the agreeing ones in interleaved rounds.
+
+    ``peers`` excludes exsim: it is added twice per workload kind (exsim, exsim (repeat)).
+    Returns {"rows": [...], "noise_floor": float, "floors": {workload: float}}.
+    """
+    rows, floors = [], {}
+    for wl in workloads:
+        ref_sys = ExsimMatch() if wl.kind == "match" else ExsimL2()
+        rep_sys = ExsimMatch("exsim (repeat)") if wl.kind == "match" else ExsimL2("exsim (repeat)")
+        ref_prep = ref_sys.prepare(wl)
+        ref = ref_sys.check(ref_prep)
+        rep_prep = rep_sys.prepare(wl)
+        rep_sys.run(rep_prep)                       # warm-up, like the peers' check pass
+        timed = [(ref_sys, ref_prep)]
+        entries = {}
+        for p in peers:
+            if p.kind != wl.kind:
+                continue
+            missing = p.unavailable()
+            why = missing or p.cannot(wl)
+            e = {"system": p.name, "version": "-" if missing else p.version(), "workload": wl.name,
+                 "messages": wl.messages, "msgs_per_s": None, "agrees": False}
+            entries[id(p)] = e
+            if why:
+                e["agreement"] = f"not run: {why}"
+                log(f"[{wl.name}] {p.name}: not run ({why})")
+                continue
+            prep = p.prepare(wl)
+            log(f"[{wl.name}] {p.name}: checking against exsim")
+            got = p.check(prep)
+            ok, text = agreement(ref, got, wl.kind)
+            e["agrees"], e["agreement"] = ok, text
+            e["reported"] = {f: getattr(got, f) for f in FIELDS}
+            log(f"[{wl.name}] {p.name}: {text}")
+            if ok:
+                timed.append((p, prep))
+            elif hasattr(p, "release"):
+                p.release(prep)
+        timed.append((rep_sys, rep_prep))           # exsim first and last in every round
+        seconds = {id(p): [] for p, _ in timed}
+        for r in range(rounds):
+            for p, prep in timed:
+                seconds[id(p)].append(p.run(prep).seconds)
+            log(f"[{wl.name}] round {r + 1}/{rounds}: " + ", ".join(
+                f"{p.name} {wl.messages / seconds[id(p)][-1] / 1e6:.3g}M/s" for p, _ in timed))
+        for p, prep in timed:
+            if hasattr(p, "release"):
+                p.release(prep)
+        med = {k: statistics.median(v) for k, v in seconds.items()}
+        base = wl.messages / med[id(ref_sys)]
+        for p in (ref_sys, rep_sys):
+            entries[id(p)] = {"system": p.name, "version": p.version(), "workload": wl.name,
+                              "messages": wl.messages, "agrees": True,
+                              "agreement": "reference" if p is ref_sys else "same system (noise floor)",
+                              "reported": {f: getattr(ref, f) for f in FIELDS}}
+        for p, _ in timed:
+            e = entries[id(p)]
+            e["seconds"] = seconds[id(p)]
+            e["msgs_per_s"] = wl.messages / med[id(p)]
+            e["ratio"] = e["msgs_per_s"] / base
+        floors[wl.name] = abs(entries[id(rep_sys)]["ratio"] - 1.0)
+        order = [id(ref_sys), id(rep_sys)] + [id(p) for p in peers if id(p) in entries]
+        rows += [entries[k] for k in order]
+    for e in rows:
+        if e.get("ratio") is not None:
+            floor = floors[e["workload"]]
+            e["verdict"] = "tie" if abs(e["ratio"] - 1.0) <= floor else (
+                "faster" if e["ratio"] > 1 else "slower")
+    return {"rows": rows, "noise_floor": max(floors.values(), default=0.0), "floors": floors}
+
+
+# ------------------------------------------------------------------------------------ storage
+def storage(res, binance_l2: np.ndarray | None) -> list[dict]:
+    """Bytes/row: exsim zstd segment vs Parquet (pyarrow, zstd) of exactly the same rows."""
+    from benchmarks.bench_store import binance_sizes
+
+    out = []
+    with tempfile.TemporaryDirectory() as tmp:
+        tables = [("seeded fills", res.fills), ("seeded l2", res.l2), ("seeded events", res.events)]
+        if binance_l2 is not None:
+            tables.append(("binance l2", binance_l2))
+        for name, rows in tables:
+            table = name.split()[-1]
+            s = _sizes(table, rows, tmp) if table != "l2" else binance_sizes(rows, tmp)
+            n = s["rows"]
+            out.append({"rows_of": name, "rows": n,
+                        "exsim_zstd_bytes_per_row": s["store_zstd_bytes"] / n,
+                        "parquet_zstd_bytes_per_row": s["parquet_zstd_bytes"] / n,
+                        "ratio_to_parquet": s["store_zstd_bytes"] / s["parquet_zstd_bytes"]})
+    return out
+
+
+def _sizes(table: str, rows: np.ndarray, tmp: str) -> dict:
+    """bench_store.binance_sizes for any table (it writes table "l2")."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from store.segment import write_segment
+
+    d = tempfile.mkdtemp(dir=tmp)
+    ours = write_segment(d, table, 0, rows, codec="zstd")
+    path = os.path.join(d, f"{table}.parquet")
+    pq.write_table(pa.table({n: rows[n] for n in rows.dtype.names}), path, compression="zstd")
+    return {"rows": int(rows.size), "store_zstd_bytes": ours.bytes,
+            "parquet_zstd_bytes": os.path.getsize(path)}
+
+
+# ------------------------------------------------------------------------------------ output
+def _fmt_rate(v):
+    if v is None:
+        return "-"
+    return f"{v / 1e6:.2f} M" if v >= 1e6 else f"{v / 1e3:.0f} k"
+
+
+def markdown(report: dict) -> str:
+    lines = ["| system | version | workload | msgs/s | ratio to exsim | agreement |",
+             "|---|---|---|---:|---:|---|"]
+    for e in report["rows"]:
+        ratio = "-"
+        if e.get("ratio") is not None:
+            ratio = f"{e['ratio']:.3g}x" + (" (tie)" if e.get("verdict") == "tie" else "")
+        lines.append(f"| {e['system']} | {e['version']} | {e['workload']} | {_fmt_rate(e.get('msgs_per_s'))} "
+                     f"| {ratio} | {e['agreement']} |")
+    m = report["machine"]
+    lines += ["", f"Median of {report['rounds']} interleaved rounds (exsim first and last in each); noise floor "
+              f"(exsim vs itself, per workload): {', '.join(f'{k} {v * 100:.1f}%' for k, v in report['floors'].items())}; "
+              "a ratio within it is a tie. "
+              f"Machine: {m['cpu']}, {m['cores']} cores, Python {m['python']}, numpy {m['numpy']}, "
+              f"numba {m['numba']}.", "", "Workloads: " + "; ".join(
+                  f"{w['name']}: {w['description']}" for w in report["workloads"]) + ".", "",
+              "| rows (identical in both) | rows | exsim segment (zstd) B/row | Parquet (zstd) B/row | ratio |",
+              "|---|---:|---:|---:|---:|"]
+    for s in report["storage"]:
+        lines.append(f"| {s['rows_of']} | {s['rows']:,} | {s['exsim_zstd_bytes_per_row']:.2f} "
+                     f"| {s['parquet_zstd_bytes_per_row']:.2f} | {s['ratio_to_parquet']:.2f} |")
+    lines += ["", f"Command: `{report['command']}`"]
+    return "\n".join(lines)
+
+
+def write_docs(text: str, path: Path = DOCS) -> None:
+    """Replace the text between the compare markers of docs/benchmarks.md."""
+    doc = path.read_text()
+    if BEGIN not in doc or END not in doc:
+        raise SystemExit(f"{path}: markers {BEGIN} / {END} not found")
+    head, rest = doc.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    path.write_text(f"{head}{BEGIN}\n{text}\n{END}{tail}")
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--messages", type=int, default=1_000_000, help="cut of the seeded flow; QuantCup replays to about this")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--peer-python", default=os.environ.get("EXSIM_BENCH_PEER_PYTHON"),
+                    help="a Python >= 3.12 with matching-engine and numpy, for that peer when this "
+                         "interpreter is older (env EXSIM_BENCH_PEER_PYTHON)")
+    ap.add_argument("--out", default="benchmarks/results/compare.json")
+    ap.add_argument("--write-docs", action="store_true", help=f"write the table into {DOCS.name}")
+    args = ap.parse_args(argv)
+
+    from benchmarks.bench_engine import first_call_seconds, machine
+
+    first = first_call_seconds()
+    t0 = time.perf_counter()
+    workloads, seeded = build_workloads(args.messages)
+    peers = [p for p in all_peers(args.peer_python) if not isinstance(p, (ExsimMatch, ExsimL2))]
+    result = run_compare(workloads, peers, args.rounds)
+    binance = next((w.segments[0] for w in workloads if w.name == "l2-binance"), None)
+    cmd = "python -m benchmarks.compare" + "".join(
+        f" {a}" for a in (argv if argv is not None else sys.argv[1:]) if a != "--write-docs")
+    report = {"benchmark": "compare", "command": cmd, "rounds": args.rounds,
+              "messages": args.messages, "machine": machine(), "first_call_seconds": first,
+              "workloads": [{"name": w.name, "kind": w.kind, "messages": w.messages,
+                             "description": w.description} for w in workloads],
+              **result, "storage": storage(seeded["result"], binance),
+              "wall_seconds": time.perf_counter() - t0}
+    text = markdown(report)
+    print(text)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2, default=str))
+    print(f"\nwrote {out}")
+    if args.write_docs:
+        write_docs(text)
+        print(f"wrote {DOCS}")
+    return report
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,67 @@
+"""Smoke test of the peer benchmark harness (benchmarks/compare.py) on a tiny flow, with exsim and
+the reference model only: the agreement check passes for a correct peer and flags a wrong one,
+which then gets no speed."""
+
+from __future__ import annotations
+
+import pytest
+
+from exchange.schema import Kind
+
+compare = pytest.importorskip("benchmarks.compare")
+from benchmarks.peers import Outcome, Workload  # noqa: E402
+from benchmarks.peers.model_peer import ReferenceModel  # noqa: E402
+
+
+class DropsCancels(ReferenceModel):
+    """A deliberately wrong peer: it ignores every cancel, so it matches orders exsim cancelled."""
+
+    name = "drops cancels"
+
+    def prepare(self, wl):
+        return [s[s["kind"] != Kind.CANCEL] for s in wl.segments]
+
+
+@pytest.fixture(scope="module")
+def report():
+    flow = compare.seeded_flow(3_000)
+    wl = Workload("tiny", "match", [flow, flow[:1_000]], "seeded flow, 3,000 + 1,000 messages")
+    return compare.run_compare([wl], [ReferenceModel(), DropsCancels()], rounds=2, log=lambda s: None)
+
+
+def _row(report, system):
+    return next(r for r in report["rows"] if r["system"] == system)
+
+
+def test_reference_model_agrees_with_exsim_and_gets_a_speed(report):
+    row = _row(report, "reference model (tests/model.py)")
+    assert row["agrees"] and row["agreement"].startswith("agrees: fills, volume, live, top")
+    assert row["msgs_per_s"] > 0 and len(row["seconds"]) == 2
+    assert row["reported"]["fills"] > 0 and row["reported"]["volume"] > 0
+
+
+def test_wrong_peer_is_flagged_and_not_timed(report):
+    row = _row(report, "drops cancels")
+    assert not row["agrees"] and row["agreement"].startswith("DISAGREES")
+    assert row["msgs_per_s"] is None and "ratio" not in row
+
+
+def test_exsim_runs_twice_for_the_noise_floor(report):
+    repeat = _row(report, "exsim (repeat)")
+    assert repeat["verdict"] in ("tie", "faster", "slower")
+    assert report["floors"]["tiny"] == pytest.approx(abs(repeat["ratio"] - 1.0))
+
+
+def test_a_peer_that_reports_no_volume_cannot_agree():
+    ref = Outcome(1.0, fills=3, volume=30, live=2, top=(99, 1, 101, 2))
+    ok, text = compare.agreement(ref, Outcome(1.0, live=2, top=(99, 1, 101, 2)), "match")
+    assert not ok and "no traded volume" in text
+    ok, text = compare.agreement(ref, Outcome(1.0, volume=30, live=2, top=(99, 1, 101, 2)), "match")
+    assert ok and "fills not exposed" in text
+
+
+def test_markdown_table_goes_between_the_doc_markers(tmp_path):
+    doc = tmp_path / "benchmarks.md"
+    doc.write_text(f"# B\n{compare.BEGIN}\nold\n{compare.END}\ntail\n")
+    compare.write_docs("| new |", doc)
+    assert doc.read_text() == f"# B\n{compare.BEGIN}\n| new |\n{compare.END}\ntail\n"
