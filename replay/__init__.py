@@ -9,9 +9,10 @@
 - ``stats``    mid, spread, microprice, imbalance and VWAP series (replay/analytics.py)
 """
 
+from .analytics import STATS_DTYPE, stats
 from .book_at import BookView, book_at
 from .rerun import Divergence, RerunReport, rerun
 from .verify import Violation, VerifyReport, verify, verify_arrays
 
 __all__ = ["book_at", "BookView", "rerun", "RerunReport", "Divergence", "verify", "verify_arrays",
-           "VerifyReport", "Violation"]
+           "VerifyReport", "Violation", "stats", "STATS_DTYPE"]

@@ -1,0 +1,190 @@
+"""``stats``: book aggregates over time for one symbol, from stored L2 updates and fills.
+
+One row per message that changed the symbol's book (every distinct seq of its L2 updates), after
+that message:
+
+- ``mid``        (best bid + best ask) / 2
+- ``spread``     best ask - best bid
+- ``microprice`` (best bid * ask qty + best ask * bid qty) / (bid qty + ask qty), top of book
+- ``imbalance``  (B - A) / (B + A), B and A the quantities of the best ``levels`` levels per side
+- ``vwap``       sum(price * qty) / sum(qty) over the fills with ts in (ts - window_ns, ts]
+
+Prices are in ticks (float64; multiply by the symbol's tick size for money). ``mid``, ``spread``
+and ``microprice`` are NaN when a side is empty; ``imbalance`` is NaN when both are; ``vwap`` is
+NaN when the window holds no fill.
+
+Invariants: the book is rebuilt exactly (the L2 view of ``book_at`` at the seq before the first
+row, then every L2 update in order); VWAP needs fills in nondecreasing ts order, which holds when
+input timestamps are nondecreasing (every exsim generator and loader). Limits: VWAP sums are
+float64, so ``price * qty`` beyond 2^53 loses precision.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+from numba import njit
+
+from exchange.errors import UsageError
+from store import read
+
+from ._store import SEQ_MAX, resolve_symbol, run_info
+from .book_at import book_at
+
+__all__ = ["STATS_DTYPE", "stats", "stats_arrays"]
+
+STATS_DTYPE = np.dtype([("ts", "<i8"), ("seq", "<i8"), ("mid", "<f8"), ("spread", "<f8"),
+                        ("microprice", "<f8"), ("imbalance", "<f8"), ("vwap", "<f8")])
+
+_TS_MIN = -(1 << 63)
+
+
+@njit(cache=True)
+def _series(bid_px, bid_q, ask_px, ask_q, seq, ts, side, price, qty, f_ts, f_px, f_qty, levels,
+            window):
+    # ladders: bids ascending (best at the end), asks descending (best at the end)
+    cap = bid_px.size + ask_px.size + seq.size + 1
+    lp = np.empty((2, cap), np.int64)
+    lq = np.empty((2, cap), np.int64)
+    n = np.zeros(2, np.int64)
+    for i in range(bid_px.size):
+        lp[0, i] = bid_px[bid_px.size - 1 - i]
+        lq[0, i] = bid_q[bid_px.size - 1 - i]
+    for i in range(ask_px.size):
+        lp[1, i] = ask_px[ask_px.size - 1 - i]
+        lq[1, i] = ask_q[ask_px.size - 1 - i]
+    n[0], n[1] = bid_px.size, ask_px.size
+    rows = 0
+    for i in range(seq.size):
+        if i == seq.size - 1 or seq[i + 1] != seq[i]:
+            rows += 1
+    out_ts = np.empty(rows, np.int64)
+    out_seq = np.empty(rows, np.int64)
+    out = np.empty((rows, 5), np.float64)
+    r = 0
+    fa = 0   # first fill inside the window
+    fb = 0   # first fill after the row's ts
+    num = 0.0
+    den = 0.0
+    for i in range(seq.size):
+        s = np.int64(side[i])
+        key = price[i] if s == 0 else -price[i]
+        lo, hi = 0, n[s]
+        while lo < hi:   # first ladder index whose key >= key
+            mid = (lo + hi) >> 1
+            k = lp[s, mid] if s == 0 else -lp[s, mid]
+            if k < key:
+                lo = mid + 1
+            else:
+                hi = mid
+        k = (lp[s, lo] if s == 0 else -lp[s, lo]) if lo < n[s] else key + 1
+        if lo < n[s] and k == key:
+            if qty[i] == 0:
+                for j in range(lo, n[s] - 1):
+                    lp[s, j] = lp[s, j + 1]
+                    lq[s, j] = lq[s, j + 1]
+                n[s] -= 1
+            else:
+                lq[s, lo] = qty[i]
+        elif qty[i] != 0:
+            for j in range(n[s], lo, -1):
+                lp[s, j] = lp[s, j - 1]
+                lq[s, j] = lq[s, j - 1]
+            lp[s, lo] = price[i]
+            lq[s, lo] = qty[i]
+            n[s] += 1
+        if i < seq.size - 1 and seq[i + 1] == seq[i]:
+            continue
+        t = ts[i]
+        out_ts[r] = t
+        out_seq[r] = seq[i]
+        nb, na = n[0], n[1]
+        if nb > 0 and na > 0:
+            b, a = float(lp[0, nb - 1]), float(lp[1, na - 1])
+            bq, aq = float(lq[0, nb - 1]), float(lq[1, na - 1])
+            out[r, 0] = (b + a) / 2.0
+            out[r, 1] = a - b
+            out[r, 2] = (b * aq + a * bq) / (aq + bq)
+        else:
+            out[r, 0] = np.nan
+            out[r, 1] = np.nan
+            out[r, 2] = np.nan
+        bv = 0.0
+        for j in range(max(nb - levels, 0), nb):
+            bv += lq[0, j]
+        av = 0.0
+        for j in range(max(na - levels, 0), na):
+            av += lq[1, j]
+        out[r, 3] = (bv - av) / (bv + av) if bv + av > 0 else np.nan
+        while fb < f_ts.size and f_ts[fb] <= t:
+            num += float(f_px[fb]) * float(f_qty[fb])
+            den += float(f_qty[fb])
+            fb += 1
+        while fa < fb and f_ts[fa] <= t - window:
+            num -= float(f_px[fa]) * float(f_qty[fa])
+            den -= float(f_qty[fa])
+            fa += 1
+        if fa == fb:   # empty window: reset the sums so float error cannot accumulate
+            num = 0.0
+            den = 0.0
+        out[r, 4] = num / den if den > 0 else np.nan
+        r += 1
+    return out_ts, out_seq, out
+
+
+def stats_arrays(bids: np.ndarray, asks: np.ndarray, l2: np.ndarray, fills: np.ndarray, *,
+                 levels: int = 5, window_ns: int = 1_000_000_000) -> np.ndarray:
+    """Return the STATS_DTYPE series for one symbol from arrays.
+
+    ``bids``/``asks``: DEPTH_DTYPE book before the first update (best first); ``l2``: that
+    symbol's L2 rows in seq order; ``fills``: its fills in ts order (those with ts up to
+    ``window_ns`` before the first row are needed for the first VWAPs).
+    Raises UsageError for levels < 1 or window_ns < 1.
+    """
+    if levels < 1 or window_ns < 1:
+        raise UsageError(f"levels and window_ns must be >= 1; got {levels}, {window_ns}")
+    ts, seq, vals = _series(
+        bids["price"].astype(np.int64), bids["qty"].astype(np.int64),
+        asks["price"].astype(np.int64), asks["qty"].astype(np.int64),
+        l2["seq"].astype(np.int64), l2["ts"].astype(np.int64), l2["side"].astype(np.int64),
+        l2["price"].astype(np.int64), l2["qty"].astype(np.int64),
+        fills["ts"].astype(np.int64), fills["price"].astype(np.int64),
+        fills["qty"].astype(np.int64), int(levels), int(window_ns))
+    out = np.zeros(ts.size, STATS_DTYPE)
+    out["ts"], out["seq"] = ts, seq
+    for j, name in enumerate(("mid", "spread", "microprice", "imbalance", "vwap")):
+        out[name] = vals[:, j]
+    return out
+
+
+def stats(data_dir, symbol, *, ts=None, levels: int = 5,
+          window_ns: int = 1_000_000_000) -> np.ndarray:
+    """Return a STATS_DTYPE array: one row per message that changed ``symbol``'s book.
+
+    ``ts``: an inclusive ``(lo, hi)`` nanosecond range of rows (None: the whole run).
+    Raises UsageError for an unknown symbol, a malformed range, levels < 1 or window_ns < 1;
+    StoreError if ``data_dir`` is not a data directory.
+    """
+    data_dir = os.fspath(data_dir)
+    info = run_info(data_dir)
+    sid, name = resolve_symbol(info, symbol)
+    if ts is None:
+        lo_ts, hi_ts = _TS_MIN, (1 << 63) - 1
+    else:
+        try:
+            lo_ts, hi_ts = int(ts[0]), int(ts[1])
+        except (TypeError, ValueError, IndexError):
+            raise UsageError(f"ts must be an inclusive (lo, hi) pair; got {ts!r}") from None
+    if levels < 1 or window_ns < 1:
+        raise UsageError(f"levels and window_ns must be >= 1; got {levels}, {window_ns}")
+    l2 = read(data_dir, "l2", symbol=sid, ts=(lo_ts, hi_ts))
+    if l2.size == 0:
+        return np.zeros(0, STATS_DTYPE)
+    first = int(l2["seq"][0])
+    start = book_at(data_dir, sid, seq=max(first - 1, info.first_seq), depth=None)
+    # why max(..., -2^63): the window reaches back before lo_ts without underflowing int64
+    f_lo = max(int(l2["ts"][0]) - int(window_ns), _TS_MIN)
+    fills = read(data_dir, "fills", symbol=sid, seq=(1, SEQ_MAX), ts=(f_lo, hi_ts),
+                 columns=["ts", "price", "qty"])
+    return stats_arrays(start.bids, start.asks, l2, fills, levels=levels, window_ns=window_ns)
