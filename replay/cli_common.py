@@ -22,7 +22,7 @@ from exchange.errors import StoreError, UsageError
 __all__ = [
     "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "Formatter", "parse_range", "progress",
     "format_table", "print_table", "open_catalog", "symbol_names", "symbol_tick_size", "resolve_symbol", "note",
-    "dir_bytes", "human_bytes",
+    "dir_bytes", "human_bytes", "umask",
 ]
 
 EXIT_OK = 0        # the command did what was asked and every check passed
@@ -173,3 +173,10 @@ def human_bytes(n: int) -> str:
             return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
         size /= 1024
     return f"{n} B"
+
+
+def umask() -> int:
+    """Return the process umask (reading it means setting it; it is set straight back)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

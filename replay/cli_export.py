@@ -18,7 +18,7 @@ import tempfile
 
 from exchange.errors import UsageError
 
-from .cli_common import EXIT_OK, open_catalog, parse_range, progress, resolve_symbol
+from .cli_common import EXIT_OK, open_catalog, parse_range, progress, resolve_symbol, umask
 
 __all__ = ["register", "cmd_export", "CHUNK_SEQS"]
 
@@ -117,6 +117,7 @@ def cmd_export(args) -> int:
     out = os.path.abspath(args.out)
     fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(out)}.", suffix=".tmp", dir=os.path.dirname(out))
     os.close(fd)
+    os.chmod(tmp, 0o666 & ~umask())   # why: mkstemp makes it private; PATH should be like open()'s
     try:
         if args.format == "csv":
             with open(tmp, "w", newline="", encoding="utf-8") as f:

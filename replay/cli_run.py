@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from exchange.errors import UsageError
 
 from .cli_common import (
-    EXIT_FAILED, EXIT_OK, format_table, human_bytes, dir_bytes, note, progress,
+    EXIT_FAILED, EXIT_OK, format_table, human_bytes, dir_bytes, note, progress, umask,
 )
 
 __all__ = ["register", "cmd_simulate", "cmd_demo", "run_simulation", "SimSummary", "load_flow"]
@@ -75,7 +75,7 @@ class SimSummary:
 
     @property
     def rate(self) -> float:
-        """Messages per second through engine + journal (generation excluded)."""
+        """Messages per second through engine, journal and final seal (generation excluded)."""
         return self.messages / self.seconds if self.seconds > 0 else float("inf")
 
 
@@ -199,12 +199,6 @@ def check_out_dir(out: str, force: bool) -> bool:
     return True
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
 # -- the run -----------------------------------------------------------------------------------
 
 def run_simulation(flow: Flow, out: str, *, batch: int, durability: str, stp: str = "none",
@@ -230,7 +224,7 @@ def run_simulation(flow: Flow, out: str, *, batch: int, durability: str, stp: st
     parent = os.path.dirname(out)
     os.makedirs(parent, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(out)}.exsim-", dir=parent)
-    os.chmod(tmp, 0o777 & ~_umask())   # why: mkdtemp makes it private; DIR should be like mkdir's
+    os.chmod(tmp, 0o777 & ~umask())   # why: mkdtemp makes it private; DIR should be like mkdir's
     orders = flow.orders
     fills = volume = rejects = 0
     try:

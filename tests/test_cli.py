@@ -26,10 +26,10 @@ def run_dir(tmp_path_factory):
 
 
 def test_simulate_prints_messages_fills_and_top_of_book(run_dir):
-    code, out, _ = run(["simulate", write_scenario(run_dir.parent), "--out", run_dir.parent / "again",
-                        "--batch", 500, "--fsync", "none"])
+    code, out, err = run(["simulate", write_scenario(run_dir.parent), "--out", run_dir.parent / "again",
+                          "--batch", 500, "--fsync", "none"])
     fills = read(run_dir, "fills")
-    assert code == 0
+    assert code == 0 and err == ""   # no progress bar when stderr is not a terminal
     assert "messages 2,000" in out and f"fills {fills.size:,}" in out
     assert f"volume {int(fills['qty'].sum()):,}" in out
     assert "AAA" in out and "BBB" in out and "msgs/s" in out
