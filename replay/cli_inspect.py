@@ -240,8 +240,11 @@ def cmd_verify(args) -> int:
     t0 = time.perf_counter()
     report = verify(args.dir, progress=_show_progress(args))
     secs = time.perf_counter() - t0
-    for k, v in (report.summary or {}).items():
-        print(f"{k:>20}  {v:,}" if isinstance(v, int) and not isinstance(v, bool) else f"{k:>20}  {v}")
+    summary = dict(report.summary or {})
+    summary.pop("seconds", None)   # printed below, measured here
+    width = max([len(k) for k in summary] + [1])
+    for k, v in summary.items():
+        print(f"{k:>{width}}  {_summary_value(v)}")
     if report.violations:
         limit = args.limit if args.limit > 0 else len(report.violations)
         print()
@@ -254,8 +257,29 @@ def cmd_verify(args) -> int:
     if report.ok:
         print(f"verify: ok ({secs:.2f} s)")
         return EXIT_OK
-    print(f"verify: FAILED, {len(report.violations):,} violation(s) ({secs:.2f} s)")
+    by_rule = summary.get("violations")
+    total = (sum(by_rule.values()) if isinstance(by_rule, dict)
+             and all(isinstance(n, int) for n in by_rule.values()) else len(report.violations))
+    # why the summary's count: the report lists only the first violations, the summary counts all
+    print(f"verify: FAILED, {max(total, len(report.violations)):,} violation(s) ({secs:.2f} s)")
     return EXIT_FAILED
+
+
+def _summary_value(v) -> str:
+    """A verify summary value on one line: counts with separators, lists joined, dicts of
+    counts as their non-zero entries."""
+    if isinstance(v, bool):
+        return str(v)
+    if isinstance(v, int):
+        return f"{v:,}"
+    if isinstance(v, float):
+        return f"{v:,.2f}"
+    if isinstance(v, (list, tuple)):
+        return ", ".join(str(x) for x in v)
+    if isinstance(v, dict):
+        shown = {k: x for k, x in v.items() if x}
+        return ", ".join(f"{k} {_summary_value(x)}" for k, x in shown.items()) if shown else "all 0"
+    return str(v)
 
 
 def _row_fields(row) -> dict | None:
