@@ -5,7 +5,9 @@ Invariants:
   keep its own -wal/-shm files beside it while open).
 - A symbol is checked against the catalog before any replay work, so a typo is an immediate
   usage error (exit 2) that lists the directory's symbols.
-- ``verify`` and ``rerun`` exit 1 exactly when their report is not ok.
+- ``verify`` and ``rerun`` exit 1 exactly when their report is not ok or a stored file fails its
+  checksum (the directory cannot be trusted either way); other commands treat a corrupt file as
+  an input error (exit 2) naming the file and offset.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import os
 import sys
 import time
 
-from exchange.errors import UsageError
+from exchange.errors import CorruptionError, UsageError
 
 from .cli_common import (
     EXIT_FAILED, EXIT_OK, dir_bytes, format_table, human_bytes, open_catalog, parse_range,
@@ -238,7 +240,10 @@ def cmd_verify(args) -> int:
 
     _check_dir(args.dir)
     t0 = time.perf_counter()
-    report = verify(args.dir, progress=_show_progress(args))
+    try:
+        report = verify(args.dir, progress=_show_progress(args))
+    except CorruptionError as e:
+        return _corrupt("verify", e)
     secs = time.perf_counter() - t0
     summary = dict(report.summary or {})
     summary.pop("seconds", None)   # printed below, measured here
@@ -262,6 +267,13 @@ def cmd_verify(args) -> int:
              and all(isinstance(n, int) for n in by_rule.values()) else len(report.violations))
     # why the summary's count: the report lists only the first violations, the summary counts all
     print(f"verify: FAILED, {max(total, len(report.violations)):,} violation(s) ({secs:.2f} s)")
+    return EXIT_FAILED
+
+
+def _corrupt(command: str, e: Exception) -> int:
+    """Report a failed checksum as a failed check (exit 1), not a usage error: verify and rerun
+    exist to say whether a directory can be trusted, and a corrupt file is a clear no."""
+    print(f"{command}: FAILED, the store is corrupt: {e}")
     return EXIT_FAILED
 
 
@@ -300,7 +312,10 @@ def cmd_rerun(args) -> int:
 
     _check_dir(args.dir)
     t0 = time.perf_counter()
-    report = rerun(args.dir, progress=_show_progress(args))
+    try:
+        report = rerun(args.dir, progress=_show_progress(args))
+    except CorruptionError as e:
+        return _corrupt("rerun", e)
     secs = time.perf_counter() - t0
     for k, v in (report.counts or {}).items():
         print(f"{k:>12}  {v:,}" if isinstance(v, int) else f"{k:>12}  {v}")

@@ -148,3 +148,30 @@ def test_demo_simulates_replays_and_verifies_the_default_scenario(tmp_path):
     for step in ("simulate", "book_at", "rerun", "verify"):
         assert any(l.split()[:2] == [step, "ok"] for l in out.splitlines()), step
     assert (tmp_path / "demo" / "catalog.sqlite").exists()
+
+
+def test_a_flipped_byte_fails_verify_and_rerun_and_export_names_the_file(run_dir, tmp_path):
+    import shutil
+
+    bad = tmp_path / "flipped"
+    shutil.copytree(run_dir, bad)
+    seg = next((bad / "segments" / "fills").rglob("*.seg"))
+    data = bytearray(seg.read_bytes())
+    data[100] ^= 0xFF
+    seg.write_bytes(bytes(data))
+    for command in ("verify", "rerun"):
+        code, out, _ = run([command, bad])
+        assert code == 1 and "corrupt" in out and seg.name in out, command
+    code, _, err = run(["export", bad, "fills", "--format", "csv", "--out", tmp_path / "f.csv"])
+    assert code == 2 and seg.name in err and "offset" in err and "Traceback" not in err
+    assert not (tmp_path / "f.csv").exists()
+
+
+def test_stats_ts_range_and_bad_options(run_dir):
+    series = replay.stats(run_dir, "AAA", ts=(200_000_000, 900_000_000))
+    code, out, _ = run(["stats", run_dir, "AAA", "--ts", "200000000:900000000", "--csv"])
+    assert code == 0 and len(out.splitlines()) == series.size + 1
+    assert run(["stats", run_dir, "AAA", "--levels", 0])[0] == 2
+    code, _, err = run(["stats", run_dir, "AAA", "--ts", "late:early"])
+    assert code == 2 and "--ts" in err
+    assert run(["stats", run_dir, "NOPE"])[0] == 2
