@@ -27,7 +27,8 @@ from store import Catalog, read
 from store.session import Session
 from store.wal import scan_wal
 
-__all__ = ["RunInfo", "run_info", "resolve_symbol", "load_checkpoint", "read_table",
+__all__ = ["RunInfo", "run_info", "resolve_symbol", "load_checkpoint", "checkpoint_row", "restore",
+           "read_table",
            "strip_seq", "SEQ_MAX"]
 
 SEQ_MAX = (1 << 62)   # an inclusive upper bound above any seq a run can reach
@@ -86,11 +87,10 @@ def resolve_symbol(info: RunInfo, symbol) -> tuple[int, str]:
     raise UsageError(f"unknown symbol {symbol!r} in {info.data_dir}; known: {known}")
 
 
-def load_checkpoint(info: RunInfo, seq: int) -> Engine:
-    """Return the Engine restored from the newest checkpoint at or before ``seq``.
+def checkpoint_row(info: RunInfo, seq: int) -> dict:
+    """Return the catalog row of the newest checkpoint at or before ``seq``.
 
-    Raises UsageError if ``seq`` is before the run's first checkpoint, CorruptionError if the
-    checkpoint file fails a check.
+    Raises UsageError if ``seq`` is before the run's first checkpoint.
     """
     cat = _open_catalog(info.data_dir)
     try:
@@ -100,9 +100,23 @@ def load_checkpoint(info: RunInfo, seq: int) -> Engine:
     if row is None:
         raise UsageError(f"seq {seq} is before the first checkpoint (seq {info.first_seq}) of "
                          f"{info.data_dir}")
+    return row
+
+
+def restore(info: RunInfo, row: dict) -> Engine:
+    """Return the Engine restored from checkpoint ``row``; CorruptionError if it fails a check."""
     # why the store's private reader: it is the one place that checks the file's header and CRC
-    # (see the final report: a public store.read_checkpoint would be cleaner)
+    # (a public store.read_checkpoint would be cleaner)
     return Engine.restore(Session._read_checkpoint(info.data_dir, row))
+
+
+def load_checkpoint(info: RunInfo, seq: int) -> Engine:
+    """Return the Engine restored from the newest checkpoint at or before ``seq``.
+
+    Raises UsageError if ``seq`` is before the run's first checkpoint, CorruptionError if the
+    checkpoint file fails a check.
+    """
+    return restore(info, checkpoint_row(info, seq))
 
 
 def read_table(info: RunInfo, table: str, sid: int | None, lo: int, hi: int,

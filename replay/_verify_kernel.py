@@ -152,7 +152,7 @@ def new_state(capacity: int, violations: int) -> tuple:
 
 
 # ------------------------------------------------------------------ small helpers
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def _slot_of(hkey, hval, key):
     mask = np.uint64(hkey.size - 1)
     x = key * _HASH_MUL
@@ -211,7 +211,7 @@ def _hash_del(hkey, hval, key):
     hval[i] = -1
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def _lad_pos(ladder, side, n, key):
     """First index in ladder[side, :n] whose key >= ``key``."""
     lo, hi = 0, n
@@ -224,7 +224,7 @@ def _lad_pos(ladder, side, n, key):
     return lo
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def _find_level(ladder, ladlv, meta, side, price):
     n = meta[M_NB + side]
     key = price if side == 0 else -price
@@ -274,7 +274,7 @@ def _drop_level(lst, ladder, ladlv, meta, side, lv):
     meta[M_LIVE_L] -= 1
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def _best_level(ladlv, meta, side):
     n = meta[M_NB + side]
     return ladlv[side, n - 1] if n > 0 else -1
@@ -298,7 +298,7 @@ def _touch(touched, lst, ladder, ladlv, meta, side, price):
     meta[M_NT] = nt + 1
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def _detach(ost, lst, ladder, ladlv, meta, s):
     """Take resting order ``s`` out of its level (dropping the level when it empties)."""
     lv = ost[s, O_LEVEL]
@@ -320,7 +320,7 @@ def _detach(ost, lst, ladder, ladlv, meta, s):
         _drop_level(lst, ladder, ladlv, meta, ost[s, O_SIDE], lv)
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def _append(ost, lst, ladder, ladlv, meta, s):
     """Queue order ``s`` at the back of its price level; False when no level slot is free."""
     side, price = ost[s, O_SIDE], ost[s, O_PRICE]
@@ -373,7 +373,7 @@ def _finish(ost, oid, hkey, hval, meta, vrows, vids, counts, seq, s):
     meta[M_LIVE_O] -= 1
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def _set_leaves(ost, lst, s, leaves):
     """Set a resting order's open quantity, keeping its level total in step."""
     lv = ost[s, O_LEVEL]

@@ -17,6 +17,9 @@ Invariants:
   time T. Before the symbol's first such message the view is the run's starting book.
 - Depth arrays are DEPTH_DTYPE, best level first: bids by falling price, asks by rising price.
 
+The L2 view caches the depth of the last 16 checkpoints it read (per process; checkpoint files are
+immutable), so repeated views near one another skip restoring the checkpoint.
+
 Limits: the cost is one checkpoint read plus the L2 rows (or orders, for L3) between that
 checkpoint and the target, so it grows with the store's ``checkpoint_every`` interval.
 """
@@ -24,6 +27,7 @@ checkpoint and the target, so it grows with the store's ``checkpoint_every`` int
 from __future__ import annotations
 
 import os
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,7 +37,9 @@ from exchange.errors import UsageError
 from exchange.schema import DEPTH_DTYPE, Side
 from store import Catalog, read
 
-from ._store import RunInfo, load_checkpoint, resolve_symbol, run_info, strip_seq, SEQ_MAX
+from ._store import (
+    RunInfo, checkpoint_row, load_checkpoint, resolve_symbol, restore, run_info, strip_seq, SEQ_MAX,
+)
 
 __all__ = ["BookView", "book_at", "apply_l2"]
 
@@ -131,6 +137,31 @@ def apply_l2(bids: np.ndarray, asks: np.ndarray, updates: np.ndarray,
     return (_depth(price[b], q[b], c[b], True, depth), _depth(price[a], q[a], c[a], False, depth))
 
 
+_DEPTH_CACHE: OrderedDict = OrderedDict()
+_DEPTH_CACHE_SIZE = 16
+
+
+def _checkpoint_depth(info: RunInfo, sid: int, target: int) -> tuple[int, np.ndarray, np.ndarray]:
+    """(checkpoint seq, bids, asks) of the newest checkpoint at or before ``target``.
+
+    Cached per process: a checkpoint file is written once and never modified, so its depth is
+    keyed by directory, path, CRC and size. Restoring a large book dominates an L2 view
+    otherwise (the whole engine, every symbol, is rebuilt from the file).
+    """
+    row = checkpoint_row(info, target)
+    key = (os.path.realpath(info.data_dir), row["path"], row["crc"], row["bytes"], sid)
+    hit = _DEPTH_CACHE.get(key)
+    if hit is not None:
+        _DEPTH_CACHE.move_to_end(key)
+        return hit
+    eng = restore(info, row)
+    value = (eng.seq, *eng.depth(sid, levels=1 << 62))
+    _DEPTH_CACHE[key] = value
+    if len(_DEPTH_CACHE) > _DEPTH_CACHE_SIZE:
+        _DEPTH_CACHE.popitem(last=False)
+    return value
+
+
 def _last_message(info: RunInfo, sid: int, seq_hi: int, ts_hi: int) -> tuple[int, int] | None:
     """(seq, ts) of the symbol's last message with seq <= seq_hi and ts <= ts_hi, or None."""
     cat = Catalog(info.data_dir)
@@ -186,16 +217,17 @@ def book_at(data_dir, symbol, *, seq: int | None = None, ts: int | None = None,
     info = run_info(data_dir)
     sid, name = resolve_symbol(info, symbol)
     target, target_ts = _target(info, sid, seq, ts)
-    eng = load_checkpoint(info, target)
-    lo, hi = eng.seq + 1, target
     if l3:
+        eng = load_checkpoint(info, target)
+        lo, hi = eng.seq + 1, target
         msgs = read(data_dir, "orders", symbol=sid, seq=(lo, hi)) if hi >= lo else None
         if msgs is not None and msgs.size:
             eng.process(strip_seq(msgs))
         levels = 1 << 62 if depth is None else int(depth)
         bids, asks = eng.depth(sid, levels=levels)
         return BookView(target, target_ts, bids, asks, eng.orders(sid), name)
-    bids, asks = eng.depth(sid, levels=1 << 62)
+    ck_seq, bids, asks = _checkpoint_depth(info, sid, target)
+    lo, hi = ck_seq + 1, target
     if hi >= lo:
         updates = read(data_dir, "l2", symbol=sid, seq=(lo, hi),
                        columns=["side", "price", "qty", "count"])

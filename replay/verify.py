@@ -99,11 +99,13 @@ class _Run:
         self.counts = np.zeros(len(RULES), np.int64)
         self.violations: list[Violation] = []
         self.totals = {"orders": 0, "fills": 0, "l2": 0, "events": 0, "symbols": 0}
+        self.kernel_seconds = 0.0
 
     def symbol(self, orders, fills, l2, events, known: bool) -> None:
         room = max(self.max_violations - len(self.violations), 0)
         state = K.new_state(1024, room)
         n = orders.size
+        t0 = time.perf_counter()
         for lo in range(0, max(n, 1), _CHUNK):
             hi = min(n, lo + _CHUNK)
             while True:
@@ -114,6 +116,7 @@ class _Run:
                 state = K.grow_state(state)
             if self.bar is not None:
                 self.bar.update(hi - lo)
+        self.kernel_seconds += time.perf_counter() - t0
         meta, vrows, vids, counts = state[8], state[9], state[10], state[11]
         kept = min(int(meta[K.M_VN]), room)
         self.violations += [_format(vrows[j], vids[j]) for j in range(kept)]
@@ -143,7 +146,7 @@ class _Run:
     def report(self, seconds: float) -> VerifyReport:
         per_rule = {name: int(c) for name, c in zip(RULES, self.counts)}
         summary = dict(self.totals, rules_checked=list(RULES), violations=per_rule,
-                       seconds=seconds)
+                       seconds=seconds, kernel_seconds=self.kernel_seconds)
         self.violations.sort(key=lambda v: v.seq)
         return VerifyReport(not any(per_rule.values()), self.violations, summary)
 

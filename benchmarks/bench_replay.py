@@ -1,0 +1,182 @@
+"""Replay benchmark: book_at latency, verify throughput, rerun rate against the engine's own.
+
+Workload: ``scenarios.uniform.uniform_flow(n, seed=7)`` (the bench_1m law: 60% passive limits,
+30% cancels, 10% crossing limits, one symbol), journaled by ``store.Session`` with durability
+"none" in batches of 65,536, a checkpoint every ``--checkpoint-every`` messages and sealing every
+``--seal-every`` messages (so L2 segments hold that many messages' rows).
+
+- book_at: 1,000 seqs drawn uniformly from the run (seed 1), L2 view, depth 10, each call from
+  scratch (opens the catalog, reads the checkpoint and the L2 segment it needs); p50 / p99.
+  The L3 view is timed on 100 of those seqs for information (no target).
+- verify: ``replay.verify(data_dir)`` end to end (store reads included); fills per second, and
+  the checking kernel's own rate.
+- rerun: ``replay.rerun(data_dir)`` messages per second, against a fresh Engine processing the
+  same orders from memory in the same 1M-message chunks; the ratio is the target.
+
+Each figure is the median of ``--runs`` runs. Prints a table and writes
+benchmarks/results/replay.json. Usage:
+    python benchmarks/bench_replay.py [--messages 10000000] [--runs 3] [--data-dir DIR]
+(``--data-dir`` keeps the stored run there and reuses it when it already holds one.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+from exchange import Engine
+from replay import book_at, rerun, verify
+from replay._store import run_info, strip_seq
+from scenarios.uniform import BENCH_1M, uniform_flow
+from store import Session, read
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BATCH = 65_536
+TARGETS = {"book_at_p50_ms": 20.0, "book_at_p99_ms": 100.0, "verify_fills_per_s": 5e6,
+           "rerun_vs_engine": 0.8}
+
+
+def _engine() -> Engine:
+    eng = Engine()
+    eng.add_symbol("BENCH", tick_size=1)
+    return eng
+
+
+def _flow(n: int) -> np.ndarray:
+    params = {k: v for k, v in BENCH_1M.items() if k not in ("n", "seed")}
+    return uniform_flow(n, 7, **params)
+
+
+def build(data_dir: str, n: int, checkpoint_every: int, seal_every: int) -> float:
+    """Journal the flow into ``data_dir``; return the seconds it took."""
+    flow = _flow(n)
+    t0 = time.perf_counter()
+    with Session.create(data_dir, _engine(), run_info={"scenario": "bench_replay", "seed": 7},
+                        durability="none", checkpoint_every=checkpoint_every,
+                        seal_every=seal_every) as s:
+        for i in range(0, n, BATCH):
+            s.process(flow[i:i + BATCH])
+    return time.perf_counter() - t0
+
+
+def bench_book_at(data_dir: str, runs: int) -> dict:
+    info = run_info(data_dir)
+    seqs = np.random.default_rng(1).integers(info.first_seq, info.last_seq + 1, 1000)
+    book_at(data_dir, "BENCH", seq=int(seqs[0]))            # compile / warm the caches
+    book_at(data_dir, "BENCH", seq=int(seqs[0]), l3=True)
+    p50s, p99s = [], []
+    for _ in range(runs):
+        lat = []
+        for s in seqs:
+            t0 = time.perf_counter()
+            book_at(data_dir, "BENCH", seq=int(s), depth=10)
+            lat.append(time.perf_counter() - t0)
+        p50s.append(np.percentile(lat, 50) * 1e3)
+        p99s.append(np.percentile(lat, 99) * 1e3)
+    l3 = []
+    for s in seqs[:100]:
+        t0 = time.perf_counter()
+        book_at(data_dir, "BENCH", seq=int(s), depth=10, l3=True)
+        l3.append(time.perf_counter() - t0)
+    return {"book_at_p50_ms": statistics.median(p50s), "book_at_p99_ms": statistics.median(p99s),
+            "book_at_l3_p50_ms": float(np.percentile(l3, 50) * 1e3),
+            "book_at_l3_p99_ms": float(np.percentile(l3, 99) * 1e3)}
+
+
+def bench_verify(data_dir: str, runs: int) -> dict:
+    times, kernel, report = [], [], None
+    for _ in range(runs):
+        report = verify(data_dir)
+        times.append(report.summary["seconds"])
+        kernel.append(report.summary["kernel_seconds"])
+    if not report.ok:
+        raise SystemExit(f"verify failed on a clean run: {report.violations[:3]}")
+    fills = report.summary["fills"]
+    return {"verify_fills": fills, "verify_s": statistics.median(times),
+            "verify_fills_per_s": fills / statistics.median(times),
+            "verify_kernel_fills_per_s": fills / statistics.median(kernel),
+            "verify_msgs_per_s": report.summary["orders"] / statistics.median(times)}
+
+
+def bench_rerun(data_dir: str, runs: int, chunk: int = 1_000_000) -> dict:
+    info = run_info(data_dir)
+    orders = strip_seq(read(data_dir, "orders"))
+    n = orders.size
+    engine_s, rerun_s = [], []
+    for _ in range(runs):
+        eng = _engine()
+        t0 = time.perf_counter()
+        for i in range(0, n, chunk):
+            eng.process(orders[i:i + chunk])
+        engine_s.append(time.perf_counter() - t0)
+        report = rerun(data_dir, chunk=chunk)
+        if not report.ok:
+            raise SystemExit(f"rerun diverged on a clean run: {report.first_divergence}")
+        rerun_s.append(report.seconds)
+    del orders
+    eng_rate = n / statistics.median(engine_s)
+    rr_rate = (info.last_seq - info.first_seq) / statistics.median(rerun_s)
+    return {"engine_msgs_per_s": eng_rate, "rerun_msgs_per_s": rr_rate,
+            "rerun_vs_engine": rr_rate / eng_rate}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--messages", type=int, default=10_000_000)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--checkpoint-every", type=int, default=100_000)
+    ap.add_argument("--seal-every", type=int, default=100_000)
+    ap.add_argument("--data-dir", default=None)
+    args = ap.parse_args(argv)
+    tmp = None
+    data_dir = args.data_dir
+    if data_dir is None:
+        tmp = tempfile.mkdtemp(prefix="bench_replay_")
+        data_dir = os.path.join(tmp, "run")
+    results = {"workload": (f"uniform_flow(n={args.messages}, seed 7, bench_1m law, 1 symbol), "
+                            f"Session durability none, batches of {BATCH}, checkpoint every "
+                            f"{args.checkpoint_every}, seal every {args.seal_every}; median of "
+                            f"{args.runs} runs"),
+               "messages": args.messages}
+    try:
+        if os.path.exists(os.path.join(data_dir, "catalog.sqlite")):
+            results["build_s"] = None
+        else:
+            results["build_s"] = build(data_dir, args.messages, args.checkpoint_every,
+                                       args.seal_every)
+        results.update(bench_book_at(data_dir, args.runs))
+        results.update(bench_verify(data_dir, args.runs))
+        results.update(bench_rerun(data_dir, args.runs))
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+    results["targets"] = TARGETS
+    rows = [("book_at L2 p50 (ms)", "book_at_p50_ms", "<="), ("book_at L2 p99 (ms)", "book_at_p99_ms", "<="),
+            ("book_at L3 p50 (ms)", "book_at_l3_p50_ms", None), ("book_at L3 p99 (ms)", "book_at_l3_p99_ms", None),
+            ("verify fills/s (end to end)", "verify_fills_per_s", ">="),
+            ("verify fills/s (kernel)", "verify_kernel_fills_per_s", None),
+            ("verify msgs/s (end to end)", "verify_msgs_per_s", None),
+            ("engine msgs/s (from memory)", "engine_msgs_per_s", None),
+            ("rerun msgs/s", "rerun_msgs_per_s", None), ("rerun / engine", "rerun_vs_engine", ">=")]
+    print(results["workload"])
+    print(f"{'measure':32s} {'value':>14s} {'target':>10s}  ok")
+    for label, key, cmp in rows:
+        v, t = results[key], TARGETS.get(key)
+        ok = "" if t is None else ("yes" if (v <= t if cmp == "<=" else v >= t) else "NO")
+        print(f"{label:32s} {v:14,.3f} {'' if t is None else f'{cmp} {t:g}':>10s}  {ok}")
+    os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
+    with open(os.path.join(HERE, "results", "replay.json"), "w") as f:
+        json.dump(results, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
