@@ -96,6 +96,7 @@ class Engine:
         self._ids: dict[str, int] = {}
         self._tick_sizes: list[float] = []
         self._next_auto_id = 1
+        self.prefetch_distance = 16  # messages; 0 turns prefetching off (results identical)
         self._out: tuple | None = None  # output buffers kept for process(reuse=True)
 
     # ---------------------------------------------------------------- symbols and options
@@ -194,7 +195,8 @@ class Engine:
         while True:
             status, start = kernels.process_batch(
                 orders, start, self._arena, self._levels, self._index, self._books,
-                self._ladder_keys, self._ladder_levels, self._meta, fills, l2, events, cnt)
+                self._ladder_keys, self._ladder_levels, self._meta, fills, l2, events, cnt,
+                self.prefetch_distance)
             if status == kernels.OK:
                 break
             if status == kernels.NEED_OUTPUT:

@@ -21,7 +21,8 @@ from .book import (
     M_NEED_FILLS, M_NEED_L2, M_NSYM, M_ORDER_HW, M_SEQ, M_STP, M_TRADE_ID,
     alloc_order, append_to_level, detach_from_level, find_or_add_level, free_order, remove_level,
 )
-from .order_index import index_find, index_insert, index_remove
+from .order_index import index_find, index_home, index_insert, index_remove
+from .prefetch import prefetch
 from .schema import (
     KNOWN_FLAGS, MAX_LEVEL_QTY, MAX_QTY, Event, Flag, Kind, OrderType, Reason, Side, Stp, Tif,
 )
@@ -440,16 +441,44 @@ def _room(m, arena, levels, index, books, meta, fills, l2, events, cnt):
     return OK
 
 
+@njit(cache=True, _nrt=False, inline="always")
+def _prefetch_ahead(msgs, i, n, ahead, arena, levels, index):
+    """Prefetch what messages i+ahead, i+ahead/2 and i+ahead/4 will touch, one stage each."""
+    mask = len(index) - 1
+    j = i + ahead
+    if j < n:
+        prefetch(index, index_home(msgs[j].symbol, msgs[j].order_id, mask))
+    j = i + ahead // 2
+    if j < n and msgs[j].kind != Kind.NEW:
+        r = index_find(index, msgs[j].symbol, msgs[j].order_id)
+        if r >= 0:
+            prefetch(arena, r)
+    j = i + ahead // 4
+    if j < n and msgs[j].kind != Kind.NEW:
+        r = index_find(index, msgs[j].symbol, msgs[j].order_id)
+        if r >= 0:
+            o = arena[r]
+            prefetch(levels, o.level)
+            if o.prev >= 0:
+                prefetch(arena, o.prev)
+            if o.next >= 0:
+                prefetch(arena, o.next)
+
+
 @njit(cache=True, _nrt=False)
 def process_batch(msgs, start, arena, levels, index, books, ladder_keys, ladder_levels, meta,
-                  fills, l2, events, cnt):
+                  fills, l2, events, cnt, ahead=0):
     """Process ``msgs[start:]`` in order, writing outputs at ``cnt`` = [fills, l2, events].
 
-    Returns (status, next): status OK with next == len(msgs) when done; otherwise the state or
-    output array to grow (NEED_*) and the index of the first message not yet processed.
+    ``ahead`` is the prefetch distance in messages (0: no prefetching; results are identical
+    either way). Returns (status, next): status OK with next == len(msgs) when done; otherwise
+    the state or output array to grow (NEED_*) and the index of the first message not yet
+    processed.
     """
     n = len(msgs)
     for i in range(start, n):
+        if ahead > 0:
+            _prefetch_ahead(msgs, i, n, ahead, arena, levels, index)
         m = msgs[i]
         status = _room(m, arena, levels, index, books, meta, fills, l2, events, cnt)
         if status != OK:

@@ -37,7 +37,8 @@ def new_index(capacity: int) -> np.ndarray:
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _home(symbol, order_id, mask):
+def index_home(symbol, order_id, mask):
+    """Return the bucket where the probe for (symbol, order_id) starts."""
     # murmur3's finaliser: ids are often sequential, so the bits must be mixed before masking
     h = order_id ^ (np.uint64(symbol) * _GOLDEN)
     h ^= h >> _S33
@@ -52,7 +53,7 @@ def _home(symbol, order_id, mask):
 def index_find(index, symbol, order_id):
     """Return the arena slot of live order (symbol, order_id), or -1 if it is not live."""
     mask = len(index) - 1
-    i = _home(symbol, order_id, mask)
+    i = index_home(symbol, order_id, mask)
     while True:
         b = index[i]
         if b.slot < 0:
@@ -66,7 +67,7 @@ def index_find(index, symbol, order_id):
 def index_insert(index, symbol, order_id, slot):
     """Add (symbol, order_id) -> slot. The caller guarantees the key is absent and room exists."""
     mask = len(index) - 1
-    i = _home(symbol, order_id, mask)
+    i = index_home(symbol, order_id, mask)
     while index[i].slot >= 0:
         i = (i + 1) & mask
     b = index[i]
@@ -79,7 +80,7 @@ def index_insert(index, symbol, order_id, slot):
 def index_remove(index, symbol, order_id):
     """Remove (symbol, order_id); return False if it was absent."""
     mask = len(index) - 1
-    i = _home(symbol, order_id, mask)
+    i = index_home(symbol, order_id, mask)
     while True:
         b = index[i]
         if b.slot < 0:
@@ -93,7 +94,7 @@ def index_remove(index, symbol, order_id):
         j = (j + 1) & mask
         if index[j].slot < 0:
             break
-        k = _home(index[j].symbol, index[j].order_id, mask)
+        k = index_home(index[j].symbol, index[j].order_id, mask)
         # leave index[j] where it is if its home lies cyclically in (i, j]
         if i <= j:
             if i < k <= j:
