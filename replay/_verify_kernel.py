@@ -5,9 +5,7 @@ implementation of the book, written from docs/semantics.md, and it does not deci
 follows what the stored rows say happened (fills, execution reports, L2 updates) and checks each
 against its own book, message by message, for one symbol at a time:
 
-- book: live orders in a slot arena (id -> slot by an open-addressing hash), price levels holding
-  FIFO doubly linked lists, and per side a sorted ladder of level keys with the best at the end
-  (bids keyed by price, asks by -price, so both sides sort ascending towards their best).
+- book: ``replay._verify_book`` (slot arena, id hash, FIFO levels, sorted ladders).
 - state follows the deals: a fill moves quantity between the two orders it names; when an
   execution report disagrees, the violation is recorded and the order is re-synchronised to the
   report, so one defect yields violations at its own seq and not a cascade over later messages.
@@ -16,8 +14,8 @@ against its own book, message by message, for one symbol at a time:
 Rule codes (``RULES`` names them, in this order) and detail codes (``DETAILS``) are plain ints;
 ``replay.verify`` formats them. Violation rows are (seq, rule, detail, a, b, c, d) + order id.
 
-Limits: capacities are fixed per call; when the arena, levels or ladder are full the kernel
-returns ``NEED_CAPACITY`` and the caller re-runs the symbol with larger arrays.
+Limits: capacities are fixed per call; before a message that might not fit, the kernel returns
+``NEED_CAPACITY`` and the caller grows the arrays (``grow_state``) and resumes at that message.
 """
 
 from __future__ import annotations
@@ -27,8 +25,16 @@ from numba import njit
 
 from exchange.schema import Event, Flag, Kind, OrderType, Reason, Stp, Tif
 
+from ._verify_book import (
+    L_COUNT, L_HEAD, L_PRICE, L_QTY, M_EP, M_FILLS, M_FINISHED, M_FP, M_FREE_O, M_I, M_LAST_TRADE,
+    M_LIVE_L, M_LIVE_O, M_LP, M_NA, M_NB, M_NT, M_ORDERS, M_VN, O_CANCELLED, O_FILLED, O_FILLSUM,
+    O_FLAGS, O_LEAVES, O_LEVEL, O_MARKET, O_NEXT, O_PRICE, O_SIDE, O_TIF, O_TOTAL, O_TRADER,
+    T_COUNT, T_PRICE, T_QTY, T_ROW, T_SIDE, _append, _best_level, _detach, _find_level, _hash_del,
+    _hash_put, _set_leaves, _slot_of, _touch, grow_state, new_state as _new_state,
+)
+
 __all__ = ["RULES", "DETAILS", "check_symbol", "check_live", "new_state", "grow_state", "OK",
-           "NEED_CAPACITY"]
+           "NEED_CAPACITY", "M_VN"]
 
 OK, NEED_CAPACITY = 0, 1
 
@@ -37,6 +43,13 @@ RULES = ("stream", "row_fields", "order_live", "opposite_sides", "price_limits",
          "reject", "order_type", "self_trade")
 (R_STREAM, R_FIELDS, R_LIVE, R_SIDES, R_LIMITS, R_RPRICE, R_FIFO, R_OVERFILL, R_CONSERVE, R_L2,
  R_EVENTS, R_CROSSED, R_REJECT, R_OTYPE, R_STP) = range(len(RULES))
+
+
+
+def new_state(capacity: int, violations: int) -> tuple:
+    """Fresh checker state (see ``_verify_book.new_state``) with one counter per rule."""
+    return _new_state(capacity, violations, len(RULES))
+
 
 # detail code -> (rule, template over order_id, a, b, c, d); formatted by replay.verify
 DETAILS = (
@@ -106,243 +119,6 @@ _NO_LIQUIDITY, _IOC_UNFILLED, _SELF_TRADE = (
     int(Reason.NO_LIQUIDITY), int(Reason.IOC_UNFILLED), int(Reason.SELF_TRADE))
 _STP_NONE, _STP_RESTING, _STP_BOTH = int(Stp.NONE), int(Stp.CANCEL_RESTING), int(Stp.CANCEL_BOTH)
 
-# order slot fields
-(O_SIDE, O_PRICE, O_LEAVES, O_FILLED, O_FILLSUM, O_TOTAL, O_CANCELLED, O_TRADER, O_FLAGS, O_PREV,
- O_NEXT, O_LEVEL, O_MARKET, O_TIF) = range(14)
-NOF = 14
-# level slot fields
-L_PRICE, L_QTY, L_COUNT, L_HEAD, L_TAIL = range(5)
-NLF = 5
-# meta fields
-(M_FREE_O, M_FREE_L, M_NB, M_NA, M_VN, M_LAST_TRADE, M_NT, M_FP, M_LP, M_EP, M_I, M_ORDERS,
- M_FILLS, M_FINISHED, M_LIVE_O, M_LIVE_L) = range(16)
-NMETA = 16
-# touched-level fields
-T_SIDE, T_PRICE, T_QTY, T_COUNT, T_ROW = range(5)
-
-_HASH_MUL = np.uint64(0x9E3779B97F4A7C15)
-_SHIFT = np.uint64(29)
-
-
-def new_state(capacity: int, violations: int) -> tuple:
-    """Fresh state arrays for ``check_symbol``: up to ``capacity`` live orders and levels and
-    ``violations`` stored violation rows (all are counted)."""
-    cap = max(int(capacity), 16)
-    hcap = 16
-    while hcap < 2 * cap:
-        hcap *= 2
-    ost = np.zeros((cap, NOF), np.int64)
-    ost[:, O_NEXT] = np.arange(1, cap + 1)
-    ost[-1, O_NEXT] = -1
-    lst = np.zeros((cap, NLF), np.int64)
-    lst[:, L_HEAD] = np.arange(1, cap + 1)
-    lst[-1, L_HEAD] = -1
-    oid = np.zeros(cap, np.uint64)
-    hkey = np.zeros(hcap, np.uint64)
-    hval = np.full(hcap, -1, np.int64)
-    ladder = np.zeros((2, cap), np.int64)     # level keys (bids: price, asks: -price), ascending
-    ladlv = np.zeros((2, cap), np.int64)      # level slot of each ladder entry
-    touched = np.zeros((cap + 4, 5), np.int64)
-    meta = np.zeros(NMETA, np.int64)
-    vrows = np.zeros((max(int(violations), 1), 7), np.int64)
-    vids = np.zeros(max(int(violations), 1), np.uint64)
-    counts = np.zeros(len(RULES), np.int64)
-    return ost, lst, oid, hkey, hval, ladder, ladlv, touched, meta, vrows, vids, counts
-
-
-
-# ------------------------------------------------------------------ small helpers
-@njit(cache=True, _nrt=False, inline="always")
-def _slot_of(hkey, hval, key):
-    mask = np.uint64(hkey.size - 1)
-    x = key * _HASH_MUL
-    i = np.int64((x ^ (x >> _SHIFT)) & mask)
-    m = hkey.size - 1
-    while True:
-        v = hval[i]
-        if v < 0:
-            return -1
-        if hkey[i] == key:
-            return v
-        i = (i + 1) & m
-
-
-@njit(cache=True, _nrt=False)
-def _hash_put(hkey, hval, key, val):
-    mask = np.uint64(hkey.size - 1)
-    x = key * _HASH_MUL
-    i = np.int64((x ^ (x >> _SHIFT)) & mask)
-    m = hkey.size - 1
-    while hval[i] >= 0:
-        i = (i + 1) & m
-    hkey[i] = key
-    hval[i] = val
-
-
-@njit(cache=True, _nrt=False)
-def _hash_del(hkey, hval, key):
-    mask = np.uint64(hkey.size - 1)
-    m = hkey.size - 1
-    x = key * _HASH_MUL
-    i = np.int64((x ^ (x >> _SHIFT)) & mask)
-    while True:
-        if hval[i] < 0:
-            return
-        if hkey[i] == key:
-            break
-        i = (i + 1) & m
-    # backward-shift deletion keeps probe chains intact without tombstones
-    j = i
-    while True:
-        j = (j + 1) & m
-        if hval[j] < 0:
-            break
-        y = hkey[j] * _HASH_MUL
-        k = np.int64((y ^ (y >> _SHIFT)) & mask)
-        if i <= j:
-            stays = i < k <= j
-        else:
-            stays = k > i or k <= j
-        if stays:
-            continue
-        hkey[i] = hkey[j]
-        hval[i] = hval[j]
-        i = j
-    hval[i] = -1
-
-
-@njit(cache=True, _nrt=False, inline="always")
-def _lad_pos(ladder, side, n, key):
-    """First index in ladder[side, :n] whose key >= ``key``."""
-    lo, hi = 0, n
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if ladder[side, mid] < key:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
-
-@njit(cache=True, _nrt=False, inline="always")
-def _find_level(ladder, ladlv, meta, side, price):
-    n = meta[M_NB + side]
-    key = price if side == 0 else -price
-    p = _lad_pos(ladder, side, n, key)
-    if p < n and ladder[side, p] == key:
-        return ladlv[side, p]
-    return -1
-
-
-@njit(cache=True, _nrt=False)
-def _add_level(lst, ladder, ladlv, meta, side, price):
-    """Slot of a new empty level at ``price`` (caller checked it is absent); -1 when full."""
-    n = meta[M_NB + side]
-    lv = meta[M_FREE_L]
-    if lv < 0 or n >= ladder.shape[1]:
-        return -1
-    meta[M_FREE_L] = lst[lv, L_HEAD]
-    meta[M_LIVE_L] += 1
-    lst[lv, L_PRICE] = price
-    lst[lv, L_QTY] = 0
-    lst[lv, L_COUNT] = 0
-    lst[lv, L_HEAD] = -1
-    lst[lv, L_TAIL] = -1
-    key = price if side == 0 else -price
-    p = _lad_pos(ladder, side, n, key)
-    for j in range(n, p, -1):
-        ladder[side, j] = ladder[side, j - 1]
-        ladlv[side, j] = ladlv[side, j - 1]
-    ladder[side, p] = key
-    ladlv[side, p] = lv
-    meta[M_NB + side] = n + 1
-    return lv
-
-
-@njit(cache=True, _nrt=False)
-def _drop_level(lst, ladder, ladlv, meta, side, lv):
-    n = meta[M_NB + side]
-    price = lst[lv, L_PRICE]
-    key = price if side == 0 else -price
-    p = _lad_pos(ladder, side, n, key)
-    for j in range(p, n - 1):
-        ladder[side, j] = ladder[side, j + 1]
-        ladlv[side, j] = ladlv[side, j + 1]
-    meta[M_NB + side] = n - 1
-    lst[lv, L_HEAD] = meta[M_FREE_L]
-    meta[M_FREE_L] = lv
-    meta[M_LIVE_L] -= 1
-
-
-@njit(cache=True, _nrt=False, inline="always")
-def _best_level(ladlv, meta, side):
-    n = meta[M_NB + side]
-    return ladlv[side, n - 1] if n > 0 else -1
-
-
-@njit(cache=True, _nrt=False)
-def _touch(touched, lst, ladder, ladlv, meta, side, price):
-    """Remember a level's totals before this message first changes it."""
-    nt = meta[M_NT]
-    for t in range(nt):
-        if touched[t, T_SIDE] == side and touched[t, T_PRICE] == price:
-            return
-    if nt >= touched.shape[0]:
-        return
-    lv = _find_level(ladder, ladlv, meta, side, price)
-    touched[nt, T_SIDE] = side
-    touched[nt, T_PRICE] = price
-    touched[nt, T_QTY] = lst[lv, L_QTY] if lv >= 0 else 0
-    touched[nt, T_COUNT] = lst[lv, L_COUNT] if lv >= 0 else 0
-    touched[nt, T_ROW] = 0
-    meta[M_NT] = nt + 1
-
-
-@njit(cache=True, _nrt=False, inline="always")
-def _detach(ost, lst, ladder, ladlv, meta, s):
-    """Take resting order ``s`` out of its level (dropping the level when it empties)."""
-    lv = ost[s, O_LEVEL]
-    if lv < 0:
-        return
-    p, nx = ost[s, O_PREV], ost[s, O_NEXT]
-    if p >= 0:
-        ost[p, O_NEXT] = nx
-    else:
-        lst[lv, L_HEAD] = nx
-    if nx >= 0:
-        ost[nx, O_PREV] = p
-    else:
-        lst[lv, L_TAIL] = p
-    lst[lv, L_QTY] -= ost[s, O_LEAVES]
-    lst[lv, L_COUNT] -= 1
-    ost[s, O_LEVEL] = -1
-    if lst[lv, L_COUNT] == 0:
-        _drop_level(lst, ladder, ladlv, meta, ost[s, O_SIDE], lv)
-
-
-@njit(cache=True, _nrt=False, inline="always")
-def _append(ost, lst, ladder, ladlv, meta, s):
-    """Queue order ``s`` at the back of its price level; False when no level slot is free."""
-    side, price = ost[s, O_SIDE], ost[s, O_PRICE]
-    lv = _find_level(ladder, ladlv, meta, side, price)
-    if lv < 0:
-        lv = _add_level(lst, ladder, ladlv, meta, side, price)
-        if lv < 0:
-            return False
-    t = lst[lv, L_TAIL]
-    ost[s, O_PREV] = t
-    ost[s, O_NEXT] = -1
-    if t >= 0:
-        ost[t, O_NEXT] = s
-    else:
-        lst[lv, L_HEAD] = s
-    lst[lv, L_TAIL] = s
-    lst[lv, L_QTY] += ost[s, O_LEAVES]
-    lst[lv, L_COUNT] += 1
-    ost[s, O_LEVEL] = lv
-    return True
-
-
 @njit(cache=True, _nrt=False)
 def _viol(vrows, vids, counts, meta, rule_detail_rule, detail, seq, oid, a, b, c, d):
     counts[rule_detail_rule] += 1
@@ -371,15 +147,6 @@ def _finish(ost, oid, hkey, hval, meta, vrows, vids, counts, seq, s):
     meta[M_FREE_O] = s
     meta[M_FINISHED] += 1
     meta[M_LIVE_O] -= 1
-
-
-@njit(cache=True, _nrt=False, inline="always")
-def _set_leaves(ost, lst, s, leaves):
-    """Set a resting order's open quantity, keeping its level total in step."""
-    lv = ost[s, O_LEVEL]
-    if lv >= 0:
-        lst[lv, L_QTY] += leaves - ost[s, O_LEAVES]
-    ost[s, O_LEAVES] = leaves
 
 
 # ------------------------------------------------------------------ one fill, one walk
@@ -858,27 +625,3 @@ def check_live(seq, ost, lst, oid, ladlv, meta, vrows, vids, counts):
                           ost[s, O_TOTAL])
                 s = ost[s, O_NEXT]
 
-
-@njit(cache=True, _nrt=False)
-def rehash(old_keys, old_vals, new_keys, new_vals):
-    """Insert every entry of one id table into a larger, empty one."""
-    for i in range(old_keys.size):
-        if old_vals[i] >= 0:
-            _hash_put(new_keys, new_vals, old_keys[i], old_vals[i])
-
-
-def grow_state(state: tuple) -> tuple:
-    """Return the state arrays with twice the order and level capacity, contents kept."""
-    ost, lst, oid, hkey, hval, ladder, ladlv, touched, meta, vrows, vids, counts = state
-    cap = ost.shape[0]
-    big = new_state(2 * cap, 1)
-    nost, nlst, noid, nhkey, nhval, nladder, nladlv, ntouched = big[:8]
-    nost[:cap], nlst[:cap], noid[:cap] = ost, lst, oid
-    nladder[:, :cap], nladlv[:, :cap] = ladder, ladlv
-    # the new slots cap..2cap-1 are chained by new_state; prepend them to the old free lists
-    nost[2 * cap - 1, O_NEXT] = meta[M_FREE_O]
-    nlst[2 * cap - 1, L_HEAD] = meta[M_FREE_L]
-    meta[M_FREE_O] = cap
-    meta[M_FREE_L] = cap
-    rehash(hkey, hval, nhkey, nhval)
-    return nost, nlst, noid, nhkey, nhval, nladder, nladlv, ntouched, meta, vrows, vids, counts

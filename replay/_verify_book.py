@@ -1,0 +1,293 @@
+"""The verifier's own order book: slot arena, id hash, FIFO levels and sorted ladders.
+
+Written from docs/semantics.md, sharing no code with ``exchange`` (only the idea of a ladder):
+
+- orders live in rows of ``ost`` (int64 fields ``O_*``), their ids in ``oid``; free rows are
+  chained through ``O_NEXT``. ``hkey``/``hval`` map an id to its row (open addressing, linear
+  probing, backward-shift deletion, so no tombstones).
+- a level is a row of ``lst`` (``L_*``) holding a doubly linked FIFO of order rows; free level
+  rows are chained through ``L_HEAD``.
+- per side, ``ladder[side, :n]`` holds level keys in ascending order with the best at the end
+  (bids keyed by price, asks by -price), ``ladlv`` the level row of each key.
+- ``touched`` remembers each level's totals before the current message first changed it, so the
+  L2 check can tell which levels changed.
+
+Invariants: a resting order has ``O_LEVEL >= 0`` and sits in exactly one level list; a level's
+``L_QTY``/``L_COUNT`` are the sum of its orders' leaves and their number; an empty level leaves
+its ladder at once. Limits: capacities are fixed per array set; ``grow_state`` doubles them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+# order slot fields
+(O_SIDE, O_PRICE, O_LEAVES, O_FILLED, O_FILLSUM, O_TOTAL, O_CANCELLED, O_TRADER, O_FLAGS, O_PREV,
+ O_NEXT, O_LEVEL, O_MARKET, O_TIF) = range(14)
+NOF = 14
+# level slot fields
+L_PRICE, L_QTY, L_COUNT, L_HEAD, L_TAIL = range(5)
+NLF = 5
+# meta fields
+(M_FREE_O, M_FREE_L, M_NB, M_NA, M_VN, M_LAST_TRADE, M_NT, M_FP, M_LP, M_EP, M_I, M_ORDERS,
+ M_FILLS, M_FINISHED, M_LIVE_O, M_LIVE_L) = range(16)
+NMETA = 16
+# touched-level fields
+T_SIDE, T_PRICE, T_QTY, T_COUNT, T_ROW = range(5)
+
+_HASH_MUL = np.uint64(0x9E3779B97F4A7C15)
+_SHIFT = np.uint64(29)
+
+
+def new_state(capacity: int, violations: int, n_rules: int) -> tuple:
+    """Fresh state arrays for the checker: up to ``capacity`` live orders and levels,
+    ``violations`` stored violation rows and a counter per rule (all violations are counted)."""
+    cap = max(int(capacity), 16)
+    hcap = 16
+    while hcap < 2 * cap:
+        hcap *= 2
+    ost = np.zeros((cap, NOF), np.int64)
+    ost[:, O_NEXT] = np.arange(1, cap + 1)
+    ost[-1, O_NEXT] = -1
+    lst = np.zeros((cap, NLF), np.int64)
+    lst[:, L_HEAD] = np.arange(1, cap + 1)
+    lst[-1, L_HEAD] = -1
+    oid = np.zeros(cap, np.uint64)
+    hkey = np.zeros(hcap, np.uint64)
+    hval = np.full(hcap, -1, np.int64)
+    ladder = np.zeros((2, cap), np.int64)     # level keys (bids: price, asks: -price), ascending
+    ladlv = np.zeros((2, cap), np.int64)      # level slot of each ladder entry
+    touched = np.zeros((cap + 4, 5), np.int64)
+    meta = np.zeros(NMETA, np.int64)
+    vrows = np.zeros((max(int(violations), 1), 7), np.int64)
+    vids = np.zeros(max(int(violations), 1), np.uint64)
+    counts = np.zeros(n_rules, np.int64)
+    return ost, lst, oid, hkey, hval, ladder, ladlv, touched, meta, vrows, vids, counts
+
+
+
+# ------------------------------------------------------------------ small helpers
+@njit(cache=True, _nrt=False, inline="always")
+def _slot_of(hkey, hval, key):
+    mask = np.uint64(hkey.size - 1)
+    x = key * _HASH_MUL
+    i = np.int64((x ^ (x >> _SHIFT)) & mask)
+    m = hkey.size - 1
+    while True:
+        v = hval[i]
+        if v < 0:
+            return -1
+        if hkey[i] == key:
+            return v
+        i = (i + 1) & m
+
+
+@njit(cache=True, _nrt=False)
+def _hash_put(hkey, hval, key, val):
+    mask = np.uint64(hkey.size - 1)
+    x = key * _HASH_MUL
+    i = np.int64((x ^ (x >> _SHIFT)) & mask)
+    m = hkey.size - 1
+    while hval[i] >= 0:
+        i = (i + 1) & m
+    hkey[i] = key
+    hval[i] = val
+
+
+@njit(cache=True, _nrt=False)
+def _hash_del(hkey, hval, key):
+    mask = np.uint64(hkey.size - 1)
+    m = hkey.size - 1
+    x = key * _HASH_MUL
+    i = np.int64((x ^ (x >> _SHIFT)) & mask)
+    while True:
+        if hval[i] < 0:
+            return
+        if hkey[i] == key:
+            break
+        i = (i + 1) & m
+    # backward-shift deletion keeps probe chains intact without tombstones
+    j = i
+    while True:
+        j = (j + 1) & m
+        if hval[j] < 0:
+            break
+        y = hkey[j] * _HASH_MUL
+        k = np.int64((y ^ (y >> _SHIFT)) & mask)
+        if i <= j:
+            stays = i < k <= j
+        else:
+            stays = k > i or k <= j
+        if stays:
+            continue
+        hkey[i] = hkey[j]
+        hval[i] = hval[j]
+        i = j
+    hval[i] = -1
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _lad_pos(ladder, side, n, key):
+    """First index in ladder[side, :n] whose key >= ``key``."""
+    lo, hi = 0, n
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if ladder[side, mid] < key:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _find_level(ladder, ladlv, meta, side, price):
+    n = meta[M_NB + side]
+    key = price if side == 0 else -price
+    p = _lad_pos(ladder, side, n, key)
+    if p < n and ladder[side, p] == key:
+        return ladlv[side, p]
+    return -1
+
+
+@njit(cache=True, _nrt=False)
+def _add_level(lst, ladder, ladlv, meta, side, price):
+    """Slot of a new empty level at ``price`` (caller checked it is absent); -1 when full."""
+    n = meta[M_NB + side]
+    lv = meta[M_FREE_L]
+    if lv < 0 or n >= ladder.shape[1]:
+        return -1
+    meta[M_FREE_L] = lst[lv, L_HEAD]
+    meta[M_LIVE_L] += 1
+    lst[lv, L_PRICE] = price
+    lst[lv, L_QTY] = 0
+    lst[lv, L_COUNT] = 0
+    lst[lv, L_HEAD] = -1
+    lst[lv, L_TAIL] = -1
+    key = price if side == 0 else -price
+    p = _lad_pos(ladder, side, n, key)
+    for j in range(n, p, -1):
+        ladder[side, j] = ladder[side, j - 1]
+        ladlv[side, j] = ladlv[side, j - 1]
+    ladder[side, p] = key
+    ladlv[side, p] = lv
+    meta[M_NB + side] = n + 1
+    return lv
+
+
+@njit(cache=True, _nrt=False)
+def _drop_level(lst, ladder, ladlv, meta, side, lv):
+    n = meta[M_NB + side]
+    price = lst[lv, L_PRICE]
+    key = price if side == 0 else -price
+    p = _lad_pos(ladder, side, n, key)
+    for j in range(p, n - 1):
+        ladder[side, j] = ladder[side, j + 1]
+        ladlv[side, j] = ladlv[side, j + 1]
+    meta[M_NB + side] = n - 1
+    lst[lv, L_HEAD] = meta[M_FREE_L]
+    meta[M_FREE_L] = lv
+    meta[M_LIVE_L] -= 1
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _best_level(ladlv, meta, side):
+    n = meta[M_NB + side]
+    return ladlv[side, n - 1] if n > 0 else -1
+
+
+@njit(cache=True, _nrt=False)
+def _touch(touched, lst, ladder, ladlv, meta, side, price):
+    """Remember a level's totals before this message first changes it."""
+    nt = meta[M_NT]
+    for t in range(nt):
+        if touched[t, T_SIDE] == side and touched[t, T_PRICE] == price:
+            return
+    if nt >= touched.shape[0]:
+        return
+    lv = _find_level(ladder, ladlv, meta, side, price)
+    touched[nt, T_SIDE] = side
+    touched[nt, T_PRICE] = price
+    touched[nt, T_QTY] = lst[lv, L_QTY] if lv >= 0 else 0
+    touched[nt, T_COUNT] = lst[lv, L_COUNT] if lv >= 0 else 0
+    touched[nt, T_ROW] = 0
+    meta[M_NT] = nt + 1
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _detach(ost, lst, ladder, ladlv, meta, s):
+    """Take resting order ``s`` out of its level (dropping the level when it empties)."""
+    lv = ost[s, O_LEVEL]
+    if lv < 0:
+        return
+    p, nx = ost[s, O_PREV], ost[s, O_NEXT]
+    if p >= 0:
+        ost[p, O_NEXT] = nx
+    else:
+        lst[lv, L_HEAD] = nx
+    if nx >= 0:
+        ost[nx, O_PREV] = p
+    else:
+        lst[lv, L_TAIL] = p
+    lst[lv, L_QTY] -= ost[s, O_LEAVES]
+    lst[lv, L_COUNT] -= 1
+    ost[s, O_LEVEL] = -1
+    if lst[lv, L_COUNT] == 0:
+        _drop_level(lst, ladder, ladlv, meta, ost[s, O_SIDE], lv)
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _append(ost, lst, ladder, ladlv, meta, s):
+    """Queue order ``s`` at the back of its price level; False when no level slot is free."""
+    side, price = ost[s, O_SIDE], ost[s, O_PRICE]
+    lv = _find_level(ladder, ladlv, meta, side, price)
+    if lv < 0:
+        lv = _add_level(lst, ladder, ladlv, meta, side, price)
+        if lv < 0:
+            return False
+    t = lst[lv, L_TAIL]
+    ost[s, O_PREV] = t
+    ost[s, O_NEXT] = -1
+    if t >= 0:
+        ost[t, O_NEXT] = s
+    else:
+        lst[lv, L_HEAD] = s
+    lst[lv, L_TAIL] = s
+    lst[lv, L_QTY] += ost[s, O_LEAVES]
+    lst[lv, L_COUNT] += 1
+    ost[s, O_LEVEL] = lv
+    return True
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _set_leaves(ost, lst, s, leaves):
+    """Set a resting order's open quantity, keeping its level total in step."""
+    lv = ost[s, O_LEVEL]
+    if lv >= 0:
+        lst[lv, L_QTY] += leaves - ost[s, O_LEAVES]
+    ost[s, O_LEAVES] = leaves
+
+
+@njit(cache=True, _nrt=False)
+def rehash(old_keys, old_vals, new_keys, new_vals):
+    """Insert every entry of one id table into a larger, empty one."""
+    for i in range(old_keys.size):
+        if old_vals[i] >= 0:
+            _hash_put(new_keys, new_vals, old_keys[i], old_vals[i])
+
+
+def grow_state(state: tuple) -> tuple:
+    """Return the state arrays with twice the order and level capacity, contents kept."""
+    ost, lst, oid, hkey, hval, ladder, ladlv, touched, meta, vrows, vids, counts = state
+    cap = ost.shape[0]
+    big = new_state(2 * cap, 1, 1)
+    nost, nlst, noid, nhkey, nhval, nladder, nladlv, ntouched = big[:8]
+    nost[:cap], nlst[:cap], noid[:cap] = ost, lst, oid
+    nladder[:, :cap], nladlv[:, :cap] = ladder, ladlv
+    # the new slots cap..2cap-1 are chained by new_state; prepend them to the old free lists
+    nost[2 * cap - 1, O_NEXT] = meta[M_FREE_O]
+    nlst[2 * cap - 1, L_HEAD] = meta[M_FREE_L]
+    meta[M_FREE_O] = cap
+    meta[M_FREE_L] = cap
+    rehash(hkey, hval, nhkey, nhval)
+    return nost, nlst, noid, nhkey, nhval, nladder, nladlv, ntouched, meta, vrows, vids, counts
