@@ -15,7 +15,7 @@ DOCS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
 def test_docs_cli_md_is_up_to_date():
     with open(DOCS, encoding="utf-8") as f:
         committed = f.read()
-    assert committed == render_docs(), "docs/cli.md is stale: run `python scripts/gen_cli_docs.py`"
+    assert committed == render_docs(), "docs/cli.md is stale: run `python -m replay.cli_docs`"
 
 
 @pytest.mark.parametrize("command", COMMANDS)
