@@ -17,7 +17,7 @@ Invariants:
   time T. Before the symbol's first such message the view is the run's starting book.
 - Depth arrays are DEPTH_DTYPE, best level first: bids by falling price, asks by rising price.
 
-The L2 view caches the depth of the last 16 checkpoints it read (per process; checkpoint files are
+The L2 view caches the depth of the last 256 (checkpoint, symbol) pairs it read (per process; checkpoint files are
 immutable), so repeated views near one another skip restoring the checkpoint.
 
 Limits: the cost is one checkpoint read plus the L2 rows (or orders, for L3) between that
@@ -138,7 +138,8 @@ def apply_l2(bids: np.ndarray, asks: np.ndarray, updates: np.ndarray,
 
 
 _DEPTH_CACHE: OrderedDict = OrderedDict()
-_DEPTH_CACHE_SIZE = 16
+# why 256: an entry is one symbol's depth (levels x 24 bytes), tiny next to a checkpoint file
+_DEPTH_CACHE_SIZE = 256
 
 
 def _checkpoint_depth(info: RunInfo, sid: int, target: int) -> tuple[int, np.ndarray, np.ndarray]:
