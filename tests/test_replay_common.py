@@ -81,5 +81,6 @@ class TamperingEngine(Engine):
         first = self.seq + 1
         res = super().process(orders)
         if type(self).tamper is not None:
-            res = type(self).tamper(res, first)
+            # copies: the engine may hand out buffers it reuses or marks read-only
+            res = type(self).tamper(type(res)(*(np.array(t, copy=True) for t in res)), first)
         return res
