@@ -1,0 +1,336 @@
+"""``backtest``: a strategy's orders and the market's flow through one ``Engine``, with latency.
+
+The market flow (ORDER_DTYPE, sorted by ts) and the strategy's messages meet in one engine, in
+arrival order, so the strategy's queue position is earned: its order joins the back of its
+level behind everything that arrived before it and fills only once those are consumed.
+
+Timing model (all in int64 ns, see ``replay.latency``):
+- A wake-up observes the book after some market message at exchange time ``t`` (``on_book``
+  every N messages, or a fill, or a timer). The strategy runs at local time ``t + feed``; what it
+  sends reaches the engine at ``local + order`` (never before its previous message).
+- A strategy message arriving at ``a`` is processed after every market message with
+  ``ts <= a`` (ties go to the market: the conservative choice) and before the first with ts > a.
+- Fills of strategy orders are reported right after the message that made them; no later market
+  message is matched before the strategy has reacted (the driver stops there).
+
+Efficiency: market messages run in numba (``backtest_core.advance``) from one wake-up to the next;
+Python runs only at wake-ups. An ``@njit`` quote strategy (``QuoteStrategy``) runs entirely inside
+numba (``backtest_core.run_quotes``).
+
+Identifiers: strategy order ids start at ``ID_BASE`` (2^62), above every market id (the flow is
+checked: a market id >= ID_BASE or a market row with the strategy's trader raises UsageError).
+
+Queue model: exact on L3 flow (generated scenarios, LOBSTER, QuantCup): every market order is an
+order in the engine's FIFO. L2-only flow (Binance aggregates) is refused (UsageError): one
+aggregate order per level would let a level increase push the aggregate behind the strategy,
+which is optimistic; docs/backtesting.md gives the conservative model that is still to build.
+
+Determinism: the same flow, strategy, latency model (and seed) give byte-identical results
+(``BacktestResult.digest()``). With ``store_dir`` the merged message stream is journaled with
+``store.Session`` so ``verify``/``rerun`` work on it.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import os
+
+import numpy as np
+
+from exchange import Engine
+from exchange import kernels as K
+from exchange.errors import UsageError
+from exchange.schema import ORDER_DTYPE
+
+from . import backtest_core as C
+from .backtest_result import BacktestResult, build_result
+from .latency import as_latency
+from .strategy import BookView, Context, QuoteStrategy, Strategy
+
+__all__ = ["backtest", "BacktestResult", "ID_BASE", "DEFAULT_TRADER"]
+
+ID_BASE = 1 << 62                 # strategy order ids start here (market ids must stay below)
+DEFAULT_TRADER = 0xFFFF_FFF0      # the strategy's trader id unless one is given
+_INF = np.iinfo(np.int64).max
+_MIN = np.iinfo(np.int64).min
+
+
+def _load_flow(flow):
+    """Return (orders, symbol names, tick sizes, description) for any accepted flow input."""
+    from scenarios import BinanceData, LobsterFlow, Scenario, load_lobster, load_scenario
+    if isinstance(flow, (str, os.PathLike)):
+        path = os.fspath(flow)
+        if os.path.isdir(path) and os.path.exists(os.path.join(path, "catalog.sqlite")):
+            from store import read
+            rows = read(path, "orders")
+            out = np.zeros(len(rows), ORDER_DTYPE)
+            for name in ORDER_DTYPE.names:
+                out[name] = rows[name]
+            return out, None, None, {"source": path, "kind": "data_dir"}
+        if os.path.isdir(path):
+            msg = sorted(f for f in os.listdir(path) if "_message_" in f and f.endswith(".csv"))
+            book = sorted(f for f in os.listdir(path) if "_orderbook_" in f and f.endswith(".csv"))
+            if msg and book:
+                lf = load_lobster(os.path.join(path, msg[0]), os.path.join(path, book[0]))
+                name = msg[0].split("_")[0]
+                return lf.orders, [name], [0.01], {"source": path, "kind": "lobster"}
+            raise UsageError(f"{path}: neither a data directory nor a LOBSTER directory")
+        flow = load_scenario(path)
+    if isinstance(flow, Scenario):
+        return (flow.generate(), [s.name for s in flow.symbols],
+                [s.tick_size for s in flow.symbols], {"scenario": flow.describe()})
+    if isinstance(flow, LobsterFlow):
+        return flow.orders, None, [0.01], {"kind": "lobster"}
+    if isinstance(flow, BinanceData):
+        raise UsageError("Binance data is L2-only (aggregate orders per level): queue position "
+                         "behind an aggregate is not modelled yet; see docs/backtesting.md")
+    if isinstance(flow, np.ndarray) and flow.dtype == ORDER_DTYPE and flow.ndim == 1:
+        return flow, None, None, {"kind": "orders"}
+    raise UsageError("flow must be an ORDER_DTYPE array, a Scenario, a LobsterFlow, a scenario "
+                     f"name or file, a LOBSTER directory or a data directory; got {type(flow)}")
+
+
+class _Driver:
+    """The Python-strategy loop: wake-ups in Python, market messages in numba between them."""
+
+    def __init__(self, engine, msgs, strategy, feed, order, trader, symbol, fee_rate):
+        self.engine, self.msgs, self.strategy = engine, msgs, strategy
+        self.feed, self.order = feed, order
+        self.trader, self.symbol = trader, symbol
+        self.arrays = C.EngineArrays(engine)
+        self.olog = C.new_order_log(256)
+        self.osent = np.zeros(len(self.olog), np.int64)
+        self.oseq = np.zeros(len(self.olog), np.int64)
+        self.nord = self.qh = 0
+        self.last_arr = _MIN
+        self.marks = np.zeros(1024, C.MARK_DTYPE)
+        self.nmark = 0
+        self.top = np.zeros(4, np.int64)
+        self.obs_ts = int(msgs["ts"][0]) if len(msgs) else 0
+        self.ctx = Context(self, ID_BASE, fee_rate)
+
+    # called by Context
+    def send(self, kind, side, oid, price, qty, tif, flags, otype, local) -> None:
+        arrival = max(local + self.order.draw(local), self.last_arr)
+        self.last_arr = arrival
+        if self.nord == len(self.olog):
+            self.olog, self.osent, self.oseq = (C._grow(a, 0) for a in (self.olog, self.osent,
+                                                                         self.oseq))
+        o = self.olog[self.nord]
+        o["ts"], o["order_id"], o["price"], o["qty"] = arrival, oid, price, qty
+        o["symbol"], o["trader"], o["kind"], o["order_type"] = self.symbol, self.trader, kind, otype
+        o["tif"], o["flags"], o["side"] = tif, flags, side
+        self.osent[self.nord] = local
+        self.nord += 1
+
+    def _advance(self, msgs, i, stop, stop_on_fill):
+        a = self.arrays
+        while True:
+            status, i = C.advance(msgs, i, stop, *a.state, a.fills, a.l2, a.events, a.cnt, a.sf,
+                                  a.se, a.scnt, self.trader, ID_BASE, stop_on_fill)
+            if status in (K.OK, C.HIT):
+                return status, i
+            a.grow(status)
+
+    def _notify(self, f0, e0, ts) -> None:
+        a, ctx = self.arrays, self.ctx
+        for k in range(e0, int(a.scnt[1])):
+            ctx._apply_event(a.se[k])
+            self.strategy.on_order(ctx, a.se[k])
+        if a.scnt[0] > f0:
+            ctx.now = ts + self.feed.draw(ts)
+            self.obs_ts = ts
+            for k in range(f0, int(a.scnt[0])):
+                for fill in ctx._apply_fill(a.sf[k], self.trader, ctx.now):
+                    self.strategy.on_fill(ctx, fill)
+
+    def _observe(self, obs, local) -> BookView:
+        self.obs_ts = obs
+        self.ctx.now = local
+        a = self.arrays
+        C.top_of_book(a.state[3], a.state[1], a.state[5], self.symbol, self.top)
+        if self.nmark == len(self.marks):
+            self.marks = C._grow(self.marks, 0)
+        self.marks[self.nmark] = (obs, *self.top)
+        self.nmark += 1
+        self.ctx.book = BookView(obs, local, self.top, self.engine, self.symbol)
+        return self.ctx.book
+
+    def run(self) -> None:
+        msgs, ctx, strat = self.msgs, self.ctx, self.strategy
+        ts = msgs["ts"]
+        n = len(msgs)
+        every = int(getattr(strat, "every", 0) or 0)
+        timer_ns = int(getattr(strat, "timer_ns", 0) or 0)
+        if every < 0 or timer_ns < 0:
+            raise UsageError("strategy.every and strategy.timer_ns must be >= 0")
+        ctx.now = self.obs_ts
+        strat.on_start(ctx)
+        if timer_ns:
+            ctx.set_timer(ctx.now + timer_ns)
+        next_wake = every if every else -1
+        i = 0
+        while True:
+            t_next = int(ts[i]) if i < n else _INF
+            best = None
+            if self.qh < self.nord and self.olog[self.qh]["ts"] < t_next:
+                best = (int(self.olog[self.qh]["ts"]), 0)
+            if i == next_wake and i > 0:
+                cand = (int(ts[i - 1]), 1)
+                best = cand if best is None or cand < best else best
+            if ctx._timers and ctx._timers[0][0] < t_next:
+                cand = (ctx._timers[0][0], 2)
+                best = cand if best is None or cand < best else best
+            if best is not None and best[1] == 0:
+                f0, e0 = int(self.arrays.scnt[0]), int(self.arrays.scnt[1])
+                self._advance(self.olog, self.qh, self.qh + 1, False)
+                self.oseq[self.qh] = self.engine.seq
+                self.qh += 1
+                self._notify(f0, e0, best[0])
+            elif best is not None and best[1] == 1:
+                obs = best[0]
+                book = self._observe(obs, obs + self.feed.draw(obs))
+                strat.on_book(ctx, book)
+                next_wake += every
+            elif best is not None:
+                obs, _, local = ctx._timers[0]
+                heapq.heappop(ctx._timers)
+                self._observe(obs, local)
+                strat.on_timer(ctx, local)
+                if timer_ns:
+                    ctx.set_timer(local + timer_ns)
+            else:
+                if i >= n:
+                    return
+                lim = min(int(self.olog[self.qh]["ts"]) if self.qh < self.nord else _INF,
+                          ctx._timers[0][0] if ctx._timers else _INF)
+                stop = n if lim == _INF else int(np.searchsorted(ts, lim, side="right"))
+                if every:
+                    stop = min(stop, next_wake)
+                f0, e0 = int(self.arrays.scnt[0]), int(self.arrays.scnt[1])
+                status, i = self._advance(msgs, i, stop, True)
+                if status == C.HIT:
+                    self._notify(f0, e0, int(ts[i - 1]))
+                else:
+                    self._notify(f0, e0, int(ts[i - 1]) if i else 0)
+
+
+def _run_fast(engine, msgs, strat: QuoteStrategy, feed, order, trader, symbol, fee_rate):
+    """The njit path: the whole loop in ``run_quotes``; Python only grows arrays."""
+    a = C.EngineArrays(engine)
+    st = np.zeros(C.ST_SIZE, np.int64)
+    st[C.S_NEXT_WAKE] = strat.every
+    st[C.S_NEXT_ID] = ID_BASE
+    st[C.S_LAST_ARR] = _MIN
+    fst = np.zeros(2, np.float64)
+    olog = C.new_order_log(1024)
+    osent = np.zeros(len(olog), np.int64)
+    oseq = np.zeros(len(olog), np.int64)
+    marks = np.zeros(max(16, len(msgs) // strat.every + 2), C.MARK_DTYPE)
+    top = np.zeros(4, np.int64)
+    while True:
+        status = C.run_quotes(strat.fn, msgs, st, fst, *a.state, a.fills, a.l2, a.events, a.cnt,
+                              a.sf, a.se, a.scnt, olog, osent, oseq, marks, feed.mode, feed.times,
+                              feed.vals, order.mode, order.times, order.vals, strat.state,
+                              strat.params, strat._quote, top, trader, ID_BASE, symbol,
+                              strat.every, fee_rate)
+        if status == K.OK:
+            break
+        if status == C.NEED_LOG:
+            olog, osent, oseq, marks = (C._grow(x, 0) for x in (olog, osent, oseq, marks))
+        elif status == C.NEED_DRAWS:
+            feed.ensure(int(st[C.S_FEED_CUR]) + 2)
+            order.ensure(int(st[C.S_ORD_CUR]) + 3)
+        else:
+            a.grow(status)
+    nord = int(st[C.S_NORD])
+    return (a, olog[:nord], osent[:nord], oseq[:nord], marks[: int(st[C.S_NMARK])])
+
+
+def backtest(flow, strategy: Strategy, *, latency=None, trader: int = DEFAULT_TRADER,
+             fees_bps: float = 0.0, symbol: int | str | None = None, engine_options=None,
+             store_dir=None, fast: bool | None = None) -> BacktestResult:
+    """Run ``strategy`` against ``flow`` through one engine; return a ``BacktestResult``.
+
+    ``flow``: ORDER_DTYPE array sorted by ts, a ``Scenario``, a scenario name or file, a
+    ``LobsterFlow``, a LOBSTER directory, or a data directory (its journaled orders).
+    ``latency``: ConstantLatency / RandomLatency / RecordedLatency (None: zero; an int or a
+    (feed_ns, order_ns) pair: constant). ``trader``: the strategy's account id. ``fees_bps``: fee
+    on traded notional, in basis points, both sides. ``symbol``: which symbol the strategy trades
+    (id or name; needed when the flow has several). ``engine_options``: keyword arguments of
+    ``Engine`` (e.g. ``{"stp": "cancel_resting"}``). ``store_dir``: journal the merged run there.
+    ``fast``: run a ``QuoteStrategy`` on the njit path (None: whenever the strategy is one).
+    Raises UsageError for a bad argument, an unsorted flow, a market id in the strategy's range or
+    a market row carrying the strategy's trader id.
+    """
+    orders, names, ticks, info = _load_flow(flow)
+    if len(orders) and np.any(np.diff(orders["ts"]) < 0):
+        raise UsageError("flow must be sorted by ts (the merge is by arrival time)")
+    if not 0 <= int(trader) < 2**32:
+        raise UsageError(f"trader must fit in uint32; got {trader}")
+    if len(orders) and orders["order_id"].max() >= ID_BASE:
+        raise UsageError("market order ids must be below ID_BASE (2^62), the strategy's range")
+    if len(orders) and np.any(orders["trader"] == trader):
+        raise UsageError(f"trader {trader} appears in the market flow; pick another strategy trader")
+    if fees_bps < 0:
+        raise UsageError(f"fees_bps must be >= 0; got {fees_bps}")
+    if not isinstance(strategy, Strategy):
+        raise UsageError(f"strategy must be a replay.Strategy instance; got {type(strategy)}")
+    n_sym = int(orders["symbol"].max()) + 1 if len(orders) else 1
+    names = names or [f"S{k}" for k in range(n_sym)]
+    ticks = ticks if ticks and len(ticks) == len(names) else [1] * len(names)
+    engine = Engine(**(engine_options or {}))
+    for name, tick in zip(names, ticks):
+        engine.add_symbol(name, tick_size=tick)
+    if symbol is None:
+        if len(names) != 1:
+            raise UsageError(f"the flow has {len(names)} symbols; pass symbol= (one of {names})")
+        symbol = 0
+    sid = engine.symbol_id(symbol)
+    model = as_latency(latency)
+    feed, order = model.samplers()
+    fee_rate = float(fees_bps) / 1e4
+    msgs = np.ascontiguousarray(orders)
+    if fast is None:
+        fast = isinstance(strategy, QuoteStrategy) and type(strategy) is QuoteStrategy
+    if fast:
+        if not isinstance(strategy, QuoteStrategy):
+            raise UsageError("fast=True needs a QuoteStrategy (an @njit quote function)")
+        a, olog, osent, oseq, marks = _run_fast(engine, msgs, strategy, feed, order, int(trader),
+                                                sid, fee_rate)
+    else:
+        d = _Driver(engine, msgs, strategy, feed, order, int(trader), sid, fee_rate)
+        d.run()
+        a, olog, osent, oseq = d.arrays, d.olog[:d.nord], d.osent[:d.nord], d.oseq[:d.nord]
+        marks = d.marks[:d.nmark]
+    meta = {"latency": model.describe(), "trader": int(trader), "symbol": sid,
+            "symbol_name": engine.config()["symbols"][sid]["name"], "fees_bps": float(fees_bps),
+            "n_market": int(len(msgs)), "path": "njit" if fast else "python",
+            "strategy": f"{type(strategy).__module__}:{type(strategy).__qualname__}", **info}
+    result = build_result(olog.copy(), osent.copy(), oseq.copy(), a.sf[: a.scnt[0]].copy(),
+                          a.se[: a.scnt[1]].copy(), marks.copy(), int(trader), fee_rate, meta)
+    if store_dir is not None:
+        _journal(store_dir, engine, msgs, olog, oseq, meta)
+    return result
+
+
+def _journal(store_dir, engine, msgs, olog, oseq, meta, batch: int = 65536) -> None:
+    """Journal the merged stream (market + strategy messages at the seqs they got) in a data dir.
+
+    A fresh engine re-matches it; by the engine's determinism it reproduces the backtest exactly.
+    """
+    from store import Session
+    merged = np.zeros(len(msgs) + len(olog), ORDER_DTYPE)
+    is_strat = np.zeros(len(merged), bool)
+    is_strat[oseq - 1] = True
+    merged[is_strat] = olog
+    merged[~is_strat] = msgs
+    cfg = engine.config()
+    fresh = Engine(stp=cfg["stp"])
+    for s in cfg["symbols"]:
+        fresh.add_symbol(s["name"], s["tick_size"], s["min_price"], s["max_price"])
+    info = {"scenario": "backtest", "backtest": json.loads(json.dumps(meta, default=str))}
+    with Session.create(store_dir, fresh, run_info=info, durability="none") as s:
+        for k in range(0, len(merged), batch):
+            s.process(merged[k: k + batch])

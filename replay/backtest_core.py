@@ -1,0 +1,325 @@
+"""The numba side of the backtest driver: run market messages through the engine's own arrays.
+
+Both strategy paths use these kernels, so both see exactly the same engine behaviour:
+- ``advance`` (Python strategies): processes market messages ``[i, stop)`` one at a time and stops
+  early right after a message that filled the strategy, so the strategy can react before any
+  later message is matched. Python calls it once per strategy wake-up, not once per message.
+- ``run_quotes`` (``@njit`` strategies): the whole merged loop (market messages, strategy
+  orders in arrival order, wake-ups every N messages, fills) with a quote function called inside
+  numba; it returns to Python only when an array must grow, then resumes from the state arrays.
+
+Each message is processed by ``exchange.kernels.process_batch`` on a one-row view, with the
+per-message output counters reset, so the scratch output arrays stay small. Fills that involve
+the strategy's ``trader`` and events of the strategy's order ids (``>= id_base``) are copied into
+the strategy's own output arrays; the market's outputs are dropped (re-run the journal to get them).
+
+Invariants: a message is processed whole or not at all (growth statuses are returned before it
+starts); ``st``/``fst`` hold every loop variable, so a return to Python loses nothing.
+Limit: the engine state arrays are taken from the ``Engine`` facade's private fields
+(``_arena`` ...) and grown through its ``_grow_state``; a change there must be mirrored here.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from exchange import kernels as K
+from exchange.book import M_NEED_EVENTS, M_NEED_FILLS, M_NEED_L2, M_SEQ
+from exchange.schema import ORDER_DTYPE, Event, Kind, OrderType, Tif
+
+from .latency import DRAWS, sample
+
+__all__ = ["MARK_DTYPE", "advance", "top_of_book", "run_quotes", "NEED_STRAT", "HIT", "NEED_LOG",
+           "NEED_DRAWS", "EngineArrays", "st_names"]
+
+# statuses beyond the engine's own (K.OK, K.NEED_*)
+NEED_STRAT = 10   # the strategy's fill/event output arrays are full
+HIT = 11          # advance stopped after a message that filled the strategy
+NEED_LOG = 12     # run_quotes: the order log or the mark array is full
+NEED_DRAWS = 13   # run_quotes: a DRAWS latency stream needs more samples
+
+MARK_DTYPE = np.dtype([("ts", "<i8"), ("bid", "<i8"), ("bid_qty", "<i8"), ("ask", "<i8"),
+                       ("ask_qty", "<i8")])  # top of book the strategy saw at a wake-up (0 = empty)
+
+# slots of run_quotes' int64 state array ``st``
+S_I, S_NEXT_WAKE, S_QH, S_NORD, S_NMARK, S_NEXT_ID, S_POS, S_LAST_ARR, S_FEED_CUR, S_ORD_CUR = range(10)
+S_SLOT = 10   # per side (BUY at 10, SELL at 14): order id, price, qty, live
+ST_SIZE = 18
+F_CASH = 0    # float state ``fst``: cash after fills (price * qty in ticks * lots), fees
+F_FEES = 1
+
+
+def st_names() -> list[str]:
+    """Names of the ``st`` slots (for debugging dumps)."""
+    return ["i", "next_wake", "qh", "nord", "nmark", "next_id", "pos", "last_arr", "feed_cur",
+            "ord_cur", "bid_id", "bid_px", "bid_qty", "bid_live", "ask_id", "ask_px", "ask_qty",
+            "ask_live"]
+
+
+class EngineArrays:
+    """The engine's state arrays plus scratch outputs and the strategy's output arrays.
+
+    ``refresh()`` re-reads the engine's arrays after it grew them; ``grow(status)`` handles any
+    growth status of the kernels here.
+    """
+
+    def __init__(self, engine):
+        from exchange.schema import EVENT_DTYPE, FILL_DTYPE, L2_DTYPE
+        self.engine = engine
+        self.fills = np.zeros(64, FILL_DTYPE)
+        self.l2 = np.zeros(64, L2_DTYPE)
+        self.events = np.zeros(128, EVENT_DTYPE)
+        self.cnt = np.zeros(3, np.int64)
+        self.sf = np.zeros(1024, FILL_DTYPE)     # the strategy's fills
+        self.se = np.zeros(2048, EVENT_DTYPE)    # the strategy's order events
+        self.scnt = np.zeros(2, np.int64)
+        self.refresh()
+
+    def refresh(self) -> None:
+        e = self.engine
+        self.state = (e._arena, e._levels, e._index, e._books, e._ladder_keys, e._ladder_levels,
+                      e._meta)
+
+    def grow(self, status: int) -> None:
+        """Grow whatever ``status`` names; raises RuntimeError for an unknown status (a bug)."""
+        meta = self.engine._meta
+        if status == K.NEED_OUTPUT:
+            self.fills = _grow(self.fills, int(meta[M_NEED_FILLS]))
+            self.l2 = _grow(self.l2, int(meta[M_NEED_L2]))
+            self.events = _grow(self.events, int(meta[M_NEED_EVENTS]))
+        elif status == NEED_STRAT:
+            self.sf = _grow(self.sf, int(self.scnt[0]) + len(self.fills))
+            self.se = _grow(self.se, int(self.scnt[1]) + len(self.events))
+        elif status in (K.NEED_ORDERS, K.NEED_LEVELS, K.NEED_INDEX, K.NEED_LADDER):
+            self.engine._grow_state(status)
+            self.refresh()
+        else:  # pragma: no cover - a kernel/driver mismatch is a bug, not input
+            raise RuntimeError(f"backtest kernel returned unknown status {status}")
+
+
+def _grow(arr: np.ndarray, at_least: int) -> np.ndarray:
+    new = np.zeros(max(2 * len(arr), at_least, 16), dtype=arr.dtype)
+    new[: len(arr)] = arr
+    return new
+
+
+@njit(cache=True)
+def _proc_one(msgs, i, arena, levels, index, books, ladder_keys, ladder_levels, meta, fills, l2,
+              events, cnt, sf, se, scnt, trader, id_base):
+    """Process msgs[i]; copy the strategy's fills/events out. Returns (status, strategy fills)."""
+    if scnt[0] + len(fills) > len(sf) or scnt[1] + len(events) > len(se):
+        return NEED_STRAT, 0
+    cnt[0] = 0
+    cnt[1] = 0
+    cnt[2] = 0
+    # a one-row C-contiguous copy gives process_batch exactly the argument types Engine.process
+    # uses, so numba reuses its cached compilation (a new specialization takes minutes)
+    one = np.empty(1, msgs.dtype)
+    one[0] = msgs[i]
+    status, _ = K.process_batch(one, np.int64(0), arena, levels, index, books, ladder_keys,
+                                ladder_levels, meta, fills, l2, events, cnt)
+    if status != K.OK:
+        return status, 0
+    nf = 0
+    for k in range(cnt[0]):
+        if fills[k].buy_trader == trader or fills[k].sell_trader == trader:
+            sf[scnt[0]] = fills[k]
+            scnt[0] += 1
+            nf += 1
+    for k in range(cnt[2]):
+        if events[k].order_id >= id_base:
+            se[scnt[1]] = events[k]
+            scnt[1] += 1
+    return K.OK, nf
+
+
+@njit(cache=True)
+def advance(msgs, i, stop, arena, levels, index, books, ladder_keys, ladder_levels, meta, fills,
+            l2, events, cnt, sf, se, scnt, trader, id_base, stop_on_fill):
+    """Process msgs[i:stop]; return (status, next i). status HIT: msgs[next i - 1] filled the
+    strategy (only with ``stop_on_fill``); K.OK: reached ``stop``; else what to grow."""
+    while i < stop:
+        status, nf = _proc_one(msgs, i, arena, levels, index, books, ladder_keys, ladder_levels,
+                               meta, fills, l2, events, cnt, sf, se, scnt, trader, id_base)
+        if status != K.OK:
+            return status, i
+        i += 1
+        if nf > 0 and stop_on_fill:
+            return HIT, i
+    return K.OK, i
+
+
+@njit(cache=True)
+def top_of_book(books, levels, ladder_levels, symbol, out):
+    """Write [bid, bid_qty, ask, ask_qty] of ``symbol`` into ``out`` (0, 0 for an empty side)."""
+    for side in range(2):
+        bk = books[np.int64(symbol) * 2 + side]
+        if bk.n > 0:
+            lv = levels[ladder_levels[bk.off + bk.n - 1]]
+            out[2 * side] = lv.price
+            out[2 * side + 1] = lv.qty
+        else:
+            out[2 * side] = 0
+            out[2 * side + 1] = 0
+
+
+@njit(cache=True)
+def _account(sf, first, last, trader, st, fst, fee_rate):
+    """Apply the strategy fills sf[first:last] to position, cash and fees."""
+    for k in range(first, last):
+        f = sf[k]
+        notional = float(f.price) * float(f.qty)
+        if f.buy_trader == trader:
+            st[S_POS] += f.qty
+            fst[F_CASH] -= notional
+            fst[F_FEES] += notional * fee_rate
+        if f.sell_trader == trader:
+            st[S_POS] -= f.qty
+            fst[F_CASH] += notional
+            fst[F_FEES] += notional * fee_rate
+
+
+@njit(cache=True)
+def _slots_from_events(se, first, last, st):
+    """A quote slot stops being live once its order is filled, cancelled or rejected."""
+    for k in range(first, last):
+        e = se[k]
+        if e.event == Event.FILLED or e.event == Event.CANCELLED or e.event == Event.REJECTED:
+            for side in range(2):
+                s = S_SLOT + 4 * side
+                if st[s + 3] == 1 and np.uint64(st[s]) == e.order_id:
+                    st[s + 3] = 0
+
+
+@njit(cache=True)
+def _send(olog, osent, st, kind, side, order_id, price, qty, local, symbol, trader, ord_mode,
+          ord_times, ord_vals):
+    """Log one strategy message; it arrives at local + order latency, never before the last one."""
+    lat, st[S_ORD_CUR] = sample(ord_mode, ord_times, ord_vals, st[S_ORD_CUR], local)
+    arrival = max(local + lat, st[S_LAST_ARR])
+    st[S_LAST_ARR] = arrival
+    k = st[S_NORD]
+    o = olog[k]
+    o.ts = arrival
+    o.order_id = order_id
+    o.price = price
+    o.qty = qty
+    o.symbol = symbol
+    o.trader = trader
+    o.kind = kind
+    o.order_type = OrderType.LIMIT
+    o.tif = Tif.GTC
+    o.flags = 0
+    o.side = side
+    osent[k] = local
+    st[S_NORD] = k + 1
+
+
+@njit(cache=True)
+def reconcile(olog, osent, st, side, price, qty, local, symbol, trader, ord_mode, ord_times,
+              ord_vals):
+    """Move one side's quote to (price, qty): cancel, modify or place (qty <= 0 or price <= 0:
+    no quote). The Python ``QuoteStrategy`` implements the very same rule."""
+    s = S_SLOT + 4 * side
+    if price <= 0:
+        qty = 0
+    if st[s + 3] == 1:
+        if qty <= 0:
+            _send(olog, osent, st, Kind.CANCEL, side, st[s], 0, 0, local, symbol, trader,
+                  ord_mode, ord_times, ord_vals)
+            st[s + 3] = 0
+        elif price != st[s + 1] or qty != st[s + 2]:
+            _send(olog, osent, st, Kind.MODIFY, side, st[s], price, qty, local, symbol, trader,
+                  ord_mode, ord_times, ord_vals)
+            st[s + 1] = price
+            st[s + 2] = qty
+    elif qty > 0:
+        oid = st[S_NEXT_ID]
+        st[S_NEXT_ID] = oid + 1
+        _send(olog, osent, st, Kind.NEW, side, oid, price, qty, local, symbol, trader, ord_mode,
+              ord_times, ord_vals)
+        st[s] = oid
+        st[s + 1] = price
+        st[s + 2] = qty
+        st[s + 3] = 1
+
+
+@njit(cache=True)
+def run_quotes(fn, msgs, st, fst, arena, levels, index, books, ladder_keys, ladder_levels, meta,
+               fills, l2, events, cnt, sf, se, scnt, olog, osent, oseq, marks, feed_mode,
+               feed_times, feed_vals, ord_mode, ord_times, ord_vals, state, params, quote,
+               top, trader, id_base, symbol, every, fee_rate):
+    """The merged loop of an ``@njit`` quote strategy; returns K.OK when done or what to grow.
+
+    ``fn(local_ts, bid, bid_qty, ask, ask_qty, position, cash, state, params, quote)`` writes
+    [bid_px, bid_qty, ask_px, ask_qty] into ``quote``; it runs after every ``every`` market
+    messages, ``feed`` ns after the state it sees. Order of work at each step: a strategy order
+    whose arrival is before the next market message's ts goes first (market messages with
+    ts <= its arrival are ahead of it); a due wake-up goes before an order that arrives later than
+    the wake-up's observation; then the next market message.
+    """
+    n = len(msgs)
+    big = np.iinfo(np.int64).max
+    while True:
+        # room for one step: 1 feed and 2 order samples, 2 logged orders, 1 mark
+        if st[S_NORD] + 2 > len(olog) or st[S_NMARK] + 1 > len(marks):
+            return NEED_LOG
+        if (feed_mode == DRAWS and st[S_FEED_CUR] + 1 > len(feed_vals)) or \
+                (ord_mode == DRAWS and st[S_ORD_CUR] + 2 > len(ord_vals)):
+            return NEED_DRAWS
+        i = st[S_I]
+        t_next = msgs[i].ts if i < n else big
+        qh = st[S_QH]
+        has_order = qh < st[S_NORD] and olog[qh].ts < t_next
+        wake = every > 0 and i == st[S_NEXT_WAKE] and i > 0
+        if wake and (not has_order or olog[qh].ts > msgs[i - 1].ts):
+            obs = msgs[i - 1].ts
+            lat, st[S_FEED_CUR] = sample(feed_mode, feed_times, feed_vals, st[S_FEED_CUR], obs)
+            local = obs + lat
+            top_of_book(books, levels, ladder_levels, symbol, top)
+            m = marks[st[S_NMARK]]
+            m.ts = obs
+            m.bid = top[0]
+            m.bid_qty = top[1]
+            m.ask = top[2]
+            m.ask_qty = top[3]
+            st[S_NMARK] += 1
+            fn(local, top[0], top[1], top[2], top[3], st[S_POS], fst[F_CASH], state, params, quote)
+            for side in range(2):
+                reconcile(olog, osent, st, side, quote[2 * side], quote[2 * side + 1], local,
+                          symbol, trader, ord_mode, ord_times, ord_vals)
+            st[S_NEXT_WAKE] += every
+            continue
+        if has_order:
+            src = olog
+            j = qh
+        elif i < n:
+            src = msgs
+            j = i
+        else:
+            return K.OK
+        f0 = scnt[0]
+        e0 = scnt[1]
+        status, nf = _proc_one(src, j, arena, levels, index, books, ladder_keys, ladder_levels,
+                               meta, fills, l2, events, cnt, sf, se, scnt, trader, id_base)
+        if status != K.OK:
+            return status
+        if has_order:
+            oseq[qh] = meta[M_SEQ]
+            st[S_QH] = qh + 1
+        else:
+            st[S_I] = i + 1
+        _slots_from_events(se, e0, scnt[1], st)
+        if nf > 0:
+            _account(sf, f0, scnt[0], trader, st, fst, fee_rate)
+            # the strategy learns of the fill one feed latency later: a sample per notification,
+            # as the Python path takes one, so both paths consume the same latency sequence
+            _, st[S_FEED_CUR] = sample(feed_mode, feed_times, feed_vals, st[S_FEED_CUR],
+                                       src[j].ts)
+
+
+def new_order_log(n: int) -> np.ndarray:
+    """An empty ORDER_DTYPE log of capacity ``n``."""
+    return np.zeros(max(n, 16), ORDER_DTYPE)
+

@@ -1,0 +1,53 @@
+"""PNG plot of a backtest: price (mid at wake-ups) with the strategy's buys and sells, its
+position and its PnL, on one shared time axis (seconds from the first point).
+
+Uses matplotlib's Agg backend (no display needed); imported only when a plot is asked for.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from exchange.errors import UsageError
+
+__all__ = ["plot_result"]
+
+
+def plot_result(result, path, title: str | None = None) -> str:
+    """Write ``result``'s plot to ``path`` (.png); return the path. Raises UsageError otherwise."""
+    path = os.fspath(path)
+    if not path.lower().endswith(".png"):
+        raise UsageError(f"plot path must end in .png; got {path!r}")
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    m, f, s = result.marks, result.fills, result.series
+    starts = [a["ts"][0] for a in (m, s) if len(a)]
+    t0 = min(starts) if starts else 0
+    sec = lambda ts: (np.asarray(ts, np.float64) - t0) / 1e9   # noqa: E731 - local unit helper
+    fig, axes = plt.subplots(3, 1, figsize=(11, 8), sharex=True,
+                             gridspec_kw={"height_ratios": [3, 1, 1.5]})
+    both = (m["bid"] > 0) & (m["ask"] > 0)
+    axes[0].plot(sec(m["ts"][both]), (m["bid"][both] + m["ask"][both]) / 2, lw=0.7,
+                 color="0.4", label="mid")
+    trader = result.meta.get("trader")
+    for side, col, mk, lab in ((f["buy_trader"] == trader, "tab:green", "^", "buy"),
+                               (f["sell_trader"] == trader, "tab:red", "v", "sell")):
+        axes[0].scatter(sec(f["ts"][side]), f["price"][side], s=10, c=col, marker=mk, label=lab)
+    axes[0].set_ylabel("price (ticks)")
+    axes[0].legend(loc="upper left", fontsize=8)
+    axes[1].step(sec(s["ts"]), s["position"], where="post", color="tab:blue")
+    axes[1].set_ylabel("position")
+    axes[2].plot(sec(s["ts"]), s["pnl"], color="tab:purple")
+    axes[2].set_ylabel("PnL (ticks x lots)")
+    axes[2].set_xlabel("seconds")
+    summ = result.summary
+    axes[0].set_title(title or f"{result.meta.get('strategy', '')}  pnl={summ['pnl']:.0f}  "
+                               f"volume={summ['volume']}  fills={summ['n_fills']}", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -1,0 +1,181 @@
+"""Latency models for backtests: how late the strategy sees the market, and how late its orders land.
+
+Two latencies per model, both int64 nanoseconds >= 0:
+- **feed**: an exchange event at exchange time ``t`` reaches the strategy at local time ``t + feed``.
+- **order**: an order the strategy sends at local time ``w`` reaches the engine at ``w + order``.
+
+Models:
+- ``ConstantLatency(feed_ns, order_ns)``: fixed values.
+- ``RandomLatency(seed, feed_ns, order_ns, feed_jitter_ns, order_jitter_ns)``: base plus an
+  exponential jitter with the given mean, rounded to whole ns. Samples are a fixed sequence per
+  seed: the k-th feed (or order) sample of a run is always the same number, whichever path (Python
+  or njit strategy) asks for it, because both take samples in the same order.
+- ``RecordedLatency(series)``: a step function of time from a recorded series with fields ``ts``,
+  ``feed_ns``, ``order_ns``: the value at ``t`` is the last record with ``ts <= t`` (the first record
+  before it starts).
+
+Every model compiles to two ``Sampler``s (feed, order) with one representation both paths use:
+``mode`` CONST (``vals[0]``), STEP (``times``/``vals``), DRAWS (``vals`` consumed in order; the
+Python side extends the array when a run needs more samples than drawn so far).
+
+Invariant: samples are deterministic functions of (model, sample index, time); no wall clock.
+Limit: orders on one connection arrive in the order sent (the backtest driver enforces this by
+never letting an order arrive before the previous one), so a random order latency delays but never
+reorders a strategy's messages.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from exchange.errors import UsageError
+
+__all__ = ["ConstantLatency", "RandomLatency", "RecordedLatency", "Sampler", "as_latency",
+           "CONST", "STEP", "DRAWS"]
+
+CONST, STEP, DRAWS = 0, 1, 2
+_BLOCK = 4096  # samples drawn at a time by RandomLatency; fixed so the sequence never depends on it
+
+
+class Sampler:
+    """One latency stream (feed or order) in the shared array form; ``draw(ts)`` takes the next sample.
+
+    ``cursor`` counts DRAWS samples taken; ``ensure(k)`` makes at least ``k`` samples available.
+    """
+
+    def __init__(self, mode: int, times: np.ndarray, vals: np.ndarray, extend=None):
+        self.mode = mode
+        self.times = np.ascontiguousarray(times, np.int64)
+        self.vals = np.ascontiguousarray(vals, np.int64)
+        self.cursor = 0
+        self._extend = extend
+
+    def ensure(self, k: int) -> None:
+        """Grow a DRAWS stream until it holds at least ``k`` samples (no-op for other modes)."""
+        while self.mode == DRAWS and len(self.vals) < k:
+            self.vals = np.concatenate([self.vals, self._extend()])
+
+    def draw(self, ts: int) -> int:
+        """Return the latency (ns) of the next sample at exchange/local time ``ts``."""
+        if self.mode == DRAWS:
+            self.ensure(self.cursor + 1)
+        v, self.cursor = sample(self.mode, self.times, self.vals, self.cursor, ts)
+        return int(v)
+
+
+@njit(cache=True)
+def sample(mode, times, vals, cursor, ts):
+    """Return (latency, new cursor) for one sample; the caller guarantees a DRAWS value exists."""
+    if mode == CONST:
+        return vals[0], cursor
+    if mode == STEP:
+        k = np.searchsorted(times, ts, side="right") - 1
+        return vals[max(k, 0)], cursor
+    return vals[cursor], cursor + 1
+
+
+def _check_ns(name: str, v) -> int:
+    if int(v) != v or v < 0:
+        raise UsageError(f"{name} must be a whole number of nanoseconds >= 0; got {v!r}")
+    return int(v)
+
+
+class ConstantLatency:
+    """Fixed feed and order latencies in ns. Raises UsageError for a negative or fractional value."""
+
+    def __init__(self, feed_ns: int = 0, order_ns: int = 0):
+        self.feed_ns = _check_ns("feed_ns", feed_ns)
+        self.order_ns = _check_ns("order_ns", order_ns)
+
+    def samplers(self) -> tuple[Sampler, Sampler]:
+        """Return fresh (feed, order) samplers for one run."""
+        return (Sampler(CONST, np.zeros(0), np.array([self.feed_ns])),
+                Sampler(CONST, np.zeros(0), np.array([self.order_ns])))
+
+    def describe(self) -> dict:
+        """A JSON-able description (kept with stored runs)."""
+        return {"model": "constant", "feed_ns": self.feed_ns, "order_ns": self.order_ns}
+
+
+class RandomLatency:
+    """Base latency plus exponential jitter (mean ``*_jitter_ns``), a fixed sequence per ``seed``.
+
+    Raises UsageError for a negative seed or latency.
+    """
+
+    def __init__(self, seed: int, feed_ns: int = 0, order_ns: int = 0, feed_jitter_ns: int = 0,
+                 order_jitter_ns: int = 0):
+        if int(seed) != seed or seed < 0:
+            raise UsageError(f"seed must be an int >= 0; got {seed!r}")
+        self.seed = int(seed)
+        self.feed_ns = _check_ns("feed_ns", feed_ns)
+        self.order_ns = _check_ns("order_ns", order_ns)
+        self.feed_jitter_ns = _check_ns("feed_jitter_ns", feed_jitter_ns)
+        self.order_jitter_ns = _check_ns("order_jitter_ns", order_jitter_ns)
+
+    def _stream(self, stream: int, base: int, jitter: int) -> Sampler:
+        rng = np.random.default_rng([self.seed, stream])   # one generator per stream, never shared
+
+        def extend():
+            return base + np.rint(rng.exponential(jitter, _BLOCK)).astype(np.int64) if jitter \
+                else np.full(_BLOCK, base, np.int64)
+        return Sampler(DRAWS, np.zeros(0), extend(), extend)
+
+    def samplers(self) -> tuple[Sampler, Sampler]:
+        """Return fresh (feed, order) samplers for one run (the same sequences every time)."""
+        return (self._stream(0, self.feed_ns, self.feed_jitter_ns),
+                self._stream(1, self.order_ns, self.order_jitter_ns))
+
+    def describe(self) -> dict:
+        """A JSON-able description (kept with stored runs)."""
+        return {"model": "random", "seed": self.seed, "feed_ns": self.feed_ns,
+                "order_ns": self.order_ns, "feed_jitter_ns": self.feed_jitter_ns,
+                "order_jitter_ns": self.order_jitter_ns}
+
+
+class RecordedLatency:
+    """Latencies from a recorded series (fields or columns ``ts``, ``feed_ns``, ``order_ns``).
+
+    ``series`` is a structured array or a dict of equal-length arrays, sorted by ``ts``.
+    Raises UsageError if it is empty, unsorted, has negative latencies or lacks a field.
+    """
+
+    def __init__(self, series):
+        try:
+            ts, feed, order = (np.asarray(series[k], np.int64) for k in ("ts", "feed_ns", "order_ns"))
+        except (KeyError, ValueError, IndexError) as e:
+            raise UsageError(f"RecordedLatency needs fields ts, feed_ns, order_ns: {e}") from None
+        if not (len(ts) == len(feed) == len(order)) or len(ts) == 0:
+            raise UsageError("RecordedLatency needs a non-empty series with equal-length fields")
+        if np.any(np.diff(ts) < 0):
+            raise UsageError("RecordedLatency series must be sorted by ts")
+        if np.any(feed < 0) or np.any(order < 0):
+            raise UsageError("RecordedLatency latencies must be >= 0")
+        self.ts, self.feed, self.order = ts, feed, order
+
+    def samplers(self) -> tuple[Sampler, Sampler]:
+        """Return (feed, order) step-function samplers."""
+        return Sampler(STEP, self.ts, self.feed), Sampler(STEP, self.ts, self.order)
+
+    def describe(self) -> dict:
+        """A JSON-able description (kept with stored runs)."""
+        return {"model": "recorded", "points": int(len(self.ts)),
+                "first_ts": int(self.ts[0]), "last_ts": int(self.ts[-1])}
+
+
+def as_latency(latency):
+    """Return ``latency`` as a model: None means zero latency, an int or (feed, order) pair constant.
+
+    Raises UsageError for anything else.
+    """
+    if latency is None:
+        return ConstantLatency(0, 0)
+    if isinstance(latency, (ConstantLatency, RandomLatency, RecordedLatency)):
+        return latency
+    if isinstance(latency, (int, np.integer)):
+        return ConstantLatency(int(latency), int(latency))
+    if isinstance(latency, tuple) and len(latency) == 2:
+        return ConstantLatency(*latency)
+    raise UsageError("latency must be ConstantLatency, RandomLatency, RecordedLatency, an int "
+                     f"or a (feed_ns, order_ns) pair; got {latency!r}")

@@ -1,0 +1,257 @@
+"""The strategy API of the backtest driver: a Python ``Strategy`` class and its ``Context``.
+
+A strategy subclasses ``Strategy`` and overrides the callbacks it needs:
+
+- ``on_start(ctx)``: once, before the first market message (local time = first message's ts).
+- ``on_book(ctx, book)``: after every ``every`` market messages (class or instance attribute;
+  0 = never). ``book`` is a ``BookView`` of the state after the last of them.
+- ``on_fill(ctx, fill)``: once per fill of one of its orders (``Fill``), as soon as it happens.
+- ``on_order(ctx, event)``: once per execution report of one of its orders (EVENT_DTYPE row).
+- ``on_timer(ctx, ts)``: every ``timer_ns`` of local time (0 = never), or at times set with
+  ``ctx.set_timer``.
+
+Time: the strategy lives on a local clock. What it sees happened one feed latency ago at the
+exchange; ``ctx.now`` is the local time of the current callback; orders it sends reach the engine
+one order latency later (never before the previous one: one connection keeps its order).
+
+``ctx.buy/sell`` return the order id at once (ids are the strategy's, in a reserved range above
+every market id). ``ctx.position``, ``ctx.cash`` (ticks x lots; a buy lowers it) and ``ctx.fees``
+change only when fills are reported; ``ctx.open_orders`` holds orders sent and not yet known to be
+done (filled, cancelled, or rejected before going live / as unknown).
+
+``QuoteStrategy`` runs an ``@njit`` quote function through this Python API with exactly the
+reconcile rule of the njit fast path (``backtest_core.reconcile``): the same function gives the
+same fills on both paths.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from exchange.errors import UsageError
+from exchange.schema import Event, Flag, Kind, OrderType, Reason, Side, Tif
+
+__all__ = ["Strategy", "Context", "BookView", "Fill", "OpenOrder", "QuoteStrategy"]
+
+
+class Strategy:
+    """Base class: every callback does nothing. Set ``every`` and/or ``timer_ns`` to be woken."""
+
+    every: int = 0
+    timer_ns: int = 0
+
+    def on_start(self, ctx: "Context") -> None:
+        """Called once before the first market message."""
+
+    def on_book(self, ctx: "Context", book: "BookView") -> None:
+        """Called after every ``every`` market messages."""
+
+    def on_fill(self, ctx: "Context", fill: "Fill") -> None:
+        """Called for each fill of one of the strategy's orders."""
+
+    def on_order(self, ctx: "Context", event) -> None:
+        """Called for each execution report (EVENT_DTYPE row) of one of the strategy's orders."""
+
+    def on_timer(self, ctx: "Context", ts: int) -> None:
+        """Called at each timer's local time ``ts``."""
+
+
+class Fill(NamedTuple):
+    """One fill of a strategy order, from the strategy's side."""
+
+    ts: int          # exchange time of the fill
+    local_ts: int    # when the strategy learns of it
+    order_id: int    # the strategy's order
+    side: int        # Side the strategy traded
+    price: int
+    qty: int
+    trade_id: int
+    aggressor: bool  # the strategy's order was the incoming one (it took liquidity)
+
+
+@dataclass
+class OpenOrder:
+    """A strategy order sent and not yet known to be done."""
+
+    order_id: int
+    side: int
+    price: int
+    qty: int          # open quantity as last reported (or as sent)
+    filled: int = 0
+    acked: bool = False
+
+
+class BookView:
+    """What the strategy sees at a wake-up: top of book at exchange time ``ts``.
+
+    ``bid``/``ask`` are 0 (and their qty 0) when that side is empty. ``depth(levels)`` returns the
+    engine's (bids, asks) DEPTH_DTYPE arrays for the same instant (valid only inside the callback).
+    """
+
+    __slots__ = ("ts", "local_ts", "bid", "bid_qty", "ask", "ask_qty", "_engine", "_symbol")
+
+    def __init__(self, ts, local_ts, top, engine, symbol):
+        self.ts, self.local_ts = int(ts), int(local_ts)
+        self.bid, self.bid_qty, self.ask, self.ask_qty = (int(x) for x in top)
+        self._engine, self._symbol = engine, symbol
+
+    @property
+    def mid(self) -> float | None:
+        """(bid + ask) / 2, or None if a side is empty."""
+        return (self.bid + self.ask) / 2 if self.bid and self.ask else None
+
+    def depth(self, levels: int = 10):
+        """Return (bids, asks) as ``Engine.depth`` does, best level first."""
+        return self._engine.depth(self._symbol, levels)
+
+
+class Context:
+    """The strategy's handle on the backtest: order entry, position, cash, open orders, clock.
+
+    Built by the driver; strategies only call its public methods and read its attributes.
+    """
+
+    def __init__(self, driver, id_base: int, fee_rate: float):
+        self._driver = driver
+        self._next_id = id_base
+        self._fee_rate = fee_rate
+        self._timers: list[tuple[int, int, int]] = []   # heap of (observation ts, n, local ts)
+        self._n_timers = 0
+        self.now = 0
+        self.position = 0
+        self.cash = 0.0
+        self.fees = 0.0
+        self.open_orders: dict[int, OpenOrder] = {}
+        self.book: BookView | None = None
+
+    # -- order entry ----------------------------------------------------------------------
+    def buy(self, price: int, qty: int, *, tif: str = "gtc", post_only: bool = False,
+            market: bool = False) -> int:
+        """Send a NEW buy order; return its id. Raises UsageError for qty <= 0 or a bad tif."""
+        return self._new(Side.BUY, price, qty, tif, post_only, market)
+
+    def sell(self, price: int, qty: int, *, tif: str = "gtc", post_only: bool = False,
+             market: bool = False) -> int:
+        """Send a NEW sell order; return its id. Raises UsageError for qty <= 0 or a bad tif."""
+        return self._new(Side.SELL, price, qty, tif, post_only, market)
+
+    def cancel(self, order_id: int) -> None:
+        """Send a CANCEL (the engine rejects it with UNKNOWN_ID if the order is gone by then)."""
+        o = self.open_orders.get(order_id)
+        self._driver.send(Kind.CANCEL, o.side if o else 0, order_id, 0, 0, Tif.GTC, 0,
+                          OrderType.LIMIT, self.now)
+
+    def modify(self, order_id: int, price: int, qty: int) -> None:
+        """Send a MODIFY to a new price and open quantity (see docs/semantics.md for priority)."""
+        if qty <= 0:
+            raise UsageError(f"modify qty must be > 0 (use cancel); got {qty}")
+        o = self.open_orders.get(order_id)
+        if o is not None:
+            o.price, o.qty = int(price), int(qty)
+        self._driver.send(Kind.MODIFY, o.side if o else 0, order_id, int(price), int(qty), Tif.GTC, 0,
+                          OrderType.LIMIT, self.now)
+
+    def set_timer(self, local_ts: int) -> None:
+        """Call ``on_timer`` at local time ``local_ts`` (>= now; else UsageError)."""
+        if local_ts < self.now:
+            raise UsageError(f"timer at {local_ts} is before now ({self.now})")
+        obs = local_ts - self._driver.feed.draw(local_ts)
+        heapq.heappush(self._timers, (max(obs, self._driver.obs_ts), self._n_timers, int(local_ts)))
+        self._n_timers += 1
+
+    def _new(self, side, price, qty, tif, post_only, market) -> int:
+        if int(qty) != qty or qty <= 0:
+            raise UsageError(f"qty must be a whole number of lots > 0; got {qty!r}")
+        try:
+            t = Tif[tif.upper()] if isinstance(tif, str) else Tif(tif)
+        except (KeyError, ValueError):
+            raise UsageError(f"tif must be gtc, ioc or fok; got {tif!r}") from None
+        oid = self._next_id
+        self._next_id += 1
+        otype = OrderType.MARKET if market else OrderType.LIMIT
+        self.open_orders[oid] = OpenOrder(oid, int(side), int(price), int(qty))
+        self._driver.send(Kind.NEW, int(side), oid, int(price), int(qty), t,
+                          int(Flag.POST_ONLY) if post_only else 0, otype, self.now)
+        return oid
+
+    # -- driver side ----------------------------------------------------------------------
+    def _apply_fill(self, f, trader: int, local_ts: int) -> list[Fill]:
+        out = []
+        notional = float(f["price"]) * float(f["qty"])
+        for side, tr, oid in ((Side.BUY, f["buy_trader"], f["buy_order_id"]),
+                              (Side.SELL, f["sell_trader"], f["sell_order_id"])):
+            if tr != trader:
+                continue
+            if side == Side.BUY:
+                self.position += int(f["qty"])
+                self.cash -= notional
+            else:
+                self.position -= int(f["qty"])
+                self.cash += notional
+            self.fees += notional * self._fee_rate
+            out.append(Fill(int(f["ts"]), local_ts, int(oid), int(side), int(f["price"]),
+                            int(f["qty"]), int(f["trade_id"]), int(f["aggressor_side"]) == side))
+        return out
+
+    def _apply_event(self, e) -> None:
+        o = self.open_orders.get(int(e["order_id"]))
+        if o is None:
+            return
+        ev = int(e["event"])
+        if ev == Event.ACCEPTED:
+            o.acked = True
+        elif ev in (Event.PARTIAL, Event.MODIFIED):
+            o.qty, o.filled = int(e["leaves_qty"]), int(e["filled_qty"])
+        elif ev in (Event.FILLED, Event.CANCELLED):
+            del self.open_orders[o.order_id]
+        elif ev == Event.REJECTED and (not o.acked or int(e["reason"]) == Reason.UNKNOWN_ID):
+            del self.open_orders[o.order_id]   # never went live, or gone before our message
+
+
+class QuoteStrategy(Strategy):
+    """Run an ``@njit`` quote function on the Python path, with the fast path's reconcile rule.
+
+    ``fn(local_ts, bid, bid_qty, ask, ask_qty, position, cash, state, params, quote)`` writes
+    [bid_px, bid_qty, ask_px, ask_qty] into ``quote`` (int64[4]); ``state`` (float64) is the
+    function's memory, ``params`` (float64) its parameters. Raises UsageError if ``every`` < 1.
+    """
+
+    def __init__(self, fn, params=(), state_size: int = 8, every: int = 100):
+        if every < 1:
+            raise UsageError(f"every must be >= 1; got {every}")
+        self.fn = fn
+        self.params = np.asarray(params, np.float64)
+        self.state = np.zeros(state_size, np.float64)
+        self.every = int(every)
+        self._quote = np.zeros(4, np.int64)
+        self._slots = [[0, 0, 0, False], [0, 0, 0, False]]   # id, price, qty, live (per side)
+
+    def on_order(self, ctx, event) -> None:
+        if int(event["event"]) in (Event.FILLED, Event.CANCELLED, Event.REJECTED):
+            for s in self._slots:
+                if s[3] and s[0] == int(event["order_id"]):
+                    s[3] = False
+
+    def on_book(self, ctx, book) -> None:
+        q = self._quote
+        self.fn(ctx.now, book.bid, book.bid_qty, book.ask, book.ask_qty, ctx.position, ctx.cash,
+                self.state, self.params, q)
+        for side in (Side.BUY, Side.SELL):
+            price, qty = int(q[2 * side]), int(q[2 * side + 1])
+            s = self._slots[side]
+            if price <= 0:
+                qty = 0
+            if s[3]:
+                if qty <= 0:
+                    ctx.cancel(s[0])
+                    s[3] = False
+                elif price != s[1] or qty != s[2]:
+                    ctx.modify(s[0], price, qty)
+                    s[1], s[2] = price, qty
+            elif qty > 0:
+                oid = ctx.buy(price, qty) if side == Side.BUY else ctx.sell(price, qty)
+                self._slots[side] = [oid, price, qty, True]
