@@ -242,7 +242,9 @@ def markdown(report: dict) -> str:
              "|---|---|---|---:|---:|---|"]
     for e in report["rows"]:
         ratio = "-"
-        if e.get("ratio") is not None:
+        if e.get("agreement") == "reference":
+            ratio = "1"
+        elif e.get("ratio") is not None:
             ratio = f"{e['ratio']:.3g}x" + (" (tie)" if e.get("verdict") == "tie" else "")
         lines.append(f"| {e['system']} | {e['version']} | {e['workload']} | {_fmt_rate(e.get('msgs_per_s'))} "
                      f"| {ratio} | {e['agreement']} |")
