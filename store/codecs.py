@@ -36,7 +36,8 @@ from exchange.errors import CorruptionError
 
 __all__ = [
     "PLAIN", "FOR", "DELTA", "DOD", "RLE", "DICT", "ENCODINGS", "ENCODING_NAMES",
-    "encode", "decode", "choose", "Chooser",
+    "encode", "encode_u64", "decode", "choose", "choose_u64", "Chooser", "gather_u64", "split_u64", "seq_u64",
+    "take_u64",
 ]
 
 PLAIN, FOR, DELTA, DOD, RLE, DICT = 0, 1, 2, 3, 4, 5
@@ -49,7 +50,8 @@ _U63 = np.uint64(63)
 _ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
 _SIGN = np.uint64(1 << 63)
 
-SEARCH_ROWS = 32_768   # rows a full encoding search looks at
+SEARCH_ROWS = 8_192    # rows a full encoding search looks at
+SEARCH_RUNS = 4        # ... taken as this many evenly spaced runs of consecutive rows
 _STREAM_HEAD = struct.Struct("<QQB")   # min, gcd, width
 _U64 = struct.Struct("<Q")
 _U32 = struct.Struct("<I")
@@ -138,14 +140,97 @@ def _stream_params(keys):
 
 @njit(cache=True)
 def _stream_pack(keys, mn, g, width):
-    q = np.empty(keys.size, np.uint64)
-    if g == _U1:
-        for i in range(keys.size):
-            q[i] = keys[i] - mn
+    """_pack of (keys - mn) // g, without materialising the quotients."""
+    n = keys.size
+    out = np.zeros((n * width + 63) // 64, np.uint64)
+    if width == 0:
+        return out
+    if width == 8 or width == 16 or width == 32 or width == 64:
+        # why: byte-aligned widths are plain little-endian stores (what lz4/zstd like best)
+        if width == 8:
+            b8 = out.view(np.uint8)
+            for i in range(n):
+                b8[i] = np.uint8((keys[i] - mn) // g)
+        elif width == 16:
+            b16 = out.view(np.uint16)
+            for i in range(n):
+                b16[i] = np.uint16((keys[i] - mn) // g)
+        elif width == 32:
+            b32 = out.view(np.uint32)
+            for i in range(n):
+                b32[i] = np.uint32((keys[i] - mn) // g)
+        else:
+            for i in range(n):
+                out[i] = (keys[i] - mn) // g
+        return out
+    bitpos = 0
+    for i in range(n):
+        v = keys[i] - mn
+        if g != _U1:
+            v = v // g
+        w = bitpos >> 6
+        o = bitpos & 63
+        out[w] |= v << np.uint64(o)
+        if o + width > 64:
+            out[w + 1] |= v >> np.uint64(64 - o)
+        bitpos += width
+    return out
+
+
+@njit(cache=True)
+def _put_u64(src, signed, out, pos):
+    """Copy an integer column (any width, any stride) into out[pos:] as uint64 bit patterns,
+    sign-extending when ``signed``. Returns the position after it."""
+    if signed:
+        for i in range(src.size):
+            out[pos + i] = np.uint64(np.int64(src[i]))
     else:
-        for i in range(keys.size):
-            q[i] = (keys[i] - mn) // g
-    return _pack(q, width)
+        for i in range(src.size):
+            out[pos + i] = np.uint64(src[i])
+    return pos + src.size
+
+
+@njit(cache=True)
+def _split_block(t8, k8, t4s, k4s, t4u, k4u, t1, k1, n, out, pos):
+    """Copy fields (strided views, grouped by width and signedness: uint64, int32, uint32,
+    uint8; group g's j-th view goes to out[kg[j], pos:]) as uint64 bit patterns, 256 rows at a
+    time: the rows stay in cache while every field of them is copied, instead of being streamed
+    from memory once per field. Views shorter than n are placeholders for empty groups."""
+    for s in range(0, n, 256):
+        e = min(n, s + 256)
+        for j in range(len(t8)):
+            f, r = t8[j], k8[j]
+            for i in range(s, min(e, f.size)):
+                out[r, pos + i] = f[i]
+        for j in range(len(t4s)):
+            f, r = t4s[j], k4s[j]
+            for i in range(s, min(e, f.size)):
+                out[r, pos + i] = np.uint64(np.int64(f[i]))
+        for j in range(len(t4u)):
+            f, r = t4u[j], k4u[j]
+            for i in range(s, min(e, f.size)):
+                out[r, pos + i] = np.uint64(f[i])
+        for j in range(len(t1)):
+            f, r = t1[j], k1[j]
+            for i in range(s, min(e, f.size)):
+                out[r, pos + i] = np.uint64(f[i])
+    return pos + n
+
+
+@njit(cache=True)
+def _put_range(first, n, out, pos):
+    """Write first, first + 1, ... (n values) into out[pos:]; returns the position after them."""
+    for i in range(n):
+        out[pos + i] = np.uint64(first + i)
+    return pos + n
+
+
+@njit(cache=True)
+def _take(u, idx, lo, hi):
+    out = np.empty(hi - lo, np.uint64)
+    for i in range(lo, hi):
+        out[i - lo] = u[idx[i]]
+    return out
 
 
 @njit(cache=True)
@@ -190,6 +275,34 @@ def _zigzag_div(d):
         if neg:
             q = _U0 - q
         # zigzag: 0, -1, 1, -2 ... -> 0, 1, 2, 3 ...
+        z[i] = (q << _U1) ^ (_U0 - (q >> _U63))
+    return g, z
+
+
+@njit(cache=True)
+def _diff_zigzag(u, order):
+    """``_zigzag_div`` of the first (order 1) or second (order 2) differences of u, without
+    materialising the differences."""
+    m = u.size - order
+    if m < 0:
+        m = 0
+    g = _U0
+    for i in range(m):
+        x = u[i + 1] - u[i] if order == 1 else (u[i + 2] - u[i + 1]) - (u[i + 1] - u[i])
+        mag = (_U0 - x) if (x >> _U63) == _U1 else x
+        g = _gcd(g, mag)
+        if g == _U1:
+            break
+    if g == _U0:
+        g = _U1
+    z = np.empty(m, np.uint64)
+    for i in range(m):
+        x = u[i + 1] - u[i] if order == 1 else (u[i + 2] - u[i + 1]) - (u[i + 1] - u[i])
+        neg = (x >> _U63) == _U1
+        mag = (_U0 - x) if neg else x
+        q = mag // g if g != _U1 else mag
+        if neg:
+            q = _U0 - q
         z[i] = (q << _U1) ^ (_U0 - (q >> _U63))
     return g, z
 
@@ -249,6 +362,38 @@ def _expand_runs(vals, lens, n):
 
 @njit(cache=True)
 def _dict_index(u):
+    if u.size:
+        mn, mx = u[0], u[0]
+        for i in range(u.size):
+            if u[i] < mn:
+                mn = u[i]
+            if u[i] > mx:
+                mx = u[i]
+        if mx - mn < np.uint64(1 << 20):
+            # why: a narrow key range indexes a table directly: O(n), no sort, no binary search
+            slot = np.zeros(np.int64(mx - mn) + 1, np.int64)
+            for i in range(u.size):
+                slot[np.int64(u[i] - mn)] = 1
+            d = 0
+            for k in range(slot.size):
+                if slot[k]:
+                    slot[k] = d
+                    d += 1
+                else:
+                    slot[k] = -1
+            uniq = np.empty(d, np.uint64)
+            for k in range(slot.size):
+                if slot[k] >= 0:
+                    uniq[slot[k]] = mn + np.uint64(k)
+            idx = np.empty(u.size, np.uint64)
+            for i in range(u.size):
+                idx[i] = np.uint64(slot[np.int64(u[i] - mn)])
+            return uniq, idx
+    return _dict_index_sorted(u)
+
+
+@njit(cache=True)
+def _dict_index_sorted(u):
     # why: sorting the whole column is slow; a low-cardinality column shows most of its values
     # in a sample, so look rows up in the sample's sorted values and add the few it missed
     step = max(1, u.size // 4096)
@@ -292,12 +437,68 @@ def _flip(u, flip):
 # ---------------------------------------------------------------------------------------------
 
 def _as_u64(col: np.ndarray) -> np.ndarray:
-    col = np.ascontiguousarray(col)
-    if col.dtype.itemsize == 8:
+    """The column's values as contiguous uint64 bit patterns (signed ones sign-extended)."""
+    if col.dtype.itemsize == 8 and col.flags.c_contiguous:
         return col.view(np.uint64)
-    if col.dtype.kind == "i":
-        return col.astype(np.int64).view(np.uint64)
-    return col.astype(np.uint64)
+    out = np.empty(col.size, np.uint64)
+    _put_u64(col, col.dtype.kind == "i", out, 0)
+    return out
+
+
+def gather_u64(parts, signed: bool) -> np.ndarray:
+    """Concatenate integer columns (strided field views welcome) into one uint64 array."""
+    out = np.empty(sum(p.size for p in parts), np.uint64)
+    pos = 0
+    for p in parts:
+        pos = _put_u64(p, signed, out, pos)
+    return out
+
+
+_GROUPS = ((8, "iu", np.uint64), (4, "i", np.int32), (4, "u", np.uint32), (1, "u", np.uint8))
+
+
+def split_u64(arrays, names, out: np.ndarray | None = None) -> dict:
+    """The named integer fields of structured arrays (same dtype), concatenated, as
+    {name: uint64 array}: ``gather_u64`` of many columns at once, in one cache-friendly pass.
+    ``out`` (optional, reused to spare page faults) is a 2-D uint64 scratch array of at least
+    len(names) x total rows; the returned columns are views into it."""
+    dtype = arrays[0].dtype
+    total = sum(a.size for a in arrays)
+    if out is None or out.shape[0] < len(names) or out.shape[1] < total:
+        out = np.empty((len(names), total), np.uint64)
+    plan, rest = [], []
+    for size, kinds, view in _GROUPS:
+        plan.append([k for k, c in enumerate(names) if dtype.fields[c][0].itemsize == size
+                     and dtype.fields[c][0].kind in kinds])
+    rest = [k for k in range(len(names)) if not any(k in g for g in plan)]
+    pos = 0
+    for a in arrays:
+        if a.dtype != dtype:
+            raise ValueError(f"split_u64: mixed dtypes {a.dtype} and {dtype}")
+        args = []
+        for (size, _, view), ks in zip(_GROUPS, plan):
+            views = tuple(a[names[k]].view(view) for k in ks) or (np.zeros(0, view),)
+            args += [views, np.array(ks or [0], np.int64)]
+        _split_block(*args, a.size, out, pos)
+        for k in rest:   # why: widths the schema does not use today (2 bytes) take the slow path
+            f = a[names[k]]
+            _put_u64(f, f.dtype.kind == "i", out[k], pos)
+        pos += a.size
+    return {c: out[k, :total] for k, c in enumerate(names)}
+
+
+def seq_u64(firsts, sizes) -> np.ndarray:
+    """The seqs first, first + 1 ... of consecutive batches, as one uint64 array."""
+    out = np.empty(int(sum(sizes)), np.uint64)
+    pos = 0
+    for f, n in zip(firsts, sizes):
+        pos = _put_range(f, n, out, pos)
+    return out
+
+
+def take_u64(u: np.ndarray, idx: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    """u[idx[lo:hi]] as a new uint64 array."""
+    return _take(u, idx, lo, hi)
 
 
 def _from_u64(u: np.ndarray, dtype: np.dtype) -> np.ndarray:
@@ -360,23 +561,28 @@ def encode(col: np.ndarray, encoding: int, aligned: bool = False) -> bytes:
     """
     if col.ndim != 1 or col.dtype.kind not in "iu":
         raise ValueError(f"only 1-D integer columns are encodable, got {col.dtype} ndim {col.ndim}")
-    signed = col.dtype.kind == "i"
-    n = col.size
+    return encode_u64(_as_u64(col), col.dtype, encoding, aligned)
+
+
+def encode_u64(u: np.ndarray, dtype: np.dtype, encoding: int, aligned: bool = False) -> bytes:
+    """``encode`` of a column already given as its uint64 bit patterns ``u`` (see gather_u64);
+    ``dtype`` is the column's own dtype (signedness, and the width PLAIN stores)."""
+    dtype = np.dtype(dtype)
+    signed = dtype.kind == "i"
+    n = u.size
     head = bytes([encoding])
     if encoding == PLAIN:
-        return head + np.ascontiguousarray(col, dtype=col.dtype.newbyteorder("<")).tobytes()
-    u = _as_u64(col)
+        return head + _from_u64(u, dtype.newbyteorder("<")).tobytes()
     if encoding == FOR:
         return head + _stream_bytes(_flip(u, signed), aligned)
     if encoding == DELTA:
-        g, z = _zigzag_div(_diff(u))
+        g, z = _diff_zigzag(u, 1)
         first = int(u[0]) if n else 0
         return head + _U64.pack(first) + _U64.pack(int(g)) + _stream_bytes(z, aligned)
     if encoding == DOD:
-        d = _diff(u)
-        g, z = _zigzag_div(_diff(d))
+        g, z = _diff_zigzag(u, 2)
         first = int(u[0]) if n else 0
-        d0 = int(d[0]) if n > 1 else 0
+        d0 = (int(u[1]) - int(u[0])) % (1 << 64) if n > 1 else 0
         return head + _U64.pack(first) + _U64.pack(d0) + _U64.pack(int(g)) + _stream_bytes(z, aligned)
     if encoding == RLE:
         vals, lens = _runs(u)
@@ -441,20 +647,35 @@ def choose(col: np.ndarray, candidates=ENCODINGS, compress=None) -> tuple[int, b
     ranked by their compressed size, and byte-aligned variants are tried too: bit-packing can
     hide from lz4/zstd the structure they would find in whole bytes. Ties go to the earlier
     candidate (PLAIN first: cheapest to decode). Columns longer than SEARCH_ROWS are ranked on
-    their first SEARCH_ROWS rows.
+    a sample of SEARCH_ROWS rows (a few evenly spaced runs of consecutive rows).
     """
-    col = np.ascontiguousarray(col)
-    if col.size > SEARCH_ROWS:
-        # why: ranking on a prefix costs a fraction of the search and picks the same winner
+    return choose_u64(_as_u64(col), col.dtype, candidates, compress)
+
+
+def _sample(u: np.ndarray) -> np.ndarray:
+    # why runs, not single rows: delta and run-length encodings only show on consecutive rows;
+    # several runs spread over the column see more of it than one prefix
+    if u.size <= SEARCH_ROWS:
+        return u
+    k = SEARCH_RUNS
+    run = SEARCH_ROWS // k
+    starts = np.linspace(0, u.size - run, k).astype(np.int64)
+    return np.concatenate([u[a:a + run] for a in starts])
+
+
+def choose_u64(u: np.ndarray, dtype, candidates=ENCODINGS, compress=None) -> tuple[int, bool, bytes]:
+    """``choose`` for a column given as uint64 bit patterns (see ``encode_u64``)."""
+    if u.size > SEARCH_ROWS:
+        # why: ranking on a sample costs a fraction of the search and picks the same winner
         # for the steady flows we store; only the winner encodes the whole column
-        enc, aligned, _ = choose(col[:SEARCH_ROWS], candidates, compress)
-        return enc, aligned, encode(col, enc, aligned)
+        enc, aligned, _ = choose_u64(_sample(u), dtype, candidates, compress)
+        return enc, aligned, encode_u64(u, dtype, enc, aligned)
     best = None
     for enc in candidates:
-        if enc == DICT and col.size > 4096 and _sample_distinct(col) > 1024:
+        if enc == DICT and u.size > 4096 and _sample_distinct(u) > 1024:
             continue  # why: a high-cardinality dictionary costs time and cannot win
         for aligned in ((False, True) if compress is not None and enc != PLAIN else (False,)):
-            b = encode(col, enc, aligned)
+            b = encode_u64(u, dtype, enc, aligned)
             size = len(b) if compress is None else min(len(b), len(compress(b)))
             if best is None or size < best[0]:
                 best = (size, enc, aligned, b)
@@ -494,19 +715,22 @@ class Chooser:
         remembered choice if it still holds. ``compress`` is the codec that follows (see
         ``choose``; None: no compression, the last two items are the same bytes).
         """
-        col = np.ascontiguousarray(col)
+        return self.encode_u64(key, _as_u64(col), col.dtype, compress)
+
+    def encode_u64(self, key, u: np.ndarray, dtype, compress=None) -> tuple[int, bytes, bytes]:
+        """``encode`` for a column given as uint64 bit patterns (see ``encode_u64``)."""
         comp = compress or (lambda b: b)
         memo = self._memo.get(key)
-        n = max(col.size, 1)
+        n = max(u.size, 1)
         if memo is not None and memo[3] < self.research_every:
             enc, aligned, per_row, uses = memo
-            b = encode(col, enc, aligned)
+            b = encode_u64(u, dtype, enc, aligned)
             c = comp(b)
             if min(len(b), len(c)) / n <= per_row * self.worse_ratio + 0.01:
                 self._memo[key] = (enc, aligned, per_row, uses + 1)
                 return enc, b, c
         self.searches += 1
-        enc, aligned, b = choose(col, compress=compress)
+        enc, aligned, b = choose_u64(u, dtype, compress=compress)
         c = comp(b)
         self._memo[key] = (enc, aligned, min(len(b), len(c)) / n, 0)
         return enc, b, c

@@ -34,7 +34,7 @@ from store import codecs
 from store.tables import table_dtype
 from store.wal import fsync_dir
 
-__all__ = ["SegmentInfo", "write_segment", "read_segment", "read_index", "CODEC_NAMES"]
+__all__ = ["SegmentInfo", "write_segment", "write_columns", "read_segment", "read_index", "CODEC_NAMES"]
 
 MAGIC = b"EXSG"
 FOOT_MAGIC = b"EXSGFOOT"
@@ -110,39 +110,53 @@ def write_segment(data_dir: str, table: str, symbol: int, rows: np.ndarray, *,
     dtype = table_dtype(table)
     if rows.size == 0:
         raise ValueError("a segment holds at least one row")
+    cols = {c: codecs.gather_u64([rows[c]], dtype.fields[c][0].kind == "i") for c in dtype.names}
+    return write_columns(data_dir, table, symbol, cols, codec=codec, chooser=chooser)
+
+
+def write_columns(data_dir: str, table: str, symbol: int, cols: dict, *, codec: str = "lz4",
+                  chooser: codecs.Chooser | None = None) -> SegmentInfo:
+    """``write_segment`` of rows given column by column: {name: uint64 bit patterns} (see
+    ``codecs.gather_u64``), every column of ``table``, equal lengths, ordered by seq."""
+    dtype = table_dtype(table)
+    n = cols["seq"].size
+    if n == 0:
+        raise ValueError("a segment holds at least one row")
     chooser = chooser or codecs.Chooser()
     c = {"lz4": LZ4, "zstd": ZSTD, "none": NONE}[codec]
     rel_dir = os.path.join("segments", table, str(symbol))
-    seq, ts = rows["seq"], rows["ts"]
-    name = f"{int(seq[0]):012d}-{int(seq[-1]):012d}-{uuid.uuid4().hex[:8]}.seg"
+    seq, ts = cols["seq"].view(np.int64), cols["ts"].view(np.int64)
+    seq_lo, seq_hi, ts_lo, ts_hi = int(seq[0]), int(seq[-1]), int(ts.min()), int(ts.max())
+    name = f"{seq_lo:012d}-{seq_hi:012d}-{uuid.uuid4().hex[:8]}.seg"
     rel = os.path.join(rel_dir, name)
     parts = [HEADER.pack(MAGIC, VERSION, 0)]
     pos = HEADER.size
-    index = [_s(table), INDEX_HEAD.pack(symbol, rows.size, int(seq[0]), int(seq[-1]),
-                                         int(ts.min()), int(ts.max()), len(dtype.names))]
+    index = [_s(table), INDEX_HEAD.pack(symbol, n, seq_lo, seq_hi, ts_lo, ts_hi, len(dtype.names))]
     encodings = {}
     for col in dtype.names:
-        enc, raw, stored = chooser.encode((table, col, c), rows[col], _COMPRESSORS[c])
+        dt = dtype.fields[col][0]
+        enc, raw, stored = chooser.encode_u64((table, col, c), cols[col], dt, _COMPRESSORS[c])
         # why: a block the compressor cannot shrink is stored raw; decoding it is then free
         used, stored = (c, stored) if len(stored) < len(raw) else (NONE, raw)
         crc = crc32c.crc32c(stored)
         parts += [stored, CRC.pack(crc)]
-        index += [_s(col), _s(dtype.fields[col][0].str),
-                  INDEX_COL.pack(enc, used, pos, len(stored), len(raw), crc)]
+        index += [_s(col), _s(dt.str), INDEX_COL.pack(enc, used, pos, len(stored), len(raw), crc)]
         encodings[col] = codecs.ENCODING_NAMES[enc]
         pos += len(stored) + CRC.size
     idx = b"".join(index)
     parts += [idx, FOOTER.pack(pos, len(idx), crc32c.crc32c(idx), VERSION, 0, FOOT_MAGIC)]
-    blob = b"".join(parts)
+    size = sum(len(p) for p in parts)
     full_dir = os.path.join(data_dir, rel_dir)
     tmp = os.path.join(full_dir, "." + name + ".tmp")
     try:
         os.makedirs(full_dir, exist_ok=True)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
-            view = memoryview(blob)
-            while view:
-                view = view[os.write(fd, view):]
+            done = os.writev(fd, parts)
+            if done != size:   # a short writev: finish with plain writes
+                view = memoryview(b"".join(parts))[done:]
+                while view:
+                    view = view[os.write(fd, view):]
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -154,8 +168,8 @@ def write_segment(data_dir: str, table: str, symbol: int, rows: np.ndarray, *,
         except OSError:
             pass
         raise WriteError(f"cannot write segment {os.path.join(data_dir, rel)}: {e}") from e
-    return SegmentInfo(table, symbol, rows.size, int(seq[0]), int(seq[-1]), int(ts.min()),
-                       int(ts.max()), len(blob), CODEC_NAMES[c], encodings, rel)
+    return SegmentInfo(table, symbol, n, seq_lo, seq_hi, ts_lo, ts_hi, size, CODEC_NAMES[c],
+                       encodings, rel)
 
 
 def read_index(f, path: str) -> dict:
