@@ -3,7 +3,7 @@
 Tables (columns in docs/formats.md, "Catalog"):
 - ``meta``        key/value: format version, ``sealed_through`` (every row with seq <= it is in a
                   live segment; rows above it are only in the WAL), engine class.
-- ``symbols``     id, name, tick size and the engine's per-symbol config.
+- ``symbols``     id, name, tick size (REAL) and the engine's per-symbol config.
 - ``runs``        what produced the data: scenario, seed, engine options, free-form info.
 - ``segments``    live segment files: table, symbol, seq and ts ranges, rows, bytes, tier, codec,
                   encodings, path.
@@ -64,7 +64,7 @@ class Catalog:
                 db["meta"].create({"key": str, "value": str}, pk="key")
                 db["meta"].insert({"key": "format_version", "value": str(FORMAT_VERSION)})
                 db["meta"].insert({"key": "sealed_through", "value": "0"})
-                db["symbols"].create({"id": int, "name": str, "tick_size": int, "info": str}, pk="id")
+                db["symbols"].create({"id": int, "name": str, "tick_size": float, "info": str}, pk="id")
                 db["runs"].create({"id": int, "created": float, "scenario": str, "seed": int,
                                    "engine_options": str, "info": str}, pk="id")
                 db["segments"].create({"id": int, "table_name": str, "symbol": int, "seq_lo": int,
@@ -103,14 +103,33 @@ class Catalog:
         return int(self.get_meta("sealed_through"))
 
     def set_symbols(self, config: dict) -> None:
-        """Record the symbols of an engine config ({"symbols": [{"name", "id", ...}]})."""
+        """Record the symbols of an engine config ({"symbols": [{"name", "id", "tick_size", ...}]}).
+
+        Tick sizes are stored as REAL (0.01 stays 0.01; catalogs written before this declared the
+        column INTEGER, and SQLite keeps a REAL there unchanged, so they take fractions too).
+        """
         rows = []
         for i, s in enumerate(config.get("symbols", [])):
             sid = int(s.get("id", i))
             rows.append({"id": sid, "name": str(s.get("name", sid)),
-                         "tick_size": int(s.get("tick_size", 1) or 1), "info": json.dumps(s)})
+                         "tick_size": float(s.get("tick_size", 1) or 1), "info": json.dumps(s)})
         with self.db.conn:
             self.db["symbols"].upsert_all(rows, pk="id")
+
+    def symbols(self) -> list[dict]:
+        """Return every symbol row (id, name, tick_size as float, info as a dict), by id.
+
+        Catalogs written before tick sizes were REAL hold 0 for a fractional tick; the engine
+        config kept in ``info`` has the true value, which is returned instead.
+        """
+        out = []
+        for r in self.db.execute("SELECT id, name, tick_size, info FROM symbols ORDER BY id").fetchall():
+            info = json.loads(r[3] or "{}")
+            tick = r[2]
+            if not tick and info.get("tick_size"):
+                tick = info["tick_size"]   # why: old integer column truncated 0.01 to 0
+            out.append({"id": r[0], "name": r[1], "tick_size": float(tick if tick else 1), "info": info})
+        return out
 
     def symbol_id(self, name: str) -> int | None:
         """Return the id of a symbol name, or None."""

@@ -159,3 +159,25 @@ def test_a_session_after_close_refuses_batches(tmp_path):
     s.close()
     with pytest.raises(StoreError):
         s.process(make_orders(3))
+
+
+def test_catalog_keeps_fractional_tick_sizes(tmp_path):
+    eng = FakeEngine()
+    eng.add_symbol("BTCUSDT")
+    cfg = {"stp": "none", "symbols": [{"name": "BTCUSDT", "id": 0, "tick_size": 0.01}]}
+    cat = Catalog(str(tmp_path), create=True)
+    cat.set_symbols(cfg)
+    assert cat.symbols()[0]["tick_size"] == 0.01
+    assert cat.db.execute("SELECT tick_size FROM symbols").fetchone()[0] == 0.01
+
+
+def test_old_catalog_with_a_truncated_tick_size_reads_it_from_the_symbol_info(tmp_path):
+    cat = Catalog(str(tmp_path), create=True)
+    cat.db.execute("DROP TABLE symbols")
+    cat.db["symbols"].create({"id": int, "name": str, "tick_size": int, "info": str}, pk="id")
+    cat.db["symbols"].insert({"id": 0, "name": "X", "tick_size": 0,   # what old code wrote for 0.01
+                              "info": '{"name": "X", "id": 0, "tick_size": 0.01}'})
+    assert cat.symbols() == [{"id": 0, "name": "X", "tick_size": 0.01,
+                              "info": {"name": "X", "id": 0, "tick_size": 0.01}}]
+    cat.set_symbols({"symbols": [{"name": "X", "id": 0, "tick_size": 0.05}]})   # INTEGER column
+    assert cat.symbols()[0]["tick_size"] == 0.05
