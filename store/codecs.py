@@ -36,7 +36,7 @@ from exchange.errors import CorruptionError
 
 __all__ = [
     "PLAIN", "FOR", "DELTA", "DOD", "RLE", "DICT", "ENCODINGS", "ENCODING_NAMES",
-    "encode", "encode_u64", "decode", "choose", "choose_u64", "Chooser", "gather_u64", "split_u64", "seq_u64",
+    "PACKED", "ALIGNED", "SHUFFLED", "encode", "encode_u64", "decode", "choose", "choose_u64", "Chooser", "gather_u64", "split_u64", "seq_u64",
     "take_u64",
 ]
 
@@ -52,6 +52,10 @@ _SIGN = np.uint64(1 << 63)
 
 SEARCH_ROWS = 8_192    # rows a full encoding search looks at
 SEARCH_RUNS = 4        # ... taken as this many evenly spaced runs of consecutive rows
+# Stream layouts ("aligned" argument): bit-packed at the exact width, at a byte-aligned width,
+# or byte-aligned and byte-shuffled (flag bit 0x80 of the stream's width byte; widths 16-64).
+PACKED, ALIGNED, SHUFFLED = 0, 1, 2
+SHUFFLE_FLAG = 0x80
 _STREAM_HEAD = struct.Struct("<QQB")   # min, gcd, width
 _U64 = struct.Struct("<Q")
 _U32 = struct.Struct("<I")
@@ -508,14 +512,39 @@ def _from_u64(u: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return src.astype(dtype)
 
 
-def _stream_bytes(keys: np.ndarray, aligned: bool = False) -> bytes:
+def _stream_bytes(keys: np.ndarray, aligned: int = 0) -> bytes:
     mn, g, width = _stream_params(keys)
+    flag = 0
     if aligned and width:
         # why: a general-purpose compressor after us finds far more structure in whole bytes
         width = next(w for w in (8, 16, 32, 64) if w >= width)
+        if aligned == SHUFFLED and width > 8:
+            flag = SHUFFLE_FLAG
     words = _stream_pack(keys, np.uint64(mn), np.uint64(g), width)
-    nbytes = (keys.size * width + 7) // 8
-    return _STREAM_HEAD.pack(int(mn), int(g), width) + words.view("<u8").view(np.uint8)[:nbytes].tobytes()
+    body = words.view("<u8").view(np.uint8)[:(keys.size * width + 7) // 8]
+    if flag:
+        # why: byte planes (all low bytes, then all next bytes ...) put the slowly varying
+        # high bytes together, where lz4/zstd find long runs (blosc's shuffle)
+        body = _byte_shuffle(body, width // 8)
+    return _STREAM_HEAD.pack(int(mn), int(g), width | flag) + body.tobytes()
+
+
+@njit(cache=True)
+def _byte_shuffle(src, k):
+    n = src.size // k
+    out = np.empty(src.size, np.uint8)
+    for i in range(n):
+        for j in range(k):
+            out[j * n + i] = src[i * k + j]
+    return out
+
+
+@njit(cache=True)
+def _byte_unshuffle(src, k, out):
+    n = src.size // k
+    for j in range(k):
+        for i in range(n):
+            out[i * k + j] = src[j * n + i]
 
 
 class _Reader:
@@ -541,22 +570,27 @@ class _Reader:
         return _U32.unpack(self.take(4))[0]
 
     def stream(self, n: int) -> np.ndarray:
-        mn, g, width = _STREAM_HEAD.unpack(self.take(_STREAM_HEAD.size))
-        if width > 64 or g == 0:
-            raise CorruptionError(f"{self.where}: bad stream header (width {width}, gcd {g})",
+        mn, g, wbyte = _STREAM_HEAD.unpack(self.take(_STREAM_HEAD.size))
+        width, shuffled = wbyte & ~SHUFFLE_FLAG, bool(wbyte & SHUFFLE_FLAG)
+        if width > 64 or g == 0 or (shuffled and width not in (16, 32, 64)):
+            raise CorruptionError(f"{self.where}: bad stream header (width byte {wbyte}, gcd {g})",
                                   self.where, self.pos)
         raw = self.take((n * width + 7) // 8)
         buf = np.zeros(((n * width + 63) // 64) * 8, np.uint8)
-        buf[:len(raw)] = np.frombuffer(raw, np.uint8)
+        if shuffled:
+            _byte_unshuffle(np.frombuffer(raw, np.uint8), width // 8, buf)
+        else:
+            buf[:len(raw)] = np.frombuffer(raw, np.uint8)
         return _stream_unpack(buf.view("<u8").astype(np.uint64, copy=False),
                               np.uint64(mn), np.uint64(g), width, n)
 
 
-def encode(col: np.ndarray, encoding: int, aligned: bool = False) -> bytes:
+def encode(col: np.ndarray, encoding: int, aligned: int = PACKED) -> bytes:
     """Encode a 1-D integer column with the given encoding.
 
-    ``aligned`` rounds bit-packing widths up to 8, 16, 32 or 64 bits (better input for lz4/zstd;
-    the block records its width, so decoding is the same). Returns the block bytes (first byte:
+    ``aligned``: PACKED (0/False) bit-packs at the exact width; ALIGNED (1/True) rounds widths up
+    to 8, 16, 32 or 64 bits (better input for lz4/zstd); SHUFFLED (2) also stores such values
+    as byte planes. Each stream records its layout, so decoding needs no argument. Returns the block bytes (first byte:
     the encoding). Raises ValueError for a non-integer column or an unknown encoding.
     """
     if col.ndim != 1 or col.dtype.kind not in "iu":
@@ -564,7 +598,7 @@ def encode(col: np.ndarray, encoding: int, aligned: bool = False) -> bytes:
     return encode_u64(_as_u64(col), col.dtype, encoding, aligned)
 
 
-def encode_u64(u: np.ndarray, dtype: np.dtype, encoding: int, aligned: bool = False) -> bytes:
+def encode_u64(u: np.ndarray, dtype: np.dtype, encoding: int, aligned: int = PACKED) -> bytes:
     """``encode`` of a column already given as its uint64 bit patterns ``u`` (see gather_u64);
     ``dtype`` is the column's own dtype (signedness, and the width PLAIN stores)."""
     dtype = np.dtype(dtype)
@@ -674,7 +708,7 @@ def choose_u64(u: np.ndarray, dtype, candidates=ENCODINGS, compress=None) -> tup
     for enc in candidates:
         if enc == DICT and u.size > 4096 and _sample_distinct(u) > 1024:
             continue  # why: a high-cardinality dictionary costs time and cannot win
-        for aligned in ((False, True) if compress is not None and enc != PLAIN else (False,)):
+        for aligned in ((PACKED, ALIGNED, SHUFFLED) if compress is not None and enc != PLAIN else (PACKED,)):
             b = encode_u64(u, dtype, enc, aligned)
             size = len(b) if compress is None else min(len(b), len(compress(b)))
             if best is None or size < best[0]:
@@ -708,7 +742,7 @@ class Chooser:
         """Adopt choices from ``state()``; they are re-checked like any remembered choice."""
         for k, (e, a, r) in state.items():
             t, col, codec = k.split("|")
-            self._memo[(t, col, int(codec))] = (int(e), bool(a), float(r), 0)
+            self._memo[(t, col, int(codec))] = (int(e), int(a), float(r), 0)
 
     def encode(self, key, col: np.ndarray, compress=None) -> tuple[int, bytes, bytes]:
         """Return (encoding, block bytes, compressed block bytes) for ``col``, reusing the

@@ -38,7 +38,8 @@ __all__ = ["SegmentInfo", "write_segment", "write_columns", "read_segment", "rea
 
 MAGIC = b"EXSG"
 FOOT_MAGIC = b"EXSGFOOT"
-VERSION = 1
+VERSION = 2                     # 2: streams may be byte-shuffled (codecs.SHUFFLED)
+READ_VERSIONS = (1, 2)          # a version 1 file is a version 2 file without shuffled streams
 HEADER = struct.Struct("<4sHH")
 FOOTER = struct.Struct("<QIIHH8s")
 CRC = struct.Struct("<I")
@@ -46,8 +47,10 @@ INDEX_HEAD = struct.Struct("<IQqqqqH")     # symbol, rows, seq lo, seq hi, ts lo
 INDEX_COL = struct.Struct("<BBQIII")       # encoding, codec, offset, stored len, raw len, crc
 NONE, LZ4, ZSTD = 0, 1, 2
 CODEC_NAMES = {NONE: "none", LZ4: "lz4", ZSTD: "zstd"}
-ZSTD_LEVEL = 9
+ZSTD_LEVEL = 17          # merged tier: written once, read for years; see docs/formats.md
+ZSTD_SEARCH_LEVEL = 9    # encodings are ranked at this (fast) level, the winner compressed at ZSTD_LEVEL
 _zc = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
+_zc_search = zstandard.ZstdCompressor(level=ZSTD_SEARCH_LEVEL)
 _zd = zstandard.ZstdDecompressor()
 
 
@@ -72,7 +75,8 @@ def _lz4(raw: bytes) -> bytes:
     return lz4.block.compress(raw, store_size=False)
 
 
-_COMPRESSORS = {LZ4: _lz4, ZSTD: _zc.compress, NONE: None}
+_COMPRESSORS = {LZ4: _lz4, ZSTD: _zc_search.compress, NONE: None}   # what encodings are ranked by
+_FINAL = {ZSTD: _zc.compress}                                          # ... and the codec, if another
 
 
 def _decompress(codec: int, data: bytes, raw_len: int, path: str, offset: int) -> bytes:
@@ -136,6 +140,8 @@ def write_columns(data_dir: str, table: str, symbol: int, cols: dict, *, codec: 
     for col in dtype.names:
         dt = dtype.fields[col][0]
         enc, raw, stored = chooser.encode_u64((table, col, c), cols[col], dt, _COMPRESSORS[c])
+        if c in _FINAL:
+            stored = _FINAL[c](raw)
         # why: a block the compressor cannot shrink is stored raw; decoding it is then free
         used, stored = (c, stored) if len(stored) < len(raw) else (NONE, raw)
         crc = crc32c.crc32c(stored)
@@ -186,8 +192,9 @@ def read_index(f, path: str) -> dict:
     if magic != FOOT_MAGIC:
         raise CorruptionError(f"{path}: bad footer magic at offset {size - FOOTER.size}",
                               path, size - FOOTER.size)
-    if version != VERSION:
-        raise CorruptionError(f"{path}: segment format version {version}, this code reads {VERSION}",
+    if version not in READ_VERSIONS:
+        raise CorruptionError(f"{path}: segment format version {version}; this code reads versions "
+                              f"{', '.join(map(str, READ_VERSIONS))} (written by a newer exsim?)",
                               path, size - FOOTER.size + 16)
     if idx_off + idx_len != size - FOOTER.size:
         raise CorruptionError(f"{path}: index bounds in footer do not match the file size",
@@ -198,7 +205,7 @@ def read_index(f, path: str) -> dict:
         raise CorruptionError(f"{path}: index checksum mismatch at offset {idx_off}", path, idx_off)
     f.seek(0)
     magic, hversion, _ = HEADER.unpack(f.read(HEADER.size))
-    if magic != MAGIC or hversion != VERSION:
+    if magic != MAGIC or hversion != version:
         raise CorruptionError(f"{path}: bad header at offset 0", path, 0)
     p = 0
 

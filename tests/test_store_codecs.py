@@ -7,7 +7,7 @@ from hypothesis.extra import numpy as hnp
 
 from exchange.errors import CorruptionError
 from store import codecs
-from store.codecs import ENCODINGS, Chooser, choose, decode, encode
+from store.codecs import ALIGNED, ENCODINGS, PACKED, SHUFFLED, Chooser, choose, decode, encode
 
 DTYPES = [np.int64, np.uint64, np.int32, np.uint32, np.uint8]
 
@@ -30,7 +30,7 @@ def _adversarial(dtype):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("encoding", ENCODINGS)
 @settings(max_examples=100, deadline=None)
-@given(data=st.data(), aligned=st.booleans())
+@given(data=st.data(), aligned=st.sampled_from([PACKED, ALIGNED, SHUFFLED]))
 def test_every_encoding_round_trips_adversarial_columns(dtype, encoding, data, aligned):
     col = data.draw(_adversarial(dtype))
     out = decode(encode(col, encoding, aligned), col.size, col.dtype)
@@ -86,3 +86,18 @@ def test_ranking_by_compressed_size_may_prefer_byte_aligned_blocks():
     enc, aligned, blob = choose(col, compress=zc)
     assert len(zc(blob)) <= min(len(zc(encode(col, e))) for e in ENCODINGS)
     assert np.array_equal(decode(blob, col.size, col.dtype), col)
+
+
+def test_shuffled_streams_store_byte_planes_and_round_trip():
+    col = np.arange(0, 3000 * 70001, 70001, dtype=np.int64)   # keys / gcd need 12 bits -> 16
+    blob = encode(col, codecs.FOR, SHUFFLED)
+    assert blob[1 + 16] == 16 | codecs.SHUFFLE_FLAG             # width byte after min and gcd
+    assert np.array_equal(decode(blob, col.size, col.dtype), col)
+    assert len(blob) == len(encode(col, codecs.FOR, ALIGNED))
+
+
+def test_shuffle_flag_on_an_unaligned_width_is_corruption():
+    blob = bytearray(encode(np.arange(100, dtype=np.int64), codecs.FOR, PACKED))
+    blob[1 + 16] |= codecs.SHUFFLE_FLAG                         # width 7, flagged shuffled
+    with pytest.raises(CorruptionError, match="stream header"):
+        decode(bytes(blob), 100, np.int64)

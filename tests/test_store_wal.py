@@ -126,3 +126,36 @@ def test_append_must_continue_the_seq(tmp_path):
     w = WalWriter(str(tmp_path))
     with pytest.raises(UsageError):
         w.append(5, *make_batch(5, 10))
+
+
+def _v1_file(path, first_seq, batch):
+    """A WAL file as format version 1 wrote it: one type-2 record (lz4 of the packed rows)."""
+    import struct
+
+    import crc32c
+    import lz4.block
+
+    from store.wal import BATCH, FRAME, HCRC, MAGIC
+
+    raw = BATCH.pack(first_seq, *(a.size for a in batch)) + b"".join(a.tobytes() for a in batch)
+    payload = struct.pack("<I", len(raw)) + lz4.block.compress(raw, store_size=False)
+    head = FRAME.pack(len(payload), crc32c.crc32c(payload, crc32c.crc32c(b"\x02")), 2)
+    with open(path, "wb") as f:
+        f.write(FILE_HEADER.pack(MAGIC, 1, 0, 1) + head + HCRC.pack(crc32c.crc32c(head)) + payload)
+
+
+def test_version_1_files_still_read(tmp_path):
+    batch = make_batch(1, 300)
+    _v1_file(str(tmp_path / "wal-00000001.log"), 1, batch)
+    (rec,), rep = scan_wal(str(tmp_path))
+    assert _same(rec, batch) and rep.last_seq == 300
+
+
+def test_a_newer_file_version_is_rejected_naming_the_file(tmp_path):
+    _write(tmp_path, batches=1)
+    (_, path), = wal_files(str(tmp_path))
+    data = bytearray(open(path, "rb").read())
+    data[4] = 9
+    open(path, "wb").write(bytes(data))
+    with pytest.raises(CorruptionError, match="wal-00000001.log.*version 9"):
+        scan_wal(str(tmp_path))
