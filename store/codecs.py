@@ -17,9 +17,15 @@ Encodings (the first byte of an encoded block names it):
 - RLE    run values and run lengths, each as a FOR stream.
 - DICT   the sorted distinct values as a FOR stream, then each row's index bit-packed.
 
-``choose`` picks the smallest candidate; ``Chooser`` remembers the choice per (table, column) and
-re-searches only every ``research_every`` uses or when the bytes per row grow by a quarter, so
-steady-state sealing encodes each column once.
+Every bit-packed stream has one of three layouts (``PACKED`` exact width, ``ALIGNED`` width
+rounded up to whole bytes, ``SHUFFLED`` aligned and stored as byte planes: flag 0x80 in its width
+byte); the block is the same otherwise, and decoding reads the layout from the stream.
+
+``choose`` picks the smallest candidate (ranked on a sample of a long column); ``Chooser``
+remembers the choice per (table, column) and re-searches only every ``research_every`` uses or
+when the bytes per row grow by a quarter, so steady-state sealing encodes each column once.
+Columns reach the encoders as uint64 bit patterns (``split_u64``: one cache-blocked pass over a
+batch's rows for all its fields), so sealing never copies a field through numpy casts.
 
 Invariants: kernels are ``@njit(cache=True)`` with no object mode and no per-row Python; the
 Python wrappers only assemble headers. Byte layouts are in docs/formats.md ("Column block").

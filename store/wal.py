@@ -13,7 +13,7 @@ array byte-shuffled (byte 0 of every row, then byte 1 ...: blosc's shuffle), whi
 less than half and compresses about twice as fast. Byte layout: docs/formats.md.
 
 Invariants:
-- Records are appended whole with one write; a batch is acknowledged only after ``append``
+- Records are appended whole with one writev (frame header + payload parts); a batch is acknowledged only after ``append``
   returns, and under durability ``fsync`` only after the file is fsynced.
 - Seqs are contiguous: each record's first seq is the previous record's last seq + 1, across files.
 - A writer never appends to a file a previous process wrote: it starts a new file, so recovery
