@@ -118,19 +118,25 @@ def _shuffle(src, width, out, pos):
     """Write the n x width bytes of ``src`` byte-shuffled into out[pos:]: byte j of row i goes to
     pos + j * n + i. Returns the position after them."""
     n = src.size // width
-    for i in range(n):
-        base = i * width
+    # why blocks of rows: a block stays in cache while each of its byte planes is written
+    # out sequentially (row by row, the writes would scatter over ``width`` distant places)
+    for b in range(0, n, 2048):
+        e = min(n, b + 2048)
         for j in range(width):
-            out[pos + j * n + i] = src[base + j]
+            dst = pos + j * n
+            for i in range(b, e):
+                out[dst + i] = src[i * width + j]
     return pos + n * width
 
 
 @njit(cache=True)
 def _unshuffle(src, pos, width, n, out):
-    for j in range(width):
-        base = pos + j * n
-        for i in range(n):
-            out[i * width + j] = src[base + i]
+    for b in range(0, n, 2048):
+        e = min(n, b + 2048)
+        for j in range(width):
+            base = pos + j * n
+            for i in range(b, e):
+                out[i * width + j] = src[base + i]
 
 
 def _wire_bytes(name: str, arr: np.ndarray) -> np.ndarray:
