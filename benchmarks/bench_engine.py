@@ -9,7 +9,8 @@ Workloads:
 
 Each run builds a fresh engine and feeds the workload in batches (default 65,536 messages) with
 fills, L2 updates and events all emitted. "reused" keeps the output buffers between batches
-(``process(reuse=True)``: what the journal does); "fresh" allocates new outputs per batch. The
+(``process(reuse=True)``: what the journal does); "fresh" allocates new outputs per batch;
+"no prefetch" turns the kernel's software prefetch off. Variants run in interleaved rounds. The
 first call of the process (numba compile, or loading the on-disk cache) is timed apart.
 Figures are medians of ``--runs`` runs. Prints a markdown table and writes JSON.
 
@@ -61,9 +62,12 @@ def quantcup_workload(target: int) -> tuple[np.ndarray, int]:
     return flow, reps
 
 
-def run_once(flow: np.ndarray, n_symbols: int, batch: int, reuse: bool) -> dict:
+def run_once(flow: np.ndarray, n_symbols: int, batch: int, reuse: bool,
+             prefetch: int | None = None) -> dict:
     """Feed ``flow`` to a fresh engine in batches; return timing and output counts."""
     eng = Engine()
+    if prefetch is not None:
+        eng.prefetch_distance = prefetch
     for s in range(n_symbols):
         eng.add_symbol(f"S{s}")
     fills = l2 = events = 0
@@ -106,12 +110,17 @@ def main(argv: list[str] | None = None) -> dict:
                  "uniform100": (bench_1m(100), 100)}
     rows = []
     for name, (flow, nsym) in workloads.items():
-        for reuse in (True, False):
-            runs = [run_once(flow, nsym, args.batch, reuse) for _ in range(args.runs)]
+        # interleaved rounds, so machine noise hits every variant alike
+        variants = [("reused", True, None), ("fresh", False, None), ("reused, no prefetch", True, 0)]
+        timed: dict[str, list[dict]] = {v[0]: [] for v in variants}
+        for _ in range(args.runs):
+            for label, reuse, prefetch in variants:
+                timed[label].append(run_once(flow, nsym, args.batch, reuse, prefetch))
+        for label, runs in timed.items():
             sec = statistics.median(r["seconds"] for r in runs)
             last = runs[-1]
             rows.append({
-                "workload": name, "outputs": "reused" if reuse else "fresh",
+                "workload": name, "outputs": label,
                 "messages": len(flow), "symbols": nsym,
                 "msgs_per_s": len(flow) / sec, "ns_per_msg": sec * 1e9 / len(flow),
                 "runs_seconds": [r["seconds"] for r in runs],
