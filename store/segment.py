@@ -119,9 +119,11 @@ def write_segment(data_dir: str, table: str, symbol: int, rows: np.ndarray, *,
 
 
 def write_columns(data_dir: str, table: str, symbol: int, cols: dict, *, codec: str = "lz4",
-                  chooser: codecs.Chooser | None = None) -> SegmentInfo:
+                  chooser: codecs.Chooser | None = None, sync: bool = True) -> SegmentInfo:
     """``write_segment`` of rows given column by column: {name: uint64 bit patterns} (see
-    ``codecs.gather_u64``), every column of ``table``, equal lengths, ordered by seq."""
+    ``codecs.gather_u64``), every column of ``table``, equal lengths, ordered by seq.
+    ``sync=False`` skips the fsyncs (durability "none": the file survives a process crash, not
+    a power loss; a lost file is then reported as corruption, never read as data)."""
     dtype = table_dtype(table)
     n = cols["seq"].size
     if n == 0:
@@ -163,11 +165,13 @@ def write_columns(data_dir: str, table: str, symbol: int, cols: dict, *, codec: 
                 view = memoryview(b"".join(parts))[done:]
                 while view:
                     view = view[os.write(fd, view):]
-            os.fsync(fd)
+            if sync:
+                os.fsync(fd)
         finally:
             os.close(fd)
         os.rename(tmp, os.path.join(data_dir, rel))
-        fsync_dir(full_dir)
+        if sync:
+            fsync_dir(full_dir)
     except OSError as e:
         try:
             os.unlink(tmp)

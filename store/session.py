@@ -93,6 +93,9 @@ class Session:
         # why: the engine's reused output buffers avoid an allocation (and page faults) per
         # batch; the session copies each output once anyway, into its pending record
         self._reuse = _takes_reuse(engine)
+        # why: durability "none" is pure simulation; fsyncing its segments and checkpoints
+        # would pay for a power-loss guarantee its WAL does not give anyway
+        self._sync = durability != "none"
         self._scratch = np.empty((max(len(d.names) for d in STORED_DTYPES.values()), 0), np.uint64)
         self.recovery: WalReport | None = None
         self.wal = WalWriter(os.path.join(self.data_dir, "wal"), durability=durability,
@@ -111,7 +114,8 @@ class Session:
     def create(cls, data_dir, engine, *, run_info: dict | None = None, **options) -> "Session":
         """Start a new data directory for ``engine`` (which may already hold symbols).
 
-        options: durability ("fsync" | "interval" | "none"), sync_interval (s), checkpoint_every
+        options: durability ("fsync" | "interval" | "none"; "none" also skips the fsyncs of
+        segments and checkpoints: pure simulation), sync_interval (s), checkpoint_every
         (messages), seal_every (messages), wal_rotate_bytes, wal_compress. run_info: scenario,
         seed and anything else worth recording in the ``runs`` table.
         Returns the open Session. Raises UsageError if the directory already holds a catalog,
@@ -257,9 +261,11 @@ class Session:
                 f.write(CKPT_HEAD.pack(CKPT_MAGIC, CKPT_VERSION, 0, seq, len(blob), crc))
                 f.write(blob)
                 f.flush()
-                os.fsync(f.fileno())
+                if self._sync:
+                    os.fsync(f.fileno())
             os.replace(tmp, full)
-            fsync_dir(os.path.dirname(full))
+            if self._sync:
+                fsync_dir(os.path.dirname(full))
         except OSError as e:
             raise WriteError(f"cannot write checkpoint {full}: {e}") from e
         self.catalog.add_checkpoint(seq, rel, CKPT_HEAD.size + len(blob), crc)
@@ -311,7 +317,7 @@ class Session:
             syms = cols["symbol"]
             if syms.min() == syms.max():
                 infos.append(write_columns(self.data_dir, table, int(syms[0]), cols,
-                                           codec="lz4", chooser=self.chooser))
+                                           codec="lz4", chooser=self.chooser, sync=self._sync))
                 continue
             order = np.argsort(syms, kind="stable")   # stable: seq order kept per symbol
             ss = syms[order]
@@ -319,7 +325,7 @@ class Session:
             for lo, hi in zip(np.r_[0, cuts], np.r_[cuts, ss.size]):
                 part = {c: codecs.take_u64(u, order, int(lo), int(hi)) for c, u in cols.items()}
                 infos.append(write_columns(self.data_dir, table, int(ss[lo]), part,
-                                           codec="lz4", chooser=self.chooser))
+                                           codec="lz4", chooser=self.chooser, sync=self._sync))
         self.catalog.register_seal(infos, through)
         self.catalog.set_meta("encoding_choices", json.dumps(self.chooser.state()))
         self._pending = []
