@@ -100,14 +100,15 @@ class Session:
         self.recovery: WalReport | None = None
         self.wal = WalWriter(os.path.join(self.data_dir, "wal"), durability=durability,
                              interval=sync_interval, rotate_bytes=wal_rotate_bytes,
-                             compress=wal_compress, next_seq=engine.seq + 1)
+                             compress=(durability != "none") if wal_compress is None else wal_compress,
+                             next_seq=engine.seq + 1)
         ck = catalog.latest_checkpoint()
         self._last_ckpt = ck["seq"] if ck else -1
         # why: a reopened directory starts from the encodings already found good for its data
         self.chooser.load(json.loads(catalog.get_meta("encoding_choices", "{}")))
 
     _OPTS = dict(durability="fsync", sync_interval=0.05, checkpoint_every=1_000_000,
-                 seal_every=1_000_000, wal_rotate_bytes=64 << 20, wal_compress=True)
+                 seal_every=1_000_000, wal_rotate_bytes=64 << 20, wal_compress=None)
 
     # -- construction --------------------------------------------------------------------------
     @classmethod
@@ -116,7 +117,9 @@ class Session:
 
         options: durability ("fsync" | "interval" | "none"; "none" also skips the fsyncs of
         segments and checkpoints: pure simulation), sync_interval (s), checkpoint_every
-        (messages), seal_every (messages), wal_rotate_bytes, wal_compress. run_info: scenario,
+        (messages), seal_every (messages), wal_rotate_bytes, wal_compress (None: byte-shuffled
+        lz4 records when the WAL is fsynced, where fewer bytes to sync pay for the compression;
+        raw records under durability "none", where they do not). run_info: scenario,
         seed and anything else worth recording in the ``runs`` table.
         Returns the open Session. Raises UsageError if the directory already holds a catalog,
         WriteError if the first checkpoint cannot be written.
