@@ -13,7 +13,7 @@ from test_replay_common import SYMBOLS, TamperingEngine, rich_flow, store_run
 def test_clean_run_reruns_byte_for_byte(tmp_path):
     orders = rich_flow(3000, seed=21)
     store_run(tmp_path, orders, checkpoint_every=600)
-    report = rerun(tmp_path, chunk=700)
+    report = rerun(tmp_path, chunk=700, checkpoints="all")
     assert report.ok and report.first_divergence is None
     assert report.counts["orders"] == 3000 and report.counts["fills"] > 0
     assert report.counts["checkpoints"] >= 4
