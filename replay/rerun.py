@@ -2,7 +2,7 @@
 
 The engine starts from the run's first checkpoint (the exact state the run began in: options,
 symbols, counters and any books it already held), then processes the stored orders in seq
-order, in chunks that end at every stored checkpoint. Per chunk, its fills, L2 updates and order
+order, in chunks that end at each compared checkpoint. Per chunk, its fills, L2 updates and order
 events are compared byte for byte (padding included: both sides are zero-initialised) with the
 stored rows of the same seq range; at the last stored checkpoint (every one with
 ``checkpoints="all"``) the engine's own checkpoint bytes are compared with the stored ones.
