@@ -179,7 +179,8 @@ class _Driver:
             if i == next_wake and i > 0:
                 cand = (int(ts[i - 1]), 1)
                 best = cand if best is None or cand < best else best
-            if ctx._timers and ctx._timers[0][0] < t_next:
+            # time ends with the data: timers past the last market message never fire
+            if ctx._timers and ctx._timers[0][0] < t_next and n and ctx._timers[0][0] <= ts[-1]:
                 cand = (ctx._timers[0][0], 2)
                 best = cand if best is None or cand < best else best
             if best is not None and best[1] == 0:
@@ -204,7 +205,8 @@ class _Driver:
                 if i >= n:
                     return
                 lim = min(int(self.olog[self.qh]["ts"]) if self.qh < self.nord else _INF,
-                          ctx._timers[0][0] if ctx._timers else _INF)
+                          ctx._timers[0][0] if ctx._timers and ctx._timers[0][0] <= ts[-1]
+                          else _INF)
                 stop = n if lim == _INF else int(np.searchsorted(ts, lim, side="right"))
                 if every:
                     stop = min(stop, next_wake)

@@ -8,7 +8,7 @@ A strategy subclasses ``Strategy`` and overrides the callbacks it needs:
 - ``on_fill(ctx, fill)``: once per fill of one of its orders (``Fill``), as soon as it happens.
 - ``on_order(ctx, event)``: once per execution report of one of its orders (EVENT_DTYPE row).
 - ``on_timer(ctx, ts)``: every ``timer_ns`` of local time (0 = never), or at times set with
-  ``ctx.set_timer``.
+  ``ctx.set_timer``. Timers past the last market message never fire: time ends with the data.
 
 Time: the strategy lives on a local clock. What it sees happened one feed latency ago at the
 exchange; ``ctx.now`` is the local time of the current callback; orders it sends reach the engine
