@@ -10,7 +10,8 @@ fill price while no two-sided book has been seen); ``pnl = cash + position x mar
 
 Summary (``summary`` dict; every value a plain int/float, so it serialises to JSON):
 pnl, gross_pnl, fees, turnover (notional traded), volume (lots), maker_volume, taker_volume,
-n_fills, n_orders (NEW messages), submitted_qty, fill_ratio (volume / submitted_qty),
+n_fills, n_orders (NEW messages), submitted_qty, fill_ratio (volume / submitted_qty; above 1 when
+MODIFYs top up partly filled orders),
 final_position, max_drawdown (largest fall of pnl from a running peak over the series),
 mean_time_in_queue_ns (passive fills: fill ts minus the ts the order joined its queue, i.e. its
 NEW's or last priority-losing MODIFY's arrival, weighted by fill qty), rejects, n_messages.
