@@ -6,6 +6,7 @@ Subcommands (each in its own module, each ``--help`` carrying an example)::
     ls, book, verify, rerun   replay/cli_inspect.py
     stats                     replay/cli_inspect.py
     export                    replay/cli_export.py
+    backtest                  replay/cli_backtest.py
 
 Exit status: 0 ok, 1 a verification or determinism check failed, 2 usage or input error.
 
@@ -25,7 +26,7 @@ import sys
 
 from exchange.errors import ExsimError, VerificationError
 
-from . import cli_export, cli_inspect, cli_run
+from . import cli_backtest, cli_export, cli_inspect, cli_run
 from .cli_common import EXIT_FAILED, EXIT_USAGE, Formatter
 
 __all__ = ["main", "build_parser", "render_docs", "write_docs", "COMMANDS"]
@@ -33,7 +34,7 @@ __all__ = ["main", "build_parser", "render_docs", "write_docs", "COMMANDS"]
 PROG = "exsim"
 DOCS_WIDTH = 100
 # The order commands appear in help and docs.
-COMMANDS = ("simulate", "demo", "ls", "book", "verify", "rerun", "stats", "export")
+COMMANDS = ("simulate", "demo", "ls", "book", "verify", "rerun", "stats", "export", "backtest")
 
 DESCRIPTION = """\
 exsim: a deterministic exchange simulator. Simulate order flow into a journaled, checksummed
@@ -85,6 +86,7 @@ def build_parser(width: int | None = None) -> argparse.ArgumentParser:
     cli_run.register(sub, [common], fmt)
     cli_inspect.register(sub, [common], fmt)
     cli_export.register(sub, [common], fmt)
+    cli_backtest.register(sub, [common], fmt)
     return parser
 
 

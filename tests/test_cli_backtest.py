@@ -1,0 +1,35 @@
+"""``exsim backtest``: the strategy named on the command line trades the scenario's flow."""
+
+from __future__ import annotations
+
+import json
+
+from cli_fixtures import run, write_scenario
+
+
+def test_backtest_prints_a_json_summary_for_the_default_market_maker(tmp_path):
+    code, out, err = run(["backtest", write_scenario(tmp_path), "--symbol", "AAA", "--json",
+                          "--param", "every=20"])
+    assert code == 0, err
+    summary = json.loads(out)
+    assert {"pnl", "fill_ratio", "n_fills", "max_drawdown"} <= set(summary)
+    assert summary["n_fills"] >= 0 and 0 <= summary["fill_ratio"] <= 1.5
+
+
+def test_backtest_writes_the_plot(tmp_path):
+    png = tmp_path / "bt.png"
+    code, out, err = run(["backtest", write_scenario(tmp_path), "--symbol", "AAA",
+                          "--plot", str(png)])
+    assert code == 0, err
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_backtest_with_an_unknown_strategy_exits_2_naming_it(tmp_path):
+    code, out, err = run(["backtest", write_scenario(tmp_path), "--strategy", "nosuch:Thing"])
+    assert code == 2 and "nosuch" in err and "Traceback" not in err
+
+
+def test_backtest_with_a_malformed_param_exits_2(tmp_path):
+    code, out, err = run(["backtest", write_scenario(tmp_path), "--symbol", "AAA",
+                          "--param", "novalue"])
+    assert code == 2 and "KEY=VALUE" in err
