@@ -30,6 +30,7 @@ import crc32c
 import numpy as np
 
 from exchange.errors import CorruptionError, StoreError, UsageError, WriteError
+from exchange.schema import TABLE_DTYPES
 from store import codecs
 from store.catalog import Catalog
 from store.segment import write_columns
@@ -305,7 +306,9 @@ class Session:
         infos = []
         for table in TABLES:
             dtype = STORED_DTYPES[table]
+            want = TABLE_DTYPES[table]   # the records' (packed schema) dtype; orders without seq
             arrays = [r.orders if table == "orders" else getattr(r, table) for r in recs]
+            arrays = [a if a.dtype == want else a.astype(want) for a in arrays]
             if sum(a.size for a in arrays) == 0:
                 continue
             # why columns in one pass: each batch's rows are read once, straight into the uint64
