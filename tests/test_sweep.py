@@ -1,0 +1,71 @@
+"""Parameter sweeps: grid order, determinism, seeds, bad arguments, and Dask equals serial."""
+
+import pytest
+
+from exchange import UsageError
+from replay.sweep import grid_points, sweep
+from scenarios import uniform_flow
+
+SPEC = "scenarios.strategies:InventoryMarketMaker"
+GRID = {"size": [2, 5], "every": [20, 50]}
+TRADER = 4242
+
+
+@pytest.fixture(scope="module")
+def flow():
+    return uniform_flow(2_000, 7)
+
+
+@pytest.fixture(scope="module")
+def serial_rows(flow):
+    return sweep(flow, SPEC, GRID, scheduler="serial", trader=TRADER, fees_bps=0.5)
+
+
+def test_grid_is_the_cartesian_product_last_key_fastest():
+    assert grid_points({"a": [1, 2], "b": ["x", "y"]}) == [
+        {"a": 1, "b": "x"}, {"a": 1, "b": "y"}, {"a": 2, "b": "x"}, {"a": 2, "b": "y"}]
+    assert grid_points([{"a": 3}]) == [{"a": 3}]
+    assert grid_points({}) == [{}]          # one run with the strategy's defaults
+
+
+def test_each_row_holds_its_parameters_and_its_backtest_summary(flow, serial_rows):
+    from replay.backtest import backtest
+    from scenarios.strategies import InventoryMarketMaker
+
+    assert [(r["size"], r["every"]) for r in serial_rows] == [(2, 20), (2, 50), (5, 20), (5, 50)]
+    one = backtest(flow, InventoryMarketMaker(size=5, every=50), trader=TRADER, fees_bps=0.5)
+    assert serial_rows[3] == {"size": 5, "every": 50, **one.summary}
+
+
+def test_the_same_grid_run_twice_gives_identical_rows(flow, serial_rows):
+    assert sweep(flow, SPEC, GRID, scheduler="serial", trader=TRADER, fees_bps=0.5) == serial_rows
+
+
+def test_seeds_regenerate_the_scenario_and_add_a_seed_column():
+    rows = sweep("default", SPEC, {"size": [3]}, seeds=[1, 2], scheduler="serial", symbol="JPM")
+    assert [r["seed"] for r in rows] == [1, 2]
+    assert rows[0]["n_messages"] != rows[1]["n_messages"] or rows[0]["pnl"] != rows[1]["pnl"]
+
+
+@pytest.mark.parametrize("grid", [{"size": []}, {"size": 3}, [], "size=1"])
+def test_malformed_grid_raises_usage_error(flow, grid):
+    with pytest.raises(UsageError):
+        sweep(flow, SPEC, grid, scheduler="serial")
+
+
+def test_bad_strategy_spec_or_parameter_raises_before_any_run(flow):
+    with pytest.raises(UsageError, match="no 'Nope'"):
+        sweep(flow, "scenarios.strategies:Nope", GRID, scheduler="serial")
+    with pytest.raises(UsageError, match="unexpected keyword"):
+        sweep(flow, SPEC, {"sizee": [1]}, scheduler="serial")
+
+
+def test_seeds_need_a_scenario_flow(flow):
+    with pytest.raises(UsageError, match="scenario"):
+        sweep(flow, SPEC, GRID, seeds=[1], scheduler="serial")
+
+
+def test_sweep_on_a_local_cluster_of_two_workers_equals_the_serial_result(flow, serial_rows):
+    pytest.importorskip("distributed", reason="dask.distributed is not installed (exsim[dist])")
+    rows = sweep(flow, SPEC, GRID, n_workers=2, trader=TRADER, fees_bps=0.5)
+    assert rows == serial_rows
