@@ -26,7 +26,7 @@ import sys
 
 from exchange.errors import ExsimError, VerificationError
 
-from . import cli_backtest, cli_export, cli_inspect, cli_run
+from . import cli_backtest, cli_export, cli_inspect, cli_run, cli_sweep
 from .cli_common import EXIT_FAILED, EXIT_USAGE, Formatter
 
 __all__ = ["main", "build_parser", "render_docs", "write_docs", "COMMANDS"]
@@ -34,7 +34,7 @@ __all__ = ["main", "build_parser", "render_docs", "write_docs", "COMMANDS"]
 PROG = "exsim"
 DOCS_WIDTH = 100
 # The order commands appear in help and docs.
-COMMANDS = ("simulate", "demo", "ls", "book", "verify", "rerun", "stats", "export", "backtest")
+COMMANDS = ("simulate", "demo", "ls", "book", "verify", "rerun", "stats", "export", "backtest", "sweep")
 
 DESCRIPTION = """\
 exsim: a deterministic exchange simulator. Simulate order flow into a journaled, checksummed
@@ -87,6 +87,7 @@ def build_parser(width: int | None = None) -> argparse.ArgumentParser:
     cli_inspect.register(sub, [common], fmt)
     cli_export.register(sub, [common], fmt)
     cli_backtest.register(sub, [common], fmt)
+    cli_sweep.register(sub, [common], fmt)
     return parser
 
 

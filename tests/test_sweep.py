@@ -69,3 +69,40 @@ def test_sweep_on_a_local_cluster_of_two_workers_equals_the_serial_result(flow, 
     pytest.importorskip("distributed", reason="dask.distributed is not installed (exsim[dist])")
     rows = sweep(flow, SPEC, GRID, n_workers=2, trader=TRADER, fees_bps=0.5)
     assert rows == serial_rows
+
+
+# -- exsim sweep -------------------------------------------------------------------------------
+
+def test_cli_sweep_writes_one_csv_row_per_grid_point_and_seed(tmp_path):
+    from cli_fixtures import run, write_scenario
+
+    out_csv = tmp_path / "s.csv"
+    code, out, err = run(["sweep", write_scenario(tmp_path), "--symbol", "AAA", "--scheduler",
+                          "serial", "--grid", "size=2,4", "--param", "every=20", "--seeds", "3,4",
+                          "--csv", str(out_csv)])
+    assert code == 0, err
+    lines = out_csv.read_text().splitlines()
+    assert lines[0].startswith("size,every,seed,pnl,") and len(lines) == 5
+
+
+def test_cli_sweep_json_rows_equal_the_library_rows(tmp_path):
+    import json
+
+    from cli_fixtures import run, write_scenario
+
+    path = write_scenario(tmp_path)
+    code, out, err = run(["sweep", path, "--symbol", "AAA", "--scheduler", "serial",
+                          "--grid", "every=20,50", "--json"])
+    assert code == 0, err
+    assert json.loads(out) == sweep(path, SPEC, {"every": [20, 50]}, scheduler="serial",
+                                    symbol="AAA", latency=(0, 0))
+
+
+@pytest.mark.parametrize("argv, needle", [(["--grid", "size"], "KEY=V1"),
+                                          (["--grid", "size=1", "--seeds", "a"], "--seeds"),
+                                          (["--grid", "size=1", "--param", "size=2"], "both")])
+def test_cli_sweep_bad_arguments_exit_2(tmp_path, argv, needle):
+    from cli_fixtures import run, write_scenario
+
+    code, out, err = run(["sweep", write_scenario(tmp_path), "--scheduler", "serial", *argv])
+    assert code == 2 and needle in err and "Traceback" not in err
