@@ -21,9 +21,8 @@ Every bit-packed stream has one of three layouts (``PACKED`` exact width, ``ALIG
 rounded up to whole bytes, ``SHUFFLED`` aligned and stored as byte planes: flag 0x80 in its width
 byte); the block is the same otherwise, and decoding reads the layout from the stream.
 
-``choose`` picks the smallest candidate (ranked on a sample of a long column); ``Chooser``
-remembers the choice per (table, column) and re-searches only every ``research_every`` uses or
-when the bytes per row grow by a quarter, so steady-state sealing encodes each column once.
+Which encoding and layout a column gets is decided in store/choice.py (``choose``, ``Chooser``:
+smallest after compression, searched on a sample, remembered); they are re-exported here.
 Columns reach the encoders as uint64 bit patterns (``split_u64``: one cache-blocked pass over a
 batch's rows for all its fields), so sealing never copies a field through numpy casts.
 
@@ -56,8 +55,6 @@ _U63 = np.uint64(63)
 _ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
 _SIGN = np.uint64(1 << 63)
 
-SEARCH_ROWS = 8_192    # rows a full encoding search looks at
-SEARCH_RUNS = 4        # ... taken as this many evenly spaced runs of consecutive rows
 # Stream layouts ("aligned" argument): bit-packed at the exact width, at a byte-aligned width,
 # or byte-aligned and byte-shuffled (flag bit 0x80 of the stream's width byte; widths 16-64).
 PACKED, ALIGNED, SHUFFLED = 0, 1, 2
@@ -85,25 +82,6 @@ def _bit_width(x):
         x = x >> _U1
         w += 1
     return w
-
-
-@njit(cache=True)
-def _pack(vals, width):
-    """Pack each uint64 of ``vals`` into ``width`` bits, LSB first, into uint64 words."""
-    n = vals.size
-    out = np.zeros((n * width + 63) // 64, np.uint64)
-    if width == 0:
-        return out
-    bitpos = 0
-    for i in range(n):
-        v = vals[i]
-        w = bitpos >> 6
-        o = bitpos & 63
-        out[w] |= v << np.uint64(o)
-        if o + width > 64:
-            out[w + 1] |= v >> np.uint64(64 - o)
-        bitpos += width
-    return out
 
 
 @njit(cache=True)
@@ -150,7 +128,7 @@ def _stream_params(keys):
 
 @njit(cache=True)
 def _stream_pack(keys, mn, g, width):
-    """_pack of (keys - mn) // g, without materialising the quotients."""
+    """Bit-pack (keys - mn) // g at ``width`` bits each, LSB first, into uint64 words."""
     n = keys.size
     out = np.zeros((n * width + 63) // 64, np.uint64)
     if width == 0:
@@ -252,47 +230,14 @@ def _stream_unpack(words, mn, g, width, n):
 
 
 @njit(cache=True)
-def _diff(u):
-    n = u.size
-    d = np.empty(max(n - 1, 0), np.uint64)
-    for i in range(n - 1):
-        d[i] = u[i + 1] - u[i]
-    return d
-
-
-@njit(cache=True)
-def _zigzag_div(d):
-    """Divide signed differences (uint64 bit patterns) by their GCD and zigzag them.
-
-    Returns (gcd, zigzagged quotients). The GCD is taken over magnitudes; 2**63 (the magnitude
-    of int64 min) is kept as is because it has no positive int64 form.
-    """
-    g = _U0
-    for i in range(d.size):
-        x = d[i]
-        mag = (_U0 - x) if (x >> _U63) == _U1 else x
-        g = _gcd(g, mag)
-        if g == _U1:
-            break
-    if g == _U0:
-        g = _U1
-    z = np.empty(d.size, np.uint64)
-    for i in range(d.size):
-        x = d[i]
-        neg = (x >> _U63) == _U1
-        mag = (_U0 - x) if neg else x
-        q = mag // g
-        if neg:
-            q = _U0 - q
-        # zigzag: 0, -1, 1, -2 ... -> 0, 1, 2, 3 ...
-        z[i] = (q << _U1) ^ (_U0 - (q >> _U63))
-    return g, z
-
-
-@njit(cache=True)
 def _diff_zigzag(u, order):
-    """``_zigzag_div`` of the first (order 1) or second (order 2) differences of u, without
-    materialising the differences."""
+    """Divide the first (order 1) or second (order 2) differences of u (uint64 bit patterns of
+    signed values) by their GCD and zigzag them, without materialising the differences.
+
+    Returns (gcd, zigzagged quotients). The GCD is taken over magnitudes (1 if all are 0);
+    2**63 (the magnitude of int64 min) is kept as is because it has no positive int64 form.
+    Zigzag maps 0, -1, 1, -2 ... to 0, 1, 2, 3 ...
+    """
     m = u.size - order
     if m < 0:
         m = 0
@@ -680,97 +625,5 @@ def decode(block: bytes, n: int, dtype: np.dtype, where: str = "") -> np.ndarray
     return out
 
 
-def choose(col: np.ndarray, candidates=ENCODINGS, compress=None) -> tuple[int, bool, bytes]:
-    """Encode ``col`` with every candidate and return (encoding, aligned, bytes) of the smallest.
-
-    With ``compress`` (a bytes -> bytes function: the codec that will follow) candidates are
-    ranked by their compressed size, and byte-aligned variants are tried too: bit-packing can
-    hide from lz4/zstd the structure they would find in whole bytes. Ties go to the earlier
-    candidate (PLAIN first: cheapest to decode). Columns longer than SEARCH_ROWS are ranked on
-    a sample of SEARCH_ROWS rows (a few evenly spaced runs of consecutive rows).
-    """
-    return choose_u64(_as_u64(col), col.dtype, candidates, compress)
-
-
-def _sample(u: np.ndarray) -> np.ndarray:
-    # why runs, not single rows: delta and run-length encodings only show on consecutive rows;
-    # several runs spread over the column see more of it than one prefix
-    if u.size <= SEARCH_ROWS:
-        return u
-    k = SEARCH_RUNS
-    run = SEARCH_ROWS // k
-    starts = np.linspace(0, u.size - run, k).astype(np.int64)
-    return np.concatenate([u[a:a + run] for a in starts])
-
-
-def choose_u64(u: np.ndarray, dtype, candidates=ENCODINGS, compress=None) -> tuple[int, bool, bytes]:
-    """``choose`` for a column given as uint64 bit patterns (see ``encode_u64``)."""
-    if u.size > SEARCH_ROWS:
-        # why: ranking on a sample costs a fraction of the search and picks the same winner
-        # for the steady flows we store; only the winner encodes the whole column
-        enc, aligned, _ = choose_u64(_sample(u), dtype, candidates, compress)
-        return enc, aligned, encode_u64(u, dtype, enc, aligned)
-    best = None
-    for enc in candidates:
-        if enc == DICT and u.size > 4096 and _sample_distinct(u) > 1024:
-            continue  # why: a high-cardinality dictionary costs time and cannot win
-        for aligned in ((PACKED, ALIGNED, SHUFFLED) if compress is not None and enc != PLAIN else (PACKED,)):
-            b = encode_u64(u, dtype, enc, aligned)
-            size = len(b) if compress is None else min(len(b), len(compress(b)))
-            if best is None or size < best[0]:
-                best = (size, enc, aligned, b)
-    return best[1], best[2], best[3]
-
-
-def _sample_distinct(col: np.ndarray) -> int:
-    """Distinct values in an evenly spaced sample of about 4096 rows."""
-    return int(np.unique(col[::max(1, col.size // 4096)]).size)
-
-
-class Chooser:
-    """Remembers the encoding chosen per key (e.g. (table, column)) and reuses it.
-
-    A full search happens on first use, every ``research_every`` uses, and whenever the reused
-    encoding costs more than ``worse_ratio`` times the bytes per row it cost when chosen.
-    """
-
-    def __init__(self, research_every: int = 16, worse_ratio: float = 1.25):
-        self.research_every = research_every
-        self.worse_ratio = worse_ratio
-        self._memo: dict = {}
-        self.searches = 0
-
-    def state(self) -> dict:
-        """The remembered choices as a JSON-able dict (to carry them across sessions)."""
-        return {"|".join(map(str, k)): [e, a, r] for k, (e, a, r, _) in self._memo.items()}
-
-    def load(self, state: dict) -> None:
-        """Adopt choices from ``state()``; they are re-checked like any remembered choice."""
-        for k, (e, a, r) in state.items():
-            t, col, codec = k.split("|")
-            self._memo[(t, col, int(codec))] = (int(e), int(a), float(r), 0)
-
-    def encode(self, key, col: np.ndarray, compress=None) -> tuple[int, bytes, bytes]:
-        """Return (encoding, block bytes, compressed block bytes) for ``col``, reusing the
-        remembered choice if it still holds. ``compress`` is the codec that follows (see
-        ``choose``; None: no compression, the last two items are the same bytes).
-        """
-        return self.encode_u64(key, _as_u64(col), col.dtype, compress)
-
-    def encode_u64(self, key, u: np.ndarray, dtype, compress=None) -> tuple[int, bytes, bytes]:
-        """``encode`` for a column given as uint64 bit patterns (see ``encode_u64``)."""
-        comp = compress or (lambda b: b)
-        memo = self._memo.get(key)
-        n = max(u.size, 1)
-        if memo is not None and memo[3] < self.research_every:
-            enc, aligned, per_row, uses = memo
-            b = encode_u64(u, dtype, enc, aligned)
-            c = comp(b)
-            if min(len(b), len(c)) / n <= per_row * self.worse_ratio + 0.01:
-                self._memo[key] = (enc, aligned, per_row, uses + 1)
-                return enc, b, c
-        self.searches += 1
-        enc, aligned, b = choose_u64(u, dtype, compress=compress)
-        c = comp(b)
-        self._memo[key] = (enc, aligned, min(len(b), len(c)) / n, 0)
-        return enc, b, c
+# The encoding search lives in store/choice.py; its names stay importable from here.
+from store.choice import Chooser, choose, choose_u64  # noqa: E402  (choice imports this module)

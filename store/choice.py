@@ -1,0 +1,119 @@
+"""Choosing a column's encoding: the smallest after compression, searched on a sample, remembered.
+
+``choose`` encodes a column with every candidate encoding in every stream layout (bit-packed,
+byte-aligned, byte-shuffled; see store/codecs.py) and keeps the smallest after the codec that
+follows; a long column is ranked on a sample (SEARCH_RUNS evenly spaced runs of consecutive rows,
+SEARCH_ROWS in all) and only the winner encodes the whole column. ``Chooser`` remembers the choice
+per key (table, column, codec) and re-searches only every ``research_every`` uses or when the
+bytes per row grow by a quarter, so steady-state sealing encodes each column once.
+
+Invariants: a choice only changes how a block is encoded, never what it decodes to; the block
+records its encoding and layouts, so readers need no knowledge of the choice.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from store.codecs import DICT, ENCODINGS, PACKED, ALIGNED, SHUFFLED, PLAIN, _as_u64, encode_u64
+
+__all__ = ["choose", "choose_u64", "Chooser", "SEARCH_ROWS", "SEARCH_RUNS"]
+
+SEARCH_ROWS = 8_192    # rows a full encoding search looks at
+SEARCH_RUNS = 4        # ... taken as this many evenly spaced runs of consecutive rows
+
+
+def choose(col: np.ndarray, candidates=ENCODINGS, compress=None) -> tuple[int, int, bytes]:
+    """Encode ``col`` with every candidate and return (encoding, aligned, bytes) of the smallest.
+
+    With ``compress`` (a bytes -> bytes function: the codec that will follow) candidates are
+    ranked by their compressed size, and byte-aligned variants are tried too: bit-packing can
+    hide from lz4/zstd the structure they would find in whole bytes. Ties go to the earlier
+    candidate (PLAIN first: cheapest to decode). Columns longer than SEARCH_ROWS are ranked on
+    a sample of SEARCH_ROWS rows (a few evenly spaced runs of consecutive rows).
+    """
+    return choose_u64(_as_u64(col), col.dtype, candidates, compress)
+
+
+def _sample(u: np.ndarray) -> np.ndarray:
+    # why runs, not single rows: delta and run-length encodings only show on consecutive rows;
+    # several runs spread over the column see more of it than one prefix
+    if u.size <= SEARCH_ROWS:
+        return u
+    k = SEARCH_RUNS
+    run = SEARCH_ROWS // k
+    starts = np.linspace(0, u.size - run, k).astype(np.int64)
+    return np.concatenate([u[a:a + run] for a in starts])
+
+
+def choose_u64(u: np.ndarray, dtype, candidates=ENCODINGS, compress=None) -> tuple[int, int, bytes]:
+    """``choose`` for a column given as uint64 bit patterns (see ``encode_u64``)."""
+    if u.size > SEARCH_ROWS:
+        # why: ranking on a sample costs a fraction of the search and picks the same winner
+        # for the steady flows we store; only the winner encodes the whole column
+        enc, aligned, _ = choose_u64(_sample(u), dtype, candidates, compress)
+        return enc, aligned, encode_u64(u, dtype, enc, aligned)
+    best = None
+    for enc in candidates:
+        if enc == DICT and u.size > 4096 and _sample_distinct(u) > 1024:
+            continue  # why: a high-cardinality dictionary costs time and cannot win
+        for aligned in ((PACKED, ALIGNED, SHUFFLED) if compress is not None and enc != PLAIN else (PACKED,)):
+            b = encode_u64(u, dtype, enc, aligned)
+            size = len(b) if compress is None else min(len(b), len(compress(b)))
+            if best is None or size < best[0]:
+                best = (size, enc, aligned, b)
+    return best[1], best[2], best[3]
+
+
+def _sample_distinct(col: np.ndarray) -> int:
+    """Distinct values in an evenly spaced sample of about 4096 rows."""
+    return int(np.unique(col[::max(1, col.size // 4096)]).size)
+
+
+class Chooser:
+    """Remembers the encoding chosen per key (e.g. (table, column)) and reuses it.
+
+    A full search happens on first use, every ``research_every`` uses, and whenever the reused
+    encoding costs more than ``worse_ratio`` times the bytes per row it cost when chosen.
+    """
+
+    def __init__(self, research_every: int = 16, worse_ratio: float = 1.25):
+        self.research_every = research_every
+        self.worse_ratio = worse_ratio
+        self._memo: dict = {}
+        self.searches = 0
+
+    def state(self) -> dict:
+        """The remembered choices as a JSON-able dict (to carry them across sessions)."""
+        return {"|".join(map(str, k)): [e, a, r] for k, (e, a, r, _) in self._memo.items()}
+
+    def load(self, state: dict) -> None:
+        """Adopt choices from ``state()``; they are re-checked like any remembered choice."""
+        for k, (e, a, r) in state.items():
+            t, col, codec = k.split("|")
+            self._memo[(t, col, int(codec))] = (int(e), int(a), float(r), 0)
+
+    def encode(self, key, col: np.ndarray, compress=None) -> tuple[int, bytes, bytes]:
+        """Return (encoding, block bytes, compressed block bytes) for ``col``, reusing the
+        remembered choice if it still holds. ``compress`` is the codec that follows (see
+        ``choose``; None: no compression, the last two items are the same bytes).
+        """
+        return self.encode_u64(key, _as_u64(col), col.dtype, compress)
+
+    def encode_u64(self, key, u: np.ndarray, dtype, compress=None) -> tuple[int, bytes, bytes]:
+        """``encode`` for a column given as uint64 bit patterns (see ``encode_u64``)."""
+        comp = compress or (lambda b: b)
+        memo = self._memo.get(key)
+        n = max(u.size, 1)
+        if memo is not None and memo[3] < self.research_every:
+            enc, aligned, per_row, uses = memo
+            b = encode_u64(u, dtype, enc, aligned)
+            c = comp(b)
+            if min(len(b), len(c)) / n <= per_row * self.worse_ratio + 0.01:
+                self._memo[key] = (enc, aligned, per_row, uses + 1)
+                return enc, b, c
+        self.searches += 1
+        enc, aligned, b = choose_u64(u, dtype, compress=compress)
+        c = comp(b)
+        self._memo[key] = (enc, aligned, min(len(b), len(c)) / n, 0)
+        return enc, b, c
