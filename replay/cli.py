@@ -7,6 +7,8 @@ Subcommands (each in its own module, each ``--help`` carrying an example)::
     stats                     replay/cli_inspect.py
     export                    replay/cli_export.py
     backtest                  replay/cli_backtest.py
+    sweep                     replay/cli_sweep.py
+    bench                     replay/cli_bench.py
 
 Exit status: 0 ok, 1 a verification or determinism check failed, 2 usage or input error.
 
@@ -26,7 +28,7 @@ import sys
 
 from exchange.errors import ExsimError, VerificationError
 
-from . import cli_backtest, cli_export, cli_inspect, cli_run, cli_sweep
+from . import cli_backtest, cli_bench, cli_export, cli_inspect, cli_run, cli_sweep
 from .cli_common import EXIT_FAILED, EXIT_USAGE, Formatter
 
 __all__ = ["main", "build_parser", "render_docs", "write_docs", "COMMANDS"]
@@ -34,7 +36,10 @@ __all__ = ["main", "build_parser", "render_docs", "write_docs", "COMMANDS"]
 PROG = "exsim"
 DOCS_WIDTH = 100
 # The order commands appear in help and docs.
-COMMANDS = ("simulate", "demo", "ls", "book", "verify", "rerun", "stats", "export", "backtest", "sweep")
+COMMANDS = (
+    "simulate", "demo", "ls", "book", "verify", "rerun", "stats", "export", "backtest", "sweep",
+    "bench",
+)
 
 DESCRIPTION = """\
 exsim: a deterministic exchange simulator. Simulate order flow into a journaled, checksummed
@@ -88,6 +93,7 @@ def build_parser(width: int | None = None) -> argparse.ArgumentParser:
     cli_export.register(sub, [common], fmt)
     cli_backtest.register(sub, [common], fmt)
     cli_sweep.register(sub, [common], fmt)
+    cli_bench.register(sub, [common], fmt)
     return parser
 
 

@@ -33,3 +33,14 @@ def test_backtest_with_a_malformed_param_exits_2(tmp_path):
     code, out, err = run(["backtest", write_scenario(tmp_path), "--symbol", "AAA",
                           "--param", "novalue"])
     assert code == 2 and "KEY=VALUE" in err
+
+
+def test_bench_prints_a_throughput_row_with_the_flows_fill_count():
+    code, out, err = run(["bench", "--messages", "5000", "--runs", "1"])
+    assert code == 0, err
+    assert "M msgs/s" in out and "5,000" in out
+
+
+def test_bench_rejects_a_zero_size():
+    code, out, err = run(["bench", "--messages", "0"])
+    assert code == 2 and "--messages" in err
