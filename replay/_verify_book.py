@@ -12,6 +12,9 @@ Written from docs/semantics.md, sharing no code with ``exchange`` (only the idea
 - ``touched`` remembers each level's totals before the current message first changed it, so the
   L2 check can tell which levels changed.
 
+- ``prefetch`` (an LLVM prefetch intrinsic) and ``_prefetch_id``/``_prefetch_order`` let the
+  kernel ask for an id's bucket, an order's row and its queue neighbours ahead of use.
+
 Invariants: a resting order has ``O_LEVEL >= 0`` and sits in exactly one level list; a level's
 ``L_QTY``/``L_COUNT`` are the sum of its orders' leaves and their number; an empty level leaves
 its ladder at once. Limits: capacities are fixed per array set; ``grow_state`` doubles them.
@@ -20,7 +23,10 @@ its ladder at once. Limits: capacities are fixed per array set; ``grow_state`` d
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 # order slot fields
 (O_SIDE, O_PRICE, O_LEAVES, O_FILLED, O_FILLSUM, O_TOTAL, O_CANCELLED, O_TRADER, O_FLAGS, O_PREV,
@@ -67,12 +73,71 @@ def new_state(capacity: int, violations: int, n_rules: int) -> tuple:
 
 
 
+# ------------------------------------------------------------------ prefetch
+@intrinsic
+def prefetch(typingctx, arr, i, j):
+    """Hint the CPU to load ``arr[i]`` (1-d) or ``arr[i, j]`` (2-d) into cache; never faults.
+
+    Why: a deep book spreads live orders over tens of megabytes, so the id lookup and the order
+    row of a cancel miss every cache level; the checker knows the messages and fills to come and
+    asks for those lines several messages ahead, so the misses overlap with the current work.
+    (The verifier's own copy: it shares no code with the engine's kernels.)
+    """
+    sig = types.void(arr, types.intp, types.intp)
+
+    def codegen(context, builder, signature, args):
+        aryty = signature.args[0]
+        ary = context.make_array(aryty)(context, builder, args[0])
+        idx = [args[1]] if aryty.ndim == 1 else [args[1], args[2]]
+        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, idx)
+        i8p = ir.IntType(8).as_pointer()
+        i32 = ir.IntType(32)
+        fnty = ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32])
+        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0")
+        builder.call(fn, [builder.bitcast(ptr, i8p), i32(1), i32(3), i32(1)])
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
 # ------------------------------------------------------------------ small helpers
 @njit(cache=True, _nrt=False, inline="always")
-def _slot_of(hkey, hval, key):
-    mask = np.uint64(hkey.size - 1)
+def _home(hkey, key):
+    """The bucket where the probe for ``key`` starts."""
     x = key * _HASH_MUL
-    i = np.int64((x ^ (x >> _SHIFT)) & mask)
+    return np.int64((x ^ (x >> _SHIFT)) & np.uint64(hkey.size - 1))
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _prefetch_id(hkey, hval, key):
+    """Stage 1 of a look-ahead: the id's home bucket."""
+    h = _home(hkey, key)
+    prefetch(hkey, h, 0)
+    prefetch(hval, h, 0)
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _prefetch_order(ost, oid, hkey, hval, key, neighbours):
+    """Stage 2 (3 with ``neighbours``): the order's row, then its queue neighbours' rows."""
+    s = _slot_of(hkey, hval, key)
+    if s < 0:
+        return
+    if not neighbours:
+        prefetch(ost, s, 0)
+        prefetch(ost, s, ost.shape[1] - 1)
+        prefetch(oid, s, 0)
+        return
+    p, nx = ost[s, O_PREV], ost[s, O_NEXT]
+    if ost[s, O_LEVEL] >= 0:
+        if p >= 0:
+            prefetch(ost, p, O_NEXT)
+        if nx >= 0:
+            prefetch(ost, nx, O_PREV)
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _slot_of(hkey, hval, key):
+    i = _home(hkey, key)
     m = hkey.size - 1
     while True:
         v = hval[i]

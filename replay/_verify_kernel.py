@@ -6,6 +6,11 @@ follows what the stored rows say happened (fills, execution reports, L2 updates)
 against its own book, message by message, for one symbol at a time:
 
 - book: ``replay._verify_book`` (slot arena, id hash, FIFO levels, sorted ladders).
+- look-ahead: before each message the kernel prefetches the id buckets, order rows and queue
+  neighbours that the messages and fills a few rows ahead will touch (``_look_ahead``; a hint
+  only, results never depend on it). A deep book's misses otherwise dominate (measured 1.6x).
+- compile time: only small helpers are ``inline="always"`` (inlining the large ones at numba
+  level doubled the compile, ~25 -> ~53 s CPU, for ~7%).
 - state follows the deals: a fill moves quantity between the two orders it names; when an
   execution report disagrees, the violation is recorded and the order is re-synchronised to the
   report, so one defect yields violations at its own seq and not a cascade over later messages.
@@ -26,11 +31,12 @@ from numba import njit
 from exchange.schema import Event, Flag, Kind, OrderType, Reason, Stp, Tif
 
 from ._verify_book import (
-    L_COUNT, L_HEAD, L_PRICE, L_QTY, M_EP, M_FILLS, M_FINISHED, M_FP, M_FREE_O, M_I, M_LAST_TRADE,
-    M_LIVE_L, M_LIVE_O, M_LP, M_NA, M_NB, M_NT, M_ORDERS, M_VN, O_CANCELLED, O_FILLED, O_FILLSUM,
-    O_FLAGS, O_LEAVES, O_LEVEL, O_MARKET, O_NEXT, O_PRICE, O_SIDE, O_TIF, O_TOTAL, O_TRADER,
+    L_COUNT, L_HEAD, L_PRICE, L_QTY, L_TAIL, M_EP, M_FILLS, M_FINISHED, M_FP, M_FREE_O, M_I,
+    M_LAST_TRADE, M_LIVE_L, M_LIVE_O, M_LP, M_NA, M_NB, M_NT, M_ORDERS, M_VN, O_CANCELLED,
+    O_FILLED, O_FILLSUM, O_FLAGS, O_LEAVES, O_LEVEL, O_MARKET, O_NEXT, O_PRICE, O_SIDE, O_TIF, O_TOTAL, O_TRADER,
     T_COUNT, T_PRICE, T_QTY, T_ROW, T_SIDE, _append, _best_level, _detach, _find_level, _hash_del,
-    _hash_put, _set_leaves, _slot_of, _touch, grow_state, new_state as _new_state,
+    _hash_put, _prefetch_id, _prefetch_order, _set_leaves, _slot_of, _touch, grow_state,
+    new_state as _new_state, prefetch,
 )
 
 __all__ = ["RULES", "DETAILS", "check_symbol", "check_live", "new_state", "grow_state", "OK",
@@ -373,6 +379,37 @@ def _extra(seq, events, k, e_hi, fills, fp, f_hi, meta, vrows, vids, counts):
 
 
 # ------------------------------------------------------------------ the message loop
+# look-ahead distances (messages; fills use the same in fill rows): id bucket, order row, neighbours
+PF_ID, PF_ROW, PF_NEXT = 16, 8, 3
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _resting_id(fills, k):
+    return fills[k].sell_order_id if fills[k].aggressor_side == 0 else fills[k].buy_order_id
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _look_ahead(orders, i, i_end, fills, fp, nf, ost, lst, oid, hkey, hval, ladder, ladlv, meta):
+    """Prefetch what the messages (and fills) a few rows ahead will touch (no effect on results)."""
+    if i + PF_ID < i_end:
+        _prefetch_id(hkey, hval, orders[i + PF_ID].order_id)
+    if i + PF_ROW < i_end:
+        _prefetch_order(ost, oid, hkey, hval, orders[i + PF_ROW].order_id, False)
+    if i + PF_NEXT < i_end:
+        m = orders[i + PF_NEXT]
+        if m.kind == _NEW and m.side <= 1:   # the row it may queue behind: its level's tail
+            lv = _find_level(ladder, ladlv, meta, np.int64(m.side), np.int64(m.price))
+            if lv >= 0 and lst[lv, L_TAIL] >= 0:
+                prefetch(ost, lst[lv, L_TAIL], O_NEXT)
+        else:
+            _prefetch_order(ost, oid, hkey, hval, m.order_id, True)
+    if fp + PF_ID < nf:
+        _prefetch_id(hkey, hval, _resting_id(fills, fp + PF_ID))
+    if fp + PF_ROW < nf:
+        _prefetch_order(ost, oid, hkey, hval, _resting_id(fills, fp + PF_ROW), False)
+    if fp + PF_NEXT < nf:
+        _prefetch_order(ost, oid, hkey, hval, _resting_id(fills, fp + PF_NEXT), True)
+
 @njit(cache=True, _nrt=False)
 def _end_incoming(x, ended, seq, ost, lst, oid, hkey, hval, ladder, ladlv, touched, meta, vrows,
                   vids, counts):
@@ -441,6 +478,7 @@ def check_symbol(orders, fills, l2, events, i_end, known, stp, final, ost, lst, 
         if meta[M_LIVE_O] + 2 > ost.shape[0] or meta[M_LIVE_L] + 2 > lst.shape[0]:
             meta[M_I], meta[M_FP], meta[M_LP], meta[M_EP] = i, fp, lp, ep
             return NEED_CAPACITY
+        _look_ahead(orders, i, i_end, fills, fp, nf, ost, lst, oid, hkey, hval, ladder, ladlv, meta)
         m = orders[i]
         seq, ts = np.int64(m.seq), np.int64(m.ts)
         while fp < nf and fills[fp].seq < seq:
