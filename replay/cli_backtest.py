@@ -17,7 +17,7 @@ from exchange.errors import UsageError
 
 from .cli_common import EXIT_OK, print_table
 
-__all__ = ["register", "cmd_backtest", "load_strategy"]
+__all__ = ["register", "cmd_backtest", "load_strategy", "add_market_options"]
 
 DEFAULT_STRATEGY = "scenarios.strategies:InventoryMarketMaker"
 
@@ -66,6 +66,17 @@ def load_strategy(spec: str, params: list[str]):
     return strategy
 
 
+def add_market_options(p) -> None:
+    """Add the options every backtest-running command shares: symbol, latencies, fees."""
+    p.add_argument("--symbol", metavar="NAME", help="symbol to trade (needed with several)")
+    p.add_argument("--feed-ns", type=int, default=0, metavar="NS",
+                   help="market data latency in ns (default: %(default)s)")
+    p.add_argument("--order-ns", type=int, default=0, metavar="NS",
+                   help="order entry latency in ns (default: %(default)s)")
+    p.add_argument("--fees-bps", type=float, default=0.0, metavar="BPS",
+                   help="fees on traded notional, basis points (default: %(default)s)")
+
+
 def register(sub, parents, formatter) -> None:
     """Add the ``backtest`` subcommand to the ``sub`` subparsers action."""
     p = sub.add_parser(
@@ -81,13 +92,7 @@ def register(sub, parents, formatter) -> None:
                    help="strategy class (default: %(default)s)")
     p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                    help="keyword argument for the strategy's constructor (repeatable)")
-    p.add_argument("--symbol", metavar="NAME", help="symbol to trade (needed with several)")
-    p.add_argument("--feed-ns", type=int, default=0, metavar="NS",
-                   help="market data latency in ns (default: %(default)s)")
-    p.add_argument("--order-ns", type=int, default=0, metavar="NS",
-                   help="order entry latency in ns (default: %(default)s)")
-    p.add_argument("--fees-bps", type=float, default=0.0, metavar="BPS",
-                   help="fees on traded notional, basis points (default: %(default)s)")
+    add_market_options(p)
     p.add_argument("--store", metavar="DIR", help="also journal the merged run into DIR")
     p.add_argument("--plot", metavar="PNG", help="write price/fills, position and PnL to PNG")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")

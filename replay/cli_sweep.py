@@ -18,7 +18,7 @@ import json
 
 from exchange.errors import UsageError
 
-from .cli_backtest import DEFAULT_STRATEGY
+from .cli_backtest import DEFAULT_STRATEGY, add_market_options
 from .cli_common import EXIT_OK, print_table
 
 __all__ = ["register", "cmd_sweep", "parse_grid"]
@@ -86,13 +86,7 @@ def register(sub, parents, formatter) -> None:
                    help="constructor argument fixed for every run (repeatable)")
     p.add_argument("--seeds", metavar="S1,S2,...",
                    help="also run every grid point with each scenario seed (scenarios only)")
-    p.add_argument("--symbol", metavar="NAME", help="symbol to trade (needed with several)")
-    p.add_argument("--feed-ns", type=int, default=0, metavar="NS",
-                   help="market data latency in ns (default: %(default)s)")
-    p.add_argument("--order-ns", type=int, default=0, metavar="NS",
-                   help="order entry latency in ns (default: %(default)s)")
-    p.add_argument("--fees-bps", type=float, default=0.0, metavar="BPS",
-                   help="fees on traded notional, basis points (default: %(default)s)")
+    add_market_options(p)
     p.add_argument("--scheduler", metavar="ADDRESS",
                    help="Dask scheduler address, or 'serial' for no Dask (default: a "
                         "LocalCluster)")

@@ -12,16 +12,11 @@ import pytest
 from hypothesis import strategies as st
 
 from exchange.schema import (
-    MAX_PRICE, MAX_QTY, ORDER_DTYPE, Event, Flag, Kind, OrderType, Side, Stp, Tif,
+    MAX_PRICE, MAX_QTY, ORDER_DTYPE, Event, Flag, Kind, OrderType, Side, Tif,
 )
 from model import Model
 
-try:  # the engine is written concurrently; until it exists only the model-side tests run
-    from exchange import Engine
-except ImportError:  # pragma: no cover - disappears once exchange/engine.py lands
-    Engine = None
-
-needs_engine = pytest.mark.skipif(Engine is None, reason="exchange.Engine does not exist yet")
+from exchange import Engine
 
 STP_MODES = ["none", "cancel_resting", "cancel_incoming", "cancel_both"]
 # (name, min_price, max_price): B has a narrow band so PRICE_OUT_OF_BAND happens often.
@@ -33,8 +28,6 @@ UNKNOWN_SYMBOLS = [len(SYMBOLS), 2**32 - 1]
 
 def make_book(impl, stp="none", symbols=SYMBOLS):
     """An Engine or a Model ("engine" | "model") with the given symbols added in order."""
-    if impl == "engine" and Engine is None:
-        pytest.skip("exchange.Engine does not exist yet")
     book = Engine(stp=stp) if impl == "engine" else Model(stp=stp)
     for name, lo, hi in symbols:
         book.add_symbol(name, tick_size=1, min_price=lo, max_price=hi)

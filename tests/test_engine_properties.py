@@ -16,10 +16,9 @@ from hypothesis import given, settings, strategies as st
 
 from conftest import (
     STP_MODES, Ledger, assert_same_outputs, cut_points, flows,
-    make_book, needs_engine, random_flow, run, split,
+    make_book, random_flow, run, split,
 )
 
-pytestmark = needs_engine
 TESTS = Path(__file__).parent
 
 

@@ -4,11 +4,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import assert_same_books, assert_same_outputs, concat, make_book, needs_engine
+from conftest import assert_same_books, assert_same_outputs, concat, make_book
 from scenarios.quantcup import load_quantcup
 
 FEED = Path("/work/shared/data/quantcup_score_feed/quantcup_score_feed.csv")
-pytestmark = [needs_engine, pytest.mark.skipif(not FEED.exists(), reason="shared data not mounted")]
+pytestmark = [pytest.mark.skipif(not FEED.exists(), reason="shared data not mounted")]
 QC = [("QC", 1, 2**62)]
 
 

@@ -9,11 +9,10 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from conftest import (
-    STP_MODES, assert_same_books, assert_same_outputs, cut_points, flows, make_book, needs_engine,
+    STP_MODES, assert_same_books, assert_same_outputs, cut_points, flows, make_book,
     run,
 )
 
-pytestmark = needs_engine
 
 
 @pytest.mark.parametrize("stp", STP_MODES)
