@@ -63,11 +63,23 @@ class RerunReport:
     seconds: float = 0.0
 
 
+def _same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two contiguous arrays hold identical bytes (compared 8 bytes at a time)."""
+    x, y = a.view(np.uint8).reshape(-1), b.view(np.uint8).reshape(-1)
+    if x.size != y.size:
+        return False
+    k = x.size & ~7
+    return bool(np.array_equal(x[:k].view(np.uint64), y[:k].view(np.uint64))
+                and np.array_equal(x[k:], y[k:]))
+
+
 def _first_diff(stored: np.ndarray, mine: np.ndarray) -> int | None:
     """Index of the first row whose bytes differ (or where one side ends), None if equal."""
     n = min(stored.size, mine.size)
     if stored.dtype != mine.dtype:
         return 0
+    if stored.size == mine.size and _same_bytes(stored, mine):
+        return None   # the common case, without a per-row temporary
     a = stored[:n].view(np.uint8).reshape(n, stored.dtype.itemsize)
     b = mine[:n].view(np.uint8).reshape(n, mine.dtype.itemsize)
     bad = np.flatnonzero((a != b).any(axis=1)) if n else np.zeros(0, np.int64)
@@ -88,8 +100,9 @@ def compare_outputs(stored: dict, mine: dict) -> Divergence | None:
         i = _first_diff(s, m)
         if i is None:
             continue
-        srow = s[i] if i < s.size else None
-        mrow = m[i] if i < m.size else None
+        # copies: a rerun row is a view into a buffer the engine reuses
+        srow = s[i:i + 1].copy()[0] if i < s.size else None
+        mrow = m[i:i + 1].copy()[0] if i < m.size else None
         seq = int((srow if srow is not None else mrow)["seq"])
         if srow is not None and mrow is not None:
             seq = min(int(srow["seq"]), int(mrow["seq"]))
@@ -140,7 +153,9 @@ def rerun(data_dir, *, progress: bool = False, chunk: int = 1_000_000,
                                                                or orders["seq"][-1] != hi)):
                 raise StoreError(f"{data_dir}: the orders table holds {orders.size} messages for "
                                  f"seq {lo}..{hi}; a journaled run has every seq exactly once")
-            res = eng.process(strip_seq(orders))
+            # why reuse: the outputs are views into buffers the engine keeps; they are compared
+            # and dropped before the next chunk, so no chunk pays for allocation or page faults
+            res = eng.process(strip_seq(orders), reuse=True)
             mine = {"fills": res.fills, "l2": res.l2, "events": res.events}
             stored = {name: read(data_dir, name, seq=(lo, hi)) for name in OUTPUT_TABLES}
             counts["orders"] += orders.size
