@@ -7,6 +7,9 @@
 - ``verify``   independent checks of every fill against the orders and reports (replay/verify.py)
 - ``rerun``    the journaled orders through a fresh Engine, outputs compared byte for byte
 - ``stats``    mid, spread, microprice, imbalance and VWAP series (replay/analytics.py)
+- ``backtest`` a strategy's orders merged with market flow through one engine, with latency;
+  ``sweep`` runs a parameter grid (serially or on Dask), ``whatif`` compares history with and
+  without the strategy (replay/backtest.py, sweep.py, whatif.py)
 
 Imports are lazy: ``import replay`` (and so ``exsim --help``) loads neither numba nor the store;
 a name's module is imported on its first use (PEP 562 ``__getattr__`` over ``_EXPORTS``).
@@ -25,7 +28,10 @@ _EXPORTS = {
     "verify": "verify", "verify_arrays": "verify", "VerifyReport": "verify",
     "Violation": "verify",
     "stats": "analytics", "STATS_DTYPE": "analytics",
-    # --- backtest API: its owner lists the names here, e.g. "backtest": "backtest" -------------
+    "backtest": "backtest", "BacktestResult": "backtest_result",
+    "ConstantLatency": "latency", "RandomLatency": "latency", "RecordedLatency": "latency",
+    "Strategy": "strategy", "QuoteStrategy": "strategy", "Context": "strategy",
+    "sweep": "sweep", "whatif": "whatif", "WhatIf": "whatif",
 }
 
 __all__ = list(_EXPORTS)
