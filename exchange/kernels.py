@@ -465,7 +465,9 @@ def _prefetch_ahead(msgs, i, n, ahead, arena, levels, index):
                 prefetch(arena, o.next)
 
 
-@njit(cache=True, _nrt=False)
+# nogil: the kernel touches no Python object, so a caller may decode or journal on another
+# thread while it matches (the store and rerun can overlap with it)
+@njit(cache=True, _nrt=False, nogil=True)
 def process_batch(msgs, start, arena, levels, index, books, ladder_keys, ladder_levels, meta,
                   fills, l2, events, cnt, ahead=0):
     """Process ``msgs[start:]`` in order, writing outputs at ``cnt`` = [fills, l2, events].
