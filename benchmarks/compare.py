@@ -41,6 +41,7 @@ from benchmarks.peers import Outcome, Peer, Workload, all_peers
 from benchmarks.peers.exsim_peer import ExsimL2, ExsimMatch
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
+README = Path(__file__).resolve().parents[1] / "README.md"   # its Performance section
 BEGIN, END = "<!-- compare:begin -->", "<!-- compare:end -->"
 
 
@@ -265,7 +266,10 @@ def markdown(report: dict) -> str:
 
 
 def write_docs(text: str, path: Path = DOCS) -> None:
-    """Replace the text between the compare markers of docs/benchmarks.md."""
+    """Replace the text between the compare markers of ``path`` (docs/benchmarks.md or README.md).
+
+    Raises SystemExit naming the file when the markers are missing.
+    """
     doc = path.read_text()
     if BEGIN not in doc or END not in doc:
         raise SystemExit(f"{path}: markers {BEGIN} / {END} not found")
@@ -282,8 +286,19 @@ def main(argv: list[str] | None = None) -> dict:
                     help="a Python >= 3.12 with matching-engine and numpy, for that peer when this "
                          "interpreter is older (env EXSIM_BENCH_PEER_PYTHON)")
     ap.add_argument("--out", default="benchmarks/results/compare.json")
-    ap.add_argument("--write-docs", action="store_true", help=f"write the table into {DOCS.name}")
+    ap.add_argument("--write-docs", action="store_true",
+                    help=f"write the table into {DOCS.name} and the README's Performance section")
+    ap.add_argument("--from-json", metavar="PATH",
+                    help="do not measure: render a saved report (e.g. the committed compare.json)")
     args = ap.parse_args(argv)
+    if args.from_json:
+        report = json.loads(Path(args.from_json).read_text())
+        text = markdown(report)
+        print(text)
+        if args.write_docs:
+            write_docs(text)
+            write_docs(text, README)
+        return report
 
     from benchmarks.bench_engine import first_call_seconds, machine
 
@@ -309,7 +324,8 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"\nwrote {out}")
     if args.write_docs:
         write_docs(text)
-        print(f"wrote {DOCS}")
+        write_docs(text, README)
+        print(f"wrote {DOCS} and {README}")
     return report
 
 

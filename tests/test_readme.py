@@ -43,3 +43,15 @@ def test_readme_python_snippet_fills_at_the_resting_price():
     exec(_blocks("python")[0], namespace)
     fills = namespace["res"].fills
     assert len(fills) == 1 and int(fills["price"][0]) == 10_100 and int(fills["qty"][0]) == 3
+
+
+def test_readme_performance_section_is_generated_from_the_committed_compare_report():
+    import json
+
+    from benchmarks.compare import BEGIN, END, markdown
+
+    report = json.loads((README.parent / "benchmarks" / "results" / "compare.json").read_text())
+    section = README.read_text().split(BEGIN, 1)[1].split(END, 1)[0].strip()
+    assert section == markdown(report).strip(), (
+        "README's Performance section is stale: python -m benchmarks.compare "
+        "--from-json benchmarks/results/compare.json --write-docs")
