@@ -17,7 +17,7 @@ from exchange.errors import UsageError
 
 from .cli_common import EXIT_OK, print_table
 
-__all__ = ["register", "cmd_backtest", "load_strategy", "add_market_options"]
+__all__ = ["register", "cmd_backtest", "load_strategy", "add_backtest_arguments"]
 
 DEFAULT_STRATEGY = "scenarios.strategies:InventoryMarketMaker"
 
@@ -66,8 +66,13 @@ def load_strategy(spec: str, params: list[str]):
     return strategy
 
 
-def add_market_options(p) -> None:
-    """Add the options every backtest-running command shares: symbol, latencies, fees."""
+def add_backtest_arguments(p) -> None:
+    """Add what every backtest-running command takes: the flow, the strategy class, the symbol,
+    latencies and fees."""
+    p.add_argument("flow", metavar="SCENARIO|DIR",
+                   help="scenario preset or file, LOBSTER directory, or exsim data directory")
+    p.add_argument("--strategy", default=DEFAULT_STRATEGY, metavar="MODULE:CLASS",
+                   help="strategy class (default: %(default)s)")
     p.add_argument("--symbol", metavar="NAME", help="symbol to trade (needed with several)")
     p.add_argument("--feed-ns", type=int, default=0, metavar="NS",
                    help="market data latency in ns (default: %(default)s)")
@@ -86,13 +91,9 @@ def register(sub, parents, formatter) -> None:
                     "feed and order\nlatency, so its fills and queue positions are earned. "
                     "Prints the summary (PnL, turnover,\nfill ratio, fees, drawdown, time in "
                     "queue).")
-    p.add_argument("flow", metavar="SCENARIO|DIR",
-                   help="scenario preset or file, LOBSTER directory, or exsim data directory")
-    p.add_argument("--strategy", default=DEFAULT_STRATEGY, metavar="MODULE:CLASS",
-                   help="strategy class (default: %(default)s)")
+    add_backtest_arguments(p)
     p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                    help="keyword argument for the strategy's constructor (repeatable)")
-    add_market_options(p)
     p.add_argument("--store", metavar="DIR", help="also journal the merged run into DIR")
     p.add_argument("--plot", metavar="PNG", help="write price/fills, position and PnL to PNG")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")

@@ -18,7 +18,7 @@ import json
 
 from exchange.errors import UsageError
 
-from .cli_backtest import DEFAULT_STRATEGY, add_market_options
+from .cli_backtest import add_backtest_arguments
 from .cli_common import EXIT_OK, print_table
 
 __all__ = ["register", "cmd_sweep", "parse_grid"]
@@ -75,10 +75,7 @@ def register(sub, parents, formatter) -> None:
                     "Dask LocalCluster,\nan existing Dask scheduler, or serially, and gather "
                     "one row per run: its parameters and\nits summary. The same grid gives "
                     "identical rows wherever it runs. Dask: pip install 'exsim[dist]'.")
-    p.add_argument("flow", metavar="SCENARIO|DIR",
-                   help="scenario preset or file, LOBSTER directory, or exsim data directory")
-    p.add_argument("--strategy", default=DEFAULT_STRATEGY, metavar="MODULE:CLASS",
-                   help="strategy class (default: %(default)s)")
+    add_backtest_arguments(p)
     p.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...",
                    help="constructor argument and its values to sweep (repeatable: every "
                         "combination)")
@@ -86,7 +83,6 @@ def register(sub, parents, formatter) -> None:
                    help="constructor argument fixed for every run (repeatable)")
     p.add_argument("--seeds", metavar="S1,S2,...",
                    help="also run every grid point with each scenario seed (scenarios only)")
-    add_market_options(p)
     p.add_argument("--scheduler", metavar="ADDRESS",
                    help="Dask scheduler address, or 'serial' for no Dask (default: a "
                         "LocalCluster)")

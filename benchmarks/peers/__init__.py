@@ -17,6 +17,7 @@ Workload kinds: ``match`` (ORDER_DTYPE segments, each on a fresh book; the peer 
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -51,7 +52,7 @@ class Outcome:
     extra: dict = field(default_factory=dict)
 
 
-class Peer:
+class Peer(ABC):
     """One system. Subclasses set ``name``, ``kind`` and ``package`` (PyPI name, for the version)."""
 
     name = "?"
@@ -79,8 +80,9 @@ class Peer:
     def prepare(self, wl: Workload):
         return wl
 
+    @abstractmethod
     def run(self, prepared) -> Outcome:
-        raise NotImplementedError
+        """Run the prepared workload once (the timed call); return what it produced."""
 
     def check(self, prepared) -> Outcome:
         """An untimed run that collects what the agreement check needs (default: ``run``)."""
