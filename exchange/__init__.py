@@ -9,7 +9,8 @@
 (101, 3)
 """
 
-from .engine import Engine, Result
+import importlib
+
 from .errors import (
     CorruptionError, ExsimError, InputError, StoreError, UsageError, VerificationError, WriteError,
 )
@@ -27,3 +28,20 @@ __all__ = [
     "ExsimError", "UsageError", "InputError", "StoreError", "CorruptionError", "WriteError",
     "VerificationError",
 ]
+
+# The engine pulls in numba (~0.4 s); loading it on first use keeps `exsim --help`, the error
+# classes and the dtypes cheap for the CLI and for tools that only read the store.
+_LAZY = {"Engine": ".engine", "Result": ".engine"}
+
+
+def __getattr__(name):
+    """Return the lazily imported engine class `name`; raise AttributeError for unknown names."""
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
