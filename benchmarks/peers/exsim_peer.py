@@ -3,7 +3,8 @@
 Match: one ``Engine``; segment k of the workload runs on its own symbol k (a fresh book, as in
 benchmarks/bench_engine.py), fed in batches of 65,536 messages with ``process(reuse=True)``; fills,
 L2 updates and events are all emitted. L2: ``scenarios.top_of_book`` replays the level totals
-(dense per-price arrays, numba) and reports the final top of book.
+(a book indexed by price rank, numba: memory follows the distinct prices, not the tick
+range) and reports the final top of book; the rank pass is part of the timed run.
 """
 
 from __future__ import annotations
