@@ -21,9 +21,10 @@ Identifiers: strategy order ids start at ``ID_BASE`` (2^62), above every market 
 checked: a market id >= ID_BASE or a market row with the strategy's trader raises UsageError).
 
 Queue model: exact on L3 flow (generated scenarios, LOBSTER, QuantCup): every market order is an
-order in the engine's FIFO. L2-only flow (Binance aggregates) is refused (UsageError): one
-aggregate order per level would let a level increase push the aggregate behind the strategy,
-which is optimistic; docs/backtesting.md gives the conservative model that is still to build.
+order in the engine's FIFO. L2-only flow (Binance aggregates, ``L2Flow``) does not go through the
+engine: ``replay.l2queue`` replays the aggregate book and tracks the quantity ahead of each
+strategy order (``queue_model`` "conservative" or "proportional"), with the same driver loop, the
+same timing rules and the same result shape. The njit path and journaling are L3-only.
 
 Determinism: the same flow, strategy, latency model (and seed) give byte-identical results
 (``BacktestResult.digest()``). With ``store_dir`` the merged message stream is journaled with
@@ -58,9 +59,15 @@ _MIN = np.iinfo(np.int64).min
 
 def _load_flow(flow):
     """Return (orders, symbol names, tick sizes, description) for any accepted flow input."""
-    from scenarios import BinanceData, LobsterFlow, Scenario, load_lobster, load_scenario
+    from scenarios import (BinanceData, LobsterFlow, Scenario, load_binance, load_lobster,
+                           load_scenario)
+    from .l2queue import L2Flow
     if isinstance(flow, (str, os.PathLike)):
         path = os.fspath(flow)
+        binance = _binance_file(path)
+        if binance:
+            flow = L2Flow.from_binance(load_binance(binance), _binance_name(binance))
+            return flow, [flow.name], [flow.tick_size], {"source": path, "kind": "binance_l2"}
         if os.path.isdir(path) and os.path.exists(os.path.join(path, "catalog.sqlite")):
             from store import read
             rows = read(path, "orders")
@@ -83,22 +90,43 @@ def _load_flow(flow):
     if isinstance(flow, LobsterFlow):
         return flow.orders, None, [0.01], {"kind": "lobster"}
     if isinstance(flow, BinanceData):
-        raise UsageError("Binance data is L2-only (aggregate orders per level): queue position "
-                         "behind an aggregate is not modelled yet; see docs/backtesting.md")
+        flow = L2Flow.from_binance(flow)
+        return flow, [flow.name], [flow.tick_size], {"kind": "binance_l2"}
+    if isinstance(flow, L2Flow):
+        return flow, [flow.name], [flow.tick_size], {"kind": "l2"}
     if isinstance(flow, np.ndarray) and flow.dtype == ORDER_DTYPE and flow.ndim == 1:
         return flow, None, None, {"kind": "orders"}
-    raise UsageError("flow must be an ORDER_DTYPE array, a Scenario, a LobsterFlow, a scenario "
-                     f"name or file, a LOBSTER directory or a data directory; got {type(flow)}")
+    raise UsageError("flow must be an ORDER_DTYPE array, a Scenario, a LobsterFlow, a BinanceData "
+                     "or L2Flow, a scenario name or file, a LOBSTER directory, a Binance capture "
+                     f"(.gz file or its directory) or a data directory; got {type(flow)}")
+
+
+def _binance_file(path: str) -> str | None:
+    """The Binance capture ``path`` names (a .gz file, or a directory holding exactly one), else
+    None (scenario files are .toml/.json; LOBSTER directories hold .csv files)."""
+    if os.path.isfile(path) and path.endswith(".gz"):
+        return path
+    if os.path.isdir(path) and not os.path.exists(os.path.join(path, "catalog.sqlite")):
+        gz = sorted(f for f in os.listdir(path) if f.endswith(".gz"))
+        if len(gz) == 1 and not any(f.endswith(".csv") for f in os.listdir(path)):
+            return os.path.join(path, gz[0])
+    return None
+
+
+def _binance_name(path: str) -> str:
+    """Symbol name from a capture's file name: btcusdt_20240808.gz -> BTCUSDT."""
+    return os.path.basename(path).split("_")[0].split(".")[0].upper() or "L2"
 
 
 class _Driver:
     """The Python-strategy loop: wake-ups in Python, market messages in numba between them."""
 
-    def __init__(self, engine, msgs, strategy, feed, order, trader, symbol, fee_rate):
+    def __init__(self, engine, msgs, strategy, feed, order, trader, symbol, fee_rate,
+                 arrays=None):
         self.engine, self.msgs, self.strategy = engine, msgs, strategy
         self.feed, self.order = feed, order
         self.trader, self.symbol = trader, symbol
-        self.arrays = C.EngineArrays(engine)
+        self.arrays = arrays if arrays is not None else C.EngineArrays(engine)
         self.olog = C.new_order_log(256)
         self.osent = np.zeros(len(self.olog), np.int64)
         self.oseq = np.zeros(len(self.olog), np.int64)
@@ -218,6 +246,56 @@ class _Driver:
                     self._notify(f0, e0, int(ts[i - 1]) if i else 0)
 
 
+class _L2Driver(_Driver):
+    """The same loop over an ``l2queue.L2Sim``: market events are L2 rows and trades, the
+    strategy's messages go to the queue model instead of the engine."""
+
+    def __init__(self, sim, events, strategy, feed, order, trader, symbol, fee_rate):
+        super().__init__(sim, events, strategy, feed, order, trader, symbol, fee_rate, arrays=sim)
+
+    def _advance(self, msgs, i, stop, stop_on_fill):
+        if msgs is self.olog:
+            return K.OK, self.engine.apply_orders(msgs, i, stop)
+        return self.engine.advance(msgs, i, stop, stop_on_fill)
+
+    def _observe(self, obs, local) -> BookView:
+        self.obs_ts = obs
+        self.ctx.now = local
+        self.engine.top(self.top)
+        if self.nmark == len(self.marks):
+            self.marks = C._grow(self.marks, 0)
+        self.marks[self.nmark] = (obs, *self.top)
+        self.nmark += 1
+        self.ctx.book = BookView(obs, local, self.top, self.engine, self.symbol)
+        return self.ctx.book
+
+
+def _backtest_l2(flow, strategy, model, trader, fee_rate, fast, store_dir, engine_options,
+                 queue_model, info):
+    """Run ``strategy`` on an ``L2Flow`` through the queue model; return a BacktestResult."""
+    from .l2queue import L2Sim, l2_events
+    if fast:
+        raise UsageError("fast=True (the njit path) needs L3 flow; L2 flow runs on the Python "
+                         "path (a QuoteStrategy works there too)")
+    if store_dir is not None:
+        raise UsageError("store_dir: an L2 backtest does not run through the engine, so there is "
+                         "no merged order stream to journal")
+    if engine_options:
+        raise UsageError("engine_options do not apply to L2 flow (no engine runs)")
+    events = l2_events(flow)
+    sim = L2Sim(events, queue_model, trader)
+    feed, order = model.samplers()
+    d = _L2Driver(sim, events, strategy, feed, order, trader, 0, fee_rate)
+    d.run()
+    meta = {"latency": model.describe(), "trader": trader, "symbol": 0,
+            "symbol_name": flow.name, "fees_bps": fee_rate * 1e4, "n_market": int(len(events)),
+            "path": "python", "queue_model": queue_model,
+            "strategy": f"{type(strategy).__module__}:{type(strategy).__qualname__}", **info}
+    return build_result(d.olog[:d.nord].copy(), d.osent[:d.nord].copy(), d.oseq[:d.nord].copy(),
+                        sim.sf[: sim.scnt[0]].copy(), sim.se[: sim.scnt[1]].copy(),
+                        d.marks[:d.nmark].copy(), trader, fee_rate, meta)
+
+
 def _run_fast(engine, msgs, strat: QuoteStrategy, feed, order, trader, symbol, fee_rate):
     """The njit path: the whole loop in ``run_quotes``; Python only grows arrays."""
     a = C.EngineArrays(engine)
@@ -252,7 +330,8 @@ def _run_fast(engine, msgs, strat: QuoteStrategy, feed, order, trader, symbol, f
 
 def backtest(flow, strategy: Strategy, *, latency=None, trader: int = DEFAULT_TRADER,
              fees_bps: float = 0.0, symbol: int | str | None = None, engine_options=None,
-             store_dir=None, fast: bool | None = None) -> BacktestResult:
+             store_dir=None, fast: bool | None = None,
+             queue_model: str = "conservative") -> BacktestResult:
     """Run ``strategy`` against ``flow`` through one engine; return a ``BacktestResult``.
 
     ``flow``: ORDER_DTYPE array sorted by ts, a ``Scenario``, a scenario name or file, a
@@ -262,11 +341,28 @@ def backtest(flow, strategy: Strategy, *, latency=None, trader: int = DEFAULT_TR
     on traded notional, in basis points, both sides. ``symbol``: which symbol the strategy trades
     (id or name; needed when the flow has several). ``engine_options``: keyword arguments of
     ``Engine`` (e.g. ``{"stp": "cancel_resting"}``). ``store_dir``: journal the merged run there.
-    ``fast``: run a ``QuoteStrategy`` on the njit path (None: whenever the strategy is one).
-    Raises UsageError for a bad argument, an unsorted flow, a market id in the strategy's range or
-    a market row carrying the strategy's trader id.
+    ``fast``: run a ``QuoteStrategy`` on the njit path (None: whenever the strategy is one; L3
+    flow only). ``queue_model``: for L2-only flow (``L2Flow``, ``BinanceData``, a Binance
+    capture), "conservative" or "proportional" (see ``replay.l2queue``).
+    Raises UsageError for a bad argument, an unsorted flow, a market id in the strategy's range,
+    a market row carrying the strategy's trader id, or an L3-only option on L2 flow.
     """
+    from .l2queue import QUEUE_MODELS, L2Flow
+    if queue_model not in QUEUE_MODELS:
+        raise UsageError(f"queue_model must be one of {sorted(QUEUE_MODELS)}; got {queue_model!r}")
     orders, names, ticks, info = _load_flow(flow)
+    if isinstance(orders, L2Flow):
+        if not 0 <= int(trader) < 2**32:
+            raise UsageError(f"trader must fit in uint32; got {trader}")
+        if fees_bps < 0:
+            raise UsageError(f"fees_bps must be >= 0; got {fees_bps}")
+        if not isinstance(strategy, Strategy):
+            raise UsageError(f"strategy must be a replay.Strategy instance; got {type(strategy)}")
+        if symbol is not None and symbol not in (0, orders.name):
+            raise UsageError(f"symbol {symbol!r}: the L2 flow has one symbol, {orders.name!r}")
+        return _backtest_l2(orders, strategy, as_latency(latency), int(trader),
+                            float(fees_bps) / 1e4, fast, store_dir, engine_options, queue_model,
+                            info)
     if len(orders) and np.any(np.diff(orders["ts"]) < 0):
         raise UsageError("flow must be sorted by ts (the merge is by arrival time)")
     if not 0 <= int(trader) < 2**32:
