@@ -37,7 +37,8 @@ examples:
   exsim simulate my_scenario.toml --out runs/mine --seed 7 --batch 5000
   exsim simulate bench_1m --out runs/bench --fsync none --force
   exsim simulate --flow quantcup quantcup_score_feed.csv --out runs/qc
-  exsim simulate --flow lobster AMZN_..._message_1.csv AMZN_..._orderbook_1.csv --out runs/amzn
+  exsim simulate --flow lobster lobster_AMZN_2012-06-21_level1/AMZN_2012-06-21_34200000_57600000_message_1.csv \\
+        lobster_AMZN_2012-06-21_level1/AMZN_2012-06-21_34200000_57600000_orderbook_1.csv --out runs/amzn
 """
 
 DEMO_EXAMPLES = """\
