@@ -31,8 +31,8 @@ EXAMPLES = """\
 examples:
   exsim sweep default --symbol JPM --grid size=2,5,10 --grid every=20,100     # LocalCluster
   exsim sweep default --symbol JPM --grid size=2,5 --seeds 1,2,3 --csv sweep.csv
-  exsim sweep /data/lobster_AMZN --grid skew_lots=50,200 --param size=100 \\
-        --scheduler tcp://10.0.0.5:8786 --json
+  exsim sweep lobster_AMZN_2012-06-21_level1 --grid skew_lots=50,200 --param size=100 \\
+        --scheduler serial --json      # a LOBSTER day; --scheduler tcp://HOST:8786: a running Dask scheduler
   exsim sweep default --symbol JPM --grid size=1,2 --scheduler serial       # no Dask
 """
 
