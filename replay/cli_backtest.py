@@ -1,4 +1,5 @@
-"""``exsim backtest``: run a strategy class against a scenario, a LOBSTER day or a stored run.
+"""``exsim backtest``: run a strategy class against a scenario, a LOBSTER day, a Binance L2 capture
+or a stored run.
 
 A thin layer over ``replay.backtest.backtest``: it imports the strategy class named on the command
 line, builds it with ``--param`` keyword arguments, runs the backtest and prints the summary as
@@ -27,6 +28,9 @@ examples:
   exsim backtest default --strategy scenarios.strategies:MomentumTaker --symbol JPM \\
         --order-ns 50000 --plot momentum.png
   exsim backtest runs/default --symbol JPM --param size=10 --param every=50 --json
+  exsim backtest binance_spot_btcusdt_20240808_hftbacktest --param size=100000 \\
+        --param skew_lots=100000 --param max_position=1000000 --param every=500 \\
+        --feed-ns 1000000 --order-ns 1000000 --queue-model proportional   # L2-only flow
 """
 
 
@@ -70,7 +74,8 @@ def add_backtest_arguments(p) -> None:
     """Add what every backtest-running command takes: the flow, the strategy class, the symbol,
     latencies and fees."""
     p.add_argument("flow", metavar="SCENARIO|DIR",
-                   help="scenario preset or file, LOBSTER directory, or exsim data directory")
+                   help="scenario preset or file, LOBSTER directory, Binance capture (.gz "
+                        "or its directory), or exsim data directory")
     p.add_argument("--strategy", default=DEFAULT_STRATEGY, metavar="MODULE:CLASS",
                    help="strategy class (default: %(default)s)")
     p.add_argument("--symbol", metavar="NAME", help="symbol to trade (needed with several)")
@@ -86,12 +91,20 @@ def register(sub, parents, formatter) -> None:
     """Add the ``backtest`` subcommand to the ``sub`` subparsers action."""
     p = sub.add_parser(
         "backtest", parents=parents, formatter_class=formatter, epilog=EXAMPLES,
-        help="run a strategy against a scenario, a LOBSTER day or a stored run",
+        help="run a strategy against a scenario, a LOBSTER day, Binance L2 or a stored run",
         description="Merge a strategy's orders with the market's flow through one engine, after "
                     "feed and order\nlatency, so its fills and queue positions are earned. "
                     "Prints the summary (PnL, turnover,\nfill ratio, fees, drawdown, time in "
-                    "queue).")
+                    "queue).\nOn L2-only flow (a Binance capture: its .gz file or directory) the "
+                    "strategy's queue\nposition behind each aggregate level follows "
+                    "--queue-model (see docs/backtesting.md).")
     add_backtest_arguments(p)
+    p.add_argument("--queue-model", choices=["conservative", "proportional"], metavar="MODEL",
+                   default="conservative",
+                   help="L2 flow only, conservative or proportional: what a level decrease "
+                        "without a trade does to the queue "
+                        "ahead of the strategy's order: nothing (conservative) or advance it pro "
+                        "rata (proportional) (default: %(default)s)")
     p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                    help="keyword argument for the strategy's constructor (repeatable)")
     p.add_argument("--store", metavar="DIR", help="also journal the merged run into DIR")
@@ -109,7 +122,8 @@ def cmd_backtest(args) -> int:
         raise UsageError("--feed-ns and --order-ns must be >= 0")
     strategy = load_strategy(args.strategy, args.param)
     res = backtest(args.flow, strategy, latency=ConstantLatency(args.feed_ns, args.order_ns),
-                   fees_bps=args.fees_bps, symbol=args.symbol, store_dir=args.store)
+                   fees_bps=args.fees_bps, symbol=args.symbol, store_dir=args.store,
+                   queue_model=args.queue_model)
     if args.json:
         print(json.dumps(res.summary, indent=2, sort_keys=True))
     else:

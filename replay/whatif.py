@@ -24,8 +24,8 @@ strategy fills it makes are checked byte for byte against ``BacktestResult.fills
 raises RuntimeError (a bug, not a user error).
 
 Limits: market MODIFYs that re-queue are not counted as "behind" (only NEWs); queue positions are
-by arrival within a price level, which is exact on L3 flow only (L2-only flow is refused by the
-backtest).
+by arrival within a price level, which is exact on L3 flow only (L2-only flow, whose backtest
+does not run through the engine, is refused with UsageError).
 """
 
 from __future__ import annotations
@@ -109,7 +109,11 @@ def whatif(flow, strategy, *, symbol=None, engine_options=None, **backtest_kwarg
 
     if "store_dir" in backtest_kwargs:
         raise UsageError("whatif does not journal runs (store_dir); use backtest for that")
+    from .l2queue import L2Flow
     orders, names, ticks, _ = _load_flow(flow)
+    if isinstance(orders, L2Flow):
+        raise UsageError("whatif needs L3 flow (orders the engine can re-match); L2-only flow "
+                         "has no market orders to displace")
     n_sym = int(orders["symbol"].max()) + 1 if len(orders) else 1
     names = names or [f"S{k}" for k in range(n_sym)]
     ticks = ticks if ticks and len(ticks) == len(names) else [1] * len(names)

@@ -44,3 +44,35 @@ def test_bench_prints_a_throughput_row_with_the_flows_fill_count():
 def test_bench_rejects_a_zero_size():
     code, out, err = run(["bench", "--messages", "0"])
     assert code == 2 and "--messages" in err
+
+
+def _binance_dir():
+    import os
+
+    import pytest
+
+    from scenarios.data import BINANCE_BTCUSDT, shared_file
+    try:
+        path = shared_file(BINANCE_BTCUSDT)
+    except Exception:
+        pytest.skip("Binance sample not available")
+    if not os.path.exists(path):
+        pytest.skip("Binance sample not available")
+    return os.path.dirname(path)
+
+
+def test_backtest_on_the_binance_l2_sample_end_to_end(tmp_path):
+    png = tmp_path / "l2.png"
+    code, out, err = run(["backtest", _binance_dir(), "--json", "--param", "size=100000",
+                          "--param", "skew_lots=100000", "--param", "max_position=1000000",
+                          "--param", "every=500", "--order-ns", "1000000",
+                          "--queue-model", "proportional", "--plot", str(png)])
+    assert code == 0, err
+    summary = json.loads(out.split("wrote")[0])
+    assert summary["n_fills"] > 0 and summary["n_orders"] > 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_backtest_on_l2_flow_with_store_exits_2(tmp_path):
+    code, out, err = run(["backtest", _binance_dir(), "--store", str(tmp_path / "d")])
+    assert code == 2 and "store_dir" in err and "Traceback" not in err

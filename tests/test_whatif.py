@@ -85,3 +85,12 @@ def test_market_maker_on_generated_flow_replays_its_backtest_and_takes_queue_pos
     assert w.summary["displaced_qty"] > 0
     s = w.summary      # every displaced or added lot is a market-vs-market lot lost or gained
     assert s["market_volume_base"] - s["market_volume_with"] == s["displaced_qty"] - s["added_qty"]
+
+
+def test_whatif_refuses_l2_only_flow():
+    from exchange.schema import FILL_DTYPE, L2_DTYPE
+    from replay.l2queue import L2Flow
+    from replay.strategy import Strategy
+    flow = L2Flow(np.zeros(0, L2_DTYPE), np.zeros(0, FILL_DTYPE))
+    with pytest.raises(UsageError, match="L3 flow"):
+        whatif(flow, Strategy())
