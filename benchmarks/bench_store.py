@@ -4,9 +4,12 @@ Workloads:
 - Engine only: the same batches through Engine.process(reuse=True), as the session calls it.
 - End to end: the seeded 1M-message flow (scenarios.uniform.bench_1m, seed 7, one symbol) through
   exchange.Engine inside a store.Session, in batches of 65,536 messages, WAL fsync per batch
-  (and again with durability "none"), sealing every 262,144 messages and at close (final
-  checkpoint included). Throughput = messages / wall time from the first batch to close().
-- Sealing rate: rows of all four tables sealed per second of ``Session.seal`` (lz4 tier).
+  (and again with durability "none"), sealing every 262,144 messages (``seal_every``: on the
+  session's background seal thread) and at close (final checkpoint included). Throughput =
+  messages / wall time from the first batch to close(). Also with ``seal_in_background=False``
+  (every seal inline, as before the seal thread), side by side in the same rounds.
+- Sealing rate: rows of all four tables sealed per second of ``Session.seal`` (lz4 tier), called
+  synchronously every 262,144 messages in a separate fsync run (the time of those calls only).
 - Bytes per row per table: sealed lz4 segments, then after compaction into zstd segments.
 - Binance BTCUSDT L2: the depth snapshot + depthUpdate diffs of /work/shared/data (price ticks 0.01,
   lots 1e-5, seq = message number, ts = local receive ns, count 0: Binance gives no counts)
@@ -50,22 +53,15 @@ def _engine():
     return eng
 
 
-def end_to_end(flow, durability, tmp):
-    """One run: returns dict of timings and sizes."""
+def end_to_end(flow, durability, tmp, background=True):
+    """One end-to-end run: returns dict of throughput, WAL and segment sizes, compaction time."""
     d = tempfile.mkdtemp(dir=tmp)
     s = Session.create(d, _engine(), run_info={"scenario": "bench_1m", "seed": BENCH_1M["seed"]},
-                       durability=durability, seal_every=10**12, checkpoint_every=10**12)
-    seal_time, seal_rows, seals = 0.0, 0, []
+                       durability=durability, seal_every=4 * BATCH, checkpoint_every=10**12,
+                       seal_in_background=background)
     t0 = time.perf_counter()
     for i in range(0, flow.size, BATCH):
         s.process(flow[i:i + BATCH])
-        if s._pending_rows >= 4 * BATCH or i + BATCH >= flow.size:
-            rows = sum(r.orders.size + r.fills.size + r.l2.size + r.events.size for r in s._pending)
-            t = time.perf_counter()
-            s.seal()
-            seals.append((rows, time.perf_counter() - t))
-            seal_time += seals[-1][1]
-            seal_rows += rows
     wal_bytes = s.wal.bytes_written
     s.close()
     total = time.perf_counter() - t0
@@ -79,11 +75,27 @@ def end_to_end(flow, durability, tmp):
     zstd = _bytes_per_row(cat.all_segments())
     cat.close()
     shutil.rmtree(d)
+    return {"msgs_per_s": flow.size / total, "wal_bytes_per_msg": wal_bytes / flow.size,
+            "compact_s": compact_time, "lz4_bytes_per_row": lz4, "zstd_bytes_per_row": zstd}
+
+
+def sealing(flow, tmp):
+    """Rows sealed per second of synchronous ``Session.seal`` calls every 4 batches (fsync)."""
+    d = tempfile.mkdtemp(dir=tmp)
+    s = Session.create(d, _engine(), durability="fsync", seal_every=10**12, checkpoint_every=10**12)
+    seals = []
+    for i in range(0, flow.size, BATCH):
+        s.process(flow[i:i + BATCH])
+        if s._pending_rows >= 4 * BATCH or i + BATCH >= flow.size:
+            rows = sum(r.orders.size + r.fills.size + r.l2.size + r.events.size for r in s._pending)
+            t = time.perf_counter()
+            s.seal()
+            seals.append((rows, time.perf_counter() - t))
+    s.close()
+    shutil.rmtree(d)
     later = seals[1:] or seals   # the first seal of a directory also searches for encodings
-    return {"msgs_per_s": flow.size / total, "seal_rows_per_s": seal_rows / seal_time,
-            "seal_rows_per_s_after_first": sum(r for r, _ in later) / sum(t for _, t in later),
-            "wal_bytes_per_msg": wal_bytes / flow.size, "compact_s": compact_time,
-            "lz4_bytes_per_row": lz4, "zstd_bytes_per_row": zstd}
+    return {"seal_rows_per_s": sum(r for r, _ in seals) / sum(t for _, t in seals),
+            "seal_rows_per_s_after_first": sum(r for r, _ in later) / sum(t for _, t in later)}
 
 
 def engine_only(flow):
@@ -162,11 +174,12 @@ def main(argv=None):
     try:
         end_to_end(flow[:BATCH * 2], "fsync", tmp)   # warm numba caches and the page cache
         # interleaved rounds: the machine's load drifts, so each round measures every variant
-        engs, runs = [], {"fsync": [], "none": []}
+        engs, runs, seal_runs = [], {"fsync": [], "none": [], "fsync_inline": []}, []
         for _ in range(args.runs):
             engs.append(engine_only(flow))
             for p in runs:
-                runs[p].append(end_to_end(flow, p, tmp))
+                runs[p].append(end_to_end(flow, p.split("_")[0], tmp, background=p != "fsync_inline"))
+            seal_runs.append(sealing(flow, tmp))
         eng = statistics.median(engs)
         rows = binance_l2_rows()
         bn = binance_sizes(rows, tmp)
@@ -183,8 +196,9 @@ def main(argv=None):
         "engine_only_msgs_per_s": eng,
         "end_to_end_fsync_msgs_per_s": med("fsync", "msgs_per_s"),
         "end_to_end_nofsync_msgs_per_s": med("none", "msgs_per_s"),
-        "seal_rows_per_s": med("fsync", "seal_rows_per_s"),
-        "seal_rows_per_s_after_first": med("fsync", "seal_rows_per_s_after_first"),
+        "end_to_end_fsync_inline_seal_msgs_per_s": med("fsync_inline", "msgs_per_s"),
+        "seal_rows_per_s": statistics.median(r["seal_rows_per_s"] for r in seal_runs),
+        "seal_rows_per_s_after_first": statistics.median(r["seal_rows_per_s_after_first"] for r in seal_runs),
         "wal_bytes_per_msg": med("fsync", "wal_bytes_per_msg"),
         "wal_bytes_per_msg_nofsync": med("none", "wal_bytes_per_msg"),
         "compaction_s": med("fsync", "compact_s"),
@@ -203,6 +217,7 @@ def main(argv=None):
     print(line.format("engine only (msgs/s)", f"{eng:,.0f}", ""))
     print(line.format("engine + WAL fsync/batch + seal (msgs/s)", f"{result['end_to_end_fsync_msgs_per_s']:,.0f}", "2,000,000"))
     print(line.format("engine + WAL no fsync + seal (msgs/s)", f"{result['end_to_end_nofsync_msgs_per_s']:,.0f}", ""))
+    print(line.format("  same, fsync, seals inline (msgs/s)", f"{result['end_to_end_fsync_inline_seal_msgs_per_s']:,.0f}", ""))
     print(line.format("sealing (rows/s)", f"{result['seal_rows_per_s']:,.0f}", "10,000,000"))
     print(line.format("sealing after the first seal (rows/s)", f"{result['seal_rows_per_s_after_first']:,.0f}", ""))
     print(line.format("WAL bytes / message (fsync: shuffled lz4)", f"{result['wal_bytes_per_msg']:.1f}", ""))

@@ -25,6 +25,8 @@ import inspect
 import json
 import os
 import struct
+import sys
+import threading
 
 import crc32c
 import numpy as np
@@ -60,12 +62,77 @@ def _load_class(path: str):
     return obj
 
 
-def _frozen_copy(a: np.ndarray) -> np.ndarray:
-    """A private, read-only copy: the pending record and the caller share it, so neither the
-    caller nor anyone else can change rows that are still to be sealed."""
-    out = a.copy()
-    out.flags.writeable = False
-    return out
+class _Arena:
+    """Private copies of batch arrays, carved out of large chunks that are reused.
+
+    Why: a fresh array per copy costs a page fault per 4 KiB on first write, which made copying
+    a batch's rows ~10x slower than the copy itself (the biggest single cost of journaling).
+    A full chunk is reused only once nothing refers to it any more: every copy handed out is a
+    view whose ``base`` is its chunk, so the chunk's reference count says whether any record,
+    caller's Result or slice of one is still alive. Nobody ever sees a reused chunk's bytes
+    change under them.
+    """
+
+    CHUNK = 32 << 20
+    KEEP = 6          # retired chunks kept for reuse; older ones are left to the views' owners
+
+    def __init__(self, chunk: int = CHUNK):
+        self.chunk = chunk
+        self._cur = np.empty(0, np.uint8)
+        self._pos = 0
+        self._retired: list[np.ndarray] = []
+        probe = [np.empty(1, np.uint8)]
+        self._free_refs = sys.getrefcount(probe[0])   # refs of a list entry nobody views
+
+    def copy(self, a: np.ndarray) -> np.ndarray:
+        """Return a read-only copy of the 1-D array ``a`` (same dtype) inside a chunk."""
+        n = a.nbytes
+        if n == 0:
+            out = np.empty(0, a.dtype)
+        else:
+            if self._pos + n > self._cur.size:
+                self._next(n)
+            out = self._cur[self._pos:self._pos + n].view(a.dtype)
+            np.copyto(out, a, casting="no")
+            self._pos += (n + 7) & ~7
+        out.flags.writeable = False
+        return out
+
+    def _next(self, n: int) -> None:
+        if self._cur.size == self.chunk:
+            self._retired.append(self._cur)
+        self._cur, self._pos = None, 0
+        for i in range(len(self._retired)):
+            if self._retired[i].size >= n and sys.getrefcount(self._retired[i]) == self._free_refs:
+                self._cur = self._retired.pop(i)
+                break
+        if self._cur is None:
+            self._cur = np.empty(max(self.chunk, n), np.uint8)
+        del self._retired[:-self.KEEP]
+
+
+class _SealJob:
+    """Segments of some records being written on a background thread.
+
+    The thread only writes (and fsyncs) segment files; registering them in the catalog, which
+    makes them visible, happens on the session's thread when the job is reaped. A crash before
+    that leaves unregistered files, removed as orphans on open; the WAL still holds the rows.
+    """
+
+    def __init__(self, session: "Session", records: list):
+        self.records = records
+        self.through = records[-1].last_seq
+        self.infos: list = []
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, args=(session,), name="exsim-seal",
+                                       daemon=True)
+        self.thread.start()
+
+    def _run(self, session: "Session") -> None:
+        try:
+            self.infos = session._write_segments(self.records)
+        except BaseException as e:   # why: re-raised on the session's thread when reaped
+            self.error = e
 
 
 def _takes_reuse(engine) -> bool:
@@ -79,18 +146,21 @@ class Session:
     """A journaled engine. Build with ``Session.create`` or ``Session.open``, not directly."""
 
     def __init__(self, data_dir, engine, catalog, *, durability, sync_interval, checkpoint_every,
-                 seal_every, wal_rotate_bytes, wal_compress):
+                 seal_every, wal_rotate_bytes, wal_compress, seal_in_background):
         self.data_dir = os.fspath(data_dir)
         self.engine = engine
         self.catalog = catalog
         self.checkpoint_every = int(checkpoint_every)
         self.seal_every = int(seal_every)
+        self.seal_in_background = bool(seal_in_background)
         self._pending: list[WalRecord] = []
         self._pending_rows = 0
+        self._arena = _Arena()
+        self._sealing: _SealJob | None = None
         self._wal_ranges: dict[str, tuple[int, int]] = {}
         self._failed: str | None = None
         self._closed = False
-        self.chooser = codecs.Chooser()
+        self.chooser = codecs.Chooser()   # used by one seal at a time (see _reap_seal)
         # why: the engine's reused output buffers avoid an allocation (and page faults) per
         # batch; the session copies each output once anyway, into its pending record
         self._reuse = _takes_reuse(engine)
@@ -109,7 +179,8 @@ class Session:
         self.chooser.load(json.loads(catalog.get_meta("encoding_choices", "{}")))
 
     _OPTS = dict(durability="fsync", sync_interval=0.05, checkpoint_every=1_000_000,
-                 seal_every=1_000_000, wal_rotate_bytes=64 << 20, wal_compress=None)
+                 seal_every=1_000_000, wal_rotate_bytes=64 << 20, wal_compress=None,
+                 seal_in_background=True)
 
     # -- construction --------------------------------------------------------------------------
     @classmethod
@@ -120,7 +191,10 @@ class Session:
         segments and checkpoints: pure simulation), sync_interval (s), checkpoint_every
         (messages), seal_every (messages), wal_rotate_bytes, wal_compress (None: byte-shuffled
         lz4 records when the WAL is fsynced, where fewer bytes to sync pay for the compression;
-        raw records under durability "none", where they do not). run_info: scenario,
+        raw records under durability "none", where they do not), seal_in_background (True:
+        the seals ``process`` triggers write their segments on a thread while batches go on;
+        they are registered by a later call; ``seal()`` and ``close()`` always wait).
+        run_info: scenario,
         seed and anything else worth recording in the ``runs`` table.
         Returns the open Session. Raises UsageError if the directory already holds a catalog,
         WriteError if the first checkpoint cannot be written.
@@ -215,8 +289,8 @@ class Session:
                              f"{': ' + self._failed if self._failed else ''}; reopen the directory")
         first = self.engine.seq + 1
         res = self.engine.process(orders, reuse=True) if self._reuse else self.engine.process(orders)
-        rec = WalRecord(first, _frozen_copy(orders), _frozen_copy(res.fills), _frozen_copy(res.l2),
-                        _frozen_copy(res.events))
+        cp = self._arena.copy
+        rec = WalRecord(first, cp(orders), cp(res.fills), cp(res.l2), cp(res.events))
         # the caller gets the record's (read-only) arrays: the engine overwrites its buffers on
         # the next batch
         res = type(res)(rec.fills, rec.l2, rec.events)
@@ -228,18 +302,23 @@ class Session:
         self._pending.append(rec)
         self._pending_rows += rec.orders.size
         try:
+            self._reap_seal(block=False)
             if self.engine.seq - self._last_ckpt >= self.checkpoint_every:
-                self.checkpoint()
+                self._checkpoint()
             if self._pending_rows >= self.seal_every:
-                self.seal()
+                if self.seal_in_background:
+                    self._start_seal()
+                else:
+                    self.seal()
         except WriteError as e:
             # the batch itself is durable in the WAL; only the background work failed
             raise WriteError(f"batch seq {first}..{self.engine.seq} is journaled, but {e}") from e
         return res
 
     def unsealed_records(self) -> list[WalRecord]:
-        """The journaled batches not yet sealed into segments, oldest first."""
-        return list(self._pending)
+        """The journaled batches not yet sealed into registered segments, oldest first
+        (including those a background seal is writing)."""
+        return (self._sealing.records if self._sealing else []) + self._pending
 
     def read(self, table: str, symbol=None, seq=None, ts=None, columns=None) -> np.ndarray:
         """Same as ``store.read(self, ...)``: see there."""
@@ -249,10 +328,15 @@ class Session:
 
     # -- checkpoints ---------------------------------------------------------------------------
     def checkpoint(self) -> int:
-        """Write the engine's checkpoint durably and register it; return its seq.
+        """Write the engine's checkpoint durably and register it (after waiting for a background
+        seal, so that the WAL files both cover are trimmed at once); return its seq.
 
-        Raises WriteError if the file cannot be written.
+        Raises WriteError if the file cannot be written or the background seal failed.
         """
+        self._reap_seal(block=True)
+        return self._checkpoint()
+
+    def _checkpoint(self) -> int:
         seq = self.engine.seq
         blob = self.engine.checkpoint()
         rel = os.path.join("checkpoints", f"ckpt-{seq:020d}.bin")
@@ -296,13 +380,63 @@ class Session:
     # -- sealing -------------------------------------------------------------------------------
     def seal(self) -> list:
         """Seal every unsealed batch into lz4 segments (one per table and symbol) and register
-        them, advancing sealed_through in the same catalog transaction. Returns the SegmentInfos.
-        Raises WriteError if a segment cannot be written (nothing is registered then).
+        them, advancing sealed_through in the same catalog transaction; waits for a background
+        seal first. Returns the SegmentInfos registered by this call (a finished background
+        seal's included). Raises WriteError if a segment cannot be written (its rows stay
+        unsealed, in the WAL).
         """
+        infos = self._reap_seal(block=True)
         if not self._pending:
+            return infos
+        recs, through = self._pending, self._pending[-1].last_seq
+        new = self._write_segments(recs)
+        self._register(new, through)
+        self._pending = []
+        self._pending_rows = 0
+        self.wal.rotate()   # why: the file just sealed can be trimmed once a checkpoint covers it
+        self._trim_wal()
+        return infos + new
+
+    def _start_seal(self) -> None:
+        """Hand the pending records to a background seal (after the previous one finished)."""
+        self._reap_seal(block=True)
+        recs, self._pending, self._pending_rows = self._pending, [], 0
+        # why rotate now: the file holding exactly these records can be trimmed once the seal
+        # is registered and a checkpoint covers it
+        self.wal.rotate()
+        self._sealing = _SealJob(self, recs)
+
+    def _reap_seal(self, block: bool) -> list:
+        """Register a finished background seal (waiting for it if ``block``); return its infos.
+
+        Raises WriteError if it failed: its records go back to the pending ones.
+        """
+        job = self._sealing
+        if job is None or (not block and job.thread.is_alive()):
             return []
-        recs = self._pending
-        through = recs[-1].last_seq
+        job.thread.join()
+        self._sealing = None
+        if job.error is None:
+            try:
+                self._register(job.infos, job.through)
+            except BaseException as e:
+                job.error = e
+        if job.error is not None:
+            self._pending = job.records + self._pending
+            self._pending_rows = sum(r.orders.size for r in self._pending)
+            if isinstance(job.error, WriteError):
+                raise job.error
+            raise WriteError(f"background seal failed: {job.error!r}") from job.error
+        self._trim_wal()
+        return job.infos
+
+    def _register(self, infos: list, through: int) -> None:
+        self.catalog.register_seal(infos, through)
+        self.catalog.set_meta("encoding_choices", json.dumps(self.chooser.state()))
+
+    def _write_segments(self, recs: list) -> list:
+        """Write (durably, per policy) the segments of ``recs``; register nothing. Returns the
+        SegmentInfos. Runs on the seal thread or the session's, never on both at once."""
         infos = []
         for table in TABLES:
             dtype = STORED_DTYPES[table]
@@ -332,12 +466,6 @@ class Session:
                 part = {c: codecs.take_u64(u, order, int(lo), int(hi)) for c, u in cols.items()}
                 infos.append(write_columns(self.data_dir, table, int(ss[lo]), part,
                                            codec="lz4", chooser=self.chooser, sync=self._sync))
-        self.catalog.register_seal(infos, through)
-        self.catalog.set_meta("encoding_choices", json.dumps(self.chooser.state()))
-        self._pending = []
-        self._pending_rows = 0
-        self.wal.rotate()   # why: the file just sealed can be trimmed once a checkpoint covers it
-        self._trim_wal()
         return infos
 
     def _trim_wal(self) -> None:
@@ -378,10 +506,14 @@ class Session:
         """
         if self._closed:
             return
-        if not self._failed:
+        if self._failed:
+            if self._sealing:
+                self._sealing.thread.join()   # its files are orphans unless registered
+                self._sealing = None
+        else:
             self.seal()
             if self.engine.seq != self._last_ckpt:
-                self.checkpoint()
+                self._checkpoint()
         self.wal.close()
         self._trim_wal()
         self.catalog.close()

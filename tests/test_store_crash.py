@@ -159,3 +159,64 @@ def test_disk_full_raises_write_error_and_loses_nothing_acknowledged(tmp_path):
     assert "WRITEERROR WAL: write of" in text and "File too large" in text
     acked = max(int(ln.split()[2]) for ln in text.splitlines() if ln.startswith("ACK"))
     assert _check(data_dir, acked) is None   # the partial record was cut by the writer itself
+
+
+def _stalled_seal_child(data_dir, w):
+    """Journal batches while every background seal writes one segment without fsync, says
+    STALL and then hangs: the process holds unsynced, unregistered segment files when killed."""
+    import threading
+
+    import store.session as session_mod
+
+    real = session_mod.write_columns
+    out = os.fdopen(w, "w")
+
+    def stalled(*args, **kw):
+        real(*args, **{**kw, "sync": False})
+        if threading.current_thread() is not threading.main_thread():
+            out.write("STALL\n")
+            out.flush()
+            threading.Event().wait()
+        return real(*args, **kw)
+
+    session_mod.write_columns = stalled
+    child.run(data_dir, 10_000, out)
+
+
+def test_sigkill_while_the_seal_thread_holds_unsynced_segments_loses_nothing_acknowledged(tmp_path):
+    data_dir = str(tmp_path / "d")
+    with open(os.devnull, "w") as devnull:   # load the seal kernels here, for the child to inherit
+        child.run(str(tmp_path / "warm"), 12, devnull)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            _stalled_seal_child(data_dir, w)
+        finally:
+            os._exit(0)
+    os.close(w)
+    buf = b""
+    with os.fdopen(r, "rb", buffering=0) as f:
+        while b"STALL" not in buf:
+            chunk = f.read(4096)
+            assert chunk, "the child ended before its seal thread stalled"
+            buf += chunk
+        time.sleep(0.2)   # the session thread goes on acknowledging batches meanwhile
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        buf += f.read()
+    acks = [int(ln.split()[2]) for ln in buf.decode().splitlines() if ln.startswith("ACK ")]
+    stall_at = buf.decode().splitlines().index("STALL")
+    assert len(acks) > stall_at, "no batch was acknowledged while the seal thread held its files"
+    segs = os.path.join(data_dir, "segments")
+    on_disk = {os.path.relpath(os.path.join(d, n), data_dir) for d, _, ns in os.walk(segs) for n in ns}
+    s = Session.open(data_dir)
+    live = {r["path"] for r in s.catalog.all_segments()}
+    assert on_disk - live, "the stalled seal left no unregistered file to clean up"
+    s.close()
+    assert _check(data_dir, acks[-1]) is None
+    s = Session.open(data_dir)
+    left = {os.path.relpath(os.path.join(d, n), data_dir) for d, _, ns in os.walk(segs) for n in ns}
+    assert left == {r["path"] for r in s.catalog.all_segments()}   # orphans removed on open
+    s.close()

@@ -181,3 +181,40 @@ def test_old_catalog_with_a_truncated_tick_size_reads_it_from_the_symbol_info(tm
                               "info": {"name": "X", "id": 0, "tick_size": 0.01}}]
     cat.set_symbols({"symbols": [{"name": "X", "id": 0, "tick_size": 0.05}]})   # INTEGER column
     assert cat.symbols()[0]["tick_size"] == 0.05
+
+
+def test_a_failed_background_seal_is_reported_and_its_rows_stay_readable(tmp_path, monkeypatch):
+    import store.session as session_mod
+    from exchange.errors import WriteError
+
+    real = session_mod.write_columns
+
+    def full(*a, **kw):
+        raise WriteError("cannot write segment: No space left on device")
+
+    monkeypatch.setattr(session_mod, "write_columns", full)
+    s = _session(tmp_path, seal_every=1000)
+    fed = _feed(s, batches=2)            # the second batch starts a background seal, which fails
+    s._sealing.thread.join()
+    with pytest.raises(WriteError, match="journaled, but cannot write segment"):
+        _feed(s, batches=1, seed=2)      # ... and the next call reports it
+    assert Catalog(str(tmp_path)).all_segments() == []
+    assert sum(r.orders.size for r in s.unsealed_records()) == 1500
+    monkeypatch.setattr(session_mod, "write_columns", real)
+    s.close()
+    want = _all(fed, "fills")   # the first two batches' fills lead the sealed ones
+    assert np.array_equal(read(str(tmp_path), "fills")[:want.size], want)
+    assert read(str(tmp_path), "orders").size == 1500
+
+
+def test_results_stay_intact_while_later_batches_reuse_the_copy_buffers(tmp_path):
+    s = _session(tmp_path, seal_every=1000)
+    s._arena.chunk = 64 << 10          # small chunks: many are retired and offered for reuse
+    fed = _feed(s, batches=12, n=400)
+    kept = [(f, o, r) for f, o, r in fed[::3]]
+    snapshot = [r.fills.copy() for _, _, r in kept]
+    del fed
+    _feed(s, batches=12, n=400, seed=50)
+    assert all(np.array_equal(r.fills, want) for (_, _, r), want in zip(kept, snapshot))
+    assert not kept[0][2].fills.flags.writeable
+    s.close()
