@@ -314,7 +314,7 @@ def _run_fast(engine, msgs, strat: QuoteStrategy, feed, order, trader, symbol, f
                               a.sf, a.se, a.scnt, olog, osent, oseq, marks, feed.mode, feed.times,
                               feed.vals, order.mode, order.times, order.vals, strat.state,
                               strat.params, strat._quote, top, trader, ID_BASE, symbol,
-                              strat.every, fee_rate)
+                              strat.every, fee_rate, np.int64(engine.prefetch_distance))
         if status == K.OK:
             break
         if status == C.NEED_LOG:

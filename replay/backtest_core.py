@@ -8,8 +8,10 @@ Both strategy paths use these kernels, so both see exactly the same engine behav
   orders in arrival order, wake-ups every N messages, fills) with a quote function called inside
   numba; it returns to Python only when an array must grow, then resumes from the state arrays.
 
-Each message is processed by ``exchange.kernels.process_batch`` on a one-row view, with the
-per-message output counters reset, so the scratch output arrays stay small. Fills that involve
+``advance`` and the strategy's own messages go through ``exchange.kernels.process_batch`` one
+row at a time (a copy), with the output counters reset, so the scratch output arrays stay small;
+``run_quotes`` feeds each slice of market messages between two strategy events (a wake-up, an
+order arrival) to one ``process_batch`` call on a view, since no fill changes its schedule. Fills that involve
 the strategy's ``trader`` and events of the strategy's order ids (``>= id_base``) are copied into
 the strategy's own output arrays; the market's outputs are dropped (re-run the journal to get them).
 
@@ -135,6 +137,47 @@ def _proc_one(msgs, i, arena, levels, index, books, ladder_keys, ladder_levels, 
 
 
 @njit(cache=True)
+def _proc_batch(msgs, i, stop, arena, levels, index, books, ladder_keys, ladder_levels, meta,
+                fills, l2, events, cnt, sf, se, scnt, trader, id_base, prefetch):
+    """Process msgs[i:stop] in one ``process_batch`` call; copy the strategy's fills/events out.
+
+    Returns (status, next i): K.OK with next i == stop, or what to grow and the first message not
+    yet processed (the outputs of those before it are already copied out).
+    """
+    if scnt[0] + len(fills) > len(sf) or scnt[1] + len(events) > len(se):
+        return NEED_STRAT, i
+    cnt[0] = 0
+    cnt[1] = 0
+    cnt[2] = 0
+    # msgs[:stop] is a C-contiguous view of the same type as Engine.process's argument (and
+    # ``prefetch`` an int64 like its prefetch distance), so numba reuses the engine's compilation
+    # of process_batch; it stops at ``stop`` because the view ends there
+    status, j = K.process_batch(msgs[:stop], i, arena, levels, index, books, ladder_keys,
+                                ladder_levels, meta, fills, l2, events, cnt, prefetch)
+    for k in range(cnt[0]):
+        if fills[k].buy_trader == trader or fills[k].sell_trader == trader:
+            sf[scnt[0]] = fills[k]
+            scnt[0] += 1
+    for k in range(cnt[2]):
+        if events[k].order_id >= id_base:
+            se[scnt[1]] = events[k]
+            scnt[1] += 1
+    return status, j
+
+
+@njit(cache=True)
+def _first_after(msgs, lo, hi, ts):
+    """The first index in [lo, hi) whose message has ts > ``ts`` (hi if none): a binary search."""
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if msgs[mid].ts <= ts:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit(cache=True)
 def advance(msgs, i, stop, arena, levels, index, books, ladder_keys, ladder_levels, meta, fills,
             l2, events, cnt, sf, se, scnt, trader, id_base, stop_on_fill):
     """Process msgs[i:stop]; return (status, next i). status HIT: msgs[next i - 1] filled the
@@ -249,7 +292,7 @@ def reconcile(olog, osent, st, side, price, qty, local, symbol, trader, ord_mode
 def run_quotes(fn, msgs, st, fst, arena, levels, index, books, ladder_keys, ladder_levels, meta,
                fills, l2, events, cnt, sf, se, scnt, olog, osent, oseq, marks, feed_mode,
                feed_times, feed_vals, ord_mode, ord_times, ord_vals, state, params, quote,
-               top, trader, id_base, symbol, every, fee_rate):
+               top, trader, id_base, symbol, every, fee_rate, prefetch):
     """The merged loop of an ``@njit`` quote strategy; returns K.OK when done or what to grow.
 
     ``fn(local_ts, bid, bid_qty, ask, ask_qty, position, cash, state, params, quote)`` writes
@@ -291,25 +334,50 @@ def run_quotes(fn, msgs, st, fst, arena, levels, index, books, ladder_keys, ladd
                           symbol, trader, ord_mode, ord_times, ord_vals)
             st[S_NEXT_WAKE] += every
             continue
-        if has_order:
-            src = olog
-            j = qh
-        elif i < n:
-            src = msgs
-            j = i
-        else:
-            return K.OK
+        if not has_order:
+            if i >= n:
+                return K.OK
+            # a whole slice of market messages up to the next strategy event: the next wake-up,
+            # the next strategy order's arrival (messages with ts <= it go first), or the end of
+            # the pre-drawn feed samples (one per message that fills the strategy, at most)
+            stop = n
+            if every > 0 and st[S_NEXT_WAKE] > i:
+                stop = st[S_NEXT_WAKE]
+            if qh < st[S_NORD]:
+                stop = _first_after(msgs, i, stop, olog[qh].ts)
+            if feed_mode == DRAWS:
+                stop = min(stop, i + len(feed_vals) - st[S_FEED_CUR])
+            stop = max(stop, i + 1)
+            f0 = scnt[0]
+            e0 = scnt[1]
+            status, j = _proc_batch(msgs, i, stop, arena, levels, index, books, ladder_keys,
+                                    ladder_levels, meta, fills, l2, events, cnt, sf, se, scnt,
+                                    trader, id_base, prefetch)
+            st[S_I] = j
+            _slots_from_events(se, e0, scnt[1], st)
+            if scnt[0] > f0:
+                _account(sf, f0, scnt[0], trader, st, fst, fee_rate)
+                # one feed sample per message that filled the strategy, at its ts, in order:
+                # exactly the samples the one-message-at-a-time loop (and the Python path) takes
+                last = np.int64(-1)
+                for k in range(f0, scnt[0]):
+                    if sf[k].seq != last:
+                        last = sf[k].seq
+                        _, st[S_FEED_CUR] = sample(feed_mode, feed_times, feed_vals,
+                                                   st[S_FEED_CUR], sf[k].ts)
+            if status != K.OK:
+                return status
+            continue
+        src = olog
+        j = qh
         f0 = scnt[0]
         e0 = scnt[1]
         status, nf = _proc_one(src, j, arena, levels, index, books, ladder_keys, ladder_levels,
                                meta, fills, l2, events, cnt, sf, se, scnt, trader, id_base)
         if status != K.OK:
             return status
-        if has_order:
-            oseq[qh] = meta[M_SEQ]
-            st[S_QH] = qh + 1
-        else:
-            st[S_I] = i + 1
+        oseq[qh] = meta[M_SEQ]
+        st[S_QH] = qh + 1
         _slots_from_events(se, e0, scnt[1], st)
         if nf > 0:
             _account(sf, f0, scnt[0], trader, st, fst, fee_rate)

@@ -59,6 +59,7 @@ L2_EVENT_DTYPE = np.dtype([
     ("price", "<i8"),     # level price / trade price (ticks)
     ("qty", "<i8"),       # new level total (0 removes it) / trade quantity (lots)
     ("trade_id", "<i8"),  # the market trade id (trades only)
+    ("rank", "<i8"),      # L2 rows: the price's rank among the rows' distinct prices (L2Sim sets it)
     ("kind", "u1"),       # EV_DEPTH or EV_TRADE
     ("side", "u1"),       # the level's Side / the trade's aggressor Side
 ])
@@ -119,80 +120,70 @@ def l2_events(flow: L2Flow) -> np.ndarray:
     pos = np.searchsorted(l2_ts, tr["ts"], side="left") + np.arange(len(tr))
     is_tr = np.zeros(len(out), bool)
     is_tr[pos] = True
-    d, t = out[~is_tr], out[is_tr]
-    d["ts"], d["price"], d["qty"], d["side"], d["kind"] = l2_ts, l2["price"], l2["qty"], l2["side"], EV_DEPTH
-    t["ts"], t["price"], t["qty"], t["side"], t["kind"] = (tr["ts"], tr["price"], tr["qty"],
-                                                         tr["aggressor_side"], EV_TRADE)
-    t["trade_id"] = tr["trade_id"]
-    out[~is_tr], out[is_tr] = d, t
+    dpos = np.flatnonzero(~is_tr)
+    for col, d, t in (("ts", l2_ts, tr["ts"]), ("price", l2["price"], tr["price"]),
+                      ("qty", l2["qty"], tr["qty"]), ("side", l2["side"], tr["aggressor_side"])):
+        out[col][dpos] = d
+        out[col][pos] = t
+    out["kind"][pos] = EV_TRADE
+    out["trade_id"][pos] = tr["trade_id"]
     return out
 
 
-# -- the aggregate book: per side, keys sorted ascending with the best level last -------------
+# -- the aggregate book: quantities indexed by price rank ----------------------------------
+# ``px`` holds every distinct price the L2 rows name, ascending; ``bqty[side, r]`` is the level
+# total at px[r] (0: no level), ``best[side]`` the rank of the best level (-1: empty side). A
+# price the data never names has no market level, ever. Setting a level is O(1); removing the
+# best scans to the next occupied rank (the prices near the touch: a short scan).
 
-@njit(cache=True, inline="always")
-def _key(side, price):
-    return price if side == 0 else -price
+@njit(cache=True)
+def _rank(px, price):
+    """The rank of ``price`` in ``px``, or -1 if the data never names it."""
+    r = np.searchsorted(px, price)
+    return r if r < len(px) and px[r] == price else -1
 
 
 @njit(cache=True)
-def _find(bkey, bn, side, price):
-    """Index of the level at ``price`` (or where it would go) and whether it exists."""
-    k = _key(side, price)
-    n = bn[side]
-    lo = 0
-    hi = n
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if bkey[side, mid] < k:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo, lo < n and bkey[side, lo] == k
+def _level_qty(px, bqty, side, price):
+    r = _rank(px, price)
+    return bqty[side, r] if r >= 0 else 0
 
 
 @njit(cache=True)
-def _level_qty(bkey, bqty, bn, side, price):
-    j, found = _find(bkey, bn, side, price)
-    return bqty[side, j] if found else 0
+def _next_level(bqty, side, r):
+    """The next occupied rank after r going away from the touch (-1: none)."""
+    if side == 0:
+        r -= 1
+        while r >= 0 and bqty[0, r] == 0:
+            r -= 1
+        return r
+    r += 1
+    n = bqty.shape[1]
+    while r < n and bqty[1, r] == 0:
+        r += 1
+    return r if r < n else -1
 
 
 @njit(cache=True)
-def _set_level(bkey, bqty, bn, side, price, qty):
-    """Set a level's total (0 removes it); return the old total."""
-    j, found = _find(bkey, bn, side, price)
-    n = bn[side]
-    if found:
-        old = bqty[side, j]
-        if qty > 0:
-            bqty[side, j] = qty
-        else:
-            for m in range(j, n - 1):
-                bkey[side, m] = bkey[side, m + 1]
-                bqty[side, m] = bqty[side, m + 1]
-            bn[side] = n - 1
-        return old
+def _set_rank(bqty, best, side, r, qty):
+    """Set the level at rank r to ``qty`` (0 removes it); return the old total."""
+    old = bqty[side, r]
+    bqty[side, r] = qty
     if qty > 0:
-        for m in range(n, j, -1):
-            bkey[side, m] = bkey[side, m - 1]
-            bqty[side, m] = bqty[side, m - 1]
-        bkey[side, j] = _key(side, price)
-        bqty[side, j] = qty
-        bn[side] = n + 1
-    return 0
+        if best[side] < 0 or (r > best[side] if side == 0 else r < best[side]):
+            best[side] = r
+    elif r == best[side]:
+        best[side] = _next_level(bqty, side, r)
+    return old
 
 
 @njit(cache=True)
-def top(bkey, bqty, bn, out):
+def top(px, bqty, best, out):
     """Write [bid, bid_qty, ask, ask_qty] into ``out`` (0, 0 for an empty side)."""
     for side in range(2):
-        n = bn[side]
-        if n > 0:
-            out[2 * side] = bkey[side, n - 1] if side == 0 else -bkey[side, n - 1]
-            out[2 * side + 1] = bqty[side, n - 1]
-        else:
-            out[2 * side] = 0
-            out[2 * side + 1] = 0
+        r = best[side]
+        out[2 * side] = px[r] if r >= 0 else 0
+        out[2 * side + 1] = bqty[side, r] if r >= 0 else 0
 
 
 # -- outputs -------------------------------------------------------------------------------
@@ -267,12 +258,12 @@ def _own_ahead(so, st, r):
 # -- market events -------------------------------------------------------------------------
 
 @njit(cache=True)
-def _market_event(e, bkey, bqty, bn, so, sf, se, scnt, st, trader):
+def _market_event(e, px, bqty, best, so, sf, se, scnt, st, trader):
     """Apply one market event; return the number of strategy fills it made."""
     nf0 = scnt[0]
     if e.kind == EV_DEPTH:
         side = np.int64(e.side)
-        old = _set_level(bkey, bqty, bn, side, e.price, e.qty)
+        old = _set_rank(bqty, best, side, e.rank, e.qty)
         if e.qty < old:
             dec = old - e.qty
             for r in range(st[T_NLIVE]):
@@ -310,7 +301,7 @@ def _market_event(e, bkey, bqty, bn, so, sf, se, scnt, st, trader):
 
 
 @njit(cache=True)
-def advance_l2(ev, i, stop, bkey, bqty, bn, so, sf, se, scnt, st, trader, stop_on_fill):
+def advance_l2(ev, i, stop, px, bqty, best, so, sf, se, scnt, st, trader, stop_on_fill):
     """Apply market events ev[i:stop]; return (status, next i). HIT: ev[next i - 1] filled the
     strategy (only with ``stop_on_fill``); OK: reached ``stop``; NEED_OUT: grow sf/se first."""
     while i < stop:
@@ -319,7 +310,7 @@ def advance_l2(ev, i, stop, bkey, bqty, bn, so, sf, se, scnt, st, trader, stop_o
             return NEED_OUT, i
         st[T_SEQ] += 1
         st[T_TS] = ev[i].ts
-        nf = _market_event(ev[i], bkey, bqty, bn, so, sf, se, scnt, st, trader)
+        nf = _market_event(ev[i], px, bqty, best, so, sf, se, scnt, st, trader)
         i += 1
         if nf > 0 and stop_on_fill:
             return HIT, i
@@ -329,55 +320,54 @@ def advance_l2(ev, i, stop, bkey, bqty, bn, so, sf, se, scnt, st, trader, stop_o
 # -- strategy messages ---------------------------------------------------------------------
 
 @njit(cache=True)
-def _crosses(bkey, bn, side, price, market):
-    opp = 1 - side
-    if bn[opp] == 0:
+def _crosses(px, bqty, best, side, price, market):
+    r = best[1 - side]
+    if r < 0:
         return False
     if market:
         return True
-    best = bkey[opp, bn[opp] - 1]
-    best_px = best if opp == 0 else -best
-    return price >= best_px if side == 0 else price <= best_px
+    return price >= px[r] if side == 0 else price <= px[r]
 
 
 @njit(cache=True)
-def _available(bkey, bqty, bn, side, price, market, want):
+def _available(px, bqty, best, side, price, market, want):
     """Quantity the opposite side offers at ``price`` or better (stops counting at ``want``)."""
     opp = 1 - side
     tot = 0
-    for j in range(bn[opp] - 1, -1, -1):
-        px = bkey[opp, j] if opp == 0 else -bkey[opp, j]
-        if not market and ((side == 0 and px > price) or (side == 1 and px < price)):
+    r = best[opp]
+    while r >= 0:
+        if not market and ((side == 0 and px[r] > price) or (side == 1 and px[r] < price)):
             break
-        tot += bqty[opp, j]
+        tot += bqty[opp, r]
         if tot >= want:
             break
+        r = _next_level(bqty, opp, r)
     return tot
 
 
 @njit(cache=True)
-def _take(bkey, bqty, bn, side, price, market, oid, qty, filled, sf, se, scnt, st, trader):
+def _take(px, bqty, best, side, price, market, oid, qty, filled, sf, se, scnt, st, trader):
     """Take up to ``qty`` from the opposite levels, best first; return the quantity filled."""
     opp = 1 - side
     got = 0
-    while got < qty and bn[opp] > 0:
-        j = bn[opp] - 1
-        px = bkey[opp, j] if opp == 0 else -bkey[opp, j]
-        if not market and ((side == 0 and px > price) or (side == 1 and px < price)):
+    while got < qty and best[opp] >= 0:
+        r = best[opp]
+        p = px[r]
+        if not market and ((side == 0 and p > price) or (side == 1 and p < price)):
             break
-        q = min(qty - got, bqty[opp, j])
-        _set_level(bkey, bqty, bn, opp, px, bqty[opp, j] - q)
+        q = min(qty - got, bqty[opp, r])
+        _set_rank(bqty, best, opp, r, bqty[opp, r] - q)
         got += q
         tid = st[T_TAKE_ID]
         st[T_TAKE_ID] = tid + 1
-        _fill(sf, scnt, st, tid, px, q, side, oid, trader, side)
+        _fill(sf, scnt, st, tid, p, q, side, oid, trader, side)
         _event(se, scnt, st, oid, Event.FILLED if got == qty else Event.PARTIAL, Reason.NONE,
                filled + got, qty - got)
     return got
 
 
 @njit(cache=True)
-def _rest(so, st, bkey, bqty, bn, oid, side, price, leaves, filled):
+def _rest(so, st, px, bqty, best, oid, side, price, leaves, filled):
     r = st[T_NLIVE]
     so[r, O_ID] = oid
     so[r, O_SIDE] = side
@@ -385,7 +375,7 @@ def _rest(so, st, bkey, bqty, bn, oid, side, price, leaves, filled):
     so[r, O_LEAVES] = leaves
     so[r, O_FILLED] = filled
     st[T_NLIVE] = r + 1
-    so[r, O_AHEAD] = _level_qty(bkey, bqty, bn, side, price) + _own_ahead(so, st, r)
+    so[r, O_AHEAD] = _level_qty(px, bqty, side, price) + _own_ahead(so, st, r)
 
 
 @njit(cache=True)
@@ -397,10 +387,10 @@ def _find_live(so, st, oid):
 
 
 @njit(cache=True)
-def strategy_message(m, bkey, bqty, bn, so, sf, se, scnt, st, trader):
+def strategy_message(m, px, bqty, best, so, sf, se, scnt, st, trader):
     """Apply one strategy message (ORDER_DTYPE row); return OK, NEED_OUT or NEED_ORDERS (then
     nothing was applied)."""
-    need = bn[0] + bn[1] + 4
+    need = bqty.shape[1] + 4   # a take fills at most once per level
     if scnt[0] + need > len(sf) or scnt[1] + need > len(se):
         return NEED_OUT
     if st[T_NLIVE] + 1 > so.shape[0]:
@@ -436,13 +426,13 @@ def strategy_message(m, bkey, bqty, bn, so, sf, se, scnt, st, trader):
             return OK
         _remove(so, st, r)
         leaves = m.qty
-        if _crosses(bkey, bn, side, m.price, False):
-            got = _take(bkey, bqty, bn, side, m.price, False, oid, leaves, filled, sf, se, scnt,
+        if _crosses(px, bqty, best, side, m.price, False):
+            got = _take(px, bqty, best, side, m.price, False, oid, leaves, filled, sf, se, scnt,
                         st, trader)
             leaves -= got
             filled += got
         if leaves > 0:
-            _rest(so, st, bkey, bqty, bn, oid, side, m.price, leaves, filled)
+            _rest(so, st, px, bqty, best, oid, side, m.price, leaves, filled)
         return OK
     # NEW
     if m.kind != Kind.NEW or m.side > 1 or m.order_type > 1 or m.tif > 2:
@@ -457,17 +447,17 @@ def strategy_message(m, bkey, bqty, bn, so, sf, se, scnt, st, trader):
     if _find_live(so, st, oid) >= 0:
         _event(se, scnt, st, oid, Event.REJECTED, Reason.DUPLICATE_ID, 0, 0)
         return OK
-    crosses = _crosses(bkey, bn, side, m.price, market)
+    crosses = _crosses(px, bqty, best, side, m.price, market)
     if crosses and (m.flags & _POST_ONLY) != 0:
         _event(se, scnt, st, oid, Event.REJECTED, Reason.POST_ONLY_WOULD_CROSS, 0, 0)
         return OK
-    if m.tif == Tif.FOK and _available(bkey, bqty, bn, side, m.price, market, m.qty) < m.qty:
+    if m.tif == Tif.FOK and _available(px, bqty, best, side, m.price, market, m.qty) < m.qty:
         _event(se, scnt, st, oid, Event.REJECTED, Reason.FOK_CANNOT_FILL, 0, 0)
         return OK
     _event(se, scnt, st, oid, Event.ACCEPTED, Reason.NONE, 0, m.qty)
     got = 0
     if crosses:
-        got = _take(bkey, bqty, bn, side, m.price, market, oid, m.qty, 0, sf, se, scnt, st,
+        got = _take(px, bqty, best, side, m.price, market, oid, m.qty, 0, sf, se, scnt, st,
                     trader)
     leaves = m.qty - got
     if leaves > 0:
@@ -475,15 +465,15 @@ def strategy_message(m, bkey, bqty, bn, so, sf, se, scnt, st, trader):
             _event(se, scnt, st, oid, Event.CANCELLED,
                    Reason.NO_LIQUIDITY if market else Reason.IOC_UNFILLED, got, 0)
         else:
-            _rest(so, st, bkey, bqty, bn, oid, side, m.price, leaves, got)
+            _rest(so, st, px, bqty, best, oid, side, m.price, leaves, got)
     return OK
 
 
 @njit(cache=True)
-def advance_orders(olog, i, stop, bkey, bqty, bn, so, sf, se, scnt, st, trader):
+def advance_orders(olog, i, stop, px, bqty, best, so, sf, se, scnt, st, trader):
     """Apply strategy messages olog[i:stop]; return (status, next i)."""
     while i < stop:
-        status = strategy_message(olog[i], bkey, bqty, bn, so, sf, se, scnt, st, trader)
+        status = strategy_message(olog[i], px, bqty, best, so, sf, se, scnt, st, trader)
         if status != OK:
             return status, i
         i += 1
@@ -498,14 +488,15 @@ class L2Sim:
     """
 
     def __init__(self, events: np.ndarray, model: str, trader: int, symbol: int = 0):
+        """``events`` from ``l2_events`` (its ``rank`` column is filled in here)."""
         if model not in QUEUE_MODELS:
             raise UsageError(f"queue_model must be one of {sorted(QUEUE_MODELS)}; got {model!r}")
-        depth = events[events["kind"] == EV_DEPTH]
-        # one slot per distinct level the data ever names: the book can never outgrow it
-        cap = max(len(np.unique(depth["price"] * 2 + depth["side"])) + 1, 4)
-        self.bkey = np.zeros((2, cap), np.int64)
-        self.bqty = np.zeros((2, cap), np.int64)
-        self.bn = np.zeros(2, np.int64)
+        is_depth = events["kind"] == EV_DEPTH
+        p = np.sort(events["price"][is_depth])
+        self.px = p[np.concatenate(([True], p[1:] != p[:-1]))] if len(p) else p
+        events["rank"][is_depth] = np.searchsorted(self.px, events["price"][is_depth])
+        self.bqty = np.zeros((2, max(len(self.px), 1)), np.int64)
+        self.best = np.full(2, -1, np.int64)
         self.so = np.zeros((16, O_COLS), np.int64)
         self.sf = np.zeros(1024, FILL_DTYPE)
         self.se = np.zeros(2048, EVENT_DTYPE)
@@ -524,7 +515,7 @@ class L2Sim:
     def grow(self, status: int) -> None:
         """Make room for what ``status`` names; RuntimeError for an unknown status (a bug)."""
         if status == NEED_OUT:
-            need = int(self.bn.sum()) + len(self.so) + 8
+            need = self.bqty.shape[1] + len(self.so) + 8
             self.sf = _grow(self.sf, int(self.scnt[0]) + need)
             self.se = _grow(self.se, int(self.scnt[1]) + need)
         elif status == NEED_ORDERS:
@@ -537,7 +528,7 @@ class L2Sim:
     def advance(self, events, i: int, stop: int, stop_on_fill: bool):
         """Apply market events [i, stop) (growing as needed); return (status OK/HIT, next i)."""
         while True:
-            status, i = advance_l2(events, i, stop, self.bkey, self.bqty, self.bn, self.so,
+            status, i = advance_l2(events, i, stop, self.px, self.bqty, self.best, self.so,
                                    self.sf, self.se, self.scnt, self.st, self.trader, stop_on_fill)
             if status in (OK, HIT):
                 return status, i
@@ -546,7 +537,7 @@ class L2Sim:
     def apply_orders(self, olog, i: int, stop: int) -> int:
         """Apply strategy messages olog[i:stop] (growing as needed); return ``stop``."""
         while True:
-            status, i = advance_orders(olog, i, stop, self.bkey, self.bqty, self.bn, self.so,
+            status, i = advance_orders(olog, i, stop, self.px, self.bqty, self.best, self.so,
                                        self.sf, self.se, self.scnt, self.st, self.trader)
             if status == OK:
                 return i
@@ -554,18 +545,19 @@ class L2Sim:
 
     def top(self, out: np.ndarray) -> np.ndarray:
         """Write [bid, bid_qty, ask, ask_qty] into ``out`` and return it."""
-        top(self.bkey, self.bqty, self.bn, out)
+        top(self.px, self.bqty, self.best, out)
         return out
 
     def depth(self, symbol=0, levels: int = 10):
         """Return (bids, asks) as DEPTH_DTYPE arrays, best first (count: 1 per occupied level)."""
         sides = []
         for side in (Side.BUY, Side.SELL):
-            n = int(self.bn[side])
-            k = self.bkey[side, :n][::-1][: max(levels, 0)]
-            out = np.zeros(len(k), DEPTH_DTYPE)
-            out["price"] = k if side == Side.BUY else -k
-            out["qty"] = self.bqty[side, :n][::-1][: max(levels, 0)]
+            occ = np.nonzero(self.bqty[side])[0]
+            occ = occ[::-1] if side == Side.BUY else occ      # best first
+            occ = occ[: max(levels, 0)]
+            out = np.zeros(len(occ), DEPTH_DTYPE)
+            out["price"] = self.px[occ]
+            out["qty"] = self.bqty[side, occ]
             out["count"] = 1
             sides.append(out)
         return sides[0], sides[1]

@@ -82,6 +82,17 @@ def test_njit_and_python_paths_of_the_same_quote_function_give_the_same_fills():
     assert runs[0].summary == pytest.approx(runs[1].summary, nan_ok=True)
 
 
+@pytest.mark.parametrize("every,lat", [(1, (0, 0)), (1000, (0, 0)), (250, (5_000, 20_000))])
+def test_njit_path_fed_in_slices_matches_the_python_path(every, lat):
+    # every=1: one-message slices; every=1000: long slices that outgrow the scratch outputs
+    f = uniform_flow(8_000, 3)
+    runs = [backtest(f, QuoteStrategy(mm_quotes, [5, 20, 100], every=every), latency=lat,
+                     trader=TRADER, fast=fast) for fast in (True, False)]
+    assert len(runs[0].fills) > 0
+    for name in ("fills", "events", "orders", "order_seq", "marks", "series"):
+        assert getattr(runs[0], name).tobytes() == getattr(runs[1], name).tobytes(), name
+
+
 def test_summary_arithmetic_on_a_hand_made_case():
     from exchange import FILL_DTYPE
     from replay.backtest_core import MARK_DTYPE
