@@ -8,8 +8,8 @@ Invariants:
 - ``RunInfo.first_seq`` is the seq of the run's first checkpoint (the state the run started
   from, usually 0: an empty engine); ``last_seq`` is the last journaled message, whether sealed,
   checkpointed or only in the WAL. Every seq in ``[first_seq, last_seq]`` can be rebuilt.
-- Checkpoints are read through the store's checked reader (header and CRC32C) and restored with
-  ``Engine.restore`` (which checks its own checksum), never parsed here.
+- Checkpoints are read through ``store.read_checkpoint`` (which checks the file's header and
+  CRC32C) and restored with ``Engine.restore`` (which checks its own checksum), never parsed here.
 """
 
 from __future__ import annotations
@@ -23,8 +23,7 @@ import numpy as np
 from exchange import Engine
 from exchange.errors import StoreError, UsageError
 from exchange.schema import ORDER_DTYPE
-from store import Catalog, read
-from store.session import Session
+from store import Catalog, read, read_checkpoint
 from store.wal import scan_wal
 
 __all__ = ["RunInfo", "run_info", "resolve_symbol", "load_checkpoint", "checkpoint_row", "restore",
@@ -105,9 +104,10 @@ def checkpoint_row(info: RunInfo, seq: int) -> dict:
 
 def restore(info: RunInfo, row: dict) -> Engine:
     """Return the Engine restored from checkpoint ``row``; CorruptionError if it fails a check."""
-    # why the store's private reader: it is the one place that checks the file's header and CRC
-    # (a public store.read_checkpoint would be cleaner)
-    return Engine.restore(Session._read_checkpoint(info.data_dir, row))
+    seq, blob = read_checkpoint(info.data_dir, int(row["seq"]))
+    if seq != int(row["seq"]):   # only if the catalog changed under us between the two reads
+        raise StoreError(f"{info.data_dir}: checkpoint at seq {row['seq']} is no longer registered")
+    return Engine.restore(blob)
 
 
 def load_checkpoint(info: RunInfo, seq: int) -> Engine:

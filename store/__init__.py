@@ -8,14 +8,16 @@ Public surface::
     s.close()                            # seals and checkpoints
     s = Session.open("data/run1")        # engine restored exactly, continues at the next seq
     fills = read("data/run1", "fills", symbol="JPM", seq=(1, 10_000))   # inclusive range
+    cols = read_columns("data/run1", "fills", columns=["price", "qty"])  # {name: array}
+    seq, blob = read_checkpoint("data/run1", seq=5_000)   # newest at or before; Engine.restore(blob)
     compact("data/run1")                 # merge small segments into zstd ones
 """
 
 from store.catalog import Catalog
 from store.compaction import compact
-from store.query import read
+from store.query import iter_columns, read, read_checkpoint, read_columns
 from store.session import Session
 from store.tables import STORED_DTYPES, TABLES
 from store.wal import WalReport, scan_wal
 
-__all__ = ["Session", "read", "compact", "Catalog", "scan_wal", "WalReport", "STORED_DTYPES", "TABLES"]
+__all__ = ["Session", "read", "read_columns", "iter_columns", "read_checkpoint", "compact", "Catalog", "scan_wal", "WalReport", "STORED_DTYPES", "TABLES"]

@@ -8,6 +8,14 @@ Invariants:
   snapshot.
 - Only segments whose seq/ts ranges overlap the request are opened, and only the requested
   columns (plus seq/ts when filtering needs them) are decoded.
+- Rows come in seq order. Within one symbol's segments and the WAL they already are, so a seq
+  range is cut with a binary search and each decoded column is copied once, straight into its
+  place in the result; only a read of several symbols at once sorts (a stable merge by seq).
+
+``read`` returns packed rows (the stored dtype, padding zeroed); ``read_columns`` returns the same
+rows as one contiguous array per column, for callers that work column by column (comparing,
+computing) and need not pay for assembling rows. ``read_checkpoint`` returns a stored checkpoint's
+bytes after checking them.
 """
 
 from __future__ import annotations
@@ -19,10 +27,11 @@ import numpy as np
 from exchange.errors import StoreError, UsageError
 from store.catalog import Catalog
 from store.segment import read_segment
+from store.session import Session
 from store.tables import orders_with_seq, table_dtype
 from store.wal import scan_wal
 
-__all__ = ["read"]
+__all__ = ["read", "read_columns", "iter_columns", "read_checkpoint"]
 
 _RETRIES = 5
 
@@ -56,25 +65,38 @@ def _wal_rows(records, table, after_seq):
     return out
 
 
-def read(source, table: str, symbol=None, seq=None, ts=None, columns=None) -> np.ndarray:
-    """Return the rows of ``table`` as a numpy structured array ordered by seq.
-
-    source: a data directory path or a live ``Session``. symbol: id, name or None (all).
-    seq, ts: ``(lo, hi)`` with both ends INCLUSIVE, or None; both may be given (intersection).
-    columns: field names to return (in table order), or None for all; the dtype is the stored
-    dtype restricted to those fields. Rows not yet sealed (still in the WAL) are included.
-
-    Raises UsageError for an unknown table, column or symbol or a malformed range, StoreError if
-    the directory is not a data directory, CorruptionError if a file fails a check.
-    """
+def _columns_wanted(table, columns):
     dtype = table_dtype(table)
-    cols = list(dtype.names) if columns is None else [c for c in dtype.names if c in set(columns)]
     if columns is not None:
         unknown = set(columns) - set(dtype.names)
         if unknown:
             raise UsageError(f"table {table!r} has no column(s) {sorted(unknown)}")
-    seq, ts = _check_range("seq", seq), _check_range("ts", ts)
-    need = list(dict.fromkeys(cols + ["seq"] + (["ts"] if ts else [])))
+    cols = list(dtype.names) if columns is None else [c for c in dtype.names if c in set(columns)]
+    return dtype, cols
+
+
+def _select(seqs: np.ndarray, ts_col, seq, ts, sym_col, sym):
+    """Rows of one part to keep: a slice when they are contiguous, else an index array."""
+    a, b = 0, seqs.size
+    if seq is not None:
+        # why a binary search: a part's seqs ascend, so a seq range is one contiguous run
+        a = int(np.searchsorted(seqs, seq[0], "left"))
+        b = int(np.searchsorted(seqs, seq[1], "right"))
+    mask = None
+    if sym_col is not None and sym is not None:
+        mask = sym_col[a:b] == sym
+    if ts is not None:
+        t = ts_col[a:b]
+        m = (t >= ts[0]) & (t <= ts[1])
+        mask = m if mask is None else mask & m
+    if mask is None or mask.all():
+        return slice(a, b), b - a
+    idx = np.flatnonzero(mask) + a
+    return idx, idx.size
+
+
+def _parts(source, table, symbol, seq, ts, need):
+    """Decode the overlapping segments and WAL batches: ([(columns, selection, rows)], merge?)."""
     own = isinstance(source, (str, os.PathLike))
     data_dir = os.fspath(source) if own else source.data_dir
     catalog = Catalog(data_dir) if own else source.catalog
@@ -83,7 +105,7 @@ def read(source, table: str, symbol=None, seq=None, ts=None, columns=None) -> np
         for attempt in range(_RETRIES):
             try:
                 sealed, segs = catalog.snapshot(table, sym, seq, ts)
-                parts = [read_segment(os.path.join(data_dir, s["path"]), need) for s in segs]
+                decoded = [read_segment(os.path.join(data_dir, s["path"]), need) for s in segs]
                 if own:
                     records, _ = scan_wal(os.path.join(data_dir, "wal"), after_seq=sealed)
                 else:
@@ -97,29 +119,138 @@ def read(source, table: str, symbol=None, seq=None, ts=None, columns=None) -> np
     finally:
         if own:
             catalog.close()
-    wal = _wal_rows(records, table, sealed)
-    columns_out = {}
-    for c in need:
-        pieces = [p[c] for p in parts] + [w[c] for w in wal]
-        columns_out[c] = np.concatenate(pieces) if pieces else np.zeros(0, dtype.fields[c][0])
-    mask = None
-    if wal:
-        sym_col = np.concatenate([w["symbol"] for w in wal])
-        wmask = np.ones(sym_col.size, bool) if sym is None else sym_col == sym
-        mask = np.concatenate([np.ones(sum(p["seq"].size for p in parts), bool), wmask])
-    for name, r in (("seq", seq), ("ts", ts)):
-        if r is not None:
-            m = (columns_out[name] >= r[0]) & (columns_out[name] <= r[1])
-            mask = m if mask is None else mask & m
-    order = None
-    if sym is None and (len({s["symbol"] for s in segs}) > 1 or (segs and wal)):
-        order = np.argsort(columns_out["seq"], kind="stable")   # merge symbols back into seq order
-    if mask is not None:
-        idx = np.flatnonzero(mask)
-        order = idx if order is None else order[mask[order]]
-    out_dtype = dtype if columns is None else np.dtype([(c, dtype.fields[c][0]) for c in cols], align=True)
-    n = columns_out["seq"].size if order is None else order.size
-    out = np.zeros(n, out_dtype)
-    for c in cols:
-        out[c] = columns_out[c] if order is None else columns_out[c][order]
+    parts = []
+    for s, cols in zip(segs, decoded):
+        inside = (seq is None or (seq[0] <= s["seq_lo"] and s["seq_hi"] <= seq[1])) and \
+                 (ts is None or (ts[0] <= s["ts_lo"] and s["ts_hi"] <= ts[1]))
+        if inside:   # the whole segment: no search, no mask
+            n = cols["seq"].size
+            parts.append((cols, slice(0, n), n))
+        else:
+            sel, n = _select(cols["seq"], cols.get("ts"), seq, ts, None, None)
+            parts.append((cols, sel, n))
+    for rows in _wal_rows(records, table, sealed):
+        sel, n = _select(rows["seq"], rows["ts"], seq, ts, rows["symbol"], sym)
+        parts.append((rows, sel, n))
+    # why: segments come ordered by symbol, then seq; WAL rows all follow the sealed ones, so
+    # only segments of several symbols need a merge back into seq order
+    merge = sym is None and len({s["symbol"] for s in segs}) > 1
+    return [p for p in parts if p[2]], merge
+
+
+def _fill(parts, cols, dest) -> None:
+    """Copy each part's kept rows of ``cols`` into ``dest[c]`` (1-D, possibly strided views)."""
+    pos = 0
+    for src, sel, n in parts:
+        for c in cols:
+            dest[c][pos:pos + n] = src[c][sel]
+        pos += n
+
+
+def _merge_order(parts) -> np.ndarray | None:
+    seqs = np.concatenate([p[0]["seq"][p[1]] for p in parts]) if parts else np.zeros(0, np.int64)
+    return np.argsort(seqs, kind="stable")
+
+
+def iter_columns(source, table: str, symbol=None, seq=None, ts=None, columns=None):
+    """Yield the rows ``read_columns`` would return as consecutive blocks, without copying.
+
+    Each block is {column name: 1-D array} for the next rows in seq order (one block per
+    segment or WAL batch the request touches; empty blocks are skipped). The arrays may be views
+    of decoded buffers: read-only by contract. Cheapest for callers that consume rows block by
+    block (a read of several symbols at once is merged first, so it comes as one block).
+    Raises as ``read``, before the first block is yielded.
+    """
+    dtype, cols = _columns_wanted(table, columns)
+    seq, ts = _check_range("seq", seq), _check_range("ts", ts)
+    need = list(dict.fromkeys(cols + ["seq"] + (["ts"] if ts else [])))
+    parts, merge = _parts(source, table, symbol, seq, ts, need)
+    if merge:
+        return iter([_merged(parts, cols, dtype)] if parts else [])
+    return ({c: src[c][sel] for c in cols} for src, sel, _ in parts)
+
+
+def _merged(parts, cols, dtype) -> dict:
+    n = sum(p[2] for p in parts)
+    out = {c: np.empty(n, dtype.fields[c][0]) for c in cols}
+    _fill(parts, cols, out)
+    order = _merge_order(parts)
+    return {c: a[order] for c, a in out.items()}
+
+
+def read_columns(source, table: str, symbol=None, seq=None, ts=None, columns=None) -> dict:
+    """Return the rows ``read`` would return as {column name: contiguous 1-D array}.
+
+    Same arguments, order, filtering and errors as ``read``; the arrays have the stored column
+    dtypes and one element per row. Cheaper than ``read`` when the caller works column by column:
+    no rows are assembled. Raises UsageError for an unknown table, column or symbol or a malformed
+    range, StoreError if the directory is not a data directory, CorruptionError if a file fails a
+    check.
+    """
+    dtype, cols = _columns_wanted(table, columns)
+    seq, ts = _check_range("seq", seq), _check_range("ts", ts)
+    need = list(dict.fromkeys(cols + ["seq"] + (["ts"] if ts else [])))
+    parts, merge = _parts(source, table, symbol, seq, ts, need)
+    n = sum(p[2] for p in parts)
+    if len(parts) == 1 and not merge and isinstance(parts[0][1], slice) \
+            and isinstance(parts[0][0], dict):
+        src, sel, _ = parts[0]   # one segment: its decoded columns are returned as they are
+        return {c: np.ascontiguousarray(src[c][sel]) for c in cols}
+    if merge:
+        return _merged(parts, cols, dtype)
+    out = {c: np.empty(n, dtype.fields[c][0]) for c in cols}
+    _fill(parts, cols, out)
     return out
+
+
+def read(source, table: str, symbol=None, seq=None, ts=None, columns=None) -> np.ndarray:
+    """Return the rows of ``table`` as a numpy structured array ordered by seq.
+
+    source: a data directory path or a live ``Session``. symbol: id, name or None (all).
+    seq, ts: ``(lo, hi)`` with both ends INCLUSIVE, or None; both may be given (intersection).
+    columns: field names to return (in table order), or None for all; the dtype is the stored
+    dtype restricted to those fields. Rows not yet sealed (still in the WAL) are included.
+    Padding bytes between fields are zero, so equal rows are equal byte for byte.
+
+    Raises UsageError for an unknown table, column or symbol or a malformed range, StoreError if
+    the directory is not a data directory, CorruptionError if a file fails a check.
+    """
+    dtype, cols = _columns_wanted(table, columns)
+    seq, ts = _check_range("seq", seq), _check_range("ts", ts)
+    need = list(dict.fromkeys(cols + ["seq"] + (["ts"] if ts else [])))
+    parts, merge = _parts(source, table, symbol, seq, ts, need)
+    out_dtype = dtype if columns is None else np.dtype([(c, dtype.fields[c][0]) for c in cols],
+                                                       align=True)
+    n = sum(p[2] for p in parts)
+    out = np.zeros(n, out_dtype)   # zeros: padding bytes are defined
+    if not merge:
+        # why straight into the rows: one strided copy per column and part, no concatenated
+        # temporaries (assembling 1M rows this way costs a third of concatenate-then-scatter)
+        _fill(parts, cols, {c: out[c] for c in cols})
+        return out
+    order = _merge_order(parts)
+    for c in cols:
+        out[c] = np.concatenate([p[0][c][p[1]] for p in parts])[order]
+    return out
+
+
+def read_checkpoint(data_dir, seq: int | None = None) -> tuple[int, bytes]:
+    """Return ``(seq, blob)`` of the newest checkpoint at or before ``seq`` (None: the newest).
+
+    ``blob`` is the engine state ``exchange.Engine.restore`` accepts, after the file's header and
+    CRC32C were checked. Raises UsageError if no checkpoint is at or before ``seq``, StoreError
+    if ``data_dir`` is not a data directory, CorruptionError if the file fails a check.
+    """
+    data_dir = os.fspath(data_dir)
+    if not os.path.isfile(os.path.join(data_dir, "catalog.sqlite")):
+        raise StoreError(f"{data_dir}: not a data directory (no catalog.sqlite)")
+    cat = Catalog(data_dir)
+    try:
+        row = cat.latest_checkpoint(at_or_before=None if seq is None else int(seq))
+    finally:
+        cat.close()
+    if row is None:
+        where = "" if seq is None else f" at or before seq {int(seq)}"
+        raise UsageError(f"{data_dir}: no checkpoint{where}")
+    # why the session's reader: it is the one place that knows the checkpoint file format
+    return int(row["seq"]), Session._read_checkpoint(data_dir, row)

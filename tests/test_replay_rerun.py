@@ -65,3 +65,19 @@ def test_bad_chunk_and_missing_directory_are_errors(tmp_path):
         rerun(tmp_path, chunk=0)
     with pytest.raises(StoreError):
         rerun(tmp_path / "nope")
+
+
+def test_compare_columns_finds_the_first_difference_across_blocks():
+    from exchange.schema import FILL_DTYPE, L2_DTYPE, EVENT_DTYPE
+    from replay.rerun import compare_columns
+    mine = np.zeros(5, FILL_DTYPE); mine["seq"] = [1, 2, 3, 4, 5]; mine["qty"] = 10
+    blocks = [{c: mine[c][:2].copy() for c in FILL_DTYPE.names},
+              {c: mine[c][2:].copy() for c in FILL_DTYPE.names}]
+    empty = {"l2": [], "events": []}
+    outs = {"fills": mine, "l2": np.zeros(0, L2_DTYPE), "events": np.zeros(0, EVENT_DTYPE)}
+    assert compare_columns({"fills": blocks, **empty}, outs) is None
+    blocks[1]["qty"][1] = 11                                  # row 3 (seq 4) differs
+    div = compare_columns({"fills": blocks, **empty}, outs)
+    assert (div.table, div.seq, div.stored_row["qty"], div.rerun_row["qty"]) == ("fills", 4, 11, 10)
+    div = compare_columns({"fills": blocks[:1], **empty}, outs)   # stored side ends early
+    assert (div.seq, div.stored_row, div.rerun_row["seq"]) == (3, None, 3)
