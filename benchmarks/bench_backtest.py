@@ -1,13 +1,26 @@
-"""Backtest throughput: market events/s through the driver, njit quote path and Python path.
+"""Backtest throughput: market events/s of the njit and Python strategy paths against the engine
+alone, and exsim's L2 backtest against hftbacktest on the Binance sample.
 
-Workload: scenarios.uniform_flow(n, seed 7), 1 symbol; the example market maker quoting 5 lots
-(``mm_quotes``) waking every 100 market messages, zero latency. Reported: the engine alone on the
-same flow (``Engine.process`` in one batch, the ceiling for any driver), the njit path
+L3 workload: scenarios.uniform_flow(n, seed 7), 1 symbol; the example market maker quoting 5 lots
+(``mm_quotes``) waking every 100 market messages, zero latency. Measured: the engine alone on the
+same flow (``Engine.process`` in one batch, as a user would call it, and in 65,536-message
+batches with ``reuse=True``, the engine's best rate), the njit path
 (``QuoteStrategy``, fast=True) and the Python path (the same quote function through the Python
-API, fast=False). Median of ``--runs`` runs after one warm-up (compilation excluded).
+API, fast=False).
+
+L2 workload (skipped when the sample is absent): the Binance BTCUSDT capture (126,073 L2 rows +
+9,757 trades), loaded once outside the timing. Measured: hftbacktest 2.x replaying its L2 rows
+into a ``HashMapMarketDepthBacktest`` (benchmarks/peers/hftbacktest_peer.py: building the asset
+plus ``elapse`` to the end; no strategy), exsim's L2 backtest with a strategy that never acts
+(the same replay plus the driver loop) and with the inventory market maker waking every 500
+events (1 ms feed and order latency, conservative queue model).
+
+Every round runs each measurement once, interleaved (A B C A B C ...), after one warm-up round
+(compilation excluded); figures are medians over rounds and ratios are taken within the run,
+because the shared machine's speed swings between minutes.
 Writes benchmarks/results/backtest.json.
 
-    python benchmarks/bench_backtest.py [--n 1000000] [--runs 3]
+    python benchmarks/bench_backtest.py [--n 1000000] [--runs 5]
 """
 
 from __future__ import annotations
@@ -20,27 +33,52 @@ import time
 
 from exchange import Engine
 from replay.backtest import backtest
-from replay.strategy import QuoteStrategy
+from replay.strategy import QuoteStrategy, Strategy
 from scenarios import uniform_flow
-from scenarios.strategies import mm_quotes
+from scenarios.strategies import InventoryMarketMaker, mm_quotes
 
 TRADER = 4_000_000_000
 
 
-def _time(fn, runs: int) -> float:
-    fn()   # warm-up: compilation and page faults
-    times = []
-    for _ in range(runs):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
+def _l2_cases():
+    """(name -> (events, callable)) for the Binance sample, or {} if it is absent."""
+    from scenarios import load_binance
+    from scenarios.data import BINANCE_BTCUSDT, shared_file
+    try:
+        path = shared_file(BINANCE_BTCUSDT)
+    except Exception:
+        return {}, None
+    if not os.path.exists(path):
+        return {}, None
+    data = load_binance(path)
+    events = len(data.l2) + len(data.trades)
+    cases = {}
+
+    def l2_replay():
+        backtest(data, Strategy(), trader=TRADER)
+
+    def l2_mm():
+        backtest(data, InventoryMarketMaker(size=100_000, skew_lots=100_000,
+                                            max_position=1_000_000, every=500),
+                 latency=(1_000_000, 1_000_000), trader=TRADER)
+    cases["exsim_l2_replay_events_per_s"] = (events, l2_replay)
+    cases["exsim_l2_mm_every_500_events_per_s"] = (events, l2_mm)
+    from peers import Workload
+    from peers.hftbacktest_peer import HftbacktestL2
+    peer = HftbacktestL2()
+    why = peer.unavailable()
+    if why is None:
+        wl = Workload("binance", "l2", [data.l2])
+        prepared = peer.prepare(wl)
+        # hftbacktest replays the L2 rows only (no trades): rate over the rows it replays
+        cases["hftbacktest_l2_replay_events_per_s"] = (len(data.l2), lambda: peer.run(prepared))
+    return cases, why
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=1_000_000)
-    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--runs", type=int, default=5)
     args = ap.parse_args()
     flow = uniform_flow(args.n, 7)
 
@@ -49,23 +87,63 @@ def main() -> None:
         e.add_symbol("S")
         e.process(flow)
 
+    def engine_reuse():
+        e = Engine()
+        e.add_symbol("S")
+        for k in range(0, len(flow), 65536):
+            e.process(flow[k: k + 65536], reuse=True)
+
     def run(fast):
         return lambda: backtest(flow, QuoteStrategy(mm_quotes, [5, 20, 200], every=100),
                                 trader=TRADER, fast=fast)
-    rows = {
-        "engine_only_events_per_s": args.n / _time(engine_only, args.runs),
-        "njit_strategy_events_per_s": args.n / _time(run(True), args.runs),
-        "python_strategy_every_100_events_per_s": args.n / _time(run(False), args.runs),
-    }
+    cases = {"engine_only_events_per_s": (args.n, engine_only),
+             "engine_only_reused_buffers_events_per_s": (args.n, engine_reuse),
+             "njit_strategy_events_per_s": (args.n, run(True)),
+             "python_strategy_every_100_events_per_s": (args.n, run(False))}
+    l2, hbt_missing = _l2_cases()
+    cases.update(l2)
+    times = {k: [] for k in cases}
+    for r in range(args.runs + 1):          # round 0 is the warm-up
+        for k, (_, fn) in cases.items():
+            t = time.perf_counter()
+            fn()
+            if r:
+                times[k].append(time.perf_counter() - t)
+    rows = {k: cases[k][0] / statistics.median(v) for k, v in times.items()}
+
+    def rmed(a, b, na, nb):
+        """Median over rounds of rate(a) / rate(b): both ran within seconds of each other."""
+        return statistics.median((na / x) / (nb / y) for x, y in zip(times[a], times[b]))
+    ratios = {}
+    ratios["njit_vs_engine"] = rmed("njit_strategy_events_per_s", "engine_only_events_per_s",
+                                    args.n, args.n)
+    ratios["njit_vs_engine_reused_buffers"] = rmed(
+        "njit_strategy_events_per_s", "engine_only_reused_buffers_events_per_s", args.n, args.n)
+    ratios["python_vs_engine"] = rmed("python_strategy_every_100_events_per_s",
+                                      "engine_only_events_per_s", args.n, args.n)
+    if "hftbacktest_l2_replay_events_per_s" in rows:
+        h = "hftbacktest_l2_replay_events_per_s"
+        nh = cases[h][0]
+        for k in ("exsim_l2_replay_events_per_s", "exsim_l2_mm_every_500_events_per_s"):
+            ratios[k.replace("_events_per_s", "_vs_hftbacktest")] = rmed(k, h, cases[k][0], nh)
     targets = {"njit_strategy_events_per_s": 5e6, "python_strategy_every_100_events_per_s": 1e6}
-    print(f"{'measure':42} {'events/s':>14} {'target':>10}")
+    print(f"| {'measure':42} | {'events/s':>12} | {'target':>10} |")
+    print(f"|{'-' * 44}|{'-' * 14}|{'-' * 12}|")
     for k, v in rows.items():
         t = targets.get(k)
-        print(f"{k:42} {v:14,.0f} {t and f'{t:,.0f}' or '':>10}")
+        print(f"| {k:42} | {v:12,.0f} | {t and f'{t:,.0f}' or '':>10} |")
+    for k, v in ratios.items():
+        print(f"| {k:42} | {v:11.2f}x | {'':>10} |")
+    if hbt_missing:
+        print(f"hftbacktest: {hbt_missing}")
     out = {"workload": f"uniform_flow(n={args.n}, seed 7), 1 symbol, mm_quotes every 100 "
-                       f"messages, zero latency, median of {args.runs} runs after a warm-up",
-           "cores": os.cpu_count(), **rows, "targets": targets}
-    path = os.path.join(os.path.dirname(__file__), "results", "backtest.json")
+                       "messages, zero latency; Binance BTCUSDT 2024-08-08 sample (L2 rows + "
+                       "trades) for the L2 rows; median of "
+                       f"{args.runs} interleaved rounds after a warm-up round",
+           "command": f"python benchmarks/bench_backtest.py --n {args.n} --runs {args.runs}",
+           "cores": os.cpu_count(), **rows, "ratios": ratios, "targets": targets,
+           "hftbacktest": hbt_missing or "measured"}
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "backtest.json")
     with open(path, "w") as fh:
         json.dump(out, fh, indent=2)
     print(f"wrote {path}")

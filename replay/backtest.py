@@ -187,7 +187,7 @@ class _Driver:
 
     def run(self) -> None:
         msgs, ctx, strat = self.msgs, self.ctx, self.strategy
-        ts = msgs["ts"]
+        ts = np.ascontiguousarray(msgs["ts"])   # a strided view would be copied per searchsorted
         n = len(msgs)
         every = int(getattr(strat, "every", 0) or 0)
         timer_ns = int(getattr(strat, "timer_ns", 0) or 0)
