@@ -127,6 +127,7 @@ class _Driver:
         self.feed, self.order = feed, order
         self.trader, self.symbol = trader, symbol
         self.arrays = arrays if arrays is not None else C.EngineArrays(engine)
+        self.prefetch = np.int64(getattr(engine, "prefetch_distance", 0))
         self.olog = C.new_order_log(256)
         self.osent = np.zeros(len(self.olog), np.int64)
         self.oseq = np.zeros(len(self.olog), np.int64)
@@ -156,7 +157,8 @@ class _Driver:
         a = self.arrays
         while True:
             status, i = C.advance(msgs, i, stop, *a.state, a.fills, a.l2, a.events, a.cnt, a.sf,
-                                  a.se, a.scnt, self.trader, ID_BASE, stop_on_fill)
+                                  a.se, a.scnt, self.trader, ID_BASE, stop_on_fill, a.live,
+                                  a.lcnt, self.prefetch)
             if status in (K.OK, C.HIT):
                 return status, i
             a.grow(status)

@@ -1,9 +1,11 @@
 """The numba side of the backtest driver: run market messages through the engine's own arrays.
 
 Both strategy paths use these kernels, so both see exactly the same engine behaviour:
-- ``advance`` (Python strategies): processes market messages ``[i, stop)`` one at a time and stops
-  early right after a message that filled the strategy, so the strategy can react before any
-  later message is matched. Python calls it once per strategy wake-up, not once per message.
+- ``advance`` (Python strategies): processes market messages ``[i, stop)`` and stops early right
+  after a message that filled the strategy, so the strategy can react before any later message
+  is matched. Runs of messages that cannot trade with the strategy's live orders (a table kept
+  from its events) go to ``process_batch`` as one slice; a message that might goes alone.
+  Python calls it once per strategy wake-up, not once per message.
 - ``run_quotes`` (``@njit`` strategies): the whole merged loop (market messages, strategy
   orders in arrival order, wake-ups every N messages, fills) with a quote function called inside
   numba; it returns to Python only when an array must grow, then resumes from the state arrays.
@@ -33,13 +35,14 @@ from exchange.schema import ORDER_DTYPE, Event, Kind, OrderType, Tif
 from .latency import DRAWS, sample
 
 __all__ = ["MARK_DTYPE", "advance", "top_of_book", "run_quotes", "NEED_STRAT", "HIT", "NEED_LOG",
-           "NEED_DRAWS", "EngineArrays", "st_names"]
+           "NEED_DRAWS", "NEED_LIVE", "EngineArrays", "st_names"]
 
 # statuses beyond the engine's own (K.OK, K.NEED_*)
 NEED_STRAT = 10   # the strategy's fill/event output arrays are full
 HIT = 11          # advance stopped after a message that filled the strategy
 NEED_LOG = 12     # run_quotes: the order log or the mark array is full
 NEED_DRAWS = 13   # run_quotes: a DRAWS latency stream needs more samples
+NEED_LIVE = 14    # advance: the table of the strategy's live orders is full
 
 MARK_DTYPE = np.dtype([("ts", "<i8"), ("bid", "<i8"), ("bid_qty", "<i8"), ("ask", "<i8"),
                        ("ask_qty", "<i8")])  # top of book the strategy saw at a wake-up (0 = empty)
@@ -76,6 +79,8 @@ class EngineArrays:
         self.sf = np.zeros(1024, FILL_DTYPE)     # the strategy's fills
         self.se = np.zeros(2048, EVENT_DTYPE)    # the strategy's order events
         self.scnt = np.zeros(2, np.int64)
+        self.live = np.zeros((16, 3), np.int64)    # the strategy's live orders: id, side, price
+        self.lcnt = np.zeros(1, np.int64)
         self.refresh()
 
     def refresh(self) -> None:
@@ -93,6 +98,10 @@ class EngineArrays:
         elif status == NEED_STRAT:
             self.sf = _grow(self.sf, int(self.scnt[0]) + len(self.fills))
             self.se = _grow(self.se, int(self.scnt[1]) + len(self.events))
+        elif status == NEED_LIVE:
+            live = np.zeros((2 * len(self.live), 3), np.int64)
+            live[: len(self.live)] = self.live
+            self.live = live
         elif status in (K.NEED_ORDERS, K.NEED_LEVELS, K.NEED_INDEX, K.NEED_LADDER):
             self.engine._grow_state(status)
             self.refresh()
@@ -178,15 +187,83 @@ def _first_after(msgs, lo, hi, ts):
 
 
 @njit(cache=True)
+def _track_live(msgs, i, se, e0, e1, live, lcnt):
+    """Update the table of the strategy's live orders (id, side, price) from its events
+    se[e0:e1], made by msgs[i] (ACCEPTED/MODIFIED come only from the strategy's own message,
+    which adds at most one row: the caller made room)."""
+    for k in range(e0, e1):
+        e = se[k]
+        oid = np.int64(e.order_id)
+        if e.event == Event.ACCEPTED:
+            live[lcnt[0], 0] = oid
+            live[lcnt[0], 1] = msgs[i].side
+            live[lcnt[0], 2] = msgs[i].price
+            lcnt[0] += 1
+        elif e.event == Event.MODIFIED or e.event == Event.FILLED or e.event == Event.CANCELLED:
+            for r in range(lcnt[0]):
+                if live[r, 0] == oid:
+                    if e.event == Event.MODIFIED:
+                        live[r, 2] = msgs[i].price
+                    else:
+                        live[r, :] = live[lcnt[0] - 1, :]
+                        lcnt[0] -= 1
+                    break
+
+
+@njit(cache=True)
+def _harmless_until(msgs, i, stop, live, lcnt):
+    """The first index in [i, stop) whose message might trade with a live strategy order: a NEW
+    or MODIFY priced at or through the strategy's best resting price on the other side, or a
+    MARKET order (stop if none). Messages before it cannot fill the strategy."""
+    max_bid = np.iinfo(np.int64).min
+    min_ask = np.iinfo(np.int64).max
+    for r in range(lcnt[0]):
+        if live[r, 1] == 0:
+            max_bid = max(max_bid, live[r, 2])
+        else:
+            min_ask = min(min_ask, live[r, 2])
+    k = i
+    while k < stop:
+        m = msgs[k]
+        if m.kind == Kind.NEW or m.kind == Kind.MODIFY:
+            if m.order_type == OrderType.MARKET:
+                break
+            if m.side == 0 and m.price >= min_ask:
+                break
+            if m.side == 1 and m.price <= max_bid:
+                break
+        k += 1
+    return k
+
+
+@njit(cache=True)
 def advance(msgs, i, stop, arena, levels, index, books, ladder_keys, ladder_levels, meta, fills,
-            l2, events, cnt, sf, se, scnt, trader, id_base, stop_on_fill):
+            l2, events, cnt, sf, se, scnt, trader, id_base, stop_on_fill, live, lcnt, prefetch):
     """Process msgs[i:stop]; return (status, next i). status HIT: msgs[next i - 1] filled the
-    strategy (only with ``stop_on_fill``); K.OK: reached ``stop``; else what to grow."""
+    strategy (only with ``stop_on_fill``); K.OK: reached ``stop``; else what to grow.
+
+    With ``stop_on_fill`` (market messages), runs of messages that cannot trade with the
+    strategy's live orders (``live``/``lcnt``, kept up to date here) go to one ``process_batch``
+    call; a message that might goes alone, so the loop can stop right after it if it did.
+    """
     while i < stop:
+        if stop_on_fill:
+            k = _harmless_until(msgs, i, stop, live, lcnt)
+            if k > i:
+                status, i = _proc_batch(msgs, i, k, arena, levels, index, books, ladder_keys,
+                                        ladder_levels, meta, fills, l2, events, cnt, sf, se,
+                                        scnt, trader, id_base, prefetch)
+                if status != K.OK:
+                    return status, i
+                continue
+        if lcnt[0] + 1 > live.shape[0]:
+            return NEED_LIVE, i
+        e0 = scnt[1]
         status, nf = _proc_one(msgs, i, arena, levels, index, books, ladder_keys, ladder_levels,
                                meta, fills, l2, events, cnt, sf, se, scnt, trader, id_base)
         if status != K.OK:
             return status, i
+        _track_live(msgs, i, se, e0, scnt[1], live, lcnt)
         i += 1
         if nf > 0 and stop_on_fill:
             return HIT, i
