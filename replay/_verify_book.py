@@ -37,8 +37,8 @@ L_PRICE, L_QTY, L_COUNT, L_HEAD, L_TAIL = range(5)
 NLF = 5
 # meta fields
 (M_FREE_O, M_FREE_L, M_NB, M_NA, M_VN, M_LAST_TRADE, M_NT, M_FP, M_LP, M_EP, M_I, M_ORDERS,
- M_FILLS, M_FINISHED, M_LIVE_O, M_LIVE_L) = range(16)
-NMETA = 16
+ M_FILLS, M_FINISHED, M_LIVE_O, M_LIVE_L, M_LAST_SEQ) = range(17)
+NMETA = 17
 # touched-level fields
 T_SIDE, T_PRICE, T_QTY, T_COUNT, T_ROW = range(5)
 

@@ -32,7 +32,7 @@ from exchange.schema import Event, Flag, Kind, OrderType, Reason, Stp, Tif
 
 from ._verify_book import (
     L_COUNT, L_HEAD, L_PRICE, L_QTY, L_TAIL, M_EP, M_FILLS, M_FINISHED, M_FP, M_FREE_O, M_I,
-    M_LAST_TRADE, M_LIVE_L, M_LIVE_O, M_LP, M_NA, M_NB, M_NT, M_ORDERS, M_VN, O_CANCELLED,
+    M_LAST_SEQ, M_LAST_TRADE, M_LIVE_L, M_LIVE_O, M_LP, M_NA, M_NB, M_NT, M_ORDERS, M_VN, O_CANCELLED,
     O_FILLED, O_FILLSUM, O_FLAGS, O_LEAVES, O_LEVEL, O_MARKET, O_NEXT, O_PRICE, O_SIDE, O_TIF, O_TOTAL, O_TRADER,
     T_COUNT, T_PRICE, T_QTY, T_ROW, T_SIDE, _append, _best_level, _detach, _find_level, _hash_del,
     _hash_put, _prefetch_id, _prefetch_order, _set_leaves, _slot_of, _touch, grow_state,
@@ -40,9 +40,10 @@ from ._verify_book import (
 )
 
 __all__ = ["RULES", "DETAILS", "check_symbol", "check_live", "new_state", "grow_state", "OK",
-           "NEED_CAPACITY", "M_VN"]
+           "NEED_CAPACITY", "M_VN", "M_I", "M_FP", "M_LP", "M_EP", "MORE", "FLUSH", "FINAL"]
 
 OK, NEED_CAPACITY = 0, 1
+MORE, FLUSH, FINAL = 0, 1, 2     # check_symbol's ``final``: see there
 
 RULES = ("stream", "row_fields", "order_live", "opposite_sides", "price_limits", "resting_price",
          "fifo", "overfill", "conservation", "l2_totals", "events_fills", "crossed_book",
@@ -460,14 +461,18 @@ def _check_l2(seq, l2, lp, l_hi, lst, ladder, ladlv, touched, meta, vrows, vids,
                 _viol(vrows, vids, counts, meta, R_L2, D_L2_MISSING, seq, z, side, price, q, 0)
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, nogil=True)
 def check_symbol(orders, fills, l2, events, i_end, known, stp, final, ost, lst, oid, hkey, hval,
                  ladder, ladlv, touched, meta, vrows, vids, counts):
     """Check the messages ``meta[M_I]..i_end-1`` of one symbol and their output rows.
 
     orders/fills/l2/events are the symbol's stored rows in seq order. State persists in the
-    arrays between calls (so the caller can show progress); ``final`` checks the rows after the
-    last message and the quantities of the orders still live. Returns OK or NEED_CAPACITY.
+    arrays between calls (so the caller can show progress, or pass the next seq range's rows,
+    with ``meta[M_I]``, ``M_FP``, ``M_LP``, ``M_EP`` reset to 0). ``final``: 0 for a call more
+    rows of the same arrays follow; FLUSH when these arrays end (rows left after their last
+    message have no message); FINAL at the run's end (FLUSH, then the quantities of the orders
+    still live). Returns OK or NEED_CAPACITY. Releases the GIL, so a caller can read the next
+    rows meanwhile.
     """
     nf, nl, ne = fills.size, l2.size, events.size
     i, fp, lp, ep = meta[M_I], meta[M_FP], meta[M_LP], meta[M_EP]
@@ -635,7 +640,7 @@ def check_symbol(orders, fills, l2, events, i_end, known, stp, final, ost, lst, 
         fp, lp, ep = f_hi, l_hi, e_hi
         i += 1
     meta[M_I], meta[M_FP], meta[M_LP], meta[M_EP] = i, fp, lp, ep
-    if final:
+    if final >= FLUSH:
         for j in range(fp, nf):
             _viol(vrows, vids, counts, meta, R_STREAM, D_ROW_NO_MSG, np.int64(fills[j].seq), z, 0,
                   0, 0, 0)
@@ -645,8 +650,11 @@ def check_symbol(orders, fills, l2, events, i_end, known, stp, final, ost, lst, 
         for j in range(ep, ne):
             _viol(vrows, vids, counts, meta, R_STREAM, D_ROW_NO_MSG, np.int64(events[j].seq), z,
                   2, 0, 0, 0)
-        last = np.int64(orders[i_end - 1].seq) if i_end > 0 else 0
+    if final >= FINAL:
+        last = np.int64(orders[i_end - 1].seq) if i_end > 0 else meta[M_LAST_SEQ]
         check_live(last, ost, lst, oid, ladlv, meta, vrows, vids, counts)
+    if i_end > 0:
+        meta[M_LAST_SEQ] = np.int64(orders[i_end - 1].seq)
     return OK
 
 

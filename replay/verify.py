@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -55,6 +56,7 @@ __all__ = ["Violation", "VerifyReport", "verify", "verify_arrays", "RULES"]
 RULES = K.RULES
 _TABLE_NAMES = ("fill", "L2", "event")
 _CHUNK = 1 << 20   # messages per kernel call: the granularity of the progress bar
+_READ_CHUNK = 1 << 20   # seqs per store read: bounds memory to two ranges of every table
 
 
 @dataclass(frozen=True)
@@ -101,29 +103,44 @@ class _Run:
         self.totals = {"orders": 0, "fills": 0, "l2": 0, "events": 0, "symbols": 0}
         self.kernel_seconds = 0.0
 
-    def symbol(self, orders, fills, l2, events, known: bool) -> None:
-        room = max(self.max_violations - len(self.violations), 0)
-        state = K.new_state(1024, room)
+    def begin(self) -> tuple:
+        """Fresh kernel state for the next symbol."""
+        return K.new_state(1024, max(self.max_violations - len(self.violations), 0))
+
+    def check(self, state: tuple, orders, fills, l2, events, known: bool, final: int) -> tuple:
+        """Check one symbol's rows (all of them, or the next seq range of them: ``final`` is
+        ``K.FLUSH`` for a range more follow, ``K.FINAL`` for the last); return the state."""
+        meta = state[8]
+        meta[K.M_I] = meta[K.M_FP] = meta[K.M_LP] = meta[K.M_EP] = 0
         n = orders.size
         t0 = time.perf_counter()
         for lo in range(0, max(n, 1), _CHUNK):
             hi = min(n, lo + _CHUNK)
             while True:
-                status = K.check_symbol(orders, fills, l2, events, hi, known, self.stp, hi == n,
-                                        *state)
+                status = K.check_symbol(orders, fills, l2, events, hi, known, self.stp,
+                                        final if hi == n else K.MORE, *state)
                 if status == K.OK:
                     break
                 state = K.grow_state(state)
             if self.bar is not None:
                 self.bar.update(hi - lo)
         self.kernel_seconds += time.perf_counter() - t0
+        for name, rows in (("orders", orders), ("fills", fills), ("l2", l2), ("events", events)):
+            self.totals[name] += rows.size
+        return state
+
+    def end(self, state: tuple) -> None:
+        """Collect one symbol's violations and counts from its final state."""
+        room = max(self.max_violations - len(self.violations), 0)
         meta, vrows, vids, counts = state[8], state[9], state[10], state[11]
         kept = min(int(meta[K.M_VN]), room)
         self.violations += [_format(vrows[j], vids[j]) for j in range(kept)]
         self.counts += counts
-        for name, rows in (("orders", orders), ("fills", fills), ("l2", l2), ("events", events)):
-            self.totals[name] += rows.size
         self.totals["symbols"] += 1
+
+    def symbol(self, orders, fills, l2, events, known: bool) -> None:
+        """Check one symbol whose rows are all in memory."""
+        self.end(self.check(self.begin(), orders, fills, l2, events, known, K.FINAL))
 
     def stream(self, seqs: np.ndarray, lo: int, hi: int, trade_ids: np.ndarray) -> None:
         """Run-wide checks: every seq lo..hi stored exactly once; trade ids unique, consecutive."""
@@ -217,14 +234,23 @@ def _stored_symbols(data_dir: str) -> list[int]:
     return sorted(ids | {int(s) for s in np.unique(tail["symbol"])})
 
 
-def verify(data_dir, *, progress: bool = False, max_violations: int = 1000) -> VerifyReport:
+def _read_range(data_dir: str, sid: int, lo: int, hi: int) -> dict:
+    return {n: read(data_dir, n, symbol=sid, seq=(lo, hi)) for n in ("orders", "fills", "l2", "events")}
+
+
+def verify(data_dir, *, progress: bool = False, max_violations: int = 1000,
+           chunk: int = _READ_CHUNK) -> VerifyReport:
     """Verify every deal of the run in ``data_dir`` against its orders; return a VerifyReport.
 
-    Reads one symbol at a time (all four tables), checks it with the independent kernel, then
-    checks run-wide that every seq is stored once and trade ids are consecutive.
-    Raises StoreError if ``data_dir`` is not a data directory, CorruptionError if a stored file
-    fails its checksum. Violations are reported, not raised (see ``raise_if_failed``).
+    Reads one symbol at a time (all four tables), ``chunk`` seqs at a time, and checks it with
+    the independent kernel while a worker thread reads the next range; then checks run-wide
+    that every seq is stored once and trade ids are consecutive.
+    Raises UsageError for chunk < 1, StoreError if ``data_dir`` is not a data directory,
+    CorruptionError if a stored file fails its checksum. Violations are reported, not raised
+    (see ``raise_if_failed``).
     """
+    if chunk < 1:
+        raise UsageError(f"chunk must be >= 1; got {chunk}")
     t0 = time.perf_counter()
     data_dir = os.fspath(data_dir)
     info = run_info(data_dir)
@@ -232,11 +258,29 @@ def verify(data_dir, *, progress: bool = False, max_violations: int = 1000) -> V
     known = set(info.symbols.values())
     run = _Run(stp, max_violations, _bar(progress, info.last_seq - info.first_seq, "verify"))
     seqs, trade_ids = [], []
-    for sid in _stored_symbols(data_dir):
-        t = {n: read(data_dir, n, symbol=sid) for n in ("orders", "fills", "l2", "events")}
-        run.symbol(t["orders"], t["fills"], t["l2"], t["events"], sid in known)
-        seqs.append(t["orders"]["seq"])
-        trade_ids.append(t["fills"]["trade_id"])
+    ranges = [(lo, min(lo + chunk - 1, info.last_seq))
+              for lo in range(info.first_seq + 1, info.last_seq + 1, chunk)] or [(1, 0)]
+    jobs = [(sid, lo, hi) for sid in _stored_symbols(data_dir) for lo, hi in ranges]
+    # why a thread: reading and decoding the next range runs while the kernel (which releases
+    # the GIL) checks this one; with two free cores verify costs about max(read, check)
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="verify-read")
+    try:
+        ahead = pool.submit(_read_range, data_dir, *jobs[0]) if jobs else None
+        state = None
+        for k, (sid, lo, hi) in enumerate(jobs):
+            t = ahead.result()
+            ahead = pool.submit(_read_range, data_dir, *jobs[k + 1]) if k + 1 < len(jobs) else None
+            last = k + 1 == len(jobs) or jobs[k + 1][0] != sid
+            state = state if state is not None else run.begin()
+            state = run.check(state, t["orders"], t["fills"], t["l2"], t["events"], sid in known,
+                              K.FINAL if last else K.FLUSH)
+            seqs.append(t["orders"]["seq"])
+            trade_ids.append(t["fills"]["trade_id"])
+            if last:
+                run.end(state)
+                state = None
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
     if info.last_seq > info.first_seq:
         run.stream(np.concatenate(seqs) if seqs else np.zeros(0, np.int64), info.first_seq + 1,
                    info.last_seq, np.concatenate(trade_ids) if trade_ids else np.zeros(0, np.int64))

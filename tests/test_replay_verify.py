@@ -104,6 +104,18 @@ def test_verify_finds_a_defect_planted_in_the_store(tmp_path):
     store_run(tmp_path, rich_flow(1500, seed=9), engine=eng)
     report = verify(tmp_path)
     assert not report.ok and report.summary["violations"]["resting_price"] > 0
+    # read and checked in small seq ranges (state carried across): the very same report
+    small = verify(tmp_path, chunk=97)
+    assert small.violations == report.violations
+    assert small.summary["violations"] == report.summary["violations"]
+    assert small.summary["fills"] == report.summary["fills"]
+
+
+def test_verify_chunk_must_be_positive(tmp_path):
+    store_run(tmp_path, rich_flow(300, seed=9))
+    assert verify(tmp_path, chunk=1).ok
+    with pytest.raises(UsageError, match="chunk"):
+        verify(tmp_path, chunk=0)
 
 
 def test_wrong_dtype_is_a_usage_error(tables):
