@@ -15,7 +15,9 @@ Timing model (all in int64 ns, see ``replay.latency``):
 
 Efficiency: market messages run in numba (``backtest_core.advance``) from one wake-up to the next;
 Python runs only at wake-ups. An ``@njit`` quote strategy (``QuoteStrategy``) runs entirely inside
-numba (``backtest_core.run_quotes``).
+numba (``backtest_core.run_quotes``). Both hand the engine whole slices of market messages (one
+``process_batch`` call each): the njit path everything up to the next wake-up or order arrival,
+the Python path every run of messages that cannot trade with the strategy's live orders.
 
 Identifiers: strategy order ids start at ``ID_BASE`` (2^62), above every market id (the flow is
 checked: a market id >= ID_BASE or a market row with the strategy's trader raises UsageError).

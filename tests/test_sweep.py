@@ -106,3 +106,20 @@ def test_cli_sweep_bad_arguments_exit_2(tmp_path, argv, needle):
 
     code, out, err = run(["sweep", write_scenario(tmp_path), "--scheduler", "serial", *argv])
     assert code == 2 and needle in err and "Traceback" not in err
+
+
+def test_serial_sweep_on_l2_only_flow_passes_the_queue_model():
+    import numpy as np
+
+    from exchange.schema import FILL_DTYPE, L2_DTYPE
+    from replay.l2queue import L2Flow
+    l2 = np.zeros(4, L2_DTYPE)
+    l2["ts"], l2["side"], l2["price"], l2["qty"] = [1, 1, 2, 3], [0, 1, 0, 0], [99, 101, 99, 99], [5, 5, 9, 7]
+    tr = np.zeros(2, FILL_DTYPE)
+    tr["ts"], tr["price"], tr["qty"], tr["aggressor_side"], tr["trade_id"] = [4, 5], 99, 3, 1, [1, 2]
+    rows = [sweep(L2Flow(l2, tr, "X"), "scenarios.strategies:InventoryMarketMaker",
+                  {"size": [2], "every": [1]}, scheduler="serial", queue_model=m, trader=9)
+            for m in ("conservative", "proportional")]
+    # the bid joins behind 5 lots at 99; the level grows to 9, then drops to 7 without a trade;
+    # sells of 3 and 3 at 99: conservative 5 ahead -> 1 lot, proportional 4 ahead -> 2 lots
+    assert [r[0]["volume"] for r in rows] == [1, 2]
