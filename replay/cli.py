@@ -51,7 +51,7 @@ exit status: 0 ok, 1 verification failed, 2 usage or input error"""
 EPILOG = """\
 example:
   exsim demo                                 # simulate -> store -> replay -> verify, in one go
-  exsim simulate --out runs/default && exsim verify runs/default
+  exsim simulate --out runs/first && exsim verify runs/first
   exsim COMMAND --help                       # details and an example for each command
 """
 
