@@ -24,7 +24,7 @@ DEFAULT_STRATEGY = "scenarios.strategies:InventoryMarketMaker"
 
 EXAMPLES = """\
 examples:
-  exsim backtest default                                   # market maker on the default scenario
+  exsim backtest default --symbol JPM                      # market maker on the default scenario
   exsim backtest default --strategy scenarios.strategies:MomentumTaker --symbol JPM \\
         --order-ns 50000 --plot momentum.png
   exsim backtest runs/default --symbol JPM --param size=10 --param every=50 --json
