@@ -7,7 +7,9 @@ Workloads:
   (and again with durability "none"), sealing every 262,144 messages (``seal_every``: on the
   session's background seal thread) and at close (final checkpoint included). Throughput =
   messages / wall time from the first batch to close(). Also with ``seal_in_background=False``
-  (every seal inline, as before the seal thread), side by side in the same rounds.
+  (every seal inline, as before the seal thread), and through ``Session.process_many``
+  (journaling on a writer thread, the next batch matched meanwhile; each Result still only
+  after its record is durable), side by side in the same rounds.
 - Sealing rate: rows of all four tables sealed per second of ``Session.seal`` (lz4 tier), called
   synchronously every 262,144 messages in a separate fsync run (the time of those calls only).
 - Bytes per row per table: sealed lz4 segments, then after compaction into zstd segments.
@@ -53,15 +55,19 @@ def _engine():
     return eng
 
 
-def end_to_end(flow, durability, tmp, background=True):
+def end_to_end(flow, durability, tmp, background=True, many=False):
     """One end-to-end run: returns dict of throughput, WAL and segment sizes, compaction time."""
     d = tempfile.mkdtemp(dir=tmp)
     s = Session.create(d, _engine(), run_info={"scenario": "bench_1m", "seed": BENCH_1M["seed"]},
                        durability=durability, seal_every=4 * BATCH, checkpoint_every=10**12,
                        seal_in_background=background)
     t0 = time.perf_counter()
-    for i in range(0, flow.size, BATCH):
-        s.process(flow[i:i + BATCH])
+    if many:   # pipelined: batch k+1 is matched while batch k is written and fsynced
+        for _ in s.process_many(flow[i:i + BATCH] for i in range(0, flow.size, BATCH)):
+            pass
+    else:
+        for i in range(0, flow.size, BATCH):
+            s.process(flow[i:i + BATCH])
     wal_bytes = s.wal.bytes_written
     s.close()
     total = time.perf_counter() - t0
@@ -174,11 +180,13 @@ def main(argv=None):
     try:
         end_to_end(flow[:BATCH * 2], "fsync", tmp)   # warm numba caches and the page cache
         # interleaved rounds: the machine's load drifts, so each round measures every variant
-        engs, runs, seal_runs = [], {"fsync": [], "none": [], "fsync_inline": []}, []
+        engs, seal_runs = [], []
+        runs = {"fsync": [], "none": [], "fsync_inline": [], "fsync_many": [], "none_many": []}
         for _ in range(args.runs):
             engs.append(engine_only(flow))
             for p in runs:
-                runs[p].append(end_to_end(flow, p.split("_")[0], tmp, background=p != "fsync_inline"))
+                runs[p].append(end_to_end(flow, p.split("_")[0], tmp, background=p != "fsync_inline",
+                                          many=p.endswith("_many")))
             seal_runs.append(sealing(flow, tmp))
         eng = statistics.median(engs)
         rows = binance_l2_rows()
@@ -197,6 +205,8 @@ def main(argv=None):
         "end_to_end_fsync_msgs_per_s": med("fsync", "msgs_per_s"),
         "end_to_end_nofsync_msgs_per_s": med("none", "msgs_per_s"),
         "end_to_end_fsync_inline_seal_msgs_per_s": med("fsync_inline", "msgs_per_s"),
+        "end_to_end_fsync_process_many_msgs_per_s": med("fsync_many", "msgs_per_s"),
+        "end_to_end_nofsync_process_many_msgs_per_s": med("none_many", "msgs_per_s"),
         "seal_rows_per_s": statistics.median(r["seal_rows_per_s"] for r in seal_runs),
         "seal_rows_per_s_after_first": statistics.median(r["seal_rows_per_s_after_first"] for r in seal_runs),
         "wal_bytes_per_msg": med("fsync", "wal_bytes_per_msg"),
@@ -218,6 +228,8 @@ def main(argv=None):
     print(line.format("engine + WAL fsync/batch + seal (msgs/s)", f"{result['end_to_end_fsync_msgs_per_s']:,.0f}", "2,000,000"))
     print(line.format("engine + WAL no fsync + seal (msgs/s)", f"{result['end_to_end_nofsync_msgs_per_s']:,.0f}", ""))
     print(line.format("  same, fsync, seals inline (msgs/s)", f"{result['end_to_end_fsync_inline_seal_msgs_per_s']:,.0f}", ""))
+    print(line.format("  fsync, process_many (pipelined) (msgs/s)", f"{result['end_to_end_fsync_process_many_msgs_per_s']:,.0f}", "2,000,000"))
+    print(line.format("  no fsync, process_many (msgs/s)", f"{result['end_to_end_nofsync_process_many_msgs_per_s']:,.0f}", ""))
     print(line.format("sealing (rows/s)", f"{result['seal_rows_per_s']:,.0f}", "10,000,000"))
     print(line.format("sealing after the first seal (rows/s)", f"{result['seal_rows_per_s_after_first']:,.0f}", ""))
     print(line.format("WAL bytes / message (fsync: shuffled lz4)", f"{result['wal_bytes_per_msg']:.1f}", ""))

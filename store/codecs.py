@@ -130,26 +130,22 @@ def _stream_params(keys):
 def _stream_pack(keys, mn, g, width):
     """Bit-pack (keys - mn) // g at ``width`` bits each, LSB first, into uint64 words."""
     n = keys.size
-    out = np.zeros((n * width + 63) // 64, np.uint64)
-    if width == 0:
-        return out
+    nw = (n * width + 63) // 64
     if width == 8 or width == 16 or width == 32 or width == 64:
-        # why: byte-aligned widths are plain little-endian stores (what lz4/zstd like best)
-        if width == 8:
-            b8 = out.view(np.uint8)
-            for i in range(n):
-                b8[i] = np.uint8((keys[i] - mn) // g)
-        elif width == 16:
-            b16 = out.view(np.uint16)
-            for i in range(n):
-                b16[i] = np.uint16((keys[i] - mn) // g)
-        elif width == 32:
-            b32 = out.view(np.uint32)
-            for i in range(n):
-                b32[i] = np.uint32((keys[i] - mn) // g)
+        # why: byte-aligned widths are plain little-endian stores (what lz4/zstd like best);
+        # every byte that is emitted gets written, so no zero fill; and no division when the
+        # gcd is 1 (the common case): a 64-bit divide per value cost more than the rest
+        out = np.empty(nw, np.uint64)
+        if g == _U1:
+            _store_aligned(keys, mn, width, out)
         else:
+            q = np.empty(n, np.uint64)
             for i in range(n):
-                out[i] = (keys[i] - mn) // g
+                q[i] = (keys[i] - mn) // g
+            _store_aligned(q, _U0, width, out)
+        return out
+    out = np.zeros(nw, np.uint64)
+    if width == 0:
         return out
     bitpos = 0
     for i in range(n):
@@ -163,6 +159,27 @@ def _stream_pack(keys, mn, g, width):
             out[w + 1] |= v >> np.uint64(64 - o)
         bitpos += width
     return out
+
+
+@njit(cache=True, nogil=True)
+def _store_aligned(keys, mn, width, out):
+    """out (as width-bit little-endian integers) = keys - mn, for width 8, 16, 32 or 64."""
+    n = keys.size
+    if width == 8:
+        b8 = out.view(np.uint8)
+        for i in range(n):
+            b8[i] = np.uint8(keys[i] - mn)
+    elif width == 16:
+        b16 = out.view(np.uint16)
+        for i in range(n):
+            b16[i] = np.uint16(keys[i] - mn)
+    elif width == 32:
+        b32 = out.view(np.uint32)
+        for i in range(n):
+            b32[i] = np.uint32(keys[i] - mn)
+    else:
+        for i in range(n):
+            out[i] = keys[i] - mn
 
 
 @njit(cache=True, nogil=True)

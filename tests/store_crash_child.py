@@ -58,14 +58,32 @@ def open_or_create(data_dir: str, kind: str, **options):
     return Session.create(data_dir, new_engine(kind), run_info={"scenario": "crash"}, **opts)
 
 
-def run(data_dir: str, n_batches: int, out, kind: str = "fake", **options) -> None:
-    """Journal ``n_batches`` batches, writing ``ACK first last`` lines to ``out`` (a text file)."""
+def run(data_dir: str, n_batches: int, out, kind: str = "fake", many: bool = False, **options) -> None:
+    """Journal ``n_batches`` batches, writing ``ACK first last`` lines to ``out`` (a text file).
+
+    ``many``: through ``Session.process_many`` (pipelined: the next batch is matched while this
+    one is written and fsynced on the writer thread) instead of one ``process`` call each.
+    """
     s = open_or_create(data_dir, kind, **options)
-    for _ in range(n_batches):
-        first = s.engine.seq + 1
-        s.process(batch_for(first))
-        out.write(f"ACK {first} {s.engine.seq}\n")
-        out.flush()
+    if many:
+        sent = []
+
+        def batches():
+            for _ in range(n_batches):
+                first = s.engine.seq + 1   # the engine has matched every batch sent so far
+                o = batch_for(first)
+                sent.append((first, first + o.size - 1))
+                yield o
+
+        for i, _ in enumerate(s.process_many(batches(), depth=3)):
+            out.write(f"ACK {sent[i][0]} {sent[i][1]}\n")
+            out.flush()
+    else:
+        for _ in range(n_batches):
+            first = s.engine.seq + 1
+            s.process(batch_for(first))
+            out.write(f"ACK {first} {s.engine.seq}\n")
+            out.flush()
     s.close()
     out.write("DONE\n")
     out.flush()

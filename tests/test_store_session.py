@@ -218,3 +218,33 @@ def test_results_stay_intact_while_later_batches_reuse_the_copy_buffers(tmp_path
     assert all(np.array_equal(r.fills, want) for (_, _, r), want in zip(kept, snapshot))
     assert not kept[0][2].fills.flags.writeable
     s.close()
+
+
+def test_process_many_yields_what_process_returns_and_reopens_identically(tmp_path):
+    batches = [make_orders(300, seed=i) for i in range(9)]
+    ref = _session(tmp_path / "a", seal_every=700, checkpoint_every=1000)
+    want = [ref.process(o) for o in batches]
+    ref.close()
+    s = _session(tmp_path / "b", seal_every=700, checkpoint_every=1000)
+    got = list(s.process_many(batches, depth=3))
+    s.close()
+    for w, g in zip(want, got):
+        assert all(np.array_equal(getattr(w, t), getattr(g, t)) for t in ("fills", "l2", "events"))
+    for t in ("orders", "fills", "l2", "events"):
+        assert np.array_equal(read(str(tmp_path / "a"), t), read(str(tmp_path / "b"), t)), t
+    s = Session.open(str(tmp_path / "b"))
+    assert s.engine.seq == 2700
+    s.close()
+
+
+def test_process_many_left_early_keeps_every_journaled_batch(tmp_path):
+    s = _session(tmp_path, seal_every=10**9)
+    batches = [make_orders(200, seed=i) for i in range(6)]
+    it = s.process_many(batches, depth=3)
+    next(it)
+    with pytest.raises(UsageError):
+        s.process(batches[0])
+    it.close()                          # two more batches were matched and journaled meanwhile
+    assert s.engine.seq == sum(r.orders.size for r in s.unsealed_records()) == 600
+    s.close()
+    assert read(str(tmp_path), "orders").size == 600
