@@ -10,7 +10,8 @@ startup or recovery), usually after a random number of acknowledged batches plus
 - every acknowledged batch is present, bit for bit, in all four tables (orders, fills, l2,
   events), compared with a fresh exchange.Engine fed the same batches;
 - nothing unacknowledged is half present: the store ends at the last acknowledged seq or one whole
-  batch later (the batch in flight when the kill came);
+  batch later (the batch in flight when the kill came); every other child journals through
+  ``Session.process_many`` (depth 3), where up to three whole batches may be in flight;
 - the reopened engine continues at the next seq, and the recovery report (torn tail) is recorded.
 
 New rows are checked after every trial; the whole directory every ``--full-every`` trials and at
@@ -69,10 +70,12 @@ class Expected:
         return out
 
 
-def kill_child(data_dir: str, rng: random.Random, trial: int) -> tuple[int, bool]:
-    """Run the child, SIGKILL it at a random moment; return (last acknowledged seq, killed early)."""
+def kill_child(data_dir: str, rng: random.Random, trial: int, many: bool = False) -> tuple[int, bool]:
+    """Run the child (``many``: through Session.process_many), SIGKILL it at a random moment;
+    return (last acknowledged seq, killed early)."""
     p = subprocess.Popen([sys.executable, os.path.join(ROOT, "tests", "store_crash_child.py"),
-                          data_dir, "1000000", "real"], stdout=subprocess.PIPE, text=True)
+                          data_dir, "1000000", "real"] + (["many"] if many else []),
+                         stdout=subprocess.PIPE, text=True)
     early = rng.random() < 0.1
     acked = 0
     if early:
@@ -94,14 +97,20 @@ def kill_child(data_dir: str, rng: random.Random, trial: int) -> tuple[int, bool
     return acked, early
 
 
-def check(data_dir: str, acked: int, prev_last: int, expected: Expected, full: bool) -> tuple[int, object]:
-    """Reopen and compare; return (last seq in the store, torn tail report)."""
+def check(data_dir: str, acked: int, prev_last: int, expected: Expected, full: bool,
+          in_flight: int = 1) -> tuple[int, object]:
+    """Reopen and compare; return (last seq in the store, torn tail report). ``in_flight``:
+    whole unacknowledged batches the store may hold beyond ``acked`` (process_many: its depth)."""
     s = Session.open(data_dir)
     try:
         last = s.engine.seq
         if last < acked:
             raise AssertionError(f"acknowledged seq {acked} lost: store ends at {last}")
-        if last != acked and last != acked + child.batch_size(acked + 1):
+        ends, first = [acked], acked + 1
+        for _ in range(in_flight):
+            first += child.batch_size(first)
+            ends.append(first - 1)
+        if last not in ends:
             raise AssertionError(f"unacknowledged data half present: acked {acked}, store ends at {last}")
         exp = expected.upto(last)
         lo = 1 if full else max(1, prev_last + 1)
@@ -130,13 +139,14 @@ def main(argv=None) -> int:
     expected = Expected()
     t0 = time.perf_counter()
     stats = {"trials": 0, "early_kills": 0, "torn_tails": 0, "in_flight_batch_kept": 0,
-             "compactions": 0, "full_checks": 0, "failures": []}
+             "compactions": 0, "full_checks": 0, "pipelined": 0, "failures": []}
     last = 0
     try:
         for trial in range(1, args.trials + 1):
             if args.seconds and time.perf_counter() - t0 > args.seconds:
                 break
-            acked, early = kill_child(data_dir, rng, trial)
+            many = trial % 2 == 0   # every other child pipelines through process_many
+            acked, early = kill_child(data_dir, rng, trial, many)
             acked = max(acked, last)   # everything an earlier trial found is acknowledged too
             if not os.path.exists(os.path.join(data_dir, "catalog.sqlite")):
                 stats["trials"] += 1
@@ -144,7 +154,7 @@ def main(argv=None) -> int:
                 continue   # killed before the directory was created: nothing to check
             full = trial % args.full_every == 0
             try:
-                new_last, torn = check(data_dir, acked, last, expected, full)
+                new_last, torn = check(data_dir, acked, last, expected, full, 3 if many else 1)
             except Exception as e:   # noqa: BLE001 - a soak reports every failure and goes on
                 stats["failures"].append(f"trial {trial}: {type(e).__name__}: {e}")
                 print(f"FAIL trial {trial}: {type(e).__name__}: {e}", flush=True)
@@ -153,6 +163,7 @@ def main(argv=None) -> int:
             stats["early_kills"] += early
             stats["torn_tails"] += torn is not None
             stats["in_flight_batch_kept"] += new_last > acked
+            stats["pipelined"] += many
             stats["full_checks"] += full
             last = new_last
             if trial % args.compact_every == 0:
@@ -173,6 +184,7 @@ def main(argv=None) -> int:
           f"(seed {args.seed})")
     print(f"  final seq {last:,}; killed before any ack {stats['early_kills']}; torn tails cut "
           f"{stats['torn_tails']}; in-flight batch found whole {stats['in_flight_batch_kept']}; "
+          f"children through process_many {stats['pipelined']}; "
           f"compactions {stats['compactions']}; full checks {stats['full_checks']}")
     print(f"  failures: {len(stats['failures'])}" + "".join(f"\n    {f}" for f in stats["failures"]))
     return 1 if stats["failures"] else 0

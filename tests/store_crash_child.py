@@ -2,7 +2,7 @@
 
 Used two ways: forked by tests (``run``, writing to a pipe: starting a fresh interpreter per
 trial would cost a second each) and as a script (``python tests/store_crash_child.py DIR N
-[fake|real]``, printing to stdout) for subprocess trials and the longer soak. Each line is
+[fake|real] [many]``, printing to stdout) for subprocess trials and the longer soak. Each line is
 ``ACK first last`` once ``Session.process`` returned, i.e. the batch is durable.
 
 Batches are a pure function of their first seq (``batch_for``), so the parent can rebuild every
@@ -90,4 +90,5 @@ def run(data_dir: str, n_batches: int, out, kind: str = "fake", many: bool = Fal
 
 
 if __name__ == "__main__":
-    run(sys.argv[1], int(sys.argv[2]), sys.stdout, sys.argv[3] if len(sys.argv) > 3 else "fake")
+    run(sys.argv[1], int(sys.argv[2]), sys.stdout, sys.argv[3] if len(sys.argv) > 3 else "fake",
+        many=len(sys.argv) > 4 and sys.argv[4] == "many")
