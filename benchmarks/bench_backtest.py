@@ -11,9 +11,11 @@ API, fast=False).
 L2 workload (skipped when the sample is absent): the Binance BTCUSDT capture (126,073 L2 rows +
 9,757 trades), loaded once outside the timing. Measured: hftbacktest 2.x replaying its L2 rows
 into a ``HashMapMarketDepthBacktest`` (benchmarks/peers/hftbacktest_peer.py: building the asset
-plus ``elapse`` to the end; no strategy), exsim's L2 backtest with a strategy that never acts
-(the same replay plus the driver loop) and with the inventory market maker waking every 500
-events (1 ms feed and order latency, conservative queue model).
+plus ``elapse`` to the end; no strategy) against exsim's L2 backtest with a strategy that never
+acts (the same replay plus the driver loop); and hftbacktest running a comparable njit market
+maker on the L2 rows and trades (``_hbt_market_maker``) against exsim's inventory market maker
+waking every 500 events (Python API; both: 1 ms feed and order latency, a conservative queue
+model, 100,000-lot quotes at the touch).
 
 Every round runs each measurement once, interleaved (A B C A B C ...), after one warm-up round
 (compilation excluded); figures are medians over rounds and ratios are taken within the run,
@@ -72,7 +74,63 @@ def _l2_cases():
         prepared = peer.prepare(wl)
         # hftbacktest replays the L2 rows only (no trades): rate over the rows it replays
         cases["hftbacktest_l2_replay_events_per_s"] = (len(data.l2), lambda: peer.run(prepared))
+        cases["hftbacktest_l2_mm_events_per_s"] = (events, _hbt_market_maker(data))
     return cases, why
+
+
+def _hbt_market_maker(data):
+    """hftbacktest running a market maker comparable to exsim's L2 one: the same merged L2 rows and
+    trades (replay.l2queue.l2_events' order), 1 ms feed and order latency, its conservative
+    ``risk_adverse_queue_model`` (only trades advance the queue), partial fills; every wake-up it
+    cancels its two quotes and quotes 100,000 lots at the best bid and ask. It wakes on time
+    (``elapse``), so the interval is the data's span over exsim's wake-up count (one per 500
+    events). Timed: building the asset and backtest, and the run."""
+    import numpy as np
+    from hftbacktest import (BUY_EVENT, DEPTH_EVENT, EXCH_EVENT, GTC, LIMIT, LOCAL_EVENT,
+                             SELL_EVENT, TRADE_EVENT, BacktestAsset, HashMapMarketDepthBacktest,
+                             event_dtype)
+    from numba import njit
+
+    from replay.l2queue import EV_TRADE, L2Flow, l2_events
+
+    ev = l2_events(L2Flow.from_binance(data))
+    rows = np.zeros(len(ev), event_dtype)
+    kind = np.where(ev["kind"] == EV_TRADE, TRADE_EVENT, DEPTH_EVENT).astype(np.uint64)
+    side = np.where(ev["side"] == 0, BUY_EVENT, SELL_EVENT).astype(np.uint64)
+    rows["ev"] = kind | EXCH_EVENT | LOCAL_EVENT | side
+    rows["exch_ts"] = ev["ts"]
+    rows["local_ts"] = ev["ts"] + 1_000_000      # 1 ms feed latency
+    rows["px"] = ev["price"]
+    rows["qty"] = ev["qty"]
+    interval = int(ev["ts"][-1] - ev["ts"][0]) // max(len(ev) // 500, 1)
+
+    @njit
+    def quote_loop(hbt, interval, size):
+        bid_id = ask_id = 0
+        next_id = 1
+        while hbt.elapse(interval) == 0:
+            hbt.clear_inactive_orders(0)
+            d = hbt.depth(0)
+            if d.best_bid_qty <= 0 or d.best_ask_qty <= 0:
+                continue
+            orders = hbt.orders(0)
+            if bid_id in orders:
+                hbt.cancel(0, bid_id, False)
+            if ask_id in orders:
+                hbt.cancel(0, ask_id, False)
+            bid_id, ask_id, next_id = next_id, next_id + 1, next_id + 2
+            hbt.submit_buy_order(0, bid_id, float(d.best_bid_tick), size, GTC, LIMIT, False)
+            hbt.submit_sell_order(0, ask_id, float(d.best_ask_tick), size, GTC, LIMIT, False)
+
+    def run():
+        asset = (BacktestAsset().data([rows]).linear_asset(1.0)
+                 .constant_order_latency(1_000_000, 1_000_000).risk_adverse_queue_model()
+                 .partial_fill_exchange().trading_value_fee_model(0.0, 0.0).tick_size(1.0)
+                 .lot_size(1.0))
+        hbt = HashMapMarketDepthBacktest([asset])
+        quote_loop(hbt, interval, 100_000.0)
+        hbt.close()
+    return run
 
 
 def main() -> None:
@@ -124,8 +182,11 @@ def main() -> None:
     if "hftbacktest_l2_replay_events_per_s" in rows:
         h = "hftbacktest_l2_replay_events_per_s"
         nh = cases[h][0]
-        for k in ("exsim_l2_replay_events_per_s", "exsim_l2_mm_every_500_events_per_s"):
-            ratios[k.replace("_events_per_s", "_vs_hftbacktest")] = rmed(k, h, cases[k][0], nh)
+        ratios["exsim_l2_replay_vs_hftbacktest_replay"] = rmed(
+            "exsim_l2_replay_events_per_s", h, cases["exsim_l2_replay_events_per_s"][0], nh)
+        ratios["exsim_l2_mm_vs_hftbacktest_mm"] = rmed(
+            "exsim_l2_mm_every_500_events_per_s", "hftbacktest_l2_mm_events_per_s",
+            cases["exsim_l2_mm_every_500_events_per_s"][0], cases["hftbacktest_l2_mm_events_per_s"][0])
     targets = {"njit_strategy_events_per_s": 5e6, "python_strategy_every_100_events_per_s": 1e6}
     print(f"| {'measure':42} | {'events/s':>12} | {'target':>10} |")
     print(f"|{'-' * 44}|{'-' * 14}|{'-' * 12}|")
