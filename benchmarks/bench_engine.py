@@ -15,6 +15,9 @@ first call of the process (numba compile, or loading the on-disk cache) is timed
 Figures are medians of ``--runs`` runs. Prints a markdown table and writes JSON.
 
     python -m benchmarks.bench_engine [--runs 5] [--batch 65536] [--out benchmarks/results/engine.json]
+
+EXSIM_BENCH_SMOKE=1 (benchmarks/_smoke.py): one run over one QuantCup replay and the first 20,000
+messages of each seeded flow, JSON to the smoke directory: seconds, for the docs' command tests.
 """
 
 from __future__ import annotations
@@ -29,7 +32,10 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks import _smoke
 from exchange import ORDER_DTYPE, Engine
+
+SMOKE_MESSAGES = 20_000   # per seeded workload in smoke mode
 
 
 def machine() -> dict:
@@ -104,10 +110,12 @@ def main(argv: list[str] | None = None) -> dict:
 
     from scenarios import bench_1m
 
+    args.runs = _smoke.scaled(args.runs, 1)
+    cut = _smoke.scaled(1_000_000, SMOKE_MESSAGES)
     first = first_call_seconds()
-    qc, qc_syms = quantcup_workload(args.quantcup_messages)
-    workloads = {"quantcup": (qc, qc_syms), "uniform1": (bench_1m(1), 1),
-                 "uniform100": (bench_1m(100), 100)}
+    qc, qc_syms = quantcup_workload(_smoke.scaled(args.quantcup_messages, 1))
+    workloads = {"quantcup": (qc, qc_syms), "uniform1": (bench_1m(1)[:cut], 1),
+                 "uniform100": (bench_1m(100)[:cut], 100)}
     rows = []
     for name, (flow, nsym) in workloads.items():
         # interleaved rounds, so machine noise hits every variant alike
@@ -142,7 +150,7 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"| {r['workload']} | {r['outputs']} | {r['messages']:,} | {r['msgs_per_s'] / 1e6:.2f} "
               f"| {r['ns_per_msg']:.0f} | {r['fills']:,} | {r['l2_rows']:,} | {r['events']:,} "
               f"| {r['peak_live_orders']:,} | {r['bytes_per_live_order']:.0f} |")
-    out = Path(args.out)
+    out = _smoke.out_path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2))
     print(f"\nwrote {out}")

@@ -21,7 +21,13 @@ their medians on a workload is that workload's noise floor, and a peer within it
 Storage: bytes per row of exsim segments (zstd) vs Parquet (pyarrow, zstd) on identical rows.
 
     python -m benchmarks.compare [--messages 1000000] [--rounds 5] [--peer-python PY312]
+                                 [--workloads l2-seeded,l2-binance [--update]]
                                  [--out benchmarks/results/compare.json] [--write-docs]
+
+``--workloads`` runs only the named workloads; with ``--update`` their rows replace the same
+workloads' rows in the existing ``--out`` report (the others are kept, and the report's command
+line lists both runs). EXSIM_BENCH_SMOKE=1 (benchmarks/_smoke.py) shrinks the run to seconds and
+sends the JSON and any --write-docs output to the smoke directory, never to the checkout.
 """
 
 from __future__ import annotations
@@ -37,12 +43,15 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks import _smoke
 from benchmarks.peers import Outcome, Peer, Workload, all_peers
 from benchmarks.peers.exsim_peer import ExsimL2, ExsimMatch
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 README = Path(__file__).resolve().parents[1] / "README.md"   # its Performance section
 BEGIN, END = "<!-- compare:begin -->", "<!-- compare:end -->"
+WORKLOADS = ("seeded", "quantcup", "l2-seeded", "l2-binance")
+SMOKE_MESSAGES = 4_000                  # smoke mode: seeded cut; QuantCup replays the feed once
 
 
 # ------------------------------------------------------------------------------------ workloads
@@ -79,16 +88,22 @@ def build_workloads(messages: int, binance: bool = True) -> tuple[list[Workload]
                  f"QuantCup feed ({len(feed):,} messages) x {reps}, fresh book each"),
         Workload("l2-seeded", "l2", [res.l2], f"exsim's {len(res.l2):,} L2 rows for the seeded flow"),
     ]
-    if binance:
-        try:
-            from scenarios import load_binance
-            from scenarios.data import BINANCE_BTCUSDT
-
-            l2 = load_binance(shared_file(BINANCE_BTCUSDT)).l2
-            wls.append(Workload("l2-binance", "l2", [l2], f"Binance BTCUSDT sample, {len(l2):,} L2 rows"))
-        except Exception as e:  # noqa: BLE001 - a missing sample only drops this workload
-            print(f"l2-binance skipped: {e}", file=sys.stderr)
+    l2 = _binance_l2() if binance else None
+    if l2 is not None:
+        wls.append(Workload("l2-binance", "l2", [l2], f"Binance BTCUSDT sample, {len(l2):,} L2 rows"))
     return wls, {"flow": flow, "result": res}
+
+
+def _binance_l2() -> np.ndarray | None:
+    """The Binance BTCUSDT sample's L2 rows, or None (said on stderr) when the sample is missing."""
+    try:
+        from scenarios import load_binance
+        from scenarios.data import BINANCE_BTCUSDT, shared_file
+
+        return load_binance(shared_file(BINANCE_BTCUSDT)).l2
+    except Exception as e:  # noqa: BLE001 - a missing sample only drops this workload
+        print(f"l2-binance skipped: {e}", file=sys.stderr)
+        return None
 
 
 # ------------------------------------------------------------------------------------ agreement
@@ -250,7 +265,10 @@ def markdown(report: dict) -> str:
         lines.append(f"| {e['system']} | {e['version']} | {e['workload']} | {_fmt_rate(e.get('msgs_per_s'))} "
                      f"| {ratio} | {e['agreement']} |")
     m = report["machine"]
-    lines += ["", f"Median of {report['rounds']} interleaved rounds (exsim first and last in each); noise floor "
+    rounds = f"{report['rounds']}"
+    if report.get("rounds_by_workload"):
+        rounds = "/".join(str(v) for v in report["rounds_by_workload"].values()) + " (per workload)"
+    lines += ["", f"Median of {rounds} interleaved rounds (exsim first and last in each); noise floor "
               f"(exsim vs itself, per workload): {', '.join(f'{k} {v * 100:.1f}%' for k, v in report['floors'].items())}; "
               "a ratio within it is a tie. "
               f"Machine: {m['cpu']}, {m['cores']} cores, Python {m['python']}, numpy {m['numpy']}, "
@@ -278,36 +296,100 @@ def write_docs(text: str, path: Path = DOCS) -> None:
     path.write_text(f"{head}{BEGIN}\n{text}\n{END}{tail}")
 
 
+def _workload_names(text: str) -> list[str]:
+    """Parse ``--workloads a,b``; raise argparse.ArgumentTypeError naming an unknown workload."""
+    import argparse
+
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    bad = [n for n in names if n not in WORKLOADS]
+    if bad or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown workload {', '.join(bad) or repr(text)}; choose from {', '.join(WORKLOADS)}")
+    return names
+
+
+def merge_reports(old: dict, new: dict) -> dict:
+    """Return ``old`` with the rows, floors and workload descriptions of ``new``'s workloads
+    replaced by ``new``'s (workloads keep the order of WORKLOADS); the command line names both runs.
+
+    Raises SystemExit when the two reports were taken with different --messages (their workloads
+    would not be the same flows)."""
+    if old.get("messages") != new.get("messages"):
+        raise SystemExit(f"--update: the saved report used --messages {old.get('messages')}, "
+                         f"this run {new.get('messages')}; rerun every workload instead")
+    names = {w["name"] for w in new["workloads"]}
+    order = {n: k for k, n in enumerate(WORKLOADS)}
+    rows = [r for r in old["rows"] if r["workload"] not in names] + new["rows"]
+    rows.sort(key=lambda r: order.get(r["workload"], len(order)))    # stable: keeps system order
+    wls = [w for w in old["workloads"] if w["name"] not in names] + new["workloads"]
+    wls.sort(key=lambda w: order.get(w["name"], len(order)))
+    floors = {**old["floors"], **new["floors"]}
+    floors = {w["name"]: floors[w["name"]] for w in wls if w["name"] in floors}
+    base_cmd = old["command"].split("; then ")[0]
+    merged = {**old, "rows": rows, "workloads": wls, "floors": floors,
+              "noise_floor": max(floors.values(), default=0.0), "storage": new["storage"],
+              "command": f"{base_cmd}; then {new['command']}",
+              "updated": {"workloads": sorted(names, key=order.get), "rounds": new["rounds"],
+                          "machine": new["machine"], "wall_seconds": new["wall_seconds"]}}
+    if merged["rounds"] != new["rounds"]:
+        merged["rounds_by_workload"] = {w["name"]: (new["rounds"] if w["name"] in names else old["rounds"])
+                                        for w in wls}
+    return merged
+
+
 def main(argv: list[str] | None = None) -> dict:
+    """Measure (or with --from-json render) the comparison; print the markdown and write the JSON
+    report (and with --write-docs the doc sections). Returns the report.
+
+    Raises SystemExit on bad arguments, a missing --update report or missing doc markers."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--messages", type=int, default=1_000_000, help="cut of the seeded flow; QuantCup replays to about this")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--peer-python", default=os.environ.get("EXSIM_BENCH_PEER_PYTHON"),
                     help="a Python >= 3.12 with matching-engine and numpy, for that peer when this "
                          "interpreter is older (env EXSIM_BENCH_PEER_PYTHON)")
+    ap.add_argument("--workloads", type=_workload_names, default=list(WORKLOADS), metavar="A,B",
+                    help=f"run only these workloads (default: all of {','.join(WORKLOADS)})")
+    ap.add_argument("--update", action="store_true",
+                    help="merge this run's workloads into the existing --out report instead of replacing it")
     ap.add_argument("--out", default="benchmarks/results/compare.json")
     ap.add_argument("--write-docs", action="store_true",
                     help=f"write the table into {DOCS.name} and the README's Performance section")
     ap.add_argument("--from-json", metavar="PATH",
                     help="do not measure: render a saved report (e.g. the committed compare.json)")
     args = ap.parse_args(argv)
+    docs = [DOCS, README]
+    if _smoke.enabled():
+        # the documented command, shrunk; docs are rendered into copies in the smoke directory
+        args.messages = _smoke.scaled(args.messages, SMOKE_MESSAGES)
+        args.rounds = _smoke.scaled(args.rounds, 1)
+        docs = [_smoke.results_dir() / p.name for p in docs]
+        for src, dst in zip((DOCS, README), docs):
+            dst.write_text(src.read_text())
+        if not args.from_json:
+            args.out = str(_smoke.out_path(args.out))
     if args.from_json:
         report = json.loads(Path(args.from_json).read_text())
         text = markdown(report)
         print(text)
         if args.write_docs:
-            write_docs(text)
-            write_docs(text, README)
+            for d in docs:
+                write_docs(text, d)
         return report
+    if args.update and not Path(args.out).exists():
+        ap.error(f"--update: no report at {args.out} to merge into")
 
     from benchmarks.bench_engine import first_call_seconds, machine
 
     first = first_call_seconds()
     t0 = time.perf_counter()
-    workloads, seeded = build_workloads(args.messages)
+    workloads, seeded = build_workloads(args.messages, binance="l2-binance" in args.workloads)
+    workloads = [w for w in workloads if w.name in args.workloads]
     peers = [p for p in all_peers(args.peer_python) if not isinstance(p, (ExsimMatch, ExsimL2))]
     result = run_compare(workloads, peers, args.rounds)
     binance = next((w.segments[0] for w in workloads if w.name == "l2-binance"), None)
+    if binance is None and args.update:
+        binance = _binance_l2()            # the storage table keeps its Binance row
     cmd = "python -m benchmarks.compare" + "".join(
         f" {a}" for a in (argv if argv is not None else sys.argv[1:]) if a != "--write-docs")
     report = {"benchmark": "compare", "command": cmd, "rounds": args.rounds,
@@ -316,16 +398,18 @@ def main(argv: list[str] | None = None) -> dict:
                              "description": w.description} for w in workloads],
               **result, "storage": storage(seeded["result"], binance),
               "wall_seconds": time.perf_counter() - t0}
+    out = Path(args.out)
+    if args.update:
+        report = merge_reports(json.loads(out.read_text()), report)
     text = markdown(report)
     print(text)
-    out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2, default=str))
     print(f"\nwrote {out}")
     if args.write_docs:
-        write_docs(text)
-        write_docs(text, README)
-        print(f"wrote {DOCS} and {README}")
+        for d in docs:
+            write_docs(text, d)
+        print(f"wrote {' and '.join(str(d) for d in docs)}")
     return report
 
 

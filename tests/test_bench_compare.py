@@ -65,3 +65,49 @@ def test_markdown_table_goes_between_the_doc_markers(tmp_path):
     doc.write_text(f"# B\n{compare.BEGIN}\nold\n{compare.END}\ntail\n")
     compare.write_docs("| new |", doc)
     assert doc.read_text() == f"# B\n{compare.BEGIN}\n| new |\n{compare.END}\ntail\n"
+
+
+def _report(workloads, rounds=3, messages=1000, tag="old"):
+    rows = [{"system": s, "workload": w, "ratio": 1.0, "tag": tag, "version": "0", "agreement": "a"}
+            for w in workloads for s in ("exsim", "exsim (repeat)")]
+    return {"rows": rows, "workloads": [{"name": w, "description": tag} for w in workloads],
+            "floors": {w: 0.1 for w in workloads}, "rounds": rounds, "messages": messages,
+            "storage": [tag], "command": f"python -m benchmarks.compare --{tag}",
+            "machine": {}, "wall_seconds": 1.0}
+
+
+def test_update_replaces_only_the_rerun_workloads_and_keeps_their_order():
+    old = _report(["seeded", "quantcup", "l2-seeded", "l2-binance"])
+    new = _report(["l2-binance"], rounds=5, tag="new")
+    merged = compare.merge_reports(old, new)
+    assert [w["name"] for w in merged["workloads"]] == ["seeded", "quantcup", "l2-seeded", "l2-binance"]
+    assert {r["workload"] for r in merged["rows"] if r["tag"] == "new"} == {"l2-binance"}
+    assert [r["workload"] for r in merged["rows"]][-2:] == ["l2-binance", "l2-binance"]
+    assert merged["command"] == "python -m benchmarks.compare --old; then python -m benchmarks.compare --new"
+    assert merged["rounds_by_workload"] == {"seeded": 3, "quantcup": 3, "l2-seeded": 3, "l2-binance": 5}
+    assert "3/3/3/5 (per workload)" in compare.markdown({**merged, "machine": {
+        "cpu": "c", "cores": 2, "python": "3", "numpy": "2", "numba": "0"}, "storage": []})
+
+
+def test_update_refuses_a_report_of_other_flows():
+    with pytest.raises(SystemExit, match="--messages 1000.*this run 5"):
+        compare.merge_reports(_report(["seeded"]), _report(["seeded"], messages=5))
+
+
+def test_unknown_workload_names_the_choices(capsys):
+    with pytest.raises(SystemExit):
+        compare.main(["--workloads", "l2-binance,nope"])
+    assert "unknown workload nope; choose from seeded, quantcup" in capsys.readouterr().err
+
+
+def test_smoke_mode_shrinks_sizes_and_moves_reports_out_of_the_checkout(tmp_path, monkeypatch):
+    from benchmarks import _smoke
+
+    monkeypatch.delenv(_smoke.ENV, raising=False)
+    assert _smoke.scaled(1_000_000, 10) == 1_000_000
+    assert _smoke.out_path("benchmarks/results/x.json") == _smoke.Path("benchmarks/results/x.json")
+    monkeypatch.setenv(_smoke.ENV, "1")
+    monkeypatch.setenv(_smoke.DIR_ENV, str(tmp_path / "smoke"))
+    assert _smoke.scaled(1_000_000, 10) == 10 and _smoke.scaled(3, 10) == 3
+    assert _smoke.out_path("benchmarks/results/x.json") == tmp_path / "smoke" / "x.json"
+    assert _smoke.results_path("store.json").parent.is_dir()

@@ -1,16 +1,14 @@
 """The README's examples run as written: its CLI walk-through and its Python snippet.
 
-The two install commands at the top are what CI itself runs (.ci/run runs the test command, and
-the demo is exercised by tests/test_cli*.py), so they are not repeated here.
+Its shell commands (the CLI walk-through, the benchmark commands) run in
+tests/test_docs_commands.py with those of docs/*.md; the two install commands at the top are what
+CI itself runs (marked "not run by tests" there; the second is checked against .ci/run here).
 """
 
 from __future__ import annotations
 
 import re
-import shlex
 from pathlib import Path
-
-from cli_fixtures import run
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -25,17 +23,6 @@ def test_readme_starts_with_the_install_and_demo_command_then_the_test_command()
     assert "pip install -q -e '.[test]'" in second and "pytest" in second
     ci = (README.parent / ".ci" / "run").read_text()
     assert second.strip() in ci
-
-
-def test_readme_cli_walkthrough_runs_in_order(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    walkthrough = next(b for b in _blocks("bash") if b.lstrip().startswith("exsim simulate"))
-    for line in walkthrough.strip().splitlines():
-        argv = shlex.split(line.split("#", 1)[0])
-        assert argv[0] == "exsim"
-        code, out, err = run(argv[1:])
-        assert code == 0, f"{line!r} exited {code}: {err}"
-    assert (tmp_path / "run1.sqlite").stat().st_size > 0
 
 
 def test_readme_python_snippet_fills_at_the_resting_price():
