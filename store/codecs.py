@@ -480,7 +480,9 @@ def _from_u64(u: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return src.astype(dtype)
 
 
-def _stream_bytes(keys: np.ndarray, aligned: int = 0) -> bytes:
+def _stream_parts(keys: np.ndarray, aligned: int = 0) -> list:
+    """A FOR stream as [header bytes, body buffer]: joined once by the caller, so the body
+    (the bulk of a block) is copied once instead of once per concatenation."""
     mn, g, width = _stream_params(keys)
     flag = 0
     if aligned and width:
@@ -494,7 +496,7 @@ def _stream_bytes(keys: np.ndarray, aligned: int = 0) -> bytes:
         # why: byte planes (all low bytes, then all next bytes ...) put the slowly varying
         # high bytes together, where lz4/zstd find long runs (blosc's shuffle)
         body = _byte_shuffle(body, width // 8)
-    return _STREAM_HEAD.pack(int(mn), int(g), width | flag) + body.tobytes()
+    return [_STREAM_HEAD.pack(int(mn), int(g), width | flag), body]
 
 
 @njit(cache=True, nogil=True)
@@ -579,25 +581,28 @@ def encode_u64(u: np.ndarray, dtype: np.dtype, encoding: int, aligned: int = PAC
     signed = dtype.kind == "i"
     n = u.size
     head = bytes([encoding])
+    # why b"".join of parts: the column's bytes are copied once into the block
     if encoding == PLAIN:
-        return head + _from_u64(u, dtype.newbyteorder("<")).tobytes()
+        return b"".join((head, np.ascontiguousarray(_from_u64(u, dtype.newbyteorder("<")))))
     if encoding == FOR:
-        return head + _stream_bytes(_flip(u, signed), aligned)
+        return b"".join([head] + _stream_parts(_flip(u, signed), aligned))
     if encoding == DELTA:
         g, z = _diff_zigzag(u, 1)
         first = int(u[0]) if n else 0
-        return head + _U64.pack(first) + _U64.pack(int(g)) + _stream_bytes(z, aligned)
+        return b"".join([head, _U64.pack(first), _U64.pack(int(g))] + _stream_parts(z, aligned))
     if encoding == DOD:
         g, z = _diff_zigzag(u, 2)
         first = int(u[0]) if n else 0
         d0 = (int(u[1]) - int(u[0])) % (1 << 64) if n > 1 else 0
-        return head + _U64.pack(first) + _U64.pack(d0) + _U64.pack(int(g)) + _stream_bytes(z, aligned)
+        return b"".join([head, _U64.pack(first), _U64.pack(d0), _U64.pack(int(g))]
+                        + _stream_parts(z, aligned))
     if encoding == RLE:
         vals, lens = _runs(u)
-        return head + _U32.pack(vals.size) + _stream_bytes(_flip(vals, signed), aligned) + _stream_bytes(lens, aligned)
+        return b"".join([head, _U32.pack(vals.size)] + _stream_parts(_flip(vals, signed), aligned)
+                        + _stream_parts(lens, aligned))
     if encoding == DICT:
         uniq, idx = _dict_index(_flip(u, signed))
-        return head + _U32.pack(uniq.size) + _stream_bytes(uniq) + _stream_bytes(idx, aligned)
+        return b"".join([head, _U32.pack(uniq.size)] + _stream_parts(uniq) + _stream_parts(idx, aligned))
     raise ValueError(f"unknown encoding {encoding}")
 
 
