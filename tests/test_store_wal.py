@@ -159,3 +159,19 @@ def test_a_newer_file_version_is_rejected_naming_the_file(tmp_path):
     open(path, "wb").write(bytes(data))
     with pytest.raises(CorruptionError, match="wal-00000001.log.*version 9"):
         scan_wal(str(tmp_path))
+
+
+def test_fsync_policy_syncs_a_new_file_and_its_directory_before_the_first_record_returns(tmp_path, monkeypatch):
+    import store.wal as wal_mod
+
+    synced = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(wal_mod.os, "fsync", lambda fd: (synced.append(os.readlink(f"/proc/self/fd/{fd}")), real_fsync(fd)))
+    w = WalWriter(str(tmp_path), durability="fsync")
+    w.append(1, *make_batch(1, 50, seed=1))
+    assert synced == [w._path, str(tmp_path)]     # the record (and header), then the directory
+    w.append(51, *make_batch(51, 50, seed=2))
+    assert synced[2:] == [w._path]
+    w.rotate()                                    # nothing unsynced: no fsync needed
+    assert len(synced) == 3
+    w.close()
