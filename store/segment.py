@@ -10,7 +10,8 @@ Layout (byte by byte in docs/formats.md, "Segment file"):
              u16 reserved | "EXSGFOOT"            (28 bytes, fixed)
 
 Invariants:
-- A segment is written to a temporary name, fsynced, renamed into place and its directory fsynced;
+- A segment is written to a temporary name, fsynced, renamed into place and its directory fsynced
+  (``commit_segments`` does these steps for several segments at once, phase by phase);
   it is never modified afterwards (compaction writes new files and retires old ones).
 - Every byte read back is under a checksum: blocks, index, footer magic and version. A failed
   check raises CorruptionError naming the file and byte offset; wrong data is never returned.
@@ -34,7 +35,8 @@ from store import codecs
 from store.tables import table_dtype
 from store.wal import fsync_dir
 
-__all__ = ["SegmentInfo", "write_segment", "write_columns", "read_segment", "read_index", "CODEC_NAMES"]
+__all__ = ["SegmentInfo", "BuiltSegment", "write_segment", "write_columns", "encode_columns",
+           "commit_segments", "read_segment", "read_index", "CODEC_NAMES"]
 
 MAGIC = b"EXSG"
 FOOT_MAGIC = b"EXSGFOOT"
@@ -124,6 +126,23 @@ def write_columns(data_dir: str, table: str, symbol: int, cols: dict, *, codec: 
     ``codecs.gather_u64``), every column of ``table``, equal lengths, ordered by seq.
     ``sync=False`` skips the fsyncs (durability "none": the file survives a process crash, not
     a power loss; a lost file is then reported as corruption, never read as data)."""
+    built = encode_columns(data_dir, table, symbol, cols, codec=codec, chooser=chooser)
+    return commit_segments(data_dir, [built], sync=sync)[0]
+
+
+@dataclass
+class BuiltSegment:
+    """An encoded segment not yet on disk: its bytes (as parts) and what the catalog will say."""
+
+    parts: list
+    size: int
+    info: SegmentInfo
+
+
+def encode_columns(data_dir: str, table: str, symbol: int, cols: dict, *, codec: str = "lz4",
+                   chooser: codecs.Chooser | None = None) -> BuiltSegment:
+    """Encode a segment (arguments as ``write_columns``) without writing it; see
+    ``commit_segments``. Raises ValueError for no rows."""
     dtype = table_dtype(table)
     n = cols["seq"].size
     if n == 0:
@@ -154,32 +173,55 @@ def write_columns(data_dir: str, table: str, symbol: int, cols: dict, *, codec: 
     idx = b"".join(index)
     parts += [idx, FOOTER.pack(pos, len(idx), crc32c.crc32c(idx), VERSION, 0, FOOT_MAGIC)]
     size = sum(len(p) for p in parts)
-    full_dir = os.path.join(data_dir, rel_dir)
-    tmp = os.path.join(full_dir, "." + name + ".tmp")
+    return BuiltSegment(parts, size, SegmentInfo(table, symbol, n, seq_lo, seq_hi, ts_lo, ts_hi,
+                                                 size, CODEC_NAMES[c], encodings, rel))
+
+
+def commit_segments(data_dir: str, built: list, *, sync: bool = True) -> list:
+    """Write encoded segments durably: every file to its temporary name, then (``sync``) each
+    fsynced, then all renamed into place, then each distinct directory fsynced once.
+
+    Why in phases: one directory fsync after all renames commits them together, where a
+    rename + directory fsync per file paid a journal commit each. Returns their SegmentInfos.
+    Raises WriteError naming the file if any step fails (the files of this call are removed).
+    """
+    tmps, done = [], []
     try:
-        os.makedirs(full_dir, exist_ok=True)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        try:
-            done = os.writev(fd, parts)
-            if done != size:   # a short writev: finish with plain writes
-                view = memoryview(b"".join(parts))[done:]
+        for b in built:
+            full_dir = os.path.join(data_dir, os.path.dirname(b.info.path))
+            tmp = os.path.join(full_dir, "." + os.path.basename(b.info.path) + ".tmp")
+            os.makedirs(full_dir, exist_ok=True)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            tmps.append((tmp, fd, b))
+            written = os.writev(fd, b.parts)
+            if written != b.size:   # a short writev: finish with plain writes
+                view = memoryview(b"".join(b.parts))[written:]
                 while view:
                     view = view[os.write(fd, view):]
+        for tmp, fd, b in tmps:
             if sync:
                 os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.rename(tmp, os.path.join(data_dir, rel))
+        for tmp, fd, b in tmps:
+            os.rename(tmp, os.path.join(data_dir, b.info.path))
+            done.append(id(b))
         if sync:
-            fsync_dir(full_dir)
+            for d in dict.fromkeys(os.path.dirname(b.info.path) for b in built):
+                fsync_dir(os.path.join(data_dir, d))
     except OSError as e:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise WriteError(f"cannot write segment {os.path.join(data_dir, rel)}: {e}") from e
-    return SegmentInfo(table, symbol, n, seq_lo, seq_hi, ts_lo, ts_hi, size, CODEC_NAMES[c],
-                       encodings, rel)
+        for tmp, fd, b in tmps:
+            try:
+                os.unlink(os.path.join(data_dir, b.info.path) if id(b) in done else tmp)
+            except OSError:
+                pass
+        where = getattr(e, "filename", None) or (tmps[-1][0] if tmps else data_dir)
+        raise WriteError(f"cannot write segment {where}: {e}") from e
+    finally:
+        for _, fd, _ in tmps:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+    return [b.info for b in built]
 
 
 def read_index(f, path: str) -> dict:

@@ -35,7 +35,7 @@ from exchange.errors import CorruptionError, StoreError, UsageError, WriteError
 from exchange.schema import TABLE_DTYPES
 from store import codecs
 from store.catalog import Catalog
-from store.segment import write_columns
+from store.segment import commit_segments, encode_columns
 from store.tables import STORED_DTYPES, TABLES
 from store.wal import WalRecord, WalReport, WalWriter, fsync_dir, scan_wal
 
@@ -535,7 +535,7 @@ class Session:
     def _write_segments(self, recs: list) -> list:
         """Write (durably, per policy) the segments of ``recs``; register nothing. Returns the
         SegmentInfos. Runs on the seal thread or the session's, never on both at once."""
-        infos = []
+        built = []
         for table in TABLES:
             dtype = STORED_DTYPES[table]
             want = TABLE_DTYPES[table]   # the records' (packed schema) dtype; orders without seq
@@ -554,17 +554,18 @@ class Session:
                 cols["seq"] = codecs.seq_u64([r.first_seq for r in recs], [a.size for a in arrays])
             syms = cols["symbol"]
             if syms.min() == syms.max():
-                infos.append(write_columns(self.data_dir, table, int(syms[0]), cols,
-                                           codec="lz4", chooser=self.chooser, sync=self._sync))
+                built.append(encode_columns(self.data_dir, table, int(syms[0]), cols,
+                                            codec="lz4", chooser=self.chooser))
                 continue
             order = np.argsort(syms, kind="stable")   # stable: seq order kept per symbol
             ss = syms[order]
             cuts = np.flatnonzero(ss[1:] != ss[:-1]) + 1
             for lo, hi in zip(np.r_[0, cuts], np.r_[cuts, ss.size]):
                 part = {c: codecs.take_u64(u, order, int(lo), int(hi)) for c, u in cols.items()}
-                infos.append(write_columns(self.data_dir, table, int(ss[lo]), part,
-                                           codec="lz4", chooser=self.chooser, sync=self._sync))
-        return infos
+                built.append(encode_columns(self.data_dir, table, int(ss[lo]), part,
+                                            codec="lz4", chooser=self.chooser))
+        # why all at once: one directory fsync per directory after all renames (see there)
+        return commit_segments(self.data_dir, built, sync=self._sync)
 
     def _trim_wal(self) -> None:
         while self.wal.closed_files:   # why pop: the WAL writer thread may append meanwhile

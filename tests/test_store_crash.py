@@ -180,18 +180,18 @@ def _stalled_seal_child(data_dir, w):
 
     import store.session as session_mod
 
-    real = session_mod.write_columns
+    real = session_mod.commit_segments
     out = os.fdopen(w, "w")
 
-    def stalled(*args, **kw):
-        real(*args, **{**kw, "sync": False})
+    def stalled(data_dir, built, **kw):
         if threading.current_thread() is not threading.main_thread():
+            real(data_dir, built[:1], sync=False)
             out.write("STALL\n")
             out.flush()
             threading.Event().wait()
-        return real(*args, **kw)
+        return real(data_dir, built, **kw)
 
-    session_mod.write_columns = stalled
+    session_mod.commit_segments = stalled
     child.run(data_dir, 10_000, out)
 
 

@@ -109,3 +109,28 @@ def test_a_newer_segment_version_is_rejected_with_a_clear_error(tmp_path):
     _set_version(path, 9)
     with pytest.raises(CorruptionError, match="version 9; this code reads versions 1, 2"):
         read_segment(path)
+
+
+def test_commit_segments_leaves_no_file_behind_when_a_write_fails(tmp_path, monkeypatch):
+    from exchange.errors import WriteError
+    from store import codecs
+    from store.segment import commit_segments, encode_columns
+    from store.tables import STORED_DTYPES
+
+    rows = np.zeros(10, STORED_DTYPES["l2"])
+    rows["seq"] = np.arange(1, 11)
+    cols = {c: codecs.gather_u64([rows[c]], rows.dtype.fields[c][0].kind == "i") for c in rows.dtype.names}
+    built = [encode_columns(str(tmp_path), "l2", s, cols) for s in (1, 2)]
+    real_rename = os.rename
+    calls = []
+
+    def rename(a, b):   # the second rename fails: the first file is already in place
+        calls.append(a)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device", a)
+        real_rename(a, b)
+
+    monkeypatch.setattr(os, "rename", rename)
+    with pytest.raises(WriteError, match="cannot write segment .*No space left"):
+        commit_segments(str(tmp_path), built)
+    assert [f for _, _, fs in os.walk(tmp_path) for f in fs] == []

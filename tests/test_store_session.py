@@ -187,12 +187,12 @@ def test_a_failed_background_seal_is_reported_and_its_rows_stay_readable(tmp_pat
     import store.session as session_mod
     from exchange.errors import WriteError
 
-    real = session_mod.write_columns
+    real = session_mod.commit_segments
 
     def full(*a, **kw):
         raise WriteError("cannot write segment: No space left on device")
 
-    monkeypatch.setattr(session_mod, "write_columns", full)
+    monkeypatch.setattr(session_mod, "commit_segments", full)
     s = _session(tmp_path, seal_every=1000)
     fed = _feed(s, batches=2)            # the second batch starts a background seal, which fails
     s._sealing.thread.join()
@@ -200,7 +200,7 @@ def test_a_failed_background_seal_is_reported_and_its_rows_stay_readable(tmp_pat
         _feed(s, batches=1, seed=2)      # ... and the next call reports it
     assert Catalog(str(tmp_path)).all_segments() == []
     assert sum(r.orders.size for r in s.unsealed_records()) == 1500
-    monkeypatch.setattr(session_mod, "write_columns", real)
+    monkeypatch.setattr(session_mod, "commit_segments", real)
     s.close()
     want = _all(fed, "fills")   # the first two batches' fills lead the sealed ones
     assert np.array_equal(read(str(tmp_path), "fills")[:want.size], want)
