@@ -108,14 +108,14 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--out", default="benchmarks/results/engine.json")
     args = ap.parse_args(argv)
 
-    from scenarios import bench_1m
+    from scenarios.uniform import BENCH_1M, uniform_flow
 
     args.runs = _smoke.scaled(args.runs, 1)
-    cut = _smoke.scaled(1_000_000, SMOKE_MESSAGES)
+    law = {**BENCH_1M, "n": _smoke.scaled(BENCH_1M["n"], SMOKE_MESSAGES)}   # scenarios.bench_1m
     first = first_call_seconds()
     qc, qc_syms = quantcup_workload(_smoke.scaled(args.quantcup_messages, 1))
-    workloads = {"quantcup": (qc, qc_syms), "uniform1": (bench_1m(1)[:cut], 1),
-                 "uniform100": (bench_1m(100)[:cut], 100)}
+    workloads = {"quantcup": (qc, qc_syms), "uniform1": (uniform_flow(n_symbols=1, **law), 1),
+                 "uniform100": (uniform_flow(n_symbols=100, **law), 100)}
     rows = []
     for name, (flow, nsym) in workloads.items():
         # interleaved rounds, so machine noise hits every variant alike

@@ -21,7 +21,8 @@ their own names (commands naming a sample are skipped, with the reason, when ../
 absent). ``exsim`` runs in-process; other commands run as processes. Benchmark commands
 (``benchmarks``) run from the checkout, as docs/benchmarks.md says, in smoke mode
 (EXSIM_BENCH_SMOKE=1, benchmarks/_smoke.py: seconds, JSON to a temp dir) and must leave
-benchmarks/results and the docs untouched. Each command must exit 0 and print something (or
+benchmarks/results and the docs untouched; a command that writes a tracked file (REDIRECT) writes
+it to the working directory instead and must reproduce the committed file. Each command must exit 0 and print something (or
 write the file it names with --out/--csv/--plot); EXPECT adds checks on what it prints.
 """
 
@@ -63,6 +64,10 @@ PENDING = {
         "needs a running Dask scheduler at host:8786: docs/backtesting.md should mark it "
         "<!-- not run by tests: ... --> or show --scheduler serial",
 }
+
+# commands that write into the checkout: run with the output sent to the working directory, and
+# checked against the committed file instead (a test must not rewrite tracked files)
+REDIRECT = {"python -m replay.cli_docs": ("cli.md", "docs/cli.md")}
 
 # (command regex, output regex): what a command must print beyond exiting 0
 EXPECT = [                                          # the first matching pattern applies
@@ -230,6 +235,11 @@ def _run(cmd: Command, cwd: Path, smoke_dir: Path) -> None:
         elif argv[0] == "exsim":
             code, out, err = run(argv[1:])
             assert code == 0, f"{where} exited {code}:\n{out[-2000:]}\n{err[-3000:]}"
+        elif " ".join(argv) in REDIRECT:
+            name, committed = REDIRECT[" ".join(argv)]
+            out = _process([*argv, str(cwd / name)], cwd, _env(smoke_dir), where)
+            assert (cwd / name).read_text() == (REPO / committed).read_text(), \
+                f"{where}: {committed} differs from what the command writes (regenerate it)"
         else:
             out = _process(argv, REPO if cmd.benchmark else cwd, _env(smoke_dir), where)
         _check_output(cmd, argv, out, cwd)
