@@ -20,7 +20,8 @@ model, 100,000-lot quotes at the touch).
 Every round runs each measurement once, interleaved (A B C A B C ...), after one warm-up round
 (compilation excluded); figures are medians over rounds and ratios are taken within the run,
 because the shared machine's speed swings between minutes.
-Writes benchmarks/results/backtest.json.
+Writes benchmarks/results/backtest.json. EXSIM_BENCH_SMOKE=1 (benchmarks/_smoke.py): 20,000
+messages, one round, no hftbacktest market maker, JSON to the smoke directory: seconds.
 
     python benchmarks/bench_backtest.py [--n 1000000] [--runs 5]
 """
@@ -33,6 +34,10 @@ import os
 import statistics
 import time
 
+try:
+    from benchmarks import _smoke
+except ImportError:          # run as a script: benchmarks/ is sys.path[0]
+    import _smoke
 from exchange import Engine
 from replay.backtest import backtest
 from replay.strategy import QuoteStrategy, Strategy
@@ -74,7 +79,8 @@ def _l2_cases():
         prepared = peer.prepare(wl)
         # hftbacktest replays the L2 rows only (no trades): rate over the rows it replays
         cases["hftbacktest_l2_replay_events_per_s"] = (len(data.l2), lambda: peer.run(prepared))
-        cases["hftbacktest_l2_mm_events_per_s"] = (events, _hbt_market_maker(data))
+        if not _smoke.enabled():    # its njit strategy compiles for ~15 s: not for a smoke run
+            cases["hftbacktest_l2_mm_events_per_s"] = (events, _hbt_market_maker(data))
     return cases, why
 
 
@@ -138,6 +144,8 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=1_000_000)
     ap.add_argument("--runs", type=int, default=5)
     args = ap.parse_args()
+    args.n = _smoke.scaled(args.n, 20_000)
+    args.runs = _smoke.scaled(args.runs, 1)
     flow = uniform_flow(args.n, 7)
 
     def engine_only():
@@ -184,9 +192,11 @@ def main() -> None:
         nh = cases[h][0]
         ratios["exsim_l2_replay_vs_hftbacktest_replay"] = rmed(
             "exsim_l2_replay_events_per_s", h, cases["exsim_l2_replay_events_per_s"][0], nh)
+    if "hftbacktest_l2_mm_events_per_s" in rows:
         ratios["exsim_l2_mm_vs_hftbacktest_mm"] = rmed(
             "exsim_l2_mm_every_500_events_per_s", "hftbacktest_l2_mm_events_per_s",
-            cases["exsim_l2_mm_every_500_events_per_s"][0], cases["hftbacktest_l2_mm_events_per_s"][0])
+            cases["exsim_l2_mm_every_500_events_per_s"][0],
+            cases["hftbacktest_l2_mm_events_per_s"][0])
     targets = {"njit_strategy_events_per_s": 5e6, "python_strategy_every_100_events_per_s": 1e6}
     print(f"| {'measure':42} | {'events/s':>12} | {'target':>10} |")
     print(f"|{'-' * 44}|{'-' * 14}|{'-' * 12}|")
@@ -204,7 +214,7 @@ def main() -> None:
            "command": f"python benchmarks/bench_backtest.py --n {args.n} --runs {args.runs}",
            "cores": os.cpu_count(), **rows, "ratios": ratios, "targets": targets,
            "hftbacktest": hbt_missing or "measured"}
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "backtest.json")
+    path = _smoke.results_path("backtest.json")
     with open(path, "w") as fh:
         json.dump(out, fh, indent=2)
     print(f"wrote {path}")

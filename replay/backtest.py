@@ -76,7 +76,8 @@ def _load_flow(flow):
             out = np.zeros(len(rows), ORDER_DTYPE)
             for name in ORDER_DTYPE.names:
                 out[name] = rows[name]
-            return out, None, None, {"source": path, "kind": "data_dir"}
+            names, ticks = _catalog_symbols(path)
+            return out, names, ticks, {"source": path, "kind": "data_dir"}
         if os.path.isdir(path):
             msg = sorted(f for f in os.listdir(path) if "_message_" in f and f.endswith(".csv"))
             book = sorted(f for f in os.listdir(path) if "_orderbook_" in f and f.endswith(".csv"))
@@ -101,6 +102,22 @@ def _load_flow(flow):
     raise UsageError("flow must be an ORDER_DTYPE array, a Scenario, a LobsterFlow, a BinanceData "
                      "or L2Flow, a scenario name or file, a LOBSTER directory, a Binance capture "
                      f"(.gz file or its directory) or a data directory; got {type(flow)}")
+
+
+def _catalog_symbols(path: str):
+    """(names, tick sizes) of a data directory's symbols by id, so ``symbol="JPM"`` works on a
+    stored run; (None, None) when the ids are not 0..n-1 (the engine numbers symbols that way)."""
+    from store import Catalog
+    cat = Catalog(path)
+    try:
+        syms = cat.symbols()
+    finally:
+        close = getattr(cat, "close", None)
+        if close:
+            close()
+    if [s["id"] for s in syms] != list(range(len(syms))):
+        return None, None
+    return [s["name"] for s in syms], [s["tick_size"] for s in syms]
 
 
 def _binance_file(path: str) -> str | None:

@@ -69,3 +69,14 @@ def test_market_maker_respects_its_position_limit_on_a_generated_scenario():
 def test_momentum_taker_only_takes_liquidity():
     r = backtest(uniform_flow(20_000, 8), MomentumTaker(threshold=0.5, every=20), trader=TRADER)
     assert r.summary["n_fills"] > 0 and r.summary["maker_volume"] == 0
+
+
+def test_stored_run_keeps_its_symbol_names_and_ticks(tmp_path):
+    sc = load_scenario("default")                       # 10,000 messages, named symbols
+    names = [s.name for s in sc.symbols]
+    backtest(sc, Strategy(), trader=TRADER, symbol=names[0], store_dir=tmp_path / "run")
+    r = backtest(str(tmp_path / "run"), InventoryMarketMaker(every=20), trader=TRADER + 1,
+                 symbol=names[-1])
+    assert r.meta["symbol_name"] == names[-1] and r.meta["symbol"] == len(names) - 1
+    with pytest.raises(UsageError):
+        backtest(str(tmp_path / "run"), Strategy(), trader=TRADER + 1, symbol="NOSUCH")

@@ -223,3 +223,20 @@ def test_binance_sample_backtest_end_to_end():
     assert a.summary["n_fills"] > 0 and len(a.marks) > 0
     p = backtest(path, strat(), latency=(1_000_000, 1_000_000), queue_model="proportional")
     assert p.summary["volume"] >= a.summary["volume"]
+
+
+def test_sim_reports_the_quantity_ahead_after_join_trade_and_decrease():
+    from exchange.schema import ORDER_DTYPE, Kind
+    from replay.l2queue import L2Sim
+    ev = l2_events(L2Flow(l2(*BOOK, (3, Side.SELL, 101, 4)), trades((2, Side.BUY, 101, 1))))
+    sim = L2Sim(ev, "conservative", TRADER)
+    sim.advance(ev, 0, 2, False)                       # the book at ts 1
+    o = np.zeros(1, ORDER_DTYPE)
+    o["ts"], o["order_id"], o["kind"], o["side"], o["price"], o["qty"] = 1, 1 << 62, Kind.NEW, Side.SELL, 101, 4
+    sim.apply_orders(o, 0, 1)
+    assert sim.ahead(1 << 62) == 5
+    sim.advance(ev, 2, 3, False)                       # a trade of 1 at 101
+    assert sim.ahead(1 << 62) == 4
+    sim.advance(ev, 3, 4, False)                       # the level drops to 4 with no trade: cap
+    assert sim.ahead(1 << 62) == 4 and sim.ahead(7) is None
+    assert sim.depth(0, 1)[1]["qty"].tolist() == [4]
