@@ -19,6 +19,10 @@ against its own book, message by message, for one symbol at a time:
 Rule codes (``RULES`` names them, in this order) and detail codes (``DETAILS``) are plain ints;
 ``replay.verify`` formats them. Violation rows are (seq, rule, detail, a, b, c, d) + order id.
 
+Caching: numba's cache keys a kernel on this file only, yet the kernels inline the field numbers
+and helpers of ``_verify_book``; a change there must come with a change here (this note will
+do), or stale compiled kernels keep the old layout.
+
 Limits: capacities are fixed per call; before a message that might not fit, the kernel returns
 ``NEED_CAPACITY`` and the caller grows the arrays (``grow_state``) and resumes at that message.
 """
