@@ -28,7 +28,7 @@ _EXPORTS = {
     "verify": "verify", "verify_arrays": "verify", "VerifyReport": "verify",
     "Violation": "verify",
     "stats": "analytics", "STATS_DTYPE": "analytics",
-    "backtest": "backtest", "BacktestResult": "backtest_result",
+    "backtest": "backtest", "BacktestResult": "backtest_result", "L2Flow": "l2queue",
     "ConstantLatency": "latency", "RandomLatency": "latency", "RecordedLatency": "latency",
     "Strategy": "strategy", "QuoteStrategy": "strategy", "Context": "strategy",
     "sweep": "sweep", "whatif": "whatif", "WhatIf": "whatif",
