@@ -177,6 +177,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     flow = uniform_flow(**{**BENCH_1M, "n": args.n})
     tmp = tempfile.mkdtemp(prefix="bench_store_")
+    load0, cpu0, wall0 = os.getloadavg()[0], time.process_time(), time.perf_counter()
     try:
         end_to_end(flow[:BATCH * 2], "fsync", tmp)   # warm numba caches and the page cache
         # interleaved rounds: the machine's load drifts, so each round measures every variant
@@ -218,10 +219,18 @@ def main(argv=None):
                        "store_lz4_bytes_per_row": bn["store_lz4_bytes"] / bn["rows"],
                        "parquet_zstd_bytes_per_row": bn["parquet_zstd_bytes"] / bn["rows"],
                        "ratio_to_parquet": bn["store_zstd_bytes"] / bn["parquet_zstd_bytes"]},
+        # why: on a shared machine the absolute figures swing 1.5-4x with other jobs' load;
+        # a CPU share well below 1 core means the figures above are bounded by it
+        "machine": {"loadavg_1min_at_start": load0, "loadavg_1min_at_end": os.getloadavg()[0],
+                    "cpu_cores": os.cpu_count(),
+                    "process_cpu_share": (time.process_time() - cpu0) / (time.perf_counter() - wall0)},
         "targets": {"end_to_end_fsync_msgs_per_s": 2e6, "seal_rows_per_s": 1e7,
                     "binance_l2_bytes_per_row": 3.0, "binance_ratio_to_parquet": 0.8},
     }
     print(f"store benchmark: {result['workload']}")
+    m = result["machine"]
+    print(f"machine: load average {m['loadavg_1min_at_start']:.1f} -> {m['loadavg_1min_at_end']:.1f} on "
+          f"{m['cpu_cores']} cores; this process got {m['process_cpu_share']:.2f} cores on average")
     print(f"{'measure':44s} {'value':>14s} {'target':>10s}")
     line = "{:44s} {:>14s} {:>10s}"
     print(line.format("engine only (msgs/s)", f"{eng:,.0f}", ""))

@@ -192,6 +192,13 @@ def _stalled_seal_child(data_dir, w):
         return real(data_dir, built, **kw)
 
     session_mod.commit_segments = stalled
+    start = session_mod.Session._start_seal
+
+    def start_once(self):   # why: a second seal would wait for the stalled one; go on journaling
+        start(self)
+        self.seal_every = 10**12
+
+    session_mod.Session._start_seal = start_once
     child.run(data_dir, 10_000, out)
 
 
@@ -210,11 +217,11 @@ def test_sigkill_while_the_seal_thread_holds_unsynced_segments_loses_nothing_ack
     os.close(w)
     buf = b""
     with os.fdopen(r, "rb", buffering=0) as f:
-        while b"STALL" not in buf:
+        # the session thread goes on acknowledging batches while the seal thread holds its files
+        while b"STALL" not in buf or b"ACK" not in buf[buf.index(b"STALL"):]:
             chunk = f.read(4096)
             assert chunk, "the child ended before its seal thread stalled"
             buf += chunk
-        time.sleep(0.2)   # the session thread goes on acknowledging batches meanwhile
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
         buf += f.read()
