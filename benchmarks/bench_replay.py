@@ -10,11 +10,13 @@ Workload: ``scenarios.uniform.uniform_flow(n, seed=7)`` (the bench_1m law: 60% p
   checkpoint it touches (reported as "cold"); the figure is the median of the later passes,
   where book_at's per-process cache holds each checkpoint's depth.
   The L3 view is timed on 100 of those seqs for information (no target).
-- verify: ``replay.verify(data_dir)`` end to end (store reads included); fills per second, and
-  the checking kernel's own rate.
+- verify: ``replay.verify(data_dir)`` end to end (store reads included, overlapped with the
+  checking on a worker thread); fills and messages per second, the checking kernel's own rates
+  (its time spent checking, reads excluded), and its msgs/s against the engine's.
 - rerun: ``replay.rerun(data_dir)`` messages per second, against a fresh Engine processing the
   same orders from memory in the same 1M-message chunks with reused output buffers (as the
-  session and rerun do); the two alternate within each round; the ratio is the target.
+  session and rerun do); engine, verify and rerun alternate within each round; the ratio is the
+  target.
 
 Each figure is the median of ``--runs`` runs. Prints a table and writes
 benchmarks/results/replay.json. The default is a 2M-message run (a few minutes on 2 cores,
@@ -98,40 +100,39 @@ def bench_book_at(data_dir: str, runs: int) -> dict:
             "book_at_l3_p99_ms": float(np.percentile(l3, 99) * 1e3)}
 
 
-def bench_verify(data_dir: str, runs: int) -> dict:
-    times, kernel, report = [], [], None
-    for _ in range(runs):
-        report = verify(data_dir)
-        times.append(report.summary["seconds"])
-        kernel.append(report.summary["kernel_seconds"])
-    if not report.ok:
-        raise SystemExit(f"verify failed on a clean run: {report.violations[:3]}")
-    fills = report.summary["fills"]
-    return {"verify_fills": fills, "verify_s": statistics.median(times),
-            "verify_fills_per_s": fills / statistics.median(times),
-            "verify_kernel_fills_per_s": fills / statistics.median(kernel),
-            "verify_msgs_per_s": report.summary["orders"] / statistics.median(times)}
-
-
-def bench_rerun(data_dir: str, runs: int, chunk: int = 1_000_000) -> dict:
+def bench_verify_rerun(data_dir: str, runs: int, chunk: int = 1_000_000) -> dict:
+    """Engine from memory, verify and rerun, alternating within each round; medians."""
     info = run_info(data_dir)
     orders = strip_seq(read(data_dir, "orders"))
     n = orders.size
-    engine_s, rerun_s = [], []
+    engine_s, verify_s, kernel_s, rerun_s, report = [], [], [], [], None
     for _ in range(runs):
         eng = _engine()
         t0 = time.perf_counter()
         for i in range(0, n, chunk):
             eng.process(orders[i:i + chunk], reuse=True)
         engine_s.append(time.perf_counter() - t0)
-        report = rerun(data_dir, chunk=chunk)
+        report = verify(data_dir)
         if not report.ok:
-            raise SystemExit(f"rerun diverged on a clean run: {report.first_divergence}")
-        rerun_s.append(report.seconds)
+            raise SystemExit(f"verify failed on a clean run: {report.violations[:3]}")
+        verify_s.append(report.summary["seconds"])
+        kernel_s.append(report.summary["kernel_seconds"])
+        rr = rerun(data_dir, chunk=chunk)
+        if not rr.ok:
+            raise SystemExit(f"rerun diverged on a clean run: {rr.first_divergence}")
+        rerun_s.append(rr.seconds)
     del orders
+    fills, msgs = report.summary["fills"], report.summary["orders"]
     eng_rate = n / statistics.median(engine_s)
     rr_rate = (info.last_seq - info.first_seq) / statistics.median(rerun_s)
-    return {"engine_msgs_per_s": eng_rate, "rerun_msgs_per_s": rr_rate,
+    v_rate = msgs / statistics.median(verify_s)
+    return {"verify_fills": fills, "verify_s": statistics.median(verify_s),
+            "verify_fills_per_s": fills / statistics.median(verify_s),
+            "verify_kernel_fills_per_s": fills / statistics.median(kernel_s),
+            "verify_msgs_per_s": v_rate,
+            "verify_kernel_msgs_per_s": msgs / statistics.median(kernel_s),
+            "verify_vs_engine": v_rate / eng_rate,
+            "engine_msgs_per_s": eng_rate, "rerun_msgs_per_s": rr_rate,
             "rerun_vs_engine": rr_rate / eng_rate}
 
 
@@ -162,8 +163,7 @@ def main(argv=None) -> int:
         info = run_info(data_dir)
         results["messages"] = info.last_seq - info.first_seq   # a reused --data-dir may differ
         results.update(bench_book_at(data_dir, args.runs))
-        results.update(bench_verify(data_dir, args.runs))
-        results.update(bench_rerun(data_dir, args.runs))
+        results.update(bench_verify_rerun(data_dir, args.runs))
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -175,6 +175,8 @@ def main(argv=None) -> int:
             ("verify fills/s (end to end)", "verify_fills_per_s", ">="),
             ("verify fills/s (kernel)", "verify_kernel_fills_per_s", None),
             ("verify msgs/s (end to end)", "verify_msgs_per_s", None),
+            ("verify msgs/s (kernel)", "verify_kernel_msgs_per_s", None),
+            ("verify / engine (msgs/s)", "verify_vs_engine", None),
             ("engine msgs/s (from memory)", "engine_msgs_per_s", None),
             ("rerun msgs/s", "rerun_msgs_per_s", None), ("rerun / engine", "rerun_vs_engine", ">=")]
     print(results["workload"])
