@@ -85,24 +85,6 @@ def _bit_width(x):
 
 
 @njit(cache=True, nogil=True)
-def _unpack(words, width, n):
-    out = np.zeros(n, np.uint64)
-    if width == 0:
-        return out
-    mask = _ALL if width == 64 else (_U1 << np.uint64(width)) - _U1
-    bitpos = 0
-    for i in range(n):
-        w = bitpos >> 6
-        o = bitpos & 63
-        v = words[w] >> np.uint64(o)
-        if o + width > 64:
-            v |= words[w + 1] << np.uint64(64 - o)
-        out[i] = v & mask
-        bitpos += width
-    return out
-
-
-@njit(cache=True, nogil=True)
 def _stream_params(keys):
     """(min, gcd, width) of a FOR stream over uint64 keys; gcd is 1 when all keys are equal."""
     n = keys.size
@@ -239,14 +221,6 @@ def _take(u, idx, lo, hi):
 
 
 @njit(cache=True, nogil=True)
-def _stream_unpack(words, mn, g, width, n):
-    q = _unpack(words, width, n)
-    for i in range(n):
-        q[i] = q[i] * g + mn
-    return q
-
-
-@njit(cache=True, nogil=True)
 def _diff_zigzag(u, order):
     """Divide the first (order 1) or second (order 2) differences of u (uint64 bit patterns of
     signed values) by their GCD and zigzag them, without materialising the differences.
@@ -280,26 +254,6 @@ def _diff_zigzag(u, order):
 
 
 @njit(cache=True, nogil=True)
-def _unzigzag_mul(z, g):
-    d = np.empty(z.size, np.uint64)
-    for i in range(z.size):
-        q = (z[i] >> _U1) ^ (_U0 - (z[i] & _U1))
-        d[i] = q * g
-    return d
-
-
-@njit(cache=True, nogil=True)
-def _prefix(first, d, n):
-    out = np.empty(n, np.uint64)
-    if n == 0:
-        return out
-    out[0] = first
-    for i in range(1, n):
-        out[i] = out[i - 1] + d[i - 1]
-    return out
-
-
-@njit(cache=True, nogil=True)
 def _runs(u):
     """Run values and run lengths of u."""
     n = u.size
@@ -317,19 +271,6 @@ def _runs(u):
             lens[r] = _U0
         lens[r] += _U1
     return vals, lens
-
-
-@njit(cache=True, nogil=True)
-def _expand_runs(vals, lens, n):
-    out = np.empty(n, np.uint64)
-    p = 0
-    for r in range(vals.size):
-        ln = np.int64(lens[r])
-        if ln < 0 or p + ln > n:
-            return out, False
-        out[p:p + ln] = vals[r]
-        p += ln
-    return out, p == n
 
 
 @njit(cache=True, nogil=True)
@@ -384,17 +325,6 @@ def _dict_index_sorted(u):
 
 
 @njit(cache=True, nogil=True)
-def _gather(uniq, idx):
-    out = np.empty(idx.size, np.uint64)
-    for i in range(idx.size):
-        j = idx[i]
-        if j >= np.uint64(uniq.size):
-            return out, False
-        out[i] = uniq[j]
-    return out, True
-
-
-@njit(cache=True, nogil=True)
 def _flip(u, flip):
     if not flip:
         return u
@@ -402,6 +332,171 @@ def _flip(u, flip):
     for i in range(u.size):
         out[i] = u[i] ^ _SIGN
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# decoding kernels: each stream is unpacked BLOCK values at a time into a small cache-resident
+# buffer, and the block's final values (times gcd plus min, un-delta'd, looked up ...) are written
+# straight into the caller's output in its own width: one pass over memory, no whole-column
+# temporaries, no casts afterwards.
+# ---------------------------------------------------------------------------------------------
+
+_BLOCK = 1024   # values unpacked per step: 8 KiB of scratch, stays in L1
+
+
+@njit(cache=True, nogil=True)
+def _stream_words(raw, width, shuffled):
+    """The stream body as uint64 words plus one zero word (so every value can be read with two
+    word loads and no bounds test), for the layouts read word-wise: bit-packed and
+    byte-aligned-unshuffled widths 16/32/64. Other layouts are read from ``raw`` directly."""
+    if shuffled or width == 0 or width == 8:
+        return np.zeros(1, np.uint64)
+    nw = raw.size // 8 + 2
+    words = np.empty(nw, np.uint64)
+    words[raw.size // 8:] = _U0
+    words.view(np.uint8)[:raw.size] = raw
+    return words
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _unpack_block(raw, words, width, shuffled, n, s, e, q):
+    """q[:e - s] = the raw (pre gcd/min) values s .. e-1 of a stream of n values."""
+    m = e - s
+    if width == 0:
+        for j in range(m):
+            q[j] = _U0
+    elif width == 8:
+        for j in range(m):
+            q[j] = np.uint64(raw[s + j])
+    elif shuffled:
+        # why: byte planes are read plane by plane over the block: sequential loads, no
+        # separate unshuffle pass over the whole stream
+        for j in range(m):
+            q[j] = np.uint64(raw[s + j])
+        for b in range(1, width // 8):
+            base = b * n + s
+            sh = np.uint64(8 * b)
+            for j in range(m):
+                q[j] |= np.uint64(raw[base + j]) << sh
+    elif width == 16:
+        w16 = words.view(np.uint16)
+        for j in range(m):
+            q[j] = np.uint64(w16[s + j])
+    elif width == 32:
+        w32 = words.view(np.uint32)
+        for j in range(m):
+            q[j] = np.uint64(w32[s + j])
+    elif width == 64:
+        for j in range(m):
+            q[j] = words[s + j]
+    else:
+        mask = (_U1 << np.uint64(width)) - _U1
+        bitpos = s * width
+        for j in range(m):
+            w = bitpos >> 6
+            o = np.uint64(bitpos & 63)
+            # why two loads and no branch: the padding word makes words[w + 1] always valid,
+            # and (x << 1) << (63 - o) is x << (64 - o) without the undefined shift by 64
+            v = (words[w] >> o) | ((words[w + 1] << _U1) << (_U63 - o))
+            q[j] = v & mask
+            bitpos += width
+
+
+@njit(cache=True, nogil=True)
+def _dec_for(raw, width, shuffled, mn, g, flip, out):
+    """out[i] = (value i * g + mn) ^ flip, truncated to out's width (FOR, and plain streams)."""
+    n = out.size
+    words = _stream_words(raw, width, shuffled)
+    q = np.empty(min(n, _BLOCK), np.uint64)
+    for s in range(0, n, _BLOCK):
+        e = min(n, s + _BLOCK)
+        _unpack_block(raw, words, width, shuffled, n, s, e, q)
+        if g == _U1:
+            for j in range(e - s):
+                out[s + j] = (q[j] + mn) ^ flip
+        else:
+            for j in range(e - s):
+                out[s + j] = (q[j] * g + mn) ^ flip
+
+
+@njit(cache=True, nogil=True)
+def _dec_delta(raw, width, shuffled, smn, sg, first, d0, g, order, out):
+    """Undo DELTA (order 1) or DOD (order 2): the stream (min smn, gcd sg) holds the n - order
+    zigzagged (second) differences divided by g; out gets the running sums from ``first`` (and the
+    first difference ``d0``), truncated to out's width."""
+    n = out.size
+    if n == 0:
+        return
+    m = max(n - order, 0)
+    words = _stream_words(raw, width, shuffled)
+    q = np.empty(max(min(m, _BLOCK), 1), np.uint64)
+    acc = first
+    out[0] = acc
+    d = d0
+    if order == 2 and n > 1:
+        acc += d
+        out[1] = acc
+    for s in range(0, m, _BLOCK):
+        e = min(m, s + _BLOCK)
+        _unpack_block(raw, words, width, shuffled, m, s, e, q)
+        base = s + order
+        if order == 1:
+            for j in range(e - s):
+                z = q[j] * sg + smn
+                acc += ((z >> _U1) ^ (_U0 - (z & _U1))) * g
+                out[base + j] = acc
+        else:
+            for j in range(e - s):
+                z = q[j] * sg + smn
+                d += ((z >> _U1) ^ (_U0 - (z & _U1))) * g
+                acc += d
+                out[base + j] = acc
+
+
+@njit(cache=True, nogil=True)
+def _dec_rle(vraw, vw, vsh, vmn, vg, lraw, lw, lsh, lmn, lg, nr, flip, out):
+    """Expand nr runs (values stream, lengths stream) into out; False if the lengths do not
+    add up to out.size."""
+    n = out.size
+    vwords = _stream_words(vraw, vw, vsh)
+    lwords = _stream_words(lraw, lw, lsh)
+    qv = np.empty(max(min(nr, _BLOCK), 1), np.uint64)
+    ql = np.empty(max(min(nr, _BLOCK), 1), np.uint64)
+    p = 0
+    for s in range(0, nr, _BLOCK):
+        e = min(nr, s + _BLOCK)
+        _unpack_block(vraw, vwords, vw, vsh, nr, s, e, qv)
+        _unpack_block(lraw, lwords, lw, lsh, nr, s, e, ql)
+        for j in range(e - s):
+            ln = np.int64(ql[j] * lg + lmn)
+            if ln < 0 or p + ln > n:
+                return False
+            v = (qv[j] * vg + vmn) ^ flip
+            for i in range(p, p + ln):
+                out[i] = v
+            p += ln
+    return p == n
+
+
+@njit(cache=True, nogil=True)
+def _dec_dict(uraw, uw, ush, umn, ug, nd, iraw, iw, ish, imn, ig, flip, out):
+    """out[i] = dictionary[index i] (dictionary values un-flipped); False if an index is out of
+    range."""
+    n = out.size
+    uniq = np.empty(nd, np.uint64)
+    _dec_for(uraw, uw, ush, umn, ug, flip, uniq)
+    words = _stream_words(iraw, iw, ish)
+    q = np.empty(max(min(n, _BLOCK), 1), np.uint64)
+    lim = np.uint64(nd)
+    for s in range(0, n, _BLOCK):
+        e = min(n, s + _BLOCK)
+        _unpack_block(iraw, words, iw, ish, n, s, e, q)
+        for j in range(e - s):
+            k = q[j] * ig + imn
+            if k >= lim:
+                return False
+            out[s + j] = uniq[k]
+    return True
 
 
 # ---------------------------------------------------------------------------------------------
@@ -513,16 +608,6 @@ def _byte_shuffle(src, k):
     return out
 
 
-@njit(cache=True, nogil=True)
-def _byte_unshuffle(src, k, out):
-    n = src.size // k
-    rows = out[:n * k].reshape(n, k)
-    for b in range(0, n, 4096):
-        e = min(n, b + 4096)
-        for j in range(k):
-            rows[b:e, j] = src[j * n + b:j * n + e]
-
-
 class _Reader:
     """Cursor over an encoded block; every overrun is a CorruptionError."""
 
@@ -545,20 +630,20 @@ class _Reader:
     def u32(self) -> int:
         return _U32.unpack(self.take(4))[0]
 
-    def stream(self, n: int) -> np.ndarray:
+    def stream(self, n: int) -> tuple:
+        """The next stream of n values as kernel arguments (body bytes, width, shuffled, min,
+        gcd); raises CorruptionError on a bad header or a short body."""
         mn, g, wbyte = _STREAM_HEAD.unpack(self.take(_STREAM_HEAD.size))
         width, shuffled = wbyte & ~SHUFFLE_FLAG, bool(wbyte & SHUFFLE_FLAG)
         if width > 64 or g == 0 or (shuffled and width not in (16, 32, 64)):
             raise CorruptionError(f"{self.where}: bad stream header (width byte {wbyte}, gcd {g})",
                                   self.where, self.pos)
-        raw = self.take((n * width + 7) // 8)
-        buf = np.zeros(((n * width + 63) // 64) * 8, np.uint8)
-        if shuffled:
-            _byte_unshuffle(np.frombuffer(raw, np.uint8), width // 8, buf)
-        else:
-            buf[:len(raw)] = np.frombuffer(raw, np.uint8)
-        return _stream_unpack(buf.view("<u8").astype(np.uint64, copy=False),
-                              np.uint64(mn), np.uint64(g), width, n)
+        raw = np.frombuffer(self.take((n * width + 7) // 8), np.uint8)
+        raw.flags.writeable = False   # why: one compiled kernel variant whatever the buffer type
+        return raw, width, shuffled, np.uint64(mn), np.uint64(g)
+
+
+_UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 
 def encode(col: np.ndarray, encoding: int, aligned: int = PACKED) -> bytes:
@@ -606,45 +691,48 @@ def encode_u64(u: np.ndarray, dtype: np.dtype, encoding: int, aligned: int = PAC
     raise ValueError(f"unknown encoding {encoding}")
 
 
-def decode(block: bytes, n: int, dtype: np.dtype, where: str = "") -> np.ndarray:
+def decode(block: bytes, n: int, dtype: np.dtype, where: str = "", out: np.ndarray | None = None
+           ) -> np.ndarray:
     """Decode a block made by ``encode`` into an array of ``n`` values of ``dtype``.
 
-    ``where`` names the file and column for error messages. Raises CorruptionError if the block
-    is malformed (unknown encoding, too short, indexes out of range).
+    ``where`` names the file and column for error messages. ``out`` (optional): a writable,
+    contiguous 1-D array of ``n`` values of ``dtype`` to decode into (no allocation); it is
+    returned. Returns a new array otherwise. Raises CorruptionError if the block is malformed
+    (unknown encoding, too short, indexes out of range), ValueError if ``out`` does not fit.
     """
     dtype = np.dtype(dtype)
-    signed = dtype.kind == "i"
+    if out is None:
+        out = np.empty(n, dtype)
+    elif out.dtype != dtype or out.shape != (n,) or not out.flags.c_contiguous \
+            or not out.flags.writeable:
+        raise ValueError(f"decode: out must be a writable contiguous array of {n} {dtype}, got "
+                         f"{out.shape} {out.dtype}")
+    # why an unsigned view: kernels write uint64 bit patterns, truncated to the column's width
+    dst = out.view(_UNSIGNED[dtype.itemsize])
+    flip = _SIGN if dtype.kind == "i" else _U0
     r = _Reader(block, where)
     enc = r.take(1)[0]
     if enc == PLAIN:
-        raw = r.take(n * dtype.itemsize)
-        out = np.frombuffer(raw, dtype.newbyteorder("<")).astype(dtype)
+        dst[:] = np.frombuffer(r.take(n * dtype.itemsize), dst.dtype.newbyteorder("<"))
     elif enc == FOR:
-        out = _from_u64(_flip(r.stream(n), signed), dtype)
+        _dec_for(*r.stream(n), flip, dst)
     elif enc == DELTA:
         first, g = r.u64(), r.u64()
-        d = _unzigzag_mul(r.stream(max(n - 1, 0)), np.uint64(g))
-        out = _from_u64(_prefix(np.uint64(first), d, n), dtype)
+        _dec_delta(*r.stream(max(n - 1, 0)), np.uint64(first), _U0, np.uint64(g), 1, dst)
     elif enc == DOD:
         first, d0, g = r.u64(), r.u64(), r.u64()
-        dd = _unzigzag_mul(r.stream(max(n - 2, 0)), np.uint64(g))
-        d = _prefix(np.uint64(d0), dd, max(n - 1, 0))
-        out = _from_u64(_prefix(np.uint64(first), d, n), dtype)
+        _dec_delta(*r.stream(max(n - 2, 0)), np.uint64(first), np.uint64(d0), np.uint64(g), 2,
+                   dst)
     elif enc == RLE:
         nr = r.u32()
-        vals = _flip(r.stream(nr), signed)
-        lens = r.stream(nr)
-        u, ok = _expand_runs(vals, lens, n)
-        if not ok:
+        vals, lens = r.stream(nr), r.stream(nr)
+        if not _dec_rle(*vals, *lens, nr, flip, dst):
             raise CorruptionError(f"{where}: run lengths do not add up to {n} rows", where, r.pos)
-        out = _from_u64(u, dtype)
     elif enc == DICT:
         nd = r.u32()
-        uniq = _flip(r.stream(nd), signed)
-        u, ok = _gather(uniq, r.stream(n))
-        if not ok:
+        uniq, idx = r.stream(nd), r.stream(n)
+        if not _dec_dict(*uniq, nd, *idx, flip, dst):
             raise CorruptionError(f"{where}: dictionary index out of range", where, r.pos)
-        out = _from_u64(u, dtype)
     else:
         raise CorruptionError(f"{where}: unknown column encoding {enc}", where, 0)
     if r.pos != len(r.buf):
