@@ -23,6 +23,8 @@ benchmarks/results/replay.json. The default is a 2M-message run (a few minutes o
 compiles included); the issue's size is ``--messages 10000000``. Usage:
     python benchmarks/bench_replay.py [--messages 2000000] [--runs 3] [--data-dir DIR]
 (``--data-dir`` keeps the stored run there and reuses it when it already holds one.)
+EXSIM_BENCH_SMOKE=1 (benchmarks/_smoke.py): 20,000 messages, one run, the stored run and the JSON
+outside the checkout.
 """
 
 from __future__ import annotations
@@ -38,13 +40,16 @@ import time
 
 import numpy as np
 
+try:
+    from benchmarks import _smoke
+except ImportError:          # run as a script: benchmarks/ is sys.path[0]
+    import _smoke
 from exchange import Engine
 from replay import book_at, rerun, verify
 from replay._store import run_info, strip_seq
 from scenarios.uniform import BENCH_1M, uniform_flow
 from store import Session, read
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 BATCH = 65_536
 TARGETS = {"book_at_p50_ms": 20.0, "book_at_p99_ms": 100.0, "verify_fills_per_s": 5e6,
            "rerun_vs_engine": 0.8}
@@ -144,6 +149,12 @@ def main(argv=None) -> int:
     ap.add_argument("--seal-every", type=int, default=100_000)
     ap.add_argument("--data-dir", default=None)
     args = ap.parse_args(argv)
+    args.messages = _smoke.scaled(args.messages, 20_000)
+    args.runs = _smoke.scaled(args.runs, 1)
+    args.checkpoint_every = _smoke.scaled(args.checkpoint_every, 5_000)
+    args.seal_every = _smoke.scaled(args.seal_every, 5_000)
+    if _smoke.enabled() and args.data_dir:   # never reuse (or fill) a real run with smoke sizes
+        args.data_dir = str(_smoke.results_path("replay-run"))
     tmp = None
     data_dir = args.data_dir
     if data_dir is None:
@@ -185,8 +196,7 @@ def main(argv=None) -> int:
         v, t = results[key], TARGETS.get(key)
         ok = "" if t is None else ("yes" if (v <= t if cmp == "<=" else v >= t) else "NO")
         print(f"{label:32s} {v:14,.3f} {'' if t is None else f'{cmp} {t:g}':>10s}  {ok}")
-    os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
-    with open(os.path.join(HERE, "results", "replay.json"), "w") as f:
+    with open(_smoke.results_path("replay.json"), "w") as f:
         json.dump(results, f, indent=2)
     return 0
 

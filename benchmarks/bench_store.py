@@ -21,6 +21,7 @@ Workloads:
 - Sealing rate overall (the first seal of a directory searches for encodings) and after the first.
 
 Each measurement is the median of ``--runs`` runs. Prints a table, writes benchmarks/results/store.json.
+EXSIM_BENCH_SMOKE=1 (benchmarks/_smoke.py): 20,000 messages, one run, JSON outside the checkout.
 Usage: python benchmarks/bench_store.py [--runs 3] [--n 1000000]
 """
 
@@ -38,6 +39,10 @@ import time
 
 import numpy as np
 
+try:
+    from benchmarks import _smoke
+except ImportError:          # run as a script: benchmarks/ is sys.path[0]
+    import _smoke
 from exchange import Engine
 from exchange.schema import L2_DTYPE, Side
 from scenarios.uniform import BENCH_1M, uniform_flow
@@ -46,7 +51,6 @@ from store.segment import write_segment
 
 BATCH = 65_536
 BINANCE = "/work/shared/data/binance_spot_btcusdt_20240808_hftbacktest/btcusdt_20240808.gz"
-HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def _engine():
@@ -175,6 +179,8 @@ def main(argv=None):
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--n", type=int, default=BENCH_1M["n"])
     args = ap.parse_args(argv)
+    args.n = _smoke.scaled(args.n, 20_000)
+    args.runs = _smoke.scaled(args.runs, 1)
     flow = uniform_flow(**{**BENCH_1M, "n": args.n})
     tmp = tempfile.mkdtemp(prefix="bench_store_")
     load0, cpu0, wall0 = os.getloadavg()[0], time.process_time(), time.perf_counter()
@@ -251,8 +257,7 @@ def main(argv=None):
     print(line.format("Binance L2 store lz4 bytes/row", f"{b['store_lz4_bytes_per_row']:.3f}", ""))
     print(line.format("Binance L2 Parquet zstd bytes/row", f"{b['parquet_zstd_bytes_per_row']:.3f}", ""))
     print(line.format("Binance L2 store / Parquet", f"{b['ratio_to_parquet']:.3f}", "0.8"))
-    os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
-    with open(os.path.join(HERE, "results", "store.json"), "w") as f:
+    with open(_smoke.results_path("store.json"), "w") as f:
         json.dump(result, f, indent=2)
     return 0
 

@@ -51,20 +51,6 @@ GENERATED = re.compile(r"<!-- ([\w-]+):begin -->.*?<!-- \1:end -->", re.S)
 # pages' "not run by tests" markers: a change here is a deliberate, reviewed decision
 MARKED = {"README.md": 2, "docs/benchmarks.md": 1, "docs/scenarios.md": 1}
 
-# benchmark scripts owned elsewhere that do not call benchmarks/_smoke.py yet: without smoke mode
-# they run for minutes and overwrite benchmarks/results, so their commands xfail until wired
-SMOKE_SCRIPTS = ("bench_store", "bench_replay", "bench_backtest")
-
-# commands in pages owned by other engineers that cannot run as written (to be fixed or marked there)
-PENDING = {
-    ("docs/cli.md", "exsim backtest runs/default --symbol JPM"):
-        "a stored run's symbols load as S0, S1 instead of its catalog names (JPM, BTCUSD), so "
-        "--symbol JPM exits 2: replay/backtest.py _load_flow (owner to fix)",
-    ("docs/backtesting.md", "--scheduler tcp://host:8786"):
-        "needs a running Dask scheduler at host:8786: docs/backtesting.md should mark it "
-        "<!-- not run by tests: ... --> or show --scheduler serial",
-}
-
 # commands that write into the checkout: run with the output sent to the working directory, and
 # checked against the committed file instead (a test must not rewrite tracked files)
 REDIRECT = {"python -m replay.cli_docs": ("cli.md", "docs/cli.md")}
@@ -297,42 +283,29 @@ def test_page_commands_run_in_order(page, tmp_path, monkeypatch):
     (tmp_path / "work").mkdir()
     cwd, have_shared = _workdir(tmp_path / "work")
     monkeypatch.chdir(cwd)
-    skipped, pending = [], []
+    skipped = []
     ran = 0
     for cmd in commands(page):
         if cmd.marked or cmd.benchmark:
-            continue
-        why = next((r for (p, s), r in PENDING.items() if p == page and s in cmd.text), None)
-        if why:
-            pending.append(f"{cmd.line}: {why}")
             continue
         if not have_shared and any(h in cmd.text for h in SHARED_HINTS):
             skipped.append(f"{cmd.line}: {cmd.text[:60]}")
             continue
         _run(cmd, cwd, tmp_path / "smoke")
         ran += 1
-    assert ran or skipped or pending, f"{page}: no runnable command"
-    if pending:
-        pytest.xfail(f"{page}: {ran} commands ran; pending in the page: " + "; ".join(pending))
+    assert ran or skipped, f"{page}: no runnable command"
     if skipped:
         pytest.skip(f"{page}: {ran} commands ran; the shared samples (../shared/data) are absent "
                     "for: " + "; ".join(skipped))
 
 
-def _pending_smoke(text: str) -> str | None:
-    script = next((s for s in SMOKE_SCRIPTS if s in text), None)
-    return None if script is None else f"smoke mode pending in benchmarks/{script}.py"
-
-
-@pytest.mark.parametrize("text", [
-    pytest.param(t, id=t, marks=[pytest.mark.xfail(strict=False, reason=_pending_smoke(t))]
-                 if _pending_smoke(t) else [])
-    for t in BENCHMARKS])
+@pytest.mark.parametrize("text", list(BENCHMARKS))
 def test_benchmark_command_runs_in_smoke_mode(text, tmp_path):
     cmd = BENCHMARKS[text][0]
-    script = next((s for s in SMOKE_SCRIPTS if s in text), None)
-    if script:   # do not run an unwired script: minutes long, and it would overwrite its results
-        assert "_smoke" in (REPO / "benchmarks" / f"{script}.py").read_text(), _pending_smoke(text)
+    # an unwired script would run for minutes and overwrite the committed results: refuse it
+    scripts = [p for p in (REPO / "benchmarks").glob("*.py") if p.stem in text]
+    assert scripts and all("_smoke" in p.read_text() for p in scripts), \
+        f"`{text}`: its benchmark script does not honour EXSIM_BENCH_SMOKE (benchmarks/_smoke.py)"
     from scenarios.data import shared_data_dir
 
     if shared_data_dir() is None:   # every benchmark reads the QuantCup feed or the Binance sample
