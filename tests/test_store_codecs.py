@@ -101,3 +101,74 @@ def test_shuffle_flag_on_an_unaligned_width_is_corruption():
     blob[1 + 16] |= codecs.SHUFFLE_FLAG                         # width 7, flagged shuffled
     with pytest.raises(CorruptionError, match="stream header"):
         decode(bytes(blob), 100, np.int64)
+
+
+def _at_width(width, n, seed=0):
+    """n uint64 values whose FOR stream (min 0, gcd 1) needs exactly ``width`` bits."""
+    rng = np.random.default_rng(seed + width)
+    if width == 0:
+        return np.zeros(n, np.uint64)
+    hi = (1 << width) - 1
+    col = rng.integers(0, hi, n, dtype=np.uint64, endpoint=True)
+    col[0], col[-1] = 1, hi            # why: pin min to 0 below and max to the full width
+    col[n // 2] = 0
+    return col
+
+
+@pytest.mark.parametrize("width", range(65))
+def test_for_streams_of_every_width_decode_across_block_boundaries(width):
+    for n in (3, 1025, 2500):
+        col = _at_width(width, n)
+        for aligned in (PACKED, ALIGNED, SHUFFLED):
+            blob = encode(col, codecs.FOR, aligned)
+            stored = blob[1 + 16] & 0x7F
+            assert stored == (width if aligned == PACKED or width == 0
+                              else next(w for w in (8, 16, 32, 64) if w >= width))
+            assert np.array_equal(decode(blob, n, col.dtype), col)
+
+
+@pytest.mark.parametrize("width", [1, 2, 3, 4, 7, 8, 13, 16, 31, 32, 33, 57, 63, 64])
+@pytest.mark.parametrize("encoding", [codecs.DELTA, codecs.DOD, codecs.RLE, codecs.DICT])
+def test_every_encoding_decodes_streams_of_many_widths(width, encoding):
+    col = _at_width(width, 2100).view(np.int64)
+    if encoding == codecs.RLE:
+        col = np.repeat(col[:700], 3)
+    if encoding == codecs.DICT:
+        col = col[np.arange(2100) % 37]
+    for aligned in (PACKED, ALIGNED, SHUFFLED):
+        assert np.array_equal(decode(encode(col, encoding, aligned), col.size, col.dtype), col)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("encoding", ENCODINGS)
+def test_extremes_empty_and_one_row_decode_in_every_width(dtype, encoding):
+    info = np.iinfo(dtype)
+    cols = [np.array([], dtype), np.array([info.min], dtype), np.array([info.max], dtype),
+            np.array([info.min, info.max] * 600 + [0], dtype)]
+    for col in cols:
+        for aligned in (PACKED, ALIGNED, SHUFFLED):
+            out = decode(encode(col, encoding, aligned), col.size, col.dtype)
+            assert out.dtype == col.dtype and np.array_equal(out, col)
+
+
+def test_decode_writes_into_the_given_output_array():
+    col = np.arange(5000, dtype=np.int32) * -3
+    out = np.full(5000, 7, np.int32)
+    assert decode(encode(col, codecs.DELTA), 5000, np.int32, out=out) is out
+    assert np.array_equal(out, col)
+
+
+def test_decode_rejects_an_output_array_of_the_wrong_shape_or_dtype():
+    blob = encode(np.arange(10, dtype=np.int64), codecs.FOR)
+    with pytest.raises(ValueError, match="out must be"):
+        decode(blob, 10, np.int64, out=np.empty(10, np.int32))
+    with pytest.raises(ValueError, match="out must be"):
+        decode(blob, 10, np.int64, out=np.empty(11, np.int64))
+
+
+def test_run_lengths_that_overrun_the_column_are_corruption():
+    blob = encode(np.repeat(np.arange(4, dtype=np.int64), 5), codecs.RLE)
+    with pytest.raises(CorruptionError, match="run lengths"):
+        decode(blob, 19, np.int64)
+    with pytest.raises(CorruptionError, match="run lengths"):
+        decode(blob, 21, np.int64)
