@@ -3,8 +3,9 @@
 Written from docs/semantics.md, sharing no code with ``exchange`` (only the idea of a ladder):
 
 - orders live in rows of ``ost`` (int64 fields ``O_*``), their ids in ``oid``; free rows are
-  chained through ``O_NEXT``. ``hkey``/``hval`` map an id to its row (open addressing, linear
-  probing, backward-shift deletion, so no tombstones).
+  chained through ``O_NEXT``. ``htab`` maps an id to its row: rows of (id, row + 1), 0 meaning
+  empty, so key and row share a cache line (open addressing, linear probing, backward-shift
+  deletion, so no tombstones).
 - a level is a row of ``lst`` (``L_*``) holding a doubly linked FIFO of order rows; free level
   rows are chained through ``L_HEAD``.
 - per side, ``ladder[side, :n]`` holds level keys in ascending order with the best at the end
@@ -60,8 +61,8 @@ def new_state(capacity: int, violations: int, n_rules: int) -> tuple:
     lst[:, L_HEAD] = np.arange(1, cap + 1)
     lst[-1, L_HEAD] = -1
     oid = np.zeros(cap, np.uint64)
-    hkey = np.zeros(hcap, np.uint64)
-    hval = np.full(hcap, -1, np.int64)
+    # one 16-byte bucket per id: (key, row + 1), 0 = empty, so a probe reads one cache line
+    htab = np.zeros((hcap, 2), np.uint64)
     ladder = np.zeros((2, cap), np.int64)     # level keys (bids: price, asks: -price), ascending
     ladlv = np.zeros((2, cap), np.int64)      # level slot of each ladder entry
     touched = np.zeros((cap + 4, 5), np.int64)
@@ -69,7 +70,7 @@ def new_state(capacity: int, violations: int, n_rules: int) -> tuple:
     vrows = np.zeros((max(int(violations), 1), 7), np.int64)
     vids = np.zeros(max(int(violations), 1), np.uint64)
     counts = np.zeros(n_rules, np.int64)
-    return ost, lst, oid, hkey, hval, ladder, ladlv, touched, meta, vrows, vids, counts
+    return ost, lst, oid, htab, ladder, ladlv, touched, meta, vrows, vids, counts
 
 
 
@@ -102,29 +103,29 @@ def prefetch(typingctx, arr, i, j):
 
 # ------------------------------------------------------------------ small helpers
 @njit(cache=True, _nrt=False, inline="always")
-def _home(hkey, key):
+def _home(htab, key):
     """The bucket where the probe for ``key`` starts."""
     x = key * _HASH_MUL
-    return np.int64((x ^ (x >> _SHIFT)) & np.uint64(hkey.size - 1))
+    return np.int64((x ^ (x >> _SHIFT)) & np.uint64(htab.shape[0] - 1))
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _prefetch_id(hkey, hval, key):
-    """Stage 1 of a look-ahead: the id's home bucket."""
-    h = _home(hkey, key)
-    prefetch(hkey, h, 0)
-    prefetch(hval, h, 0)
+def _prefetch_id(htab, key):
+    """Stage 1 of a look-ahead: the id's home bucket (key and slot share one cache line)."""
+    prefetch(htab, _home(htab, key), 0)
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _prefetch_order(ost, oid, hkey, hval, key, neighbours):
+def _prefetch_order(ost, oid, htab, key, neighbours):
     """Stage 2 (3 with ``neighbours``): the order's row, then its queue neighbours' rows."""
-    s = _slot_of(hkey, hval, key)
+    s = _slot_of(htab, key)
     if s < 0:
         return
     if not neighbours:
+        # a 112-byte row spans two or three cache lines; probes 56 bytes apart touch each one
         prefetch(ost, s, 0)
-        prefetch(ost, s, ost.shape[1] - 1)
+        prefetch(ost, s, NOF // 2)
+        prefetch(ost, s, NOF - 1)
         prefetch(oid, s, 0)
         return
     p, nx = ost[s, O_PREV], ost[s, O_NEXT]
@@ -136,60 +137,56 @@ def _prefetch_order(ost, oid, hkey, hval, key, neighbours):
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _slot_of(hkey, hval, key):
-    i = _home(hkey, key)
-    m = hkey.size - 1
+def _slot_of(htab, key):
+    """The row of order ``key``, or -1 when the id is not in the table."""
+    i = _home(htab, key)
+    m = htab.shape[0] - 1
     while True:
-        v = hval[i]
-        if v < 0:
-            return -1
-        if hkey[i] == key:
-            return v
+        v = htab[i, 1]
+        if v == 0:
+            return np.int64(-1)
+        if htab[i, 0] == key:
+            return np.int64(v) - 1
         i = (i + 1) & m
 
 
 @njit(cache=True, _nrt=False)
-def _hash_put(hkey, hval, key, val):
-    mask = np.uint64(hkey.size - 1)
-    x = key * _HASH_MUL
-    i = np.int64((x ^ (x >> _SHIFT)) & mask)
-    m = hkey.size - 1
-    while hval[i] >= 0:
+def _hash_put(htab, key, val):
+    i = _home(htab, key)
+    m = htab.shape[0] - 1
+    while htab[i, 1] != 0:
         i = (i + 1) & m
-    hkey[i] = key
-    hval[i] = val
+    htab[i, 0] = key
+    htab[i, 1] = np.uint64(val + 1)
 
 
 @njit(cache=True, _nrt=False)
-def _hash_del(hkey, hval, key):
-    mask = np.uint64(hkey.size - 1)
-    m = hkey.size - 1
-    x = key * _HASH_MUL
-    i = np.int64((x ^ (x >> _SHIFT)) & mask)
+def _hash_del(htab, key):
+    m = htab.shape[0] - 1
+    i = _home(htab, key)
     while True:
-        if hval[i] < 0:
+        if htab[i, 1] == 0:
             return
-        if hkey[i] == key:
+        if htab[i, 0] == key:
             break
         i = (i + 1) & m
     # backward-shift deletion keeps probe chains intact without tombstones
     j = i
     while True:
         j = (j + 1) & m
-        if hval[j] < 0:
+        if htab[j, 1] == 0:
             break
-        y = hkey[j] * _HASH_MUL
-        k = np.int64((y ^ (y >> _SHIFT)) & mask)
+        k = _home(htab, htab[j, 0])
         if i <= j:
             stays = i < k <= j
         else:
             stays = k > i or k <= j
         if stays:
             continue
-        hkey[i] = hkey[j]
-        hval[i] = hval[j]
+        htab[i, 0] = htab[j, 0]
+        htab[i, 1] = htab[j, 1]
         i = j
-    hval[i] = -1
+    htab[i, 1] = 0
 
 
 @njit(cache=True, _nrt=False, inline="always")
@@ -334,19 +331,19 @@ def _set_leaves(ost, lst, s, leaves):
 
 
 @njit(cache=True, _nrt=False)
-def rehash(old_keys, old_vals, new_keys, new_vals):
+def rehash(old, new):
     """Insert every entry of one id table into a larger, empty one."""
-    for i in range(old_keys.size):
-        if old_vals[i] >= 0:
-            _hash_put(new_keys, new_vals, old_keys[i], old_vals[i])
+    for i in range(old.shape[0]):
+        if old[i, 1] != 0:
+            _hash_put(new, old[i, 0], np.int64(old[i, 1]) - 1)
 
 
 def grow_state(state: tuple) -> tuple:
     """Return the state arrays with twice the order and level capacity, contents kept."""
-    ost, lst, oid, hkey, hval, ladder, ladlv, touched, meta, vrows, vids, counts = state
+    ost, lst, oid, htab, ladder, ladlv, touched, meta, vrows, vids, counts = state
     cap = ost.shape[0]
     big = new_state(2 * cap, 1, 1)
-    nost, nlst, noid, nhkey, nhval, nladder, nladlv, ntouched = big[:8]
+    nost, nlst, noid, nhtab, nladder, nladlv, ntouched = big[:7]
     nost[:cap], nlst[:cap], noid[:cap] = ost, lst, oid
     nladder[:, :cap], nladlv[:, :cap] = ladder, ladlv
     # the new slots cap..2cap-1 are chained by new_state; prepend them to the old free lists
@@ -354,5 +351,5 @@ def grow_state(state: tuple) -> tuple:
     nlst[2 * cap - 1, L_HEAD] = meta[M_FREE_L]
     meta[M_FREE_O] = cap
     meta[M_FREE_L] = cap
-    rehash(hkey, hval, nhkey, nhval)
-    return nost, nlst, noid, nhkey, nhval, nladder, nladlv, ntouched, meta, vrows, vids, counts
+    rehash(htab, nhtab)
+    return nost, nlst, noid, nhtab, nladder, nladlv, ntouched, meta, vrows, vids, counts

@@ -22,6 +22,8 @@ Rule codes (``RULES`` names them, in this order) and detail codes (``DETAILS``) 
 Caching: numba's cache keys a kernel on this file only, yet the kernels inline the field numbers
 and helpers of ``_verify_book``; a change there must come with a change here (this note will
 do), or stale compiled kernels keep the old layout.
+Book layout this file was last compiled against: ``BOOK_LAYOUT`` below; bump it with any change
+of ``_verify_book``'s arrays (editing this file is what makes numba recompile these kernels).
 
 Limits: capacities are fixed per call; before a message that might not fit, the kernel returns
 ``NEED_CAPACITY`` and the caller grows the arrays (``grow_state``) and resumes at that message.
@@ -55,6 +57,10 @@ RULES = ("stream", "row_fields", "order_live", "opposite_sides", "price_limits",
 (R_STREAM, R_FIELDS, R_LIVE, R_SIDES, R_LIMITS, R_RPRICE, R_FIFO, R_OVERFILL, R_CONSERVE, R_L2,
  R_EVENTS, R_CROSSED, R_REJECT, R_OTYPE, R_STP) = range(len(RULES))
 
+
+
+# 2: the id table is one (key, row + 1) uint64 array, ``htab``, instead of hkey + hval
+BOOK_LAYOUT = 2
 
 
 def new_state(capacity: int, violations: int) -> tuple:
@@ -147,12 +153,12 @@ def _viol(vrows, vids, counts, meta, rule_detail_rule, detail, seq, oid, a, b, c
 
 
 @njit(cache=True, _nrt=False)
-def _finish(ost, oid, hkey, hval, meta, vrows, vids, counts, seq, s):
+def _finish(ost, oid, htab, meta, vrows, vids, counts, seq, s):
     """An order left the book for good: check its quantities and free its slot."""
     if ost[s, O_FILLSUM] + ost[s, O_CANCELLED] + ost[s, O_LEAVES] != ost[s, O_TOTAL]:
         _viol(vrows, vids, counts, meta, R_CONSERVE, D_CONSERVE, seq, oid[s], ost[s, O_FILLSUM],
               ost[s, O_CANCELLED], ost[s, O_LEAVES], ost[s, O_TOTAL])
-    _hash_del(hkey, hval, oid[s])
+    _hash_del(htab, oid[s])
     ost[s, O_NEXT] = meta[M_FREE_O]
     ost[s, O_LEVEL] = -1
     meta[M_FREE_O] = s
@@ -162,7 +168,7 @@ def _finish(ost, oid, hkey, hval, meta, vrows, vids, counts, seq, s):
 
 # ------------------------------------------------------------------ one fill, one walk
 @njit(cache=True, _nrt=False)
-def _check_fill(x, f, seq, stp, ost, lst, oid, hkey, hval, ladlv, meta, vrows, vids, counts):
+def _check_fill(x, f, seq, stp, ost, lst, oid, htab, ladlv, meta, vrows, vids, counts):
     """Check fill ``f`` of incoming order ``x``; return the resting order's slot (or -1)."""
     xid = oid[x]
     xside = ost[x, O_SIDE]
@@ -178,7 +184,7 @@ def _check_fill(x, f, seq, stp, ost, lst, oid, hkey, hval, ladlv, meta, vrows, v
         mine, rid = f.sell_order_id, f.buy_order_id
     if mine != xid:
         _viol(vrows, vids, counts, meta, R_SIDES, D_INCOMING_NOT_NAMED, seq, xid, 0, 0, 0, 0)
-    r = _slot_of(hkey, hval, rid)
+    r = _slot_of(htab, rid)
     if r >= 0 and ost[r, O_LEVEL] < 0:
         r = -1
     if r < 0:
@@ -230,10 +236,10 @@ def _check_fill(x, f, seq, stp, ost, lst, oid, hkey, hval, ladlv, meta, vrows, v
 
 
 @njit(cache=True, _nrt=False)
-def _resting_report(er, r, have, q, seq, ost, lst, oid, hkey, hval, ladder, ladlv, touched,
+def _resting_report(er, r, have, q, seq, ost, lst, oid, htab, ladder, ladlv, touched,
                     meta, vrows, vids, counts):
     """Apply the resting order's PARTIAL/FILLED report ``er`` (paired with fill qty ``q``)."""
-    rr = _slot_of(hkey, hval, er.order_id)
+    rr = _slot_of(htab, er.order_id)
     if rr >= 0 and ost[rr, O_LEVEL] < 0:
         rr = -1
     if have and r >= 0 and rr != r:
@@ -253,13 +259,13 @@ def _resting_report(er, r, have, q, seq, ost, lst, oid, hkey, hval, ladder, ladl
     if l_new <= 0:
         _detach(ost, lst, ladder, ladlv, meta, rr)
         ost[rr, O_LEAVES] = 0
-        _finish(ost, oid, hkey, hval, meta, vrows, vids, counts, seq, rr)
+        _finish(ost, oid, htab, meta, vrows, vids, counts, seq, rr)
     else:
         _set_leaves(ost, lst, rr, l_new)
 
 
 @njit(cache=True, _nrt=False)
-def _walk(x, seq, stp, fills, fp, f_hi, events, k, e_hi, ost, lst, oid, hkey, hval, ladder,
+def _walk(x, seq, stp, fills, fp, f_hi, events, k, e_hi, ost, lst, oid, htab, ladder,
           ladlv, touched, meta, vrows, vids, counts):
     """Follow an incoming order's reports from event ``k``: fills, resting reports, STP cancels
     and its own end. Returns (next fill index, whether the order ended)."""
@@ -281,7 +287,7 @@ def _walk(x, seq, stp, fills, fp, f_hi, events, k, e_hi, ost, lst, oid, hkey, hv
             if fp < f_hi:
                 have = True
                 q = np.int64(fills[fp].qty)
-                r = _check_fill(x, fills[fp], seq, stp, ost, lst, oid, hkey, hval, ladlv, meta,
+                r = _check_fill(x, fills[fp], seq, stp, ost, lst, oid, htab, ladlv, meta,
                                 vrows, vids, counts)
                 fp += 1
             else:
@@ -297,7 +303,7 @@ def _walk(x, seq, stp, fills, fp, f_hi, events, k, e_hi, ost, lst, oid, hkey, hv
                 ended = True
             if k < e_hi and (events[k].event == _PARTIAL or events[k].event == _FILLED) \
                     and events[k].order_id != xid:
-                _resting_report(events[k], r, have, q, seq, ost, lst, oid, hkey, hval, ladder,
+                _resting_report(events[k], r, have, q, seq, ost, lst, oid, htab, ladder,
                                 ladlv, touched, meta, vrows, vids, counts)
                 k += 1
             elif have:
@@ -311,7 +317,7 @@ def _walk(x, seq, stp, fills, fp, f_hi, events, k, e_hi, ost, lst, oid, hkey, hv
                     if left <= 0:
                         _detach(ost, lst, ladder, ladlv, meta, r)
                         ost[r, O_LEAVES] = 0
-                        _finish(ost, oid, hkey, hval, meta, vrows, vids, counts, seq, r)
+                        _finish(ost, oid, htab, meta, vrows, vids, counts, seq, r)
                     else:
                         _set_leaves(ost, lst, r, left)
             continue
@@ -339,7 +345,7 @@ def _walk(x, seq, stp, fills, fp, f_hi, events, k, e_hi, ost, lst, oid, hkey, hv
             ended = True
             continue
         if et == _CANCELLED and ev.reason == _SELF_TRADE:
-            r = _slot_of(hkey, hval, ev.order_id)
+            r = _slot_of(htab, ev.order_id)
             if r < 0 or ost[r, O_LEVEL] < 0:
                 _viol(vrows, vids, counts, meta, R_LIVE, D_REPORT_NOT_LIVE, seq, ev.order_id, 0,
                       0, 0, 0)
@@ -360,7 +366,7 @@ def _walk(x, seq, stp, fills, fp, f_hi, events, k, e_hi, ost, lst, oid, hkey, hv
             _detach(ost, lst, ladder, ladlv, meta, r)
             ost[r, O_CANCELLED] += ost[r, O_LEAVES]
             ost[r, O_LEAVES] = 0
-            _finish(ost, oid, hkey, hval, meta, vrows, vids, counts, seq, r)
+            _finish(ost, oid, htab, meta, vrows, vids, counts, seq, r)
             continue
         _viol(vrows, vids, counts, meta, R_EVENTS, D_UNEXPECTED_EVENT, seq, ev.order_id, et, 0, 0,
               0)
@@ -394,12 +400,12 @@ def _resting_id(fills, k):
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _look_ahead(orders, i, i_end, fills, fp, nf, ost, lst, oid, hkey, hval, ladder, ladlv, meta):
+def _look_ahead(orders, i, i_end, fills, fp, nf, ost, lst, oid, htab, ladder, ladlv, meta):
     """Prefetch what the messages (and fills) a few rows ahead will touch (no effect on results)."""
     if i + PF_ID < i_end:
-        _prefetch_id(hkey, hval, orders[i + PF_ID].order_id)
+        _prefetch_id(htab, orders[i + PF_ID].order_id)
     if i + PF_ROW < i_end:
-        _prefetch_order(ost, oid, hkey, hval, orders[i + PF_ROW].order_id, False)
+        _prefetch_order(ost, oid, htab, orders[i + PF_ROW].order_id, False)
     if i + PF_NEXT < i_end:
         m = orders[i + PF_NEXT]
         if m.kind == _NEW and m.side <= 1:   # the row it may queue behind: its level's tail
@@ -407,26 +413,26 @@ def _look_ahead(orders, i, i_end, fills, fp, nf, ost, lst, oid, hkey, hval, ladd
             if lv >= 0 and lst[lv, L_TAIL] >= 0:
                 prefetch(ost, lst[lv, L_TAIL], O_NEXT)
         else:
-            _prefetch_order(ost, oid, hkey, hval, m.order_id, True)
+            _prefetch_order(ost, oid, htab, m.order_id, True)
     if fp + PF_ID < nf:
-        _prefetch_id(hkey, hval, _resting_id(fills, fp + PF_ID))
+        _prefetch_id(htab, _resting_id(fills, fp + PF_ID))
     if fp + PF_ROW < nf:
-        _prefetch_order(ost, oid, hkey, hval, _resting_id(fills, fp + PF_ROW), False)
+        _prefetch_order(ost, oid, htab, _resting_id(fills, fp + PF_ROW), False)
     if fp + PF_NEXT < nf:
-        _prefetch_order(ost, oid, hkey, hval, _resting_id(fills, fp + PF_NEXT), True)
+        _prefetch_order(ost, oid, htab, _resting_id(fills, fp + PF_NEXT), True)
 
 @njit(cache=True, _nrt=False)
-def _end_incoming(x, ended, seq, ost, lst, oid, hkey, hval, ladder, ladlv, touched, meta, vrows,
+def _end_incoming(x, ended, seq, ost, lst, oid, htab, ladder, ladlv, touched, meta, vrows,
                   vids, counts):
     """After its reports: an incoming order rests (GTC limit with quantity left) or is done.
     Returns False when no level slot is free."""
     if ended or ost[x, O_LEAVES] <= 0:
-        _finish(ost, oid, hkey, hval, meta, vrows, vids, counts, seq, x)
+        _finish(ost, oid, htab, meta, vrows, vids, counts, seq, x)
         return True
     if ost[x, O_MARKET] == 1 or ost[x, O_TIF] != _GTC:
         _viol(vrows, vids, counts, meta, R_OTYPE, D_LEFT_OPEN, seq, oid[x], ost[x, O_MARKET],
               ost[x, O_TIF], 0, 0)
-        _finish(ost, oid, hkey, hval, meta, vrows, vids, counts, seq, x)
+        _finish(ost, oid, htab, meta, vrows, vids, counts, seq, x)
         return True
     _touch(touched, lst, ladder, ladlv, meta, ost[x, O_SIDE], ost[x, O_PRICE])
     return _append(ost, lst, ladder, ladlv, meta, x)
@@ -466,7 +472,7 @@ def _check_l2(seq, l2, lp, l_hi, lst, ladder, ladlv, touched, meta, vrows, vids,
 
 
 @njit(cache=True, _nrt=False, nogil=True)
-def check_symbol(orders, fills, l2, events, i_end, known, stp, final, ost, lst, oid, hkey, hval,
+def check_symbol(orders, fills, l2, events, i_end, known, stp, final, ost, lst, oid, htab,
                  ladder, ladlv, touched, meta, vrows, vids, counts):
     """Check the messages ``meta[M_I]..i_end-1`` of one symbol and their output rows.
 
@@ -487,7 +493,7 @@ def check_symbol(orders, fills, l2, events, i_end, known, stp, final, ost, lst, 
         if meta[M_LIVE_O] + 2 > ost.shape[0] or meta[M_LIVE_L] + 2 > lst.shape[0]:
             meta[M_I], meta[M_FP], meta[M_LP], meta[M_EP] = i, fp, lp, ep
             return NEED_CAPACITY
-        _look_ahead(orders, i, i_end, fills, fp, nf, ost, lst, oid, hkey, hval, ladder, ladlv, meta)
+        _look_ahead(orders, i, i_end, fills, fp, nf, ost, lst, oid, htab, ladder, ladlv, meta)
         m = orders[i]
         seq, ts = np.int64(m.seq), np.int64(m.ts)
         while fp < nf and fills[fp].seq < seq:
@@ -529,7 +535,7 @@ def check_symbol(orders, fills, l2, events, i_end, known, stp, final, ost, lst, 
             if ev0.order_id != m.order_id:
                 _viol(vrows, vids, counts, meta, R_EVENTS, D_FIRST_WRONG_ORDER, seq, ev0.order_id,
                       0, 0, 0, 0)
-            x = _slot_of(hkey, hval, m.order_id)
+            x = _slot_of(htab, m.order_id)
             if et == _REJECTED:
                 rs = np.int64(ev0.reason)
                 if e_hi - ep != 1 or f_hi != fp or l_hi != lp or ev0.filled_qty != 0 \
@@ -586,11 +592,11 @@ def check_symbol(orders, fills, l2, events, i_end, known, stp, final, ost, lst, 
                     ost[x, O_FLAGS] = np.int64(m.flags)
                     ost[x, O_TIF] = np.int64(m.tif)
                     ost[x, O_LEVEL] = -1
-                    _hash_put(hkey, hval, m.order_id, x)
+                    _hash_put(htab, m.order_id, x)
                     fp2, ended = _walk(x, seq, stp, fills, fp, f_hi, events, ep + 1, e_hi, ost,
-                                       lst, oid, hkey, hval, ladder, ladlv, touched, meta, vrows,
+                                       lst, oid, htab, ladder, ladlv, touched, meta, vrows,
                                        vids, counts)
-                    if not _end_incoming(x, ended, seq, ost, lst, oid, hkey, hval, ladder, ladlv,
+                    if not _end_incoming(x, ended, seq, ost, lst, oid, htab, ladder, ladlv,
                                          touched, meta, vrows, vids, counts):
                         return NEED_CAPACITY
             elif x < 0 or ost[x, O_LEVEL] < 0:
@@ -605,7 +611,7 @@ def check_symbol(orders, fills, l2, events, i_end, known, stp, final, ost, lst, 
                 _detach(ost, lst, ladder, ladlv, meta, x)
                 ost[x, O_CANCELLED] += ost[x, O_LEAVES]
                 ost[x, O_LEAVES] = 0
-                _finish(ost, oid, hkey, hval, meta, vrows, vids, counts, seq, x)
+                _finish(ost, oid, htab, meta, vrows, vids, counts, seq, x)
                 _extra(seq, events, ep + 1, e_hi, fills, fp, f_hi, meta, vrows, vids, counts)
             else:   # MODIFY of a live order
                 q = np.int64(m.qty)
@@ -631,9 +637,9 @@ def check_symbol(orders, fills, l2, events, i_end, known, stp, final, ost, lst, 
                     ost[x, O_MARKET] = 0
                     ost[x, O_TIF] = _GTC
                     fp2, ended = _walk(x, seq, stp, fills, fp, f_hi, events, ep + 1, e_hi, ost,
-                                       lst, oid, hkey, hval, ladder, ladlv, touched, meta, vrows,
+                                       lst, oid, htab, ladder, ladlv, touched, meta, vrows,
                                        vids, counts)
-                    if not _end_incoming(x, ended, seq, ost, lst, oid, hkey, hval, ladder, ladlv,
+                    if not _end_incoming(x, ended, seq, ost, lst, oid, htab, ladder, ladlv,
                                          touched, meta, vrows, vids, counts):
                         return NEED_CAPACITY
         _check_l2(seq, l2, lp, l_hi, lst, ladder, ladlv, touched, meta, vrows, vids, counts)

@@ -110,7 +110,7 @@ class _Run:
     def check(self, state: tuple, orders, fills, l2, events, known: bool, final: int) -> tuple:
         """Check one symbol's rows (all of them, or the next seq range of them: ``final`` is
         ``K.FLUSH`` for a range more follow, ``K.FINAL`` for the last); return the state."""
-        meta = state[8]
+        meta = state[-4]
         meta[K.M_I] = meta[K.M_FP] = meta[K.M_LP] = meta[K.M_EP] = 0
         n = orders.size
         t0 = time.perf_counter()
@@ -132,7 +132,7 @@ class _Run:
     def end(self, state: tuple) -> None:
         """Collect one symbol's violations and counts from its final state."""
         room = max(self.max_violations - len(self.violations), 0)
-        meta, vrows, vids, counts = state[8], state[9], state[10], state[11]
+        meta, vrows, vids, counts = state[-4:]
         kept = min(int(meta[K.M_VN]), room)
         self.violations += [_format(vrows[j], vids[j]) for j in range(kept)]
         self.counts += counts
