@@ -238,12 +238,28 @@ def _read_range(data_dir: str, sid: int, lo: int, hi: int) -> dict:
     return {n: read(data_dir, n, symbol=sid, seq=(lo, hi)) for n in ("orders", "fills", "l2", "events")}
 
 
+def _ranges(first: int, last: int, chunk: int) -> list[tuple[int, int]]:
+    """Seq ranges covering first..last (inclusive), none longer than ``chunk``; [(1, 0)] when empty.
+
+    Why they start short (chunk/16, doubling): the first range's read is the only one nothing
+    overlaps (the kernel waits for it), so a short one lets checking start at once; from then on
+    each read (of a range at most twice the one being checked) runs while the kernel works.
+    """
+    out, lo, size = [], first, max(chunk >> 4, 1)
+    while lo <= last:
+        hi = min(lo + size - 1, last)
+        out.append((lo, hi))
+        lo, size = hi + 1, min(2 * size, chunk)
+    return out or [(1, 0)]
+
+
 def verify(data_dir, *, progress: bool = False, max_violations: int = 1000,
            chunk: int = _READ_CHUNK) -> VerifyReport:
     """Verify every deal of the run in ``data_dir`` against its orders; return a VerifyReport.
 
-    Reads one symbol at a time (all four tables), ``chunk`` seqs at a time, and checks it with
-    the independent kernel while a worker thread reads the next range; then checks run-wide
+    Reads one symbol at a time (all four tables), at most ``chunk`` seqs at a time (short
+    ranges first, see ``_ranges``), and checks it with the independent kernel while a worker
+    thread reads the next range; then checks run-wide
     that every seq is stored once and trade ids are consecutive.
     Raises UsageError for chunk < 1, StoreError if ``data_dir`` is not a data directory,
     CorruptionError if a stored file fails its checksum. Violations are reported, not raised
@@ -258,8 +274,7 @@ def verify(data_dir, *, progress: bool = False, max_violations: int = 1000,
     known = set(info.symbols.values())
     run = _Run(stp, max_violations, _bar(progress, info.last_seq - info.first_seq, "verify"))
     seqs, trade_ids = [], []
-    ranges = [(lo, min(lo + chunk - 1, info.last_seq))
-              for lo in range(info.first_seq + 1, info.last_seq + 1, chunk)] or [(1, 0)]
+    ranges = _ranges(info.first_seq + 1, info.last_seq, chunk)
     jobs = [(sid, lo, hi) for sid in _stored_symbols(data_dir) for lo, hi in ranges]
     # why a thread: reading and decoding the next range runs while the kernel (which releases
     # the GIL) checks this one; with two free cores verify costs about max(read, check)

@@ -122,3 +122,18 @@ def test_wrong_dtype_is_a_usage_error(tables):
     orders, fills, l2, events = tables
     with pytest.raises(UsageError):
         verify_arrays(orders, l2, fills, events)
+
+
+@pytest.mark.parametrize("first,last,chunk", [(1, 2_000_000, 1 << 20), (1, 300, 97), (5, 5, 1),
+                                              (1, 10, 1), (101, 100, 7)])
+def test_read_ranges_cover_every_seq_once_and_start_short(first, last, chunk):
+    from replay.verify import _ranges
+
+    got = _ranges(first, last, chunk)
+    if last < first:
+        assert got == [(1, 0)]
+        return
+    seqs = np.concatenate([np.arange(lo, hi + 1) for lo, hi in got])
+    assert np.array_equal(seqs, np.arange(first, last + 1))
+    assert max(hi - lo + 1 for lo, hi in got) <= chunk
+    assert got[0][1] - got[0][0] + 1 == min(max(chunk >> 4, 1), last - first + 1)
