@@ -490,9 +490,15 @@ def _dec_rle(vraw, vw, vsh, vmn, vg, lraw, lw, lsh, lmn, lg, nr, flip, out):
         _unpack_block(lraw, lwords, lw, lsh, nr, s, e, ql)
         for j in range(e - s):
             ln = np.int64(ql[j] * lg + lmn)
+            v = (qv[j] * vg + vmn) ^ flip
+            if ln == 1 and p < n:
+                # why: most runs of a mostly-distinct column are single rows; skip the
+                # inner loop's setup for them
+                out[p] = v
+                p += 1
+                continue
             if ln < 0 or p + ln > n:
                 return False
-            v = (qv[j] * vg + vmn) ^ flip
             for i in range(p, p + ln):
                 out[i] = v
             p += ln
