@@ -26,8 +26,12 @@ smallest after compression, searched on a sample, remembered); they are re-expor
 Columns reach the encoders as uint64 bit patterns (``split_u64``: one cache-blocked pass over a
 batch's rows for all its fields), so sealing never copies a field through numpy casts.
 
-Invariants: kernels are ``@njit(cache=True)`` with no object mode and no per-row Python; the
-Python wrappers only assemble headers. Byte layouts are in docs/formats.md ("Column block").
+Decoding is fused: each stream is unpacked a block of values at a time (byte planes and
+byte-aligned widths as plain loads, widths 1/2/4 word by word) and the block's final values are
+written straight into the output column in its own width (``decode(..., out=)`` may supply it).
+
+Invariants: kernels are ``@njit(cache=True, nogil=True)`` with no object mode and no per-row
+Python; the Python wrappers only assemble and parse headers. Byte layouts are in docs/formats.md ("Column block").
 """
 
 from __future__ import annotations
