@@ -194,11 +194,14 @@ class _Driver:
                 for fill in ctx._apply_fill(a.sf[k], self.trader, ctx.now):
                     self.strategy.on_fill(ctx, fill)
 
+    def _read_top(self) -> None:
+        a = self.arrays
+        C.top_of_book(a.state[3], a.state[1], a.state[5], self.symbol, self.top)
+
     def _observe(self, obs, local) -> BookView:
         self.obs_ts = obs
         self.ctx.now = local
-        a = self.arrays
-        C.top_of_book(a.state[3], a.state[1], a.state[5], self.symbol, self.top)
+        self._read_top()
         if self.nmark == len(self.marks):
             self.marks = C._grow(self.marks, 0)
         self.marks[self.nmark] = (obs, *self.top)
@@ -279,16 +282,8 @@ class _L2Driver(_Driver):
             return K.OK, self.engine.apply_orders(msgs, i, stop)
         return self.engine.advance(msgs, i, stop, stop_on_fill)
 
-    def _observe(self, obs, local) -> BookView:
-        self.obs_ts = obs
-        self.ctx.now = local
+    def _read_top(self) -> None:
         self.engine.top(self.top)
-        if self.nmark == len(self.marks):
-            self.marks = C._grow(self.marks, 0)
-        self.marks[self.nmark] = (obs, *self.top)
-        self.nmark += 1
-        self.ctx.book = BookView(obs, local, self.top, self.engine, self.symbol)
-        return self.ctx.book
 
 
 def _backtest_l2(flow, strategy, model, trader, fee_rate, fast, store_dir, engine_options,
