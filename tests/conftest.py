@@ -350,3 +350,28 @@ class Ledger:
                                           if sd == Side.SELL)
             if len(bids) and len(asks):
                 assert bids[0]["price"] < asks[0]["price"], f"{name} crossed"
+
+
+def shared_sample(relative: str):
+    """Return the path of a sample in the shared data directory (../shared/data or
+    $EXSIM_SHARED_DATA); skip the calling test, naming the sample, when it is not there (the
+    samples live outside the repository)."""
+    from exchange.errors import InputError
+    from scenarios.data import shared_file
+
+    try:
+        path = shared_file(relative)
+    except InputError as e:
+        pytest.skip(f"shared sample {relative} not available: {e}")
+    if not path.exists():
+        pytest.skip(f"shared sample {relative} not available: {path} does not exist")
+    return path
+
+
+def resting_flow(*rows):
+    """rows: (ts, order_id, side, price, qty) NEW GTC limit orders of trader 1, symbol 0: a market
+    flow for backtest and what-if tests whose expected fills are worked out by hand."""
+    out = np.zeros(len(rows), ORDER_DTYPE)
+    for k, (ts, oid, side, price, qty) in enumerate(rows):
+        out[k] = (ts, oid, price, qty, 0, 1, Kind.NEW, OrderType.LIMIT, Tif.GTC, 0, side)
+    return out

@@ -4,23 +4,16 @@ njit and Python paths agree, the summary adds up, runs journal and plot."""
 import numpy as np
 import pytest
 
-from exchange import ORDER_DTYPE, Kind, OrderType, Side, Tif, UsageError
+from conftest import resting_flow
+from exchange import ORDER_DTYPE, Side
 from replay.backtest import ID_BASE, backtest
 from replay.backtest_result import build_series, summarize
-from replay.latency import ConstantLatency, RandomLatency, RecordedLatency
+from replay.latency import ConstantLatency, RandomLatency
 from replay.strategy import QuoteStrategy, Strategy
 from scenarios import uniform_flow
-from scenarios.strategies import InventoryMarketMaker, MomentumTaker, mm_quotes
+from scenarios.strategies import InventoryMarketMaker, mm_quotes
 
 TRADER = 4242
-
-
-def flow(*rows):
-    """rows: (ts, order_id, side, price, qty) NEW GTC limit orders of trader 1, symbol 0."""
-    out = np.zeros(len(rows), ORDER_DTYPE)
-    for k, (ts, oid, side, price, qty) in enumerate(rows):
-        out[k] = (ts, oid, price, qty, 0, 1, Kind.NEW, OrderType.LIMIT, Tif.GTC, 0, side)
-    return out
 
 
 class PostOnce(Strategy):
@@ -37,7 +30,7 @@ class PostOnce(Strategy):
 
 
 # two asks of 5 at 100 (t=10, t=20), then buys of 5, 5, 2 at t=40, 50, 60
-BOOK = flow((10, 1, Side.SELL, 100, 5), (20, 2, Side.SELL, 100, 5), (40, 3, Side.BUY, 100, 5),
+BOOK = resting_flow((10, 1, Side.SELL, 100, 5), (20, 2, Side.SELL, 100, 5), (40, 3, Side.BUY, 100, 5),
             (50, 4, Side.BUY, 100, 5), (60, 5, Side.BUY, 100, 2))
 
 

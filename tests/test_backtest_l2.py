@@ -3,11 +3,10 @@ the answer is obvious, determinism, and the Binance sample end to end."""
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 
+from conftest import shared_sample
 from exchange.errors import UsageError
 from exchange.schema import FILL_DTYPE, L2_DTYPE, Event, Reason, Side
 from replay.backtest import backtest
@@ -201,14 +200,9 @@ def test_l2_backtest_is_deterministic():
 
 
 def _binance():
-    from scenarios.data import BINANCE_BTCUSDT, shared_file
-    try:
-        path = shared_file(BINANCE_BTCUSDT)
-    except Exception:
-        pytest.skip("Binance sample not available")
-    if not os.path.exists(path):
-        pytest.skip("Binance sample not available")
-    return path
+    from scenarios.data import BINANCE_BTCUSDT
+
+    return str(shared_sample(BINANCE_BTCUSDT))
 
 
 def test_binance_sample_backtest_end_to_end():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from cli_fixtures import run, write_scenario
+from conftest import shared_sample
 
 
 def test_backtest_prints_a_json_summary_for_the_default_market_maker(tmp_path):
@@ -47,18 +48,9 @@ def test_bench_rejects_a_zero_size():
 
 
 def _binance_dir():
-    import os
+    from scenarios.data import BINANCE_BTCUSDT
 
-    import pytest
-
-    from scenarios.data import BINANCE_BTCUSDT, shared_file
-    try:
-        path = shared_file(BINANCE_BTCUSDT)
-    except Exception:
-        pytest.skip("Binance sample not available")
-    if not os.path.exists(path):
-        pytest.skip("Binance sample not available")
-    return os.path.dirname(path)
+    return str(shared_sample(BINANCE_BTCUSDT).parent)
 
 
 def test_backtest_on_the_binance_l2_sample_end_to_end(tmp_path):

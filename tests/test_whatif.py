@@ -3,20 +3,13 @@
 import numpy as np
 import pytest
 
-from exchange import ORDER_DTYPE, Kind, OrderType, Side, Tif, UsageError
+from conftest import resting_flow
+from exchange import Side, UsageError
 from replay.latency import ConstantLatency
 from replay.strategy import Strategy
 from replay.whatif import whatif
 
 TRADER = 4242
-
-
-def flow(*rows):
-    """rows: (ts, order_id, side, price, qty) NEW GTC limit orders of trader 1, symbol 0."""
-    out = np.zeros(len(rows), ORDER_DTYPE)
-    for k, (ts, oid, side, price, qty) in enumerate(rows):
-        out[k] = (ts, oid, price, qty, 0, 1, Kind.NEW, OrderType.LIMIT, Tif.GTC, 0, side)
-    return out
 
 
 class PostOnce(Strategy):
@@ -29,7 +22,7 @@ class PostOnce(Strategy):
 # asks 5@101 (id 6), 5@100 (ids 1, 2); the strategy's 3@100 (sent at t=5) arrives at t=15,
 # between 1 and 2; then buys 5@100 (id 3), 5@100 (id 4), 2@101 (id 5).
 # Without it: 3<-1 x5, 4<-2 x5, 5<-6 x2 @101.  With it: 3<-1 x5, 4<-S x3 + 4<-2 x2, 5<-2 x2 @100.
-BOOK = flow((5, 6, Side.SELL, 101, 5), (10, 1, Side.SELL, 100, 5), (20, 2, Side.SELL, 100, 5),
+BOOK = resting_flow((5, 6, Side.SELL, 101, 5), (10, 1, Side.SELL, 100, 5), (20, 2, Side.SELL, 100, 5),
             (40, 3, Side.BUY, 100, 5), (50, 4, Side.BUY, 100, 5), (60, 5, Side.BUY, 101, 2))
 
 
