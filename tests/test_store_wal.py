@@ -175,3 +175,19 @@ def test_fsync_policy_syncs_a_new_file_and_its_directory_before_the_first_record
     w.rotate()                                    # nothing unsynced: no fsync needed
     assert len(synced) == 3
     w.close()
+
+
+@pytest.mark.parametrize("width", [1, 7, 8, 9, 16, 41, 45, 46, 69])
+def test_byte_shuffle_matches_a_transpose_and_inverts(width):
+    from store.wal import _shuffle, _unshuffle
+
+    rng = np.random.default_rng(width)
+    for n in (0, 1, 7, 8, 9, 63, 64, 65, 200, 1031):   # around the 8-row and 64-row blocks
+        rows = rng.integers(0, 256, (n, width), dtype=np.uint8)
+        out = np.full(5 + n * width + 3, 0xAA, np.uint8)
+        assert _shuffle(rows.reshape(-1), width, out, 5) == 5 + n * width
+        assert np.array_equal(out[5:5 + n * width], rows.T.reshape(-1))
+        assert (out[:5] == 0xAA).all() and (out[5 + n * width:] == 0xAA).all()   # nothing outside
+        back = np.zeros(n * width, np.uint8)
+        _unshuffle(out, 5, width, n, back)
+        assert np.array_equal(back, rows.reshape(-1))
