@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from store.codecs import DICT, ENCODINGS, PACKED, ALIGNED, SHUFFLED, PLAIN, _as_u64, encode_u64
+from store.codecs import (DICT, ENCODINGS, PACKED, ALIGNED, SHUFFLED, PLAIN, _as_u64, encode_u64,
+                          encode_view)
 
 __all__ = ["choose", "choose_u64", "Chooser", "SEARCH_ROWS", "SEARCH_RUNS"]
 
@@ -101,13 +102,15 @@ class Chooser:
         return self.encode_u64(key, _as_u64(col), col.dtype, compress)
 
     def encode_u64(self, key, u: np.ndarray, dtype, compress=None) -> tuple[int, bytes, bytes]:
-        """``encode`` for a column given as uint64 bit patterns (see ``encode_u64``)."""
+        """``encode`` for a column given as uint64 bit patterns (see ``encode_u64``). With a
+        remembered choice the block bytes are a view of the encoder's reused buffer (see
+        ``codecs.encode_view``): valid until the next encode on this thread."""
         comp = compress or (lambda b: b)
         memo = self._memo.get(key)
         n = max(u.size, 1)
         if memo is not None and memo[3] < self.research_every:
             enc, aligned, per_row, uses = memo
-            b = encode_u64(u, dtype, enc, aligned)
+            b = encode_view(u, dtype, enc, aligned)   # why a view: the block is copied once, compressed
             c = comp(b)
             if min(len(b), len(c)) / n <= per_row * self.worse_ratio + 0.01:
                 self._memo[key] = (enc, aligned, per_row, uses + 1)

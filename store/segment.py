@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import os
 import struct
+import threading
 import uuid
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
 import crc32c
@@ -164,7 +166,8 @@ def encode_columns(data_dir: str, table: str, symbol: int, cols: dict, *, codec:
         if c in _FINAL:
             stored = _FINAL[c](raw)
         # why: a block the compressor cannot shrink is stored raw; decoding it is then free
-        used, stored = (c, stored) if len(stored) < len(raw) else (NONE, raw)
+        # (copied: the raw block may be a view of the encoder's reused buffer)
+        used, stored = (c, stored) if len(stored) < len(raw) else (NONE, bytes(raw))
         crc = crc32c.crc32c(stored)
         parts += [stored, CRC.pack(crc)]
         index += [_s(col), _s(dt.str), INDEX_COL.pack(enc, used, pos, len(stored), len(raw), crc)]
@@ -177,9 +180,32 @@ def encode_columns(data_dir: str, table: str, symbol: int, cols: dict, *, codec:
                                                  size, CODEC_NAMES[c], encodings, rel))
 
 
+_fsync_pool = None
+_fsync_pool_lock = threading.Lock()
+
+
+def _all(fsync, targets: list) -> None:
+    """Call ``fsync`` on every target, concurrently when there are several (raises the first
+    OSError). Why: fsyncs issued together share the file system's journal commits: a seal's
+    4 files + 4 directories took half the time in parallel (measured on this ext4 volume)."""
+    global _fsync_pool
+    if len(targets) < 2:
+        for t in targets:
+            fsync(t)
+        return
+    with _fsync_pool_lock:
+        if _fsync_pool is None:
+            _fsync_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="exsim-fsync")
+    futures = [_fsync_pool.submit(fsync, t) for t in targets]
+    wait(futures)   # why all before raising: the caller closes the descriptors on failure
+    for f in futures:
+        f.result()
+
+
 def commit_segments(data_dir: str, built: list, *, sync: bool = True) -> list:
-    """Write encoded segments durably: every file to its temporary name, then (``sync``) each
-    fsynced, then all renamed into place, then each distinct directory fsynced once.
+    """Write encoded segments durably: every file to its temporary name, then (``sync``) all
+    fsynced (concurrently), then all renamed into place, then each distinct directory fsynced
+    once (concurrently).
 
     Why in phases: one directory fsync after all renames commits them together, where a
     rename + directory fsync per file paid a journal commit each. Returns their SegmentInfos.
@@ -198,15 +224,14 @@ def commit_segments(data_dir: str, built: list, *, sync: bool = True) -> list:
                 view = memoryview(b"".join(b.parts))[written:]
                 while view:
                     view = view[os.write(fd, view):]
-        for tmp, fd, b in tmps:
-            if sync:
-                os.fsync(fd)
+        if sync:
+            _all(os.fsync, [fd for _, fd, _ in tmps])
         for tmp, fd, b in tmps:
             os.rename(tmp, os.path.join(data_dir, b.info.path))
             done.append(id(b))
         if sync:
-            for d in dict.fromkeys(os.path.dirname(b.info.path) for b in built):
-                fsync_dir(os.path.join(data_dir, d))
+            _all(fsync_dir, [os.path.join(data_dir, d)
+                             for d in dict.fromkeys(os.path.dirname(b.info.path) for b in built)])
     except OSError as e:
         for tmp, fd, b in tmps:
             try:
