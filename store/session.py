@@ -162,7 +162,8 @@ class Session:
         self._pending: list[WalRecord] = []
         self._pending_rows = 0
         self._arena = _Arena()
-        self._wal_exec = None   # the writer thread while process_many runs: it owns self.wal
+        self._wal_exec = None   # the GroupWriter while process_many runs: it owns self.wal
+        self.wal_groups = (0, 0)   # (records, fsync groups) of the last process_many
         self._wal_ops: list = []   # WAL rotations queued to it
         self._sealing: _SealJob | None = None
         self._wal_ranges: dict[str, tuple[int, int]] = {}
@@ -303,28 +304,32 @@ class Session:
         self._after_durable(rec)
         return res
 
-    def process_many(self, batches, *, depth: int = 2):
+    def process_many(self, batches, *, depth: int = 4):
         """Process an iterable of order batches, yielding each batch's Result in order.
 
         Same guarantee as ``process``: a Result is yielded only once its batch's WAL record is
         durable under the policy. The difference is pipelining: journaling (shuffle, lz4, CRC,
         write, fsync) runs on a writer thread, so up to ``depth`` batches are in flight and
-        batch k+1 is matched while batch k is being written and fsynced. The engine is then
-        ahead of the journal by the batches in flight, which is why checkpoints wait for the
-        pipeline to drain, and why a failed write leaves the session failed (reopen it: the
-        batches after the last yielded Result are replayed only if they reached the WAL).
-        ``process``, ``checkpoint`` and ``close`` raise UsageError inside the loop over the results.
+        batch k+1 is matched while batch k is being written and fsynced. When batches arrive
+        faster than fsyncs complete, the writer commits the queued records with one fsync
+        (group commit: ``wal.GroupWriter``), and each of their Results is yielded after it.
+        The engine is then ahead of the journal by the batches in flight, which is why
+        checkpoints wait for the pipeline to drain, and why a failed write leaves the session
+        failed (reopen it: the batches after the last yielded Result are replayed only if they
+        reached the WAL whole). ``process``, ``checkpoint`` and ``close`` raise UsageError
+        inside the loop over the results.
         Raises WriteError, StoreError as ``process``; UsageError if depth < 1.
         """
         import collections
-        from concurrent.futures import ThreadPoolExecutor
+
+        from store.wal import GroupWriter
 
         self._check_usable()
         if depth < 1:
             raise UsageError(f"process_many: depth must be >= 1, got {depth}")
         flight = collections.deque()
-        ex = ThreadPoolExecutor(1, thread_name_prefix="exsim-wal")   # one worker: FIFO order
-        self._wal_exec = ex
+        writer = GroupWriter(self.wal)   # its thread owns self.wal until closed
+        self._wal_exec = writer
         try:
             for orders in batches:
                 if flight and self.engine.seq - self._last_ckpt >= self.checkpoint_every:
@@ -332,16 +337,18 @@ class Session:
                         yield self._ack(*flight.popleft())
                 self._check_usable(inside=True)
                 rec, res = self._match(orders)
-                fut = ex.submit(self.wal.append, rec.first_seq, rec.orders, rec.fills, rec.l2,
-                                rec.events)
+                fut = writer.append(rec.first_seq, rec.orders, rec.fills, rec.l2, rec.events)
                 flight.append((rec, res, fut))
-                while len(flight) >= depth:
+                while len(flight) >= depth or (flight and flight[0][2].done()):
+                    # why also when done: a durable Result is handed over at once, and its
+                    # batch booked for sealing, instead of waiting for the pipe to fill
                     yield self._ack(*flight.popleft())
             while flight:
                 yield self._ack(*flight.popleft())
         finally:
-            ex.shutdown(wait=True)   # why: the writer must be idle before anyone else writes
+            writer.close()   # why: the writer must be idle before anyone else writes
             self._wal_exec = None
+            self.wal_groups = (writer.records, writer.groups)
             # a loop left early (break, an exception) leaves journaled but unyielded batches:
             # book them, or the next seal would skip their rows
             for rec, _, fut in flight:
@@ -502,7 +509,7 @@ class Session:
         if self._wal_exec is None:
             self.wal.rotate()
         else:   # why queued: the writer thread owns the WAL; FIFO puts this after queued appends
-            self._wal_ops.append(self._wal_exec.submit(self.wal.rotate))
+            self._wal_ops.append(self._wal_exec.rotate())
 
     def _reap_seal(self, block: bool) -> list:
         """Register a finished background seal (waiting for it if ``block``); return its infos.
@@ -612,9 +619,14 @@ class Session:
                 self._sealing.thread.join()   # its files are orphans unless registered
                 self._sealing = None
         else:
-            self.seal()
+            if self.seal_in_background and self._pending:
+                self._start_seal()   # (after a running seal) the rest goes to the seal thread
             if self.engine.seq != self._last_ckpt:
+                # why before waiting for the seal: the final checkpoint (engine state, write,
+                # fsync) is made on this thread while the seal thread writes the last segments;
+                # recovery accepts either one registered first
                 self._checkpoint()
+            self.seal()
         self.wal.close()
         self._trim_wal()
         self.catalog.close()

@@ -13,8 +13,10 @@ array byte-shuffled (byte 0 of every row, then byte 1 ...: blosc's shuffle), whi
 less than half and compresses about twice as fast. Byte layout: docs/formats.md.
 
 Invariants:
-- Records are appended whole with one writev (frame header + payload parts); a batch is acknowledged only after ``append``
-  returns, and under durability ``fsync`` only after the file is fsynced.
+- Records are appended whole with one writev (frame header + payload parts); a batch is
+  acknowledged only after ``append`` returns, and under durability ``fsync`` only after the file
+  is fsynced: by that append, or, for records appended with ``defer_sync`` (group commit,
+  ``GroupWriter``), by the ``commit()`` after them.
 - Seqs are contiguous: each record's first seq is the previous record's last seq + 1, across files.
 - A writer never appends to a file a previous process wrote: it starts a new file, so recovery
   only ever has to truncate the tail of an old file, never to rewrite one.
@@ -47,7 +49,7 @@ from exchange.errors import CorruptionError, UsageError, WriteError
 from store.tables import STORED_DTYPES, TABLES, packed
 from exchange.schema import TABLE_DTYPES
 
-__all__ = ["WalWriter", "WalRecord", "WalReport", "scan_wal", "wal_files", "DURABILITY"]
+__all__ = ["WalWriter", "GroupWriter", "WalRecord", "WalReport", "scan_wal", "wal_files", "DURABILITY"]
 
 MAGIC = b"EXWL"
 VERSION = 2                               # 2 added record type 3; version 1 files are still read
@@ -406,9 +408,12 @@ class WalWriter:
             done = 0
 
     # -- records -------------------------------------------------------------------------------
-    def append(self, first_seq: int, orders, fills, l2, events) -> int:
+    def append(self, first_seq: int, orders, fills, l2, events, *, defer_sync: bool = False) -> int:
         """Append one batch record; return its size in bytes once it is durable under the policy.
 
+        ``defer_sync`` (group commit): under durability "fsync", skip this record's fsync; the
+        record is then durable only after the next ``commit()`` (or rotation), and must not be
+        acknowledged before. Other policies ignore it.
         Raises UsageError if first_seq does not continue the log, WriteError if the write or
         fsync fails (the partial record is cut off again where possible; the writer then refuses
         further appends because the caller's state is ahead of the log).
@@ -440,8 +445,8 @@ class WalWriter:
             self._size += size
             now = time.monotonic()
             self._unsynced = True
-            if self.durability == "fsync" or (self.durability == "interval"
-                                              and now - self._last_sync >= self.interval):
+            if (self.durability == "fsync" and not defer_sync) or (
+                    self.durability == "interval" and now - self._last_sync >= self.interval):
                 self._sync_now()
                 self._last_sync = now
         except OSError as e:
@@ -457,6 +462,21 @@ class WalWriter:
         self.bytes_written += size
         return size
 
+    def commit(self) -> None:
+        """Make every record appended with ``defer_sync`` durable (durability "fsync": one fsync
+        for all of them; other policies: nothing to do). Raises WriteError if the fsync fails;
+        the writer then refuses further appends (whether those records survive is unknown)."""
+        if self.durability != "fsync" or self._fd < 0 or not (self._unsynced or not self._dir_synced):
+            return
+        if self._broken:
+            raise WriteError(f"WAL writer unusable after an earlier failure: {self._broken}")
+        try:
+            self._sync_now()
+        except OSError as e:
+            self._broken = f"fsync of {self._path} failed: {e}"
+            raise WriteError(f"WAL: {self._broken}") from e
+        self._last_sync = time.monotonic()
+
     def sync(self) -> None:
         """fsync the current file now (group commit flush). Raises WriteError on failure."""
         if self._fd >= 0:
@@ -470,6 +490,103 @@ class WalWriter:
         """Flush and close the current file (fsync unless durability is none)."""
         if self._fd >= 0:
             self.rotate()
+
+
+class GroupWriter:
+    """A WalWriter driven by a thread of its own that commits queued records in groups.
+
+    ``append`` and ``rotate`` queue an operation and return a ``concurrent.futures.Future``.
+    The thread takes everything queued (up to ``max_group`` operations), performs it in order,
+    then makes it durable with one ``commit()`` (one fsync for the group under durability
+    "fsync"), and only then resolves the group's futures: a future's result means its record is
+    durable under the policy, exactly as a return from ``WalWriter.append``. When the writer
+    keeps up, groups hold one record (the same fsync per record as before); when records
+    arrive faster than fsyncs complete, one fsync covers several.
+
+    If an operation fails, it and every later one of its group get the exception (an earlier
+    record of the group was written but never committed: it is not acknowledged either); the
+    WalWriter refuses further appends. While a GroupWriter runs, only its thread touches the
+    WalWriter. ``close()`` performs what is queued, then stops the thread.
+    """
+
+    def __init__(self, wal: WalWriter, max_group: int = 16):
+        import collections
+        import threading
+
+        self.wal = wal
+        self.max_group = max_group
+        self.groups = 0          # commits done: records / groups says how much was grouped
+        self.records = 0
+        self._queue = collections.deque()
+        self._cond = threading.Condition()
+        self._stop = False
+        self._thread = threading.Thread(target=self._run, name="exsim-wal", daemon=True)
+        self._thread.start()
+
+    def append(self, first_seq, orders, fills, l2, events):
+        """Queue a record; return a Future resolved (with its size) once it is durable."""
+        return self._submit(("append", (first_seq, orders, fills, l2, events)))
+
+    def rotate(self):
+        """Queue a rotation of the WAL file after the records queued so far; return a Future."""
+        return self._submit(("rotate", ()))
+
+    def _submit(self, op):
+        from concurrent.futures import Future
+
+        fut = Future()
+        with self._cond:
+            if self._stop:
+                raise UsageError("GroupWriter is closed")
+            self._queue.append((fut, op))
+            self._cond.notify()
+        return fut
+
+    def close(self) -> None:
+        """Perform every queued operation, then stop the thread (idempotent)."""
+        with self._cond:
+            self._stop = True
+            self._cond.notify()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue and not self._stop:
+                    self._cond.wait()
+                if not self._queue:
+                    return
+                group = [self._queue.popleft() for _ in range(min(self.max_group, len(self._queue)))]
+            self._perform(group)
+
+    def _perform(self, group: list) -> None:
+        done, error = [], None
+        for fut, (kind, args) in group:
+            if error is not None:
+                fut.set_exception(error)
+                continue
+            try:
+                if kind == "append":
+                    done.append((fut, self.wal.append(*args, defer_sync=True)))
+                    self.records += 1
+                else:
+                    self.wal.rotate()
+                    done.append((fut, None))
+            except BaseException as e:   # why broad: any failure must reach the waiting caller
+                error = e
+                fut.set_exception(e)
+        if error is None:
+            try:
+                self.wal.commit()
+                self.groups += any(kind == "append" for _, (kind, _) in group)
+            except BaseException as e:
+                error = e
+        for fut, result in done:
+            if error is None:
+                fut.set_result(result)
+            else:   # written but never committed: not durable, so not acknowledged
+                fut.set_exception(error if isinstance(error, WriteError) else
+                                  WriteError(f"WAL: group commit failed: {error!r}"))
 
 
 def _fail(msg, path, offset, salvage, report, size, files_left):

@@ -237,7 +237,15 @@ def test_process_many_yields_what_process_returns_and_reopens_identically(tmp_pa
     s.close()
 
 
-def test_process_many_left_early_keeps_every_journaled_batch(tmp_path):
+def _slow_fsync(monkeypatch, seconds):
+    import store.wal as wal_mod
+
+    real = os.fsync
+    monkeypatch.setattr(wal_mod.os, "fsync", lambda fd: (__import__("time").sleep(seconds), real(fd)))
+
+
+def test_process_many_left_early_keeps_every_journaled_batch(tmp_path, monkeypatch):
+    _slow_fsync(monkeypatch, 0.05)   # why: the first batch is still in flight when the third is matched
     s = _session(tmp_path, seal_every=10**9)
     batches = [make_orders(200, seed=i) for i in range(6)]
     it = s.process_many(batches, depth=3)
@@ -248,3 +256,17 @@ def test_process_many_left_early_keeps_every_journaled_batch(tmp_path):
     assert s.engine.seq == sum(r.orders.size for r in s.unsealed_records()) == 600
     s.close()
     assert read(str(tmp_path), "orders").size == 600
+
+
+def test_process_many_commits_queued_batches_with_one_fsync_and_loses_none(tmp_path, monkeypatch):
+    _slow_fsync(monkeypatch, 0.03)   # fsyncs slower than matching: batches queue up behind one
+    batches = [make_orders(200, seed=i) for i in range(10)]
+    s = _session(tmp_path, seal_every=10**9)
+    got = list(s.process_many(batches, depth=6))
+    records, groups = s.wal_groups
+    assert records == 10 and groups < records
+    s.close()
+    s = Session.open(str(tmp_path))
+    assert s.engine.seq == 2000 and len(got) == 10
+    assert read(str(tmp_path), "orders").size == 2000
+    s.close()

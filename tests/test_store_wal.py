@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from exchange.errors import CorruptionError, UsageError
-from store.wal import FILE_HEADER, WalWriter, scan_wal, wal_files
+from exchange.errors import WriteError
+from store.wal import FILE_HEADER, GroupWriter, WalWriter, scan_wal, wal_files
 from store_fixtures import make_batch
 
 
@@ -191,3 +192,53 @@ def test_byte_shuffle_matches_a_transpose_and_inverts(width):
         back = np.zeros(n * width, np.uint8)
         _unshuffle(out, 5, width, n, back)
         assert np.array_equal(back, rows.reshape(-1))
+
+
+def _traced_group(tmp_path, monkeypatch, fsync):
+    """A GroupWriter whose writes, fsyncs and acknowledgements land in one ordered trace."""
+    import store.wal as wal_mod
+
+    trace = []
+    monkeypatch.setattr(wal_mod.os, "fsync", lambda fd: (fsync(fd), trace.append(("fsync",))))
+    w = WalWriter(str(tmp_path), durability="fsync")
+    real_append = w.append
+    w.append = lambda seq, *a, **k: (real_append(seq, *a, **k), trace.append(("write", seq)))[0]
+    return GroupWriter(w), w, trace
+
+
+def test_group_commit_acknowledges_each_record_only_after_an_fsync_that_covers_it(tmp_path, monkeypatch):
+    import time
+
+    real = os.fsync
+    g, w, trace = _traced_group(tmp_path, monkeypatch, lambda fd: (time.sleep(0.02), real(fd)))
+    futs, seq = [], 1
+    for i in range(8):
+        b = make_batch(seq, 100, seed=i)
+        f = g.append(seq, *b)
+        f.add_done_callback(lambda f, s=seq: trace.append(("ack", s)))   # runs on the writer
+        futs.append(f)
+        seq += 100
+    assert [f.result() > 0 for f in futs] == [True] * 8
+    g.close()
+    for i, ev in enumerate(trace):
+        if ev[0] == "ack":
+            wrote = trace.index(("write", ev[1]))
+            assert ("fsync",) in trace[wrote + 1:i], f"record {ev[1]} acknowledged before an fsync"
+    assert trace.count(("fsync",)) < 8 and g.groups < g.records == 8   # grouped
+    w.close()
+    assert scan_wal(str(tmp_path))[1].last_seq == 800
+
+
+def test_a_failed_group_fsync_fails_every_record_of_the_group_and_later_appends(tmp_path, monkeypatch):
+    import time
+
+    def fail(fd):
+        time.sleep(0.02)
+        raise OSError(5, "I/O error")
+
+    g, w, _ = _traced_group(tmp_path, monkeypatch, fail)
+    futs = [g.append(1 + 100 * i, *make_batch(1 + 100 * i, 100, seed=i)) for i in range(4)]
+    g.close()
+    assert all(isinstance(f.exception(), WriteError) for f in futs)
+    with pytest.raises(WriteError, match="unusable"):
+        w.append(401, *make_batch(401, 10))
