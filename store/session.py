@@ -86,21 +86,30 @@ class _Arena:
 
     def copy(self, a: np.ndarray) -> np.ndarray:
         """Return a read-only copy of the 1-D array ``a`` (same dtype) inside a chunk."""
-        n = a.nbytes
+        return self.concat([a])
+
+    def concat(self, arrays: list) -> np.ndarray:
+        """Return a read-only copy of the 1-D arrays (one dtype) end to end inside a chunk."""
+        dtype = arrays[0].dtype
+        n = sum(a.nbytes for a in arrays)
         if n == 0:
-            out = np.empty(0, a.dtype)
-        else:
-            if self._pos + n > self._cur.size:
-                self._next(n)
-            dst = self._cur[self._pos:self._pos + n]
+            out = np.empty(0, dtype)
+            out.flags.writeable = False
+            return out
+        if self._pos + n > self._cur.size:
+            self._next(n)
+        dst = self._cur[self._pos:self._pos + n]
+        at = 0
+        for a in arrays:
+            part = dst[at:at + a.nbytes]
             if a.flags.c_contiguous:
                 # why bytes: a structured copyto goes field by field, 10x slower than memcpy
-                np.copyto(dst, a.view(np.uint8).reshape(-1))
-                out = dst.view(a.dtype)
+                np.copyto(part, a.view(np.uint8).reshape(-1))
             else:
-                out = dst.view(a.dtype)
-                np.copyto(out, a, casting="no")
-            self._pos += (n + 7) & ~7
+                np.copyto(part.view(dtype), a, casting="no")
+            at += a.nbytes
+        self._pos += (n + 7) & ~7
+        out = dst.view(dtype)
         out.flags.writeable = False
         return out
 
@@ -152,7 +161,7 @@ class Session:
     """A journaled engine. Build with ``Session.create`` or ``Session.open``, not directly."""
 
     def __init__(self, data_dir, engine, catalog, *, durability, sync_interval, checkpoint_every,
-                 seal_every, wal_rotate_bytes, wal_compress, seal_in_background):
+                 seal_every, wal_rotate_bytes, wal_compress, seal_in_background, journal_parts):
         self.data_dir = os.fspath(data_dir)
         self.engine = engine
         self.catalog = catalog
@@ -182,6 +191,9 @@ class Session:
                              interval=sync_interval, rotate_bytes=wal_rotate_bytes,
                              compress=(durability != "none") if wal_compress is None else wal_compress,
                              next_seq=engine.seq + 1)
+        self._parts = self._resolve_parts(journal_parts)
+        self._encoder = None   # the thread that encodes record parts (process), made when needed
+        self._part_encoder = None
         ck = catalog.latest_checkpoint()
         self._last_ckpt = ck["seq"] if ck else -1
         # why: a reopened directory starts from the encodings already found good for its data
@@ -189,7 +201,8 @@ class Session:
 
     _OPTS = dict(durability="fsync", sync_interval=0.05, checkpoint_every=1_000_000,
                  seal_every=1_000_000, wal_rotate_bytes=64 << 20, wal_compress=None,
-                 seal_in_background=True)
+                 seal_in_background=True, journal_parts=None)
+    PART_MIN = 4096   # messages: a smaller part costs more in calls and hand-overs than it overlaps
 
     # -- construction --------------------------------------------------------------------------
     @classmethod
@@ -202,7 +215,13 @@ class Session:
         lz4 records when the WAL is fsynced, where fewer bytes to sync pay for the compression;
         raw records under durability "none", where they do not), seal_in_background (True:
         the seals ``process`` triggers write their segments on a thread while batches go on;
-        they are registered by a later call; ``seal()`` and ``close()`` always wait).
+        they are registered by a later call; ``seal()`` and ``close()`` always wait),
+        journal_parts (None: 8 for an ``exchange.Engine`` when records are compressed, else 1;
+        k > 1: ``process`` matches a batch in up to k slices of >= PART_MIN messages and
+        encodes each slice's record part on a thread while the engine matches the next, then
+        writes the batch as one multi-part record. Only for engines whose outputs for a batch
+        equal those for its slices in turn, as exchange.Engine's do: recovery replays a record
+        as one batch and checks the outputs).
         run_info: scenario,
         seed and anything else worth recording in the ``runs`` table.
         Returns the open Session. Raises UsageError if the directory already holds a catalog,
@@ -295,14 +314,63 @@ class Session:
         ``process_many`` is running.
         """
         self._check_usable()
-        rec, res = self._match(orders)
-        try:
-            self.wal.append(rec.first_seq, rec.orders, rec.fills, rec.l2, rec.events)
-        except WriteError as e:
-            self._failed = str(e)
-            raise
+        k = min(self._parts, orders.size // self.PART_MIN) if self.wal.compress else 1
+        if k >= 2:
+            rec, res = self._process_parts(orders, k)
+        else:
+            rec, res = self._match(orders)
+            try:
+                self.wal.append(rec.first_seq, rec.orders, rec.fills, rec.l2, rec.events)
+            except WriteError as e:
+                self._failed = str(e)
+                raise
         self._after_durable(rec)
         return res
+
+    def _resolve_parts(self, journal_parts) -> int:
+        if journal_parts is None:
+            try:
+                from exchange.engine import Engine
+            except ImportError:   # pragma: no cover - the package ships the engine
+                return 1
+            return 8 if isinstance(self.engine, Engine) and self.wal.compress else 1
+        if isinstance(journal_parts, bool) or not isinstance(journal_parts, int) or journal_parts < 1:
+            raise UsageError(f"journal_parts must be None or an integer >= 1, got {journal_parts!r}")
+        return journal_parts
+
+    def _process_parts(self, orders: np.ndarray, k: int):
+        """``process`` in k slices: each slice is matched, then its record part is encoded on
+        the encoder thread while the engine matches the next slice; the batch's rows are then
+        copied end to end (its Result and pending record) while the last part is encoded, and
+        the parts are written as one record. Returns (record, Result) once it is durable."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        from store.wal import PartEncoder
+
+        if self._encoder is None:
+            self._encoder = ThreadPoolExecutor(1, thread_name_prefix="exsim-journal")
+            self._part_encoder = PartEncoder()
+        first, n = self.engine.seq + 1, orders.size
+        cuts = [n * i // k for i in range(k + 1)]
+        futs, outs, cp = [], [], self._arena.copy
+        try:
+            for a, b in zip(cuts[:-1], cuts[1:]):
+                sub, f0 = orders[a:b], self.engine.seq + 1
+                res = self.engine.process(sub, reuse=True) if self._reuse else self.engine.process(sub)
+                # why copies: the engine overwrites its output buffers on the next slice
+                out = (cp(res.fills), cp(res.l2), cp(res.events))
+                outs.append(out)
+                futs.append(self._encoder.submit(self._part_encoder.encode, f0, sub, *out))
+            rec = WalRecord(first, cp(orders), *(self._arena.concat([o[i] for o in outs])
+                                                  for i in range(3)))
+            self.wal.append_parts(first, n, [f.result() for f in futs])
+        except BaseException as e:
+            for f in futs:   # why wait: the encoder must be idle before the next batch
+                f.cancel() or f.exception()
+            if self.engine.seq >= first:   # the engine is ahead of the journal
+                self._failed = str(e) if isinstance(e, WriteError) else f"journaling failed: {e!r}"
+            raise
+        return rec, type(res)(rec.fills, rec.l2, rec.events)
 
     def process_many(self, batches, *, depth: int = 4):
         """Process an iterable of order batches, yielding each batch's Result in order.
@@ -630,6 +698,9 @@ class Session:
         self.wal.close()
         self._trim_wal()
         self.catalog.close()
+        if self._encoder is not None:
+            self._encoder.shutdown(wait=True)
+            self._encoder = None
         self._closed = True
 
     def __enter__(self) -> "Session":

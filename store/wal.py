@@ -10,7 +10,12 @@ then the four arrays, packed (no padding), in that order. Type BATCH_LZ4 (read o
 format version 1) means the payload is ``u32 raw length + lz4 block`` of that; type BATCH_SHUF
 (version 2, what ``compress=True`` writes) is ``u32 raw length + lz4 block`` of the header and each
 array byte-shuffled (byte 0 of every row, then byte 1 ...: blosc's shuffle), which lz4 shrinks to
-less than half and compresses about twice as fast. Byte layout: docs/formats.md.
+less than half and compresses about twice as fast. Type BATCH_PARTS (version 3) is the same batch
+cut into consecutive parts by seq: ``u32 part count``, then per part ``u32 raw length, u32 lz4
+length, lz4 block`` of a type-3 raw payload (its own 24-byte header and shuffled arrays). A part
+can be encoded while the engine still matches the rest of its batch (``Session.process``); the
+record is still one frame under one CRC, written whole or not at all, and reads back as one
+batch. Byte layout: docs/formats.md.
 
 Invariants:
 - Records are appended whole with one writev (frame header + payload parts); a batch is
@@ -49,18 +54,20 @@ from exchange.errors import CorruptionError, UsageError, WriteError
 from store.tables import STORED_DTYPES, TABLES, packed
 from exchange.schema import TABLE_DTYPES
 
-__all__ = ["WalWriter", "GroupWriter", "WalRecord", "WalReport", "scan_wal", "wal_files", "DURABILITY"]
+__all__ = ["WalWriter", "GroupWriter", "PartEncoder", "WalRecord", "WalReport", "scan_wal", "wal_files", "DURABILITY"]
 
 MAGIC = b"EXWL"
-VERSION = 2                               # 2 added record type 3; version 1 files are still read
-READ_VERSIONS = (1, 2)
+VERSION = 3                               # 2 added record type 3, 3 type 4; older files are read
+READ_VERSIONS = (1, 2, 3)
 FILE_HEADER = struct.Struct("<4sHHQ")     # magic, version, reserved, file number
 FRAME = struct.Struct("<IIB")             # length, crc32c(type + payload), type
 HCRC = struct.Struct("<I")                # crc32c of the FRAME bytes
 FRAME_SIZE = FRAME.size + HCRC.size       # 13
 BATCH = struct.Struct("<qIIII")           # first seq, n orders, n fills, n l2, n events
-T_BATCH, T_BATCH_LZ4, T_BATCH_SHUF = 1, 2, 3
-RECORD_TYPES = (T_BATCH, T_BATCH_LZ4, T_BATCH_SHUF)
+T_BATCH, T_BATCH_LZ4, T_BATCH_SHUF, T_BATCH_PARTS = 1, 2, 3, 4
+RECORD_TYPES = (T_BATCH, T_BATCH_LZ4, T_BATCH_SHUF, T_BATCH_PARTS)
+MIN_VERSION = {T_BATCH_SHUF: 2, T_BATCH_PARTS: 3}   # the file version that introduced a type
+PART = struct.Struct("<II")               # a type-4 part: raw length, lz4 block length
 LZ4_ACCELERATION = 1     # why 1: on shuffled rows higher levels barely gain speed and lose bytes
 DURABILITY = ("fsync", "interval", "none")
 _NAME = re.compile(r"^wal-(\d{8})\.log$")
@@ -259,6 +266,24 @@ def _wire_bytes(name: str, arr: np.ndarray) -> np.ndarray:
     return arr.view(np.uint8).reshape(-1)
 
 
+def _shuffled_lz4(first_seq, orders, fills, l2, events, scratch: np.ndarray | None) -> tuple[int, bytes]:
+    """Return (raw size, lz4 block) of the type-3 raw payload of a batch: its header and each
+    array byte-shuffled, built in ``scratch`` when it is large enough (uint8)."""
+    head = BATCH.pack(first_seq, orders.size, fills.size, l2.size, events.size)
+    arrays = [_wire_bytes(n, a) for n, a in zip(TABLES, (orders, fills, l2, events))]
+    size = len(head) + sum(a.size for a in arrays)
+    raw = scratch[:size] if scratch is not None and scratch.size >= size else np.empty(size, np.uint8)
+    raw[:len(head)] = np.frombuffer(head, np.uint8)
+    pos = len(head)
+    for name, a in zip(TABLES, arrays):
+        pos = _shuffle(a, _WIRE[name].itemsize, raw, pos)
+    return size, lz4.block.compress(raw, store_size=False, mode="fast", acceleration=LZ4_ACCELERATION)
+
+
+def _raw_size(orders, fills, l2, events) -> int:
+    return BATCH.size + sum(a.size * _WIRE[t].itemsize for t, a in zip(TABLES, (orders, fills, l2, events)))
+
+
 def _encode_batch(first_seq, orders, fills, l2, events, compress: bool,
                   scratch: np.ndarray | None = None) -> tuple[int, list]:
     """Return (record type, payload parts); the payload is the concatenation of the parts.
@@ -267,50 +292,100 @@ def _encode_batch(first_seq, orders, fills, l2, events, compress: bool,
     bytes before compression; reusing one spares the page faults of a fresh buffer per record,
     which cost more than the shuffle itself.
     """
-    head = BATCH.pack(first_seq, orders.size, fills.size, l2.size, events.size)
-    arrays = [_wire_bytes(n, a) for n, a in zip(TABLES, (orders, fills, l2, events))]
     if not compress:
-        return T_BATCH, [head] + arrays
-    size = len(head) + sum(a.size for a in arrays)
-    raw = scratch[:size] if scratch is not None and scratch.size >= size else np.empty(size, np.uint8)
-    raw[:len(head)] = np.frombuffer(head, np.uint8)
-    pos = len(head)
-    for name, a in zip(TABLES, arrays):
-        pos = _shuffle(a, _WIRE[name].itemsize, raw, pos)
-    body = lz4.block.compress(raw, store_size=False, mode="fast", acceleration=LZ4_ACCELERATION)
-    return T_BATCH_SHUF, [struct.pack("<I", raw.size), body]
+        head = BATCH.pack(first_seq, orders.size, fills.size, l2.size, events.size)
+        return T_BATCH, [head] + [_wire_bytes(n, a) for n, a in zip(TABLES, (orders, fills, l2, events))]
+    size, body = _shuffled_lz4(first_seq, orders, fills, l2, events, scratch)
+    return T_BATCH_SHUF, [struct.pack("<I", size), body]
+
+
+class PartEncoder:
+    """Encodes the parts of a type-4 record (``WalWriter.append_parts``), one at a time, in a
+    reused shuffle buffer. Its ``encode`` releases the GIL for nearly all of its work (shuffle
+    kernel, lz4), so parts can be encoded on a thread while the engine matches the next ones.
+    One encoder must not be used by two threads at once."""
+
+    def __init__(self):
+        self._scratch = np.empty(0, np.uint8)
+
+    def encode(self, first_seq, orders, fills, l2, events) -> list:
+        """Return one part (a list of bytes-like pieces) holding this sub-batch of a record."""
+        need = _raw_size(orders, fills, l2, events)
+        if self._scratch.size < need:
+            self._scratch = np.empty(need + need // 4, np.uint8)
+        size, body = _shuffled_lz4(first_seq, orders, fills, l2, events, self._scratch)
+        return [PART.pack(size, len(body)), body]
+
+
+def _rows(rtype: int, payload, pos: int = 0, end: int | None = None) -> tuple[int, list]:
+    """Parse one (decompressed) batch payload of type 1 or 3 in payload[pos:end]; return
+    (first seq, [orders, fills, l2, events]). Raises ValueError when it does not add up."""
+    end = len(payload) if end is None else end
+    first_seq, *counts = BATCH.unpack_from(payload, pos)
+    pos += BATCH.size
+    arrays = []
+    src = np.frombuffer(payload, np.uint8)
+    for name, n in zip(TABLES, counts):
+        wire = _WIRE[name]
+        size = n * wire.itemsize
+        if pos + size > end:
+            raise ValueError(f"{name} rows run past the payload")
+        if rtype == T_BATCH_SHUF:
+            out = np.empty(size, np.uint8)
+            _unshuffle(src, pos, wire.itemsize, n, out)
+            a = out.view(wire)
+        else:
+            a = np.frombuffer(payload, wire, count=n, offset=pos)
+        pos += size
+        arrays.append(a if wire == _OUT[name] and a.flags.writeable else a.astype(_OUT[name]))
+    if pos != end:
+        raise ValueError(f"{end - pos} unexpected trailing bytes")
+    return first_seq, arrays
+
+
+def _lz4(block, n: int) -> bytes:
+    out = lz4.block.decompress(block, uncompressed_size=n)
+    if len(out) != n:
+        raise ValueError(f"decompressed to {len(out)} bytes, header says {n}")
+    return out
+
+
+def _decode_parts(payload) -> tuple[int, list]:
+    (count,) = struct.unpack_from("<I", payload)
+    if count == 0:
+        raise ValueError("a multi-part record without parts")
+    pos, first, expect, per_table = 4, None, None, [[] for _ in TABLES]
+    view = memoryview(payload)
+    for k in range(count):
+        raw_n, comp_n = PART.unpack_from(payload, pos)
+        pos += PART.size
+        if pos + comp_n > len(payload):
+            raise ValueError(f"part {k} runs past the payload")
+        seq, arrays = _rows(T_BATCH_SHUF, _lz4(view[pos:pos + comp_n], raw_n))
+        pos += comp_n
+        if expect is not None and seq != expect:
+            raise ValueError(f"part {k} starts at seq {seq}, expected {expect}")
+        first = seq if first is None else first
+        expect = seq + arrays[0].size
+        for lst, a in zip(per_table, arrays):
+            lst.append(a)
+    if pos != len(payload):
+        raise ValueError(f"{len(payload) - pos} unexpected trailing bytes")
+    return first, [p[0] if len(p) == 1 else np.concatenate(p) for p in per_table]
 
 
 def _decode_batch(rtype: int, payload: bytes, path: str, offset: int) -> WalRecord:
     try:
-        if rtype in (T_BATCH_LZ4, T_BATCH_SHUF):
+        if rtype == T_BATCH_PARTS:
+            first_seq, arrays = _decode_parts(payload)
+        elif rtype in (T_BATCH_LZ4, T_BATCH_SHUF):
             (n,) = struct.unpack_from("<I", payload)
-            payload = lz4.block.decompress(memoryview(payload)[4:], uncompressed_size=n)
-            if len(payload) != n:
-                raise ValueError(f"decompressed to {len(payload)} bytes, header says {n}")
-        first_seq, *counts = BATCH.unpack_from(payload)
-        pos = BATCH.size
-        arrays = []
-        src = np.frombuffer(payload, np.uint8)
-        for name, n in zip(TABLES, counts):
-            wire = _WIRE[name]
-            size = n * wire.itemsize
-            if pos + size > len(payload):
-                raise ValueError(f"{name} rows run past the payload")
-            if rtype == T_BATCH_SHUF:
-                out = np.empty(size, np.uint8)
-                _unshuffle(src, pos, wire.itemsize, n, out)
-                a = out.view(wire)
-            else:
-                a = np.frombuffer(payload, wire, count=n, offset=pos)
-            pos += size
-            arrays.append(a if wire == _OUT[name] and a.flags.writeable else a.astype(_OUT[name]))
+            first_seq, arrays = _rows(rtype, _lz4(memoryview(payload)[4:], n))
+        else:
+            first_seq, arrays = _rows(rtype, payload)
     except (ValueError, struct.error, lz4.block.LZ4BlockError) as e:
         raise CorruptionError(f"{path}: record at offset {offset} has a bad payload ({e})",
                               path, offset) from None
-    if pos != len(payload):
-        raise CorruptionError(f"{path}: record at offset {offset} has {len(payload) - pos} "
-                              "unexpected trailing bytes", path, offset)
     return WalRecord(first_seq, *arrays, path=path, offset=offset)
 
 
@@ -418,16 +493,32 @@ class WalWriter:
         fsync fails (the partial record is cut off again where possible; the writer then refuses
         further appends because the caller's state is ahead of the log).
         """
-        if self._broken:
-            raise WriteError(f"WAL writer unusable after an earlier failure: {self._broken}")
-        if first_seq != self.next_seq:
-            raise UsageError(f"WAL expects seq {self.next_seq} next, got a batch starting at {first_seq}")
-        need = BATCH.size + sum(a.size * _WIRE[t].itemsize
-                                for t, a in zip(TABLES, (orders, fills, l2, events)))
+        self._check_next(first_seq)
+        need = _raw_size(orders, fills, l2, events)
         if self.compress and self._scratch.size < need:
             self._scratch = np.empty(need + need // 4, np.uint8)
         rtype, parts = _encode_batch(first_seq, orders, fills, l2, events, self.compress,
                                      self._scratch)
+        return self._append_payload(first_seq, orders.size, rtype, parts, defer_sync)
+
+    def append_parts(self, first_seq: int, n_orders: int, parts: list, *,
+                     defer_sync: bool = False) -> int:
+        """Append one batch record made of parts (``PartEncoder.encode`` results, consecutive
+        sub-batches in seq order, the first starting at ``first_seq``, ``n_orders`` orders in
+        all); return its size once durable, as ``append`` (same errors). A record of type 4:
+        one frame, one CRC, read back as one batch."""
+        self._check_next(first_seq)
+        payload = [struct.pack("<I", len(parts))] + [piece for part in parts for piece in part]
+        return self._append_payload(first_seq, n_orders, T_BATCH_PARTS, payload, defer_sync)
+
+    def _check_next(self, first_seq: int) -> None:
+        if self._broken:
+            raise WriteError(f"WAL writer unusable after an earlier failure: {self._broken}")
+        if first_seq != self.next_seq:
+            raise UsageError(f"WAL expects seq {self.next_seq} next, got a batch starting at {first_seq}")
+
+    def _append_payload(self, first_seq: int, n_orders: int, rtype: int, parts: list,
+                        defer_sync: bool) -> int:
         if self._fd >= 0 and self._size >= self.rotate_bytes:
             self.rotate()
         if self._fd < 0:
@@ -456,7 +547,7 @@ class WalWriter:
             except OSError:
                 pass                            # recovery will see a torn tail and cut it
             raise WriteError(f"WAL: {self._broken}") from e
-        last = first_seq + orders.size - 1
+        last = first_seq + n_orders - 1
         self._cur_range = (self._cur_range[0] if self._cur_range else first_seq, last)
         self.next_seq = last + 1
         self.bytes_written += size
@@ -656,7 +747,7 @@ def scan_wal(wal_dir: str, *, repair: bool = False, salvage: bool = False,
                 cut = pos
                 break
             payload = data[pos + FRAME_SIZE:end]
-            if rtype not in RECORD_TYPES or (rtype == T_BATCH_SHUF and version < 2) or \
+            if rtype not in RECORD_TYPES or version < MIN_VERSION.get(rtype, 1) or \
                     crc32c.crc32c(payload, crc32c.crc32c(bytes([rtype]))) != crc:
                 _fail("bad record checksum", path, pos, salvage, report, size, files[i + 1:])
                 cut = pos

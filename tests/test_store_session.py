@@ -270,3 +270,42 @@ def test_process_many_commits_queued_batches_with_one_fsync_and_loses_none(tmp_p
     assert s.engine.seq == 2000 and len(got) == 10
     assert read(str(tmp_path), "orders").size == 2000
     s.close()
+
+
+def _real_engine():
+    from exchange import Engine
+
+    eng = Engine(stp="cancel_resting")
+    eng.add_symbol("AAA", tick_size=1)
+    eng.add_symbol("BBB", tick_size=1)
+    return eng
+
+
+@pytest.mark.parametrize("parts", [None, 3])
+def test_batches_journaled_in_parts_equal_whole_batches_and_reopen_identically(tmp_path, parts):
+    from scenarios.uniform import uniform_flow
+
+    import store.wal as wal_mod
+
+    flow = uniform_flow(30000, 5, n_symbols=2)
+    whole = Session.create(str(tmp_path / "a"), _real_engine(), journal_parts=1, seal_every=10**9)
+    want = [whole.process(flow[i:i + 15000]) for i in range(0, flow.size, 15000)]
+    whole.close()
+    s = Session.create(str(tmp_path / "b"), _real_engine(), journal_parts=parts, seal_every=10**9)
+    got = [s.process(flow[i:i + 15000]) for i in range(0, flow.size, 15000)]
+    assert s._parts == (parts or 8)           # None: the real engine gets parts by default
+    for w, g in zip(want, got):
+        assert all(np.array_equal(getattr(w, t), getattr(g, t)) for t in ("fills", "l2", "events"))
+    s.wal.close()                             # crash: nothing sealed, everything in the WAL
+    recs, _ = wal_mod.scan_wal(str(tmp_path / "b" / "wal"))
+    assert [r.first_seq for r in recs] == [1, 15001]
+    s = Session.open(str(tmp_path / "b"))     # replays each multi-part record as one batch
+    assert s.engine.seq == 30000
+    s.close()
+    for t in ("orders", "fills", "l2", "events"):
+        assert np.array_equal(read(str(tmp_path / "a"), t), read(str(tmp_path / "b"), t)), t
+
+
+def test_journal_parts_must_be_a_positive_integer(tmp_path):
+    with pytest.raises(UsageError, match="journal_parts"):
+        _session(tmp_path, journal_parts=0)

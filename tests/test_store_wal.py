@@ -242,3 +242,37 @@ def test_a_failed_group_fsync_fails_every_record_of_the_group_and_later_appends(
     assert all(isinstance(f.exception(), WriteError) for f in futs)
     with pytest.raises(WriteError, match="unusable"):
         w.append(401, *make_batch(401, 10))
+
+
+def _parts_record(tmp_path, firsts, n=150):
+    """A WAL with one multi-part record whose parts start at ``firsts`` (n orders each)."""
+    from store.wal import PartEncoder
+
+    enc, batches = PartEncoder(), [make_batch(f, n, seed=f) for f in firsts]
+    w = WalWriter(str(tmp_path))
+    w.append_parts(firsts[0], n * len(firsts), [enc.encode(f, *b) for f, b in zip(firsts, batches)])
+    w.close()
+    return batches
+
+
+def test_a_multi_part_record_reads_back_as_one_batch(tmp_path):
+    batches = _parts_record(tmp_path, [1, 151, 301])
+    (rec,), rep = scan_wal(str(tmp_path))
+    want = [np.concatenate(parts) for parts in zip(*batches)]
+    assert rec.first_seq == 1 and _same(rec, want) and rep.last_seq == 450
+
+
+def test_multi_part_record_with_a_seq_gap_between_parts_is_corruption(tmp_path):
+    _parts_record(tmp_path, [1, 152])
+    with pytest.raises(CorruptionError, match="part 1 starts at seq 152, expected 151"):
+        scan_wal(str(tmp_path))
+
+
+def test_multi_part_record_in_a_version_2_file_is_corruption(tmp_path):
+    _parts_record(tmp_path, [1, 151])
+    (_, path), = wal_files(str(tmp_path))
+    data = bytearray(open(path, "rb").read())
+    data[4] = 2                               # the file header's version
+    open(path, "wb").write(bytes(data))
+    with pytest.raises(CorruptionError, match="bad record checksum"):
+        scan_wal(str(tmp_path))
