@@ -42,8 +42,10 @@ Python; the Python wrappers only assemble and parse headers. Byte layouts are in
 
 from __future__ import annotations
 
+import os
 import struct
 import threading
+from concurrent.futures import ThreadPoolExecutor, wait
 
 import numpy as np
 from numba import njit
@@ -53,7 +55,7 @@ from exchange.errors import CorruptionError
 __all__ = [
     "PLAIN", "FOR", "DELTA", "DOD", "RLE", "DICT", "ENCODINGS", "ENCODING_NAMES",
     "PACKED", "ALIGNED", "SHUFFLED", "encode", "encode_u64", "encode_view", "decode", "choose", "choose_u64", "Chooser", "gather_u64", "split_u64", "seq_u64",
-    "take_u64",
+    "take_u64", "parallel_map",
 ]
 
 PLAIN, FOR, DELTA, DOD, RLE, DICT = 0, 1, 2, 3, 4, 5
@@ -153,7 +155,8 @@ def _take(u, idx, lo, hi):
 
 
 @njit(cache=True, nogil=True)
-def _dict_index(u):
+def _dict_index(u, idx):
+    """The sorted distinct values of u; idx[i] = the position of u[i] among them."""
     if u.size:
         mn, mx = u[0], u[0]
         for i in range(u.size):
@@ -161,8 +164,9 @@ def _dict_index(u):
                 mn = u[i]
             if u[i] > mx:
                 mx = u[i]
-        if mx - mn < np.uint64(1 << 20):
+        if mx - mn < np.uint64(min(1 << 20, 4 * u.size + 4096)):
             # why: a narrow key range indexes a table directly: O(n), no sort, no binary search
+            # (a table much larger than the column would cost more to clear than to sort)
             slot = np.zeros(np.int64(mx - mn) + 1, np.int64)
             for i in range(u.size):
                 slot[np.int64(u[i] - mn)] = 1
@@ -177,15 +181,14 @@ def _dict_index(u):
             for k in range(slot.size):
                 if slot[k] >= 0:
                     uniq[slot[k]] = mn + np.uint64(k)
-            idx = np.empty(u.size, np.uint64)
             for i in range(u.size):
                 idx[i] = np.uint64(slot[np.int64(u[i] - mn)])
-            return uniq, idx
-    return _dict_index_sorted(u)
+            return uniq
+    return _dict_index_sorted(u, idx)
 
 
 @njit(cache=True, nogil=True)
-def _dict_index_sorted(u):
+def _dict_index_sorted(u, out):
     # why: sorting the whole column is slow; a low-cardinality column shows most of its values
     # in a sample, so look rows up in the sample's sorted values and add the few it missed
     step = max(1, u.size // 4096)
@@ -200,7 +203,9 @@ def _dict_index_sorted(u):
     if n_miss:
         uniq = np.unique(np.concatenate((uniq, u[miss])))
         idx = np.searchsorted(uniq, u)
-    return uniq, idx.astype(np.uint64)
+    for i in range(u.size):
+        out[i] = np.uint64(idx[i])
+    return uniq
 
 
 @njit(cache=True, nogil=True)
@@ -261,8 +266,9 @@ def _multiples(keys, flip, k0, s, e, low, sh, inv, lim):
     bad = _U0
     mn = keys[s] ^ flip
     mx = mn
-    for j in range(s, e):
-        x = keys[j] ^ flip
+    ks = keys[s:e]   # why a slice: indexes from 0 need no negative-index fix-up (vectorizes)
+    for j in range(ks.size):
+        x = ks[j] ^ flip
         mn = min(mn, x)
         mx = max(mx, x)
         m = x - k0 if x >= k0 else k0 - x
@@ -338,13 +344,14 @@ def _put_stream(keys, flip, aligned, out, pos):
         q = np.empty(min(n, _BLOCK), np.uint64)
         for s in range(0, n, _BLOCK):
             e = min(n, s + _BLOCK)
+            ks = keys[s:e]
             for j in range(e - s):
-                q[j] = (((keys[s + j] ^ flip) - mn) >> sh) * inv
+                q[j] = (((ks[j] ^ flip) - mn) >> sh) * inv
             for b in range(k):   # why a block at a time: each plane loop vectorizes
-                p = pos + b * n + s
+                plane = out[pos + b * n + s:pos + b * n + e]
                 bs = np.uint64(8 * b)
                 for j in range(e - s):
-                    out[p + j] = np.uint8(q[j] >> bs)
+                    plane[j] = np.uint8(q[j] >> bs)
         return pos + n * (width // 8)
     if width == 8:
         for i in range(n):
@@ -383,6 +390,14 @@ def _put_stream(keys, flip, aligned, out, pos):
     return pos + (n * width + 7) // 8
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _dif(u0, u1, u2, i, order):
+    """The i-th first (order 1) or second (order 2) difference (u0, u1, u2: u, u[1:], u[2:])."""
+    if order == 1:
+        return u1[i] - u0[i]
+    return (u2[i] - u1[i]) - (u1[i] - u0[i])
+
+
 @njit(cache=True, nogil=True)
 def _diffs(u, order, z):
     """z[:m] = the first (order 1) or second (order 2) differences of u (uint64 bit patterns of
@@ -390,18 +405,20 @@ def _diffs(u, order, z):
     returns (gcd, m). The gcd is over magnitudes (1 if all are 0); 2**63 (the magnitude of
     int64 min) is kept as is because it has no positive int64 form."""
     m = max(u.size - order, 0)
+    # why slices: indexes from 0 need no negative-index fix-ups, so the loops vectorize
+    u0, u1, u2 = u[:m], u[1:m + 1], u[min(2, u.size):m + 2]
     g, sh, low, inv, lim = _U0, _U0, _U0, _U1, _U0
     s = 0
     while s < m and g != _U1:   # chunked like _stats: a vectorized check, the slow path rarely
         e = min(m, s + _CHUNK)
         bad = _U0
         for i in range(s, e):
-            x = u[i + 1] - u[i] if order == 1 else (u[i + 2] - u[i + 1]) - (u[i + 1] - u[i])
+            x = _dif(u0, u1, u2, i, order)
             x = (_U0 - x) if (x >> _U63) == _U1 else x
             bad |= (x & low) | np.uint64(((x >> sh) * inv) > lim)
         if bad != _U0:
             for i in range(s, e):
-                x = u[i + 1] - u[i] if order == 1 else (u[i + 2] - u[i + 1]) - (u[i + 1] - u[i])
+                x = _dif(u0, u1, u2, i, order)
                 g, sh, low, inv, lim = _gcd_step(g, (_U0 - x) if (x >> _U63) == _U1 else x,
                                                  sh, low, inv, lim)
         s = e
@@ -409,7 +426,7 @@ def _diffs(u, order, z):
         g = _U1
     sh, inv, _ = _divider(g)
     for i in range(m):
-        x = u[i + 1] - u[i] if order == 1 else (u[i + 2] - u[i + 1]) - (u[i + 1] - u[i])
+        x = _dif(u0, u1, u2, i, order)
         neg = (x >> _U63) == _U1
         q = (((_U0 - x) if neg else x) >> sh) * inv
         if neg:
@@ -483,10 +500,10 @@ def _encode_block(u, enc, aligned, flip, itemsize, out, tmp):
         pos = _put_stream(tmp[:nr], flip, aligned, out, pos + 4)
         return _put_stream(tmp[n:n + nr], _U0, aligned, out, pos)
     if enc == DICT:
-        uniq, idx = _dict_index(_flip(u, flip))
+        uniq = _dict_index(_flip(u, flip), tmp[:n])
         out[pos:pos + 4].view(np.uint32)[0] = np.uint32(uniq.size)
         pos = _put_stream(uniq, _U0, PACKED, out, pos + 4)
-        return _put_stream(idx, _U0, aligned, out, pos)
+        return _put_stream(tmp[:n], _U0, aligned, out, pos)
     return -1
 
 
@@ -701,6 +718,38 @@ def gather_u64(parts, signed: bool) -> np.ndarray:
     return out
 
 
+_pool = None
+_pool_lock = threading.Lock()
+
+
+def _forget_pool() -> None:
+    # why: a forked child (the crash tests fork sessions) inherits the executor but not its
+    # threads; work submitted to it would wait forever
+    global _pool, _pool_lock
+    _pool, _pool_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_pool)
+
+
+def parallel_map(fn, items) -> list:
+    """[fn(x) for x in items], on a shared pool of one thread per core (at most 4) when there are
+    several items and cores: the encoding kernels release the GIL, and so do lz4, zstd and
+    crc32c. Waits for every call, then raises the first exception if any."""
+    global _pool
+    items = list(items)
+    if len(items) < 2 or _CORES < 2:
+        return [fn(x) for x in items]
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=_CORES, thread_name_prefix="exsim-encode")
+        pool = _pool
+    futures = [pool.submit(fn, x) for x in items]
+    wait(futures)
+    return [f.result() for f in futures]
+
+
+_CORES = min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 _GROUPS = ((8, "iu", np.uint64), (4, "i", np.int32), (4, "u", np.uint32), (1, "u", np.uint8))
 
 
@@ -718,19 +767,24 @@ def split_u64(arrays, names, out: np.ndarray | None = None) -> dict:
         plan.append([k for k, c in enumerate(names) if dtype.fields[c][0].itemsize == size
                      and dtype.fields[c][0].kind in kinds])
     rest = [k for k in range(len(names)) if not any(k in g for g in plan)]
-    pos = 0
     for a in arrays:
         if a.dtype != dtype:
             raise ValueError(f"split_u64: mixed dtypes {a.dtype} and {dtype}")
+    keys = [np.array(ks or [0], np.int64) for ks in plan]
+
+    def split(job):
+        a, pos = job
         args = []
-        for (size, _, view), ks in zip(_GROUPS, plan):
-            views = tuple(a[names[k]].view(view) for k in ks) or (np.zeros(0, view),)
-            args += [views, np.array(ks or [0], np.int64)]
+        for (size, _, view), ks, k in zip(_GROUPS, plan, keys):
+            args += [tuple(a[names[j]].view(view) for j in ks) or (np.zeros(0, view),), k]
         _split_block(*args, a.size, out, pos)
-        for k in rest:   # why: widths the schema does not use today (2 bytes) take the slow path
-            f = a[names[k]]
-            _put_u64(f, f.dtype.kind == "i", out[k], pos)
-        pos += a.size
+        for j in rest:   # why: widths the schema does not use today (2 bytes) take the slow path
+            f = a[names[j]]
+            _put_u64(f, f.dtype.kind == "i", out[j], pos)
+
+    # why per batch on the pool: each batch fills its own range of rows (a seal has several)
+    starts = np.cumsum([0] + [a.size for a in arrays[:-1]])
+    parallel_map(split, zip(arrays, (int(p) for p in starts)))
     return {c: out[k, :total] for k, c in enumerate(names)}
 
 

@@ -53,9 +53,26 @@ NONE, LZ4, ZSTD = 0, 1, 2
 CODEC_NAMES = {NONE: "none", LZ4: "lz4", ZSTD: "zstd"}
 ZSTD_LEVEL = 17          # merged tier: written once, read for years; see docs/formats.md
 ZSTD_SEARCH_LEVEL = 9    # encodings are ranked at this (fast) level, the winner compressed at ZSTD_LEVEL
-_zc = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
-_zc_search = zstandard.ZstdCompressor(level=ZSTD_SEARCH_LEVEL)
-_zd = zstandard.ZstdDecompressor()
+_zstd_local = threading.local()
+
+
+def _zstd(level: int):
+    """This thread's zstd compressor at ``level`` (why per thread: a ZstdCompressor must not be
+    used by two threads at once, and a segment's columns are encoded on several)."""
+    cs = getattr(_zstd_local, "compressors", None)
+    if cs is None:
+        cs = _zstd_local.compressors = {}
+    if level not in cs:
+        cs[level] = zstandard.ZstdCompressor(level=level)
+    return cs[level]
+
+
+def _unzstd():
+    """This thread's zstd decompressor (not shareable between threads either)."""
+    d = getattr(_zstd_local, "decompressor", None)
+    if d is None:
+        d = _zstd_local.decompressor = zstandard.ZstdDecompressor()
+    return d
 
 
 @dataclass
@@ -79,8 +96,16 @@ def _lz4(raw: bytes) -> bytes:
     return lz4.block.compress(raw, store_size=False)
 
 
-_COMPRESSORS = {LZ4: _lz4, ZSTD: _zc_search.compress, NONE: None}   # what encodings are ranked by
-_FINAL = {ZSTD: _zc.compress}                                          # ... and the codec, if another
+def _zstd_search(raw: bytes) -> bytes:
+    return _zstd(ZSTD_SEARCH_LEVEL).compress(raw)
+
+
+def _zstd_final(raw: bytes) -> bytes:
+    return _zstd(ZSTD_LEVEL).compress(raw)
+
+
+_COMPRESSORS = {LZ4: _lz4, ZSTD: _zstd_search, NONE: None}   # what encodings are ranked by
+_FINAL = {ZSTD: _zstd_final}                                   # ... and the codec, if another
 
 
 def _decompress(codec: int, data: bytes, raw_len: int, path: str, offset: int) -> bytes:
@@ -90,7 +115,7 @@ def _decompress(codec: int, data: bytes, raw_len: int, path: str, offset: int) -
         elif codec == LZ4:
             out = lz4.block.decompress(data, uncompressed_size=raw_len)
         elif codec == ZSTD:
-            out = _zd.decompress(data, max_output_size=raw_len)
+            out = _unzstd().decompress(data, max_output_size=raw_len)
         else:
             raise ValueError(f"unknown codec {codec}")
     except (ValueError, lz4.block.LZ4BlockError, zstandard.ZstdError) as e:
@@ -160,7 +185,8 @@ def encode_columns(data_dir: str, table: str, symbol: int, cols: dict, *, codec:
     pos = HEADER.size
     index = [_s(table), INDEX_HEAD.pack(symbol, n, seq_lo, seq_hi, ts_lo, ts_hi, len(dtype.names))]
     encodings = {}
-    for col in dtype.names:
+
+    def block(col):
         dt = dtype.fields[col][0]
         enc, raw, stored = chooser.encode_u64((table, col, c), cols[col], dt, _COMPRESSORS[c])
         if c in _FINAL:
@@ -168,9 +194,13 @@ def encode_columns(data_dir: str, table: str, symbol: int, cols: dict, *, codec:
         # why: a block the compressor cannot shrink is stored raw; decoding it is then free
         # (copied: the raw block may be a view of the encoder's reused buffer)
         used, stored = (c, stored) if len(stored) < len(raw) else (NONE, bytes(raw))
-        crc = crc32c.crc32c(stored)
+        return dt, enc, used, stored, len(raw), crc32c.crc32c(stored)
+
+    # why on the pool: columns encode independently and every step releases the GIL
+    for col, (dt, enc, used, stored, raw_len, crc) in zip(dtype.names,
+                                                          codecs.parallel_map(block, dtype.names)):
         parts += [stored, CRC.pack(crc)]
-        index += [_s(col), _s(dt.str), INDEX_COL.pack(enc, used, pos, len(stored), len(raw), crc)]
+        index += [_s(col), _s(dt.str), INDEX_COL.pack(enc, used, pos, len(stored), raw_len, crc)]
         encodings[col] = codecs.ENCODING_NAMES[enc]
         pos += len(stored) + CRC.size
     idx = b"".join(index)
@@ -182,6 +212,15 @@ def encode_columns(data_dir: str, table: str, symbol: int, cols: dict, *, codec:
 
 _fsync_pool = None
 _fsync_pool_lock = threading.Lock()
+
+
+def _forget_fsync_pool() -> None:
+    # why: a forked child inherits the executor but not its threads (see codecs.parallel_map)
+    global _fsync_pool, _fsync_pool_lock
+    _fsync_pool, _fsync_pool_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_fsync_pool)
 
 
 def _all(fsync, targets: list) -> None:
