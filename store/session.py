@@ -113,6 +113,15 @@ class _Arena:
         out.flags.writeable = False
         return out
 
+    def reserve(self, n: int) -> np.ndarray:
+        """Return a writable uint8 view of ``n`` bytes inside a chunk, for rows copied in
+        piece by piece (views of it are the copies handed out; make them read-only)."""
+        if self._pos + n > self._cur.size:
+            self._next(n)
+        out = self._cur[self._pos:self._pos + n]
+        self._pos += (n + 7) & ~7
+        return out
+
     def _next(self, n: int) -> None:
         if self._cur.size == self.chunk:
             self._retired.append(self._cur)
@@ -124,6 +133,42 @@ class _Arena:
         if self._cur is None:
             self._cur = np.empty(max(self.chunk, n), np.uint8)
         del self._retired[:-self.KEEP]
+
+
+class _Rows:
+    """One table's rows of a batch, appended slice by slice into room reserved in an arena."""
+
+    def __init__(self, arena: _Arena, dtype: np.dtype, room: int):
+        self.arena, self.dtype = arena, dtype
+        self.buf = arena.reserve(room * dtype.itemsize)
+        self.size = 0
+        self.extra: list = []   # copies of slices that did not fit
+
+    def add(self, a: np.ndarray) -> np.ndarray:
+        """Copy the rows ``a`` after the previous ones (as this table's dtype); return the copy."""
+        if a.dtype != self.dtype:
+            a = a.astype(self.dtype)
+        n = a.nbytes
+        if self.extra or self.size * self.dtype.itemsize + n > self.buf.size:
+            self.extra.append(self.arena.copy(a))
+            self.size += a.size
+            return self.extra[-1]
+        at = self.size * self.dtype.itemsize
+        dst = self.buf[at:at + n]
+        if a.flags.c_contiguous:
+            np.copyto(dst, a.view(np.uint8).reshape(-1))
+        else:
+            np.copyto(dst.view(self.dtype), a, casting="no")
+        self.size += a.size
+        return dst.view(self.dtype)
+
+    def rows(self) -> np.ndarray:
+        """All rows added, end to end, read-only."""
+        fitted = self.size - sum(e.size for e in self.extra)
+        head = self.buf[:fitted * self.dtype.itemsize].view(self.dtype)
+        out = self.arena.concat([head] + self.extra) if self.extra else head
+        out.flags.writeable = False
+        return out
 
 
 class _SealJob:
@@ -194,6 +239,7 @@ class Session:
         self._parts = self._resolve_parts(journal_parts)
         self._encoder = None   # the thread that encodes record parts (process), made when needed
         self._part_encoder = None
+        self._rows_per_msg = {"fills": 0.5, "l2": 2.0, "events": 3.0}   # room guessed per batch
         ck = catalog.latest_checkpoint()
         self._last_ckpt = ck["seq"] if ck else -1
         # why: a reopened directory starts from the encodings already found good for its data
@@ -339,10 +385,10 @@ class Session:
         return journal_parts
 
     def _process_parts(self, orders: np.ndarray, k: int):
-        """``process`` in k slices: each slice is matched, then its record part is encoded on
-        the encoder thread while the engine matches the next slice; the batch's rows are then
-        copied end to end (its Result and pending record) while the last part is encoded, and
-        the parts are written as one record. Returns (record, Result) once it is durable."""
+        """``process`` in k slices: each slice is matched, its outputs copied end to end into
+        the batch's rows, and its record part encoded on the encoder thread while the engine
+        matches the next slice; the parts are then written as one record. Returns (record,
+        Result) once it is durable."""
         from concurrent.futures import ThreadPoolExecutor
 
         from store.wal import PartEncoder
@@ -352,17 +398,20 @@ class Session:
             self._part_encoder = PartEncoder()
         first, n = self.engine.seq + 1, orders.size
         cuts = [n * i // k for i in range(k + 1)]
-        futs, outs, cp = [], [], self._arena.copy
+        # why reserved rows: each slice's outputs must be copied at once (the engine reuses its
+        # buffers), and copying them straight to their place in the batch's rows spares a
+        # second copy to join them; the room is guessed from the last batch's rows per message,
+        # and a table that outgrows it is joined by a copy instead
+        outs = [_Rows(self._arena, TABLE_DTYPES[t], int(n * self._rows_per_msg[t]) + 1024)
+                for t in TABLES[1:]]
+        futs = []
         try:
             for a, b in zip(cuts[:-1], cuts[1:]):
                 sub, f0 = orders[a:b], self.engine.seq + 1
                 res = self.engine.process(sub, reuse=True) if self._reuse else self.engine.process(sub)
-                # why copies: the engine overwrites its output buffers on the next slice
-                out = (cp(res.fills), cp(res.l2), cp(res.events))
-                outs.append(out)
-                futs.append(self._encoder.submit(self._part_encoder.encode, f0, sub, *out))
-            rec = WalRecord(first, cp(orders), *(self._arena.concat([o[i] for o in outs])
-                                                  for i in range(3)))
+                parts = [o.add(x) for o, x in zip(outs, (res.fills, res.l2, res.events))]
+                futs.append(self._encoder.submit(self._part_encoder.encode, f0, sub, *parts))
+            rec = WalRecord(first, self._arena.copy(orders), *(o.rows() for o in outs))
             self.wal.append_parts(first, n, [f.result() for f in futs])
         except BaseException as e:
             for f in futs:   # why wait: the encoder must be idle before the next batch
@@ -370,6 +419,8 @@ class Session:
             if self.engine.seq >= first:   # the engine is ahead of the journal
                 self._failed = str(e) if isinstance(e, WriteError) else f"journaling failed: {e!r}"
             raise
+        for t, o in zip(TABLES[1:], outs):
+            self._rows_per_msg[t] = o.size / n * 1.25
         return rec, type(res)(rec.fills, rec.l2, rec.events)
 
     def process_many(self, batches, *, depth: int = 4):

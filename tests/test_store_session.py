@@ -281,8 +281,8 @@ def _real_engine():
     return eng
 
 
-@pytest.mark.parametrize("parts", [None, 3])
-def test_batches_journaled_in_parts_equal_whole_batches_and_reopen_identically(tmp_path, parts):
+@pytest.mark.parametrize("parts,room", [(None, None), (3, None), (3, 0.0)])
+def test_batches_journaled_in_parts_equal_whole_batches_and_reopen_identically(tmp_path, parts, room):
     from scenarios.uniform import uniform_flow
 
     import store.wal as wal_mod
@@ -292,6 +292,8 @@ def test_batches_journaled_in_parts_equal_whole_batches_and_reopen_identically(t
     want = [whole.process(flow[i:i + 15000]) for i in range(0, flow.size, 15000)]
     whole.close()
     s = Session.create(str(tmp_path / "b"), _real_engine(), journal_parts=parts, seal_every=10**9)
+    if room is not None:   # no room guessed: every table outgrows it and is joined by a copy
+        s._rows_per_msg = dict.fromkeys(s._rows_per_msg, room)
     got = [s.process(flow[i:i + 15000]) for i in range(0, flow.size, 15000)]
     assert s._parts == (parts or 8)           # None: the real engine gets parts by default
     for w, g in zip(want, got):
