@@ -516,7 +516,7 @@ def backtest(flow, strategy: Strategy, *, latency=None, trader: int = DEFAULT_TR
     if not 0 <= int(trader) < 2**32:
         raise UsageError(f"trader must fit in uint32; got {trader}")
     msgs = np.ascontiguousarray(orders)
-    unsorted, high_id, has_trader = C.check_flow(msgs, int(trader), ID_BASE)
+    unsorted, high_id, has_trader, top_symbol = C.check_flow(msgs, int(trader), ID_BASE)
     if unsorted:
         raise UsageError("flow must be sorted by ts (the merge is by arrival time)")
     if high_id:
@@ -527,7 +527,7 @@ def backtest(flow, strategy: Strategy, *, latency=None, trader: int = DEFAULT_TR
         raise UsageError(f"fees_bps must be >= 0; got {fees_bps}")
     if not isinstance(strategy, Strategy):
         raise UsageError(f"strategy must be a replay.Strategy instance; got {type(strategy)}")
-    n_sym = int(orders["symbol"].max()) + 1 if len(orders) else 1
+    n_sym = max(int(top_symbol) + 1, 1)
     names = names or [f"S{k}" for k in range(n_sym)]
     ticks = ticks if ticks and len(ticks) == len(names) else [1] * len(names)
     engine = Engine(**(engine_options or {}))

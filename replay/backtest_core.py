@@ -148,10 +148,11 @@ def prepared(kernel, args):
 @njit(cache=True)
 def check_flow(msgs, trader, id_base):
     """One pass over the market flow: returns (unsorted by ts, an order id >= ``id_base``,
-    a row carrying the strategy's ``trader``) as three booleans."""
+    a row carrying the strategy's ``trader``, the highest symbol id or -1 when empty)."""
     unsorted = False
     high_id = False
     has_trader = False
+    top_symbol = np.int64(-1)
     base = np.uint64(id_base)
     tr = np.uint32(trader)
     for k in range(len(msgs)):
@@ -162,7 +163,8 @@ def check_flow(msgs, trader, id_base):
             high_id = True
         if m.trader == tr:
             has_trader = True
-    return unsorted, high_id, has_trader
+        top_symbol = max(top_symbol, np.int64(m.symbol))
+    return unsorted, high_id, has_trader, top_symbol
 
 
 @njit(cache=True)
