@@ -13,8 +13,6 @@ records its encoding and layouts, so readers need no knowledge of the choice.
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 
 from store.codecs import (DICT, ENCODINGS, PACKED, ALIGNED, SHUFFLED, PLAIN, _as_u64, encode_u64,
@@ -91,7 +89,6 @@ class Chooser:
         self.worse_ratio = worse_ratio
         self._memo: dict = {}
         self.searches = 0
-        self._lock = threading.Lock()
 
     def state(self) -> dict:
         """The remembered choices as a JSON-able dict (to carry them across sessions)."""
@@ -124,8 +121,7 @@ class Chooser:
             if min(len(b), len(c)) / n <= per_row * self.worse_ratio + 0.01:
                 self._memo[key] = (enc, aligned, per_row, uses + 1)
                 return enc, b, c
-        with self._lock:   # why: a segment's columns are encoded on several threads
-            self.searches += 1
+        self.searches += 1
         enc, aligned, b = choose_u64(u, dtype, compress=compress)
         c = comp(b)
         self._memo[key] = (enc, aligned, min(len(b), len(c)) / n, 0)

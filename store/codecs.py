@@ -42,10 +42,8 @@ Python; the Python wrappers only assemble and parse headers. Byte layouts are in
 
 from __future__ import annotations
 
-import os
 import struct
 import threading
-from concurrent.futures import ThreadPoolExecutor, wait
 
 import numpy as np
 from numba import njit
@@ -55,7 +53,7 @@ from exchange.errors import CorruptionError
 __all__ = [
     "PLAIN", "FOR", "DELTA", "DOD", "RLE", "DICT", "ENCODINGS", "ENCODING_NAMES",
     "PACKED", "ALIGNED", "SHUFFLED", "encode", "encode_u64", "encode_view", "decode", "choose", "choose_u64", "Chooser", "gather_u64", "split_u64", "seq_u64",
-    "take_u64", "parallel_map",
+    "take_u64",
 ]
 
 PLAIN, FOR, DELTA, DOD, RLE, DICT = 0, 1, 2, 3, 4, 5
@@ -718,38 +716,6 @@ def gather_u64(parts, signed: bool) -> np.ndarray:
     return out
 
 
-_pool = None
-_pool_lock = threading.Lock()
-
-
-def _forget_pool() -> None:
-    # why: a forked child (the crash tests fork sessions) inherits the executor but not its
-    # threads; work submitted to it would wait forever
-    global _pool, _pool_lock
-    _pool, _pool_lock = None, threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forget_pool)
-
-
-def parallel_map(fn, items) -> list:
-    """[fn(x) for x in items], on a shared pool of one thread per core (at most 4) when there are
-    several items and cores: the encoding kernels release the GIL, and so do lz4, zstd and
-    crc32c. Waits for every call, then raises the first exception if any."""
-    global _pool
-    items = list(items)
-    if len(items) < 2 or _CORES < 2:
-        return [fn(x) for x in items]
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=_CORES, thread_name_prefix="exsim-encode")
-        pool = _pool
-    futures = [pool.submit(fn, x) for x in items]
-    wait(futures)
-    return [f.result() for f in futures]
-
-
-_CORES = min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 _GROUPS = ((8, "iu", np.uint64), (4, "i", np.int32), (4, "u", np.uint32), (1, "u", np.uint8))
 
 
@@ -771,9 +737,8 @@ def split_u64(arrays, names, out: np.ndarray | None = None) -> dict:
         if a.dtype != dtype:
             raise ValueError(f"split_u64: mixed dtypes {a.dtype} and {dtype}")
     keys = [np.array(ks or [0], np.int64) for ks in plan]
-
-    def split(job):
-        a, pos = job
+    pos = 0
+    for a in arrays:
         args = []
         for (size, _, view), ks, k in zip(_GROUPS, plan, keys):
             args += [tuple(a[names[j]].view(view) for j in ks) or (np.zeros(0, view),), k]
@@ -781,10 +746,7 @@ def split_u64(arrays, names, out: np.ndarray | None = None) -> dict:
         for j in rest:   # why: widths the schema does not use today (2 bytes) take the slow path
             f = a[names[j]]
             _put_u64(f, f.dtype.kind == "i", out[j], pos)
-
-    # why per batch on the pool: each batch fills its own range of rows (a seal has several)
-    starts = np.cumsum([0] + [a.size for a in arrays[:-1]])
-    parallel_map(split, zip(arrays, (int(p) for p in starts)))
+        pos += a.size
     return {c: out[k, :total] for k, c in enumerate(names)}
 
 

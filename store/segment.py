@@ -58,7 +58,7 @@ _zstd_local = threading.local()
 
 def _zstd(level: int):
     """This thread's zstd compressor at ``level`` (why per thread: a ZstdCompressor must not be
-    used by two threads at once, and a segment's columns are encoded on several)."""
+    used by two threads at once: a session's seal thread and a compaction may both encode)."""
     cs = getattr(_zstd_local, "compressors", None)
     if cs is None:
         cs = _zstd_local.compressors = {}
@@ -185,20 +185,16 @@ def encode_columns(data_dir: str, table: str, symbol: int, cols: dict, *, codec:
     pos = HEADER.size
     index = [_s(table), INDEX_HEAD.pack(symbol, n, seq_lo, seq_hi, ts_lo, ts_hi, len(dtype.names))]
     encodings = {}
-
-    def block(col):
+    for col in dtype.names:
         dt = dtype.fields[col][0]
         enc, raw, stored = chooser.encode_u64((table, col, c), cols[col], dt, _COMPRESSORS[c])
         if c in _FINAL:
             stored = _FINAL[c](raw)
         # why: a block the compressor cannot shrink is stored raw; decoding it is then free
         # (copied: the raw block may be a view of the encoder's reused buffer)
-        used, stored = (c, stored) if len(stored) < len(raw) else (NONE, bytes(raw))
-        return dt, enc, used, stored, len(raw), crc32c.crc32c(stored)
-
-    # why on the pool: columns encode independently and every step releases the GIL
-    for col, (dt, enc, used, stored, raw_len, crc) in zip(dtype.names,
-                                                          codecs.parallel_map(block, dtype.names)):
+        raw_len = len(raw)
+        used, stored = (c, stored) if len(stored) < raw_len else (NONE, bytes(raw))
+        crc = crc32c.crc32c(stored)
         parts += [stored, CRC.pack(crc)]
         index += [_s(col), _s(dt.str), INDEX_COL.pack(enc, used, pos, len(stored), raw_len, crc)]
         encodings[col] = codecs.ENCODING_NAMES[enc]
@@ -215,7 +211,8 @@ _fsync_pool_lock = threading.Lock()
 
 
 def _forget_fsync_pool() -> None:
-    # why: a forked child inherits the executor but not its threads (see codecs.parallel_map)
+    # why: a forked child (the crash tests fork sessions) inherits the executor but not its
+    # threads; work submitted to it would wait forever
     global _fsync_pool, _fsync_pool_lock
     _fsync_pool, _fsync_pool_lock = None, threading.Lock()
 
