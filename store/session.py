@@ -360,7 +360,9 @@ class Session:
         ``process_many`` is running.
         """
         self._check_usable()
-        k = min(self._parts, orders.size // self.PART_MIN) if self.wal.compress else 1
+        # (anything but an array goes the one-call way, where the engine names what is wrong)
+        size = orders.size if isinstance(orders, np.ndarray) and orders.ndim == 1 else 0
+        k = min(self._parts, size // self.PART_MIN) if self.wal.compress else 1
         if k >= 2:
             rec, res = self._process_parts(orders, k)
         else:

@@ -311,3 +311,15 @@ def test_batches_journaled_in_parts_equal_whole_batches_and_reopen_identically(t
 def test_journal_parts_must_be_a_positive_integer(tmp_path):
     with pytest.raises(UsageError, match="journal_parts"):
         _session(tmp_path, journal_parts=0)
+
+
+@pytest.mark.parametrize("bad", [np.zeros(10000, np.int64), [1, 2, 3]])
+def test_a_batch_the_engine_refuses_leaves_a_parts_session_usable(tmp_path, bad):
+    from scenarios.uniform import uniform_flow
+
+    s = Session.create(str(tmp_path), _real_engine(), journal_parts=4, seal_every=10**9)
+    with pytest.raises(UsageError, match="ORDER_DTYPE"):
+        s.process(bad)
+    s.process(uniform_flow(10000, 1, n_symbols=2))   # nothing was matched: the session goes on
+    assert s.engine.seq == 10000
+    s.close()
