@@ -5,8 +5,12 @@ L3 workload: scenarios.uniform_flow(n, seed 7), 1 symbol; the example market mak
 (``mm_quotes``) waking every 100 market messages, zero latency. Measured: the engine alone on the
 same flow (``Engine.process`` in one batch, as a user would call it, and in 65,536-message
 batches with ``reuse=True``, the engine's best rate), the njit path
-(``QuoteStrategy``, fast=True) and the Python path (the same quote function through the Python
-API, fast=False).
+(``QuoteStrategy``, fast=True), the Python path (the same quote function through the Python
+API, fast=False), the same strategy with an ``on_fill`` (the driver then stops after every
+message that fills it instead of running from one wake-up to the next), and the example
+``InventoryMarketMaker`` (the same rule written against the Python API).
+Events are the flow's n market messages in every L3 row (the strategy's own messages, about
+0.2% more, are not counted), so the rows compare time for the same input.
 
 L2 workload (skipped when the sample is absent): the Binance BTCUSDT capture (126,073 L2 rows +
 9,757 trades), loaded once outside the timing. Measured: hftbacktest 2.x replaying its L2 rows
@@ -45,6 +49,15 @@ from scenarios import uniform_flow
 from scenarios.strategies import InventoryMarketMaker, mm_quotes
 
 TRADER = 4_000_000_000
+
+
+class _OnFill(QuoteStrategy):
+    """The quote strategy with an on_fill (counting fills): it may act between wake-ups."""
+
+    fills = 0
+
+    def on_fill(self, ctx, fill):
+        self.fills += 1
 
 
 def _l2_cases():
@@ -159,16 +172,23 @@ def main() -> None:
         for k in range(0, len(flow), 65536):
             e.process(flow[k: k + 65536], reuse=True)
 
-    def run(fast):
-        return lambda: backtest(flow, QuoteStrategy(mm_quotes, [5, 20, 200], every=100),
+    def run(fast, cls=QuoteStrategy):
+        return lambda: backtest(flow, cls(mm_quotes, [5, 20, 200], every=100),
                                 trader=TRADER, fast=fast)
+
+    def python_api():
+        backtest(flow, InventoryMarketMaker(size=5, skew_lots=20, max_position=200, every=100),
+                 trader=TRADER)
     cases = {"engine_only_events_per_s": (args.n, engine_only),
              "engine_only_reused_buffers_events_per_s": (args.n, engine_reuse),
              "njit_strategy_events_per_s": (args.n, run(True)),
-             "python_strategy_every_100_events_per_s": (args.n, run(False))}
+             "python_strategy_every_100_events_per_s": (args.n, run(False)),
+             "python_strategy_every_100_on_fill_events_per_s": (args.n, run(False, _OnFill)),
+             "python_api_mm_every_100_events_per_s": (args.n, python_api)}
     l2, hbt_missing = _l2_cases()
     cases.update(l2)
     times = {k: [] for k in cases}
+    load0 = os.getloadavg()[0]    # the machine is shared: record how busy it was
     for r in range(args.runs + 1):          # round 0 is the warm-up
         for k, (_, fn) in cases.items():
             t = time.perf_counter()
@@ -187,6 +207,12 @@ def main() -> None:
         "njit_strategy_events_per_s", "engine_only_reused_buffers_events_per_s", args.n, args.n)
     ratios["python_vs_engine"] = rmed("python_strategy_every_100_events_per_s",
                                       "engine_only_events_per_s", args.n, args.n)
+    ratios["python_vs_engine_reused_buffers"] = rmed(
+        "python_strategy_every_100_events_per_s", "engine_only_reused_buffers_events_per_s",
+        args.n, args.n)
+    ratios["python_on_fill_vs_python"] = rmed("python_strategy_every_100_on_fill_events_per_s",
+                                              "python_strategy_every_100_events_per_s",
+                                              args.n, args.n)
     if "hftbacktest_l2_replay_events_per_s" in rows:
         h = "hftbacktest_l2_replay_events_per_s"
         nh = cases[h][0]
@@ -198,21 +224,24 @@ def main() -> None:
             cases["exsim_l2_mm_every_500_events_per_s"][0],
             cases["hftbacktest_l2_mm_events_per_s"][0])
     targets = {"njit_strategy_events_per_s": 5e6, "python_strategy_every_100_events_per_s": 1e6}
-    print(f"| {'measure':42} | {'events/s':>12} | {'target':>10} |")
-    print(f"|{'-' * 44}|{'-' * 14}|{'-' * 12}|")
+    print(f"| {'measure':48} | {'events/s':>12} | {'target':>10} |")
+    print(f"|{'-' * 50}|{'-' * 14}|{'-' * 12}|")
     for k, v in rows.items():
         t = targets.get(k)
-        print(f"| {k:42} | {v:12,.0f} | {t and f'{t:,.0f}' or '':>10} |")
+        print(f"| {k:48} | {v:12,.0f} | {t and f'{t:,.0f}' or '':>10} |")
     for k, v in ratios.items():
-        print(f"| {k:42} | {v:11.2f}x | {'':>10} |")
+        print(f"| {k:48} | {v:11.2f}x | {'':>10} |")
     if hbt_missing:
         print(f"hftbacktest: {hbt_missing}")
     out = {"workload": f"uniform_flow(n={args.n}, seed 7), 1 symbol, mm_quotes every 100 "
-                       "messages, zero latency; Binance BTCUSDT 2024-08-08 sample (L2 rows + "
+                       "messages, zero latency; events = the n market messages in every L3 row; "
+                       "Binance BTCUSDT 2024-08-08 sample (L2 rows + "
                        "trades) for the L2 rows; median of "
                        f"{args.runs} interleaved rounds after a warm-up round",
            "command": f"python benchmarks/bench_backtest.py --n {args.n} --runs {args.runs}",
-           "cores": os.cpu_count(), **rows, "ratios": ratios, "targets": targets,
+           "cores": os.cpu_count(),
+           "loadavg_1min": {"start": load0, "end": os.getloadavg()[0]},
+           **rows, "ratios": ratios, "targets": targets,
            "hftbacktest": hbt_missing or "measured"}
     path = _smoke.results_path("backtest.json")
     with open(path, "w") as fh:

@@ -13,10 +13,14 @@ Workload: ``scenarios.uniform.uniform_flow(n, seed=7)`` (the bench_1m law: 60% p
 - verify: ``replay.verify(data_dir)`` end to end (store reads included, overlapped with the
   checking on a worker thread); fills and messages per second, the checking kernel's own rates
   (its time spent checking, reads excluded), and its msgs/s against the engine's.
-- rerun: ``replay.rerun(data_dir)`` messages per second, against a fresh Engine processing the
-  same orders from memory in the same 1M-message chunks with reused output buffers (as the
-  session and rerun do); engine, verify and rerun alternate within each round; the ratio is the
-  target.
+- rerun: ``replay.rerun(data_dir)`` (its default: outputs and the last checkpoint compared)
+  messages per second, against a fresh Engine processing the same orders from memory in 1M
+  chunks (rerun's ranges: 1,048,576 after a short ramp) with reused output buffers, as the
+  session and rerun do; the ratio is the target. For information: rerun with
+  ``checkpoints="none"`` (outputs only: what the final checkpoint check costs), and CPU seconds
+  of the engine and of rerun (both threads): on a shared machine the wall ratio moves with
+  the load, the CPU ratio much less. Engine, verify and the two reruns alternate within each
+  round, the order rotating between rounds.
 
 Each figure is the median of ``--runs`` runs. Prints a table and writes
 benchmarks/results/replay.json. The default is a 2M-message run (a few minutes on 2 cores,
@@ -32,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import sys
@@ -106,39 +111,65 @@ def bench_book_at(data_dir: str, runs: int) -> dict:
 
 
 def bench_verify_rerun(data_dir: str, runs: int, chunk: int = 1_000_000) -> dict:
-    """Engine from memory, verify and rerun, alternating within each round; medians."""
+    """Engine from memory, verify, rerun and rerun without its checkpoint check, alternating
+    within each round (the order rotates between rounds); medians of wall and CPU seconds."""
     info = run_info(data_dir)
     orders = strip_seq(read(data_dir, "orders"))
     n = orders.size
-    engine_s, verify_s, kernel_s, rerun_s, report = [], [], [], [], None
-    for _ in range(runs):
+    wall = {k: [] for k in ("engine", "verify", "rerun", "rerun_none")}
+    cpu = {k: [] for k in wall}
+    kernel_s, report = [], None
+
+    def engine():
         eng = _engine()
         t0 = time.perf_counter()
         for i in range(0, n, chunk):
             eng.process(orders[i:i + chunk], reuse=True)
-        engine_s.append(time.perf_counter() - t0)
+        return time.perf_counter() - t0
+
+    def run_verify():
+        nonlocal report
         report = verify(data_dir)
         if not report.ok:
             raise SystemExit(f"verify failed on a clean run: {report.violations[:3]}")
-        verify_s.append(report.summary["seconds"])
         kernel_s.append(report.summary["kernel_seconds"])
-        rr = rerun(data_dir, chunk=chunk)
+        return report.summary["seconds"]
+
+    def run_rerun(checkpoints):
+        rr = rerun(data_dir, chunk=chunk, checkpoints=checkpoints)
         if not rr.ok:
             raise SystemExit(f"rerun diverged on a clean run: {rr.first_divergence}")
-        rerun_s.append(rr.seconds)
+        return rr.seconds
+
+    steps = {"engine": engine, "verify": run_verify, "rerun": lambda: run_rerun("last"),
+             "rerun_none": lambda: run_rerun("none")}
+    names = list(steps)
+    for r in range(runs):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            c0 = time.process_time()
+            wall[name].append(steps[name]())
+            cpu[name].append(time.process_time() - c0)
     del orders
+    med = {k: statistics.median(v) for k, v in wall.items()}
+    cpu_med = {k: statistics.median(v) for k, v in cpu.items()}
     fills, msgs = report.summary["fills"], report.summary["orders"]
-    eng_rate = n / statistics.median(engine_s)
-    rr_rate = (info.last_seq - info.first_seq) / statistics.median(rerun_s)
-    v_rate = msgs / statistics.median(verify_s)
-    return {"verify_fills": fills, "verify_s": statistics.median(verify_s),
-            "verify_fills_per_s": fills / statistics.median(verify_s),
+    eng_rate = n / med["engine"]
+    rerun_msgs = info.last_seq - info.first_seq
+    rr_rate, rn_rate = rerun_msgs / med["rerun"], rerun_msgs / med["rerun_none"]
+    v_rate = msgs / med["verify"]
+    return {"verify_fills": fills, "verify_s": med["verify"],
+            "verify_fills_per_s": fills / med["verify"],
             "verify_kernel_fills_per_s": fills / statistics.median(kernel_s),
             "verify_msgs_per_s": v_rate,
             "verify_kernel_msgs_per_s": msgs / statistics.median(kernel_s),
             "verify_vs_engine": v_rate / eng_rate,
             "engine_msgs_per_s": eng_rate, "rerun_msgs_per_s": rr_rate,
-            "rerun_vs_engine": rr_rate / eng_rate}
+            "rerun_vs_engine": rr_rate / eng_rate,
+            "rerun_no_checkpoint_msgs_per_s": rn_rate,
+            "rerun_no_checkpoint_vs_engine": rn_rate / eng_rate,
+            "engine_cpu_s": cpu_med["engine"], "rerun_cpu_s": cpu_med["rerun"],
+            "rerun_cpu_vs_engine_cpu": cpu_med["rerun"] / cpu_med["engine"],
+            "wall_s": med, "cpu_s": cpu_med}
 
 
 def main(argv=None) -> int:
@@ -174,7 +205,10 @@ def main(argv=None) -> int:
         info = run_info(data_dir)
         results["messages"] = info.last_seq - info.first_seq   # a reused --data-dir may differ
         results.update(bench_book_at(data_dir, args.runs))
+        results["load_average_before"] = os.getloadavg()[0]
         results.update(bench_verify_rerun(data_dir, args.runs))
+        results["load_average_after"] = os.getloadavg()[0]
+        results["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -189,13 +223,17 @@ def main(argv=None) -> int:
             ("verify msgs/s (kernel)", "verify_kernel_msgs_per_s", None),
             ("verify / engine (msgs/s)", "verify_vs_engine", None),
             ("engine msgs/s (from memory)", "engine_msgs_per_s", None),
-            ("rerun msgs/s", "rerun_msgs_per_s", None), ("rerun / engine", "rerun_vs_engine", ">=")]
+            ("rerun msgs/s", "rerun_msgs_per_s", None), ("rerun / engine", "rerun_vs_engine", ">="),
+            ("rerun, no checkpoint check / engine", "rerun_no_checkpoint_vs_engine", None),
+            ("rerun CPU s / engine CPU s", "rerun_cpu_vs_engine_cpu", None)]
     print(results["workload"])
-    print(f"{'measure':32s} {'value':>14s} {'target':>10s}  ok")
+    print(f"load average {results['load_average_before']:.1f} before, "
+          f"{results['load_average_after']:.1f} after; peak RSS {results['peak_rss_mib']:.0f} MiB")
+    print(f"{'measure':36s} {'value':>14s} {'target':>10s}  ok")
     for label, key, cmp in rows:
         v, t = results[key], TARGETS.get(key)
         ok = "" if t is None else ("yes" if (v <= t if cmp == "<=" else v >= t) else "NO")
-        print(f"{label:32s} {v:14,.3f} {'' if t is None else f'{cmp} {t:g}':>10s}  {ok}")
+        print(f"{label:36s} {v:14,.3f} {'' if t is None else f'{cmp} {t:g}':>10s}  {ok}")
     with open(_smoke.results_path("replay.json"), "w") as f:
         json.dump(results, f, indent=2)
     return 0

@@ -6,10 +6,18 @@ Workloads:
   exchange.Engine inside a store.Session, in batches of 65,536 messages, WAL fsync per batch
   (and again with durability "none"), sealing every 262,144 messages (``seal_every``: on the
   session's background seal thread) and at close (final checkpoint included). Throughput =
-  messages / wall time from the first batch to close(). Also with ``seal_in_background=False``
-  (every seal inline, as before the seal thread), and through ``Session.process_many``
-  (journaling on a writer thread, the next batch matched meanwhile; each Result still only
-  after its record is durable), side by side in the same rounds.
+  messages / wall time from the first batch to close(). ``Session.process`` journals each batch
+  as one multi-part record (the engine matches it in 8 slices; each slice's part is encoded on a
+  thread while the next is matched); also with ``journal_parts=1`` (one whole-batch record, as
+  before), with ``seal_in_background=False`` (every seal inline, as before the seal thread), and
+  through ``Session.process_many`` (journaling on a writer thread with group commit, the next
+  batch matched meanwhile; each Result still only after its record is durable), side by side in
+  the same rounds.
+- CPU seconds per 1 M messages of each end-to-end variant: the whole process (every thread) and
+  the calling thread alone. On a shared machine the wall-clock rates swing with other jobs' load;
+  CPU time does much less. The calling thread's CPU (plus its fsync waits) is the part that
+  cannot overlap with the other threads' work: on two free cores a run takes at least
+  max(calling thread, total / 2).
 - Sealing rate: rows of all four tables sealed per second of ``Session.seal`` (lz4 tier), called
   synchronously every 262,144 messages in a separate fsync run (the time of those calls only).
 - Bytes per row per table: sealed lz4 segments, then after compaction into zstd segments.
@@ -59,12 +67,14 @@ def _engine():
     return eng
 
 
-def end_to_end(flow, durability, tmp, background=True, many=False):
-    """One end-to-end run: returns dict of throughput, WAL and segment sizes, compaction time."""
+def end_to_end(flow, durability, tmp, background=True, many=False, parts=None):
+    """One end-to-end run: returns dict of throughput, CPU per 1M messages (all threads, calling
+    thread), WAL and segment sizes, compaction time, WAL records per fsync group."""
     d = tempfile.mkdtemp(dir=tmp)
     s = Session.create(d, _engine(), run_info={"scenario": "bench_1m", "seed": BENCH_1M["seed"]},
                        durability=durability, seal_every=4 * BATCH, checkpoint_every=10**12,
-                       seal_in_background=background)
+                       seal_in_background=background, journal_parts=parts)
+    cpu0, main0 = time.process_time(), time.thread_time()
     t0 = time.perf_counter()
     if many:   # pipelined: batch k+1 is matched while batch k is written and fsynced
         for _ in s.process_many(flow[i:i + BATCH] for i in range(0, flow.size, BATCH)):
@@ -73,8 +83,10 @@ def end_to_end(flow, durability, tmp, background=True, many=False):
         for i in range(0, flow.size, BATCH):
             s.process(flow[i:i + BATCH])
     wal_bytes = s.wal.bytes_written
+    records, groups = s.wal_groups
     s.close()
     total = time.perf_counter() - t0
+    cpu, main = time.process_time() - cpu0, time.thread_time() - main0
     cat = Catalog(d)
     lz4 = _bytes_per_row(cat.all_segments())
     cat.close()
@@ -86,6 +98,8 @@ def end_to_end(flow, durability, tmp, background=True, many=False):
     cat.close()
     shutil.rmtree(d)
     return {"msgs_per_s": flow.size / total, "wal_bytes_per_msg": wal_bytes / flow.size,
+            "cpu_s_per_1m": cpu * 1e6 / flow.size, "main_cpu_s_per_1m": main * 1e6 / flow.size,
+            "records_per_fsync": records / groups if groups else 1.0,
             "compact_s": compact_time, "lz4_bytes_per_row": lz4, "zstd_bytes_per_row": zstd}
 
 
@@ -188,12 +202,14 @@ def main(argv=None):
         end_to_end(flow[:BATCH * 2], "fsync", tmp)   # warm numba caches and the page cache
         # interleaved rounds: the machine's load drifts, so each round measures every variant
         engs, seal_runs = [], []
-        runs = {"fsync": [], "none": [], "fsync_inline": [], "fsync_many": [], "none_many": []}
+        runs = {"fsync": [], "fsync_whole": [], "none": [], "fsync_inline": [], "fsync_many": [],
+                "none_many": []}
         for _ in range(args.runs):
             engs.append(engine_only(flow))
             for p in runs:
                 runs[p].append(end_to_end(flow, p.split("_")[0], tmp, background=p != "fsync_inline",
-                                          many=p.endswith("_many")))
+                                          many=p.endswith("_many"),
+                                          parts=1 if p == "fsync_whole" else None))
             seal_runs.append(sealing(flow, tmp))
         eng = statistics.median(engs)
         rows = binance_l2_rows()
@@ -211,9 +227,13 @@ def main(argv=None):
         "engine_only_msgs_per_s": eng,
         "end_to_end_fsync_msgs_per_s": med("fsync", "msgs_per_s"),
         "end_to_end_nofsync_msgs_per_s": med("none", "msgs_per_s"),
+        "end_to_end_fsync_whole_records_msgs_per_s": med("fsync_whole", "msgs_per_s"),
         "end_to_end_fsync_inline_seal_msgs_per_s": med("fsync_inline", "msgs_per_s"),
         "end_to_end_fsync_process_many_msgs_per_s": med("fsync_many", "msgs_per_s"),
         "end_to_end_nofsync_process_many_msgs_per_s": med("none_many", "msgs_per_s"),
+        "cpu_s_per_1m_msgs": {p: med(p, "cpu_s_per_1m") for p in runs},
+        "calling_thread_cpu_s_per_1m_msgs": {p: med(p, "main_cpu_s_per_1m") for p in runs},
+        "process_many_records_per_fsync": med("fsync_many", "records_per_fsync"),
         "seal_rows_per_s": statistics.median(r["seal_rows_per_s"] for r in seal_runs),
         "seal_rows_per_s_after_first": statistics.median(r["seal_rows_per_s_after_first"] for r in seal_runs),
         "wal_bytes_per_msg": med("fsync", "wal_bytes_per_msg"),
@@ -242,9 +262,14 @@ def main(argv=None):
     print(line.format("engine only (msgs/s)", f"{eng:,.0f}", ""))
     print(line.format("engine + WAL fsync/batch + seal (msgs/s)", f"{result['end_to_end_fsync_msgs_per_s']:,.0f}", "2,000,000"))
     print(line.format("engine + WAL no fsync + seal (msgs/s)", f"{result['end_to_end_nofsync_msgs_per_s']:,.0f}", ""))
+    print(line.format("  fsync, whole-batch records (msgs/s)", f"{result['end_to_end_fsync_whole_records_msgs_per_s']:,.0f}", ""))
     print(line.format("  same, fsync, seals inline (msgs/s)", f"{result['end_to_end_fsync_inline_seal_msgs_per_s']:,.0f}", ""))
     print(line.format("  fsync, process_many (pipelined) (msgs/s)", f"{result['end_to_end_fsync_process_many_msgs_per_s']:,.0f}", "2,000,000"))
     print(line.format("  no fsync, process_many (msgs/s)", f"{result['end_to_end_nofsync_process_many_msgs_per_s']:,.0f}", ""))
+    print(line.format("  process_many WAL records per fsync", f"{result['process_many_records_per_fsync']:.2f}", ""))
+    for p in runs:
+        print(line.format(f"  CPU s/1M msgs, all / caller: {p}",
+                          f"{result['cpu_s_per_1m_msgs'][p]:.3f} / {result['calling_thread_cpu_s_per_1m_msgs'][p]:.3f}", ""))
     print(line.format("sealing (rows/s)", f"{result['seal_rows_per_s']:,.0f}", "10,000,000"))
     print(line.format("sealing after the first seal (rows/s)", f"{result['seal_rows_per_s_after_first']:,.0f}", ""))
     print(line.format("WAL bytes / message (fsync: shuffled lz4)", f"{result['wal_bytes_per_msg']:.1f}", ""))

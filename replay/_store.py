@@ -27,7 +27,7 @@ from store import Catalog, read, read_checkpoint
 from store.wal import scan_wal
 
 __all__ = ["RunInfo", "run_info", "resolve_symbol", "load_checkpoint", "checkpoint_row", "restore",
-           "read_table",
+           "read_table", "segment_cuts",
            "strip_seq", "SEQ_MAX"]
 
 SEQ_MAX = (1 << 62)   # an inclusive upper bound above any seq a run can reach
@@ -125,6 +125,29 @@ def read_table(info: RunInfo, table: str, sid: int | None, lo: int, hi: int,
     if hi < lo:
         return read(info.data_dir, table, symbol=sid, seq=(1, 0), columns=columns)[:0]
     return read(info.data_dir, table, symbol=sid, seq=(lo, hi), columns=columns)
+
+
+def segment_cuts(info: RunInfo, table: str = "orders") -> list[int]:
+    """Seqs where reading ``table`` can be split without cutting a sealed segment, ascending.
+
+    A seq s is a cut when every live segment of ``table`` (any symbol) ends at or before s or
+    starts after it; seal boundaries are such cuts for every table, since one seal writes each
+    table's rows of the same seq range. Why: a reader that splits a run at these seqs decodes
+    each segment once, where a split inside a segment decodes it for both sides.
+    """
+    cat = _open_catalog(info.data_dir)
+    try:
+        _, segs = cat.snapshot(table)
+    finally:
+        cat.close()
+    cuts, end = [], None
+    for lo, hi in sorted((int(s["seq_lo"]), int(s["seq_hi"])) for s in segs):
+        if end is not None and lo > end:
+            cuts.append(end)
+        end = hi if end is None else max(end, hi)
+    if end is not None:
+        cuts.append(end)
+    return cuts
 
 
 def _packed_span(dtype: np.dtype):

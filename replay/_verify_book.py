@@ -16,9 +16,11 @@ Written from docs/semantics.md, sharing no code with ``exchange`` (only the idea
 - ``prefetch`` (an LLVM prefetch intrinsic) and ``_prefetch_id``/``_prefetch_order`` let the
   kernel ask for an id's bucket, an order's row and its queue neighbours ahead of use.
 
-Invariants: a resting order has ``O_LEVEL >= 0`` and sits in exactly one level list; a level's
+Invariants: a resting order has ``O_LEVEL >= 0`` and sits in exactly one level list (every
+other row, free or finished, has ``O_LEVEL == -1``); a level's
 ``L_QTY``/``L_COUNT`` are the sum of its orders' leaves and their number; an empty level leaves
-its ladder at once. Limits: capacities are fixed per array set; ``grow_state`` doubles them.
+its ladder at once. Limits: capacities are fixed per array set; ``grow_state`` doubles the order capacity or the
+level capacity, whichever ran short.
 """
 
 from __future__ import annotations
@@ -29,10 +31,13 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-# order slot fields
-(O_SIDE, O_PRICE, O_LEAVES, O_FILLED, O_FILLSUM, O_TOTAL, O_CANCELLED, O_TRADER, O_FLAGS, O_PREV,
- O_NEXT, O_LEVEL, O_MARKET, O_TIF) = range(14)
-NOF = 14
+# order slot fields: a row is 16 int64 (128 bytes, rows aligned to 128), so an order is exactly
+# two cache lines; the fields a cancel or a fill reads first (links, level, side, price, leaves,
+# filled, trader) share the first line, and a queue neighbour's link is one line
+(O_LEVEL, O_PREV, O_NEXT, O_SIDE, O_PRICE, O_LEAVES, O_FILLED, O_TRADER, O_FILLSUM, O_TOTAL,
+ O_CANCELLED, O_FLAGS, O_MARKET, O_TIF) = range(14)
+NOF = 16
+_ROW_ALIGN = 128
 # level slot fields
 L_PRICE, L_QTY, L_COUNT, L_HEAD, L_TAIL = range(5)
 NLF = 5
@@ -47,25 +52,39 @@ _HASH_MUL = np.uint64(0x9E3779B97F4A7C15)
 _SHIFT = np.uint64(29)
 
 
-def new_state(capacity: int, violations: int, n_rules: int) -> tuple:
-    """Fresh state arrays for the checker: up to ``capacity`` live orders and levels,
-    ``violations`` stored violation rows and a counter per rule (all violations are counted)."""
+def _aligned_zeros(shape: tuple, dtype, align: int) -> np.ndarray:
+    """A zeroed C-contiguous array whose first byte sits on an ``align``-byte boundary."""
+    dtype = np.dtype(dtype)
+    nbytes = int(np.prod(shape)) * dtype.itemsize
+    buf = np.zeros(nbytes + align, np.uint8)
+    off = (-buf.ctypes.data) % align
+    return buf[off:off + nbytes].view(dtype).reshape(shape)
+
+
+def new_state(capacity: int, violations: int, n_rules: int, level_capacity: int = 256) -> tuple:
+    """Fresh state arrays for the checker: up to ``capacity`` live orders, ``level_capacity``
+    live price levels, ``violations`` stored violation rows and a counter per rule (all
+    violations are counted). The two capacities grow separately (``grow_state``): a deep book
+    has far more orders than levels."""
     cap = max(int(capacity), 16)
+    lcap = max(int(level_capacity), 16)
     hcap = 16
     while hcap < 2 * cap:
         hcap *= 2
-    ost = np.zeros((cap, NOF), np.int64)
+    ost = _aligned_zeros((cap, NOF), np.int64, _ROW_ALIGN)
     ost[:, O_NEXT] = np.arange(1, cap + 1)
     ost[-1, O_NEXT] = -1
-    lst = np.zeros((cap, NLF), np.int64)
-    lst[:, L_HEAD] = np.arange(1, cap + 1)
+    ost[:, O_LEVEL] = -1          # free and finished rows rest nowhere (check_live scans rows)
+    lst = np.zeros((lcap, NLF), np.int64)
+    lst[:, L_HEAD] = np.arange(1, lcap + 1)
     lst[-1, L_HEAD] = -1
     oid = np.zeros(cap, np.uint64)
     # one 16-byte bucket per id: (key, row + 1), 0 = empty, so a probe reads one cache line
     htab = np.zeros((hcap, 2), np.uint64)
-    ladder = np.zeros((2, cap), np.int64)     # level keys (bids: price, asks: -price), ascending
-    ladlv = np.zeros((2, cap), np.int64)      # level slot of each ladder entry
-    touched = np.zeros((cap + 4, 5), np.int64)
+    ladder = np.zeros((2, lcap), np.int64)    # level keys (bids: price, asks: -price), ascending
+    ladlv = np.zeros((2, lcap), np.int64)     # level slot of each ladder entry
+    # a message touches at most every live level plus the one it may add
+    touched = np.zeros((lcap + 4, 5), np.int64)
     meta = np.zeros(NMETA, np.int64)
     vrows = np.zeros((max(int(violations), 1), 7), np.int64)
     vids = np.zeros(max(int(violations), 1), np.uint64)
@@ -122,10 +141,9 @@ def _prefetch_order(ost, oid, htab, key, neighbours):
     if s < 0:
         return
     if not neighbours:
-        # a 112-byte row spans two or three cache lines; probes 56 bytes apart touch each one
+        # a row is two aligned cache lines (see NOF); the id is read only when it leaves
         prefetch(ost, s, 0)
         prefetch(ost, s, NOF // 2)
-        prefetch(ost, s, NOF - 1)
         prefetch(oid, s, 0)
         return
     p, nx = ost[s, O_PREV], ost[s, O_NEXT]
@@ -339,17 +357,29 @@ def rehash(old, new):
 
 
 def grow_state(state: tuple) -> tuple:
-    """Return the state arrays with twice the order and level capacity, contents kept."""
+    """Return the state arrays with twice the order capacity, or the level capacity, or both
+    (whichever is short of room for one more message: see ``check_symbol``), contents kept."""
     ost, lst, oid, htab, ladder, ladlv, touched, meta, vrows, vids, counts = state
-    cap = ost.shape[0]
-    big = new_state(2 * cap, 1, 1)
-    nost, nlst, noid, nhtab, nladder, nladlv, ntouched = big[:7]
-    nost[:cap], nlst[:cap], noid[:cap] = ost, lst, oid
-    nladder[:, :cap], nladlv[:, :cap] = ladder, ladlv
-    # the new slots cap..2cap-1 are chained by new_state; prepend them to the old free lists
-    nost[2 * cap - 1, O_NEXT] = meta[M_FREE_O]
-    nlst[2 * cap - 1, L_HEAD] = meta[M_FREE_L]
-    meta[M_FREE_O] = cap
-    meta[M_FREE_L] = cap
-    rehash(htab, nhtab)
-    return nost, nlst, noid, nhtab, nladder, nladlv, ntouched, meta, vrows, vids, counts
+    cap, lcap = ost.shape[0], lst.shape[0]
+    more_o = meta[M_LIVE_O] + 2 > cap or meta[M_FREE_O] < 0
+    more_l = meta[M_LIVE_L] + 2 > lcap or meta[M_FREE_L] < 0
+    if not (more_o or more_l):   # never expected; growing both guarantees progress
+        more_o = more_l = True
+    if more_o:
+        big = new_state(2 * cap, 1, 1, 16)
+        nost, noid, nhtab = big[0], big[2], big[3]
+        nost[:cap], noid[:cap] = ost, oid
+        # the new rows cap..2cap-1 are chained by new_state; prepend them to the old free list
+        nost[2 * cap - 1, O_NEXT] = meta[M_FREE_O]
+        meta[M_FREE_O] = cap
+        rehash(htab, nhtab)
+        ost, oid, htab = nost, noid, nhtab
+    if more_l:
+        big = new_state(16, 1, 1, 2 * lcap)
+        nlst, nladder, nladlv, touched = big[1], big[4], big[5], big[6]
+        nlst[:lcap] = lst
+        nladder[:, :lcap], nladlv[:, :lcap] = ladder, ladlv
+        nlst[2 * lcap - 1, L_HEAD] = meta[M_FREE_L]
+        meta[M_FREE_L] = lcap
+        lst, ladder, ladlv = nlst, nladder, nladlv
+    return ost, lst, oid, htab, ladder, ladlv, touched, meta, vrows, vids, counts

@@ -49,7 +49,7 @@ from exchange.schema import ORDER_DTYPE
 from . import backtest_core as C
 from .backtest_result import BacktestResult, build_result
 from .latency import as_latency
-from .strategy import BookView, Context, QuoteStrategy, Strategy
+from .strategy import _E_EVENT, _E_ID, BookView, Context, QuoteStrategy, Strategy
 
 __all__ = ["backtest", "BacktestResult", "ID_BASE", "DEFAULT_TRADER"]
 
@@ -138,102 +138,260 @@ def _binance_name(path: str) -> str:
 
 
 class _Driver:
-    """The Python-strategy loop: wake-ups in Python, market messages in numba between them."""
+    """What both Python-strategy loops share: the order log, latency draws, wake-ups, timers and
+    the delivery of fills and execution reports to the strategy."""
 
-    def __init__(self, engine, msgs, strategy, feed, order, trader, symbol, fee_rate,
-                 arrays=None):
+    def __init__(self, engine, msgs, strategy, feed, order, trader, symbol, fee_rate):
         self.engine, self.msgs, self.strategy = engine, msgs, strategy
         self.feed, self.order = feed, order
         self.trader, self.symbol = trader, symbol
-        self.arrays = arrays if arrays is not None else C.EngineArrays(engine)
-        self.prefetch = np.int64(getattr(engine, "prefetch_distance", 0))
         self.olog = C.new_order_log(256)
         self.osent = np.zeros(len(self.olog), np.int64)
         self.oseq = np.zeros(len(self.olog), np.int64)
         self.nord = self.qh = 0
         self.last_arr = _MIN
-        self.marks = np.zeros(1024, C.MARK_DTYPE)
+        self.every = int(getattr(strategy, "every", 0) or 0)
+        self.timer_ns = int(getattr(strategy, "timer_ns", 0) or 0)
+        if self.every < 0 or self.timer_ns < 0:
+            raise UsageError("strategy.every and strategy.timer_ns must be >= 0")
+        # one mark per wake-up (timers add more: the array grows then)
+        self.marks = np.zeros(max(1024, len(msgs) // self.every + 2 if self.every else 0),
+                              C.MARK_DTYPE)
         self.nmark = 0
         self.top = np.zeros(4, np.int64)
         self.obs_ts = int(msgs["ts"][0]) if len(msgs) else 0
         self.ctx = Context(self, ID_BASE, fee_rate)
+        self._bind_callbacks()
 
     # called by Context
     def send(self, kind, side, oid, price, qty, tif, flags, otype, local) -> None:
         arrival = max(local + self.order.draw(local), self.last_arr)
         self.last_arr = arrival
-        if self.nord == len(self.olog):
+        k = self.nord
+        if k == len(self.olog):
             self.olog, self.osent, self.oseq = (C._grow(a, 0) for a in (self.olog, self.osent,
                                                                          self.oseq))
-        o = self.olog[self.nord]
-        o["ts"], o["order_id"], o["price"], o["qty"] = arrival, oid, price, qty
-        o["symbol"], o["trader"], o["kind"], o["order_type"] = self.symbol, self.trader, kind, otype
-        o["tif"], o["flags"], o["side"] = tif, flags, side
-        self.osent[self.nord] = local
-        self.nord += 1
+            self._logs_moved()
+        # one tuple assignment, in ORDER_DTYPE's field order (a field at a time costs 10x more)
+        self.olog[k] = (arrival, oid, price, qty, self.symbol, self.trader, kind, otype, tif,
+                        flags, side)
+        self.osent[k] = local
+        self.nord = k + 1
 
-    def _advance(self, msgs, i, stop, stop_on_fill):
-        a = self.arrays
-        while True:
-            status, i = C.advance(msgs, i, stop, *a.state, a.fills, a.l2, a.events, a.cnt, a.sf,
-                                  a.se, a.scnt, self.trader, ID_BASE, stop_on_fill, a.live,
-                                  a.lcnt, self.prefetch)
-            if status in (K.OK, C.HIT):
-                return status, i
-            a.grow(status)
+    def _logs_moved(self) -> None:
+        """Hook: the order log arrays were replaced by bigger ones."""
 
-    def _notify(self, f0, e0, ts) -> None:
-        a, ctx = self.arrays, self.ctx
-        for k in range(e0, int(a.scnt[1])):
-            ctx._apply_event(a.se[k])
-            self.strategy.on_order(ctx, a.se[k])
-        if a.scnt[0] > f0:
-            ctx.now = ts + self.feed.draw(ts)
-            self.obs_ts = ts
-            for k in range(f0, int(a.scnt[0])):
-                for fill in ctx._apply_fill(a.sf[k], self.trader, ctx.now):
-                    self.strategy.on_fill(ctx, fill)
+    def _start(self) -> None:
+        ctx = self.ctx
+        ctx.now = self.obs_ts
+        self.strategy.on_start(ctx)
+        if self.timer_ns:
+            ctx.set_timer(ctx.now + self.timer_ns)
 
-    def _read_top(self) -> None:
-        a = self.arrays
-        C.top_of_book(a.state[3], a.state[1], a.state[5], self.symbol, self.top)
-
-    def _observe(self, obs, local) -> BookView:
+    def _wake(self, obs: int) -> None:
+        """on_book for an observation at exchange time ``obs`` (``self.top`` holds the book)."""
+        local = obs + self.feed.draw(obs)
         self.obs_ts = obs
-        self.ctx.now = local
-        self._read_top()
-        if self.nmark == len(self.marks):
-            self.marks = C._grow(self.marks, 0)
-        self.marks[self.nmark] = (obs, *self.top)
-        self.nmark += 1
-        self.ctx.book = BookView(obs, local, self.top, self.engine, self.symbol)
-        return self.ctx.book
+        ctx = self.ctx
+        ctx.now = local
+        ctx.book = book = BookView(obs, local, self.top.tolist(), self.engine, self.symbol)
+        self.strategy.on_book(ctx, book)
+
+    def _fire_timer(self) -> None:
+        """on_timer for the first timer (``self.top`` holds the book at its observation)."""
+        ctx = self.ctx
+        obs, _, local = heapq.heappop(ctx._timers)
+        self.obs_ts = obs
+        ctx.now = local
+        ctx.book = BookView(obs, local, self.top.tolist(), self.engine, self.symbol)
+        self.strategy.on_timer(ctx, local)
+        if self.timer_ns:
+            ctx.set_timer(local + self.timer_ns)
+
+    def _bind_callbacks(self) -> None:
+        """Look up once which callbacks do something: building the numpy row for ``on_order``
+        and the ``Fill`` for ``on_fill`` costs more than the rest of a delivery."""
+        cls = type(self.strategy)
+        inst = vars(self.strategy)
+        self._on_fill = (self.strategy.on_fill if "on_fill" in inst
+                         or cls.on_fill is not Strategy.on_fill else None)
+        self._on_order = self._quote_report = None
+        if "on_order" not in inst and cls.on_order is QuoteStrategy.on_order:
+            self._quote_report = self.strategy._report
+        elif "on_order" in inst or cls.on_order is not Strategy.on_order:
+            self._on_order = self.strategy.on_order
+
+    def _report(self, row: tuple, k: int) -> None:
+        """One execution report (row ``k`` of the strategy's events) to the context and the
+        strategy."""
+        self.ctx._apply_event(row)
+        if self._quote_report is not None:
+            self._quote_report(row[_E_ID], row[_E_EVENT])
+        elif self._on_order is not None:
+            self._on_order(self.ctx, self.arrays.se[k])
+
+    def _fills_seen(self, ts: int) -> None:
+        """The strategy learns of the fills of a message at exchange time ``ts`` one feed
+        latency later."""
+        self.ctx.now = ts + self.feed.draw(ts)
+        self.obs_ts = ts
+
+    def _fill(self, row: tuple) -> None:
+        ctx = self.ctx
+        fills = ctx._apply_fill(row, self.trader, ctx.now, self._on_fill is not None)
+        for fill in fills:
+            self._on_fill(ctx, fill)
+
+    def _timer_obs(self, last_ts: int) -> int:
+        """Observation ts of the first timer, or _INF when none can fire (time ends with the
+        data: a timer observing after the last market message never fires)."""
+        timers = self.ctx._timers
+        if timers and len(self.msgs) and timers[0][0] <= last_ts:
+            return timers[0][0]
+        return _INF
+
+
+class _EngineDriver(_Driver):
+    """The Python-strategy loop on L3 flow: ``backtest_core.drive`` runs the merged stream in
+    numba from one callback to the next, so Python runs once per wake-up (and, for a strategy
+    that reacts to fills, once per strategy message and per message that filled it)."""
+
+    def __init__(self, engine, msgs, strategy, feed, order, trader, symbol, fee_rate):
+        super().__init__(engine, msgs, strategy, feed, order, trader, symbol, fee_rate)
+        self.arrays = C.EngineArrays(engine)
+        # a strategy with its own on_fill/on_order may act between wake-ups, so the kernel stops
+        # after every message that fills it; any other runs from one wake-up to the next
+        self.react = self._on_fill is not None or self._on_order is not None
+        ds = self.ds = np.zeros(C.D_SIZE, np.int64)
+        ds[C.D_NEXT_WAKE] = self.every if self.every else -1
+        ds[C.D_TOBS] = _INF
+        ds[C.D_TRADER], ds[C.D_ID_BASE], ds[C.D_SYMBOL] = trader, ID_BASE, symbol
+        ds[C.D_REACT] = int(self.react)
+        ds[C.D_PREFETCH] = int(getattr(engine, "prefetch_distance", 0))
+        self.fdone = self.edone = 0        # strategy fills / events delivered so far
+        self._ts = msgs["ts"]
+        self._args = None
+        self._call = None
+
+    def _logs_moved(self) -> None:
+        self._args = None
+
+    def _kernel_args(self):
+        a = self.arrays
+        return (self.msgs, self.olog, self.oseq, self.ds, *a.state, a.fills, a.l2, a.events,
+                a.cnt, a.sf, a.se, a.scnt, a.live, a.lcnt, self.marks, self.top)
+
+    def _deliver(self) -> None:
+        """Hand the strategy its new execution reports and fills in engine order (by seq:
+        a message's events, then its fills); each message that filled it takes one feed sample
+        at its ts, which is when the strategy learns of the fill (plus that latency)."""
+        a = self.arrays
+        f1, e1 = int(a.scnt[0]), int(a.scnt[1])
+        f, e = self.fdone, self.edone
+        if f == f1 and e == e1:
+            return
+        self.fdone, self.edone = f1, e1
+        frows = a.sf[f:f1].tolist()
+        erows = a.se[e:e1].tolist()
+        nf, ne = len(frows), len(erows)
+        fk = ek = 0
+        while fk < nf or ek < ne:
+            seq = min(frows[fk][0] if fk < nf else _INF, erows[ek][0] if ek < ne else _INF)
+            while ek < ne and erows[ek][0] == seq:
+                self._report(erows[ek], e + ek)
+                ek += 1
+            if fk < nf and frows[fk][0] == seq:
+                self._fills_seen(frows[fk][1])
+                while fk < nf and frows[fk][0] == seq:
+                    self._fill(frows[fk])
+                    fk += 1
 
     def run(self) -> None:
-        msgs, ctx, strat = self.msgs, self.ctx, self.strategy
+        self._start()
+        ds, every = self.ds, self.every
+        last_ts = int(self.msgs["ts"][-1]) if len(self.msgs) else 0
+        while True:
+            ds[C.D_NORD] = self.nord
+            ds[C.D_TOBS] = self._timer_obs(last_ts)
+            if self._args is None:      # first call, or an array was replaced by a bigger one
+                self._args = self._kernel_args()
+                if self._call is None:  # replacements have the same types: prepare once
+                    self._call = C.prepared(C.drive, self._args)
+            status = self._call(*self._args)
+            if status not in _DRIVE_STOPS:
+                self._grow(status)
+                continue
+            self._deliver()
+            if status == C.WAKE:
+                self._wake(int(self._ts[int(ds[C.D_I]) - 1]))
+                ds[C.D_NEXT_WAKE] += every
+            elif status == C.TIMER:
+                self._fire_timer()
+            elif status == K.OK:
+                self.qh, self.nmark = int(ds[C.D_QH]), int(ds[C.D_NMARK])
+                return
+
+    def _grow(self, status: int) -> None:
+        if status == C.NEED_LOG:
+            self.marks = C._grow(self.marks, 0)
+        else:
+            self.arrays.grow(status)
+        self._args = None
+
+
+_DRIVE_STOPS = frozenset((K.OK, C.WAKE, C.TIMER, C.NOTE, C.HIT))
+
+
+class _L2Driver(_Driver):
+    """The reference loop in Python over an ``l2queue.L2Sim``: market events are L2 rows and
+    trades, the strategy's messages go to the queue model instead of the engine."""
+
+    def __init__(self, sim, events, strategy, feed, order, trader, symbol, fee_rate):
+        super().__init__(sim, events, strategy, feed, order, trader, symbol, fee_rate)
+        self.arrays = sim
+
+    def _advance(self, msgs, i, stop, stop_on_fill):
+        if msgs is self.olog:
+            return K.OK, self.engine.apply_orders(msgs, i, stop)
+        return self.engine.advance(msgs, i, stop, stop_on_fill)
+
+    def _notify(self, f0, e0, ts) -> None:
+        """Deliver what one step (one strategy message, or market events up to a fill) made;
+        a fill takes one feed sample at ``ts``."""
+        a = self.arrays
+        e1, f1 = int(a.scnt[1]), int(a.scnt[0])
+        for k, row in enumerate(a.se[e0:e1].tolist()):
+            self._report(row, e0 + k)
+        if f1 > f0:
+            self._fills_seen(ts)
+            for row in a.sf[f0:f1].tolist():
+                self._fill(row)
+
+    def _observe_top(self) -> None:
+        self.engine.top(self.top)
+        if self.nmark == len(self.marks):
+            self.marks = C._grow(self.marks, 0)
+
+    def run(self) -> None:
+        msgs = self.msgs
         ts = np.ascontiguousarray(msgs["ts"])   # a strided view would be copied per searchsorted
         n = len(msgs)
-        every = int(getattr(strat, "every", 0) or 0)
-        timer_ns = int(getattr(strat, "timer_ns", 0) or 0)
-        if every < 0 or timer_ns < 0:
-            raise UsageError("strategy.every and strategy.timer_ns must be >= 0")
-        ctx.now = self.obs_ts
-        strat.on_start(ctx)
-        if timer_ns:
-            ctx.set_timer(ctx.now + timer_ns)
+        every = self.every
+        last_ts = int(ts[-1]) if n else 0
+        self._start()
         next_wake = every if every else -1
         i = 0
         while True:
             t_next = int(ts[i]) if i < n else _INF
+            tobs = self._timer_obs(last_ts)
             best = None
             if self.qh < self.nord and self.olog[self.qh]["ts"] < t_next:
                 best = (int(self.olog[self.qh]["ts"]), 0)
             if i == next_wake and i > 0:
                 cand = (int(ts[i - 1]), 1)
                 best = cand if best is None or cand < best else best
-            # time ends with the data: timers past the last market message never fire
-            if ctx._timers and ctx._timers[0][0] < t_next and n and ctx._timers[0][0] <= ts[-1]:
-                cand = (ctx._timers[0][0], 2)
+            if tobs < t_next:
+                cand = (tobs, 2)
                 best = cand if best is None or cand < best else best
             if best is not None and best[1] == 0:
                 f0, e0 = int(self.arrays.scnt[0]), int(self.arrays.scnt[1])
@@ -241,49 +399,25 @@ class _Driver:
                 self.oseq[self.qh] = self.engine.seq
                 self.qh += 1
                 self._notify(f0, e0, best[0])
-            elif best is not None and best[1] == 1:
-                obs = best[0]
-                book = self._observe(obs, obs + self.feed.draw(obs))
-                strat.on_book(ctx, book)
-                next_wake += every
             elif best is not None:
-                obs, _, local = ctx._timers[0]
-                heapq.heappop(ctx._timers)
-                self._observe(obs, local)
-                strat.on_timer(ctx, local)
-                if timer_ns:
-                    ctx.set_timer(local + timer_ns)
+                self._observe_top()
+                self.marks[self.nmark] = (best[0], *self.top)
+                self.nmark += 1
+                if best[1] == 1:
+                    self._wake(best[0])
+                    next_wake += every
+                else:
+                    self._fire_timer()
             else:
                 if i >= n:
                     return
-                lim = min(int(self.olog[self.qh]["ts"]) if self.qh < self.nord else _INF,
-                          ctx._timers[0][0] if ctx._timers and ctx._timers[0][0] <= ts[-1]
-                          else _INF)
+                lim = min(int(self.olog[self.qh]["ts"]) if self.qh < self.nord else _INF, tobs)
                 stop = n if lim == _INF else int(np.searchsorted(ts, lim, side="right"))
                 if every:
                     stop = min(stop, next_wake)
                 f0, e0 = int(self.arrays.scnt[0]), int(self.arrays.scnt[1])
                 status, i = self._advance(msgs, i, stop, True)
-                if status == C.HIT:
-                    self._notify(f0, e0, int(ts[i - 1]))
-                else:
-                    self._notify(f0, e0, int(ts[i - 1]) if i else 0)
-
-
-class _L2Driver(_Driver):
-    """The same loop over an ``l2queue.L2Sim``: market events are L2 rows and trades, the
-    strategy's messages go to the queue model instead of the engine."""
-
-    def __init__(self, sim, events, strategy, feed, order, trader, symbol, fee_rate):
-        super().__init__(sim, events, strategy, feed, order, trader, symbol, fee_rate, arrays=sim)
-
-    def _advance(self, msgs, i, stop, stop_on_fill):
-        if msgs is self.olog:
-            return K.OK, self.engine.apply_orders(msgs, i, stop)
-        return self.engine.advance(msgs, i, stop, stop_on_fill)
-
-    def _read_top(self) -> None:
-        self.engine.top(self.top)
+                self._notify(f0, e0, int(ts[i - 1]) if i else 0)
 
 
 def _backtest_l2(flow, strategy, model, trader, fee_rate, fast, store_dir, engine_options,
@@ -379,19 +513,21 @@ def backtest(flow, strategy: Strategy, *, latency=None, trader: int = DEFAULT_TR
         return _backtest_l2(orders, strategy, as_latency(latency), int(trader),
                             float(fees_bps) / 1e4, fast, store_dir, engine_options, queue_model,
                             info)
-    if len(orders) and np.any(np.diff(orders["ts"]) < 0):
-        raise UsageError("flow must be sorted by ts (the merge is by arrival time)")
     if not 0 <= int(trader) < 2**32:
         raise UsageError(f"trader must fit in uint32; got {trader}")
-    if len(orders) and orders["order_id"].max() >= ID_BASE:
+    msgs = np.ascontiguousarray(orders)
+    unsorted, high_id, has_trader, top_symbol = C.check_flow(msgs, int(trader), ID_BASE)
+    if unsorted:
+        raise UsageError("flow must be sorted by ts (the merge is by arrival time)")
+    if high_id:
         raise UsageError("market order ids must be below ID_BASE (2^62), the strategy's range")
-    if len(orders) and np.any(orders["trader"] == trader):
+    if has_trader:
         raise UsageError(f"trader {trader} appears in the market flow; pick another strategy trader")
     if fees_bps < 0:
         raise UsageError(f"fees_bps must be >= 0; got {fees_bps}")
     if not isinstance(strategy, Strategy):
         raise UsageError(f"strategy must be a replay.Strategy instance; got {type(strategy)}")
-    n_sym = int(orders["symbol"].max()) + 1 if len(orders) else 1
+    n_sym = max(int(top_symbol) + 1, 1)
     names = names or [f"S{k}" for k in range(n_sym)]
     ticks = ticks if ticks and len(ticks) == len(names) else [1] * len(names)
     engine = Engine(**(engine_options or {}))
@@ -405,7 +541,6 @@ def backtest(flow, strategy: Strategy, *, latency=None, trader: int = DEFAULT_TR
     model = as_latency(latency)
     feed, order = model.samplers()
     fee_rate = float(fees_bps) / 1e4
-    msgs = np.ascontiguousarray(orders)
     if fast is None:
         fast = isinstance(strategy, QuoteStrategy) and type(strategy) is QuoteStrategy
     if fast:
@@ -414,7 +549,7 @@ def backtest(flow, strategy: Strategy, *, latency=None, trader: int = DEFAULT_TR
         a, olog, osent, oseq, marks = _run_fast(engine, msgs, strategy, feed, order, int(trader),
                                                 sid, fee_rate)
     else:
-        d = _Driver(engine, msgs, strategy, feed, order, int(trader), sid, fee_rate)
+        d = _EngineDriver(engine, msgs, strategy, feed, order, int(trader), sid, fee_rate)
         d.run()
         a, olog, osent, oseq = d.arrays, d.olog[:d.nord], d.osent[:d.nord], d.oseq[:d.nord]
         marks = d.marks[:d.nmark]

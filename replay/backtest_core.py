@@ -1,24 +1,25 @@
 """The numba side of the backtest driver: run market messages through the engine's own arrays.
 
 Both strategy paths use these kernels, so both see exactly the same engine behaviour:
-- ``advance`` (Python strategies): processes market messages ``[i, stop)`` and stops early right
-  after a message that filled the strategy, so the strategy can react before any later message
-  is matched. Runs of messages that cannot trade with the strategy's live orders (a table kept
-  from its events) go to ``process_batch`` as one slice; a message that might goes alone.
-  Python calls it once per strategy wake-up, not once per message.
-- ``run_quotes`` (``@njit`` strategies): the whole merged loop (market messages, strategy
-  orders in arrival order, wake-ups every N messages, fills) with a quote function called inside
-  numba; it returns to Python only when an array must grow, then resumes from the state arrays.
+- ``drive`` (Python strategies): the merged loop (market messages and the strategy's messages in
+  arrival order) from one Python callback to the next: it returns at a wake-up or a timer (with
+  the top of book and the mark written), after each strategy message or market message that
+  filled the strategy when the strategy reacts to fills, or at the end. One call per wake-up.
+- ``run_quotes`` (``@njit`` strategies): the same merged loop with a quote function called
+  inside numba at each wake-up; it returns to Python only when an array must grow, then resumes
+  from the state arrays.
 
-``advance`` and the strategy's own messages go through ``exchange.kernels.process_batch`` one
-row at a time (a copy), with the output counters reset, so the scratch output arrays stay small;
-``run_quotes`` feeds each slice of market messages between two strategy events (a wake-up, an
-order arrival) to one ``process_batch`` call on a view, since no fill changes its schedule. Fills that involve
-the strategy's ``trader`` and events of the strategy's order ids (``>= id_base``) are copied into
-the strategy's own output arrays; the market's outputs are dropped (re-run the journal to get them).
+Market messages go to ``exchange.kernels.process_batch`` in slices (one call per run of messages
+between two strategy events, at most ``CHUNK`` messages so the scratch outputs stay in cache);
+each strategy message goes alone, as a one-row view of the order log. When the strategy reacts to
+fills, ``drive`` cuts a slice right after each message that might trade with one of the
+strategy's live orders (a table kept from its events), so it can stop there if it did. Fills
+that involve the strategy's ``trader`` and events of the strategy's order ids (``>= id_base``)
+are copied into the strategy's own output arrays; the market's outputs are dropped (re-run the
+journal to get them).
 
 Invariants: a message is processed whole or not at all (growth statuses are returned before it
-starts); ``st``/``fst`` hold every loop variable, so a return to Python loses nothing.
+starts); ``st``/``ds``/``fst`` hold every loop variable, so a return to Python loses nothing.
 Limit: the engine state arrays are taken from the ``Engine`` facade's private fields
 (``_arena`` ...) and grown through its ``_grow_state``; a change there must be mirrored here.
 """
@@ -30,19 +31,30 @@ from numba import njit
 
 from exchange import kernels as K
 from exchange.book import M_NEED_EVENTS, M_NEED_FILLS, M_NEED_L2, M_SEQ
+from exchange.order_index import index_find, index_home
+from exchange.prefetch import prefetch as _prefetch
 from exchange.schema import ORDER_DTYPE, Event, Kind, OrderType, Tif
 
 from .latency import DRAWS, sample
 
-__all__ = ["MARK_DTYPE", "advance", "top_of_book", "run_quotes", "NEED_STRAT", "HIT", "NEED_LOG",
-           "NEED_DRAWS", "NEED_LIVE", "EngineArrays", "st_names"]
+__all__ = ["MARK_DTYPE", "drive", "top_of_book", "run_quotes", "NEED_STRAT", "HIT", "NEED_LOG",
+           "NEED_DRAWS", "NEED_LIVE", "WAKE", "TIMER", "NOTE", "CHUNK", "EngineArrays", "st_names",
+           "prepared", "check_flow"]
 
 # statuses beyond the engine's own (K.OK, K.NEED_*)
 NEED_STRAT = 10   # the strategy's fill/event output arrays are full
 HIT = 11          # advance stopped after a message that filled the strategy
 NEED_LOG = 12     # run_quotes: the order log or the mark array is full
 NEED_DRAWS = 13   # run_quotes: a DRAWS latency stream needs more samples
-NEED_LIVE = 14    # advance: the table of the strategy's live orders is full
+NEED_LIVE = 14    # drive: the table of the strategy's live orders is full
+WAKE = 15         # drive: an on_book wake-up is due (top and mark written)
+TIMER = 16        # drive: the first timer is due (top and mark written)
+NOTE = 17         # drive: a strategy message was processed (the strategy reacts to fills)
+
+# at most this many market messages per process_batch call: the scratch outputs (~2.5 events and
+# ~1 L2 row per message) then stay in cache, where a longer slice writes (and first touches)
+# megabytes the backtest throws away
+CHUNK = 4096
 
 MARK_DTYPE = np.dtype([("ts", "<i8"), ("bid", "<i8"), ("bid_qty", "<i8"), ("ask", "<i8"),
                        ("ask_qty", "<i8")])  # top of book the strategy saw at a wake-up (0 = empty)
@@ -53,6 +65,12 @@ S_SLOT = 10   # per side (BUY at 10, SELL at 14): order id, price, qty, live
 ST_SIZE = 18
 F_CASH = 0    # float state ``fst``: cash after fills (price * qty in ticks * lots), fees
 F_FEES = 1
+
+# slots of drive's int64 state array ``ds``: the kernel moves I, QH and NMARK; the Python driver
+# sets NORD (after sending), NEXT_WAKE and TOBS (first due timer's observation ts) before a call
+D_I, D_QH, D_NORD, D_NEXT_WAKE, D_TOBS, D_NMARK, D_TRADER, D_ID_BASE, D_SYMBOL, D_REACT, \
+    D_PREFETCH = range(11)
+D_SIZE = 11
 
 
 def st_names() -> list[str]:
@@ -115,34 +133,38 @@ def _grow(arr: np.ndarray, at_least: int) -> np.ndarray:
     return new
 
 
+def prepared(kernel, args):
+    """Return ``kernel``'s compiled entry point for the types of ``args``: calling it skips
+    numba's per-call type dispatch (about 0.5 us per structured array argument: most of a
+    wake-up's cost on a kernel taking ~20 arrays). Compiles, or loads the cached compilation,
+    when needed.
+
+    Only call it with arguments of exactly those types (arrays of the same dtype, ndim and
+    layout: the backtest replaces a grown array with one of the same kind).
+    """
+    return kernel.compile(tuple(kernel.typeof_pyval(a) for a in args))
+
+
 @njit(cache=True)
-def _proc_one(msgs, i, arena, levels, index, books, ladder_keys, ladder_levels, meta, fills, l2,
-              events, cnt, sf, se, scnt, trader, id_base):
-    """Process msgs[i]; copy the strategy's fills/events out. Returns (status, strategy fills)."""
-    if scnt[0] + len(fills) > len(sf) or scnt[1] + len(events) > len(se):
-        return NEED_STRAT, 0
-    cnt[0] = 0
-    cnt[1] = 0
-    cnt[2] = 0
-    # a one-row C-contiguous copy gives process_batch exactly the argument types Engine.process
-    # uses, so numba reuses its cached compilation (a new specialization takes minutes)
-    one = np.empty(1, msgs.dtype)
-    one[0] = msgs[i]
-    status, _ = K.process_batch(one, np.int64(0), arena, levels, index, books, ladder_keys,
-                                ladder_levels, meta, fills, l2, events, cnt)
-    if status != K.OK:
-        return status, 0
-    nf = 0
-    for k in range(cnt[0]):
-        if fills[k].buy_trader == trader or fills[k].sell_trader == trader:
-            sf[scnt[0]] = fills[k]
-            scnt[0] += 1
-            nf += 1
-    for k in range(cnt[2]):
-        if events[k].order_id >= id_base:
-            se[scnt[1]] = events[k]
-            scnt[1] += 1
-    return K.OK, nf
+def check_flow(msgs, trader, id_base):
+    """One pass over the market flow: returns (unsorted by ts, an order id >= ``id_base``,
+    a row carrying the strategy's ``trader``, the highest symbol id or -1 when empty)."""
+    unsorted = False
+    high_id = False
+    has_trader = False
+    top_symbol = np.int64(-1)
+    base = np.uint64(id_base)
+    tr = np.uint32(trader)
+    for k in range(len(msgs)):
+        m = msgs[k]
+        if k > 0 and m.ts < msgs[k - 1].ts:
+            unsorted = True
+        if m.order_id >= base:
+            high_id = True
+        if m.trader == tr:
+            has_trader = True
+        top_symbol = max(top_symbol, np.int64(m.symbol))
+    return unsorted, high_id, has_trader, top_symbol
 
 
 @njit(cache=True)
@@ -158,17 +180,36 @@ def _proc_batch(msgs, i, stop, arena, levels, index, books, ladder_keys, ladder_
     cnt[0] = 0
     cnt[1] = 0
     cnt[2] = 0
+    mask = len(index) - 1
+    if prefetch > 0:
+        # process_batch prefetches ``prefetch`` messages ahead of the one it works on, within
+        # the slice only, so a slice's first messages would start cold: their index buckets
+        # were asked for at the end of the previous slice (below); ask for the arena rows of the
+        # first half now, while the buckets of the rest come in
+        for j in range(i, min(stop, i + prefetch)):
+            _prefetch(index, index_home(msgs[j].symbol, msgs[j].order_id, mask))
+        for j in range(i, min(stop, i + prefetch // 2)):
+            if msgs[j].kind != Kind.NEW:
+                r = index_find(index, msgs[j].symbol, msgs[j].order_id)
+                if r >= 0:
+                    _prefetch(arena, r)
     # msgs[:stop] is a C-contiguous view of the same type as Engine.process's argument (and
     # ``prefetch`` an int64 like its prefetch distance), so numba reuses the engine's compilation
     # of process_batch; it stops at ``stop`` because the view ends there
     status, j = K.process_batch(msgs[:stop], i, arena, levels, index, books, ladder_keys,
                                 ladder_levels, meta, fills, l2, events, cnt, prefetch)
+    if prefetch > 0 and status == K.OK:
+        # the next slice's buckets load while the strategy works (it starts at ``stop``)
+        for t in range(stop, min(len(msgs), stop + prefetch)):
+            _prefetch(index, index_home(msgs[t].symbol, msgs[t].order_id, mask))
+    tr = np.uint32(trader)
+    base = np.uint64(id_base)
     for k in range(cnt[0]):
-        if fills[k].buy_trader == trader or fills[k].sell_trader == trader:
+        if fills[k].buy_trader == tr or fills[k].sell_trader == tr:
             sf[scnt[0]] = fills[k]
             scnt[0] += 1
     for k in range(cnt[2]):
-        if events[k].order_id >= id_base:
+        if events[k].order_id >= base:
             se[scnt[1]] = events[k]
             scnt[1] += 1
     return status, j
@@ -237,37 +278,108 @@ def _harmless_until(msgs, i, stop, live, lcnt):
 
 
 @njit(cache=True)
-def advance(msgs, i, stop, arena, levels, index, books, ladder_keys, ladder_levels, meta, fills,
-            l2, events, cnt, sf, se, scnt, trader, id_base, stop_on_fill, live, lcnt, prefetch):
-    """Process msgs[i:stop]; return (status, next i). status HIT: msgs[next i - 1] filled the
-    strategy (only with ``stop_on_fill``); K.OK: reached ``stop``; else what to grow.
+def _mark(books, levels, ladder_levels, symbol, top, marks, ds, obs):
+    """Read the top of book into ``top`` and append it to ``marks`` as seen at ``obs``."""
+    top_of_book(books, levels, ladder_levels, symbol, top)
+    m = marks[ds[D_NMARK]]
+    m.ts = obs
+    m.bid = top[0]
+    m.bid_qty = top[1]
+    m.ask = top[2]
+    m.ask_qty = top[3]
+    ds[D_NMARK] += 1
 
-    With ``stop_on_fill`` (market messages), runs of messages that cannot trade with the
-    strategy's live orders (``live``/``lcnt``, kept up to date here) go to one ``process_batch``
-    call; a message that might goes alone, so the loop can stop right after it if it did.
+
+@njit(cache=True)
+def drive(msgs, olog, oseq, ds, arena, levels, index, books, ladder_keys, ladder_levels, meta,
+          fills, l2, events, cnt, sf, se, scnt, live, lcnt, marks, top):
+    """Run the merged stream up to the next Python callback; return why it stopped.
+
+    WAKE: ``msgs[ds[D_I] - 1]`` was the ``every``-th message (observation at its ts); TIMER: the
+    first timer is due (observation at ``ds[D_TOBS]``); both wrote ``top`` and a mark. NOTE /
+    HIT (only with ``ds[D_REACT]``): a strategy message / a market message that filled the
+    strategy was just processed. K.OK: the flow and the strategy's messages are all processed.
+    Anything else: what to grow (call again afterwards: nothing is lost).
+
+    Order of work, as the Python reference loop (``_L2Driver``) decides it: the earliest of a
+    strategy message arriving before the next market message's ts, a due wake-up, and a due timer
+    goes first, ties in that order; otherwise the market messages up to the next of those.
     """
-    while i < stop:
-        if stop_on_fill:
-            k = _harmless_until(msgs, i, stop, live, lcnt)
-            if k > i:
-                status, i = _proc_batch(msgs, i, k, arena, levels, index, books, ladder_keys,
-                                        ladder_levels, meta, fills, l2, events, cnt, sf, se,
-                                        scnt, trader, id_base, prefetch)
+    n = len(msgs)
+    big = np.iinfo(np.int64).max
+    trader = ds[D_TRADER]
+    id_base = ds[D_ID_BASE]
+    react = ds[D_REACT] != 0
+    pf = ds[D_PREFETCH]
+    while True:
+        i = ds[D_I]
+        qh = ds[D_QH]
+        t_next = msgs[i].ts if i < n else big
+        wake = i == ds[D_NEXT_WAKE] and i > 0
+        tobs = ds[D_TOBS]
+        timer = tobs < t_next
+        if qh < ds[D_NORD] and olog[qh].ts < t_next:
+            a = olog[qh].ts
+            if (not wake or a <= msgs[i - 1].ts) and (not timer or a <= tobs):
+                if react and lcnt[0] + 1 > live.shape[0]:
+                    return NEED_LIVE
+                e0 = scnt[1]
+                status, _ = _proc_batch(olog, qh, qh + 1, arena, levels, index, books,
+                                        ladder_keys, ladder_levels, meta, fills, l2, events, cnt,
+                                        sf, se, scnt, trader, id_base, np.int64(0))
                 if status != K.OK:
-                    return status, i
+                    return status
+                oseq[qh] = meta[M_SEQ]
+                ds[D_QH] = qh + 1
+                if react:
+                    _track_live(olog, qh, se, e0, scnt[1], live, lcnt)
+                    return NOTE
                 continue
-        if lcnt[0] + 1 > live.shape[0]:
-            return NEED_LIVE, i
-        e0 = scnt[1]
-        status, nf = _proc_one(msgs, i, arena, levels, index, books, ladder_keys, ladder_levels,
-                               meta, fills, l2, events, cnt, sf, se, scnt, trader, id_base)
+        if wake or timer:
+            if ds[D_NMARK] + 1 > len(marks):
+                return NEED_LOG
+            if wake and (not timer or msgs[i - 1].ts <= tobs):
+                _mark(books, levels, ladder_levels, ds[D_SYMBOL], top, marks, ds, msgs[i - 1].ts)
+                return WAKE
+            _mark(books, levels, ladder_levels, ds[D_SYMBOL], top, marks, ds, tobs)
+            return TIMER
+        if i >= n:
+            return K.OK
+        # market messages up to the next strategy event: the next wake-up, the next strategy
+        # message's arrival (messages with ts <= it go first) or the first timer's observation
+        lim = tobs
+        if qh < ds[D_NORD]:
+            lim = min(lim, olog[qh].ts)
+        stop = n if lim == big else _first_after(msgs, i, n, lim)
+        if ds[D_NEXT_WAKE] > i:
+            stop = min(stop, ds[D_NEXT_WAKE])
+        stop = min(stop, i + CHUNK)
+        if react:
+            # cut the slice right after the first message that might fill the strategy
+            k = _harmless_until(msgs, i, stop, live, lcnt)
+            if k < stop:
+                if lcnt[0] + 1 > live.shape[0]:
+                    return NEED_LIVE
+                f0 = scnt[0]
+                e0 = scnt[1]
+                status, j = _proc_batch(msgs, i, k + 1, arena, levels, index, books,
+                                        ladder_keys, ladder_levels, meta, fills, l2, events, cnt,
+                                        sf, se, scnt, trader, id_base, pf)
+                ds[D_I] = j
+                if status != K.OK:
+                    return status
+                # the messages before k cannot touch the strategy's orders: its new events and
+                # fills are all msgs[k]'s
+                _track_live(msgs, k, se, e0, scnt[1], live, lcnt)
+                if scnt[0] > f0:
+                    return HIT
+                continue
+        status, j = _proc_batch(msgs, i, stop, arena, levels, index, books, ladder_keys,
+                                ladder_levels, meta, fills, l2, events, cnt, sf, se, scnt,
+                                trader, id_base, pf)
+        ds[D_I] = j
         if status != K.OK:
-            return status, i
-        _track_live(msgs, i, se, e0, scnt[1], live, lcnt)
-        i += 1
-        if nf > 0 and stop_on_fill:
-            return HIT, i
-    return K.OK, i
+            return status
 
 
 @njit(cache=True)
@@ -424,7 +536,7 @@ def run_quotes(fn, msgs, st, fst, arena, levels, index, books, ladder_keys, ladd
                 stop = _first_after(msgs, i, stop, olog[qh].ts)
             if feed_mode == DRAWS:
                 stop = min(stop, i + len(feed_vals) - st[S_FEED_CUR])
-            stop = max(stop, i + 1)
+            stop = max(min(stop, i + CHUNK), i + 1)
             f0 = scnt[0]
             e0 = scnt[1]
             status, j = _proc_batch(msgs, i, stop, arena, levels, index, books, ladder_keys,
@@ -445,23 +557,22 @@ def run_quotes(fn, msgs, st, fst, arena, levels, index, books, ladder_keys, ladd
             if status != K.OK:
                 return status
             continue
-        src = olog
-        j = qh
         f0 = scnt[0]
         e0 = scnt[1]
-        status, nf = _proc_one(src, j, arena, levels, index, books, ladder_keys, ladder_levels,
-                               meta, fills, l2, events, cnt, sf, se, scnt, trader, id_base)
+        status, _ = _proc_batch(olog, qh, qh + 1, arena, levels, index, books, ladder_keys,
+                                ladder_levels, meta, fills, l2, events, cnt, sf, se, scnt, trader,
+                                id_base, np.int64(0))
         if status != K.OK:
             return status
         oseq[qh] = meta[M_SEQ]
         st[S_QH] = qh + 1
         _slots_from_events(se, e0, scnt[1], st)
-        if nf > 0:
+        if scnt[0] > f0:
             _account(sf, f0, scnt[0], trader, st, fst, fee_rate)
             # the strategy learns of the fill one feed latency later: a sample per notification,
             # as the Python path takes one, so both paths consume the same latency sequence
             _, st[S_FEED_CUR] = sample(feed_mode, feed_times, feed_vals, st[S_FEED_CUR],
-                                       src[j].ts)
+                                       olog[qh].ts)
 
 
 def new_order_log(n: int) -> np.ndarray:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from bisect import bisect_left
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -108,31 +109,40 @@ def _ffill(x: np.ndarray, fallback: np.ndarray) -> np.ndarray:
 
 def _time_in_queue(orders, order_seq, fills, trader) -> float:
     """Qty-weighted mean of (fill ts - queue entry ts) over passive strategy fills; NaN if none."""
-    joined: dict[int, list[tuple[int, int]]] = {}   # order id -> [(seq, arrival ts)] entries
+    # order id -> seqs and arrival ts of the messages that put it at the back of its queue, in
+    # seq order (the log is in arrival order, which is seq order)
+    joined: dict[int, tuple[list[int], list[int]]] = {}
     last_qty: dict[int, tuple[int, int]] = {}
-    for o, s in zip(orders, order_seq):
-        oid, kind = int(o["order_id"]), int(o["kind"])
+    for (ts, oid, price, qty, kind), s in zip(
+            zip(*(orders[k].tolist() for k in ("ts", "order_id", "price", "qty", "kind"))),
+            order_seq.tolist()):
         if kind == Kind.NEW:
-            joined.setdefault(oid, []).append((int(s), int(o["ts"])))
-            last_qty[oid] = (int(o["price"]), int(o["qty"]))
+            seqs, tss = joined.setdefault(oid, ([], []))
+            seqs.append(s)
+            tss.append(ts)
+            last_qty[oid] = (price, qty)
         elif kind == Kind.MODIFY and oid in last_qty:
             px, q = last_qty[oid]
-            if int(o["price"]) != px or int(o["qty"]) > q:   # loses priority: back of the queue
-                joined[oid].append((int(s), int(o["ts"])))
-            last_qty[oid] = (int(o["price"]), int(o["qty"]))
+            if price != px or qty > q:   # loses priority: back of the queue
+                joined[oid][0].append(s)
+                joined[oid][1].append(ts)
+            last_qty[oid] = (price, qty)
     total = weight = 0.0
-    for f in fills:
+    cols = ("seq", "ts", "qty", "buy_trader", "sell_trader", "aggressor_side", "buy_order_id",
+            "sell_order_id")
+    for seq, ts, qty, bt, st, aggr, bid, sid in zip(*(fills[k].tolist() for k in cols)):
         passive_id = None
-        if f["buy_trader"] == trader and f["aggressor_side"] != 0:
-            passive_id = int(f["buy_order_id"])
-        elif f["sell_trader"] == trader and f["aggressor_side"] != 1:
-            passive_id = int(f["sell_order_id"])
-        entries = joined.get(passive_id)
-        if not entries:
+        if bt == trader and aggr != 0:
+            passive_id = bid
+        elif st == trader and aggr != 1:
+            passive_id = sid
+        entry = joined.get(passive_id)
+        if not entry:
             continue
-        entry_ts = max((e for e in entries if e[0] < f["seq"]), default=entries[0])[1]
-        total += float(f["qty"]) * float(f["ts"] - entry_ts)
-        weight += float(f["qty"])
+        k = bisect_left(entry[0], seq) - 1      # the last entry before the fill (else the first)
+        entry_ts = entry[1][max(k, 0)]
+        total += float(qty) * float(ts - entry_ts)
+        weight += float(qty)
     return total / weight if weight else float("nan")
 
 

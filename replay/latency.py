@@ -26,6 +26,8 @@ reorders a strategy's messages.
 
 from __future__ import annotations
 
+from bisect import bisect_right
+
 import numpy as np
 from numba import njit
 
@@ -50,18 +52,29 @@ class Sampler:
         self.vals = np.ascontiguousarray(vals, np.int64)
         self.cursor = 0
         self._extend = extend
+        # Python copies for ``draw`` (the Python driver draws once per wake-up and per order:
+        # a numba call costs more than the lookup itself)
+        self._times = self.times.tolist()
+        self._vals = self.vals.tolist()
 
     def ensure(self, k: int) -> None:
         """Grow a DRAWS stream until it holds at least ``k`` samples (no-op for other modes)."""
         while self.mode == DRAWS and len(self.vals) < k:
-            self.vals = np.concatenate([self.vals, self._extend()])
+            more = self._extend()
+            self.vals = np.concatenate([self.vals, more])
+            self._vals.extend(more.tolist())
 
     def draw(self, ts: int) -> int:
-        """Return the latency (ns) of the next sample at exchange/local time ``ts``."""
-        if self.mode == DRAWS:
+        """Return the latency (ns) of the next sample at exchange/local time ``ts``: the value
+        ``sample`` (the njit paths' lookup) gives for the same cursor and time."""
+        if self.mode == CONST:
+            return self._vals[0]
+        if self.mode == STEP:
+            return self._vals[max(bisect_right(self._times, ts) - 1, 0)]
+        if self.cursor >= len(self._vals):
             self.ensure(self.cursor + 1)
-        v, self.cursor = sample(self.mode, self.times, self.vals, self.cursor, ts)
-        return int(v)
+        self.cursor += 1
+        return self._vals[self.cursor - 1]
 
 
 @njit(cache=True)

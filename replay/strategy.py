@@ -14,6 +14,11 @@ Time: the strategy lives on a local clock. What it sees happened one feed latenc
 exchange; ``ctx.now`` is the local time of the current callback; orders it sends reach the engine
 one order latency later (never before the previous one: one connection keeps its order).
 
+Speed: a strategy that overrides neither ``on_fill`` nor ``on_order`` can only act at wake-ups
+and timers, so the driver runs the market from one to the next in numba and delivers the fills
+(to ``ctx``) on the way; one that does is stopped right after every message that fills it, so
+what it sends goes in before any later market message (same results, more round trips).
+
 ``ctx.buy/sell`` return the order id at once (ids are the strategy's, in a reserved range above
 every market id). ``ctx.position``, ``ctx.cash`` (ticks x lots; a buy lowers it) and ``ctx.fees``
 change only when fills are reported; ``ctx.open_orders`` holds orders sent and not yet known to be
@@ -33,7 +38,8 @@ from typing import NamedTuple
 import numpy as np
 
 from exchange.errors import UsageError
-from exchange.schema import Event, Flag, Kind, OrderType, Reason, Side, Tif
+from exchange.schema import (EVENT_DTYPE, FILL_DTYPE, Event, Flag, Kind, OrderType,
+                             Reason, Side, Tif)
 
 __all__ = ["Strategy", "Context", "BookView", "Fill", "OpenOrder", "QuoteStrategy"]
 
@@ -96,7 +102,7 @@ class BookView:
 
     def __init__(self, ts, local_ts, top, engine, symbol):
         self.ts, self.local_ts = int(ts), int(local_ts)
-        self.bid, self.bid_qty, self.ask, self.ask_qty = (int(x) for x in top)
+        self.bid, self.bid_qty, self.ask, self.ask_qty = map(int, top)
         self._engine, self._symbol = engine, symbol
 
     @property
@@ -179,37 +185,52 @@ class Context:
         return oid
 
     # -- driver side ----------------------------------------------------------------------
-    def _apply_fill(self, f, trader: int, local_ts: int) -> list[Fill]:
+    # rows arrive as tuples (``ndarray.tolist()`` of FILL_DTYPE / EVENT_DTYPE rows): reading a
+    # field of a numpy record costs a microsecond, a tuple item a few nanoseconds
+    def _apply_fill(self, f: tuple, trader: int, local_ts: int, want: bool) -> list[Fill]:
+        """Apply one strategy fill row to position, cash and fees; return its ``Fill``s (one per
+        side the strategy is on) when ``want``, else an empty list."""
         out = []
-        notional = float(f["price"]) * float(f["qty"])
-        for side, tr, oid in ((Side.BUY, f["buy_trader"], f["buy_order_id"]),
-                              (Side.SELL, f["sell_trader"], f["sell_order_id"])):
+        price, qty = f[_F_PRICE], f[_F_QTY]
+        notional = float(price) * float(qty)
+        for side, tr, oid in ((Side.BUY, f[_F_BUY_TRADER], f[_F_BUY_ID]),
+                              (Side.SELL, f[_F_SELL_TRADER], f[_F_SELL_ID])):
             if tr != trader:
                 continue
             if side == Side.BUY:
-                self.position += int(f["qty"])
+                self.position += qty
                 self.cash -= notional
             else:
-                self.position -= int(f["qty"])
+                self.position -= qty
                 self.cash += notional
             self.fees += notional * self._fee_rate
-            out.append(Fill(int(f["ts"]), local_ts, int(oid), int(side), int(f["price"]),
-                            int(f["qty"]), int(f["trade_id"]), int(f["aggressor_side"]) == side))
+            if want:
+                out.append(Fill(f[_F_TS], local_ts, oid, int(side), price, qty, f[_F_TRADE_ID],
+                                f[_F_AGGRESSOR] == side))
         return out
 
-    def _apply_event(self, e) -> None:
-        o = self.open_orders.get(int(e["order_id"]))
+    def _apply_event(self, e: tuple) -> None:
+        """Update ``open_orders`` from one execution report row of a strategy order."""
+        o = self.open_orders.get(e[_E_ID])
         if o is None:
             return
-        ev = int(e["event"])
+        ev = e[_E_EVENT]
         if ev == Event.ACCEPTED:
             o.acked = True
-        elif ev in (Event.PARTIAL, Event.MODIFIED):
-            o.qty, o.filled = int(e["leaves_qty"]), int(e["filled_qty"])
-        elif ev in (Event.FILLED, Event.CANCELLED):
+        elif ev == Event.PARTIAL or ev == Event.MODIFIED:
+            o.qty, o.filled = e[_E_LEAVES], e[_E_FILLED]
+        elif ev == Event.FILLED or ev == Event.CANCELLED:
             del self.open_orders[o.order_id]
-        elif ev == Event.REJECTED and (not o.acked or int(e["reason"]) == Reason.UNKNOWN_ID):
+        elif ev == Event.REJECTED and (not o.acked or e[_E_REASON] == Reason.UNKNOWN_ID):
             del self.open_orders[o.order_id]   # never went live, or gone before our message
+
+
+_F_TS, _F_TRADE_ID, _F_PRICE, _F_QTY, _F_BUY_ID, _F_SELL_ID, _F_BUY_TRADER, _F_SELL_TRADER, \
+    _F_AGGRESSOR = (FILL_DTYPE.names.index(k) for k in (
+        "ts", "trade_id", "price", "qty", "buy_order_id", "sell_order_id", "buy_trader",
+        "sell_trader", "aggressor_side"))
+_E_ID, _E_EVENT, _E_LEAVES, _E_FILLED, _E_REASON = (EVENT_DTYPE.names.index(k) for k in (
+    "order_id", "event", "leaves_qty", "filled_qty", "reason"))
 
 
 class QuoteStrategy(Strategy):
@@ -231,27 +252,36 @@ class QuoteStrategy(Strategy):
         self._slots = [[0, 0, 0, False], [0, 0, 0, False]]   # id, price, qty, live (per side)
 
     def on_order(self, ctx, event) -> None:
-        if int(event["event"]) in (Event.FILLED, Event.CANCELLED, Event.REJECTED):
+        self._report(int(event["order_id"]), int(event["event"]))
+
+    def _report(self, order_id: int, event: int) -> None:
+        """A quote stops being live once its order is filled, cancelled or rejected (the rule of
+        ``backtest_core._slots_from_events``); the driver calls this directly with plain ints."""
+        if event == Event.FILLED or event == Event.CANCELLED or event == Event.REJECTED:
             for s in self._slots:
-                if s[3] and s[0] == int(event["order_id"]):
+                if s[3] and s[0] == order_id:
                     s[3] = False
 
     def on_book(self, ctx, book) -> None:
         q = self._quote
         self.fn(ctx.now, book.bid, book.bid_qty, book.ask, book.ask_qty, ctx.position, ctx.cash,
                 self.state, self.params, q)
-        for side in (Side.BUY, Side.SELL):
-            price, qty = int(q[2 * side]), int(q[2 * side + 1])
-            s = self._slots[side]
-            if price <= 0:
-                qty = 0
-            if s[3]:
-                if qty <= 0:
-                    ctx.cancel(s[0])
-                    s[3] = False
-                elif price != s[1] or qty != s[2]:
-                    ctx.modify(s[0], price, qty)
-                    s[1], s[2] = price, qty
-            elif qty > 0:
-                oid = ctx.buy(price, qty) if side == Side.BUY else ctx.sell(price, qty)
-                self._slots[side] = [oid, price, qty, True]
+        bid, bid_qty, ask, ask_qty = q.tolist()
+        self._reconcile(ctx, 0, bid, bid_qty)
+        self._reconcile(ctx, 1, ask, ask_qty)
+
+    def _reconcile(self, ctx, side: int, price: int, qty: int) -> None:
+        """Move one side's quote to (price, qty): ``backtest_core.reconcile``'s rule."""
+        s = self._slots[side]
+        if price <= 0:
+            qty = 0
+        if s[3]:
+            if qty <= 0:
+                ctx.cancel(s[0])
+                s[3] = False
+            elif price != s[1] or qty != s[2]:
+                ctx.modify(s[0], price, qty)
+                s[1], s[2] = price, qty
+        elif qty > 0:
+            oid = ctx.buy(price, qty) if side == Side.BUY else ctx.sell(price, qty)
+            self._slots[side] = [oid, price, qty, True]

@@ -105,7 +105,9 @@ class _Run:
 
     def begin(self) -> tuple:
         """Fresh kernel state for the next symbol."""
-        return K.new_state(1024, max(self.max_violations - len(self.violations), 0))
+        # why 16k orders: each doubling copies and rehashes every live order; small runs
+        # still allocate only a few MB
+        return K.new_state(1 << 14, max(self.max_violations - len(self.violations), 0))
 
     def check(self, state: tuple, orders, fills, l2, events, known: bool, final: int) -> tuple:
         """Check one symbol's rows (all of them, or the next seq range of them: ``final`` is

@@ -26,6 +26,12 @@ smallest after compression, searched on a sample, remembered); they are re-expor
 Columns reach the encoders as uint64 bit patterns (``split_u64``: one cache-blocked pass over a
 batch's rows for all its fields), so sealing never copies a field through numpy casts.
 
+Encoding is one kernel call per block (``_encode_block``), written into a reused per-thread
+buffer (``encode_view``; ``encode``/``encode_u64`` copy it out): each stream's min, max and gcd
+in one pass (the gcd search checks a chunk of values at a time for divisibility by a
+multiplication, dividing only when the gcd changes), then the body packed, stored or written
+as byte planes straight from the values; exact divisions by the gcd are multiplications too.
+
 Decoding is fused: each stream is unpacked a block of values at a time (byte planes and
 byte-aligned widths as plain loads, widths 1/2/4 word by word) and the block's final values are
 written straight into the output column in its own width (``decode(..., out=)`` may supply it).
@@ -37,6 +43,7 @@ Python; the Python wrappers only assemble and parse headers. Byte layouts are in
 from __future__ import annotations
 
 import struct
+import threading
 
 import numpy as np
 from numba import njit
@@ -45,7 +52,7 @@ from exchange.errors import CorruptionError
 
 __all__ = [
     "PLAIN", "FOR", "DELTA", "DOD", "RLE", "DICT", "ENCODINGS", "ENCODING_NAMES",
-    "PACKED", "ALIGNED", "SHUFFLED", "encode", "encode_u64", "decode", "choose", "choose_u64", "Chooser", "gather_u64", "split_u64", "seq_u64",
+    "PACKED", "ALIGNED", "SHUFFLED", "encode", "encode_u64", "encode_view", "decode", "choose", "choose_u64", "Chooser", "gather_u64", "split_u64", "seq_u64",
     "take_u64",
 ]
 
@@ -66,6 +73,7 @@ SHUFFLE_FLAG = 0x80
 _STREAM_HEAD = struct.Struct("<QQB")   # min, gcd, width
 _U64 = struct.Struct("<Q")
 _U32 = struct.Struct("<I")
+_BLOCK = 1024   # values (un)packed per step through a small buffer: 8 KiB, stays in L1
 
 
 # ---------------------------------------------------------------------------------------------
@@ -86,86 +94,6 @@ def _bit_width(x):
         x = x >> _U1
         w += 1
     return w
-
-
-@njit(cache=True, nogil=True)
-def _stream_params(keys):
-    """(min, gcd, width) of a FOR stream over uint64 keys; gcd is 1 when all keys are equal."""
-    n = keys.size
-    if n == 0:
-        return _U0, _U1, 0
-    mn = keys[0]
-    mx = keys[0]
-    for i in range(n):
-        k = keys[i]
-        if k < mn:
-            mn = k
-        if k > mx:
-            mx = k
-    g = _U0
-    for i in range(n):
-        g = _gcd(g, keys[i] - mn)
-        if g == _U1:
-            break  # why: gcd cannot fall below 1, stop paying for the modulo loop
-    if g == _U0:
-        g = _U1
-    return mn, g, _bit_width((mx - mn) // g)
-
-
-@njit(cache=True, nogil=True)
-def _stream_pack(keys, mn, g, width):
-    """Bit-pack (keys - mn) // g at ``width`` bits each, LSB first, into uint64 words."""
-    n = keys.size
-    nw = (n * width + 63) // 64
-    if width == 8 or width == 16 or width == 32 or width == 64:
-        # why: byte-aligned widths are plain little-endian stores (what lz4/zstd like best);
-        # every byte that is emitted gets written, so no zero fill; and no division when the
-        # gcd is 1 (the common case): a 64-bit divide per value cost more than the rest
-        out = np.empty(nw, np.uint64)
-        if g == _U1:
-            _store_aligned(keys, mn, width, out)
-        else:
-            q = np.empty(n, np.uint64)
-            for i in range(n):
-                q[i] = (keys[i] - mn) // g
-            _store_aligned(q, _U0, width, out)
-        return out
-    out = np.zeros(nw, np.uint64)
-    if width == 0:
-        return out
-    bitpos = 0
-    for i in range(n):
-        v = keys[i] - mn
-        if g != _U1:
-            v = v // g
-        w = bitpos >> 6
-        o = bitpos & 63
-        out[w] |= v << np.uint64(o)
-        if o + width > 64:
-            out[w + 1] |= v >> np.uint64(64 - o)
-        bitpos += width
-    return out
-
-
-@njit(cache=True, nogil=True)
-def _store_aligned(keys, mn, width, out):
-    """out (as width-bit little-endian integers) = keys - mn, for width 8, 16, 32 or 64."""
-    n = keys.size
-    if width == 8:
-        b8 = out.view(np.uint8)
-        for i in range(n):
-            b8[i] = np.uint8(keys[i] - mn)
-    elif width == 16:
-        b16 = out.view(np.uint16)
-        for i in range(n):
-            b16[i] = np.uint16(keys[i] - mn)
-    elif width == 32:
-        b32 = out.view(np.uint32)
-        for i in range(n):
-            b32[i] = np.uint32(keys[i] - mn)
-    else:
-        for i in range(n):
-            out[i] = keys[i] - mn
 
 
 @njit(cache=True, nogil=True)
@@ -225,60 +153,8 @@ def _take(u, idx, lo, hi):
 
 
 @njit(cache=True, nogil=True)
-def _diff_zigzag(u, order):
-    """Divide the first (order 1) or second (order 2) differences of u (uint64 bit patterns of
-    signed values) by their GCD and zigzag them, without materialising the differences.
-
-    Returns (gcd, zigzagged quotients). The GCD is taken over magnitudes (1 if all are 0);
-    2**63 (the magnitude of int64 min) is kept as is because it has no positive int64 form.
-    Zigzag maps 0, -1, 1, -2 ... to 0, 1, 2, 3 ...
-    """
-    m = u.size - order
-    if m < 0:
-        m = 0
-    g = _U0
-    for i in range(m):
-        x = u[i + 1] - u[i] if order == 1 else (u[i + 2] - u[i + 1]) - (u[i + 1] - u[i])
-        mag = (_U0 - x) if (x >> _U63) == _U1 else x
-        g = _gcd(g, mag)
-        if g == _U1:
-            break
-    if g == _U0:
-        g = _U1
-    z = np.empty(m, np.uint64)
-    for i in range(m):
-        x = u[i + 1] - u[i] if order == 1 else (u[i + 2] - u[i + 1]) - (u[i + 1] - u[i])
-        neg = (x >> _U63) == _U1
-        mag = (_U0 - x) if neg else x
-        q = mag // g if g != _U1 else mag
-        if neg:
-            q = _U0 - q
-        z[i] = (q << _U1) ^ (_U0 - (q >> _U63))
-    return g, z
-
-
-@njit(cache=True, nogil=True)
-def _runs(u):
-    """Run values and run lengths of u."""
-    n = u.size
-    nr = 0
-    for i in range(n):
-        if i == 0 or u[i] != u[i - 1]:
-            nr += 1
-    vals = np.empty(nr, np.uint64)
-    lens = np.empty(nr, np.uint64)
-    r = -1
-    for i in range(n):
-        if i == 0 or u[i] != u[i - 1]:
-            r += 1
-            vals[r] = u[i]
-            lens[r] = _U0
-        lens[r] += _U1
-    return vals, lens
-
-
-@njit(cache=True, nogil=True)
-def _dict_index(u):
+def _dict_index(u, idx):
+    """The sorted distinct values of u; idx[i] = the position of u[i] among them."""
     if u.size:
         mn, mx = u[0], u[0]
         for i in range(u.size):
@@ -286,8 +162,9 @@ def _dict_index(u):
                 mn = u[i]
             if u[i] > mx:
                 mx = u[i]
-        if mx - mn < np.uint64(1 << 20):
+        if mx - mn < np.uint64(min(1 << 20, 4 * u.size + 4096)):
             # why: a narrow key range indexes a table directly: O(n), no sort, no binary search
+            # (a table much larger than the column would cost more to clear than to sort)
             slot = np.zeros(np.int64(mx - mn) + 1, np.int64)
             for i in range(u.size):
                 slot[np.int64(u[i] - mn)] = 1
@@ -302,15 +179,14 @@ def _dict_index(u):
             for k in range(slot.size):
                 if slot[k] >= 0:
                     uniq[slot[k]] = mn + np.uint64(k)
-            idx = np.empty(u.size, np.uint64)
             for i in range(u.size):
                 idx[i] = np.uint64(slot[np.int64(u[i] - mn)])
-            return uniq, idx
-    return _dict_index_sorted(u)
+            return uniq
+    return _dict_index_sorted(u, idx)
 
 
 @njit(cache=True, nogil=True)
-def _dict_index_sorted(u):
+def _dict_index_sorted(u, out):
     # why: sorting the whole column is slow; a low-cardinality column shows most of its values
     # in a sample, so look rows up in the sample's sorted values and add the few it missed
     step = max(1, u.size // 4096)
@@ -325,17 +201,308 @@ def _dict_index_sorted(u):
     if n_miss:
         uniq = np.unique(np.concatenate((uniq, u[miss])))
         idx = np.searchsorted(uniq, u)
-    return uniq, idx.astype(np.uint64)
+    for i in range(u.size):
+        out[i] = np.uint64(idx[i])
+    return uniq
 
 
 @njit(cache=True, nogil=True)
 def _flip(u, flip):
-    if not flip:
+    """u ^ flip (u itself when flip is 0)."""
+    if flip == _U0:
         return u
     out = np.empty(u.size, np.uint64)
     for i in range(u.size):
-        out[i] = u[i] ^ _SIGN
+        out[i] = u[i] ^ flip
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# encoding kernels: a column block is written by ONE kernel call (``_encode_block``) straight
+# into a reused byte buffer: stream parameters in one pass, then the body packed, shuffled or
+# stored in place (no whole-column temporaries except the differences / runs of DELTA, DOD and
+# RLE, which go to a reused scratch array). Exact divisions by a stream's gcd and the
+# divisibility tests of the gcd search are multiplications by the gcd's odd part's inverse:
+# a 64-bit divide per value cost more than everything else together.
+# ---------------------------------------------------------------------------------------------
+
+@njit(cache=True, nogil=True, inline="always")
+def _divider(g):
+    """(shift, inverse, limit) for g >= 1: x is a multiple of g iff its low ``shift`` bits are 0
+    and (x >> shift) * inverse <= limit, and then x // g == (x >> shift) * inverse (mod 2**64;
+    Granlund & Montgomery 1994, "Division by invariant integers using multiplication")."""
+    sh = _U0
+    d = g
+    while (d & _U1) == _U0:
+        d = d >> _U1
+        sh += _U1
+    inv = d                      # why: d * d == 1 mod 8 for odd d; each Newton step doubles
+    for _ in range(5):           # the correct low bits (3, 6, 12, 24, 48, 96)
+        inv = inv * (np.uint64(2) - d * inv)
+    return sh, inv, _ALL // d
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _gcd_step(g, m, sh, low, inv, lim):
+    """The running gcd after magnitude m, and its divider; the gcd search's slow path runs only
+    when m is not a multiple of g (at most ~64 times: each change at least halves g). g == 0
+    (nothing seen yet, lim 0) takes any nonzero m."""
+    if (m & low) != _U0 or ((m >> sh) * inv) > lim:
+        g = _gcd(g, m)
+        sh, inv, lim = _divider(g)
+        low = (_U1 << sh) - _U1
+    return g, sh, low, inv, lim
+
+
+_CHUNK = 256   # values checked per step of the gcd search's fast path
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _multiples(keys, flip, k0, s, e, low, sh, inv, lim):
+    """(all of |keys[s:e] ^ flip - k0| are multiples of the divider's g, their min, their max):
+    branch-free, so the loop vectorizes."""
+    bad = _U0
+    mn = keys[s] ^ flip
+    mx = mn
+    ks = keys[s:e]   # why a slice: indexes from 0 need no negative-index fix-up (vectorizes)
+    for j in range(ks.size):
+        x = ks[j] ^ flip
+        mn = min(mn, x)
+        mx = max(mx, x)
+        m = x - k0 if x >= k0 else k0 - x
+        bad |= (m & low) | np.uint64(((m >> sh) * inv) > lim)
+    return bad == _U0, mn, mx
+
+
+@njit(cache=True, nogil=True)
+def _stats(keys, flip):
+    """(min, gcd, width) of the FOR stream over keys ^ flip: one pass. The gcd of the keys'
+    distances from the first key equals that of their distances from the minimum (both generate
+    the same multiples), so it needs no second pass; gcd 1 when all keys are equal."""
+    n = keys.size
+    if n == 0:
+        return _U0, _U1, 0
+    k0 = keys[0] ^ flip
+    mn = k0
+    mx = k0
+    g, sh, low, inv, lim = _U0, _U0, _U0, _U1, _U0
+    s = 0
+    while s < n and g != _U1:
+        # why chunks: a chunk whose values are all multiples of the gcd so far (the common
+        # case once the gcd has settled) costs a vectorized pass; only the others take the
+        # per-value slow path
+        e = min(n, s + _CHUNK)
+        ok, cmn, cmx = _multiples(keys, flip, k0, s, e, low, sh, inv, lim)
+        mn = min(mn, cmn)
+        mx = max(mx, cmx)
+        if not ok:
+            for j in range(s, e):
+                x = keys[j] ^ flip
+                g, sh, low, inv, lim = _gcd_step(g, x - k0 if x >= k0 else k0 - x,
+                                                 sh, low, inv, lim)
+        s = e
+    for j in range(s, n):   # the gcd is 1: a plain min/max loop
+        x = keys[j] ^ flip
+        mn = min(mn, x)
+        mx = max(mx, x)
+    if g == _U0:
+        g = _U1
+    return mn, g, _bit_width((mx - mn) // g)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _put_word(out, pos, v):
+    out[pos:pos + 8].view(np.uint64)[0] = v
+    return pos + 8
+
+
+@njit(cache=True, nogil=True)
+def _put_stream(keys, flip, aligned, out, pos):
+    """Write the FOR stream of keys ^ flip (header: min, gcd, width byte; then the body in the
+    ``aligned`` layout) at out[pos:]; returns the position after it."""
+    mn, g, width = _stats(keys, flip)
+    shuffled = False
+    if aligned != PACKED and width:
+        # why: a general-purpose compressor after us finds far more structure in whole bytes
+        width = 8 if width <= 8 else 16 if width <= 16 else 32 if width <= 32 else 64
+        shuffled = aligned == SHUFFLED and width > 8
+    pos = _put_word(out, pos, mn)
+    pos = _put_word(out, pos, g)
+    out[pos] = np.uint8(width | SHUFFLE_FLAG) if shuffled else np.uint8(width)
+    pos += 1
+    n = keys.size
+    if width == 0 or n == 0:
+        return pos
+    sh, inv, _ = _divider(g)     # g == 1: shift 0, inverse 1
+    if shuffled:
+        # why byte planes (all low bytes, then all next bytes ...): they put the slowly varying
+        # high bytes together, where lz4/zstd find long runs (blosc's shuffle); written
+        # straight from the values, one sequential stream per plane
+        k = width // 8
+        q = np.empty(min(n, _BLOCK), np.uint64)
+        for s in range(0, n, _BLOCK):
+            e = min(n, s + _BLOCK)
+            ks = keys[s:e]
+            for j in range(e - s):
+                q[j] = (((ks[j] ^ flip) - mn) >> sh) * inv
+            for b in range(k):   # why a block at a time: each plane loop vectorizes
+                plane = out[pos + b * n + s:pos + b * n + e]
+                bs = np.uint64(8 * b)
+                for j in range(e - s):
+                    plane[j] = np.uint8(q[j] >> bs)
+        return pos + n * (width // 8)
+    if width == 8:
+        for i in range(n):
+            out[pos + i] = np.uint8((((keys[i] ^ flip) - mn) >> sh) * inv)
+    elif width == 16:
+        w16 = out[pos:pos + 2 * n].view(np.uint16)
+        for i in range(n):
+            w16[i] = np.uint16((((keys[i] ^ flip) - mn) >> sh) * inv)
+    elif width == 32:
+        w32 = out[pos:pos + 4 * n].view(np.uint32)
+        for i in range(n):
+            w32[i] = np.uint32((((keys[i] ^ flip) - mn) >> sh) * inv)
+    elif width == 64:
+        w64 = out[pos:pos + 8 * n].view(np.uint64)
+        for i in range(n):
+            w64[i] = (((keys[i] ^ flip) - mn) >> sh) * inv
+    else:
+        # bit-packed LSB first: a 64-bit accumulator flushed a word at a time, then the
+        # tail's bytes (the body is exactly ceil(n * width / 8) bytes)
+        words = out[pos:pos + 8 * ((n * width) // 64)].view(np.uint64)
+        acc = _U0
+        bits = 0
+        w = 0
+        for i in range(n):
+            v = (((keys[i] ^ flip) - mn) >> sh) * inv
+            acc |= v << np.uint64(bits)
+            bits += width
+            if bits >= 64:
+                words[w] = acc
+                w += 1
+                bits -= 64
+                acc = (v >> np.uint64(width - bits)) if bits > 0 else _U0
+        p = pos + 8 * w
+        for b in range((bits + 7) // 8):
+            out[p + b] = np.uint8(acc >> np.uint64(8 * b))
+    return pos + (n * width + 7) // 8
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _dif(u0, u1, u2, i, order):
+    """The i-th first (order 1) or second (order 2) difference (u0, u1, u2: u, u[1:], u[2:])."""
+    if order == 1:
+        return u1[i] - u0[i]
+    return (u2[i] - u1[i]) - (u1[i] - u0[i])
+
+
+@njit(cache=True, nogil=True)
+def _diffs(u, order, z):
+    """z[:m] = the first (order 1) or second (order 2) differences of u (uint64 bit patterns of
+    signed values) divided by their gcd and zigzagged (0, -1, 1, -2 ... -> 0, 1, 2, 3 ...);
+    returns (gcd, m). The gcd is over magnitudes (1 if all are 0); 2**63 (the magnitude of
+    int64 min) is kept as is because it has no positive int64 form."""
+    m = max(u.size - order, 0)
+    # why slices: indexes from 0 need no negative-index fix-ups, so the loops vectorize
+    u0, u1, u2 = u[:m], u[1:m + 1], u[min(2, u.size):m + 2]
+    g, sh, low, inv, lim = _U0, _U0, _U0, _U1, _U0
+    s = 0
+    while s < m and g != _U1:   # chunked like _stats: a vectorized check, the slow path rarely
+        e = min(m, s + _CHUNK)
+        bad = _U0
+        for i in range(s, e):
+            x = _dif(u0, u1, u2, i, order)
+            x = (_U0 - x) if (x >> _U63) == _U1 else x
+            bad |= (x & low) | np.uint64(((x >> sh) * inv) > lim)
+        if bad != _U0:
+            for i in range(s, e):
+                x = _dif(u0, u1, u2, i, order)
+                g, sh, low, inv, lim = _gcd_step(g, (_U0 - x) if (x >> _U63) == _U1 else x,
+                                                 sh, low, inv, lim)
+        s = e
+    if g == _U0:
+        g = _U1
+    sh, inv, _ = _divider(g)
+    for i in range(m):
+        x = _dif(u0, u1, u2, i, order)
+        neg = (x >> _U63) == _U1
+        q = (((_U0 - x) if neg else x) >> sh) * inv
+        if neg:
+            q = _U0 - q
+        z[i] = (q << _U1) ^ (_U0 - (q >> _U63))
+    return g, m
+
+
+@njit(cache=True, nogil=True)
+def _runs(u, vals, lens):
+    """Run values and run lengths of u into vals[:nr], lens[:nr]; returns nr."""
+    n = u.size
+    if n == 0:
+        return 0
+    # why branch-free: run ends are unpredictable in mostly-distinct columns (events.seq);
+    # each row rewrites its run's value and last row, the run's last row leaves the final ones
+    r = 0
+    vals[0] = u[0]
+    lens[0] = _U0
+    for i in range(1, n):
+        r += u[i] != u[i - 1]
+        vals[r] = u[i]
+        lens[r] = np.uint64(i)
+    prev = _ALL                  # last rows -> lengths (row -1 ends the empty run before)
+    for k in range(r + 1):
+        last = lens[k]
+        lens[k] = last - prev
+        prev = last
+    return r + 1
+
+
+@njit(cache=True, nogil=True)
+def _encode_block(u, enc, aligned, flip, itemsize, out, tmp):
+    """Write the block of column u (uint64 bit patterns; flip: the sign bit for signed columns,
+    itemsize: the column's width) in encoding ``enc`` and stream layout ``aligned`` at out[0:];
+    returns its length, or -1 for an unknown encoding. out holds at least 16 * u.size + 64
+    bytes, tmp (scratch) at least 2 * u.size values."""
+    n = u.size
+    out[0] = np.uint8(enc)
+    pos = 1
+    if enc == PLAIN:
+        if itemsize == 8:
+            dst8 = out[1:1 + 8 * n].view(np.uint64)
+            for i in range(n):
+                dst8[i] = u[i]
+        elif itemsize == 4:
+            dst4 = out[1:1 + 4 * n].view(np.uint32)
+            for i in range(n):
+                dst4[i] = np.uint32(u[i])
+        elif itemsize == 2:
+            dst2 = out[1:1 + 2 * n].view(np.uint16)
+            for i in range(n):
+                dst2[i] = np.uint16(u[i])
+        else:
+            for i in range(n):
+                out[1 + i] = np.uint8(u[i])
+        return 1 + itemsize * n
+    if enc == FOR:
+        return _put_stream(u, flip, aligned, out, pos)
+    if enc == DELTA or enc == DOD:
+        order = 1 if enc == DELTA else 2
+        pos = _put_word(out, pos, u[0] if n else _U0)
+        if order == 2:
+            pos = _put_word(out, pos, u[1] - u[0] if n > 1 else _U0)
+        g, m = _diffs(u, order, tmp)
+        pos = _put_word(out, pos, g)
+        return _put_stream(tmp[:m], _U0, aligned, out, pos)
+    if enc == RLE:
+        nr = _runs(u, tmp[:n], tmp[n:2 * n])
+        out[pos:pos + 4].view(np.uint32)[0] = np.uint32(nr)
+        pos = _put_stream(tmp[:nr], flip, aligned, out, pos + 4)
+        return _put_stream(tmp[n:n + nr], _U0, aligned, out, pos)
+    if enc == DICT:
+        uniq = _dict_index(_flip(u, flip), tmp[:n])
+        out[pos:pos + 4].view(np.uint32)[0] = np.uint32(uniq.size)
+        pos = _put_stream(uniq, _U0, PACKED, out, pos + 4)
+        return _put_stream(tmp[:n], _U0, aligned, out, pos)
+    return -1
 
 
 # ---------------------------------------------------------------------------------------------
@@ -344,9 +511,6 @@ def _flip(u, flip):
 # straight into the caller's output in its own width: one pass over memory, no whole-column
 # temporaries, no casts afterwards.
 # ---------------------------------------------------------------------------------------------
-
-_BLOCK = 1024   # values unpacked per step: 8 KiB of scratch, stays in L1
-
 
 @njit(cache=True, nogil=True)
 def _stream_words(raw, width, shuffled):
@@ -569,18 +733,19 @@ def split_u64(arrays, names, out: np.ndarray | None = None) -> dict:
         plan.append([k for k, c in enumerate(names) if dtype.fields[c][0].itemsize == size
                      and dtype.fields[c][0].kind in kinds])
     rest = [k for k in range(len(names)) if not any(k in g for g in plan)]
-    pos = 0
     for a in arrays:
         if a.dtype != dtype:
             raise ValueError(f"split_u64: mixed dtypes {a.dtype} and {dtype}")
+    keys = [np.array(ks or [0], np.int64) for ks in plan]
+    pos = 0
+    for a in arrays:
         args = []
-        for (size, _, view), ks in zip(_GROUPS, plan):
-            views = tuple(a[names[k]].view(view) for k in ks) or (np.zeros(0, view),)
-            args += [views, np.array(ks or [0], np.int64)]
+        for (size, _, view), ks, k in zip(_GROUPS, plan, keys):
+            args += [tuple(a[names[j]].view(view) for j in ks) or (np.zeros(0, view),), k]
         _split_block(*args, a.size, out, pos)
-        for k in rest:   # why: widths the schema does not use today (2 bytes) take the slow path
-            f = a[names[k]]
-            _put_u64(f, f.dtype.kind == "i", out[k], pos)
+        for j in rest:   # why: widths the schema does not use today (2 bytes) take the slow path
+            f = a[names[j]]
+            _put_u64(f, f.dtype.kind == "i", out[j], pos)
         pos += a.size
     return {c: out[k, :total] for k, c in enumerate(names)}
 
@@ -597,46 +762,6 @@ def seq_u64(firsts, sizes) -> np.ndarray:
 def take_u64(u: np.ndarray, idx: np.ndarray, lo: int, hi: int) -> np.ndarray:
     """u[idx[lo:hi]] as a new uint64 array."""
     return _take(u, idx, lo, hi)
-
-
-def _from_u64(u: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    if dtype.itemsize == 8:
-        return u.view(dtype)
-    src = u.view(np.int64) if dtype.kind == "i" else u
-    return src.astype(dtype)
-
-
-def _stream_parts(keys: np.ndarray, aligned: int = 0) -> list:
-    """A FOR stream as [header bytes, body buffer]: joined once by the caller, so the body
-    (the bulk of a block) is copied once instead of once per concatenation."""
-    mn, g, width = _stream_params(keys)
-    flag = 0
-    if aligned and width:
-        # why: a general-purpose compressor after us finds far more structure in whole bytes
-        width = next(w for w in (8, 16, 32, 64) if w >= width)
-        if aligned == SHUFFLED and width > 8:
-            flag = SHUFFLE_FLAG
-    words = _stream_pack(keys, np.uint64(mn), np.uint64(g), width)
-    body = words.view("<u8").view(np.uint8)[:(keys.size * width + 7) // 8]
-    if flag:
-        # why: byte planes (all low bytes, then all next bytes ...) put the slowly varying
-        # high bytes together, where lz4/zstd find long runs (blosc's shuffle)
-        body = _byte_shuffle(body, width // 8)
-    return [_STREAM_HEAD.pack(int(mn), int(g), width | flag), body]
-
-
-@njit(cache=True, nogil=True)
-def _byte_shuffle(src, k):
-    n = src.size // k
-    out = np.empty(src.size, np.uint8)
-    rows = src[:n * k].reshape(n, k)
-    # why blocks copied as strided slices: the block stays in cache while each byte plane is
-    # written sequentially, and slice copies compile to tight loops (2-3x a per-byte loop)
-    for b in range(0, n, 4096):
-        e = min(n, b + 4096)
-        for j in range(k):
-            out[j * n + b:j * n + e] = rows[b:e, j]
-    return out
 
 
 class _Reader:
@@ -692,34 +817,32 @@ def encode(col: np.ndarray, encoding: int, aligned: int = PACKED) -> bytes:
 
 def encode_u64(u: np.ndarray, dtype: np.dtype, encoding: int, aligned: int = PACKED) -> bytes:
     """``encode`` of a column already given as its uint64 bit patterns ``u`` (see gather_u64);
-    ``dtype`` is the column's own dtype (signedness, and the width PLAIN stores)."""
+    ``dtype`` is the column's own dtype (signedness, and the width PLAIN stores). Returns the
+    block bytes; raises ValueError for an unknown encoding."""
+    return bytes(encode_view(u, dtype, encoding, aligned))
+
+
+_local = threading.local()
+
+
+def encode_view(u: np.ndarray, dtype: np.dtype, encoding: int, aligned: int = PACKED) -> memoryview:
+    """``encode_u64`` without the copy: the block as a memoryview of this thread's reused
+    buffer, valid until the next encode on this thread (copy it, compress it or checksum it
+    before then). Raises ValueError for an unknown encoding."""
     dtype = np.dtype(dtype)
-    signed = dtype.kind == "i"
+    if encoding not in ENCODINGS:
+        raise ValueError(f"unknown encoding {encoding}")
     n = u.size
-    head = bytes([encoding])
-    # why b"".join of parts: the column's bytes are copied once into the block
-    if encoding == PLAIN:
-        return b"".join((head, np.ascontiguousarray(_from_u64(u, dtype.newbyteorder("<")))))
-    if encoding == FOR:
-        return b"".join([head] + _stream_parts(_flip(u, signed), aligned))
-    if encoding == DELTA:
-        g, z = _diff_zigzag(u, 1)
-        first = int(u[0]) if n else 0
-        return b"".join([head, _U64.pack(first), _U64.pack(int(g))] + _stream_parts(z, aligned))
-    if encoding == DOD:
-        g, z = _diff_zigzag(u, 2)
-        first = int(u[0]) if n else 0
-        d0 = (int(u[1]) - int(u[0])) % (1 << 64) if n > 1 else 0
-        return b"".join([head, _U64.pack(first), _U64.pack(d0), _U64.pack(int(g))]
-                        + _stream_parts(z, aligned))
-    if encoding == RLE:
-        vals, lens = _runs(u)
-        return b"".join([head, _U32.pack(vals.size)] + _stream_parts(_flip(vals, signed), aligned)
-                        + _stream_parts(lens, aligned))
-    if encoding == DICT:
-        uniq, idx = _dict_index(_flip(u, signed))
-        return b"".join([head, _U32.pack(uniq.size)] + _stream_parts(uniq) + _stream_parts(idx, aligned))
-    raise ValueError(f"unknown encoding {encoding}")
+    bufs = getattr(_local, "bufs", None)
+    if bufs is None or bufs[1].size < 2 * n:
+        # why reused and grown by a quarter: fresh pages fault on first write, and a seal
+        # encodes ~40 columns of similar length in a row
+        m = 2 * n + n // 2 + 1024
+        bufs = _local.bufs = (np.empty(8 * m + 64, np.uint8), np.empty(m, np.uint64))
+    u = u if u.flags.c_contiguous else np.ascontiguousarray(u)
+    size = _encode_block(u, encoding, aligned, _SIGN if dtype.kind == "i" else _U0,
+                         dtype.itemsize, bufs[0], bufs[1])
+    return memoryview(bufs[0])[:size]
 
 
 def decode(block: bytes, n: int, dtype: np.dtype, where: str = "", out: np.ndarray | None = None

@@ -86,22 +86,40 @@ class _Arena:
 
     def copy(self, a: np.ndarray) -> np.ndarray:
         """Return a read-only copy of the 1-D array ``a`` (same dtype) inside a chunk."""
-        n = a.nbytes
+        return self.concat([a])
+
+    def concat(self, arrays: list) -> np.ndarray:
+        """Return a read-only copy of the 1-D arrays (one dtype) end to end inside a chunk."""
+        dtype = arrays[0].dtype
+        n = sum(a.nbytes for a in arrays)
         if n == 0:
-            out = np.empty(0, a.dtype)
-        else:
-            if self._pos + n > self._cur.size:
-                self._next(n)
-            dst = self._cur[self._pos:self._pos + n]
+            out = np.empty(0, dtype)
+            out.flags.writeable = False
+            return out
+        if self._pos + n > self._cur.size:
+            self._next(n)
+        dst = self._cur[self._pos:self._pos + n]
+        at = 0
+        for a in arrays:
+            part = dst[at:at + a.nbytes]
             if a.flags.c_contiguous:
                 # why bytes: a structured copyto goes field by field, 10x slower than memcpy
-                np.copyto(dst, a.view(np.uint8).reshape(-1))
-                out = dst.view(a.dtype)
+                np.copyto(part, a.view(np.uint8).reshape(-1))
             else:
-                out = dst.view(a.dtype)
-                np.copyto(out, a, casting="no")
-            self._pos += (n + 7) & ~7
+                np.copyto(part.view(dtype), a, casting="no")
+            at += a.nbytes
+        self._pos += (n + 7) & ~7
+        out = dst.view(dtype)
         out.flags.writeable = False
+        return out
+
+    def reserve(self, n: int) -> np.ndarray:
+        """Return a writable uint8 view of ``n`` bytes inside a chunk, for rows copied in
+        piece by piece (views of it are the copies handed out; make them read-only)."""
+        if self._pos + n > self._cur.size:
+            self._next(n)
+        out = self._cur[self._pos:self._pos + n]
+        self._pos += (n + 7) & ~7
         return out
 
     def _next(self, n: int) -> None:
@@ -115,6 +133,42 @@ class _Arena:
         if self._cur is None:
             self._cur = np.empty(max(self.chunk, n), np.uint8)
         del self._retired[:-self.KEEP]
+
+
+class _Rows:
+    """One table's rows of a batch, appended slice by slice into room reserved in an arena."""
+
+    def __init__(self, arena: _Arena, dtype: np.dtype, room: int):
+        self.arena, self.dtype = arena, dtype
+        self.buf = arena.reserve(room * dtype.itemsize)
+        self.size = 0
+        self.extra: list = []   # copies of slices that did not fit
+
+    def add(self, a: np.ndarray) -> np.ndarray:
+        """Copy the rows ``a`` after the previous ones (as this table's dtype); return the copy."""
+        if a.dtype != self.dtype:
+            a = a.astype(self.dtype)
+        n = a.nbytes
+        if self.extra or self.size * self.dtype.itemsize + n > self.buf.size:
+            self.extra.append(self.arena.copy(a))
+            self.size += a.size
+            return self.extra[-1]
+        at = self.size * self.dtype.itemsize
+        dst = self.buf[at:at + n]
+        if a.flags.c_contiguous:
+            np.copyto(dst, a.view(np.uint8).reshape(-1))
+        else:
+            np.copyto(dst.view(self.dtype), a, casting="no")
+        self.size += a.size
+        return dst.view(self.dtype)
+
+    def rows(self) -> np.ndarray:
+        """All rows added, end to end, read-only."""
+        fitted = self.size - sum(e.size for e in self.extra)
+        head = self.buf[:fitted * self.dtype.itemsize].view(self.dtype)
+        out = self.arena.concat([head] + self.extra) if self.extra else head
+        out.flags.writeable = False
+        return out
 
 
 class _SealJob:
@@ -152,7 +206,7 @@ class Session:
     """A journaled engine. Build with ``Session.create`` or ``Session.open``, not directly."""
 
     def __init__(self, data_dir, engine, catalog, *, durability, sync_interval, checkpoint_every,
-                 seal_every, wal_rotate_bytes, wal_compress, seal_in_background):
+                 seal_every, wal_rotate_bytes, wal_compress, seal_in_background, journal_parts):
         self.data_dir = os.fspath(data_dir)
         self.engine = engine
         self.catalog = catalog
@@ -162,7 +216,8 @@ class Session:
         self._pending: list[WalRecord] = []
         self._pending_rows = 0
         self._arena = _Arena()
-        self._wal_exec = None   # the writer thread while process_many runs: it owns self.wal
+        self._wal_exec = None   # the GroupWriter while process_many runs: it owns self.wal
+        self.wal_groups = (0, 0)   # (records, fsync groups) of the last process_many
         self._wal_ops: list = []   # WAL rotations queued to it
         self._sealing: _SealJob | None = None
         self._wal_ranges: dict[str, tuple[int, int]] = {}
@@ -181,6 +236,10 @@ class Session:
                              interval=sync_interval, rotate_bytes=wal_rotate_bytes,
                              compress=(durability != "none") if wal_compress is None else wal_compress,
                              next_seq=engine.seq + 1)
+        self._parts = self._resolve_parts(journal_parts)
+        self._encoder = None   # the thread that encodes record parts (process), made when needed
+        self._part_encoder = None
+        self._rows_per_msg = {"fills": 0.5, "l2": 2.0, "events": 3.0}   # room guessed per batch
         ck = catalog.latest_checkpoint()
         self._last_ckpt = ck["seq"] if ck else -1
         # why: a reopened directory starts from the encodings already found good for its data
@@ -188,7 +247,8 @@ class Session:
 
     _OPTS = dict(durability="fsync", sync_interval=0.05, checkpoint_every=1_000_000,
                  seal_every=1_000_000, wal_rotate_bytes=64 << 20, wal_compress=None,
-                 seal_in_background=True)
+                 seal_in_background=True, journal_parts=None)
+    PART_MIN = 4096   # messages: a smaller part costs more in calls and hand-overs than it overlaps
 
     # -- construction --------------------------------------------------------------------------
     @classmethod
@@ -201,7 +261,13 @@ class Session:
         lz4 records when the WAL is fsynced, where fewer bytes to sync pay for the compression;
         raw records under durability "none", where they do not), seal_in_background (True:
         the seals ``process`` triggers write their segments on a thread while batches go on;
-        they are registered by a later call; ``seal()`` and ``close()`` always wait).
+        they are registered by a later call; ``seal()`` and ``close()`` always wait),
+        journal_parts (None: 8 for an ``exchange.Engine`` when records are compressed, else 1;
+        k > 1: ``process`` matches a batch in up to k slices of >= PART_MIN messages and
+        encodes each slice's record part on a thread while the engine matches the next, then
+        writes the batch as one multi-part record. Only for engines whose outputs for a batch
+        equal those for its slices in turn, as exchange.Engine's do: recovery replays a record
+        as one batch and checks the outputs).
         run_info: scenario,
         seed and anything else worth recording in the ``runs`` table.
         Returns the open Session. Raises UsageError if the directory already holds a catalog,
@@ -294,37 +360,97 @@ class Session:
         ``process_many`` is running.
         """
         self._check_usable()
-        rec, res = self._match(orders)
-        try:
-            self.wal.append(rec.first_seq, rec.orders, rec.fills, rec.l2, rec.events)
-        except WriteError as e:
-            self._failed = str(e)
-            raise
+        # (anything but an array goes the one-call way, where the engine names what is wrong)
+        size = orders.size if isinstance(orders, np.ndarray) and orders.ndim == 1 else 0
+        k = min(self._parts, size // self.PART_MIN) if self.wal.compress else 1
+        if k >= 2:
+            rec, res = self._process_parts(orders, k)
+        else:
+            rec, res = self._match(orders)
+            try:
+                self.wal.append(rec.first_seq, rec.orders, rec.fills, rec.l2, rec.events)
+            except WriteError as e:
+                self._failed = str(e)
+                raise
         self._after_durable(rec)
         return res
 
-    def process_many(self, batches, *, depth: int = 2):
+    def _resolve_parts(self, journal_parts) -> int:
+        if journal_parts is None:
+            try:
+                from exchange.engine import Engine
+            except ImportError:   # pragma: no cover - the package ships the engine
+                return 1
+            return 8 if isinstance(self.engine, Engine) and self.wal.compress else 1
+        if isinstance(journal_parts, bool) or not isinstance(journal_parts, int) or journal_parts < 1:
+            raise UsageError(f"journal_parts must be None or an integer >= 1, got {journal_parts!r}")
+        return journal_parts
+
+    def _process_parts(self, orders: np.ndarray, k: int):
+        """``process`` in k slices: each slice is matched, its outputs copied end to end into
+        the batch's rows, and its record part encoded on the encoder thread while the engine
+        matches the next slice; the parts are then written as one record. Returns (record,
+        Result) once it is durable."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        from store.wal import PartEncoder
+
+        if self._encoder is None:
+            self._encoder = ThreadPoolExecutor(1, thread_name_prefix="exsim-journal")
+            self._part_encoder = PartEncoder()
+        first, n = self.engine.seq + 1, orders.size
+        cuts = [n * i // k for i in range(k + 1)]
+        # why reserved rows: each slice's outputs must be copied at once (the engine reuses its
+        # buffers), and copying them straight to their place in the batch's rows spares a
+        # second copy to join them; the room is guessed from the last batch's rows per message,
+        # and a table that outgrows it is joined by a copy instead
+        outs = [_Rows(self._arena, TABLE_DTYPES[t], int(n * self._rows_per_msg[t]) + 1024)
+                for t in TABLES[1:]]
+        futs = []
+        try:
+            for a, b in zip(cuts[:-1], cuts[1:]):
+                sub, f0 = orders[a:b], self.engine.seq + 1
+                res = self.engine.process(sub, reuse=True) if self._reuse else self.engine.process(sub)
+                parts = [o.add(x) for o, x in zip(outs, (res.fills, res.l2, res.events))]
+                futs.append(self._encoder.submit(self._part_encoder.encode, f0, sub, *parts))
+            rec = WalRecord(first, self._arena.copy(orders), *(o.rows() for o in outs))
+            self.wal.append_parts(first, n, [f.result() for f in futs])
+        except BaseException as e:
+            for f in futs:   # why wait: the encoder must be idle before the next batch
+                f.cancel() or f.exception()
+            if self.engine.seq >= first:   # the engine is ahead of the journal
+                self._failed = str(e) if isinstance(e, WriteError) else f"journaling failed: {e!r}"
+            raise
+        for t, o in zip(TABLES[1:], outs):
+            self._rows_per_msg[t] = o.size / n * 1.25
+        return rec, type(res)(rec.fills, rec.l2, rec.events)
+
+    def process_many(self, batches, *, depth: int = 4):
         """Process an iterable of order batches, yielding each batch's Result in order.
 
         Same guarantee as ``process``: a Result is yielded only once its batch's WAL record is
         durable under the policy. The difference is pipelining: journaling (shuffle, lz4, CRC,
         write, fsync) runs on a writer thread, so up to ``depth`` batches are in flight and
-        batch k+1 is matched while batch k is being written and fsynced. The engine is then
-        ahead of the journal by the batches in flight, which is why checkpoints wait for the
-        pipeline to drain, and why a failed write leaves the session failed (reopen it: the
-        batches after the last yielded Result are replayed only if they reached the WAL).
-        ``process``, ``checkpoint`` and ``close`` raise UsageError inside the loop over the results.
+        batch k+1 is matched while batch k is being written and fsynced. When batches arrive
+        faster than fsyncs complete, the writer commits the queued records with one fsync
+        (group commit: ``wal.GroupWriter``), and each of their Results is yielded after it.
+        The engine is then ahead of the journal by the batches in flight, which is why
+        checkpoints wait for the pipeline to drain, and why a failed write leaves the session
+        failed (reopen it: the batches after the last yielded Result are replayed only if they
+        reached the WAL whole). ``process``, ``checkpoint`` and ``close`` raise UsageError
+        inside the loop over the results.
         Raises WriteError, StoreError as ``process``; UsageError if depth < 1.
         """
         import collections
-        from concurrent.futures import ThreadPoolExecutor
+
+        from store.wal import GroupWriter
 
         self._check_usable()
         if depth < 1:
             raise UsageError(f"process_many: depth must be >= 1, got {depth}")
         flight = collections.deque()
-        ex = ThreadPoolExecutor(1, thread_name_prefix="exsim-wal")   # one worker: FIFO order
-        self._wal_exec = ex
+        writer = GroupWriter(self.wal)   # its thread owns self.wal until closed
+        self._wal_exec = writer
         try:
             for orders in batches:
                 if flight and self.engine.seq - self._last_ckpt >= self.checkpoint_every:
@@ -332,16 +458,18 @@ class Session:
                         yield self._ack(*flight.popleft())
                 self._check_usable(inside=True)
                 rec, res = self._match(orders)
-                fut = ex.submit(self.wal.append, rec.first_seq, rec.orders, rec.fills, rec.l2,
-                                rec.events)
+                fut = writer.append(rec.first_seq, rec.orders, rec.fills, rec.l2, rec.events)
                 flight.append((rec, res, fut))
-                while len(flight) >= depth:
+                while len(flight) >= depth or (flight and flight[0][2].done()):
+                    # why also when done: a durable Result is handed over at once, and its
+                    # batch booked for sealing, instead of waiting for the pipe to fill
                     yield self._ack(*flight.popleft())
             while flight:
                 yield self._ack(*flight.popleft())
         finally:
-            ex.shutdown(wait=True)   # why: the writer must be idle before anyone else writes
+            writer.close()   # why: the writer must be idle before anyone else writes
             self._wal_exec = None
+            self.wal_groups = (writer.records, writer.groups)
             # a loop left early (break, an exception) leaves journaled but unyielded batches:
             # book them, or the next seal would skip their rows
             for rec, _, fut in flight:
@@ -502,7 +630,7 @@ class Session:
         if self._wal_exec is None:
             self.wal.rotate()
         else:   # why queued: the writer thread owns the WAL; FIFO puts this after queued appends
-            self._wal_ops.append(self._wal_exec.submit(self.wal.rotate))
+            self._wal_ops.append(self._wal_exec.rotate())
 
     def _reap_seal(self, block: bool) -> list:
         """Register a finished background seal (waiting for it if ``block``); return its infos.
@@ -612,12 +740,20 @@ class Session:
                 self._sealing.thread.join()   # its files are orphans unless registered
                 self._sealing = None
         else:
-            self.seal()
+            if self.seal_in_background and self._pending:
+                self._start_seal()   # (after a running seal) the rest goes to the seal thread
             if self.engine.seq != self._last_ckpt:
+                # why before waiting for the seal: the final checkpoint (engine state, write,
+                # fsync) is made on this thread while the seal thread writes the last segments;
+                # recovery accepts either one registered first
                 self._checkpoint()
+            self.seal()
         self.wal.close()
         self._trim_wal()
         self.catalog.close()
+        if self._encoder is not None:
+            self._encoder.shutdown(wait=True)
+            self._encoder = None
         self._closed = True
 
     def __enter__(self) -> "Session":

@@ -8,7 +8,7 @@ from conftest import resting_flow
 from exchange import ORDER_DTYPE, Side
 from replay.backtest import ID_BASE, backtest
 from replay.backtest_result import build_series, summarize
-from replay.latency import ConstantLatency, RandomLatency
+from replay.latency import ConstantLatency, RandomLatency, RecordedLatency
 from replay.strategy import QuoteStrategy, Strategy
 from scenarios import uniform_flow
 from scenarios.strategies import InventoryMarketMaker, mm_quotes
@@ -101,3 +101,63 @@ def test_summary_arithmetic_on_a_hand_made_case():
     assert (s["volume"], s["turnover"], s["maker_volume"], s["taker_volume"]) == (20, 2030, 10, 10)
     assert s["fees"] == pytest.approx(2.03) and s["pnl"] == pytest.approx(27.97)
     assert s["max_drawdown"] == 0.0
+
+
+class Rebuy(Strategy):
+    """Sells 2 at 100 at the start; on each fill, bids the filled qty at 99."""
+
+    def on_start(self, ctx):
+        ctx.sell(100, 2)
+
+    def on_fill(self, ctx, fill):
+        if fill.side == Side.SELL:
+            ctx.buy(99, fill.qty)
+
+
+# an ask of 5 at 100 (t=10); a buy of 6 at 100 (t=40) takes it and 1 of the strategy's; a sell
+# of 1 at 99 (t=50) meets the strategy's reaction (a bid at 99) resting if the reaction arrived
+# before t=50, else the reaction takes it
+REACT = resting_flow((10, 1, Side.SELL, 100, 5), (40, 2, Side.BUY, 100, 6),
+                     (50, 3, Side.SELL, 99, 1))
+
+
+@pytest.mark.parametrize("order_ns,second", [(5, (50, 99, False)), (15, (55, 99, True))])
+def test_a_reaction_to_a_fill_goes_in_before_later_market_messages(order_ns, second):
+    r = backtest(REACT, Rebuy(), latency=ConstantLatency(0, order_ns), trader=TRADER)
+    # the sell arrives at 10 + order_ns; the reaction at 40 + order_ns, before or after t=50
+    assert r.orders["ts"].tolist() == [10 + order_ns, 40 + order_ns]
+    taker = [int(f["buy_trader"] == TRADER and f["aggressor_side"] == Side.BUY) for f in r.fills]
+    assert [(int(f["ts"]), int(f["price"]), bool(t)) for f, t in zip(r.fills, taker)] == \
+        [(40, 100, False), second]
+
+
+class QuoteReacting(QuoteStrategy):
+    """The same quotes, with an on_fill: the driver then stops after every message that fills
+    the strategy (where a plain QuoteStrategy runs from one wake-up to the next)."""
+
+    def on_fill(self, ctx, fill):
+        self.seen = getattr(self, "seen", 0) + 1
+
+
+@pytest.mark.parametrize("lat", [(0, 0), RandomLatency(4, 300, 700, 200, 500)])
+def test_stopping_at_each_fill_and_running_whole_slices_give_the_same_bytes(lat):
+    f = uniform_flow(20_000, 6)
+    plain = backtest(f, QuoteStrategy(mm_quotes, [5, 20, 100], every=25), latency=lat,
+                     trader=TRADER, fast=False)
+    s = QuoteReacting(mm_quotes, [5, 20, 100], every=25)
+    react = backtest(f, s, latency=lat, trader=TRADER)
+    assert react.meta["path"] == "python" and s.seen == len(react.fills) > 20
+    assert react.digest() == plain.digest()
+
+
+@pytest.mark.parametrize("model", [ConstantLatency(7, 9), RandomLatency(3, 100, 200, 50, 80),
+                                   RecordedLatency({"ts": [5, 50], "feed_ns": [1, 2],
+                                                    "order_ns": [3, 4]})])
+def test_python_latency_draws_equal_the_njit_sampler(model):
+    from replay.latency import sample
+    for sampler, twin in zip(model.samplers(), model.samplers()):
+        twin.ensure(5000)
+        cursor = 0
+        for ts in range(0, 10_000, 2):     # past the first block of random draws (4,096)
+            want, cursor = sample(twin.mode, twin.times, twin.vals, cursor, ts)
+            assert sampler.draw(ts) == want

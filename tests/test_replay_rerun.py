@@ -25,14 +25,14 @@ def test_unsealed_wal_tail_is_rerun_too(tmp_path):
     assert report.ok and report.counts["orders"] == 1200
 
 
-def _tampering_engine(table, seq):
+def _tampering_engine(table, seq, field="qty"):
     class Engine(TamperingEngine):
         @staticmethod
         def tamper(res, first):
             rows = getattr(res, table)
             hit = np.flatnonzero(rows["seq"] == seq)
             if hit.size:
-                rows[hit[0]]["qty"] += 1
+                rows[hit[0]][field] += 1
             return res
     eng = Engine(stp="cancel_resting")
     for name in SYMBOLS:
@@ -81,3 +81,102 @@ def test_compare_columns_finds_the_first_difference_across_blocks():
     assert (div.table, div.seq, div.stored_row["qty"], div.rerun_row["qty"]) == ("fills", 4, 11, 10)
     div = compare_columns({"fills": blocks[:1], **empty}, outs)   # stored side ends early
     assert (div.seq, div.stored_row, div.rerun_row["seq"]) == (3, None, 3)
+
+
+def test_plan_covers_every_seq_once_starting_short_and_cutting_at_segments():
+    from replay.rerun import _plan
+    cuts = list(range(130, 20_000, 131))
+    plan = _plan(0, 20_000, 1600, {5_000}, cuts)
+    assert plan[0][0] == 1 and plan[-1][1] == 20_000
+    assert all(b[0] == a[1] + 1 for a, b in zip(plan, plan[1:]))   # no gap, no overlap
+    assert plan[0][1] <= 2 * 1600 // 8                               # a short first range
+    assert max(hi - lo + 1 for lo, hi in plan) <= 2 * 1600
+    ends = {hi for _, hi in plan}
+    assert 5_000 in ends                                             # a compared checkpoint
+    assert ends <= set(cuts) | {5_000, 20_000}                       # never inside a segment
+
+
+def test_plan_without_cuts_and_with_a_start():
+    from replay.rerun import _plan
+    plan = _plan(100, 1_000, 64, set(), [])
+    assert plan[0] == (101, 108) and plan[-1][1] == 1_000
+    assert all(b[0] == a[1] + 1 for a, b in zip(plan, plan[1:]))
+    assert _plan(7, 7, 64, set(), []) == []
+
+
+def test_segment_cuts_never_split_a_segment(tmp_path):
+    from replay._store import run_info, segment_cuts
+    from store.catalog import Catalog
+    store_run(tmp_path, rich_flow(2600, seed=24), seal_every=400)
+    cuts = segment_cuts(run_info(tmp_path), "orders")
+    cat = Catalog(str(tmp_path))
+    segs = [r for r in cat.all_segments()]
+    cat.close()
+    assert len(cuts) >= 5 and cuts == sorted(cuts)
+    for c in cuts:
+        assert all(s["seq_hi"] <= c or s["seq_lo"] > c for s in segs)
+
+
+def test_divergence_in_a_middle_range_counts_the_ranges_up_to_it(tmp_path):
+    orders = rich_flow(3000, seed=25)
+    seq = 1_777
+    store_run(tmp_path, orders, engine=_tampering_engine("events", seq, "leaves_qty"))
+    report = rerun(tmp_path, chunk=160)
+    div = report.first_divergence
+    assert (div.table, div.seq) == ("events", seq)
+    assert seq <= report.counts["orders"] < seq + 2 * 160 and report.counts["checkpoints"] == 0
+
+
+class _BadCheckpointEngine(TamperingEngine):
+    """Journals true outputs but checkpoints with the first live order's quantity plus one."""
+
+    def checkpoint(self):
+        import struct
+
+        import crc32c
+        blob = bytearray(super().checkpoint())
+        hlen = struct.unpack_from("<I", blob, 12)[0]
+        rows_at = 16 + hlen + 8
+        if struct.unpack_from("<Q", blob, rows_at - 8)[0] == 0:
+            return bytes(blob)
+        from exchange.schema import CHECKPOINT_DTYPE
+        q = rows_at + CHECKPOINT_DTYPE.fields["qty"][1]
+        struct.pack_into("<q", blob, q, struct.unpack_from("<q", blob, q)[0] + 1)
+        struct.pack_into("<I", blob, len(blob) - 4, crc32c.crc32c(bytes(blob[:-4])))
+        return bytes(blob)
+
+
+@pytest.mark.parametrize("mode", ["last", "all"])
+def test_a_stored_checkpoint_that_differs_is_reported(tmp_path, mode):
+    eng = _BadCheckpointEngine(stp="cancel_resting")
+    for name in SYMBOLS:
+        eng.add_symbol(name)
+    store_run(tmp_path, rich_flow(2000, seed=26), engine=eng, checkpoint_every=600)
+    from replay._store import run_info
+    info = run_info(tmp_path)
+    report = rerun(tmp_path, chunk=300, checkpoints=mode)
+    div = report.first_divergence
+    assert div.table == "checkpoint" and div.stored_row != div.rerun_row
+    assert div.seq == (info.checkpoints[-1] if mode == "last" else info.checkpoints[1])
+    assert report.counts["orders"] == div.seq - info.first_seq
+    assert rerun(tmp_path, checkpoints="none").ok
+
+
+def test_checkpoint_shortcut_agrees_with_the_engine_bytes():
+    import crc32c
+    from replay.rerun import _checkpoint_layout, _same_state
+    from test_replay_common import make_engine
+    eng = make_engine()
+    eng.process(rich_flow(1500, seed=27))
+    blob = eng.checkpoint()
+    layout = _checkpoint_layout(blob)
+    assert layout is not None and layout[1] == eng.live_orders > 0
+    assert _same_state(eng, blob, layout)
+    bad = bytearray(blob)
+    bad[layout[2] + 3] ^= 1                                   # a row byte, CRC left stale
+    assert _checkpoint_layout(bytes(bad)) is None and not _same_state(eng, bytes(bad), None)
+    bad[-4:] = crc32c.crc32c(bytes(bad[:-4])).to_bytes(4, "little")   # ... and CRC fixed
+    assert _checkpoint_layout(bytes(bad)) is not None
+    assert not _same_state(eng, bytes(bad), _checkpoint_layout(bytes(bad)))
+    eng.process(rich_flow(10, seed=28, ts0=10**9))            # the engine moves on
+    assert not _same_state(eng, blob, layout)

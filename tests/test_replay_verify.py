@@ -137,3 +137,34 @@ def test_read_ranges_cover_every_seq_once_and_start_short(first, last, chunk):
     assert np.array_equal(seqs, np.arange(first, last + 1))
     assert max(hi - lo + 1 for lo, hi in got) <= chunk
     assert got[0][1] - got[0][0] + 1 == min(max(chunk >> 4, 1), last - first + 1)
+
+
+def test_state_grows_orders_and_levels_separately_with_the_same_findings(tables):
+    """Tiny starting capacities force many mid-run grows (orders and levels apart); the
+    violations found are those of a run that never grows."""
+    from exchange.schema import Stp
+    from replay import _verify_kernel as K
+    from replay.verify import _stored
+
+    orders, fills, l2, events = tables
+    bad = fills.copy()
+    bad[100]["price"] += 1
+    tabs = [_stored(n, a) for n, a in (("orders", orders), ("fills", bad), ("l2", l2),
+                                         ("events", events))]
+    found = []
+    for cap, lcap in ((16, 16), (1 << 16, 1 << 12)):
+        outs = []
+        for sid in range(len(SYMBOLS)):
+            part = [t[t["symbol"] == sid] for t in tabs]
+            st = K.new_state(cap, 100, lcap)
+            while K.check_symbol(*part, part[0].size, True, int(Stp.CANCEL_RESTING), K.FINAL,
+                                 *st) != K.OK:
+                st = K.grow_state(st)
+            meta, vrows, vids, counts = st[-4:]
+            outs.append((vrows[:meta[K.M_VN]].tolist(), vids[:meta[K.M_VN]].tolist(),
+                         counts.tolist(), st[0].shape[0], st[1].shape[0]))
+        found.append(outs)
+    small, big = found
+    assert [o[:3] for o in small] == [o[:3] for o in big]
+    assert any(sum(o[2]) for o in small)                       # the defect is seen
+    assert all(o[3] > 16 and o[4] > 16 and o[4] < o[3] for o in small)   # both grew, apart

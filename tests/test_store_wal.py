@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from exchange.errors import CorruptionError, UsageError
-from store.wal import FILE_HEADER, WalWriter, scan_wal, wal_files
+from exchange.errors import WriteError
+from store.wal import FILE_HEADER, GroupWriter, WalWriter, scan_wal, wal_files
 from store_fixtures import make_batch
 
 
@@ -175,3 +176,103 @@ def test_fsync_policy_syncs_a_new_file_and_its_directory_before_the_first_record
     w.rotate()                                    # nothing unsynced: no fsync needed
     assert len(synced) == 3
     w.close()
+
+
+@pytest.mark.parametrize("width", [1, 7, 8, 9, 16, 41, 45, 46, 69])
+def test_byte_shuffle_matches_a_transpose_and_inverts(width):
+    from store.wal import _shuffle, _unshuffle
+
+    rng = np.random.default_rng(width)
+    for n in (0, 1, 7, 8, 9, 63, 64, 65, 200, 1031):   # around the 8-row and 64-row blocks
+        rows = rng.integers(0, 256, (n, width), dtype=np.uint8)
+        out = np.full(5 + n * width + 3, 0xAA, np.uint8)
+        assert _shuffle(rows.reshape(-1), width, out, 5) == 5 + n * width
+        assert np.array_equal(out[5:5 + n * width], rows.T.reshape(-1))
+        assert (out[:5] == 0xAA).all() and (out[5 + n * width:] == 0xAA).all()   # nothing outside
+        back = np.zeros(n * width, np.uint8)
+        _unshuffle(out, 5, width, n, back)
+        assert np.array_equal(back, rows.reshape(-1))
+
+
+def _traced_group(tmp_path, monkeypatch, fsync):
+    """A GroupWriter whose writes, fsyncs and acknowledgements land in one ordered trace."""
+    import store.wal as wal_mod
+
+    trace = []
+    monkeypatch.setattr(wal_mod.os, "fsync", lambda fd: (fsync(fd), trace.append(("fsync",))))
+    w = WalWriter(str(tmp_path), durability="fsync")
+    real_append = w.append
+    w.append = lambda seq, *a, **k: (real_append(seq, *a, **k), trace.append(("write", seq)))[0]
+    return GroupWriter(w), w, trace
+
+
+def test_group_commit_acknowledges_each_record_only_after_an_fsync_that_covers_it(tmp_path, monkeypatch):
+    import time
+
+    real = os.fsync
+    g, w, trace = _traced_group(tmp_path, monkeypatch, lambda fd: (time.sleep(0.02), real(fd)))
+    futs, seq = [], 1
+    for i in range(8):
+        b = make_batch(seq, 100, seed=i)
+        f = g.append(seq, *b)
+        f.add_done_callback(lambda f, s=seq: trace.append(("ack", s)))   # runs on the writer
+        futs.append(f)
+        seq += 100
+    assert [f.result() > 0 for f in futs] == [True] * 8
+    g.close()
+    for i, ev in enumerate(trace):
+        if ev[0] == "ack":
+            wrote = trace.index(("write", ev[1]))
+            assert ("fsync",) in trace[wrote + 1:i], f"record {ev[1]} acknowledged before an fsync"
+    assert trace.count(("fsync",)) < 8 and g.groups < g.records == 8   # grouped
+    w.close()
+    assert scan_wal(str(tmp_path))[1].last_seq == 800
+
+
+def test_a_failed_group_fsync_fails_every_record_of_the_group_and_later_appends(tmp_path, monkeypatch):
+    import time
+
+    def fail(fd):
+        time.sleep(0.02)
+        raise OSError(5, "I/O error")
+
+    g, w, _ = _traced_group(tmp_path, monkeypatch, fail)
+    futs = [g.append(1 + 100 * i, *make_batch(1 + 100 * i, 100, seed=i)) for i in range(4)]
+    g.close()
+    assert all(isinstance(f.exception(), WriteError) for f in futs)
+    with pytest.raises(WriteError, match="unusable"):
+        w.append(401, *make_batch(401, 10))
+
+
+def _parts_record(tmp_path, firsts, n=150):
+    """A WAL with one multi-part record whose parts start at ``firsts`` (n orders each)."""
+    from store.wal import PartEncoder
+
+    enc, batches = PartEncoder(), [make_batch(f, n, seed=f) for f in firsts]
+    w = WalWriter(str(tmp_path))
+    w.append_parts(firsts[0], n * len(firsts), [enc.encode(f, *b) for f, b in zip(firsts, batches)])
+    w.close()
+    return batches
+
+
+def test_a_multi_part_record_reads_back_as_one_batch(tmp_path):
+    batches = _parts_record(tmp_path, [1, 151, 301])
+    (rec,), rep = scan_wal(str(tmp_path))
+    want = [np.concatenate(parts) for parts in zip(*batches)]
+    assert rec.first_seq == 1 and _same(rec, want) and rep.last_seq == 450
+
+
+def test_multi_part_record_with_a_seq_gap_between_parts_is_corruption(tmp_path):
+    _parts_record(tmp_path, [1, 152])
+    with pytest.raises(CorruptionError, match="part 1 starts at seq 152, expected 151"):
+        scan_wal(str(tmp_path))
+
+
+def test_multi_part_record_in_a_version_2_file_is_corruption(tmp_path):
+    _parts_record(tmp_path, [1, 151])
+    (_, path), = wal_files(str(tmp_path))
+    data = bytearray(open(path, "rb").read())
+    data[4] = 2                               # the file header's version
+    open(path, "wb").write(bytes(data))
+    with pytest.raises(CorruptionError, match="bad record checksum"):
+        scan_wal(str(tmp_path))

@@ -58,14 +58,17 @@ class InventoryMarketMaker(Strategy):
         self.every = every
         self.quote_ids = [None, None]     # live order id per side (BUY, SELL)
         self._state = np.zeros(1, np.float64)
+        # mm_quotes' arguments, made once (on_book runs at every wake-up)
+        self._params = np.array([size, skew_lots, max_position], np.float64)
+        self._quote = np.zeros(4, np.int64)
 
     def on_book(self, ctx, book) -> None:
-        q = np.zeros(4, np.int64)
+        q = self._quote
         mm_quotes(ctx.now, book.bid, book.bid_qty, book.ask, book.ask_qty, ctx.position,
-                  ctx.cash, self._state, np.array([self.size, self.skew_lots, self.max_position],
-                                           np.float64), q)
+                  ctx.cash, self._state, self._params, q)
+        quote = q.tolist()
         for side in (0, 1):
-            price, qty = int(q[2 * side]), int(q[2 * side + 1])
+            price, qty = quote[2 * side], quote[2 * side + 1]
             oid = self.quote_ids[side]
             live = oid is not None and oid in ctx.open_orders
             if live and qty == 0:
