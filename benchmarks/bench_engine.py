@@ -14,7 +14,13 @@ fills, L2 updates and events all emitted. "reused" keeps the output buffers betw
 first call of the process (numba compile, or loading the on-disk cache) is timed apart.
 Figures are medians of ``--runs`` runs. Prints a markdown table and writes JSON.
 
-    python -m benchmarks.bench_engine [--runs 5] [--batch 65536] [--out benchmarks/results/engine.json]
+``--baseline REV`` adds the engine as of git revision REV (its ``exchange/`` extracted to
+<tmp>/exsim-engine-baseline-<sha> and imported apart as ``exchange_baseline``; the first run there
+compiles it cold) as one more interleaved variant, "reused, baseline", so old and new engines meet
+the same machine noise; the table then gives new vs baseline per workload (ratio of the medians,
+and the median of the per-round ratios) and whether their output counts agree.
+
+    python -m benchmarks.bench_engine [--runs 5] [--batch 65536] [--baseline REV] [--out benchmarks/results/engine.json]
 
 EXSIM_BENCH_SMOKE=1 (benchmarks/_smoke.py): one run over one QuantCup replay and the first 20,000
 messages of each seeded flow, JSON to the smoke directory: seconds, for the docs' command tests.
@@ -23,10 +29,16 @@ messages of each seeded flow, JSON to the smoke directory: seconds, for the docs
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import io
 import json
 import platform
 import resource
 import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
 import time
 from pathlib import Path
 
@@ -68,10 +80,45 @@ def quantcup_workload(target: int) -> tuple[np.ndarray, int]:
     return flow, reps
 
 
+def load_baseline(rev: str) -> type:
+    """Return the ``Engine`` class of this repository's ``exchange/`` at git revision ``rev``.
+
+    The package is extracted once per commit to <tmp>/exsim-engine-baseline-<sha> and imported
+    as ``exchange_baseline`` (its numba cache lives there, apart from the working tree's).
+    Raises SystemExit naming ``rev`` if git cannot resolve it or the revision has no exchange/.
+    """
+    root = Path(__file__).resolve().parent.parent
+    got = subprocess.run(["git", "-C", str(root), "rev-parse", "--verify", "--quiet",
+                          f"{rev}^{{commit}}"], capture_output=True, text=True)
+    if got.returncode != 0:
+        raise SystemExit(f"--baseline: {rev!r} is not a commit of the git repository at {root}")
+    sha = got.stdout.strip()
+    dest = Path(tempfile.gettempdir()) / f"exsim-engine-baseline-{sha[:12]}"
+    pkg = dest / "exchange_baseline"
+    if not (pkg / "__init__.py").is_file():
+        tar = subprocess.run(["git", "-C", str(root), "archive", "--format=tar", sha, "exchange"],
+                             capture_output=True)
+        if tar.returncode != 0:
+            raise SystemExit(f"--baseline: commit {sha[:12]} has no exchange/ package "
+                             f"({tar.stderr.decode(errors='replace').strip()})")
+        dest.mkdir(parents=True, exist_ok=True)
+        work = Path(tempfile.mkdtemp(dir=dest))
+        with tarfile.open(fileobj=io.BytesIO(tar.stdout)) as tf:
+            tf.extractall(work, filter="data")
+        (work / "exchange").rename(pkg)   # atomic: a half-extracted copy is never imported
+        work.rmdir()
+    spec = importlib.util.spec_from_file_location(
+        "exchange_baseline", pkg / "__init__.py", submodule_search_locations=[str(pkg)])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["exchange_baseline"] = module
+    spec.loader.exec_module(module)
+    return module.Engine
+
+
 def run_once(flow: np.ndarray, n_symbols: int, batch: int, reuse: bool,
-             prefetch: int | None = None) -> dict:
-    """Feed ``flow`` to a fresh engine in batches; return timing and output counts."""
-    eng = Engine()
+             prefetch: int | None = None, engine_cls: type = Engine) -> dict:
+    """Feed ``flow`` to a fresh ``engine_cls`` in batches; return timing and output counts."""
+    eng = engine_cls()
     if prefetch is not None:
         eng.prefetch_distance = prefetch
     for s in range(n_symbols):
@@ -90,10 +137,10 @@ def run_once(flow: np.ndarray, n_symbols: int, batch: int, reuse: bool,
             "live_end": eng.live_orders, "state_bytes": eng.memory_bytes()}
 
 
-def first_call_seconds() -> float:
+def first_call_seconds(engine_cls: type = Engine) -> float:
     """Time the process's first engine call: numba compile, or loading its on-disk cache."""
     t0 = time.perf_counter()
-    eng = Engine()
+    eng = engine_cls()
     eng.add_symbol("X")
     eng.process(np.zeros(1, ORDER_DTYPE))
     return time.perf_counter() - t0
@@ -105,25 +152,48 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--batch", type=int, default=65_536)
     ap.add_argument("--quantcup-messages", type=int, default=10_000_000)
+    ap.add_argument("--baseline", metavar="REV", default=None,
+                    help="also time the engine of git revision REV (interleaved), e.g. main")
     ap.add_argument("--out", default="benchmarks/results/engine.json")
     args = ap.parse_args(argv)
+    if args.runs < 1 or args.batch < 1:
+        ap.error(f"--runs and --batch must be >= 1; got {args.runs} and {args.batch}")
 
     from scenarios.uniform import BENCH_1M, uniform_flow
 
     args.runs = _smoke.scaled(args.runs, 1)
     law = {**BENCH_1M, "n": _smoke.scaled(BENCH_1M["n"], SMOKE_MESSAGES)}   # scenarios.bench_1m
     first = first_call_seconds()
+    baseline_cls = load_baseline(args.baseline) if args.baseline else None
+    baseline_first = first_call_seconds(baseline_cls) if baseline_cls else None
     qc, qc_syms = quantcup_workload(_smoke.scaled(args.quantcup_messages, 1))
     workloads = {"quantcup": (qc, qc_syms), "uniform1": (uniform_flow(n_symbols=1, **law), 1),
                  "uniform100": (uniform_flow(n_symbols=100, **law), 100)}
     rows = []
+    versus = []
     for name, (flow, nsym) in workloads.items():
         # interleaved rounds, so machine noise hits every variant alike
-        variants = [("reused", True, None), ("fresh", False, None), ("reused, no prefetch", True, 0)]
+        variants = [("reused", True, None, Engine), ("fresh", False, None, Engine),
+                    ("reused, no prefetch", True, 0, Engine)]
+        if baseline_cls is not None:
+            variants.append(("reused, baseline", True, None, baseline_cls))
         timed: dict[str, list[dict]] = {v[0]: [] for v in variants}
-        for _ in range(args.runs):
-            for label, reuse, prefetch in variants:
-                timed[label].append(run_once(flow, nsym, args.batch, reuse, prefetch))
+        for rnd in range(args.runs):
+            # alternate the order too: the variant run right after another may find warmer caches
+            for label, reuse, prefetch, cls in (variants if rnd % 2 == 0 else variants[::-1]):
+                timed[label].append(run_once(flow, nsym, args.batch, reuse, prefetch, cls))
+        if baseline_cls is not None:
+            new, old = timed["reused"], timed["reused, baseline"]
+            versus.append({
+                "workload": name,
+                "speedup": (statistics.median(r["seconds"] for r in old)
+                            / statistics.median(r["seconds"] for r in new)),
+                "median_round_ratio": statistics.median(o["seconds"] / n["seconds"]
+                                                        for o, n in zip(old, new)),
+                "same_output_counts": all((o["fills"], o["l2"], o["events"])
+                                          == (n["fills"], n["l2"], n["events"])
+                                          for o, n in zip(old, new)),
+            })
         for label, runs in timed.items():
             sec = statistics.median(r["seconds"] for r in runs)
             last = runs[-1]
@@ -141,6 +211,9 @@ def main(argv: list[str] | None = None) -> dict:
               "runs": args.runs, "machine": machine(),
               "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
               "rows": rows}
+    if baseline_cls is not None:
+        report["baseline"] = {"rev": args.baseline, "first_call_seconds": baseline_first,
+                              "versus": versus}
     print(f"first call (compile or cache load): {first:.2f} s; batch {args.batch}; "
           f"median of {args.runs} runs\n")
     print("| workload | outputs | messages | M msgs/s | ns/msg | fills | L2 rows | events "
@@ -150,6 +223,15 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"| {r['workload']} | {r['outputs']} | {r['messages']:,} | {r['msgs_per_s'] / 1e6:.2f} "
               f"| {r['ns_per_msg']:.0f} | {r['fills']:,} | {r['l2_rows']:,} | {r['events']:,} "
               f"| {r['peak_live_orders']:,} | {r['bytes_per_live_order']:.0f} |")
+    if versus:
+        print(f"\nnew vs baseline {args.baseline} (reused buffers, same rounds; baseline first "
+              f"call {baseline_first:.2f} s)\n")
+        print("| workload | speedup (ratio of medians) | median of per-round ratios "
+              "| same output counts |")
+        print("|---|---:|---:|---|")
+        for v in versus:
+            print(f"| {v['workload']} | {v['speedup']:.2f}x | {v['median_round_ratio']:.2f}x "
+                  f"| {'yes' if v['same_output_counts'] else 'NO'} |")
     out = _smoke.out_path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2))
