@@ -461,12 +461,7 @@ def _prefetch_ahead(msgs, i, n, ahead, arena, levels, index):
     mask = len(index) - 1
     j = i + ahead
     if j < n:
-        h = index_home(msgs[j].symbol, msgs[j].order_id, mask)
-        prefetch(index, h)
-        # the last bucket of a line (new_index aligns lines): a probe past it, and a removal's
-        # backward shift always, reads the next line too
-        if (h & 3) == 3:
-            prefetch(index, (h + 1) & mask)
+        prefetch(index, index_home(msgs[j].symbol, msgs[j].order_id, mask))
     j = i + ahead // 2
     if j < n and msgs[j].kind != Kind.NEW:
         r = index_find(index, msgs[j].symbol, msgs[j].order_id)
@@ -501,11 +496,6 @@ def process_batch(msgs, start, arena, levels, index, books, ladder_keys, ladder_
         if ahead > 0:
             _prefetch_ahead(msgs, i, n, ahead, arena, levels, index)
         m = msgs[i]
-        # the next order slot a NEW will pop is the free stack's second entry: its row is cold
-        # (freed by some earlier cancel) while the head's row was prefetched one message ago
-        head = meta[M_FREE_ORDER]
-        if ahead > 0 and head >= 0 and arena[head].next >= 0:
-            prefetch(arena, arena[head].next)
         status = _room(m, arena, levels, index, books, meta, fills, l2, events, cnt)
         if status != OK:
             return status, i

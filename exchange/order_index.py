@@ -28,20 +28,10 @@ _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _S33 = np.uint64(33)
 
 
-BUCKETS_PER_LINE = 4   # 16-byte buckets, 64-byte cache lines
-
-
 def new_index(capacity: int) -> np.ndarray:
-    """Return an empty index with ``capacity`` buckets (rounded up to a power of two).
-
-    The table starts on a 64-byte boundary (numpy only promises 16), so each cache line holds
-    exactly buckets 4k..4k+3 and the kernel knows when a probe run may spill into the next line.
-    """
+    """Return an empty index with ``capacity`` buckets (rounded up to a power of two)."""
     cap = 1 << max(4, int(capacity - 1).bit_length())
-    line = BUCKETS_PER_LINE * INDEX_DTYPE.itemsize
-    buf = np.zeros(cap * INDEX_DTYPE.itemsize + line, np.uint8)
-    skip = (-buf.ctypes.data) % line
-    index = buf[skip: skip + cap * INDEX_DTYPE.itemsize].view(INDEX_DTYPE)
+    index = np.zeros(cap, dtype=INDEX_DTYPE)
     index["slot"] = -1
     return index
 
