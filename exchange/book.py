@@ -23,34 +23,22 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-# One cache line per order: a cancel touches the row, its two neighbours' links and the index
-# bucket, so a row that straddled two lines (the old 56-byte rows did for 7 rows in 8) cost a
-# demand miss the one-line prefetch did not cover. Rows are 64 bytes and ``new_arena`` aligns the
-# array to 64 bytes, so every row is exactly one line. The fields a cancel or a fill reads come
-# first; ``filled`` is read for every event.
-ARENA_ROW_BYTES = 64
 ARENA_DTYPE = np.dtype(
-    {
-        "names": ["order_id", "leaves", "filled", "price", "prev", "next", "level", "trader",
-                  "symbol", "side", "flags"],
-        "formats": ["<u8", "<i8", "<i8", "<i8", "<i4", "<i4", "<i4", "<u4", "<u4", "u1", "u1"],
-        "offsets": [0, 8, 16, 24, 32, 36, 40, 44, 48, 52, 53],
-        "itemsize": ARENA_ROW_BYTES,
-    },
+    [
+        ("order_id", "<u8"),
+        ("price", "<i8"),
+        ("leaves", "<i8"),
+        ("filled", "<i8"),
+        ("symbol", "<u4"),
+        ("trader", "<u4"),
+        ("prev", "<i4"),
+        ("next", "<i4"),
+        ("level", "<i4"),
+        ("side", "u1"),
+        ("flags", "u1"),
+    ],
     align=True,
 )
-
-
-def new_arena(rows: int) -> np.ndarray:
-    """Return a zeroed arena of ``rows`` rows whose first row starts on a 64-byte boundary.
-
-    numpy only promises 16-byte alignment; the arena is carved out of a slightly larger byte
-    buffer (kept alive as the view's base) so each 64-byte row is exactly one cache line.
-    """
-    buf = np.zeros(rows * ARENA_ROW_BYTES + ARENA_ROW_BYTES, np.uint8)
-    skip = (-buf.ctypes.data) % ARENA_ROW_BYTES
-    return buf[skip: skip + rows * ARENA_ROW_BYTES].view(ARENA_DTYPE)
-
 
 LEVEL_DTYPE = np.dtype(
     [("price", "<i8"), ("qty", "<i8"), ("head", "<i4"), ("tail", "<i4"), ("count", "<i4")],
@@ -98,20 +86,11 @@ def ladder_key(side, price):
 @njit(cache=True, _nrt=False, inline="always")
 def ladder_search(ladder_keys, off, n, key):
     """Return the first position in the book's ladder whose key is >= ``key`` (n if none)."""
-    if n == 0 or ladder_keys[off + n - 1] < key:
+    lo = 0
+    hi = n
+    # most lookups land near the top of the book (the end): try the last entry first
+    if n > 0 and ladder_keys[off + n - 1] < key:
         return n
-    # Most lookups land a few levels from the top of the book (the end of the ladder): gallop
-    # down from the top (1, 2, 4 ... entries) to bracket the answer, then bisect the bracket.
-    # A plain bisection of a deep ladder took ~log2(n) unpredictable branches for every new
-    # order; this takes ~2 log2(distance from the top).
-    hi = n - 1          # ladder_keys[off + hi] >= key throughout
-    step = 1
-    lo = hi - step
-    while lo >= 0 and ladder_keys[off + lo] >= key:
-        hi = lo
-        step <<= 1
-        lo = hi - step
-    lo = lo + 1 if lo >= 0 else 0   # every position below lo has a key < ``key``
     while lo < hi:
         mid = (lo + hi) >> 1
         if ladder_keys[off + mid] < key:

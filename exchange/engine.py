@@ -25,8 +25,8 @@ import numpy as np
 
 from . import kernels
 from .book import (
-    BOOK_DTYPE, LEVEL_DTYPE, M_INDEX_COUNT, M_NEED_BOOK, M_NEED_EVENTS,
-    M_NEED_FILLS, M_NEED_L2, M_NSYM, M_SEQ, M_STP, M_TRADE_ID, new_arena, new_meta,
+    ARENA_DTYPE, BOOK_DTYPE, LEVEL_DTYPE, M_INDEX_COUNT, M_NEED_BOOK, M_NEED_EVENTS,
+    M_NEED_FILLS, M_NEED_L2, M_NSYM, M_SEQ, M_STP, M_TRADE_ID, new_meta,
 )
 from .errors import CorruptionError, UsageError
 from .order_index import index_find, new_index, rehash_into
@@ -85,7 +85,7 @@ class Engine:
 
     def __init__(self, stp: str | int = "none", *, capacity: int = 1024):
         self._meta = new_meta(_parse_enum(Stp, stp, "stp"))
-        self._arena = new_arena(max(capacity, 16))
+        self._arena = np.zeros(max(capacity, 16), ARENA_DTYPE)
         self._levels = np.zeros(max(capacity // 4, 16), LEVEL_DTYPE)
         self._index = new_index(2 * max(capacity, 16))
         self._books = np.zeros(0, BOOK_DTYPE)
@@ -211,9 +211,7 @@ class Engine:
 
     def _grow_state(self, status: int) -> None:
         if status == kernels.NEED_ORDERS:
-            arena = new_arena(2 * len(self._arena))   # stays 64-byte aligned (book.new_arena)
-            arena[: len(self._arena)] = self._arena
-            self._arena = arena
+            self._arena = _grow(self._arena, 0)
         elif status == kernels.NEED_LEVELS:
             self._levels = _grow(self._levels, 0)
         elif status == kernels.NEED_INDEX:

@@ -21,9 +21,7 @@ from .book import (
     M_NEED_FILLS, M_NEED_L2, M_NSYM, M_ORDER_HW, M_SEQ, M_STP, M_TRADE_ID,
     alloc_order, append_to_level, detach_from_level, find_or_add_level, free_order, remove_level,
 )
-from .order_index import (
-    index_find, index_home, index_insert, index_lookup, index_remove, index_remove_at,
-)
+from .order_index import index_find, index_home, index_insert, index_remove
 from .prefetch import prefetch
 from .schema import (
     KNOWN_FLAGS, MAX_LEVEL_QTY, MAX_QTY, Event, Flag, Kind, OrderType, Reason, Side, Stp, Tif,
@@ -125,17 +123,6 @@ def _remove_order(arena, levels, books, index, meta, r):
     detach_from_level(arena, levels, r)
     books[np.int64(o.symbol) * 2 + o.side].live -= 1
     index_remove(index, o.symbol, o.order_id)
-    meta[M_INDEX_COUNT] -= 1
-    free_order(arena, meta, r)
-
-
-@njit(cache=True, _nrt=False, inline="always")
-def _remove_order_at(arena, levels, books, index, meta, r, bucket):
-    """``_remove_order`` for a caller that already found the order's index ``bucket``."""
-    o = arena[r]
-    detach_from_level(arena, levels, r)
-    books[np.int64(o.symbol) * 2 + o.side].live -= 1
-    index_remove_at(index, bucket)
     meta[M_INDEX_COUNT] -= 1
     free_order(arena, meta, r)
 
@@ -393,18 +380,17 @@ def _process_one(m, seq, arena, levels, index, books, ladder_keys, ladder_levels
                  arena, levels, index, books, ladder_keys, ladder_levels, meta, fills, l2, events,
                  cnt)
     elif m.kind == Kind.CANCEL:
-        bucket = index_lookup(index, sym, m.order_id)
-        if bucket < 0:
+        r = index_find(index, sym, m.order_id)
+        if r < 0:
             _event(events, cnt, seq, m.ts, sym, m.order_id, Event.REJECTED, Reason.UNKNOWN_ID,
                    0, 0)
             return
-        r = np.int64(index[bucket].slot)
         o = arena[r]
         side = np.int64(o.side)
         lv = o.level
         _event(events, cnt, seq, m.ts, sym, m.order_id, Event.CANCELLED, Reason.USER_CANCEL,
                o.filled, 0)
-        _remove_order_at(arena, levels, books, index, meta, r, bucket)
+        _remove_order(arena, levels, books, index, meta, r)
         L = levels[lv]
         _l2(l2, cnt, seq, m.ts, sym, side, L.price, L.qty, L.count)
         if L.count == 0:

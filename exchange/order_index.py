@@ -77,26 +77,17 @@ def index_insert(index, symbol, order_id, slot):
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def index_lookup(index, symbol, order_id):
-    """Return the bucket holding live order (symbol, order_id), or -1 if it is not live.
-
-    With the bucket, a cancel removes the key (``index_remove_at``) without probing again.
-    """
+def index_remove(index, symbol, order_id):
+    """Remove (symbol, order_id); return False if it was absent."""
     mask = len(index) - 1
     i = index_home(symbol, order_id, mask)
     while True:
         b = index[i]
         if b.slot < 0:
-            return -1
+            return False
         if b.order_id == order_id and b.symbol == symbol:
-            return i
+            break
         i = (i + 1) & mask
-
-
-@njit(cache=True, _nrt=False, inline="always")
-def index_remove_at(index, i):
-    """Empty bucket ``i`` (which holds a live key) and close the gap in its probe run."""
-    mask = len(index) - 1
     # backward shift: pull later members of the probe run into the hole so no tombstone is needed
     j = i
     while True:
@@ -113,15 +104,6 @@ def index_remove_at(index, i):
         index[i] = index[j]
         i = j
     index[i].slot = -1
-
-
-@njit(cache=True, _nrt=False, inline="always")
-def index_remove(index, symbol, order_id):
-    """Remove (symbol, order_id); return False if it was absent."""
-    i = index_lookup(index, symbol, order_id)
-    if i < 0:
-        return False
-    index_remove_at(index, i)
     return True
 
 
