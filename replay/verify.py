@@ -291,8 +291,9 @@ def verify(data_dir, *, progress: bool = False, max_violations: int = 1000,
             state = state if state is not None else run.begin()
             state = run.check(state, t["orders"], t["fills"], t["l2"], t["events"], sid in known,
                               K.FINAL if last else K.FLUSH)
-            seqs.append(t["orders"]["seq"])
-            trade_ids.append(t["fills"]["trade_id"])
+            # copies, not views: a view would keep every range's rows alive to the end
+            seqs.append(t["orders"]["seq"].copy())
+            trade_ids.append(t["fills"]["trade_id"].copy())
             if last:
                 run.end(state)
                 state = None
