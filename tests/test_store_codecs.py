@@ -239,3 +239,8 @@ def test_runs_of_every_length_pattern_round_trip(runs):
     col = np.array([v for v, k in runs for _ in range(k)], np.int64)
     assert np.array_equal(decode(encode(col, codecs.RLE, ALIGNED), col.size, col.dtype), col)
     assert len(encode(col, codecs.RLE)) >= 1 + 4
+
+
+def test_encode_view_rejects_a_column_that_is_not_uint64_bit_patterns():
+    with pytest.raises(ValueError, match="1-D uint64"):
+        codecs.encode_view(np.arange(5, dtype=np.int64), np.int64, codecs.FOR)
