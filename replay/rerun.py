@@ -32,8 +32,8 @@ Invariants:
 Limit: batching does not change outputs (an engine invariant), so range sizes are free. Memory
 is bounded by a few ranges (``chunk`` messages, default 1M; a range ends at a segment boundary,
 so it can reach 2x that): two order buffers, the engine's output buffers and the stored outputs
-of up to three ranges; 1.36 GB peak on the 10 M-message one-symbol bench run (2 M live orders
-at the end), against 1.2 GB for the single-look-ahead rerun it replaced.
+of up to three ranges; 1.14 GB peak RSS on the 10 M-message one-symbol bench run (2 M live
+orders at the end; 1.2 GB for the rerun it replaced).
 """
 
 from __future__ import annotations
