@@ -29,6 +29,12 @@ order_type         market, IOC and FOK never rest, an accepted FOK fills whole, 
 self_trade         no fill between one trader's orders under self-trade prevention
 =================  =============================================================================
 
+Speed (10M-message bench_replay run, 1.98M fills, one symbol): the checking kernel costs about
+0.6-0.7 us of CPU per message (``summary["kernel_cpu_seconds"]``) and reading the four tables
+about 0.35 us (store decoding); the read of range k+1 overlaps the check of range k, so with two
+free cores verify runs at about the kernel's rate (~1.5M msgs/s, ~0.3M fills/s), and on a busy
+machine at the sum of both.
+
 Limits: ``violations`` keeps the first ``max_violations`` rows (in symbol, then seq order);
 ``summary["violations"]`` counts all. Rejects are checked only where the book decides them
 (unknown or live ids); field validation (bad qty, band, flags) is the engine tests' business.
