@@ -141,10 +141,10 @@ def _prefetch_order(ost, oid, htab, key, neighbours):
     if s < 0:
         return
     if not neighbours:
-        # a row is two aligned cache lines (see NOF); the id is read only when it leaves
+        # a row is two aligned cache lines (see NOF); ``oid`` is not needed: whoever finishes
+        # an order passes its id
         prefetch(ost, s, 0)
         prefetch(ost, s, NOF // 2)
-        prefetch(oid, s, 0)
         return
     p, nx = ost[s, O_PREV], ost[s, O_NEXT]
     if ost[s, O_LEVEL] >= 0:

@@ -60,7 +60,7 @@ RULES = ("stream", "row_fields", "order_live", "opposite_sides", "price_limits",
 
 
 # 2: the id table is one (key, row + 1) uint64 array, ``htab``, instead of hkey + hval
-# 3: order rows of 16 fields on 128-byte boundaries (links and level first); level arrays sized
+# 3 (and _finish takes the id, the look-ahead no longer fetches oid): order rows of 16 fields on 128-byte boundaries (links and level first); level arrays sized
 #    by their own capacity; rows not resting have O_LEVEL == -1
 BOOK_LAYOUT = 3
 
@@ -155,12 +155,15 @@ def _viol(vrows, vids, counts, meta, rule_detail_rule, detail, seq, oid, a, b, c
 
 
 @njit(cache=True, _nrt=False)
-def _finish(ost, oid, htab, meta, vrows, vids, counts, seq, s):
-    """An order left the book for good: check its quantities and free its slot."""
+def _finish(ost, htab, meta, vrows, vids, counts, seq, s, key):
+    """Order ``key`` (in row ``s``) left the book for good: check its quantities, free its row.
+
+    Why the caller passes the id: it just looked the order up by it, and ``oid[s]`` of a
+    resting order would be one more cache miss (the look-ahead no longer fetches it)."""
     if ost[s, O_FILLSUM] + ost[s, O_CANCELLED] + ost[s, O_LEAVES] != ost[s, O_TOTAL]:
-        _viol(vrows, vids, counts, meta, R_CONSERVE, D_CONSERVE, seq, oid[s], ost[s, O_FILLSUM],
+        _viol(vrows, vids, counts, meta, R_CONSERVE, D_CONSERVE, seq, key, ost[s, O_FILLSUM],
               ost[s, O_CANCELLED], ost[s, O_LEAVES], ost[s, O_TOTAL])
-    _hash_del(htab, oid[s])
+    _hash_del(htab, key)
     ost[s, O_NEXT] = meta[M_FREE_O]
     ost[s, O_LEVEL] = -1
     meta[M_FREE_O] = s
@@ -261,7 +264,7 @@ def _resting_report(er, r, have, q, seq, ost, lst, oid, htab, ladder, ladlv, tou
     if l_new <= 0:
         _detach(ost, lst, ladder, ladlv, meta, rr)
         ost[rr, O_LEAVES] = 0
-        _finish(ost, oid, htab, meta, vrows, vids, counts, seq, rr)
+        _finish(ost, htab, meta, vrows, vids, counts, seq, rr, er.order_id)
     else:
         _set_leaves(ost, lst, rr, l_new)
 
@@ -319,7 +322,7 @@ def _walk(x, seq, stp, fills, fp, f_hi, events, k, e_hi, ost, lst, oid, htab, la
                     if left <= 0:
                         _detach(ost, lst, ladder, ladlv, meta, r)
                         ost[r, O_LEAVES] = 0
-                        _finish(ost, oid, htab, meta, vrows, vids, counts, seq, r)
+                        _finish(ost, htab, meta, vrows, vids, counts, seq, r, rid)
                     else:
                         _set_leaves(ost, lst, r, left)
             continue
@@ -368,7 +371,7 @@ def _walk(x, seq, stp, fills, fp, f_hi, events, k, e_hi, ost, lst, oid, htab, la
             _detach(ost, lst, ladder, ladlv, meta, r)
             ost[r, O_CANCELLED] += ost[r, O_LEAVES]
             ost[r, O_LEAVES] = 0
-            _finish(ost, oid, htab, meta, vrows, vids, counts, seq, r)
+            _finish(ost, htab, meta, vrows, vids, counts, seq, r, ev.order_id)
             continue
         _viol(vrows, vids, counts, meta, R_EVENTS, D_UNEXPECTED_EVENT, seq, ev.order_id, et, 0, 0,
               0)
@@ -429,12 +432,12 @@ def _end_incoming(x, ended, seq, ost, lst, oid, htab, ladder, ladlv, touched, me
     """After its reports: an incoming order rests (GTC limit with quantity left) or is done.
     Returns False when no level slot is free."""
     if ended or ost[x, O_LEAVES] <= 0:
-        _finish(ost, oid, htab, meta, vrows, vids, counts, seq, x)
+        _finish(ost, htab, meta, vrows, vids, counts, seq, x, oid[x])
         return True
     if ost[x, O_MARKET] == 1 or ost[x, O_TIF] != _GTC:
         _viol(vrows, vids, counts, meta, R_OTYPE, D_LEFT_OPEN, seq, oid[x], ost[x, O_MARKET],
               ost[x, O_TIF], 0, 0)
-        _finish(ost, oid, htab, meta, vrows, vids, counts, seq, x)
+        _finish(ost, htab, meta, vrows, vids, counts, seq, x, oid[x])
         return True
     _touch(touched, lst, ladder, ladlv, meta, ost[x, O_SIDE], ost[x, O_PRICE])
     return _append(ost, lst, ladder, ladlv, meta, x)
@@ -613,7 +616,7 @@ def check_symbol(orders, fills, l2, events, i_end, known, stp, final, ost, lst, 
                 _detach(ost, lst, ladder, ladlv, meta, x)
                 ost[x, O_CANCELLED] += ost[x, O_LEAVES]
                 ost[x, O_LEAVES] = 0
-                _finish(ost, oid, htab, meta, vrows, vids, counts, seq, x)
+                _finish(ost, htab, meta, vrows, vids, counts, seq, x, m.order_id)
                 _extra(seq, events, ep + 1, e_hi, fills, fp, f_hi, meta, vrows, vids, counts)
             else:   # MODIFY of a live order
                 q = np.int64(m.qty)

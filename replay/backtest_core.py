@@ -22,6 +22,9 @@ Invariants: a message is processed whole or not at all (growth statuses are retu
 starts); ``st``/``ds``/``fst`` hold every loop variable, so a return to Python loses nothing.
 Limit: the engine state arrays are taken from the ``Engine`` facade's private fields
 (``_arena`` ...) and grown through its ``_grow_state``; a change there must be mirrored here.
+Numba cache trap: these kernels inline ``exchange.order_index`` (``index_find``/``index_home``)
+and link ``exchange.kernels.process_batch``, but numba keys their cache on this file only: after
+a layout change there, edit this file too (or delete its ``__pycache__`` .nbi/.nbc files).
 """
 
 from __future__ import annotations
@@ -142,6 +145,8 @@ def prepared(kernel, args):
     Only call it with arguments of exactly those types (arrays of the same dtype, ndim and
     layout: the backtest replaces a grown array with one of the same kind).
     """
+    if not hasattr(kernel, "typeof_pyval"):     # NUMBA_DISABLE_JIT: a plain function
+        return kernel
     return kernel.compile(tuple(kernel.typeof_pyval(a) for a in args))
 
 

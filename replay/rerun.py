@@ -7,16 +7,18 @@ field, i.e. every stored byte, with the stored rows of the same seq range; at th
 checkpoint (every one with ``checkpoints="all"``) the engine's state is compared with the
 stored checkpoint's bytes.
 
-How it keeps up with the engine: the engine's thread does little but match.
-- Ranges start at chunk/8 and grow by a quarter up to ``chunk`` (the first read is the one nothing
-  overlaps), and end at segment boundaries (each segment is decoded once) and at every compared
-  checkpoint.
-- A reader thread decodes range k+1 into one of two reused order buffers (the stored outputs
-  stay column blocks from ``store.iter_columns``: no rows assembled), reads and checks the
-  stored checkpoint the range ends at, then compares range k's outputs with the stored columns
-  in a nogil kernel, while the engine matches range k+1. The engine's outputs are copied out
-  of its reused buffers for that (one memcpy per table).
-- At a compared checkpoint the engine thread compares its state in place (header JSON and rows
+How it keeps up with the engine: a reader thread does the store's work while the engine matches.
+- Ranges start at chunk/8 and grow by a quarter up to ``chunk`` (the first read is the one
+  nothing overlaps), and end at segment boundaries (each segment is decoded once) and at every
+  compared checkpoint.
+- The reader decodes range k+1 into one of two reused order buffers (the stored outputs stay
+  column blocks from ``store.iter_columns``: no rows assembled) and reads and checks the stored
+  checkpoint the range ends at, while the engine (which releases the GIL) matches range k.
+- Outputs are compared column by column with the stored blocks in a nogil kernel. While ranges
+  grow the engine writes fresh output arrays (so it does not regrow its reused buffers at each
+  step) and the reader compares them; full-size ranges use the engine's reused buffers and are
+  compared on the engine's thread before the next range overwrites them.
+- At a compared checkpoint the engine's state is compared in place (header JSON and rows
   against the stored bytes) instead of serialising a checkpoint; see ``_same_state``.
 
 Invariants:
@@ -28,9 +30,10 @@ Invariants:
   that range.
 
 Limit: batching does not change outputs (an engine invariant), so range sizes are free. Memory
-is bounded by a few ranges (``chunk`` messages, default 1M, ranges up to 2x that): two order
-buffers, the stored outputs of up to three ranges (compared, waited for, read ahead) and two
-copies of the engine's outputs; about 0.7 GB at the default on a one-symbol run.
+is bounded by a few ranges (``chunk`` messages, default 1M; a range ends at a segment boundary,
+so it can reach 2x that): two order buffers, the engine's output buffers and the stored outputs
+of up to three ranges; 1.14 GB peak RSS on the 10 M-message one-symbol bench run (2 M live
+orders at the end; 1.2 GB for the rerun it replaced).
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ import json
 import os
 import struct
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import crc32c
@@ -276,11 +279,12 @@ def rerun(data_dir, *, progress: bool = False, chunk: int = 1_000_000,
 def _pipeline(info: RunInfo, eng, plan: list, ck_seqs: set, bar) -> tuple[dict, object]:
     """Run ``plan``'s ranges through ``eng`` and compare; return (counts, first Divergence).
 
-    Two threads, so that the engine thread does nothing but match: a reader thread decodes
-    range k+1 (and the stored checkpoint it ends at), then compares range k's outputs, while
-    the engine matches range k+1. Tasks run in submission order on the one reader, so by the
-    time range k's orders are loaded the compare of range k-2 is done: two output copies
-    suffice. Ranges are settled in order, so the reported divergence is the first one.
+    The reader thread runs, in submission order: load range k+1 (and the stored checkpoint
+    it ends at), then the compare of range k when its outputs are fresh arrays; the engine
+    thread matches range k meanwhile and compares full-size ranges itself. By the time range
+    k's orders are loaded the reader has finished everything submitted before, so the order
+    buffer of range k-1 is free for range k+1. Ranges are settled in order, so the reported
+    divergence is the first one.
     """
     data_dir = info.data_dir
     counts = {"orders": 0, "fills": 0, "l2": 0, "events": 0, "checkpoints": 0}
@@ -288,7 +292,6 @@ def _pipeline(info: RunInfo, eng, plan: list, ck_seqs: set, bar) -> tuple[dict, 
     # neither is allocated (nor page-faulted) per range
     width = max((hi - lo + 1 for lo, hi in plan), default=0)
     buffers = (np.zeros(width, ORDER_DTYPE), np.zeros(width, ORDER_DTYPE))
-    copies = ({}, {})            # per parity: table -> reused array the outputs are copied to
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rerun-read")
     pending = []                 # (range index, compare future, checkpoint Divergence or None)
 
@@ -322,47 +325,37 @@ def _pipeline(info: RunInfo, eng, plan: list, ck_seqs: set, bar) -> tuple[dict, 
         for k, (lo, hi) in enumerate(plan):
             loaded, ck = ahead
             orders, stored = loaded.result()
-            # the reader queue now holds (or has run) the compare of k-1: its copies are in use
+            # the reader has run everything submitted before load(k), the compare of k-2 too
             divergence = settle(k - 2)
             if divergence is not None:
                 break
             ahead = load(k + 1) if k + 1 < len(plan) else None
             # why fresh outputs while ranges ramp up: the engine sizes its reused buffers
             # from the first range it reuses them for, so a short one would make it grow
-            # them (copying) at each doubling; a full-size range sizes them once
+            # them (copying) at each step; a full-size range sizes them once
             reuse = reuse or orders.size == width
             res = eng.process(orders, reuse=reuse)
             mine = {name: getattr(res, name) for name in OUTPUT_TABLES}
             if reuse:
-                # why copies: the engine overwrites its reused buffers on the next range
-                # while the reader is still comparing this one; a copy costs far less than
-                # the compare (and fresh buffers' page faults)
-                mine = {name: _copy_to(copies[k % 2], name, rows) for name, rows in mine.items()}
-            compared = pool.submit(_compare_range, stored, mine)
+                # why here: the engine overwrites its reused buffers on the next range. Handing
+                # the compare to the reader would need a copy of them; measured on the shared
+                # 2-core machine that was slower (copy, and the engine slowed by the reader's
+                # extra memory traffic: 18.2 s vs 17.0 s on 10 M messages, interleaved)
+                compared = Future()
+                compared.set_result(_compare_range(stored, mine))
+            else:
+                compared = pool.submit(_compare_range, stored, mine)   # fresh outputs
             ck_div = False       # False: no checkpoint compared at the end of this range
             if ck is not None:
                 ck_div = _compare_checkpoint(info, eng, hi, ck.result())
             pending.append((k, compared, ck_div))
-            if ck_div:
-                break            # the engine's state differs: later ranges prove nothing
+            if ck_div or (compared.done() and compared.result()[1] is not None):
+                break            # found here: later ranges cannot come first
         if divergence is None:
             divergence = settle(len(plan))
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
     return counts, divergence
-
-
-def _copy_to(spare: dict, name: str, rows: np.ndarray) -> np.ndarray:
-    """``rows`` (contiguous) copied into ``spare[name]`` (reallocated a quarter larger than
-    the need when too small); returns the copy."""
-    buf = spare.get(name)
-    if buf is None or buf.size < rows.size or buf.dtype != rows.dtype:
-        buf = spare[name] = np.empty(rows.size + rows.size // 4 + 1024, rows.dtype)
-    out = buf[:rows.size]
-    # why as bytes: a structured copy moves one odd-sized record at a time, a byte copy is
-    # one memcpy (~10x faster on 1.4 M events)
-    out.view(np.uint8)[:] = rows.view(np.uint8)
-    return out
 
 
 def _compare_range(stored: dict, mine: dict) -> tuple[dict, Divergence | None]:

@@ -29,6 +29,12 @@ order_type         market, IOC and FOK never rest, an accepted FOK fills whole, 
 self_trade         no fill between one trader's orders under self-trade prevention
 =================  =============================================================================
 
+Speed (10M-message bench_replay run, 1.98M fills, one symbol): the checking kernel costs about
+0.6-0.7 us of CPU per message (``summary["kernel_cpu_seconds"]``) and reading the four tables
+about 0.35 us (store decoding); the read of range k+1 overlaps the check of range k, so with two
+free cores verify runs at about the kernel's rate (~1.5M msgs/s, ~0.3M fills/s), and on a busy
+machine at the sum of both.
+
 Limits: ``violations`` keeps the first ``max_violations`` rows (in symbol, then seq order);
 ``summary["violations"]`` counts all. Rejects are checked only where the book decides them
 (unknown or live ids); field validation (bad qty, band, flags) is the engine tests' business.
@@ -102,6 +108,7 @@ class _Run:
         self.violations: list[Violation] = []
         self.totals = {"orders": 0, "fills": 0, "l2": 0, "events": 0, "symbols": 0}
         self.kernel_seconds = 0.0
+        self.kernel_cpu_seconds = 0.0
 
     def begin(self) -> tuple:
         """Fresh kernel state for the next symbol."""
@@ -115,7 +122,7 @@ class _Run:
         meta = state[-4]
         meta[K.M_I] = meta[K.M_FP] = meta[K.M_LP] = meta[K.M_EP] = 0
         n = orders.size
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         for lo in range(0, max(n, 1), _CHUNK):
             hi = min(n, lo + _CHUNK)
             while True:
@@ -127,6 +134,8 @@ class _Run:
             if self.bar is not None:
                 self.bar.update(hi - lo)
         self.kernel_seconds += time.perf_counter() - t0
+        # why CPU time too: on a shared machine wall time mostly measures the other jobs
+        self.kernel_cpu_seconds += time.thread_time() - c0
         for name, rows in (("orders", orders), ("fills", fills), ("l2", l2), ("events", events)):
             self.totals[name] += rows.size
         return state
@@ -165,7 +174,8 @@ class _Run:
     def report(self, seconds: float) -> VerifyReport:
         per_rule = {name: int(c) for name, c in zip(RULES, self.counts)}
         summary = dict(self.totals, rules_checked=list(RULES), violations=per_rule,
-                       seconds=seconds, kernel_seconds=self.kernel_seconds)
+                       seconds=seconds, kernel_seconds=self.kernel_seconds,
+                       kernel_cpu_seconds=self.kernel_cpu_seconds)
         self.violations.sort(key=lambda v: v.seq)
         return VerifyReport(not any(per_rule.values()), self.violations, summary)
 
@@ -291,8 +301,9 @@ def verify(data_dir, *, progress: bool = False, max_violations: int = 1000,
             state = state if state is not None else run.begin()
             state = run.check(state, t["orders"], t["fills"], t["l2"], t["events"], sid in known,
                               K.FINAL if last else K.FLUSH)
-            seqs.append(t["orders"]["seq"])
-            trade_ids.append(t["fills"]["trade_id"])
+            # copies, not views: a view would keep every range's rows alive to the end
+            seqs.append(t["orders"]["seq"].copy())
+            trade_ids.append(t["fills"]["trade_id"].copy())
             if last:
                 run.end(state)
                 state = None

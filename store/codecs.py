@@ -352,8 +352,9 @@ def _put_stream(keys, flip, aligned, out, pos):
                     plane[j] = np.uint8(q[j] >> bs)
         return pos + n * (width // 8)
     if width == 8:
+        w8 = out[pos:pos + n]
         for i in range(n):
-            out[pos + i] = np.uint8((((keys[i] ^ flip) - mn) >> sh) * inv)
+            w8[i] = np.uint8((((keys[i] ^ flip) - mn) >> sh) * inv)
     elif width == 16:
         w16 = out[pos:pos + 2 * n].view(np.uint16)
         for i in range(n):
@@ -828,10 +829,13 @@ _local = threading.local()
 def encode_view(u: np.ndarray, dtype: np.dtype, encoding: int, aligned: int = PACKED) -> memoryview:
     """``encode_u64`` without the copy: the block as a memoryview of this thread's reused
     buffer, valid until the next encode on this thread (copy it, compress it or checksum it
-    before then). Raises ValueError for an unknown encoding."""
+    before then). Raises ValueError for an unknown encoding or a column that is not 1-D uint64."""
     dtype = np.dtype(dtype)
     if encoding not in ENCODINGS:
         raise ValueError(f"unknown encoding {encoding}")
+    if u.dtype != np.uint64 or u.ndim != 1:
+        raise ValueError(f"encode_view takes a 1-D uint64 column (bit patterns), got {u.dtype} "
+                         f"ndim {u.ndim}; encode() takes a column in its own dtype")
     n = u.size
     bufs = getattr(_local, "bufs", None)
     if bufs is None or bufs[1].size < 2 * n:

@@ -45,12 +45,9 @@ from dataclasses import dataclass, field
 import crc32c
 import lz4.block
 import numpy as np
-from llvmlite import ir
-from numba import njit, types
-from numba.core import cgutils
-from numba.extending import intrinsic
 
 from exchange.errors import CorruptionError, UsageError, WriteError
+from store.shuffle import shuffle as _shuffle, unshuffle as _unshuffle
 from store.tables import STORED_DTYPES, TABLES, packed
 from exchange.schema import TABLE_DTYPES
 
@@ -123,139 +120,6 @@ class WalReport:
     torn_tail: tuple | None = None    # (path, offset, bytes cut)
     salvaged: tuple | None = None     # (path, offset, message, bytes dropped)
     file_ranges: dict = field(default_factory=dict)   # path -> (first seq, last seq)
-
-
-@intrinsic
-def _load_u64(typingctx, arr, idx):
-    """The 8 bytes at byte index ``idx`` of a uint8 array as one little-endian uint64 (an
-    unaligned load; no bounds check: the caller keeps idx + 8 <= size)."""
-    sig = types.uint64(arr, types.intp)
-
-    def codegen(context, builder, signature, args):
-        aryty = signature.args[0]
-        ary = context.make_array(aryty)(context, builder, args[0])
-        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]])
-        return builder.load(builder.bitcast(ptr, ir.IntType(64).as_pointer()), align=1)
-
-    return sig, codegen
-
-
-@intrinsic
-def _store_u64(typingctx, arr, idx, val):
-    """Store ``val`` as 8 little-endian bytes at byte index ``idx`` of a uint8 array (unaligned,
-    no bounds check)."""
-    sig = types.void(arr, types.intp, types.uint64)
-
-    def codegen(context, builder, signature, args):
-        aryty = signature.args[0]
-        ary = context.make_array(aryty)(context, builder, args[0])
-        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]])
-        builder.store(args[2], builder.bitcast(ptr, ir.IntType(64).as_pointer()), align=1)
-        return context.get_dummy_value()
-
-    return sig, codegen
-
-
-_M32, _M16, _M8 = np.uint64(0xFFFFFFFF), np.uint64(0x0000FFFF0000FFFF), np.uint64(0x00FF00FF00FF00FF)
-_S32, _S16, _S8 = np.uint64(32), np.uint64(16), np.uint64(8)
-
-
-@njit(inline="always")
-def _swap(a, b, s, m):
-    t = ((a >> s) ^ b) & m
-    return a ^ (t << s), b ^ t
-
-
-@njit(inline="always")
-def _transpose8(x0, x1, x2, x3, x4, x5, x6, x7):
-    """Transpose the 8x8 byte matrix whose rows are the little-endian words x0..x7: byte r of
-    result c is byte c of x_r. Swaps 4x4, then 2x2, then 1x1 blocks (an involution)."""
-    x0, x4 = _swap(x0, x4, _S32, _M32)
-    x1, x5 = _swap(x1, x5, _S32, _M32)
-    x2, x6 = _swap(x2, x6, _S32, _M32)
-    x3, x7 = _swap(x3, x7, _S32, _M32)
-    x0, x2 = _swap(x0, x2, _S16, _M16)
-    x1, x3 = _swap(x1, x3, _S16, _M16)
-    x4, x6 = _swap(x4, x6, _S16, _M16)
-    x5, x7 = _swap(x5, x7, _S16, _M16)
-    x0, x1 = _swap(x0, x1, _S8, _M8)
-    x2, x3 = _swap(x2, x3, _S8, _M8)
-    x4, x5 = _swap(x4, x5, _S8, _M8)
-    x6, x7 = _swap(x6, x7, _S8, _M8)
-    return x0, x1, x2, x3, x4, x5, x6, x7
-
-
-@njit(cache=True, nogil=True)
-def _shuffle(src, width, out, pos):
-    """Write the n x width bytes of ``src`` byte-shuffled into out[pos:]: byte j of row i goes to
-    pos + j * n + i. Returns the position after them. Releases the GIL."""
-    n = src.size // width
-    n8 = n - n % 8 if width >= 8 else 0   # rows narrower than a word: byte loop only
-    # why 8x8 word transposes: 8 rows x 8 byte columns are loaded as 8 words, transposed with
-    # shifts and masks and stored as 8 words, one per byte plane: 16 memory operations per 64
-    # bytes instead of 128 (2-3x the strided byte copies this replaced). Why blocks of 64 rows
-    # with the column groups outside: each plane then receives a whole cache line before the
-    # next group's planes are touched, so the 8 lines being written stay in L1.
-    # A width that is not a multiple of 8 ends with a group overlapping the previous one: its
-    # shared planes are written twice with the same bytes.
-    for b in range(0, n8, 64):
-        e = min(n8, b + 64)
-        j = 0
-        while j < width:
-            jj = min(j, width - 8)
-            for i in range(b, e, 8):
-                s = i * width + jj
-                y0, y1, y2, y3, y4, y5, y6, y7 = _transpose8(
-                    _load_u64(src, s), _load_u64(src, s + width),
-                    _load_u64(src, s + 2 * width), _load_u64(src, s + 3 * width),
-                    _load_u64(src, s + 4 * width), _load_u64(src, s + 5 * width),
-                    _load_u64(src, s + 6 * width), _load_u64(src, s + 7 * width))
-                o = pos + jj * n + i
-                _store_u64(out, o, y0)
-                _store_u64(out, o + n, y1)
-                _store_u64(out, o + 2 * n, y2)
-                _store_u64(out, o + 3 * n, y3)
-                _store_u64(out, o + 4 * n, y4)
-                _store_u64(out, o + 5 * n, y5)
-                _store_u64(out, o + 6 * n, y6)
-                _store_u64(out, o + 7 * n, y7)
-            j += 8
-    for i in range(n8, n):   # the last n % 8 rows (all of them when width < 8)
-        for j in range(width):
-            out[pos + j * n + i] = src[i * width + j]
-    return pos + n * width
-
-
-@njit(cache=True, nogil=True)
-def _unshuffle(src, pos, width, n, out):
-    """Inverse of _shuffle: the n byte-shuffled rows of width ``width`` at src[pos:] are written
-    back as rows into out[:n * width]. Releases the GIL."""
-    n8 = n - n % 8 if width >= 8 else 0
-    for b in range(0, n8, 64):
-        e = min(n8, b + 64)
-        j = 0
-        while j < width:
-            jj = min(j, width - 8)
-            for i in range(b, e, 8):
-                s = pos + jj * n + i
-                x0, x1, x2, x3, x4, x5, x6, x7 = _transpose8(
-                    _load_u64(src, s), _load_u64(src, s + n),
-                    _load_u64(src, s + 2 * n), _load_u64(src, s + 3 * n),
-                    _load_u64(src, s + 4 * n), _load_u64(src, s + 5 * n),
-                    _load_u64(src, s + 6 * n), _load_u64(src, s + 7 * n))
-                o = i * width + jj
-                _store_u64(out, o, x0)
-                _store_u64(out, o + width, x1)
-                _store_u64(out, o + 2 * width, x2)
-                _store_u64(out, o + 3 * width, x3)
-                _store_u64(out, o + 4 * width, x4)
-                _store_u64(out, o + 5 * width, x5)
-                _store_u64(out, o + 6 * width, x6)
-                _store_u64(out, o + 7 * width, x7)
-            j += 8
-    for i in range(n8, n):
-        for j in range(width):
-            out[i * width + j] = src[pos + j * n + i]
 
 
 def _wire_bytes(name: str, arr: np.ndarray) -> np.ndarray:

@@ -172,3 +172,75 @@ def test_run_lengths_that_overrun_the_column_are_corruption():
         decode(blob, 19, np.int64)
     with pytest.raises(CorruptionError, match="run lengths"):
         decode(blob, 21, np.int64)
+
+
+# --- the fused encoder: gcd search by multiplication, reused buffers, branch-free runs ----------
+
+def _gcd_columns():
+    """Columns whose stream gcd is > 1, changes late, or is a power of two / odd / 2**63."""
+    base = np.arange(3000, dtype=np.int64)
+    late = base * 96
+    late[2999] += 32                      # gcd 96 until the last row (past several check chunks)
+    odd_change = base * 45
+    odd_change[700] += 15                 # 45 -> 15 in the third chunk
+    return [base * 64, base * 3 * 7 * 11, late, odd_change,
+            np.array([0, 1 << 63, 0, 1 << 63] * 10, np.uint64),
+            np.cumsum(np.full(3000, 1000, np.int64)),           # deltas all equal: gcd 1000
+            np.array([np.iinfo(np.int64).min, 0, np.iinfo(np.int64).max] * 100, np.int64)]
+
+
+@pytest.mark.parametrize("aligned", [PACKED, ALIGNED, SHUFFLED])
+@pytest.mark.parametrize("encoding", ENCODINGS)
+def test_columns_with_changing_gcds_round_trip(encoding, aligned):
+    for col in _gcd_columns():
+        blob = encode(col, encoding, aligned)
+        assert np.array_equal(decode(blob, col.size, col.dtype), col)
+
+
+def test_for_stream_stores_the_exact_gcd():
+    import struct
+
+    for col, g in ((np.arange(3000, dtype=np.int64) * 96, 96), (_gcd_columns()[2], 32),
+                   (_gcd_columns()[3], 15), (np.full(500, 7, np.uint32), 1)):
+        blob = encode(col, codecs.FOR, PACKED)
+        assert struct.unpack_from("<Q", blob, 1 + 8)[0] == g
+
+
+def test_encode_view_is_the_block_and_is_reused():
+    col = np.arange(10_000, dtype=np.int64) * 5
+    u = col.view(np.uint64)
+    view = codecs.encode_view(u, col.dtype, codecs.FOR, SHUFFLED)
+    blob = bytes(view)
+    assert blob == encode(col, codecs.FOR, SHUFFLED)
+    codecs.encode_view(u[::-1].copy(), col.dtype, codecs.FOR, SHUFFLED)
+    assert bytes(view) != blob            # same buffer, next block: copy before the next encode
+    with pytest.raises(ValueError, match="unknown encoding"):
+        codecs.encode_view(u, col.dtype, 9)
+
+
+def test_buffers_grow_for_a_longer_column_and_stay_correct():
+    small = np.arange(10, dtype=np.int64)
+    big = np.repeat(np.arange(50_000, dtype=np.int64), 3)   # RLE needs twice the rows of scratch
+    for col in (small, big, small):
+        for enc in ENCODINGS:
+            assert np.array_equal(decode(encode(col, enc, SHUFFLED), col.size, col.dtype), col)
+
+
+def test_dictionary_of_a_wide_range_takes_the_sorted_path_and_round_trips():
+    values = np.array([0, 1 << 19, 5, 1 << 40], np.uint64)   # range too wide for a direct table
+    col = values[np.arange(3000) % 4]
+    for aligned in (PACKED, ALIGNED, SHUFFLED):
+        assert np.array_equal(decode(encode(col, codecs.DICT, aligned), col.size, col.dtype), col)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(-3, 3), st.integers(1, 5)), max_size=400))
+def test_runs_of_every_length_pattern_round_trip(runs):
+    col = np.array([v for v, k in runs for _ in range(k)], np.int64)
+    assert np.array_equal(decode(encode(col, codecs.RLE, ALIGNED), col.size, col.dtype), col)
+    assert len(encode(col, codecs.RLE)) >= 1 + 4
+
+
+def test_encode_view_rejects_a_column_that_is_not_uint64_bit_patterns():
+    with pytest.raises(ValueError, match="1-D uint64"):
+        codecs.encode_view(np.arange(5, dtype=np.int64), np.int64, codecs.FOR)

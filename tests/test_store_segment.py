@@ -134,3 +134,50 @@ def test_commit_segments_leaves_no_file_behind_when_a_write_fails(tmp_path, monk
     with pytest.raises(WriteError, match="cannot write segment .*No space left"):
         commit_segments(str(tmp_path), built)
     assert [f for _, _, fs in os.walk(tmp_path) for f in fs] == []
+
+
+def test_zstd_segments_encode_on_several_threads_at_once(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    rows = _rows("events", 3000)
+
+    def one(k):   # why: zstd compressors are not shareable; each thread must use its own
+        info = write_segment(str(tmp_path / str(k)), "events", 0, rows, codec="zstd")
+        return read_segment(os.path.join(tmp_path, str(k), info.path))
+
+    with ThreadPoolExecutor(4) as ex:
+        for cols in ex.map(one, range(8)):
+            assert all(np.array_equal(cols[c], rows[c]) for c in rows.dtype.names)
+
+
+def _commit_two(d):
+    """Commit two segments at once (two files, two directories: their fsyncs run concurrently)."""
+    from store import codecs
+    from store.segment import commit_segments, encode_columns
+
+    rows = _rows()
+    cols = {c: codecs.gather_u64([rows[c]], rows.dtype.fields[c][0].kind == "i") for c in rows.dtype.names}
+    return commit_segments(d, [encode_columns(d, "l2", s, cols) for s in (1, 2)])
+
+
+def test_a_forked_child_can_commit_segments_after_the_parent_did(tmp_path):
+    import time
+
+    assert len(_commit_two(str(tmp_path / "parent"))) == 2   # the parent's fsync pool exists
+    pid = os.fork()
+    if pid == 0:   # child: a pool inherited without its threads would hang here
+        try:
+            _commit_two(str(tmp_path / "child"))
+            os._exit(0)
+        except BaseException:
+            os._exit(1)
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 60:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            assert os.waitstatus_to_exitcode(status) == 0
+            return
+        time.sleep(0.05)
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    pytest.fail("the forked child's segment commit hung")

@@ -180,7 +180,7 @@ def test_fsync_policy_syncs_a_new_file_and_its_directory_before_the_first_record
 
 @pytest.mark.parametrize("width", [1, 7, 8, 9, 16, 41, 45, 46, 69])
 def test_byte_shuffle_matches_a_transpose_and_inverts(width):
-    from store.wal import _shuffle, _unshuffle
+    from store.shuffle import shuffle as _shuffle, unshuffle as _unshuffle
 
     rng = np.random.default_rng(width)
     for n in (0, 1, 7, 8, 9, 63, 64, 65, 200, 1031):   # around the 8-row and 64-row blocks
