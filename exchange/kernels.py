@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ._cache_guard import guard
 from .book import (
     M_FREE_LEVEL, M_FREE_ORDER, M_INDEX_COUNT, M_LEVEL_HW, M_NEED_BOOK, M_NEED_EVENTS,
     M_NEED_FILLS, M_NEED_L2, M_NSYM, M_ORDER_HW, M_SEQ, M_STP, M_TRADE_ID,
@@ -26,6 +27,10 @@ from .prefetch import prefetch
 from .schema import (
     KNOWN_FLAGS, MAX_LEVEL_QTY, MAX_QTY, Event, Flag, Kind, OrderType, Reason, Side, Stp, Tif,
 )
+
+# numba keys this module's cache on this file only; these files are compiled into its kernels
+guard(__name__, __file__, deps=("exchange.book", "exchange.order_index", "exchange.prefetch",
+                                "exchange.schema"))
 
 # statuses returned by process_batch
 OK = 0

@@ -1,9 +1,10 @@
 """The verification kernel: an independent order book that checks every reported outcome.
 
-This module deliberately imports nothing from ``exchange`` but the schema codes: it is a second
-implementation of the book, written from docs/semantics.md, and it does not decide outcomes. It
-follows what the stored rows say happened (fills, execution reports, L2 updates) and checks each
-against its own book, message by message, for one symbol at a time:
+This module deliberately imports nothing from ``exchange`` but the schema codes (and the cache
+guard, which only deletes stale cache files): it is a second implementation of the book, written
+from docs/semantics.md, and it does not decide outcomes. It follows what the stored rows say
+happened (fills, execution reports, L2 updates) and checks each against its own book, message by
+message, for one symbol at a time:
 
 - book: ``replay._verify_book`` (slot arena, id hash, FIFO levels, sorted ladders).
 - look-ahead: before each message the kernel prefetches the id buckets, order rows and queue
@@ -20,10 +21,8 @@ Rule codes (``RULES`` names them, in this order) and detail codes (``DETAILS``) 
 ``replay.verify`` formats them. Violation rows are (seq, rule, detail, a, b, c, d) + order id.
 
 Caching: numba's cache keys a kernel on this file only, yet the kernels inline the field numbers
-and helpers of ``_verify_book``; a change there must come with a change here (this note will
-do), or stale compiled kernels keep the old layout.
-Book layout this file was last compiled against: ``BOOK_LAYOUT`` below; bump it with any change
-of ``_verify_book``'s arrays (editing this file is what makes numba recompile these kernels).
+and helpers of ``_verify_book`` and freeze ``exchange.schema`` codes; ``exchange._cache_guard.guard``
+(called below) deletes this module's cached kernels whenever one of those two files changes.
 
 Limits: capacities are fixed per call; before a message that might not fit, the kernel returns
 ``NEED_CAPACITY`` and the caller grows the arrays (``grow_state``) and resumes at that message.
@@ -34,6 +33,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from exchange._cache_guard import guard
 from exchange.schema import Event, Flag, Kind, OrderType, Reason, Stp, Tif
 
 from ._verify_book import (
@@ -44,6 +44,8 @@ from ._verify_book import (
     _hash_put, _prefetch_id, _prefetch_order, _set_leaves, _slot_of, _touch, grow_state,
     new_state as _new_state, prefetch,
 )
+
+guard(__name__, __file__, deps=("replay._verify_book", "exchange.schema"))
 
 __all__ = ["RULES", "DETAILS", "check_symbol", "check_live", "new_state", "grow_state", "OK",
            "NEED_CAPACITY", "M_VN", "M_I", "M_FP", "M_LP", "M_EP", "MORE", "FLUSH", "FINAL"]
@@ -56,13 +58,6 @@ RULES = ("stream", "row_fields", "order_live", "opposite_sides", "price_limits",
          "reject", "order_type", "self_trade")
 (R_STREAM, R_FIELDS, R_LIVE, R_SIDES, R_LIMITS, R_RPRICE, R_FIFO, R_OVERFILL, R_CONSERVE, R_L2,
  R_EVENTS, R_CROSSED, R_REJECT, R_OTYPE, R_STP) = range(len(RULES))
-
-
-
-# 2: the id table is one (key, row + 1) uint64 array, ``htab``, instead of hkey + hval
-# 3 (and _finish takes the id, the look-ahead no longer fetches oid): order rows of 16 fields on 128-byte boundaries (links and level first); level arrays sized
-#    by their own capacity; rows not resting have O_LEVEL == -1
-BOOK_LAYOUT = 3
 
 
 def new_state(capacity: int, violations: int, level_capacity: int = 256) -> tuple:

@@ -22,9 +22,10 @@ Invariants: a message is processed whole or not at all (growth statuses are retu
 starts); ``st``/``ds``/``fst`` hold every loop variable, so a return to Python loses nothing.
 Limit: the engine state arrays are taken from the ``Engine`` facade's private fields
 (``_arena`` ...) and grown through its ``_grow_state``; a change there must be mirrored here.
-Numba cache trap: these kernels inline ``exchange.order_index`` (``index_find``/``index_home``)
-and link ``exchange.kernels.process_batch``, but numba keys their cache on this file only: after
-a layout change there, edit this file too (or delete its ``__pycache__`` .nbi/.nbc files).
+Numba cache: these kernels inline ``exchange.order_index`` (``index_find``/``index_home``),
+link ``exchange.kernels.process_batch`` and freeze ``exchange.book``/``exchange.schema``
+constants, but numba keys their cache on this file only; ``exchange._cache_guard.guard`` (called
+below) deletes this module's cached kernels whenever one of those files changes.
 """
 
 from __future__ import annotations
@@ -33,12 +34,17 @@ import numpy as np
 from numba import njit
 
 from exchange import kernels as K
+from exchange._cache_guard import guard
 from exchange.book import M_NEED_EVENTS, M_NEED_FILLS, M_NEED_L2, M_SEQ
 from exchange.order_index import index_find, index_home
 from exchange.prefetch import prefetch as _prefetch
 from exchange.schema import ORDER_DTYPE, Event, Kind, OrderType, Tif
 
 from .latency import DRAWS, sample
+
+# the files compiled into these kernels (exchange.kernels brings its own: book, order_index ...)
+guard(__name__, __file__, deps=("exchange.kernels", "exchange.book", "exchange.order_index",
+                                "exchange.prefetch", "exchange.schema", "replay.latency"))
 
 __all__ = ["MARK_DTYPE", "drive", "top_of_book", "run_quotes", "NEED_STRAT", "HIT", "NEED_LOG",
            "NEED_DRAWS", "NEED_LIVE", "WAKE", "TIMER", "NOTE", "CHUNK", "EngineArrays", "st_names",

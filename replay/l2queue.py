@@ -46,11 +46,15 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
+from exchange._cache_guard import guard
 from exchange.errors import UsageError
 from exchange.schema import (DEPTH_DTYPE, EVENT_DTYPE, FILL_DTYPE, L2_DTYPE, Event, Flag, Kind,
                              OrderType, Reason, Side, Tif)
 
 from .backtest_core import HIT as _HIT
+
+# numba freezes schema codes and backtest_core's HIT into these kernels but keys them on this file
+guard(__name__, __file__, deps=("exchange.schema", "replay.backtest_core"))
 
 __all__ = ["L2Flow", "L2_EVENT_DTYPE", "QUEUE_MODELS", "l2_events", "L2Sim", "TAKE_ID_BASE"]
 

@@ -29,10 +29,14 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from exchange._cache_guard import guard
 from exchange.errors import UsageError
 from exchange.schema import ORDER_DTYPE, Kind, OrderType, Tif
 
 from ._book import ASK, BID, PX, SIDE, book_add, book_match, book_pick_live, book_remove, new_book
+
+# numba inlines scenarios._book and freezes schema codes here but keys the cache on this file only
+guard(__name__, __file__, deps=("scenarios._book", "exchange.schema"))
 
 __all__ = ["zi_flow"]
 
