@@ -35,8 +35,8 @@ Invariants:
 Known limit: a process that imported the OLD dependency code before the edit and compiles a
 kernel after the new stamp was written (a long-lived notebook, say) saves an old-code entry under
 the new stamp. Restart such processes after editing a dependency.
-Cost: one read of each dependency file plus a small stamp read per import (measured well under a
-millisecond for ``exchange.kernels``; see the test module).
+Cost: one read of each dependency file plus a small stamp read per import: about 0.2 ms per
+guarded module when the stamp matches (median of 50 calls for ``exchange.kernels``).
 """
 
 from __future__ import annotations

@@ -191,6 +191,29 @@ def test_unwritable_cache_dir_parent_never_breaks_the_import(on_path, monkeypatc
     assert _entries(cache) == ["cgmod" + STAMP_SUFFIX]
 
 
+def test_cache_files_vanishing_during_the_purge_are_tolerated(on_path, monkeypatch):
+    mod, cache = _fake_module(on_path)
+    real_listdir = os.listdir
+    # another process deleted this entry between our listing and our unlink
+    with monkeypatch.context() as m:
+        m.setattr(_cache_guard.os, "listdir", lambda d: real_listdir(d) + ["cgmod.gone-1.py311.nbi"])
+        guard("cgmod", str(mod), deps=["cgdep"])
+    assert _entries(cache) == ["cgmod" + STAMP_SUFFIX]
+
+
+def test_two_processes_guarding_at_once_leave_one_valid_stamp(on_path):
+    mod, cache = _fake_module(on_path)
+    for i in range(50):
+        (cache / f"cgmod.f{i}-3.py311.nbi").write_bytes(b"")
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); from exchange._cache_guard import guard; "
+            "guard('cgmod', sys.argv[2], deps=['cgdep'])")
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(on_path), str(mod)]) for _ in range(2)]
+    assert [p.wait(timeout=60) for p in procs] == [0, 0]
+    assert _entries(cache) == ["cgmod" + STAMP_SUFFIX]
+    stamp = (cache / ("cgmod" + STAMP_SUFFIX)).read_bytes()
+    assert stamp == _cache_guard._digest({"cgdep": str(on_path / "cgdep.py")})
+
+
 def test_transitive_dependencies_are_inherited(on_path):
     mod, cache = _fake_module(on_path)
     (on_path / "cgmid.py").write_text("")
