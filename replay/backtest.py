@@ -272,6 +272,7 @@ class _EngineDriver(_Driver):
         self._ts = msgs["ts"]
         self._args = None
         self._call = None
+        self._call_types = None
 
     def _logs_moved(self) -> None:
         self._args = None
@@ -315,8 +316,11 @@ class _EngineDriver(_Driver):
             ds[C.D_TOBS] = self._timer_obs(last_ts)
             if self._args is None:      # first call, or an array was replaced by a bigger one
                 self._args = self._kernel_args()
-                if self._call is None:  # replacements have the same types: prepare once
-                    self._call = C.prepared(C.drive, self._args)
+                types = C.arg_types(C.drive, self._args)
+                # why compare: the prepared entry point skips numba's type checks, so arrays of
+                # another kind (a replacement that is not contiguous, say) must get their own
+                if self._call is None or types != self._call_types:
+                    self._call, self._call_types = C.prepared(C.drive, self._args), types
             status = self._call(*self._args)
             if status not in _DRIVE_STOPS:
                 self._grow(status)

@@ -48,7 +48,7 @@ guard(__name__, __file__, deps=("exchange.kernels", "exchange.book", "exchange.o
 
 __all__ = ["MARK_DTYPE", "drive", "top_of_book", "run_quotes", "NEED_STRAT", "HIT", "NEED_LOG",
            "NEED_DRAWS", "NEED_LIVE", "WAKE", "TIMER", "NOTE", "CHUNK", "EngineArrays", "st_names",
-           "prepared", "check_flow"]
+           "prepared", "arg_types", "check_flow"]
 
 # statuses beyond the engine's own (K.OK, K.NEED_*)
 NEED_STRAT = 10   # the strategy's fill/event output arrays are full
@@ -142,18 +142,28 @@ def _grow(arr: np.ndarray, at_least: int) -> np.ndarray:
     return new
 
 
+def arg_types(kernel, args):
+    """Return the numba types of ``args`` as ``kernel`` would dispatch on them (a tuple), or
+    None when numba is disabled (NUMBA_DISABLE_JIT: ``kernel`` is a plain function)."""
+    if not hasattr(kernel, "typeof_pyval"):
+        return None
+    return tuple(kernel.typeof_pyval(a) for a in args)
+
+
 def prepared(kernel, args):
     """Return ``kernel``'s compiled entry point for the types of ``args``: calling it skips
     numba's per-call type dispatch (about 0.5 us per structured array argument: most of a
     wake-up's cost on a kernel taking ~20 arrays). Compiles, or loads the cached compilation,
     when needed.
 
-    Only call it with arguments of exactly those types (arrays of the same dtype, ndim and
-    layout: the backtest replaces a grown array with one of the same kind).
+    The entry point does not check its arguments: arrays of another dtype, ndim or layout give
+    wrong results or a crash, not an error. Callers compare ``arg_types`` of new arguments with
+    the ones it was prepared for and prepare again when they differ.
     """
-    if not hasattr(kernel, "typeof_pyval"):     # NUMBA_DISABLE_JIT: a plain function
+    types = arg_types(kernel, args)
+    if types is None:
         return kernel
-    return kernel.compile(tuple(kernel.typeof_pyval(a) for a in args))
+    return kernel.compile(types)
 
 
 @njit(cache=True)

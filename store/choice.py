@@ -103,9 +103,12 @@ class Chooser:
     def encode(self, key, col: np.ndarray, compress=None) -> tuple[int, bytes, bytes]:
         """Return (encoding, block bytes, compressed block bytes) for ``col``, reusing the
         remembered choice if it still holds. ``compress`` is the codec that follows (see
-        ``choose``; None: no compression, the last two items are the same bytes).
+        ``choose``; None: no compression, the last two items are the same bytes). Both are
+        the caller's own bytes (``encode_u64`` may return views of a reused buffer).
         """
-        return self.encode_u64(key, _as_u64(col), col.dtype, compress)
+        enc, b, c = self.encode_u64(key, _as_u64(col), col.dtype, compress)
+        block = bytes(b)
+        return enc, block, (block if c is b else bytes(c))
 
     def encode_u64(self, key, u: np.ndarray, dtype, compress=None) -> tuple[int, bytes, bytes]:
         """``encode`` for a column given as uint64 bit patterns (see ``encode_u64``). With a

@@ -312,7 +312,10 @@ class WalWriter:
             if self.durability != "none" and (self._unsynced or not self._dir_synced):
                 self._sync_now()
         except OSError as e:
-            raise WriteError(f"WAL: fsync of {self._path} failed: {e}") from e
+            # why broken: a record in this file may not be durable; appending to the next file
+            # would put later records on disk after a lost one (a seq gap on reopen)
+            self._broken = f"fsync of {self._path} failed: {e}"
+            raise WriteError(f"WAL: {self._broken}") from e
         finally:
             os.close(self._fd)
             self._fd = -1

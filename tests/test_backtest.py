@@ -161,3 +161,18 @@ def test_python_latency_draws_equal_the_njit_sampler(model):
         for ts in range(0, 10_000, 2):     # past the first block of random draws (4,096)
             want, cursor = sample(twin.mode, twin.times, twin.vals, cursor, ts)
             assert sampler.draw(ts) == want
+
+
+def test_arrays_of_another_kind_are_told_apart_before_a_prepared_call():
+    # the prepared entry point skips numba's type checks, so the driver re-prepares whenever
+    # arg_types differ: they must differ for a strided view and for another integer width
+    from replay import backtest_core as C
+
+    flow = uniform_flow(64, seed=1)
+    base = C.arg_types(C.check_flow, (flow, 1, 2))
+    if base is None:
+        pytest.skip("numba disabled: no prepared entry points")
+    assert C.arg_types(C.check_flow, (flow.copy(), 1, 2)) == base
+    assert C.arg_types(C.check_flow, (flow[::2], 1, 2)) != base
+    ints = np.zeros(4, np.int64)
+    assert C.arg_types(C.check_flow, (flow, ints, 2)) != C.arg_types(C.check_flow, (flow, ints.astype(np.int32), 2))

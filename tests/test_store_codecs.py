@@ -67,6 +67,17 @@ def test_chooser_reuses_its_choice_until_the_data_changes():
     assert ch.searches == 2
 
 
+def test_chooser_blocks_stay_the_callers_after_later_encodes():
+    ch = Chooser()
+    a = np.arange(1000, dtype=np.int64)
+    ch.encode("k", a)                              # searches
+    _, block, comp = ch.encode("k", a)             # remembered choice: the reused-buffer path
+    kept = bytes(block), bytes(comp)
+    ch.encode("k", a * 7 + 3)
+    assert (bytes(block), bytes(comp)) == kept
+    assert isinstance(block, bytes)
+
+
 def test_truncated_block_raises_corruption_error_naming_the_place():
     blob = encode(np.arange(100, dtype=np.int64) * 3, codecs.FOR)
     with pytest.raises(CorruptionError, match="seg.x:price"):

@@ -244,6 +244,26 @@ def test_a_failed_group_fsync_fails_every_record_of_the_group_and_later_appends(
         w.append(401, *make_batch(401, 10))
 
 
+def test_a_failed_fsync_at_rotation_makes_the_writer_refuse_later_appends(tmp_path, monkeypatch):
+    # a record whose fsync failed may be lost: a later record made durable in the next file
+    # would leave a seq gap on disk instead of a clean end
+    import store.wal as wal_mod
+
+    w = WalWriter(str(tmp_path), durability="fsync")
+    w.append(1, *make_batch(1, 50), defer_sync=True)
+
+    def fail(fd):
+        raise OSError(5, "I/O error")
+
+    monkeypatch.setattr(wal_mod.os, "fsync", fail)
+    with pytest.raises(WriteError, match="fsync"):
+        w.rotate()
+    monkeypatch.undo()
+    with pytest.raises(WriteError, match="unusable"):
+        w.append(51, *make_batch(51, 10))
+    assert [no for no, _ in wal_files(str(tmp_path))] == [1]
+
+
 def _parts_record(tmp_path, firsts, n=150):
     """A WAL with one multi-part record whose parts start at ``firsts`` (n orders each)."""
     from store.wal import PartEncoder
