@@ -299,16 +299,18 @@ def _harmless_until(msgs, i, stop, live, lcnt):
 
 
 @njit(cache=True)
-def _mark(books, levels, ladder_levels, symbol, top, marks, ds, obs):
-    """Read the top of book into ``top`` and append it to ``marks`` as seen at ``obs``."""
+def _mark(books, levels, ladder_levels, symbol, top, marks, counts, at, obs):
+    """Read the top of book into ``top`` and append it to ``marks`` as seen at ``obs``; the
+    number of marks is ``counts[at]`` (the Python driver's and the njit path's state arrays
+    keep it at different places)."""
     top_of_book(books, levels, ladder_levels, symbol, top)
-    m = marks[ds[D_NMARK]]
+    m = marks[counts[at]]
     m.ts = obs
     m.bid = top[0]
     m.bid_qty = top[1]
     m.ask = top[2]
     m.ask_qty = top[3]
-    ds[D_NMARK] += 1
+    counts[at] += 1
 
 
 @njit(cache=True)
@@ -360,9 +362,9 @@ def drive(msgs, olog, oseq, ds, arena, levels, index, books, ladder_keys, ladder
             if ds[D_NMARK] + 1 > len(marks):
                 return NEED_LOG
             if wake and (not timer or msgs[i - 1].ts <= tobs):
-                _mark(books, levels, ladder_levels, ds[D_SYMBOL], top, marks, ds, msgs[i - 1].ts)
+                _mark(books, levels, ladder_levels, ds[D_SYMBOL], top, marks, ds, D_NMARK, msgs[i - 1].ts)
                 return WAKE
-            _mark(books, levels, ladder_levels, ds[D_SYMBOL], top, marks, ds, tobs)
+            _mark(books, levels, ladder_levels, ds[D_SYMBOL], top, marks, ds, D_NMARK, tobs)
             return TIMER
         if i >= n:
             return K.OK
@@ -530,14 +532,7 @@ def run_quotes(fn, msgs, st, fst, arena, levels, index, books, ladder_keys, ladd
             obs = msgs[i - 1].ts
             lat, st[S_FEED_CUR] = sample(feed_mode, feed_times, feed_vals, st[S_FEED_CUR], obs)
             local = obs + lat
-            top_of_book(books, levels, ladder_levels, symbol, top)
-            m = marks[st[S_NMARK]]
-            m.ts = obs
-            m.bid = top[0]
-            m.bid_qty = top[1]
-            m.ask = top[2]
-            m.ask_qty = top[3]
-            st[S_NMARK] += 1
+            _mark(books, levels, ladder_levels, symbol, top, marks, st, S_NMARK, obs)
             fn(local, top[0], top[1], top[2], top[3], st[S_POS], fst[F_CASH], state, params, quote)
             for side in range(2):
                 reconcile(olog, osent, st, side, quote[2 * side], quote[2 * side + 1], local,

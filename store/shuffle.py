@@ -79,6 +79,25 @@ def _transpose8(x0, x1, x2, x3, x4, x5, x6, x7):
     return x0, x1, x2, x3, x4, x5, x6, x7
 
 
+@njit(inline="always")
+def _block8(src, s, s_step, out, o, o_step):
+    """Load 8 words at src[s + k * s_step], transpose them as an 8x8 byte matrix and store
+    them at out[o + k * o_step] (shuffle and unshuffle differ only in the two steps)."""
+    y0, y1, y2, y3, y4, y5, y6, y7 = _transpose8(
+        _load_u64(src, s), _load_u64(src, s + s_step),
+        _load_u64(src, s + 2 * s_step), _load_u64(src, s + 3 * s_step),
+        _load_u64(src, s + 4 * s_step), _load_u64(src, s + 5 * s_step),
+        _load_u64(src, s + 6 * s_step), _load_u64(src, s + 7 * s_step))
+    _store_u64(out, o, y0)
+    _store_u64(out, o + o_step, y1)
+    _store_u64(out, o + 2 * o_step, y2)
+    _store_u64(out, o + 3 * o_step, y3)
+    _store_u64(out, o + 4 * o_step, y4)
+    _store_u64(out, o + 5 * o_step, y5)
+    _store_u64(out, o + 6 * o_step, y6)
+    _store_u64(out, o + 7 * o_step, y7)
+
+
 @njit(cache=True, nogil=True)
 def shuffle(src, width, out, pos):
     """Write the n x width bytes of ``src`` byte-shuffled into out[pos:]: byte j of row i goes to
@@ -98,21 +117,7 @@ def shuffle(src, width, out, pos):
         while j < width:
             jj = min(j, width - 8)
             for i in range(b, e, 8):
-                s = i * width + jj
-                y0, y1, y2, y3, y4, y5, y6, y7 = _transpose8(
-                    _load_u64(src, s), _load_u64(src, s + width),
-                    _load_u64(src, s + 2 * width), _load_u64(src, s + 3 * width),
-                    _load_u64(src, s + 4 * width), _load_u64(src, s + 5 * width),
-                    _load_u64(src, s + 6 * width), _load_u64(src, s + 7 * width))
-                o = pos + jj * n + i
-                _store_u64(out, o, y0)
-                _store_u64(out, o + n, y1)
-                _store_u64(out, o + 2 * n, y2)
-                _store_u64(out, o + 3 * n, y3)
-                _store_u64(out, o + 4 * n, y4)
-                _store_u64(out, o + 5 * n, y5)
-                _store_u64(out, o + 6 * n, y6)
-                _store_u64(out, o + 7 * n, y7)
+                _block8(src, i * width + jj, width, out, pos + jj * n + i, n)
             j += 8
     for i in range(n8, n):   # the last n % 8 rows (all of them when width < 8)
         for j in range(width):
@@ -131,21 +136,7 @@ def unshuffle(src, pos, width, n, out):
         while j < width:
             jj = min(j, width - 8)
             for i in range(b, e, 8):
-                s = pos + jj * n + i
-                x0, x1, x2, x3, x4, x5, x6, x7 = _transpose8(
-                    _load_u64(src, s), _load_u64(src, s + n),
-                    _load_u64(src, s + 2 * n), _load_u64(src, s + 3 * n),
-                    _load_u64(src, s + 4 * n), _load_u64(src, s + 5 * n),
-                    _load_u64(src, s + 6 * n), _load_u64(src, s + 7 * n))
-                o = i * width + jj
-                _store_u64(out, o, x0)
-                _store_u64(out, o + width, x1)
-                _store_u64(out, o + 2 * width, x2)
-                _store_u64(out, o + 3 * width, x3)
-                _store_u64(out, o + 4 * width, x4)
-                _store_u64(out, o + 5 * width, x5)
-                _store_u64(out, o + 6 * width, x6)
-                _store_u64(out, o + 7 * width, x7)
+                _block8(src, pos + jj * n + i, n, out, i * width + jj, width)
             j += 8
     for i in range(n8, n):
         for j in range(width):
