@@ -90,6 +90,9 @@ class SegmentInfo:
     codec: str
     encodings: dict
     path: str
+    # digest of the segment's rows as the engine emitted them (packed dtype bytes, seq order),
+    # set by whoever builds the segment from rows; "" when unknown (see store/digest.py)
+    digest: str = ""
 
 
 def _lz4(raw: bytes) -> bytes:
