@@ -6,7 +6,7 @@ Tables (columns in docs/formats.md, "Catalog"):
 - ``symbols``     id, name, tick size (REAL) and the engine's per-symbol config.
 - ``runs``        what produced the data: scenario, seed, engine options, free-form info.
 - ``segments``    live segment files: table, symbol, seq and ts ranges, rows, bytes, tier, codec,
-                  encodings, path.
+                  encodings, path, digest (of the rows, store/digest.py; "" = unknown).
 - ``checkpoints`` engine checkpoint files by seq.
 
 Invariants:
@@ -70,13 +70,36 @@ class Catalog:
                 db["segments"].create({"id": int, "table_name": str, "symbol": int, "seq_lo": int,
                                        "seq_hi": int, "ts_lo": int, "ts_hi": int, "rows": int,
                                        "bytes": int, "tier": int, "codec": str, "encodings": str,
-                                       "path": str, "created": float}, pk="id")
+                                       "path": str, "created": float, "digest": str},
+                                      pk="id", not_null={"digest"}, defaults={"digest": ""})
                 db["segments"].create_index(["table_name", "symbol", "seq_lo"])
                 db["checkpoints"].create({"seq": int, "path": str, "bytes": int, "crc": int,
                                           "created": float}, pk="seq")
         version = int(self.get_meta("format_version"))
         if version != FORMAT_VERSION:
             raise StoreError(f"{self.path}: catalog format version {version}, this code reads {FORMAT_VERSION}")
+        self._add_digest_column()
+
+    def _add_digest_column(self) -> None:
+        """Give a catalog made before row digests its ``segments.digest`` column ("" = unknown).
+
+        Why a column added on open and no format version bump: the change is additive both
+        ways (this code reads old catalogs once the column is there, older code ignores it and
+        its inserts get the default ""). A catalog that cannot be written (read-only file) is
+        left as it is: its segment rows then have no "digest" key, which readers take as "" (unknown).
+        """
+        if "digest" in self.db["segments"].columns_dict:
+            return
+        try:
+            with self.db.conn:
+                self.db["segments"].add_column("digest", str, not_null_default="")
+        except sqlite3.OperationalError:
+            # another process added it meanwhile (duplicate column), or a read-only catalog
+            if "digest" not in self.db["segments"].columns_dict and self._writable():
+                raise
+
+    def _writable(self) -> bool:
+        return os.access(self.path, os.W_OK) and os.access(os.path.dirname(self.path) or ".", os.W_OK)
 
     @contextmanager
     def _writing(self, what: str):
@@ -151,7 +174,8 @@ class Catalog:
         return {"table_name": info.table, "symbol": info.symbol, "seq_lo": info.seq_lo,
                 "seq_hi": info.seq_hi, "ts_lo": info.ts_lo, "ts_hi": info.ts_hi, "rows": info.rows,
                 "bytes": info.bytes, "tier": tier, "codec": info.codec,
-                "encodings": json.dumps(info.encodings), "path": info.path, "created": time.time()}
+                "encodings": json.dumps(info.encodings), "path": info.path, "created": time.time(),
+                "digest": getattr(info, "digest", "") or ""}
 
     def _insert_segments(self, rows: list[dict]) -> None:
         # why raw SQL: sqlite-utils' insert_all commits on its own, which would split the

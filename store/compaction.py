@@ -7,6 +7,8 @@ Invariants:
   the inputs' files are deleted only after that commit. A reader sees the inputs or the merge,
   never both and never neither (a reader that finds an input gone retries on a fresh snapshot).
 - A merged segment holds at most ``target_rows`` rows (262,144 by default).
+- A merged fills, l2 or events segment carries the digest of its rows (store/digest.py), also
+  when an input had none (sealed before digests existed).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import numpy as np
 from exchange.errors import StoreError
 from store import codecs
 from store.catalog import Catalog
+from store.digest import DIGEST_TABLES, digest_rows
 from store.segment import read_segment, write_segment
 from store.tables import table_dtype
 
@@ -85,6 +88,10 @@ def _merge(data_dir, catalog, chooser, table, symbol, group):
     if np.any(np.diff(rows["seq"]) < 0):
         raise StoreError(f"{data_dir}: segments {[s['path'] for s in group]} overlap in seq")
     info = write_segment(data_dir, table, symbol, rows, codec="zstd", chooser=chooser)
+    if table in DIGEST_TABLES:
+        # why from the merged rows, not from the inputs' digests: xxh3 digests do not combine,
+        # and the rows are at hand (the inputs were read under their checksums)
+        info.digest = digest_rows(table, rows)
     try:
         catalog.replace_segments([s["id"] for s in group], [info], tier=1)
     except StoreError:

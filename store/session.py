@@ -35,6 +35,7 @@ from exchange.schema import TABLE_DTYPES
 from store import codecs
 from store.arena import Arena, TableRows
 from store.catalog import Catalog
+from store.digest import DIGEST_TABLES, RowDigest, by_symbol
 from store.segment import commit_segments, encode_columns
 from store.tables import STORED_DTYPES, TABLES
 from store.wal import WalRecord, WalReport, WalWriter, fsync_dir, scan_wal
@@ -84,6 +85,20 @@ class _SealJob:
             self.infos = session._write_segments(self.records)
         except BaseException as e:   # why: re-raised on the session's thread when reaped
             self.error = e
+
+
+def _digests(table: str, arrays: list) -> dict:
+    """{symbol: digest of its rows} over the record arrays of ``table`` (packed schema dtype, in
+    seq order); {} for a table without digests (orders). See store/digest.py."""
+    if table not in DIGEST_TABLES:
+        return {}
+    running = {}
+    for a in arrays:
+        for sym, rows in by_symbol(a):
+            if sym not in running:
+                running[sym] = RowDigest(table)
+            running[sym].update(rows)
+    return {sym: d.hexdigest() for sym, d in running.items()}
 
 
 def _takes_reuse(engine) -> bool:
@@ -572,9 +587,11 @@ class Session:
             if table == "orders":
                 cols["seq"] = codecs.seq_u64([r.first_seq for r in recs], [a.size for a in arrays])
             syms = cols["symbol"]
+            digests = _digests(table, arrays)
             if syms.min() == syms.max():
                 built.append(encode_columns(self.data_dir, table, int(syms[0]), cols,
                                             codec="lz4", chooser=self.chooser))
+                built[-1].info.digest = digests.get(int(syms[0]), "")
                 continue
             order = np.argsort(syms, kind="stable")   # stable: seq order kept per symbol
             ss = syms[order]
@@ -583,6 +600,7 @@ class Session:
                 part = {c: codecs.take_u64(u, order, int(lo), int(hi)) for c, u in cols.items()}
                 built.append(encode_columns(self.data_dir, table, int(ss[lo]), part,
                                             codec="lz4", chooser=self.chooser))
+                built[-1].info.digest = digests.get(int(ss[lo]), "")
         # why all at once: one directory fsync per directory after all renames (see there)
         return commit_segments(self.data_dir, built, sync=self._sync)
 
