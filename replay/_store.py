@@ -27,7 +27,7 @@ from store import Catalog, read, read_checkpoint
 from store.wal import scan_wal
 
 __all__ = ["RunInfo", "run_info", "resolve_symbol", "load_checkpoint", "checkpoint_row", "restore",
-           "read_table", "segment_cuts",
+           "read_table", "segment_cuts", "output_segments",
            "strip_seq", "SEQ_MAX"]
 
 SEQ_MAX = (1 << 62)   # an inclusive upper bound above any seq a run can reach
@@ -148,6 +148,28 @@ def segment_cuts(info: RunInfo, table: str = "orders") -> list[int]:
     if end is not None:
         cuts.append(end)
     return cuts
+
+
+def output_segments(info: RunInfo, tables) -> tuple[int, dict] | None:
+    """(sealed_through, {(table, symbol): its live segments' catalog rows, by seq}) for
+    ``tables``, or None if sealing moved on between the tables' snapshots (a live writer).
+
+    A row of a catalog made before row digests has no "digest" key; readers take it as "".
+    """
+    cat = _open_catalog(info.data_dir)
+    try:
+        snaps = [(table, *cat.snapshot(table)) for table in tables]
+    finally:
+        cat.close()
+    if len({sealed for _, sealed, _ in snaps}) > 1:
+        return None
+    out = {}
+    for table, _, segs in snaps:
+        for s in segs:
+            out.setdefault((table, int(s["symbol"])), []).append(s)
+    for segs in out.values():
+        segs.sort(key=lambda s: int(s["seq_lo"]))
+    return (snaps[0][1] if snaps else 0), out
 
 
 def _packed_span(dtype: np.dtype):

@@ -2,18 +2,34 @@
 
 The engine starts from the run's first checkpoint (the exact state the run began in: options,
 symbols, counters and any books it already held), then processes the stored orders in seq
-order, range by range. Per range, its fills, L2 updates and order events are compared field by
-field, i.e. every stored byte, with the stored rows of the same seq range; at the last stored
-checkpoint (every one with ``checkpoints="all"``) the engine's state is compared with the
-stored checkpoint's bytes.
+order, range by range. Its fills, L2 updates and order events are compared with the stored
+ones in one of two ways (``RerunReport.mode``):
+- "digest" (when every sealed output segment after the first checkpoint carries a row digest,
+  store/digest.py): the engine's rows are split per (table, symbol) and hashed in seq order,
+  each running digest closing at the next stored segment's row count and compared with the
+  digest the seal (or compaction) recorded for that segment. The stored outputs are not
+  decoded at all; only the orders are read. A segment whose rows differ passes with
+  probability 2^-128 (xxh3_128). The WAL tail after the last seal is compared row by row.
+  Any difference (a digest, a row count, a checkpoint) stops this pass and the run is compared
+  again row by row from its start, so the report is exactly the row-by-row one.
+  What it proves: the engine reproduces the rows that were sealed. It does not read the stored
+  output files, so damage to them after the seal is found by their CRC32Cs when read (``verify``,
+  ``exsim export``, ``compare="rows"``), not by this mode.
+- "rows": per range, every field of every row (every stored byte) is compared with the decoded
+  stored rows of the same seq range. Used for runs sealed before digests and with
+  ``compare="rows"``.
+At the last stored checkpoint (every one with ``checkpoints="all"``) the engine's state is
+compared with the stored checkpoint's bytes, in both modes.
 
 How it keeps up with the engine: a reader thread does the store's work while the engine matches.
 - Ranges start at chunk/8 and grow by a quarter up to ``chunk`` (the first read is the one
   nothing overlaps), and end at segment boundaries (each segment is decoded once) and at every
   compared checkpoint.
-- The reader decodes range k+1 into one of two reused order buffers (the stored outputs stay
-  column blocks from ``store.iter_columns``: no rows assembled) and reads and checks the stored
-  checkpoint the range ends at, while the engine (which releases the GIL) matches range k.
+- The reader decodes range k+1 into one of two reused order buffers (in rows mode also the
+  stored outputs, as column blocks from ``store.iter_columns``: no rows assembled) and reads
+  and checks the stored checkpoint the range ends at, while the engine (which releases the
+  GIL) matches range k. In digest mode the engine's thread hashes each range's outputs
+  (~14 GB/s, a few % of the matching time) before the next range overwrites them.
 - Outputs are compared column by column with the stored blocks in a nogil kernel. While ranges
   grow the engine writes fresh output arrays (so it does not regrow its reused buffers at each
   step) and the reader compares them; full-size ranges use the engine's reused buffers and are
@@ -22,8 +38,9 @@ How it keeps up with the engine: a reader thread does the store's work while the
   against the stored bytes) instead of serialising a checkpoint; see ``_same_state``.
 
 Invariants:
-- ``ok`` is True only if every stored output row of every table equals the rerun's, row for row,
-  the row counts agree, and every compared checkpoint equals the rerun engine's checkpoint.
+- ``ok`` is True only if every stored output row of every table equals the rerun's, row for row
+  (in digest mode: every segment's digest and row count equal the rerun's), the row counts
+  agree, and every compared checkpoint equals the rerun engine's checkpoint.
 - ``first_divergence`` is the divergence with the smallest seq (ties: fills, l2, events order;
   a range's outputs before the checkpoint it ends at): ranges are settled in order, comparing
   stops at the range where it was found, and ``counts`` then cover the ranges before it plus
@@ -42,6 +59,7 @@ import json
 import os
 import struct
 import time
+from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -53,8 +71,10 @@ from exchange.schema import CHECKPOINT_DTYPE, ORDER_DTYPE
 from numba import njit
 
 from store import iter_columns, read_checkpoint
+from store.digest import RowDigest, by_symbol, is_digest
 
-from ._store import RunInfo, checkpoint_row, load_checkpoint, restore, run_info, segment_cuts
+from ._store import (RunInfo, checkpoint_row, load_checkpoint, output_segments, restore,
+                     run_info, segment_cuts)
 
 __all__ = ["RerunReport", "Divergence", "rerun", "compare_outputs", "compare_columns"]
 
@@ -78,12 +98,22 @@ class Divergence:
 
 @dataclass
 class RerunReport:
-    """Result of ``rerun``: ok, rows compared per table, the first divergence (or None)."""
+    """Result of ``rerun``: ok, rows compared per table, the first divergence (or None).
+
+    ``mode`` says how the sealed outputs were compared: "digest" (the rerun's rows hashed per
+    stored segment and compared with the digests recorded at seal time) or "rows" (column by
+    column with the decoded stored rows). ``fallback`` says why "rows" was used ("" in digest
+    mode): digests missing (a run sealed before them), ``compare="rows"`` asked for, or a digest
+    pass that found a difference, after which the run was compared row by row from its start
+    to report the first diverging seq and both rows.
+    """
 
     ok: bool
     counts: dict = field(default_factory=dict)
     first_divergence: Divergence | None = None
     seconds: float = 0.0
+    mode: str = "rows"
+    fallback: str = ""
 
 
 def _same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
@@ -240,28 +270,36 @@ def _plan(start: int, last: int, chunk: int, must: set, cuts) -> list[tuple[int,
 
 
 def rerun(data_dir, *, progress: bool = False, chunk: int = 1_000_000,
-          checkpoints: str = "last") -> RerunReport:
+          checkpoints: str = "last", compare: str = "auto") -> RerunReport:
     """Re-run the stored orders through a fresh Engine; return a RerunReport.
 
     ``checkpoints``: which stored checkpoints to compare with the rerun engine's own: "last"
     (the run's final state, the default), "all" (each one; costly for large books, since the
     engine serialises its whole book each time) or "none".
-    Raises UsageError for chunk < 1 or an unknown ``checkpoints`` value, StoreError if
-    ``data_dir`` is not a data directory or its orders table misses messages, CorruptionError
-    if a stored file fails its checksum.
+    ``compare``: "auto" (the default) compares the sealed outputs by digest when every output
+    segment after the first checkpoint has one, row by row otherwise; "rows" always compares
+    row by row. Either way the report of a divergence is the row-by-row one (see RerunReport).
+    Raises UsageError for chunk < 1 or an unknown ``checkpoints`` or ``compare`` value,
+    StoreError if ``data_dir`` is not a data directory or its orders table misses messages,
+    CorruptionError if a stored file it reads fails its checksum.
     """
     if chunk < 1:
         raise UsageError(f"chunk must be >= 1; got {chunk}")
     if checkpoints not in ("last", "all", "none"):
         raise UsageError(f"checkpoints must be 'last', 'all' or 'none'; got {checkpoints!r}")
+    if compare not in ("auto", "rows"):
+        raise UsageError(f"compare must be 'auto' or 'rows'; got {compare!r}")
     t0 = time.perf_counter()
     data_dir = os.fspath(data_dir)
     info = run_info(data_dir)
     eng = load_checkpoint(info, info.first_seq)
+    start = eng.seq
     ck_seqs = {"all": set(info.checkpoints), "none": set(),
                "last": {info.checkpoints[-1]}}[checkpoints]
-    ck_seqs = {c for c in ck_seqs if c > eng.seq}
-    plan = _plan(eng.seq, info.last_seq, chunk, ck_seqs, segment_cuts(info, "orders"))
+    ck_seqs = {c for c in ck_seqs if c > start}
+    plan = _plan(start, info.last_seq, chunk, ck_seqs, segment_cuts(info, "orders"))
+    through, found = (_digest_zone(info, start) if compare == "auto"
+                      else (start, "compare='rows' asked for"))
     bar = None
     if progress:
         from tqdm import tqdm
@@ -269,15 +307,112 @@ def rerun(data_dir, *, progress: bool = False, chunk: int = 1_000_000,
         bar = tqdm(total=info.last_seq - info.first_seq, unit="msg", unit_scale=True,
                    desc="rerun")
     try:
-        counts, divergence = _pipeline(info, eng, plan, ck_seqs, bar)
+        if through > start:
+            digests = _SegmentDigests(found)
+            counts, divergence, problem = _pipeline(info, eng, _split_at(plan, through),
+                                                    ck_seqs, bar, digests, through)
+            if divergence is None and problem is None:
+                return RerunReport(True, counts, None, time.perf_counter() - t0, "digest")
+            # why from the start: the digest pass knows which segment differs, not which row;
+            # the row-by-row pass reports exactly what it always has (its first divergence and
+            # counts), at the price of matching the run's beginning twice, on failure only
+            found = problem or (f"the digest pass met a divergence ({divergence.table} at seq "
+                                f"{divergence.seq}); compared row by row from the start")
+            eng = load_checkpoint(info, info.first_seq)
+            if bar is not None:
+                bar.reset()
+        counts, divergence, _ = _pipeline(info, eng, plan, ck_seqs, bar)
     finally:
         if bar is not None:
             bar.close()
-    return RerunReport(divergence is None, counts, divergence, time.perf_counter() - t0)
+    return RerunReport(divergence is None, counts, divergence, time.perf_counter() - t0, "rows",
+                       found)
 
 
-def _pipeline(info: RunInfo, eng, plan: list, ck_seqs: set, bar) -> tuple[dict, object]:
-    """Run ``plan``'s ranges through ``eng`` and compare; return (counts, first Divergence).
+def _split_at(plan: list, seq: int) -> list:
+    """``plan`` with the range holding both ``seq`` and ``seq + 1`` cut in two after ``seq``."""
+    out = []
+    for lo, hi in plan:
+        out += [(lo, seq), (seq + 1, hi)] if lo <= seq < hi else [(lo, hi)]
+    return out
+
+
+def _digest_zone(info: RunInfo, start: int) -> tuple[int, object]:
+    """(last seq whose outputs can be compared by digest, {(table, symbol): segments}), or
+    (``start``, why not) when no seq after ``start`` can.
+
+    Seqs start+1..sealed_through qualify when every output segment holding any of them lies
+    wholly after ``start`` and carries a digest; the WAL tail after them is compared row by row.
+    """
+    got = output_segments(info, OUTPUT_TABLES)
+    if got is None:
+        return start, "the catalog changed while it was read (a live writer)"
+    sealed, segs = got
+    through = min(sealed, info.last_seq)
+    if through <= start:
+        return start, "no output sealed after the first checkpoint"
+    keep = {}
+    for key, rows in segs.items():
+        rows = [r for r in rows if int(r["seq_hi"]) > start]
+        for r in rows:
+            if int(r["seq_lo"]) <= start or int(r["seq_hi"]) > through:
+                return start, f"segment {r['path']} straddles seq {start} or {through}"
+            if not is_digest(r.get("digest") or ""):
+                return start, (f"segment {r['path']} has no row digest (sealed before digests "
+                               f"were recorded)")
+        keep[key] = deque(rows)
+    return through, keep
+
+
+class _SegmentDigests:
+    """Running digests of the rerun's output rows per (table, symbol), each closed where the
+    next stored segment of that table and symbol ends (its row count) and compared with the
+    digest recorded for it. ``feed`` and ``finish`` return None, or why the rows differ."""
+
+    def __init__(self, segments: dict):
+        self.todo = segments       # (table, symbol) -> deque of catalog rows, by seq
+        self.open = {}             # (table, symbol) -> (RowDigest, its catalog row)
+
+    def feed(self, table: str, rows: np.ndarray) -> str | None:
+        for sym, part in by_symbol(rows):
+            key = (table, sym)
+            while part.size:
+                if key not in self.open:
+                    queue = self.todo.get(key)
+                    if not queue:
+                        return (f"the rerun has {table} rows of symbol {sym} from seq "
+                                f"{int(part['seq'][0])} on, past its stored segments")
+                    self.open[key] = (RowDigest(table), queue.popleft())
+                digest, seg = self.open[key]
+                take = min(part.size, int(seg["rows"]) - digest.rows)
+                digest.update(part[:take])
+                part = part[take:]
+                if digest.rows == int(seg["rows"]):
+                    del self.open[key]
+                    if digest.hexdigest() != seg["digest"]:
+                        return (f"{table} segment {seg['path']} (seq {seg['seq_lo']}.."
+                                f"{seg['seq_hi']}): the rerun's rows have another digest")
+        return None
+
+    def finish(self) -> str | None:
+        for (table, _), (digest, seg) in self.open.items():
+            return (f"{table} segment {seg['path']}: the rerun has {digest.rows} of its "
+                    f"{seg['rows']} rows")
+        for (table, _), queue in self.todo.items():
+            if queue:
+                return f"{table} segment {queue[0]['path']}: the rerun has none of its rows"
+        return None
+
+
+def _pipeline(info: RunInfo, eng, plan: list, ck_seqs: set, bar, digests=None,
+              through: int = 0) -> tuple[dict, object, str | None]:
+    """Run ``plan``'s ranges through ``eng`` and compare; return (counts, first Divergence,
+    None or why the digests differ).
+
+    With ``digests`` (a _SegmentDigests), ranges ending at or before ``through`` (a range end)
+    are compared by digest: the reader decodes only their orders, the engine thread feeds its
+    outputs to the digests; a digest difference stops the pass. Later ranges, and every range
+    without ``digests``, are compared row by row as follows.
 
     The reader thread runs, in submission order: load range k+1 (and the stored checkpoint
     it ends at), then the compare of range k when its outputs are fresh arrays; the engine
@@ -297,7 +432,8 @@ def _pipeline(info: RunInfo, eng, plan: list, ck_seqs: set, bar) -> tuple[dict, 
 
     def load(k):
         lo, hi = plan[k]
-        loaded = pool.submit(_load, data_dir, lo, hi, buffers[k % 2])
+        loaded = pool.submit(_load, data_dir, lo, hi, buffers[k % 2],
+                             digests is None or hi > through)
         ck = pool.submit(_stored_checkpoint, data_dir, hi) if hi in ck_seqs else None
         return loaded, ck
 
@@ -319,7 +455,7 @@ def _pipeline(info: RunInfo, eng, plan: list, ck_seqs: set, bar) -> tuple[dict, 
                 return div
         return None
 
-    divergence, reuse = None, False
+    divergence, reuse, problem = None, False, None
     try:
         ahead = load(0) if plan else None
         for k, (lo, hi) in enumerate(plan):
@@ -336,7 +472,16 @@ def _pipeline(info: RunInfo, eng, plan: list, ck_seqs: set, bar) -> tuple[dict, 
             reuse = reuse or orders.size == width
             res = eng.process(orders, reuse=reuse)
             mine = {name: getattr(res, name) for name in OUTPUT_TABLES}
-            if reuse:
+            if stored is None:
+                # why on the engine thread: hashing runs at ~14 GB/s (a few % of the engine's
+                # time), and handing reused buffers to the reader would need a copy of them
+                for name in OUTPUT_TABLES:
+                    problem = problem or digests.feed(name, mine[name])
+                if hi == through:
+                    problem = problem or digests.finish()
+                compared = Future()
+                compared.set_result(({name: mine[name].size for name in OUTPUT_TABLES}, None))
+            elif reuse:
                 # why here: the engine overwrites its reused buffers on the next range. Handing
                 # the compare to the reader would need a copy of them; measured on the shared
                 # 2-core machine that was slower (copy, and the engine slowed by the reader's
@@ -349,13 +494,15 @@ def _pipeline(info: RunInfo, eng, plan: list, ck_seqs: set, bar) -> tuple[dict, 
             if ck is not None:
                 ck_div = _compare_checkpoint(info, eng, hi, ck.result())
             pending.append((k, compared, ck_div))
+            if problem is not None:
+                break            # the caller compares row by row from the start
             if ck_div or (compared.done() and compared.result()[1] is not None):
                 break            # found here: later ranges cannot come first
-        if divergence is None:
+        if divergence is None and problem is None:
             divergence = settle(len(plan))
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
-    return counts, divergence
+    return counts, divergence, problem
 
 
 def _compare_range(stored: dict, mine: dict) -> tuple[dict, Divergence | None]:
@@ -368,9 +515,11 @@ def _compare_range(stored: dict, mine: dict) -> tuple[dict, Divergence | None]:
 _ROWS_PER_COPY = 16_384   # rows per field copy: the destination rows (45 B each) stay in L2
 
 
-def _load(data_dir: str, lo: int, hi: int, buf: np.ndarray) -> tuple[np.ndarray, dict]:
+def _load(data_dir: str, lo: int, hi: int, buf: np.ndarray,
+          outputs: bool = True) -> tuple[np.ndarray, dict | None]:
     """The orders of seq lo..hi as an engine batch (a view of ``buf``), and the stored outputs
-    as column blocks. Raises StoreError if the orders table lacks one of those seqs."""
+    as column blocks (None unless ``outputs``). Raises StoreError if the orders table lacks one
+    of those seqs."""
     blocks = list(iter_columns(data_dir, "orders", seq=(lo, hi)))
     n = sum(b["seq"].size for b in blocks)
     if n != hi - lo + 1 or (n and (blocks[0]["seq"][0] != lo or blocks[-1]["seq"][-1] != hi)):
@@ -388,6 +537,8 @@ def _load(data_dir: str, lo: int, hi: int, buf: np.ndarray) -> tuple[np.ndarray,
             for d, name in dest:
                 d[pos + s:pos + e] = b[name][s:e]
         pos += k
+    if not outputs:
+        return orders, None
     stored = {name: list(iter_columns(data_dir, name, seq=(lo, hi))) for name in OUTPUT_TABLES}
     return orders, stored
 

@@ -1,4 +1,5 @@
-"""rerun: a clean run reruns byte for byte; an altered stored row is found with both rows."""
+"""rerun: a clean run reruns byte for byte (by digest or row by row, with the same report); an
+altered or dropped stored row is found with both rows; runs without digests rerun row by row."""
 
 import numpy as np
 import pytest
@@ -23,6 +24,23 @@ def test_unsealed_wal_tail_is_rerun_too(tmp_path):
     store_run(tmp_path, rich_flow(1200, seed=22), close=False)
     report = rerun(tmp_path, progress=True)
     assert report.ok and report.counts["orders"] == 1200
+    assert report.mode == "digest"          # the sealed part by digest, the WAL tail by rows
+    _same_report(report, rerun(tmp_path, compare="rows"))
+
+
+def _same_report(a, b):
+    """Two RerunReports say the same: ok, counts, first divergence (table, seq, both rows)."""
+    assert (a.ok, a.counts) == (b.ok, b.counts)
+    da, db = a.first_divergence, b.first_divergence
+    assert (da is None) == (db is None)
+    if da is not None:
+        assert (da.table, da.seq) == (db.table, db.seq)
+        for x, y in ((da.stored_row, db.stored_row), (da.rerun_row, db.rerun_row)):
+            assert (x is None) == (y is None)
+            if isinstance(x, np.void):
+                assert x.tobytes() == y.tobytes()
+            else:
+                assert x == y
 
 
 def _tampering_engine(table, seq, field="qty"):
@@ -47,9 +65,12 @@ def test_altered_stored_row_is_reported_with_its_seq_and_both_rows(tmp_path, tab
     assert rerun(tmp_path / "clean").ok
     seq = int(read(tmp_path / "clean", table)["seq"][40])
     store_run(tmp_path / "bad", orders, engine=_tampering_engine(table, seq))
-    div = rerun(tmp_path / "bad").first_divergence
+    report = rerun(tmp_path / "bad")
+    div = report.first_divergence
     assert (div.table, div.seq) == (table, seq)
     assert div.stored_row["qty"] == div.rerun_row["qty"] + 1
+    assert report.mode == "rows" and "digest" in report.fallback
+    _same_report(report, rerun(tmp_path / "bad", compare="rows"))
 
 
 def test_compare_outputs_reports_a_missing_row():
@@ -125,6 +146,8 @@ def test_divergence_in_a_middle_range_counts_the_ranges_up_to_it(tmp_path):
     div = report.first_divergence
     assert (div.table, div.seq) == ("events", seq)
     assert seq <= report.counts["orders"] < seq + 2 * 160 and report.counts["checkpoints"] == 0
+    assert report.mode == "rows"
+    _same_report(report, rerun(tmp_path, chunk=160, compare="rows"))
 
 
 class _BadCheckpointEngine(TamperingEngine):
@@ -159,7 +182,9 @@ def test_a_stored_checkpoint_that_differs_is_reported(tmp_path, mode):
     assert div.table == "checkpoint" and div.stored_row != div.rerun_row
     assert div.seq == (info.checkpoints[-1] if mode == "last" else info.checkpoints[1])
     assert report.counts["orders"] == div.seq - info.first_seq
-    assert rerun(tmp_path, checkpoints="none").ok
+    _same_report(report, rerun(tmp_path, chunk=300, checkpoints=mode, compare="rows"))
+    clean = rerun(tmp_path, checkpoints="none")
+    assert clean.ok and clean.mode == "digest"
 
 
 def test_checkpoint_shortcut_agrees_with_the_engine_bytes():
@@ -180,3 +205,83 @@ def test_checkpoint_shortcut_agrees_with_the_engine_bytes():
     assert not _same_state(eng, bytes(bad), _checkpoint_layout(bytes(bad)))
     eng.process(rich_flow(10, seed=28, ts0=10**9))            # the engine moves on
     assert not _same_state(eng, blob, layout)
+
+
+def _dropping_engine(table, seq):
+    """Journals every output but the first ``table`` row of ``seq`` (the store lacks it)."""
+    class Engine(TamperingEngine):
+        @staticmethod
+        def tamper(res, first):
+            rows = getattr(res, table)
+            hit = np.flatnonzero(rows["seq"] == seq)
+            if hit.size:
+                res = res._replace(**{table: np.delete(rows, hit[0])})
+            return res
+    eng = Engine(stp="cancel_resting")
+    for name in SYMBOLS:
+        eng.add_symbol(name)
+    return eng
+
+
+@pytest.mark.parametrize("table", ["fills", "events"])
+def test_a_dropped_stored_row_is_found_by_the_digest_pass_and_reported_as_by_rows(tmp_path, table):
+    orders = rich_flow(2000, seed=29)
+    store_run(tmp_path / "clean", orders)
+    seq = int(read(tmp_path / "clean", table)["seq"][300])
+    store_run(tmp_path / "bad", orders, engine=_dropping_engine(table, seq))
+    report = rerun(tmp_path / "bad", chunk=400)
+    assert not report.ok and report.mode == "rows" and "digest" in report.fallback
+    assert (report.first_divergence.table, report.first_divergence.seq) == (table, seq)
+    _same_report(report, rerun(tmp_path / "bad", chunk=400, compare="rows"))
+
+
+@pytest.mark.parametrize("n_symbols", [1, 3])
+def test_digest_mode_equals_rows_mode_on_clean_runs_with_compaction(tmp_path, n_symbols):
+    from store import compact
+    store_run(tmp_path, rich_flow(2500, seed=30, n_symbols=n_symbols), seal_every=300,
+              checkpoint_every=900)
+    rows = rerun(tmp_path, chunk=500, checkpoints="all", compare="rows")
+    digest = rerun(tmp_path, chunk=500, checkpoints="all")
+    assert rows.ok and (rows.mode, digest.mode) == ("rows", "digest") and digest.fallback == ""
+    _same_report(digest, rows)
+    assert compact(tmp_path, target_rows=2000)
+    after = rerun(tmp_path, chunk=500, checkpoints="all")
+    assert after.mode == "digest"
+    _same_report(after, rows)
+
+
+def _set_digest(data_dir, value, table="l2", which=1):
+    """Overwrite the digest of one ``table`` segment (the which-th by seq) in the catalog."""
+    from store.catalog import Catalog
+    cat = Catalog(str(data_dir))
+    seg = sorted((r for r in cat.all_segments() if r["table_name"] == table),
+                 key=lambda r: r["seq_lo"])[which]
+    with cat.db.conn:
+        cat.db.execute("UPDATE segments SET digest = ? WHERE id = ?", [value, seg["id"]])
+    cat.close()
+    return seg
+
+
+def test_runs_sealed_without_digests_rerun_row_by_row(tmp_path):
+    import sqlite3
+    store_run(tmp_path, rich_flow(1500, seed=31))
+    seg = _set_digest(tmp_path, "")                        # one segment without a digest
+    report = rerun(tmp_path)
+    assert report.ok and report.mode == "rows" and seg["path"] in report.fallback
+    con = sqlite3.connect(tmp_path / "catalog.sqlite")     # a catalog from before digests
+    con.execute("ALTER TABLE segments DROP COLUMN digest")
+    con.commit()
+    con.close()
+    old = rerun(tmp_path)
+    assert old.ok and old.mode == "rows" and "no row digest" in old.fallback
+    _same_report(old, rerun(tmp_path, compare="rows"))
+
+
+def test_a_wrong_recorded_digest_is_settled_by_the_rows(tmp_path):
+    store_run(tmp_path, rich_flow(1500, seed=32))
+    seg = _set_digest(tmp_path, "xxh3_128:" + "0" * 32)
+    report = rerun(tmp_path)
+    # the digest pass flags the segment; the stored rows equal the rerun's, so rows say ok
+    assert report.ok and report.mode == "rows" and seg["path"] in report.fallback
+    with pytest.raises(UsageError):
+        rerun(tmp_path, compare="digest")
