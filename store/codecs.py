@@ -23,8 +23,10 @@ byte); the block is the same otherwise, and decoding reads the layout from the s
 
 Which encoding and layout a column gets is decided in store/choice.py (``choose``, ``Chooser``:
 smallest after compression, searched on a sample, remembered); they are re-exported here.
-Columns reach the encoders as uint64 bit patterns (``split_u64``: one cache-blocked pass over a
-batch's rows for all its fields), so sealing never copies a field through numpy casts.
+Columns reach the encoders as contiguous arrays (``split_u64``: one cache-blocked pass over a
+batch's rows for all its fields): 8-byte ones as uint64 bit patterns, narrower ones in their own
+width; every kernel reads a value through ``_ld`` (its uint64 bit pattern, signed values
+sign-extended), so a narrow column is never widened into a uint64 copy.
 
 Encoding is one kernel call per block (``_encode_block``), written into a reused per-thread
 buffer (``encode_view``; ``encode``/``encode_u64`` copy it out): each stream's min, max and gcd
@@ -96,6 +98,15 @@ def _bit_width(x):
     return w
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _ld(a, i):
+    """a[i] as its uint64 bit pattern, for an integer array of any width and stride: narrower
+    signed values sign-extend, unsigned ones zero-extend (through int64: one instruction, or
+    none for 8-byte values). Why: the encoders read a column where it lies, e.g. a field of a
+    packed record array, instead of a uint64 copy of it."""
+    return np.uint64(np.int64(a[i]))
+
+
 @njit(cache=True, nogil=True)
 def _put_u64(src, signed, out, pos):
     """Copy an integer column (any width, any stride) into out[pos:] as uint64 bit patterns,
@@ -110,33 +121,6 @@ def _put_u64(src, signed, out, pos):
 
 
 @njit(cache=True, nogil=True)
-def _split_block(t8, k8, t4s, k4s, t4u, k4u, t1, k1, n, out, pos):
-    """Copy fields (strided views, grouped by width and signedness: uint64, int32, uint32,
-    uint8; group g's j-th view goes to out[kg[j], pos:]) as uint64 bit patterns, 256 rows at a
-    time: the rows stay in cache while every field of them is copied, instead of being streamed
-    from memory once per field. Views shorter than n are placeholders for empty groups."""
-    for s in range(0, n, 256):
-        e = min(n, s + 256)
-        for j in range(len(t8)):
-            f, r = t8[j], k8[j]
-            for i in range(s, min(e, f.size)):
-                out[r, pos + i] = f[i]
-        for j in range(len(t4s)):
-            f, r = t4s[j], k4s[j]
-            for i in range(s, min(e, f.size)):
-                out[r, pos + i] = np.uint64(np.int64(f[i]))
-        for j in range(len(t4u)):
-            f, r = t4u[j], k4u[j]
-            for i in range(s, min(e, f.size)):
-                out[r, pos + i] = np.uint64(f[i])
-        for j in range(len(t1)):
-            f, r = t1[j], k1[j]
-            for i in range(s, min(e, f.size)):
-                out[r, pos + i] = np.uint64(f[i])
-    return pos + n
-
-
-@njit(cache=True, nogil=True)
 def _put_range(first, n, out, pos):
     """Write first, first + 1, ... (n values) into out[pos:]; returns the position after them."""
     for i in range(n):
@@ -148,7 +132,7 @@ def _put_range(first, n, out, pos):
 def _take(u, idx, lo, hi):
     out = np.empty(hi - lo, np.uint64)
     for i in range(lo, hi):
-        out[i - lo] = u[idx[i]]
+        out[i - lo] = _ld(u, idx[i])
     return out
 
 
@@ -206,17 +190,6 @@ def _dict_index_sorted(u, out):
     return uniq
 
 
-@njit(cache=True, nogil=True)
-def _flip(u, flip):
-    """u ^ flip (u itself when flip is 0)."""
-    if flip == _U0:
-        return u
-    out = np.empty(u.size, np.uint64)
-    for i in range(u.size):
-        out[i] = u[i] ^ flip
-    return out
-
-
 # ---------------------------------------------------------------------------------------------
 # encoding kernels: a column block is written by ONE kernel call (``_encode_block``) straight
 # into a reused byte buffer: stream parameters in one pass, then the body packed, shuffled or
@@ -262,11 +235,11 @@ def _multiples(keys, flip, k0, s, e, low, sh, inv, lim):
     """(all of |keys[s:e] ^ flip - k0| are multiples of the divider's g, their min, their max):
     branch-free, so the loop vectorizes."""
     bad = _U0
-    mn = keys[s] ^ flip
+    mn = _ld(keys, s) ^ flip
     mx = mn
     ks = keys[s:e]   # why a slice: indexes from 0 need no negative-index fix-up (vectorizes)
     for j in range(ks.size):
-        x = ks[j] ^ flip
+        x = _ld(ks, j) ^ flip
         mn = min(mn, x)
         mx = max(mx, x)
         m = x - k0 if x >= k0 else k0 - x
@@ -282,7 +255,7 @@ def _stats(keys, flip):
     n = keys.size
     if n == 0:
         return _U0, _U1, 0
-    k0 = keys[0] ^ flip
+    k0 = _ld(keys, 0) ^ flip
     mn = k0
     mx = k0
     g, sh, low, inv, lim = _U0, _U0, _U0, _U1, _U0
@@ -297,12 +270,12 @@ def _stats(keys, flip):
         mx = max(mx, cmx)
         if not ok:
             for j in range(s, e):
-                x = keys[j] ^ flip
+                x = _ld(keys, j) ^ flip
                 g, sh, low, inv, lim = _gcd_step(g, x - k0 if x >= k0 else k0 - x,
                                                  sh, low, inv, lim)
         s = e
     for j in range(s, n):   # the gcd is 1: a plain min/max loop
-        x = keys[j] ^ flip
+        x = _ld(keys, j) ^ flip
         mn = min(mn, x)
         mx = max(mx, x)
     if g == _U0:
@@ -344,7 +317,7 @@ def _put_stream(keys, flip, aligned, out, pos):
             e = min(n, s + _BLOCK)
             ks = keys[s:e]
             for j in range(e - s):
-                q[j] = (((ks[j] ^ flip) - mn) >> sh) * inv
+                q[j] = (((_ld(ks, j) ^ flip) - mn) >> sh) * inv
             for b in range(k):   # why a block at a time: each plane loop vectorizes
                 plane = out[pos + b * n + s:pos + b * n + e]
                 bs = np.uint64(8 * b)
@@ -354,19 +327,19 @@ def _put_stream(keys, flip, aligned, out, pos):
     if width == 8:
         w8 = out[pos:pos + n]
         for i in range(n):
-            w8[i] = np.uint8((((keys[i] ^ flip) - mn) >> sh) * inv)
+            w8[i] = np.uint8((((_ld(keys, i) ^ flip) - mn) >> sh) * inv)
     elif width == 16:
         w16 = out[pos:pos + 2 * n].view(np.uint16)
         for i in range(n):
-            w16[i] = np.uint16((((keys[i] ^ flip) - mn) >> sh) * inv)
+            w16[i] = np.uint16((((_ld(keys, i) ^ flip) - mn) >> sh) * inv)
     elif width == 32:
         w32 = out[pos:pos + 4 * n].view(np.uint32)
         for i in range(n):
-            w32[i] = np.uint32((((keys[i] ^ flip) - mn) >> sh) * inv)
+            w32[i] = np.uint32((((_ld(keys, i) ^ flip) - mn) >> sh) * inv)
     elif width == 64:
         w64 = out[pos:pos + 8 * n].view(np.uint64)
         for i in range(n):
-            w64[i] = (((keys[i] ^ flip) - mn) >> sh) * inv
+            w64[i] = (((_ld(keys, i) ^ flip) - mn) >> sh) * inv
     else:
         # bit-packed LSB first: a 64-bit accumulator flushed a word at a time, then the
         # tail's bytes (the body is exactly ceil(n * width / 8) bytes)
@@ -375,7 +348,7 @@ def _put_stream(keys, flip, aligned, out, pos):
         bits = 0
         w = 0
         for i in range(n):
-            v = (((keys[i] ^ flip) - mn) >> sh) * inv
+            v = (((_ld(keys, i) ^ flip) - mn) >> sh) * inv
             acc |= v << np.uint64(bits)
             bits += width
             if bits >= 64:
@@ -393,8 +366,8 @@ def _put_stream(keys, flip, aligned, out, pos):
 def _dif(u0, u1, u2, i, order):
     """The i-th first (order 1) or second (order 2) difference (u0, u1, u2: u, u[1:], u[2:])."""
     if order == 1:
-        return u1[i] - u0[i]
-    return (u2[i] - u1[i]) - (u1[i] - u0[i])
+        return _ld(u1, i) - _ld(u0, i)
+    return (_ld(u2, i) - _ld(u1, i)) - (_ld(u1, i) - _ld(u0, i))
 
 
 @njit(cache=True, nogil=True)
@@ -443,12 +416,15 @@ def _runs(u, vals, lens):
     # why branch-free: run ends are unpredictable in mostly-distinct columns (events.seq);
     # each row rewrites its run's value and last row, the run's last row leaves the final ones
     r = 0
-    vals[0] = u[0]
+    prev = _ld(u, 0)
+    vals[0] = prev
     lens[0] = _U0
     for i in range(1, n):
-        r += u[i] != u[i - 1]
-        vals[r] = u[i]
+        x = _ld(u, i)
+        r += x != prev
+        vals[r] = x
         lens[r] = np.uint64(i)
+        prev = x
     prev = _ALL                  # last rows -> lengths (row -1 ends the empty run before)
     for k in range(r + 1):
         last = lens[k]
@@ -470,26 +446,26 @@ def _encode_block(u, enc, aligned, flip, itemsize, out, tmp):
         if itemsize == 8:
             dst8 = out[1:1 + 8 * n].view(np.uint64)
             for i in range(n):
-                dst8[i] = u[i]
+                dst8[i] = _ld(u, i)
         elif itemsize == 4:
             dst4 = out[1:1 + 4 * n].view(np.uint32)
             for i in range(n):
-                dst4[i] = np.uint32(u[i])
+                dst4[i] = np.uint32(_ld(u, i))
         elif itemsize == 2:
             dst2 = out[1:1 + 2 * n].view(np.uint16)
             for i in range(n):
-                dst2[i] = np.uint16(u[i])
+                dst2[i] = np.uint16(_ld(u, i))
         else:
             for i in range(n):
-                out[1 + i] = np.uint8(u[i])
+                out[1 + i] = np.uint8(_ld(u, i))
         return 1 + itemsize * n
     if enc == FOR:
         return _put_stream(u, flip, aligned, out, pos)
     if enc == DELTA or enc == DOD:
         order = 1 if enc == DELTA else 2
-        pos = _put_word(out, pos, u[0] if n else _U0)
+        pos = _put_word(out, pos, _ld(u, 0) if n else _U0)
         if order == 2:
-            pos = _put_word(out, pos, u[1] - u[0] if n > 1 else _U0)
+            pos = _put_word(out, pos, _ld(u, 1) - _ld(u, 0) if n > 1 else _U0)
         g, m = _diffs(u, order, tmp)
         pos = _put_word(out, pos, g)
         return _put_stream(tmp[:m], _U0, aligned, out, pos)
@@ -499,7 +475,12 @@ def _encode_block(u, enc, aligned, flip, itemsize, out, tmp):
         pos = _put_stream(tmp[:nr], flip, aligned, out, pos + 4)
         return _put_stream(tmp[n:n + nr], _U0, aligned, out, pos)
     if enc == DICT:
-        uniq = _dict_index(_flip(u, flip), tmp[:n])
+        # why the keys into tmp's upper half: one contiguous uint64 input for _dict_index
+        # whatever the column's width and stride (its indexes go to the lower half)
+        keys = tmp[n:2 * n]
+        for i in range(n):
+            keys[i] = _ld(u, i) ^ flip
+        uniq = _dict_index(keys, tmp[:n])
         out[pos:pos + 4].view(np.uint32)[0] = np.uint32(uniq.size)
         pos = _put_stream(uniq, _U0, PACKED, out, pos + 4)
         return _put_stream(tmp[:n], _U0, aligned, out, pos)
@@ -717,38 +698,55 @@ def gather_u64(parts, signed: bool) -> np.ndarray:
     return out
 
 
-_GROUPS = ((8, "iu", np.uint64), (4, "i", np.int32), (4, "u", np.uint32), (1, "u", np.uint8))
+_SPLIT_ROWS = 16_384   # rows per step of split_u64: ~0.7 MiB of records, stays in L2
 
 
 def split_u64(arrays, names, out: np.ndarray | None = None) -> dict:
-    """The named integer fields of structured arrays (same dtype), concatenated, as
-    {name: uint64 array}: ``gather_u64`` of many columns at once, in one cache-friendly pass.
-    ``out`` (optional, reused to spare page faults) is a 2-D uint64 scratch array of at least
-    len(names) x total rows; the returned columns are views into it."""
+    """The named integer fields of structured arrays (same dtype), concatenated, as {name:
+    contiguous column}. 8-byte fields come as uint64 bit patterns; narrower ones in their own
+    width and signedness (int32, uint32, uint8 ...), which the encoders (``encode_view``,
+    ``Chooser.encode_u64``, ``take_u64``) read as the bit patterns of their values (signed
+    ones sign-extended): a narrow column is copied at its own width, not widened to 8 bytes.
+    ``out`` (optional, reused to spare page faults) is C-contiguous scratch memory of any dtype;
+    when it is large enough the columns are views into it (valid until it is reused).
+    Raises ValueError for no arrays, mixed dtypes or a name that is not an integer field."""
+    if not arrays:
+        raise ValueError("split_u64: no arrays")
     dtype = arrays[0].dtype
-    total = sum(a.size for a in arrays)
-    if out is None or out.shape[0] < len(names) or out.shape[1] < total:
-        out = np.empty((len(names), total), np.uint64)
-    plan, rest = [], []
-    for size, kinds, view in _GROUPS:
-        plan.append([k for k, c in enumerate(names) if dtype.fields[c][0].itemsize == size
-                     and dtype.fields[c][0].kind in kinds])
-    rest = [k for k in range(len(names)) if not any(k in g for g in plan)]
     for a in arrays:
         if a.dtype != dtype:
             raise ValueError(f"split_u64: mixed dtypes {a.dtype} and {dtype}")
-    keys = [np.array(ks or [0], np.int64) for ks in plan]
+    for c in names:
+        if dtype.fields is None or c not in dtype.fields or dtype.fields[c][0].kind not in "iu":
+            raise ValueError(f"split_u64: {c!r} is not an integer field of {dtype}")
+    total = sum(a.size for a in arrays)
+    kinds = [np.uint64 if dtype.fields[c][0].itemsize == 8 else dtype.fields[c][0] for c in names]
+    # each column starts on a cache line of its own
+    sizes = [(total * np.dtype(k).itemsize + 63) // 64 * 64 for k in kinds]
+    if out is not None and out.flags.c_contiguous and out.nbytes >= sum(sizes) + 64:
+        raw = out.reshape(-1).view(np.uint8)
+    else:
+        raw = np.empty(sum(sizes) + 64, np.uint8)
+    start = (-raw.ctypes.data) % 64
+    cols = {}
+    for c, k, size in zip(names, kinds, sizes):
+        cols[c] = raw[start:start + total * np.dtype(k).itemsize].view(k)
+        start += size
+    # why numpy copies a block of rows at a time: every field of a block is copied while its
+    # rows are in L2 (a pass per field over the whole batch would stream it from memory once per
+    # field); a strided field copy in numpy costs about what a kernel would, and 8-byte fields
+    # are copied as their uint64 bit patterns (same bytes)
     pos = 0
     for a in arrays:
-        args = []
-        for (size, _, view), ks, k in zip(_GROUPS, plan, keys):
-            args += [tuple(a[names[j]].view(view) for j in ks) or (np.zeros(0, view),), k]
-        _split_block(*args, a.size, out, pos)
-        for j in rest:   # why: widths the schema does not use today (2 bytes) take the slow path
-            f = a[names[j]]
-            _put_u64(f, f.dtype.kind == "i", out[j], pos)
+        for s in range(0, a.size, _SPLIT_ROWS):
+            blk = a[s:s + _SPLIT_ROWS]
+            m = blk.size
+            for c in names:
+                f = blk[c]
+                np.copyto(cols[c][pos + s:pos + s + m],
+                          f.view(np.uint64) if f.dtype.itemsize == 8 else f, casting="unsafe")
         pos += a.size
-    return {c: out[k, :total] for k, c in enumerate(names)}
+    return cols
 
 
 def seq_u64(firsts, sizes) -> np.ndarray:
@@ -761,7 +759,8 @@ def seq_u64(firsts, sizes) -> np.ndarray:
 
 
 def take_u64(u: np.ndarray, idx: np.ndarray, lo: int, hi: int) -> np.ndarray:
-    """u[idx[lo:hi]] as a new uint64 array."""
+    """u[idx[lo:hi]] as a new contiguous uint64 array of bit patterns; ``u`` is an integer
+    column of any width and stride (a ``split_u64`` field view, signed ones sign-extended)."""
     return _take(u, idx, lo, hi)
 
 
@@ -817,7 +816,8 @@ def encode(col: np.ndarray, encoding: int, aligned: int = PACKED) -> bytes:
 
 
 def encode_u64(u: np.ndarray, dtype: np.dtype, encoding: int, aligned: int = PACKED) -> bytes:
-    """``encode`` of a column already given as its uint64 bit patterns ``u`` (see gather_u64);
+    """``encode`` of a column already given as its uint64 bit patterns ``u`` (see gather_u64;
+    or as a field view, see ``encode_view``);
     ``dtype`` is the column's own dtype (signedness, and the width PLAIN stores). Returns the
     block bytes; raises ValueError for an unknown encoding."""
     return bytes(encode_view(u, dtype, encoding, aligned))
@@ -829,13 +829,16 @@ _local = threading.local()
 def encode_view(u: np.ndarray, dtype: np.dtype, encoding: int, aligned: int = PACKED) -> memoryview:
     """``encode_u64`` without the copy: the block as a memoryview of this thread's reused
     buffer, valid until the next encode on this thread (copy it, compress it or checksum it
-    before then). Raises ValueError for an unknown encoding or a column that is not 1-D uint64."""
+    before then). ``u`` is a 1-D integer array of any stride: uint64 bit patterns, or the
+    column in a width of its own (e.g. a ``split_u64`` field view), read as the bit patterns
+    of its values (signed ones sign-extended). Raises ValueError for an unknown encoding or a
+    column that is not a 1-D integer array."""
     dtype = np.dtype(dtype)
     if encoding not in ENCODINGS:
         raise ValueError(f"unknown encoding {encoding}")
-    if u.dtype != np.uint64 or u.ndim != 1:
-        raise ValueError(f"encode_view takes a 1-D uint64 column (bit patterns), got {u.dtype} "
-                         f"ndim {u.ndim}; encode() takes a column in its own dtype")
+    if u.ndim != 1 or u.dtype.kind not in "iu" or u.dtype.itemsize not in (1, 2, 4, 8):
+        raise ValueError(f"encode_view takes a 1-D integer column (uint64 bit patterns or a field "
+                         f"view), got {u.dtype} ndim {u.ndim}")
     n = u.size
     bufs = getattr(_local, "bufs", None)
     if bufs is None or bufs[1].size < 2 * n:
@@ -843,7 +846,6 @@ def encode_view(u: np.ndarray, dtype: np.dtype, encoding: int, aligned: int = PA
         # encodes ~40 columns of similar length in a row
         m = 2 * n + n // 2 + 1024
         bufs = _local.bufs = (np.empty(8 * m + 64, np.uint8), np.empty(m, np.uint64))
-    u = u if u.flags.c_contiguous else np.ascontiguousarray(u)
     size = _encode_block(u, encoding, aligned, _SIGN if dtype.kind == "i" else _U0,
                          dtype.itemsize, bufs[0], bufs[1])
     return memoryview(bufs[0])[:size]
