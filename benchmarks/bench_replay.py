@@ -13,20 +13,24 @@ Workload: ``scenarios.uniform.uniform_flow(n, seed=7)`` (the bench_1m law: 60% p
 - verify: ``replay.verify(data_dir)`` end to end (store reads included, overlapped with the
   checking on a worker thread); fills and messages per second, the checking kernel's own rates
   (its time spent checking, reads excluded), and its msgs/s against the engine's.
-- rerun: ``replay.rerun(data_dir)`` (its default: outputs and the last checkpoint compared)
-  messages per second, against a fresh Engine processing the same orders from memory in 1M
-  chunks (rerun's ranges: 1,048,576 after a short ramp) with reused output buffers, as the
-  session and rerun do; the ratio is the target. For information: rerun with
-  ``checkpoints="none"`` (outputs only: what the final checkpoint check costs), and CPU seconds
-  of the engine and of rerun (both threads): on a shared machine the wall ratio moves with
-  the load, the CPU ratio much less. Engine, verify and the two reruns alternate within each
-  round, the order rotating between rounds.
+- rerun: ``replay.rerun(data_dir)`` (its default: outputs and the last checkpoint compared;
+  outputs by digest on a run sealed with row digests, row by row on an older one: the mode is
+  printed) messages per second, against a fresh Engine processing the same orders from memory
+  in 1M chunks (rerun's ranges: 1,048,576 after a short ramp) with reused output buffers, as
+  the session and rerun do; the ratio is the target. For information: rerun with
+  ``checkpoints="none"`` (outputs only: what the final checkpoint check costs), rerun with
+  ``compare="rows"`` (the row-by-row comparison the digests replace), and CPU seconds of the
+  engine and of rerun (both threads): on a shared machine the wall ratio moves with the load,
+  the CPU ratio much less. Engine, verify and the three reruns alternate within each round,
+  the order rotating between rounds.
 
 Each figure is the median of ``--runs`` runs. Prints a table and writes
-benchmarks/results/replay.json. The default is a 2M-message run (a few minutes on 2 cores,
-compiles included); the issue's size is ``--messages 10000000``. Usage:
-    python benchmarks/bench_replay.py [--messages 2000000] [--runs 3] [--data-dir DIR]
-(``--data-dir`` keeps the stored run there and reuses it when it already holds one.)
+benchmarks/results/replay.json (or ``--out PATH``). The default is a 2M-message run (a few
+minutes on 2 cores, compiles included); the issue's size is ``--messages 10000000``. Usage:
+    python benchmarks/bench_replay.py [--messages 2000000] [--runs 3] [--data-dir DIR] [--out PATH]
+        [--rerun-only]
+(``--data-dir`` keeps the stored run there and reuses it when it already holds one; a run
+sealed before row digests then reruns row by row.)
 EXSIM_BENCH_SMOKE=1 (benchmarks/_smoke.py): 20,000 messages, one run, the stored run and the JSON
 outside the checkout.
 """
@@ -110,15 +114,17 @@ def bench_book_at(data_dir: str, runs: int) -> dict:
             "book_at_l3_p99_ms": float(np.percentile(l3, 99) * 1e3)}
 
 
-def bench_verify_rerun(data_dir: str, runs: int, chunk: int = 1_000_000) -> dict:
-    """Engine from memory, verify, rerun and rerun without its checkpoint check, alternating
-    within each round (the order rotates between rounds); medians of wall and CPU seconds."""
+def bench_verify_rerun(data_dir: str, runs: int, chunk: int = 1_000_000,
+                       with_verify: bool = True) -> dict:
+    """Engine from memory, verify (unless not ``with_verify``), rerun, rerun without its
+    checkpoint check and rerun row by row, alternating within each round (the order rotates
+    between rounds); medians of wall and CPU seconds."""
     info = run_info(data_dir)
     orders = strip_seq(read(data_dir, "orders"))
     n = orders.size
-    wall = {k: [] for k in ("engine", "verify", "rerun", "rerun_none")}
+    wall = {k: [] for k in ("engine", "verify", "rerun", "rerun_none", "rerun_rows")}
     cpu = {k: [] for k in wall}
-    kernel_s, report = [], None
+    kernel_s, report, modes = [], None, set()
 
     def engine():
         eng = _engine()
@@ -135,14 +141,19 @@ def bench_verify_rerun(data_dir: str, runs: int, chunk: int = 1_000_000) -> dict
         kernel_s.append(report.summary["kernel_seconds"])
         return report.summary["seconds"]
 
-    def run_rerun(checkpoints):
-        rr = rerun(data_dir, chunk=chunk, checkpoints=checkpoints)
+    def run_rerun(checkpoints, compare="auto"):
+        rr = rerun(data_dir, chunk=chunk, checkpoints=checkpoints, compare=compare)
         if not rr.ok:
             raise SystemExit(f"rerun diverged on a clean run: {rr.first_divergence}")
+        if compare == "auto":
+            modes.add(rr.mode)
         return rr.seconds
 
     steps = {"engine": engine, "verify": run_verify, "rerun": lambda: run_rerun("last"),
-             "rerun_none": lambda: run_rerun("none")}
+             "rerun_none": lambda: run_rerun("none"),
+             "rerun_rows": lambda: run_rerun("last", "rows")}
+    if not with_verify:
+        del steps["verify"], wall["verify"], cpu["verify"]
     names = list(steps)
     for r in range(runs):
         for name in names[r % len(names):] + names[:r % len(names)]:
@@ -152,24 +163,30 @@ def bench_verify_rerun(data_dir: str, runs: int, chunk: int = 1_000_000) -> dict
     del orders
     med = {k: statistics.median(v) for k, v in wall.items()}
     cpu_med = {k: statistics.median(v) for k, v in cpu.items()}
-    fills, msgs = report.summary["fills"], report.summary["orders"]
     eng_rate = n / med["engine"]
     rerun_msgs = info.last_seq - info.first_seq
     rr_rate, rn_rate = rerun_msgs / med["rerun"], rerun_msgs / med["rerun_none"]
-    v_rate = msgs / med["verify"]
-    return {"verify_fills": fills, "verify_s": med["verify"],
-            "verify_fills_per_s": fills / med["verify"],
-            "verify_kernel_fills_per_s": fills / statistics.median(kernel_s),
-            "verify_msgs_per_s": v_rate,
-            "verify_kernel_msgs_per_s": msgs / statistics.median(kernel_s),
-            "verify_vs_engine": v_rate / eng_rate,
-            "engine_msgs_per_s": eng_rate, "rerun_msgs_per_s": rr_rate,
-            "rerun_vs_engine": rr_rate / eng_rate,
-            "rerun_no_checkpoint_msgs_per_s": rn_rate,
-            "rerun_no_checkpoint_vs_engine": rn_rate / eng_rate,
-            "engine_cpu_s": cpu_med["engine"], "rerun_cpu_s": cpu_med["rerun"],
-            "rerun_cpu_vs_engine_cpu": cpu_med["rerun"] / cpu_med["engine"],
-            "wall_s": med, "cpu_s": cpu_med}
+    rows_rate = rerun_msgs / med["rerun_rows"]
+    out = {"engine_msgs_per_s": eng_rate, "rerun_msgs_per_s": rr_rate,
+           "rerun_vs_engine": rr_rate / eng_rate,
+           "rerun_no_checkpoint_msgs_per_s": rn_rate,
+           "rerun_no_checkpoint_vs_engine": rn_rate / eng_rate,
+           "rerun_mode": "/".join(sorted(modes)),
+           "rerun_rows_msgs_per_s": rows_rate, "rerun_rows_vs_engine": rows_rate / eng_rate,
+           "rerun_vs_rerun_rows": rr_rate / rows_rate,
+           "engine_cpu_s": cpu_med["engine"], "rerun_cpu_s": cpu_med["rerun"],
+           "rerun_cpu_vs_engine_cpu": cpu_med["rerun"] / cpu_med["engine"],
+           "wall_s": med, "cpu_s": cpu_med}
+    if with_verify:
+        fills, msgs = report.summary["fills"], report.summary["orders"]
+        v_rate = msgs / med["verify"]
+        out.update({"verify_fills": fills, "verify_s": med["verify"],
+                    "verify_fills_per_s": fills / med["verify"],
+                    "verify_kernel_fills_per_s": fills / statistics.median(kernel_s),
+                    "verify_msgs_per_s": v_rate,
+                    "verify_kernel_msgs_per_s": msgs / statistics.median(kernel_s),
+                    "verify_vs_engine": v_rate / eng_rate})
+    return out
 
 
 def main(argv=None) -> int:
@@ -179,6 +196,10 @@ def main(argv=None) -> int:
     ap.add_argument("--checkpoint-every", type=int, default=100_000)
     ap.add_argument("--seal-every", type=int, default=100_000)
     ap.add_argument("--data-dir", default=None)
+    ap.add_argument("--out", default=str(_smoke.RESULTS / "replay.json"),
+                    help="where the JSON report goes (default benchmarks/results/replay.json)")
+    ap.add_argument("--rerun-only", action="store_true",
+                    help="time only the engine and the reruns (no book_at, no verify)")
     args = ap.parse_args(argv)
     args.messages = _smoke.scaled(args.messages, 20_000)
     args.runs = _smoke.scaled(args.runs, 1)
@@ -204,9 +225,10 @@ def main(argv=None) -> int:
                                        args.seal_every)
         info = run_info(data_dir)
         results["messages"] = info.last_seq - info.first_seq   # a reused --data-dir may differ
-        results.update(bench_book_at(data_dir, args.runs))
+        if not args.rerun_only:
+            results.update(bench_book_at(data_dir, args.runs))
         results["load_average_before"] = os.getloadavg()[0]
-        results.update(bench_verify_rerun(data_dir, args.runs))
+        results.update(bench_verify_rerun(data_dir, args.runs, with_verify=not args.rerun_only))
         results["load_average_after"] = os.getloadavg()[0]
         results["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     finally:
@@ -225,16 +247,21 @@ def main(argv=None) -> int:
             ("engine msgs/s (from memory)", "engine_msgs_per_s", None),
             ("rerun msgs/s", "rerun_msgs_per_s", None), ("rerun / engine", "rerun_vs_engine", ">="),
             ("rerun, no checkpoint check / engine", "rerun_no_checkpoint_vs_engine", None),
+            ("rerun row by row / engine", "rerun_rows_vs_engine", None),
+            ("rerun / rerun row by row", "rerun_vs_rerun_rows", None),
             ("rerun CPU s / engine CPU s", "rerun_cpu_vs_engine_cpu", None)]
     print(results["workload"])
     print(f"load average {results['load_average_before']:.1f} before, "
-          f"{results['load_average_after']:.1f} after; peak RSS {results['peak_rss_mib']:.0f} MiB")
+          f"{results['load_average_after']:.1f} after; peak RSS {results['peak_rss_mib']:.0f} MiB; "
+          f"rerun compared the outputs by {results['rerun_mode']}")
     print(f"{'measure':36s} {'value':>14s} {'target':>10s}  ok")
     for label, key, cmp in rows:
+        if key not in results:   # --rerun-only
+            continue
         v, t = results[key], TARGETS.get(key)
         ok = "" if t is None else ("yes" if (v <= t if cmp == "<=" else v >= t) else "NO")
         print(f"{label:36s} {v:14,.3f} {'' if t is None else f'{cmp} {t:g}':>10s}  {ok}")
-    with open(_smoke.results_path("replay.json"), "w") as f:
+    with open(_smoke.out_path(args.out), "w") as f:
         json.dump(results, f, indent=2)
     return 0
 

@@ -410,9 +410,9 @@ def _pipeline(info: RunInfo, eng, plan: list, ck_seqs: set, bar, digests=None,
     None or why the digests differ).
 
     With ``digests`` (a _SegmentDigests), ranges ending at or before ``through`` (a range end)
-    are compared by digest: the reader decodes only their orders, the engine thread feeds its
-    outputs to the digests; a digest difference stops the pass. Later ranges, and every range
-    without ``digests``, are compared row by row as follows.
+    are compared by digest: the reader decodes only their orders and, after loading the next
+    range, hashes this range's outputs; a digest difference stops the pass. Later ranges, and
+    every range without ``digests``, are compared row by row as follows.
 
     The reader thread runs, in submission order: load range k+1 (and the stored checkpoint
     it ends at), then the compare of range k when its outputs are fresh arrays; the engine
@@ -420,6 +420,11 @@ def _pipeline(info: RunInfo, eng, plan: list, ck_seqs: set, bar, digests=None,
     k's orders are loaded the reader has finished everything submitted before, so the order
     buffer of range k-1 is free for range k+1. Ranges are settled in order, so the reported
     divergence is the first one.
+
+    Digest mode with an exchange.Engine: the engine's reused output buffers alternate between
+    two sets (range k writes set k % 2), so the reader hashes range k's outputs while the
+    engine matches range k+1 into the other set; by the same argument set k % 2 is hashed
+    before range k+2 overwrites it.
     """
     data_dir = info.data_dir
     counts = {"orders": 0, "fills": 0, "l2": 0, "events": 0, "checkpoints": 0}
@@ -438,7 +443,8 @@ def _pipeline(info: RunInfo, eng, plan: list, ck_seqs: set, bar, digests=None,
         return loaded, ck
 
     def settle(upto: int):
-        """Take the outcome of the ranges <= upto, in order; return the first Divergence."""
+        """Take the outcome of the ranges <= upto, in order; return the first Divergence (or,
+        in digest mode, the str saying which digest differs)."""
         while pending and pending[0][0] <= upto:
             k, compared, ck_div = pending.pop(0)
             stored_rows, div = compared.result()
@@ -455,7 +461,12 @@ def _pipeline(info: RunInfo, eng, plan: list, ck_seqs: set, bar, digests=None,
                 return div
         return None
 
-    divergence, reuse, problem = None, False, None
+    divergence, reuse = None, False
+    # why private: Engine keeps its reused buffers in ``_out``; swapping two sets in lets the
+    # reader hash one range's outputs while the engine writes the next (an engine without it
+    # has the digests fed on its own thread)
+    swap = digests is not None and hasattr(eng, "_out")
+    outsets = [None, None]
     try:
         ahead = load(0) if plan else None
         for k, (lo, hi) in enumerate(plan):
@@ -470,17 +481,21 @@ def _pipeline(info: RunInfo, eng, plan: list, ck_seqs: set, bar, digests=None,
             # from the first range it reuses them for, so a short one would make it grow
             # them (copying) at each step; a full-size range sizes them once
             reuse = reuse or orders.size == width
-            res = eng.process(orders, reuse=reuse)
+            if reuse and swap:
+                eng._out = outsets[k % 2]
+                res = eng.process(orders, reuse=True)
+                outsets[k % 2] = eng._out
+            else:
+                res = eng.process(orders, reuse=reuse)
             mine = {name: getattr(res, name) for name in OUTPUT_TABLES}
-            if stored is None:
-                # why on the engine thread: hashing runs at ~14 GB/s (a few % of the engine's
-                # time), and handing reused buffers to the reader would need a copy of them
-                for name in OUTPUT_TABLES:
-                    problem = problem or digests.feed(name, mine[name])
-                if hi == through:
-                    problem = problem or digests.finish()
+            if stored is None and (swap or not reuse):
+                # the outputs stay intact until range k+2: hashed on the reader meanwhile
+                compared = pool.submit(_digest_range, digests, mine, hi == through)
+            elif stored is None:
+                for _, earlier, _ in pending:
+                    earlier.result()   # why: the digests take each range's rows in order
                 compared = Future()
-                compared.set_result(({name: mine[name].size for name in OUTPUT_TABLES}, None))
+                compared.set_result(_digest_range(digests, mine, hi == through))
             elif reuse:
                 # why here: the engine overwrites its reused buffers on the next range. Handing
                 # the compare to the reader would need a copy of them; measured on the shared
@@ -494,15 +509,25 @@ def _pipeline(info: RunInfo, eng, plan: list, ck_seqs: set, bar, digests=None,
             if ck is not None:
                 ck_div = _compare_checkpoint(info, eng, hi, ck.result())
             pending.append((k, compared, ck_div))
-            if problem is not None:
-                break            # the caller compares row by row from the start
             if ck_div or (compared.done() and compared.result()[1] is not None):
                 break            # found here: later ranges cannot come first
-        if divergence is None and problem is None:
+        if divergence is None:
             divergence = settle(len(plan))
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
-    return counts, divergence, problem
+    if isinstance(divergence, str):   # a digest differs: the caller compares row by row
+        return counts, None, divergence
+    return counts, divergence, None
+
+
+def _digest_range(digests, mine: dict, last: bool) -> tuple[dict, str | None]:
+    """(rerun row count per table, None or why a digest differs) for one range's outputs fed
+    to ``digests`` (a _SegmentDigests); ``last``: the range ends the digest zone."""
+    for name in OUTPUT_TABLES:
+        problem = digests.feed(name, mine[name])
+        if problem is not None:
+            return {n: mine[n].size for n in OUTPUT_TABLES}, problem
+    return {n: mine[n].size for n in OUTPUT_TABLES}, digests.finish() if last else None
 
 
 def _compare_range(stored: dict, mine: dict) -> tuple[dict, Divergence | None]:
