@@ -65,7 +65,11 @@ T_BATCH, T_BATCH_LZ4, T_BATCH_SHUF, T_BATCH_PARTS = 1, 2, 3, 4
 RECORD_TYPES = (T_BATCH, T_BATCH_LZ4, T_BATCH_SHUF, T_BATCH_PARTS)
 MIN_VERSION = {T_BATCH_SHUF: 2, T_BATCH_PARTS: 3}   # the file version that introduced a type
 PART = struct.Struct("<II")               # a type-4 part: raw length, lz4 block length
-LZ4_ACCELERATION = 1     # why 1: on shuffled rows higher levels barely gain speed and lose bytes
+# why 8: on the seeded 1M flow, session with fsync per batch, 10 interleaved rounds: 0.973x the
+# process CPU and 0.973x the wall time of acceleration 1 (paired medians), for 29.7 instead of
+# 28.5 WAL bytes per message; the lz4 call alone costs 0.78x (the byte shuffle is untouched).
+# Readers need nothing: acceleration only changes how hard the compressor searches.
+LZ4_ACCELERATION = 8
 DURABILITY = ("fsync", "interval", "none")
 _NAME = re.compile(r"^wal-(\d{8})\.log$")
 # Wire forms: the schema dtypes packed; orders without seq (it is implied by the first seq).
