@@ -86,18 +86,32 @@ def ladder_key(side, price):
 @njit(cache=True, _nrt=False, inline="always")
 def ladder_search(ladder_keys, off, n, key):
     """Return the first position in the book's ladder whose key is >= ``key`` (n if none)."""
-    lo = 0
-    hi = n
-    # most lookups land near the top of the book (the end): try the last entry first
-    if n > 0 and ladder_keys[off + n - 1] < key:
+    if n == 0:
+        return 0
+    top = ladder_keys[off + n - 1]
+    if top < key:
         return n
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if ladder_keys[off + mid] < key:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
+    # keys are distinct integers, so the entry d = top - key places below the top holds a key
+    # <= ``key``: equal when every tick in between is occupied (a dense book, where most orders
+    # land), and otherwise the answer lies above it. Either way the search starts near the top.
+    lo = 0
+    d = top - key
+    if d < n:
+        g = n - 1 - d
+        if ladder_keys[off + g] == key:
+            return g
+        lo = g + 1
+    # branch-free lower bound on [lo, n - 1] (the top is >= key): a mispredicted branch per
+    # step cost more than the whole search
+    base = lo
+    length = n - 1 - lo
+    while length > 1:
+        half = length >> 1
+        base = base + half if ladder_keys[off + base + half - 1] < key else base
+        length -= half
+    if length == 1 and ladder_keys[off + base] < key:
+        base += 1
+    return base
 
 
 @njit(cache=True, _nrt=False, inline="always")
