@@ -24,9 +24,9 @@ byte); the block is the same otherwise, and decoding reads the layout from the s
 Which encoding and layout a column gets is decided in store/choice.py (``choose``, ``Chooser``:
 smallest after compression, searched on a sample, remembered); they are re-exported here.
 Columns reach the encoders as contiguous arrays (``split_u64``: one cache-blocked pass over a
-batch's rows for all its fields): 8-byte ones as uint64 bit patterns, narrower ones in their own
-width; every kernel reads a value through ``_ld`` (its uint64 bit pattern, signed values
-sign-extended), so a narrow column is never widened into a uint64 copy.
+batch's rows for all its fields): uint8 fields as uint8 columns, all others as uint64 bit
+patterns; every kernel reads a value through ``_ld`` (its uint64 bit
+pattern), so a narrow column is never widened into a uint64 copy.
 
 Encoding is one kernel call per block (``_encode_block``), written into a reused per-thread
 buffer (``encode_view``; ``encode``/``encode_u64`` copy it out): each stream's min, max and gcd
@@ -703,10 +703,10 @@ _SPLIT_ROWS = 16_384   # rows per step of split_u64: ~0.7 MiB of records, stays 
 
 def split_u64(arrays, names, out: np.ndarray | None = None) -> dict:
     """The named integer fields of structured arrays (same dtype), concatenated, as {name:
-    contiguous column}. 8-byte fields come as uint64 bit patterns; narrower ones in their own
-    width and signedness (int32, uint32, uint8 ...), which the encoders (``encode_view``,
-    ``Chooser.encode_u64``, ``take_u64``) read as the bit patterns of their values (signed
-    ones sign-extended): a narrow column is copied at its own width, not widened to 8 bytes.
+    contiguous column}. uint8 fields come as uint8 columns, which the encoders (``encode_view``,
+    ``Chooser.encode_u64``, ``take_u64``) read as the bit patterns of their values: they are
+    copied at their own width, not widened to 8 bytes. All other fields come as uint64 bit
+    patterns (signed ones sign-extended).
     ``out`` (optional, reused to spare page faults) is C-contiguous scratch memory of any dtype;
     when it is large enough the columns are views into it (valid until it is reused).
     Raises ValueError for no arrays, mixed dtypes or a name that is not an integer field."""
@@ -720,7 +720,12 @@ def split_u64(arrays, names, out: np.ndarray | None = None) -> dict:
         if dtype.fields is None or c not in dtype.fields or dtype.fields[c][0].kind not in "iu":
             raise ValueError(f"split_u64: {c!r} is not an integer field of {dtype}")
     total = sum(a.size for a in arrays)
-    kinds = [np.uint64 if dtype.fields[c][0].itemsize == 8 else dtype.fields[c][0] for c in names]
+    # why only 1-byte unsigned fields stay narrow: they are most of the narrow bytes (five of
+    # the orders' eleven fields), and each column type the encoders see is another compiled
+    # variant of every encoding kernel (~10 s cold each): 4-byte fields (symbol, trader ...)
+    # are widened like the 8-byte ones
+    kinds = [dtype.fields[c][0] if dtype.fields[c][0] == np.uint8 else np.dtype(np.uint64)
+             for c in names]
     # each column starts on a cache line of its own
     sizes = [(total * np.dtype(k).itemsize + 63) // 64 * 64 for k in kinds]
     if out is not None and out.flags.c_contiguous and out.nbytes >= sum(sizes) + 64:
@@ -743,6 +748,7 @@ def split_u64(arrays, names, out: np.ndarray | None = None) -> dict:
             m = blk.size
             for c in names:
                 f = blk[c]
+                # (unsafe casting: int32 -> uint64 sign-extends, as C does)
                 np.copyto(cols[c][pos + s:pos + s + m],
                           f.view(np.uint64) if f.dtype.itemsize == 8 else f, casting="unsafe")
         pos += a.size
@@ -829,9 +835,9 @@ _local = threading.local()
 def encode_view(u: np.ndarray, dtype: np.dtype, encoding: int, aligned: int = PACKED) -> memoryview:
     """``encode_u64`` without the copy: the block as a memoryview of this thread's reused
     buffer, valid until the next encode on this thread (copy it, compress it or checksum it
-    before then). ``u`` is a 1-D integer array of any stride: uint64 bit patterns, or the
-    column in a width of its own (e.g. a ``split_u64`` field view), read as the bit patterns
-    of its values (signed ones sign-extended). Raises ValueError for an unknown encoding or a
+    before then). ``u`` is a 1-D integer array: uint64 bit patterns, or the column in a width
+    of its own (e.g. a ``split_u64`` column), read as the bit patterns of its values (signed
+    ones sign-extended; those, and strided columns, are first copied to uint64). Raises ValueError for an unknown encoding or a
     column that is not a 1-D integer array."""
     dtype = np.dtype(dtype)
     if encoding not in ENCODINGS:
@@ -839,6 +845,10 @@ def encode_view(u: np.ndarray, dtype: np.dtype, encoding: int, aligned: int = PA
     if u.ndim != 1 or u.dtype.kind not in "iu" or u.dtype.itemsize not in (1, 2, 4, 8):
         raise ValueError(f"encode_view takes a 1-D integer column (uint64 bit patterns or a field "
                          f"view), got {u.dtype} ndim {u.ndim}")
+    if u.dtype.kind == "i" or not u.flags.c_contiguous:
+        # why a uint64 copy (or view) for these: the kernels are compiled for contiguous
+        # unsigned columns only (each further column type is another compiled variant)
+        u = _as_u64(u)
     n = u.size
     bufs = getattr(_local, "bufs", None)
     if bufs is None or bufs[1].size < 2 * n:
