@@ -4,8 +4,8 @@ Workload: the seeded 1M-message flow (scenarios.uniform.bench_1m, seed 7, one sy
 exchange.Engine in batches of 65,536 messages; every 4 batches (262,144 messages, ~940k rows of
 the four tables) are sealed the way ``Session`` seals them, without the session around it:
 
-- split:  ``codecs.split_u64`` of each table's batches into contiguous columns (8-byte fields as
-          uint64 bit patterns, narrower ones in their own width; + ``seq_u64``)
+- split:  ``codecs.split_u64`` of each table's batches into contiguous columns (uint8 fields as
+          uint8, the others as uint64 bit patterns; + ``seq_u64``)
 - encode: ``segment.encode_columns`` (choice, encoders, lz4, CRC32C), one Chooser per run
   (so the first seal of a run searches for encodings, as a new data directory does)
 - commit: ``segment.commit_segments`` without fsync (page cache), then with fsync in a second
