@@ -22,7 +22,9 @@ from .book import (
     M_NEED_FILLS, M_NEED_L2, M_NSYM, M_ORDER_HW, M_SEQ, M_STP, M_TRADE_ID,
     alloc_order, append_to_level, detach_from_level, find_or_add_level, free_order, remove_level,
 )
-from .order_index import index_find, index_home, index_insert, index_remove
+from .order_index import (
+    index_find, index_home, index_insert, index_probe, index_put, index_remove, index_remove_at,
+)
 from .prefetch import prefetch
 from .schema import (
     KNOWN_FLAGS, MAX_LEVEL_QTY, MAX_QTY, Event, Flag, Kind, OrderType, Reason, Side, Stp, Tif,
@@ -119,15 +121,19 @@ def _fok_fillable(books, levels, arena, ladder_levels, opp_b, side, is_market, l
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _remove_order(arena, levels, books, index, meta, r):
+def _remove_order(arena, levels, books, index, meta, r, bucket=-1):
     """Unlink live order ``r`` from its level, the index and its book; free its slot.
 
+    ``bucket``: the order's index bucket if the caller just probed for it (-1: look it up).
     The level is left in place even if empty: the caller decides when to drop it.
     """
     o = arena[r]
     detach_from_level(arena, levels, r)
     books[np.int64(o.symbol) * 2 + o.side].live -= 1
-    index_remove(index, o.symbol, o.order_id)
+    if bucket >= 0:
+        index_remove_at(index, bucket)
+    else:
+        index_remove(index, o.symbol, o.order_id)
     meta[M_INDEX_COUNT] -= 1
     free_order(arena, meta, r)
 
@@ -213,9 +219,13 @@ def _match(seq, ts, symbol, side, is_market, limit, qty, order_id, trader, fille
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _rest(seq, ts, symbol, side, price, qty, filled, order_id, trader, flags,
+def _rest(seq, ts, symbol, side, price, qty, filled, order_id, trader, flags, at,
           arena, levels, index, books, ladder_keys, ladder_levels, meta, l2, cnt):
-    """Put a new open order at the back of its price level; False if the level would overflow."""
+    """Put a new open order at the back of its price level; False if the level would overflow.
+
+    ``at``: the empty index bucket where the order's id goes (the table unchanged since it was
+    probed), or -1 to probe again.
+    """
     b = np.int64(symbol) * 2 + side
     lv = find_or_add_level(books, levels, ladder_keys, ladder_levels, meta, b, side, price)
     L = levels[lv]
@@ -235,7 +245,10 @@ def _rest(seq, ts, symbol, side, price, qty, filled, order_id, trader, flags,
     o.flags = flags
     append_to_level(arena, levels, r, lv)
     books[b].live += 1
-    index_insert(index, symbol, order_id, r)
+    if at >= 0:
+        index_put(index, at, symbol, order_id, r)
+    else:
+        index_insert(index, symbol, order_id, r)
     meta[M_INDEX_COUNT] += 1
     _l2(l2, cnt, seq, ts, symbol, side, price, L.qty, L.count)
     return True
@@ -243,9 +256,13 @@ def _rest(seq, ts, symbol, side, price, qty, filled, order_id, trader, flags,
 
 @njit(cache=True, _nrt=False, inline="always")
 def _execute(seq, ts, symbol, side, is_market, tif, price, qty, filled, order_id, trader, flags,
-             arena, levels, index, books, ladder_keys, ladder_levels, meta, fills, l2, events,
+             at, arena, levels, index, books, ladder_keys, ladder_levels, meta, fills, l2, events,
              cnt):
-    """Match an accepted order, then rest or cancel what is left (semantics.md, NEW steps 2-4)."""
+    """Match an accepted order, then rest or cancel what is left (semantics.md, NEW steps 2-4).
+
+    ``at``: the empty index bucket the validation's probe for the id stopped at (-1: none).
+    """
+    live_before = meta[M_INDEX_COUNT]
     remaining, stp_stop = _match(seq, ts, symbol, side, is_market, price, qty, order_id, trader,
                                  filled, arena, levels, index, books, ladder_keys, ladder_levels,
                                  meta, fills, l2, events, cnt)
@@ -260,45 +277,48 @@ def _execute(seq, ts, symbol, side, is_market, tif, price, qty, filled, order_id
     elif tif != Tif.GTC:
         _event(events, cnt, seq, ts, symbol, order_id, Event.CANCELLED, Reason.IOC_UNFILLED,
                done, 0)
+    # matching only ever removes ids: with the count unchanged the table is as probed
     elif not _rest(seq, ts, symbol, side, price, remaining, done, order_id, trader, flags,
-                   arena, levels, index, books, ladder_keys, ladder_levels, meta, l2, cnt):
+                   at if meta[M_INDEX_COUNT] == live_before else -1, arena, levels, index, books, ladder_keys, ladder_levels, meta, l2, cnt):
         _event(events, cnt, seq, ts, symbol, order_id, Event.CANCELLED, Reason.OVERFLOW, done, 0)
 
 
 @njit(cache=True, _nrt=False, inline="always")
 def _validate_new(m, books, arena, levels, index, ladder_levels, stp):
-    """Return the reject reason of a NEW message, or Reason.NONE if it may be accepted."""
+    """Return (reject reason, -1) for a NEW message, or (Reason.NONE, the empty index bucket its
+    id probe stopped at) if it may be accepted."""
     if m.side > _SELL:
-        return Reason.BAD_SIDE
+        return Reason.BAD_SIDE, -1
     if m.order_type > OrderType.MARKET:
-        return Reason.BAD_ORDER_TYPE
+        return Reason.BAD_ORDER_TYPE, -1
     if m.tif > Tif.FOK:
-        return Reason.BAD_TIF
+        return Reason.BAD_TIF, -1
     if m.flags & ~KNOWN_FLAGS:
-        return Reason.BAD_FLAGS
+        return Reason.BAD_FLAGS, -1
     post_only = (m.flags & _POST_ONLY) != 0
     if post_only and (m.order_type != OrderType.LIMIT or m.tif != Tif.GTC):
-        return Reason.BAD_FLAGS
+        return Reason.BAD_FLAGS, -1
     if m.qty <= 0:
-        return Reason.BAD_QTY
+        return Reason.BAD_QTY, -1
     if m.qty > MAX_QTY:
-        return Reason.OVERFLOW
+        return Reason.OVERFLOW, -1
     is_market = m.order_type == OrderType.MARKET
     own_b = np.int64(m.symbol) * 2 + m.side
     if not is_market:
         if m.price <= 0:
-            return Reason.BAD_PRICE
+            return Reason.BAD_PRICE, -1
         if m.price < books[own_b].min_price or m.price > books[own_b].max_price:
-            return Reason.PRICE_OUT_OF_BAND
-    if index_find(index, m.symbol, m.order_id) >= 0:
-        return Reason.DUPLICATE_ID
+            return Reason.PRICE_OUT_OF_BAND, -1
+    p = index_probe(index, m.symbol, m.order_id)
+    if p >= 0:
+        return Reason.DUPLICATE_ID, -1
     opp_b = np.int64(m.symbol) * 2 + 1 - m.side
     if post_only and _best_crosses(books, levels, ladder_levels, opp_b, m.side, m.price):
-        return Reason.POST_ONLY_WOULD_CROSS
+        return Reason.POST_ONLY_WOULD_CROSS, -1
     if m.tif == Tif.FOK and not _fok_fillable(books, levels, arena, ladder_levels, opp_b, m.side,
                                                is_market, m.price, m.qty, m.trader, stp):
-        return Reason.FOK_CANNOT_FILL
-    return Reason.NONE
+        return Reason.FOK_CANNOT_FILL, -1
+    return Reason.NONE, -1 - p
 
 
 @njit(cache=True, _nrt=False, inline="always")
@@ -306,7 +326,8 @@ def _modify(m, seq, arena, levels, index, books, ladder_keys, ladder_levels, met
             events, cnt):
     """Apply a MODIFY message (semantics.md, MODIFY)."""
     sym = m.symbol
-    r = index_find(index, sym, m.order_id)
+    bucket = index_probe(index, sym, m.order_id)
+    r = np.int64(index[bucket].slot) if bucket >= 0 else -1
     reason = Reason.NONE
     if r < 0:
         reason = Reason.UNKNOWN_ID
@@ -353,13 +374,13 @@ def _modify(m, seq, arena, levels, index, books, ladder_keys, ladder_levels, met
     trader = o.trader
     flags = o.flags
     _event(events, cnt, seq, m.ts, sym, m.order_id, Event.MODIFIED, Reason.NONE, filled, m.qty)
-    _remove_order(arena, levels, books, index, meta, r)
+    _remove_order(arena, levels, books, index, meta, r, bucket)
     _l2(l2, cnt, seq, m.ts, sym, side, L.price, L.qty, L.count)
     if L.count == 0:
         remove_level(books, levels, ladder_keys, ladder_levels, meta,
                      np.int64(sym) * 2 + side, side, lv)
     _execute(seq, m.ts, sym, side, False, _GTC, m.price, m.qty, filled, m.order_id, trader,
-             flags, arena, levels, index, books, ladder_keys, ladder_levels, meta, fills, l2,
+             flags, -1, arena, levels, index, books, ladder_keys, ladder_levels, meta, fills, l2,
              events, cnt)
 
 
@@ -375,27 +396,28 @@ def _process_one(m, seq, arena, levels, index, books, ladder_keys, ladder_levels
                0, 0)
         return
     if m.kind == Kind.NEW:
-        reason = _validate_new(m, books, arena, levels, index, ladder_levels, meta[M_STP])
+        reason, at = _validate_new(m, books, arena, levels, index, ladder_levels, meta[M_STP])
         if reason != Reason.NONE:
             _event(events, cnt, seq, m.ts, sym, m.order_id, Event.REJECTED, reason, 0, 0)
             return
         _event(events, cnt, seq, m.ts, sym, m.order_id, Event.ACCEPTED, Reason.NONE, 0, m.qty)
         _execute(seq, m.ts, sym, np.int64(m.side), m.order_type == OrderType.MARKET,
-                 np.int64(m.tif), m.price, m.qty, 0, m.order_id, m.trader, m.flags,
+                 np.int64(m.tif), m.price, m.qty, 0, m.order_id, m.trader, m.flags, at,
                  arena, levels, index, books, ladder_keys, ladder_levels, meta, fills, l2, events,
                  cnt)
     elif m.kind == Kind.CANCEL:
-        r = index_find(index, sym, m.order_id)
-        if r < 0:
+        bucket = index_probe(index, sym, m.order_id)
+        if bucket < 0:
             _event(events, cnt, seq, m.ts, sym, m.order_id, Event.REJECTED, Reason.UNKNOWN_ID,
                    0, 0)
             return
+        r = np.int64(index[bucket].slot)
         o = arena[r]
         side = np.int64(o.side)
         lv = o.level
         _event(events, cnt, seq, m.ts, sym, m.order_id, Event.CANCELLED, Reason.USER_CANCEL,
                o.filled, 0)
-        _remove_order(arena, levels, books, index, meta, r)
+        _remove_order(arena, levels, books, index, meta, r, bucket)
         L = levels[lv]
         _l2(l2, cnt, seq, m.ts, sym, side, L.price, L.qty, L.count)
         if L.count == 0:

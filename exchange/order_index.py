@@ -51,18 +51,37 @@ def index_home(symbol, order_id, mask):
     return np.int64(h >> np.uint64(leading_zeros(np.uint64(mask))))
 
 
-@njit(cache=True, _nrt=False)
-def index_find(index, symbol, order_id):
-    """Return the arena slot of live order (symbol, order_id), or -1 if it is not live."""
+@njit(cache=True, _nrt=False, inline="always")
+def index_probe(index, symbol, order_id):
+    """Return the bucket holding (symbol, order_id), or ``-1 - e`` where ``e`` is the empty
+    bucket the probe stopped at: the bucket ``index_put`` may fill with that key for as long
+    as the table is not changed."""
     mask = len(index) - 1
     i = index_home(symbol, order_id, mask)
     while True:
         b = index[i]
         if b.slot < 0:
-            return -1
+            return -1 - i
         if b.order_id == order_id and b.symbol == symbol:
-            return b.slot
+            return i
         i = (i + 1) & mask
+
+
+@njit(cache=True, _nrt=False)
+def index_find(index, symbol, order_id):
+    """Return the arena slot of live order (symbol, order_id), or -1 if it is not live."""
+    i = index_probe(index, symbol, order_id)
+    return index[i].slot if i >= 0 else -1
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def index_put(index, at, symbol, order_id, slot):
+    """Store (symbol, order_id) -> slot in the empty bucket ``at`` (from ``index_probe``, the
+    table unchanged since)."""
+    b = index[at]
+    b.order_id = order_id
+    b.symbol = symbol
+    b.slot = slot
 
 
 @njit(cache=True, _nrt=False, inline="always")
@@ -72,24 +91,13 @@ def index_insert(index, symbol, order_id, slot):
     i = index_home(symbol, order_id, mask)
     while index[i].slot >= 0:
         i = (i + 1) & mask
-    b = index[i]
-    b.order_id = order_id
-    b.symbol = symbol
-    b.slot = slot
+    index_put(index, i, symbol, order_id, slot)
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def index_remove(index, symbol, order_id):
-    """Remove (symbol, order_id); return False if it was absent."""
+def index_remove_at(index, i):
+    """Remove the key in bucket ``i`` (from ``index_probe``, the table unchanged since)."""
     mask = len(index) - 1
-    i = index_home(symbol, order_id, mask)
-    while True:
-        b = index[i]
-        if b.slot < 0:
-            return False
-        if b.order_id == order_id and b.symbol == symbol:
-            break
-        i = (i + 1) & mask
     # backward shift: pull later members of the probe run into the hole so no tombstone is needed
     j = i
     while True:
@@ -106,6 +114,15 @@ def index_remove(index, symbol, order_id):
         index[i] = index[j]
         i = j
     index[i].slot = -1
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def index_remove(index, symbol, order_id):
+    """Remove (symbol, order_id); return False if it was absent."""
+    i = index_probe(index, symbol, order_id)
+    if i < 0:
+        return False
+    index_remove_at(index, i)
     return True
 
 
