@@ -8,13 +8,15 @@ ones in one of two ways (``RerunReport.mode``):
   store/digest.py): the engine's rows are split per (table, symbol) and hashed in seq order,
   each running digest closing at the next stored segment's row count and compared with the
   digest the seal (or compaction) recorded for that segment. The stored outputs are not
-  decoded at all; only the orders are read. A segment whose rows differ passes with
-  probability 2^-128 (xxh3_128). The WAL tail after the last seal is compared row by row.
-  Any difference (a digest, a row count, a checkpoint) stops this pass and the run is compared
-  again row by row from its start, so the report is exactly the row-by-row one.
-  What it proves: the engine reproduces the rows that were sealed. It does not read the stored
-  output files, so damage to them after the seal is found by their CRC32Cs when read (``verify``,
-  ``exsim export``, ``compare="rows"``), not by this mode.
+  decoded: only the orders are, while each output segment file's checksums (footer, index,
+  every block's CRC32C) are checked on the stored bytes. A segment whose rows differ passes
+  with probability 2^-128 (xxh3_128). The WAL tail after the last seal is compared row by row.
+  Any difference (a digest, a row count, a checkpoint) or a damaged or missing file stops this
+  pass and the run is compared again row by row from its start, so the report (or the
+  CorruptionError) is exactly the row-by-row one.
+  What it proves: the engine reproduces the rows that were sealed, and the files holding them
+  are intact. Not re-derived: that the intact files decode to those rows (the seal's own
+  correctness, which the store's tests and ``compare="rows"`` cover).
 - "rows": per range, every field of every row (every stored byte) is compared with the decoded
   stored rows of the same seq range. Used for runs sealed before digests and with
   ``compare="rows"``.
@@ -66,15 +68,15 @@ from dataclasses import dataclass, field
 import crc32c
 import numpy as np
 
-from exchange.errors import StoreError, UsageError
+from exchange.errors import CorruptionError, StoreError, UsageError
 from exchange.schema import CHECKPOINT_DTYPE, EVENT_DTYPE, FILL_DTYPE, L2_DTYPE, ORDER_DTYPE
 from numba import njit
 
 from store import iter_columns, read_checkpoint
 from store.digest import RowDigest, by_symbol, is_digest
 
-from ._store import (RunInfo, checkpoint_row, load_checkpoint, output_segments, restore,
-                     run_info, segment_cuts)
+from ._store import (RunInfo, check_segment_file, checkpoint_row, load_checkpoint,
+                     output_segments, restore, run_info, segment_cuts)
 
 __all__ = ["RerunReport", "Divergence", "rerun", "compare_outputs", "compare_columns"]
 
@@ -309,8 +311,13 @@ def rerun(data_dir, *, progress: bool = False, chunk: int = 1_000_000,
     try:
         if through > start:
             digests = _SegmentDigests(found)
-            counts, divergence, problem = _pipeline(info, eng, _split_at(plan, through),
-                                                    ck_seqs, bar, digests, through)
+            try:
+                counts, divergence, problem = _pipeline(info, eng, _split_at(plan, through),
+                                                        ck_seqs, bar, digests, through)
+            except (CorruptionError, FileNotFoundError) as e:
+                # why not raised here: an earlier range may hold a divergence the digests
+                # have not closed on yet; the row-by-row pass reports whichever comes first
+                divergence, problem = None, f"the digest pass met a damaged or missing file: {e}"
             if divergence is None and problem is None:
                 return RerunReport(True, counts, None, time.perf_counter() - t0, "digest")
             # why from the start: the digest pass knows which segment differs, not which row;
@@ -367,11 +374,20 @@ def _digest_zone(info: RunInfo, start: int) -> tuple[int, object]:
 class _SegmentDigests:
     """Running digests of the rerun's output rows per (table, symbol), each closed where the
     next stored segment of that table and symbol ends (its row count) and compared with the
-    digest recorded for it. ``feed`` and ``finish`` return None, or why the rows differ."""
+    digest recorded for it. ``feed`` and ``finish`` return None, or why the rows differ.
+    ``files(lo, hi)``: the paths of the segments starting in seq lo..hi, whose stored bytes the
+    reader checks (their checksums) in that range."""
 
     def __init__(self, segments: dict):
         self.todo = segments       # (table, symbol) -> deque of catalog rows, by seq
         self.open = {}             # (table, symbol) -> (RowDigest, its catalog row)
+        starts = sorted((int(r["seq_lo"]), r["path"]) for q in segments.values() for r in q)
+        self._lo = np.array([lo for lo, _ in starts], np.int64)
+        self._paths = [p for _, p in starts]
+
+    def files(self, lo: int, hi: int) -> list:
+        a = int(np.searchsorted(self._lo, lo, side="left"))
+        return self._paths[a:int(np.searchsorted(self._lo, hi, side="right"))]
 
     def feed(self, table: str, rows: np.ndarray) -> str | None:
         for sym, part in by_symbol(rows):
@@ -438,8 +454,9 @@ def _pipeline(info: RunInfo, eng, plan: list, ck_seqs: set, bar, digests=None,
 
     def load(k):
         lo, hi = plan[k]
-        loaded = pool.submit(_load, data_dir, lo, hi, buffers[k % 2],
-                             digests is None or hi > through)
+        by_rows = digests is None or hi > through
+        loaded = pool.submit(_load, data_dir, lo, hi, buffers[k % 2], by_rows,
+                             () if by_rows else digests.files(lo, hi))
         ck = pool.submit(_stored_checkpoint, data_dir, hi) if hi in ck_seqs else None
         return loaded, ck
 
@@ -547,11 +564,14 @@ def _compare_range(stored: dict, mine: dict) -> tuple[dict, Divergence | None]:
 _ROWS_PER_COPY = 16_384   # rows per field copy: the destination rows (45 B each) stay in L2
 
 
-def _load(data_dir: str, lo: int, hi: int, buf: np.ndarray,
-          outputs: bool = True) -> tuple[np.ndarray, dict | None]:
+def _load(data_dir: str, lo: int, hi: int, buf: np.ndarray, outputs: bool = True,
+          check=()) -> tuple[np.ndarray, dict | None]:
     """The orders of seq lo..hi as an engine batch (a view of ``buf``), and the stored outputs
-    as column blocks (None unless ``outputs``). Raises StoreError if the orders table lacks one
-    of those seqs."""
+    as column blocks (None unless ``outputs``). ``check``: segment files (relative paths) whose
+    checksums are checked without decoding them (digest mode). Raises StoreError if the orders
+    table lacks one of those seqs, CorruptionError if a file fails a check."""
+    for path in check:
+        check_segment_file(os.path.join(data_dir, path))
     blocks = list(iter_columns(data_dir, "orders", seq=(lo, hi)))
     n = sum(b["seq"].size for b in blocks)
     if n != hi - lo + 1 or (n and (blocks[0]["seq"][0] != lo or blocks[-1]["seq"][-1] != hi)):

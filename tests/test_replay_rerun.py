@@ -285,3 +285,28 @@ def test_a_wrong_recorded_digest_is_settled_by_the_rows(tmp_path):
     assert report.ok and report.mode == "rows" and seg["path"] in report.fallback
     with pytest.raises(UsageError):
         rerun(tmp_path, compare="digest")
+
+
+@pytest.mark.parametrize("table,which", [("fills", 0), ("l2", -1), ("events", 2)])
+def test_a_damaged_output_file_is_reported_as_when_its_rows_are_read(tmp_path, table, which):
+    import os
+    from exchange.errors import CorruptionError
+    from replay._store import check_segment_file
+    from store.catalog import Catalog
+    store_run(tmp_path, rich_flow(1500, seed=33))
+    cat = Catalog(str(tmp_path))
+    segs = sorted((r for r in cat.all_segments() if r["table_name"] == table),
+                  key=lambda r: r["seq_lo"])
+    cat.close()
+    path = os.path.join(tmp_path, segs[which]["path"])
+    assert check_segment_file(path) is None
+    data = bytearray(open(path, "rb").read())
+    data[len(data) // 3] ^= 0xFF                      # inside a column block
+    open(path, "wb").write(bytes(data))
+    with pytest.raises(CorruptionError, match=os.path.basename(path)):
+        check_segment_file(path)
+    with pytest.raises(CorruptionError) as by_digest:
+        rerun(tmp_path)
+    with pytest.raises(CorruptionError) as by_rows:
+        rerun(tmp_path, compare="rows")
+    assert str(by_digest.value) == str(by_rows.value)
