@@ -315,3 +315,23 @@ def test_benchmark_command_runs_in_smoke_mode(text, tmp_path):
     _run(cmd, tmp_path, tmp_path / "smoke")
     assert _snapshot(text) == before, f"`{text}` changed benchmarks/results or the docs in smoke mode"
     assert list((tmp_path / "smoke").glob("*.json")), f"`{text}` wrote no JSON report"
+
+
+def test_generated_blocks_are_closed_and_headings_unique():
+    # a report block whose end marker is lost swallows the text after it, so a stale copy of a
+    # section can survive unseen (every command inside a block is skipped)
+    for page in PAGES:
+        text = (REPO / page).read_text()
+        open_name = None
+        for m in re.finditer(r"<!-- ([\w-]+):(begin|end) -->", text):
+            name, edge = m.groups()
+            if edge == "begin":
+                assert open_name is None, f"{page}: {name}:begin inside {open_name}'s block"
+                open_name = name
+            else:
+                assert open_name == name, f"{page}: {name}:end without its begin"
+                open_name = None
+        assert open_name is None, f"{page}: {open_name}:begin has no end marker"
+        heads = re.findall(r"^#{1,3} .+$", text, re.M)
+        dup = sorted({h for h in heads if heads.count(h) > 1})
+        assert not dup, f"{page}: headings repeated: {dup}"
