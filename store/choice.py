@@ -48,15 +48,15 @@ def _sample(u: np.ndarray) -> np.ndarray:
 
 
 def choose_u64(u: np.ndarray, dtype, candidates=ENCODINGS, compress=None) -> tuple[int, int, bytes]:
-    """``choose`` for a column given as uint64 bit patterns or as a field view (see
-    ``codecs.encode_view``)."""
+    """``choose`` for a column given as uint64 bit patterns or as another integer column (a
+    ``split_u64`` column; see ``codecs.encode_view``)."""
     if u.size > SEARCH_ROWS:
         # why: ranking on a sample costs a fraction of the search and picks the same winner
         # for the steady flows we store; only the winner encodes the whole column
         enc, aligned, _ = choose_u64(_sample(u), dtype, candidates, compress)
         return enc, aligned, encode_u64(u, dtype, enc, aligned)
     # why uint64 bit patterns: the ~15 trial encodes below then run one compiled variant
-    # whatever the column's width and stride (a short column: the copy is cheap)
+    # whatever the column's type (a short column: the copy is cheap)
     u = _as_u64(u)
     best = None
     for enc in candidates:

@@ -25,8 +25,8 @@ Which encoding and layout a column gets is decided in store/choice.py (``choose`
 smallest after compression, searched on a sample, remembered); they are re-exported here.
 Columns reach the encoders as contiguous arrays (``split_u64``: one cache-blocked pass over a
 batch's rows for all its fields): uint8 fields as uint8 columns, all others as uint64 bit
-patterns; every kernel reads a value through ``_ld`` (its uint64 bit
-pattern), so a narrow column is never widened into a uint64 copy.
+patterns; every kernel reads a value through ``_ld`` (its uint64 bit pattern), so a narrow
+column is never widened into a uint64 copy.
 
 Encoding is one kernel call per block (``_encode_block``), written into a reused per-thread
 buffer (``encode_view``; ``encode``/``encode_u64`` copy it out): each stream's min, max and gcd
@@ -100,10 +100,10 @@ def _bit_width(x):
 
 @njit(cache=True, nogil=True, inline="always")
 def _ld(a, i):
-    """a[i] as its uint64 bit pattern, for an integer array of any width and stride: narrower
-    signed values sign-extend, unsigned ones zero-extend (through int64: one instruction, or
-    none for 8-byte values). Why: the encoders read a column where it lies, e.g. a field of a
-    packed record array, instead of a uint64 copy of it."""
+    """a[i] as its uint64 bit pattern, for an integer array of any width: narrower signed
+    values sign-extend, unsigned ones zero-extend (through int64: one instruction, or none for
+    8-byte values). Why: the encoders read a narrow column (split_u64's uint8 columns) as it
+    is, instead of a uint64 copy of it."""
     return np.uint64(np.int64(a[i]))
 
 
@@ -476,7 +476,7 @@ def _encode_block(u, enc, aligned, flip, itemsize, out, tmp):
         return _put_stream(tmp[n:n + nr], _U0, aligned, out, pos)
     if enc == DICT:
         # why the keys into tmp's upper half: one contiguous uint64 input for _dict_index
-        # whatever the column's width and stride (its indexes go to the lower half)
+        # whatever the column's width (its indexes go to the lower half)
         keys = tmp[n:2 * n]
         for i in range(n):
             keys[i] = _ld(u, i) ^ flip
@@ -698,7 +698,7 @@ def gather_u64(parts, signed: bool) -> np.ndarray:
     return out
 
 
-_SPLIT_ROWS = 16_384   # rows per step of split_u64: ~0.7 MiB of records, stays in L2
+_SPLIT_ROWS = 16_384   # rows per step of split_u64: 0.7-1.1 MiB of records, about L2's size
 
 
 def split_u64(arrays, names, out: np.ndarray | None = None) -> dict:
