@@ -359,6 +359,34 @@ class Engine:
                 + struct.pack("<Q", len(rows)) + rows.tobytes())
         return body + struct.pack("<I", crc32c.crc32c(body))
 
+    def checkpoint_equals(self, blob) -> bool:
+        """Return ``self.checkpoint() == blob`` without serialising the book.
+
+        The header and the trailing CRC32C are compared as bytes; the rows are checked in place
+        against the live orders (``kernels.orders_equal``: one lookup per row, prefetched,
+        instead of walking every queue and copying it out). Anything that is not a checkpoint
+        of this layout is simply unequal: it never raises.
+        """
+        blob = memoryview(blob).cast("B")
+        if len(blob) < 28 or bytes(blob[:8]) != _CHECKPOINT_MAGIC:
+            return False
+        version, hlen = struct.unpack_from("<II", blob, 8)
+        header = json.dumps(self._state_header(), sort_keys=True).encode()
+        if version != _CHECKPOINT_VERSION or hlen != len(header) \
+                or bytes(blob[16:16 + hlen]) != header:
+            return False
+        start = 24 + hlen
+        (nrows,) = struct.unpack_from("<Q", blob, 16 + hlen)
+        if nrows != self.live_orders or start + nrows * CHECKPOINT_DTYPE.itemsize + 4 != len(blob):
+            return False
+        (crc,) = struct.unpack_from("<I", blob, len(blob) - 4)
+        if crc32c.crc32c(blob[:-4]) != crc:
+            return False
+        rows = np.frombuffer(blob, CHECKPOINT_DTYPE, count=nrows, offset=start)
+        return bool(kernels.orders_equal(rows, self._books, self._levels, self._arena,
+                                         self._index, len(self._names),
+                                         self.prefetch_distance))
+
     @classmethod
     def restore(cls, blob: bytes) -> "Engine":
         """Return a new engine in exactly the state ``blob`` (from ``checkpoint``) describes.
