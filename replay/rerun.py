@@ -36,8 +36,9 @@ How it keeps up with the engine: a reader thread does the store's work while the
   grow the engine writes fresh output arrays (so it does not regrow its reused buffers at each
   step) and the reader compares them; full-size ranges use the engine's reused buffers and are
   compared on the engine's thread before the next range overwrites them.
-- At a compared checkpoint the engine's state is compared in place (header JSON and rows
-  against the stored bytes) instead of serialising a checkpoint; see ``_same_state``.
+- At a compared checkpoint the engine's state is compared in place (``Engine.checkpoint_equals``,
+  or header JSON and collected rows against the stored bytes) instead of serialising a
+  checkpoint; see ``_same_state``.
 
 Invariants:
 - ``ok`` is True only if every stored output row of every table equals the rerun's, row for row
