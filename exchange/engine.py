@@ -35,11 +35,27 @@ from .schema import (
     ORDER_DTYPE, Flag, Kind, OrderType, Side, Stp, Tif,
 )
 
-__all__ = ["Engine", "Result"]
+__all__ = ["Engine", "Result", "OutputBuffers"]
 
 _CHECKPOINT_MAGIC = b"EXSIMCKP"
 _CHECKPOINT_VERSION = 1
 _INITIAL_LADDER = 8
+
+
+class OutputBuffers:
+    """Arrays an Engine writes a batch's fills, L2 updates and events into (``Engine.process(
+    orders, out=buffers)``): allocated once, so a caller that consumes each Result before it
+    reuses the buffers pays no allocation or page faults per batch. The engine replaces an array
+    by a larger copy when a batch needs more room. Sized for ``n_messages`` as ``process`` sizes
+    fresh outputs (np.zeros maps untouched pages lazily, so generous costs nothing)."""
+
+    __slots__ = ("fills", "l2", "events")
+
+    def __init__(self, n_messages: int = 0):
+        n = max(int(n_messages), 0)
+        self.fills = np.zeros(n // 2 + 1024, FILL_DTYPE)
+        self.l2 = np.zeros(n + n // 2 + 1024, L2_DTYPE)
+        self.events = np.zeros(2 * n + n // 2 + 1024, EVENT_DTYPE)
 
 
 class Result(NamedTuple):
@@ -97,7 +113,7 @@ class Engine:
         self._tick_sizes: list[float] = []
         self._next_auto_id = 1
         self.prefetch_distance = 16  # messages; 0 turns prefetching off (results identical)
-        self._out: tuple | None = None  # output buffers kept for process(reuse=True)
+        self._out: OutputBuffers | None = None  # the buffers process(reuse=True) writes into
 
     # ---------------------------------------------------------------- symbols and options
     def add_symbol(self, name: str, tick_size: float = 1, min_price: int = 1,
@@ -168,28 +184,33 @@ class Engine:
         }
 
     # ---------------------------------------------------------------- processing
-    def process(self, orders: np.ndarray, *, reuse: bool = False) -> Result:
+    def process(self, orders: np.ndarray, *, reuse: bool = False,
+                out: OutputBuffers | None = None) -> Result:
         """Match a batch of ORDER_DTYPE messages; return their fills, L2 updates and events.
 
         Message i of the batch gets seq ``self.seq + 1 + i``. With ``reuse=True`` the Result
         holds views into output buffers the engine keeps and overwrites on its next
         ``reuse=True`` call (no allocation or page faults per batch: the fast path for callers
         that consume each Result before the next batch, such as the journal and benchmarks).
-        Raises UsageError if ``orders`` is not a one-dimensional ORDER_DTYPE array; never raises
-        on message content.
+        With ``out`` (an OutputBuffers) the Result holds views into those instead, valid until
+        they are written again: a caller alternating two sets can read one batch's outputs on
+        another thread while the engine writes the next.
+        Raises UsageError if ``orders`` is not a one-dimensional ORDER_DTYPE array or both
+        ``reuse`` and ``out`` are given; never raises on message content.
         """
         if not isinstance(orders, np.ndarray) or orders.dtype != ORDER_DTYPE or orders.ndim != 1:
             got = getattr(orders, "dtype", type(orders).__name__)
             raise UsageError(f"process() takes a 1-d numpy array of ORDER_DTYPE; got {got}")
+        if reuse and out is not None:
+            raise UsageError("process() takes reuse=True or out=..., not both")
         orders = np.ascontiguousarray(orders)
         n = len(orders)
-        if reuse and self._out is not None:
-            fills, l2, events = self._out
-        else:
-            # generous: np.zeros maps untouched pages lazily, while a grow copies what is written
-            fills = np.zeros(n // 2 + 1024, FILL_DTYPE)
-            l2 = np.zeros(n + n // 2 + 1024, L2_DTYPE)
-            events = np.zeros(2 * n + n // 2 + 1024, EVENT_DTYPE)
+        if reuse:
+            if self._out is None:
+                self._out = OutputBuffers(n)
+            out = self._out
+        buffers = out if out is not None else OutputBuffers(n)
+        fills, l2, events = buffers.fills, buffers.l2, buffers.events
         cnt = np.zeros(3, np.int64)
         start = 0
         while True:
@@ -205,8 +226,7 @@ class Engine:
                 events = _grow(events, int(self._meta[M_NEED_EVENTS]))
             else:
                 self._grow_state(status)
-        if reuse:
-            self._out = (fills, l2, events)
+        buffers.fills, buffers.l2, buffers.events = fills, l2, events
         return Result(fills[: cnt[0]], l2[: cnt[1]], events[: cnt[2]])
 
     def _grow_state(self, status: int) -> None:

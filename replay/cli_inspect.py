@@ -321,7 +321,9 @@ def cmd_rerun(args) -> int:
         print(f"{k:>12}  {v:,}" if isinstance(v, int) else f"{k:>12}  {v}")
     print()
     if report.ok:
-        print(f"rerun: ok, every stored row reproduced byte for byte ({secs:.2f} s)")
+        how = ("every sealed output segment's row digest (xxh3-128) and the unsealed rows"
+               if report.mode == "digest" else "every stored row, byte for byte,")
+        print(f"rerun: ok, {how} reproduced ({secs:.2f} s)")
         return EXIT_OK
     d = report.first_divergence
     if d is None:

@@ -321,7 +321,8 @@ def _demo_steps(data_dir: str, captured: dict, mid_seq: int, quiet: bool) -> lis
                   + " to the live engine (L2 10 levels + L3)"))
     rr = rerun(data_dir, progress=not quiet and sys.stderr.isatty())
     if rr.ok:
-        detail = "fresh engine reproduced every stored row byte for byte"
+        detail = ("fresh engine reproduced every stored row "
+                  + ("(sealed segments by row digest)" if rr.mode == "digest" else "byte for byte"))
     else:
         d = rr.first_divergence
         detail = f"first divergence in {d.table} at seq {d.seq}" if d else "diverged"

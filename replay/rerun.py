@@ -30,8 +30,8 @@ How it keeps up with the engine: a reader thread does the store's work while the
 - The reader decodes range k+1 into one of two reused order buffers (in rows mode also the
   stored outputs, as column blocks from ``store.iter_columns``: no rows assembled) and reads
   and checks the stored checkpoint the range ends at, while the engine (which releases the
-  GIL) matches range k. In digest mode the engine's thread hashes each range's outputs
-  (~14 GB/s, a few % of the matching time) before the next range overwrites them.
+  GIL) matches range k. In digest mode the reader also hashes range k-1's outputs (~14 GB/s)
+  while the engine writes range k into the other of two output sets (``Engine.process(out=)``).
 - Outputs are compared column by column with the stored blocks in a nogil kernel. While ranges
   grow the engine writes fresh output arrays (so it does not regrow its reused buffers at each
   step) and the reader compares them; full-size ranges use the engine's reused buffers and are
@@ -58,6 +58,7 @@ orders at the end; 1.2 GB for the rerun it replaced).
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import struct
@@ -70,7 +71,8 @@ import crc32c
 import numpy as np
 
 from exchange.errors import CorruptionError, StoreError, UsageError
-from exchange.schema import CHECKPOINT_DTYPE, EVENT_DTYPE, FILL_DTYPE, L2_DTYPE, ORDER_DTYPE
+from exchange.engine import OutputBuffers
+from exchange.schema import CHECKPOINT_DTYPE, ORDER_DTYPE
 from numba import njit
 
 from store import iter_columns, read_checkpoint
@@ -421,6 +423,14 @@ class _SegmentDigests:
         return None
 
 
+def _takes_out(engine) -> bool:
+    """Whether ``engine.process`` accepts ``out=`` (exchange.Engine does; a stand-in may not)."""
+    try:
+        return "out" in inspect.signature(engine.process).parameters
+    except (TypeError, ValueError):
+        return False
+
+
 def _pipeline(info: RunInfo, eng, plan: list, ck_seqs: set, bar, digests=None,
               through: int = 0) -> tuple[dict, object, str | None]:
     """Run ``plan``'s ranges through ``eng`` and compare; return (counts, first Divergence,
@@ -438,8 +448,8 @@ def _pipeline(info: RunInfo, eng, plan: list, ck_seqs: set, bar, digests=None,
     buffer of range k-1 is free for range k+1. Ranges are settled in order, so the reported
     divergence is the first one.
 
-    Digest mode with an exchange.Engine: the engine's reused output buffers alternate between
-    two sets (range k writes set k % 2), so the reader hashes range k's outputs while the
+    Digest mode with an exchange.Engine: the engine's outputs alternate between two
+    OutputBuffers sets (range k writes set k % 2, ``process(out=)``), so the reader hashes range k's outputs while the
     engine matches range k+1 into the other set; by the same argument set k % 2 is hashed
     before range k+2 overwrites it. Both sets are sized for the widest range up front, so the
     short first ranges use them too.
@@ -481,17 +491,12 @@ def _pipeline(info: RunInfo, eng, plan: list, ck_seqs: set, bar, digests=None,
         return None
 
     divergence, reuse = None, False
-    # why private: Engine keeps its reused buffers in ``_out``; swapping two sets in lets the
-    # reader hash one range's outputs while the engine writes the next (an engine without it
-    # has the digests fed on its own thread)
-    swap = digests is not None and hasattr(eng, "_out")
-    # why sized up front: the engine sizes its buffers from the first range it is given, so
-    # the short first ranges would otherwise get fresh arrays (a page fault per 4 KiB written:
-    # 5% of the engine's time on the 10 M bench run, interleaved); sized as Engine.process
-    # sizes them for a range of ``width`` (it grows them itself if a range needs more)
-    outsets = [(np.zeros(width // 2 + 1024, FILL_DTYPE), np.zeros(width + width // 2 + 1024, L2_DTYPE),
-                np.zeros(2 * width + width // 2 + 1024, EVENT_DTYPE)) if swap else None
-               for _ in range(2)]
+    # why two output sets: the reader hashes one range's outputs while the engine writes the
+    # next (an engine class without ``out=`` has the digests fed on its own thread). Sized up
+    # front for the widest range: the short first ranges would otherwise get fresh arrays (a
+    # page fault per 4 KiB written: 5% of the engine's time on the 10 M bench run, interleaved)
+    swap = digests is not None and _takes_out(eng)
+    outsets = [OutputBuffers(width) for _ in range(2)] if swap else None
     try:
         ahead = load(0) if plan else None
         for k, (lo, hi) in enumerate(plan):
@@ -507,9 +512,7 @@ def _pipeline(info: RunInfo, eng, plan: list, ck_seqs: set, bar, digests=None,
             # them (copying) at each step; a full-size range sizes them once
             reuse = reuse or orders.size == width or swap
             if swap:
-                eng._out = outsets[k % 2]
-                res = eng.process(orders, reuse=True)
-                outsets[k % 2] = eng._out
+                res = eng.process(orders, out=outsets[k % 2])
             else:
                 res = eng.process(orders, reuse=reuse)
             mine = {name: getattr(res, name) for name in OUTPUT_TABLES}

@@ -344,3 +344,19 @@ def test_checkpoint_restore_roundtrip(engine):
     assert (restored.seq, restored.state_hash()) == (engine.seq, engine.state_hash())
     a, b = restored.process(sell(5, 99, 6)), engine.process(sell(5, 99, 6))
     assert all(x.tobytes() == y.tobytes() for x, y in zip(a, b))
+
+
+def test_outputs_written_into_given_buffers_equal_fresh_ones_and_grow_when_short():
+    from conftest import random_flow, split
+    from exchange import OutputBuffers
+    from exchange.errors import UsageError
+    orders = random_flow(seed=31, n=3000)
+    fresh, given = make_book("engine"), make_book("engine")
+    sets = [OutputBuffers(0), OutputBuffers(0)]      # smaller than any batch's outputs
+    for k, batch in enumerate(split(orders, range(0, 3000, 400))):
+        want, got = fresh.process(batch), given.process(batch, out=sets[k % 2])
+        assert [t.tobytes() for t in got] == [t.tobytes() for t in want]
+        assert got.events.base is sets[k % 2].events or got.events.base is sets[k % 2].events.base
+    assert len(sets[0].events) >= 400
+    with pytest.raises(UsageError, match="not both"):
+        given.process(orders[:1], reuse=True, out=sets[0])
