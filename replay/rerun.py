@@ -36,9 +36,8 @@ How it keeps up with the engine: a reader thread does the store's work while the
   grow the engine writes fresh output arrays (so it does not regrow its reused buffers at each
   step) and the reader compares them; full-size ranges use the engine's reused buffers and are
   compared on the engine's thread before the next range overwrites them.
-- At a compared checkpoint the engine's state is compared in place (``Engine.checkpoint_equals``,
-  or header JSON and collected rows against the stored bytes) instead of serialising a
-  checkpoint; see ``_same_state``.
+- At a compared checkpoint the engine's state is compared in place (``Engine.checkpoint_equals``)
+  instead of serialising a checkpoint; see ``_same_state``.
 
 Invariants:
 - ``ok`` is True only if every stored output row of every table equals the rerun's, row for row
@@ -59,20 +58,17 @@ orders at the end; 1.2 GB for the rerun it replaced).
 from __future__ import annotations
 
 import inspect
-import json
 import os
-import struct
 import time
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-import crc32c
 import numpy as np
 
 from exchange.errors import CorruptionError, StoreError, UsageError
 from exchange.engine import OutputBuffers
-from exchange.schema import CHECKPOINT_DTYPE, ORDER_DTYPE
+from exchange.schema import ORDER_DTYPE
 from numba import njit
 
 from store import iter_columns, read_checkpoint
@@ -599,79 +595,34 @@ def _load(data_dir: str, lo: int, hi: int, buf: np.ndarray, outputs: bool = True
     return orders, stored
 
 
-# The checkpoint layout Engine.checkpoint documents: magic, u32 version, u32 header length,
-# header JSON, u64 row count, CHECKPOINT_DTYPE rows, u32 CRC32C of everything before it.
-_CK_MAGIC, _CK_LAYOUT_VERSION = b"EXSIMCKP", 1
-_CK_HEAD = struct.Struct("<8sII")
-
-
-def _stored_checkpoint(data_dir: str, seq: int) -> tuple[bytes, tuple | None]:
-    """The stored checkpoint at ``seq`` (file checks passed) and its ``_checkpoint_layout``.
-    Raises StoreError if no checkpoint is registered at exactly ``seq``."""
+def _stored_checkpoint(data_dir: str, seq: int) -> bytes:
+    """The stored checkpoint at ``seq`` (file checks passed). Raises StoreError if no
+    checkpoint is registered at exactly ``seq``."""
     got, blob = read_checkpoint(data_dir, seq)
     if got != seq:
         raise StoreError(f"{data_dir}: no checkpoint at seq {seq} (newest before it: {got})")
-    return blob, _checkpoint_layout(blob)
+    return blob
 
 
-def _checkpoint_layout(blob: bytes) -> tuple | None:
-    """(header JSON bytes, row count, rows offset) of an engine checkpoint blob whose magic,
-    version and sizes are the layout ``_same_state`` knows and whose trailing CRC32C holds;
-    None for anything else (the caller then compares whole blobs)."""
-    if len(blob) < _CK_HEAD.size + 12:
-        return None
-    magic, version, hlen = _CK_HEAD.unpack_from(blob)
-    rows_at = _CK_HEAD.size + hlen + 8
-    if magic != _CK_MAGIC or version != _CK_LAYOUT_VERSION or rows_at > len(blob) - 4:
-        return None
-    (nrows,) = struct.unpack_from("<Q", blob, rows_at - 8)
-    if rows_at + nrows * CHECKPOINT_DTYPE.itemsize + 4 != len(blob):
-        return None
-    (crc,) = struct.unpack_from("<I", blob, len(blob) - 4)
-    if crc32c.crc32c(memoryview(blob)[:-4]) != crc:
-        return None
-    return blob[_CK_HEAD.size:_CK_HEAD.size + hlen], nrows, rows_at
-
-
-def _same_state(eng, blob: bytes, layout: tuple | None) -> bool:
+def _same_state(eng, blob: bytes) -> bool:
     """Whether ``eng.checkpoint()`` returns exactly ``blob``.
 
     Why not just call it: for a large book it copies the rows four times into fresh memory
-    (0.5 s at 2 M live orders, after the last message, where nothing overlaps it). An engine
-    with ``checkpoint_equals`` (exchange.Engine) checks the stored rows in place against its
-    live orders. Otherwise, with the layout known (``_stored_checkpoint`` checked the magic,
-    version, sizes and the blob's own CRC), an equal header JSON and equal collected rows make
-    the whole blob equal. Only that "equal" is taken from either shortcut: any other outcome
-    is decided by the engine's own bytes.
+    (0.5 s at 2 M live orders, after the last message, where nothing overlaps it), while
+    ``Engine.checkpoint_equals`` checks the stored rows in place against the live orders
+    (0.17 s). An engine class without it is compared by its bytes; so is an unequal answer,
+    which costs nothing on a clean run.
     """
     equals = getattr(eng, "checkpoint_equals", None)
-    if equals is not None:
-        return bool(equals(blob)) or eng.checkpoint() == blob
-    from exchange import engine as engine_module
-
-    collect = getattr(eng, "_collect", None)
-    header = getattr(eng, "_state_header", None)
-    if layout is not None and collect is not None and header is not None \
-            and getattr(engine_module, "_CHECKPOINT_VERSION", None) == _CK_LAYOUT_VERSION:
-        head, nrows, rows_at = layout
-        if json.dumps(header(), sort_keys=True).encode() == head:
-            rows = np.ascontiguousarray(collect(list(range(len(eng.symbols)))))
-            if rows.dtype == CHECKPOINT_DTYPE and rows.size == nrows and _equal_bytes(
-                    np.frombuffer(blob, np.uint8, rows.nbytes, rows_at), rows.view(np.uint8)):
-                return True
+    if equals is not None and equals(blob):
+        return True
     return eng.checkpoint() == blob
 
 
-def _equal_bytes(a: np.ndarray, b: np.ndarray, step: int = 1 << 22) -> bool:
-    """Whether two 1-D uint8 arrays are equal; compared in slices so temporaries stay small."""
-    return a.size == b.size and all(np.array_equal(a[i:i + step], b[i:i + step])
-                                    for i in range(0, a.size, step))
-
-
-def _compare_checkpoint(info: RunInfo, eng, seq: int, stored: tuple) -> Divergence | None:
+def _compare_checkpoint(info: RunInfo, eng, seq: int, stored: bytes) -> Divergence | None:
     # why bytes first: restoring a large book costs far more than comparing it; the stored
     # engine is only rebuilt to name the two state hashes of a divergence
-    if _same_state(eng, *stored):
+    if _same_state(eng, stored):
         return None
     return Divergence("checkpoint", seq, restore(info, checkpoint_row(info, seq)).state_hash(),
                       eng.state_hash())
