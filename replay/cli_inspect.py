@@ -74,10 +74,11 @@ def register(sub, parents, formatter) -> None:
 
     p = sub.add_parser(
         "rerun", parents=parents, formatter_class=formatter,
-        help="re-run the journaled orders through a fresh engine, compare byte for byte",
+        help="re-run the journaled orders through a fresh engine, compare every output",
         description="Feed the journaled orders to a fresh engine and compare every output (fills, "
-                    "L2 updates, events)\nbyte for byte with what was stored. On a difference, "
-                    "print the first diverging seq and both rows\nand exit with status 1.",
+                    "L2 updates, events)\nwith what was stored: sealed segments by their "
+                    "xxh3-128 row digests, the rest byte for byte.\nOn a difference, print the "
+                    "first diverging seq and both rows and exit with status 1.",
         epilog="example:\n  exsim rerun runs/default\n")
     p.add_argument("dir", metavar="DIR", help="data directory")
     p.set_defaults(func=cmd_rerun)
