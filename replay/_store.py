@@ -18,18 +18,16 @@ import json
 import os
 from dataclasses import dataclass
 
-import crc32c
 import numpy as np
 
 from exchange import Engine
-from exchange.errors import CorruptionError, StoreError, UsageError
+from exchange.errors import StoreError, UsageError
 from exchange.schema import ORDER_DTYPE
 from store import Catalog, read, read_checkpoint
-from store.segment import read_index
 from store.wal import scan_wal
 
 __all__ = ["RunInfo", "run_info", "resolve_symbol", "load_checkpoint", "checkpoint_row", "restore",
-           "read_table", "segment_cuts", "output_segments", "check_segment_file",
+           "read_table", "segment_cuts", "output_segments",
            "strip_seq", "SEQ_MAX"]
 
 SEQ_MAX = (1 << 62)   # an inclusive upper bound above any seq a run can reach
@@ -172,26 +170,6 @@ def output_segments(info: RunInfo, tables) -> tuple[int, dict] | None:
     for segs in out.values():
         segs.sort(key=lambda s: int(s["seq_lo"]))
     return (snaps[0][1] if snaps else 0), out
-
-
-def check_segment_file(path: str) -> None:
-    """Check every checksum of a segment file (footer, index, each column block) without
-    decompressing or decoding it; returns None. Raises CorruptionError naming the file and
-    offset (the checks and messages ``store.segment.read_segment`` makes), FileNotFoundError
-    if the file is gone.
-
-    Why: rerun's digest mode does not decode the stored outputs, yet a damaged file must still
-    be reported, as when it is read; checking the stored bytes costs a read and a CRC32C.
-    """
-    with open(path, "rb") as f:
-        meta = read_index(f, path)
-        for name, (_, _, _, off, stored, _, crc) in meta["columns"].items():
-            f.seek(off)
-            data = f.read(stored + 4)
-            if len(data) != stored + 4 or crc32c.crc32c(memoryview(data)[:stored]) != crc \
-                    or int.from_bytes(data[stored:], "little") != crc:
-                raise CorruptionError(f"{path}: checksum mismatch in column {name!r} block at "
-                                      f"offset {off}", path, off)
 
 
 def _packed_span(dtype: np.dtype):

@@ -73,8 +73,9 @@ from numba import njit
 
 from store import iter_columns, read_checkpoint
 from store.digest import RowDigest, by_symbol, is_digest
+from store.segment import check_segment
 
-from ._store import (RunInfo, check_segment_file, checkpoint_row, load_checkpoint,
+from ._store import (RunInfo, checkpoint_row, load_checkpoint,
                      output_segments, restore, run_info, segment_cuts)
 
 __all__ = ["RerunReport", "Divergence", "rerun", "compare_outputs", "compare_columns"]
@@ -571,7 +572,7 @@ def _load(data_dir: str, lo: int, hi: int, buf: np.ndarray, outputs: bool = True
     checksums are checked without decoding them (digest mode). Raises StoreError if the orders
     table lacks one of those seqs, CorruptionError if a file fails a check."""
     for path in check:
-        check_segment_file(os.path.join(data_dir, path))
+        check_segment(os.path.join(data_dir, path))
     blocks = list(iter_columns(data_dir, "orders", seq=(lo, hi)))
     n = sum(b["seq"].size for b in blocks)
     if n != hi - lo + 1 or (n and (blocks[0]["seq"][0] != lo or blocks[-1]["seq"][-1] != hi)):

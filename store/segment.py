@@ -38,7 +38,7 @@ from store.tables import table_dtype
 from store.wal import fsync_dir
 
 __all__ = ["SegmentInfo", "BuiltSegment", "write_segment", "write_columns", "encode_columns",
-           "commit_segments", "read_segment", "read_index", "CODEC_NAMES"]
+           "commit_segments", "read_segment", "check_segment", "read_index", "CODEC_NAMES"]
 
 MAGIC = b"EXSG"
 FOOT_MAGIC = b"EXSGFOOT"
@@ -338,6 +338,30 @@ def read_index(f, path: str) -> dict:
             "columns": cols}
 
 
+def _checked_block(f, path: str, name: str, off: int, stored: int, crc: int) -> bytes:
+    """The stored bytes of column ``name``'s block after its CRC32C (and the copy that follows
+    it) check out. Raises CorruptionError naming the file, column and offset."""
+    f.seek(off)
+    data = f.read(stored + CRC.size)
+    if len(data) != stored + CRC.size or crc32c.crc32c(memoryview(data)[:stored]) != crc \
+            or CRC.unpack_from(data, stored)[0] != crc:
+        raise CorruptionError(f"{path}: checksum mismatch in column {name!r} block at "
+                              f"offset {off}", path, off)
+    return data[:stored]
+
+
+def check_segment(path: str) -> None:
+    """Check every checksum of a segment file (footer, index, each column block) without
+    decompressing or decoding anything; returns None. Raises what ``read_segment`` raises for
+    the same damage (CorruptionError naming file and offset; FileNotFoundError if it is gone).
+    For callers that trust the rows by other means (rerun's row digests) but must still report
+    a damaged file."""
+    with open(path, "rb") as f:
+        meta = read_index(f, path)
+        for name, (_, _, _, off, stored, _, crc) in meta["columns"].items():
+            _checked_block(f, path, name, off, stored, crc)
+
+
 def read_segment(path: str, columns=None) -> dict:
     """Decode the named columns (all if None) of a segment file.
 
@@ -353,12 +377,7 @@ def read_segment(path: str, columns=None) -> dict:
                 dt, enc, codec, off, stored, raw, crc = meta["columns"][name]
             except KeyError:
                 raise CorruptionError(f"{path}: no column {name!r} in the index", path, 0) from None
-            f.seek(off)
-            data = f.read(stored + CRC.size)
-            if len(data) != stored + CRC.size or crc32c.crc32c(data[:stored]) != crc \
-                    or CRC.unpack_from(data, stored)[0] != crc:
-                raise CorruptionError(f"{path}: checksum mismatch in column {name!r} block at "
-                                      f"offset {off}", path, off)
-            block = _decompress(codec, data[:stored], raw, path, off)
+            block = _decompress(codec, _checked_block(f, path, name, off, stored, crc), raw,
+                                path, off)
             out[name] = codecs.decode(block, meta["rows"], dt, where=f"{path}:{name}")
     return out

@@ -289,7 +289,7 @@ def test_a_wrong_recorded_digest_is_settled_by_the_rows(tmp_path):
 def test_a_damaged_output_file_is_reported_as_when_its_rows_are_read(tmp_path, table, which):
     import os
     from exchange.errors import CorruptionError
-    from replay._store import check_segment_file
+    from store.segment import check_segment
     from store.catalog import Catalog
     store_run(tmp_path, rich_flow(1500, seed=33))
     cat = Catalog(str(tmp_path))
@@ -297,12 +297,12 @@ def test_a_damaged_output_file_is_reported_as_when_its_rows_are_read(tmp_path, t
                   key=lambda r: r["seq_lo"])
     cat.close()
     path = os.path.join(tmp_path, segs[which]["path"])
-    assert check_segment_file(path) is None
+    assert check_segment(path) is None
     data = bytearray(open(path, "rb").read())
     data[len(data) // 3] ^= 0xFF                      # inside a column block
     open(path, "wb").write(bytes(data))
     with pytest.raises(CorruptionError, match=os.path.basename(path)):
-        check_segment_file(path)
+        check_segment(path)
     with pytest.raises(CorruptionError) as by_digest:
         rerun(tmp_path)
     with pytest.raises(CorruptionError) as by_rows:
