@@ -168,3 +168,22 @@ def test_state_grows_orders_and_levels_separately_with_the_same_findings(tables)
     assert [o[:3] for o in small] == [o[:3] for o in big]
     assert any(sum(o[2]) for o in small)                       # the defect is seen
     assert all(o[3] > 16 and o[4] > 16 and o[4] < o[3] for o in small)   # both grew, apart
+
+
+def test_the_checkers_ladder_search_is_a_lower_bound_on_dense_and_sparse_ladders():
+    # the verifier's own ladder (replay._verify_book), searched from the top of the book
+    from numba import njit
+    from replay._verify_book import _lad_pos
+
+    search = njit(lambda lad, side, n, key: _lad_pos(lad, side, n, key))
+    rng = np.random.default_rng(3)
+    for trial in range(2000):
+        n = int(rng.integers(0, 40))
+        keys = np.sort(rng.choice(np.arange(-60, 60), size=n, replace=False)).astype(np.int64)
+        if n and trial % 2:      # dense: every tick occupied
+            keys = np.arange(keys[-1] - n + 1, keys[-1] + 1, dtype=np.int64)
+        lad = np.full((2, 45), 10**6, np.int64)   # entries past n must never be looked at
+        side = trial % 2
+        lad[side, :n] = keys
+        for key in rng.integers(-70, 70, 4):
+            assert search(lad, side, n, int(key)) == int(np.searchsorted(keys, key, "left"))
