@@ -38,7 +38,8 @@ from store.tables import table_dtype
 from store.wal import fsync_dir
 
 __all__ = ["SegmentInfo", "BuiltSegment", "write_segment", "write_columns", "encode_columns",
-           "commit_segments", "read_segment", "check_segment", "read_index", "CODEC_NAMES"]
+           "commit_segments", "read_segment", "check_segment", "read_index", "CODEC_NAMES",
+           "read_registered", "check_registered"]
 
 MAGIC = b"EXSG"
 FOOT_MAGIC = b"EXSGFOOT"
@@ -381,3 +382,23 @@ def read_segment(path: str, columns=None) -> dict:
                                 path, off)
             out[name] = codecs.decode(block, meta["rows"], dt, where=f"{path}:{name}")
     return out
+
+
+def read_registered(data_dir: str, row: dict, columns=None) -> dict:
+    """Decode the columns of the segment a catalog ``row`` registers in ``data_dir``.
+
+    The row's path must stay inside ``data_dir`` (store/paths.py). Returns what ``read_segment``
+    returns. Raises CorruptionError if the path is refused or the file fails a check,
+    FileNotFoundError if it is gone (a reader may then re-read the catalog).
+    """
+    from store.paths import inside
+
+    return read_segment(inside(data_dir, row["path"], what="segment"), columns)
+
+
+def check_registered(data_dir: str, row: dict) -> None:
+    """``check_segment`` on the file a catalog ``row`` registers in ``data_dir``; returns None.
+    Raises as ``read_registered``."""
+    from store.paths import inside
+
+    check_segment(inside(data_dir, row["path"], what="segment"))
