@@ -186,8 +186,9 @@ class Catalog:
                 f"INSERT INTO segments ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
                 [[r[c] for c in cols] for r in rows])
 
-    def register_seal(self, infos, sealed_through: int) -> None:
-        """Register freshly sealed segments and advance sealed_through, atomically.
+    def register_seal(self, infos, sealed_through: int, meta: dict | None = None) -> None:
+        """Register freshly sealed segments, advance sealed_through and set the ``meta`` values
+        (key -> text) given, all in one transaction.
 
         Raises WriteError if the transaction cannot be committed (nothing is registered then).
         """
@@ -195,6 +196,9 @@ class Catalog:
             self.db.execute("BEGIN IMMEDIATE")
             self._insert_segments([self._row(i, 0) for i in infos])
             self.db.execute("UPDATE meta SET value = ? WHERE key = 'sealed_through'", [str(sealed_through)])
+            for key, value in (meta or {}).items():
+                self.db.execute("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) "
+                                "DO UPDATE SET value = excluded.value", [key, str(value)])
 
     def replace_segments(self, old_ids: list[int], infos, tier: int) -> None:
         """Retire ``old_ids`` and register ``infos`` in one transaction.
