@@ -80,6 +80,7 @@ _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 # claimed raw size outside them is corrupt; checked before the decompressor allocates it
 LZ4_MAX_RATIO = 255
 LZ4_MAX_RAW = 0x7E000000
+SEQ_LIMIT = 1 << 62   # seqs stay below it (replay's SEQ_MAX): int64 arithmetic on them never wraps
 # Wire forms: the schema dtypes packed; orders without seq (it is implied by the first seq).
 _WIRE = {"orders": packed(TABLE_DTYPES["orders"]), **{t: packed(STORED_DTYPES[t]) for t in TABLES[1:]}}
 _OUT = {"orders": TABLE_DTYPES["orders"], **{t: STORED_DTYPES[t] for t in TABLES[1:]}}
@@ -716,6 +717,13 @@ def scan_wal(wal_dir: str, *, repair: bool = False, salvage: bool = False,
             if first_seq is None or first_seq + n_orders - 1 > after_seq or expect is None:
                 rec = _decode_batch(rtype, payload, path, pos)
                 first_seq, n_orders = rec.first_seq, rec.orders.size
+            if first_seq < 1 or first_seq + n_orders > SEQ_LIMIT:
+                # why: seqs are counted from 1; one near 2^63 would overflow the int64 seq
+                # columns readers compute from it
+                _fail(f"implausible seqs {first_seq}..{first_seq + n_orders - 1}",
+                      path, pos, salvage, report, size, files[i + 1:])
+                cut = pos
+                break
             if expect is not None and first_seq != expect:
                 _fail(f"seq gap: record starts at seq {first_seq}, expected {expect}",
                       path, pos, salvage, report, size, files[i + 1:])

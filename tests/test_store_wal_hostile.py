@@ -64,6 +64,18 @@ def test_batch_counts_beyond_the_payload_are_corruption(tmp_path, counts):
         scan_wal(str(tmp_path))
 
 
+@pytest.mark.parametrize("first_seq", [0, -5, 2**63 - 10])
+def test_a_record_with_seqs_a_reader_cannot_number_is_corruption(tmp_path, first_seq):
+    from store.wal import _wire_bytes
+
+    o = _wire_bytes("orders", make_orders(20)).tobytes()
+    _wal_file(tmp_path, 1, _frame(1, BATCH.pack(first_seq, 20, 0, 0, 0) + o))
+    with pytest.raises(CorruptionError, match="implausible seqs.*offset 16"):
+        scan_wal(str(tmp_path))
+    _wal_file(tmp_path, 1, _frame(1, BATCH.pack(1, 20, 0, 0, 0) + o))   # the same record from seq 1
+    assert scan_wal(str(tmp_path))[1].last_seq == 20
+
+
 def test_a_multi_part_record_claiming_more_parts_than_fit_is_corruption(tmp_path):
     _wal_file(tmp_path, 1, _frame(4, struct.pack("<I", 2**32 - 1) + bytes(20)))
     with pytest.raises(CorruptionError, match="offset 16"):
@@ -122,7 +134,8 @@ def _hostile_examples():
             except CorruptionError as e:
                 assert e.path.endswith("wal-00000001.log") and e.offset >= FILE_HEADER.size, e
                 return
-            assert all(isinstance(r.orders, np.ndarray) for r in recs)
+            for r in recs:   # what a scan returns is usable: seqs a reader can number rows by
+                assert isinstance(r.orders, np.ndarray) and 1 <= r.first_seq <= r.last_seq + 1 < 2**62
 
     scan_hostile()
 
