@@ -1,11 +1,15 @@
 """Read API: rows of one table from a data directory or a live session, as a structured array.
 
 Invariants:
-- A read sees every row up to the newest acknowledged batch exactly once: rows with seq <=
-  ``sealed_through`` come from the segments live in one catalog snapshot, rows above it from the
-  WAL (or the session's unsealed batches). Sealing and compaction change the catalog atomically
-  and delete files only afterwards; a reader that finds a listed file gone retries on a fresh
-  snapshot.
+- A read sees every row up to the newest batch acknowledged before it began exactly once, with
+  no gap: rows with seq <= ``sealed_through`` come from the segments live in one catalog
+  snapshot, rows above it from the WAL (or the session's unsealed batches). Sealing and
+  compaction change the catalog atomically and delete files only afterwards, so a data
+  directory's WAL is scanned before the snapshot is taken (``_snapshot_own`` says why); a reader
+  that finds a listed file gone retries on a fresh scan and snapshot, and one that still cannot
+  find it raises StoreError naming it.
+- Files are reached only through ``store.paths`` checks: a symlinked ``wal/`` or segment path
+  is refused (CorruptionError), never followed.
 - Only segments whose seq/ts ranges overlap the request are opened, and only the requested
   columns (plus seq/ts when filtering needs them) are decoded.
 - Rows come in seq order. Within one symbol's segments and the WAL they already are, so a seq
@@ -256,8 +260,12 @@ def read(source, table: str, symbol=None, seq=None, ts=None, columns=None) -> np
     dtype restricted to those fields. Rows not yet sealed (still in the WAL) are included.
     Padding bytes between fields are zero, so equal rows are equal byte for byte.
 
+    A range that holds no rows gives an empty array of that dtype.
+
     Raises UsageError for an unknown table, column or symbol or a malformed range, StoreError if
-    the directory is not a data directory, CorruptionError if a file fails a check.
+    the directory is not a data directory or a file the catalog lists stays missing (named)
+    through every retry, CorruptionError if a file fails a check, a stored path is a symlink or
+    leaves the directory, or unsealed rows are missing from the WAL.
     """
     dtype, cols = _columns_wanted(table, columns)
     seq, ts = _check_range("seq", seq), _check_range("ts", ts)
