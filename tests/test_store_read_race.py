@@ -14,7 +14,7 @@ import pytest
 
 import store.query
 from exchange.errors import CorruptionError, StoreError
-from store import Session, iter_columns, read, read_columns
+from store import Session, compact, iter_columns, read, read_columns
 from store.catalog import Catalog
 from store.tables import table_dtype
 from store_fixtures import FakeEngine, make_orders
@@ -145,7 +145,7 @@ def test_an_empty_seq_range_over_several_symbols_segments_is_an_empty_array_of_t
     assert [b for b in iter_columns(str(tmp_path), "fills", seq=(gap, gap))] == []
 
 
-def test_reads_racing_a_sealing_checkpointing_trimming_writer_never_have_gaps(tmp_path):
+def test_reads_racing_a_sealing_checkpointing_trimming_compacting_writer_never_have_gaps(tmp_path):
     acked, ready, stop, errors = [0], threading.Event(), threading.Event(), []
 
     def write():   # why in the thread: a session's catalog connection belongs to its thread
@@ -158,6 +158,9 @@ def test_reads_racing_a_sealing_checkpointing_trimming_writer_never_have_gaps(tm
                     break
                 s.process(make_orders(N, seed=i))
                 acked[0] = s.engine.seq
+                if i % 10 == 9:   # compaction retires segments a reader may have listed
+                    s.checkpoint()
+                    compact(s, target_rows=6 * N)
             s.close()
         except BaseException as e:   # why: a writer failure must fail the test, not hang it
             errors.append(e)
