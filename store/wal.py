@@ -145,8 +145,15 @@ def _read_file(path: str) -> bytes:
 
 
 def _truncate(path: str, size: int) -> None:
-    """Cut WAL file ``path`` to ``size`` bytes durably, never through a symlink."""
-    fd = os.open(path, os.O_RDWR | _NOFOLLOW)
+    """Cut WAL file ``path`` to ``size`` bytes durably, never through a symlink (CorruptionError
+    if one was put there since it was listed)."""
+    try:
+        fd = os.open(path, os.O_RDWR | _NOFOLLOW)
+    except OSError as e:
+        if isinstance(e, FileNotFoundError):
+            raise
+        raise CorruptionError(f"{path}: cannot open WAL file to cut it (a symlink?): {e}",
+                              path, -1) from e
     try:
         os.ftruncate(fd, size)
         os.fsync(fd)
@@ -649,7 +656,8 @@ def scan_wal(wal_dir: str, *, repair: bool = False, salvage: bool = False,
     Raises CorruptionError naming file and offset for anything else that fails a check; with
     ``salvage`` (implies repair) it instead truncates there, deletes later files and reports
     what it dropped in ``report.salvaged``. With ``repair`` a file left without a whole record
-    is deleted (``report.removed``). Every length, count and claimed size in a record is checked
+    is deleted (``report.removed``), except the newest, which is cut to its header and replaced
+    by the next ``WalWriter``. Every length, count and claimed size in a record is checked
     against the bytes that hold it before anything is allocated for it.
     Raises CorruptionError (naming it) if ``wal_dir`` or a WAL file is a symlink or not a plain
     directory / regular file: nothing is read, cut or deleted through a link.
