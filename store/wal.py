@@ -24,7 +24,11 @@ Invariants:
   ``GroupWriter``), by the ``commit()`` after them.
 - Seqs are contiguous: each record's first seq is the previous record's last seq + 1, across files.
 - A writer never appends to a file a previous process wrote: it starts a new file, so recovery
-  only ever has to truncate the tail of an old file, never to rewrite one.
+  only ever has to truncate the tail of an old file, never to rewrite one. No file without a
+  whole record is left behind: repair deletes older ones, the next writer the newest.
+- Lengths, counts and claimed sizes read from a file are checked against the bytes that hold
+  them before anything is allocated; the WAL directory and its files are never followed when
+  they are symlinks (CorruptionError).
 - A record cut off at the end of the last file is a crash tail: truncated (when repairing) and
   reported. Anything else that fails a check is corruption: CorruptionError naming file and
   offset, unless salvage mode was asked for, which truncates there and reports what it dropped.
@@ -344,8 +348,9 @@ class WalWriter:
     durability: "fsync" (fsync after every record), "interval" (fsync when ``interval`` seconds
     passed since the last one: group commit; records between fsyncs survive a process crash but
     not a power loss) or "none" (never fsync: pure simulation). Files rotate when they pass
-    ``rotate_bytes``. Raises UsageError for an unknown policy, CorruptionError if ``wal_dir`` or
-    a WAL file in it is a symlink.
+    ``rotate_bytes``. A newest file holding only its header (a kill before its first record) is
+    deleted and its number reused. Raises UsageError for an unknown policy, CorruptionError if
+    ``wal_dir`` or a WAL file in it is a symlink.
     """
 
     def __init__(self, wal_dir: str, *, durability: str = "fsync", interval: float = 0.05,
