@@ -1,11 +1,15 @@
 """Read API: rows of one table from a data directory or a live session, as a structured array.
 
 Invariants:
-- A read sees every row up to the newest acknowledged batch exactly once: rows with seq <=
-  ``sealed_through`` come from the segments live in one catalog snapshot, rows above it from the
-  WAL (or the session's unsealed batches). Sealing and compaction change the catalog atomically
-  and delete files only afterwards; a reader that finds a listed file gone retries on a fresh
-  snapshot.
+- A read sees every row up to the newest batch acknowledged before it began exactly once, with
+  no gap: rows with seq <= ``sealed_through`` come from the segments live in one catalog
+  snapshot, rows above it from the WAL (or the session's unsealed batches). Sealing and
+  compaction change the catalog atomically and delete files only afterwards, so a data
+  directory's WAL is scanned before the snapshot is taken (``_snapshot_own`` says why); a reader
+  that finds a listed file gone retries on a fresh scan and snapshot, and one that still cannot
+  find it raises StoreError naming it.
+- Files are reached only through ``store.paths`` checks: a symlinked ``wal/`` or segment path
+  is refused (CorruptionError), never followed.
 - Only segments whose seq/ts ranges overlap the request are opened, and only the requested
   columns (plus seq/ts when filtering needs them) are decoded.
 - Rows come in seq order. Within one symbol's segments and the WAL they already are, so a seq
@@ -24,9 +28,10 @@ import os
 
 import numpy as np
 
-from exchange.errors import StoreError, UsageError
+from exchange.errors import CorruptionError, StoreError, UsageError
 from store.catalog import Catalog
-from store.segment import read_segment
+from store.paths import inside
+from store.segment import read_registered
 from store.session import Session
 from store.tables import orders_with_seq, table_dtype
 from store.wal import scan_wal
@@ -95,6 +100,48 @@ def _select(seqs: np.ndarray, ts_col, seq, ts, sym_col, sym):
     return idx, idx.size
 
 
+def _snapshot_own(catalog, data_dir, table, sym, seq, ts, need):
+    """One consistent view of a data directory: (sealed, segments, decoded, WAL records).
+
+    Why the WAL is scanned BEFORE the catalog snapshot: a trim deletes only WAL files whose rows
+    are all sealed, and commits nothing, so every record the scan misses is sealed by the time
+    of the snapshot that follows, and the WAL it returns starts at or before that snapshot's
+    ``sealed_through`` + 1. (A snapshot first and a scan second can miss a seal plus trim in
+    between: rows neither in the snapshot's segments nor in the WAL any more.) The WAL is still
+    checked to start there, and a file that vanished (trimmed mid-scan, or a segment retired by
+    compaction) makes it try again; segments already decoded are kept across tries, as the
+    file a catalog row names never changes. Raises StoreError naming the vanished file after
+    ``_RETRIES`` tries, CorruptionError if the WAL misses rows no seal accounts for.
+    """
+    wal_dir = inside(data_dir, "wal", what="WAL directory")
+    cache, problem, gap = {}, "", None
+    for _ in range(_RETRIES):
+        try:
+            # why the sealed seq read first: records at or below it need not be decoded
+            records, _ = scan_wal(wal_dir, after_seq=catalog.sealed_through())
+            sealed, segs = catalog.snapshot(table, sym, seq, ts)
+            keys = [tuple(sorted(s.items())) for s in segs]   # why the whole row: ids can be reused
+            for k, s in zip(keys, segs):
+                if k not in cache:
+                    cache[k] = read_registered(data_dir, s, need)
+        except FileNotFoundError as e:
+            # why: compaction or WAL trimming retired a file after it was listed; a fresh
+            # scan and snapshot list what replaced it
+            problem, gap = f"{e.filename or 'a listed file'} vanished while reading {table}", None
+            continue
+        records = [r for r in records if r.last_seq > sealed]
+        if records and records[0].first_seq > sealed + 1:
+            gap = records[0]
+            problem = (f"the WAL starts at seq {gap.first_seq} ({gap.path}, offset {gap.offset}), "
+                       f"but seqs {sealed + 1}..{gap.first_seq - 1} are neither sealed nor in it")
+            continue
+        return sealed, segs, [cache[k] for k in keys], records
+    if gap is not None:
+        raise CorruptionError(f"{data_dir}: {problem}", gap.path, gap.offset)
+    raise StoreError(f"{data_dir}: no consistent snapshot of {table} after {_RETRIES} tries: "
+                     f"{problem}")
+
+
 def _parts(source, table, symbol, seq, ts, need):
     """Decode the overlapping segments and WAL batches: ([(columns, selection, rows)], merge?)."""
     own = isinstance(source, (str, os.PathLike))
@@ -102,28 +149,29 @@ def _parts(source, table, symbol, seq, ts, need):
     catalog = Catalog(data_dir) if own else source.catalog
     try:
         sym = _resolve_symbol(catalog, symbol)
-        for attempt in range(_RETRIES):
-            try:
+        if own:
+            sealed, segs, decoded, records = _snapshot_own(catalog, data_dir, table, sym, seq, ts,
+                                                           need)
+        else:
+            for attempt in range(_RETRIES):
                 sealed, segs = catalog.snapshot(table, sym, seq, ts)
-                decoded = [read_segment(os.path.join(data_dir, s["path"]), need) for s in segs]
-                if own:
-                    records, _ = scan_wal(os.path.join(data_dir, "wal"), after_seq=sealed)
-                else:
-                    records = source.unsealed_records()
-                break
-            except FileNotFoundError:
-                # why: compaction or WAL trimming retired a file after our snapshot; a fresh
-                # snapshot lists its replacement
-                if attempt == _RETRIES - 1:
-                    raise StoreError(f"{data_dir}: files kept vanishing while reading {table}") from None
+                try:
+                    decoded = [read_registered(data_dir, s, need) for s in segs]
+                    break
+                except FileNotFoundError as e:
+                    # why: a compaction retired a segment after our snapshot
+                    if attempt == _RETRIES - 1:
+                        raise StoreError(f"{data_dir}: {e.filename or 'a listed segment'} "
+                                         f"vanished while reading {table}, {_RETRIES} times") from None
+            records = source.unsealed_records()
     finally:
         if own:
             catalog.close()
     parts = []
     for s, cols in zip(segs, decoded):
-        inside = (seq is None or (seq[0] <= s["seq_lo"] and s["seq_hi"] <= seq[1])) and \
-                 (ts is None or (ts[0] <= s["ts_lo"] and s["ts_hi"] <= ts[1]))
-        if inside:   # the whole segment: no search, no mask
+        whole = (seq is None or (seq[0] <= s["seq_lo"] and s["seq_hi"] <= seq[1])) and \
+                (ts is None or (ts[0] <= s["ts_lo"] and s["ts_hi"] <= ts[1]))
+        if whole:   # the whole segment: no search, no mask
             n = cols["seq"].size
             parts.append((cols, slice(0, n), n))
         else:
@@ -212,8 +260,12 @@ def read(source, table: str, symbol=None, seq=None, ts=None, columns=None) -> np
     dtype restricted to those fields. Rows not yet sealed (still in the WAL) are included.
     Padding bytes between fields are zero, so equal rows are equal byte for byte.
 
+    A range that holds no rows gives an empty array of that dtype.
+
     Raises UsageError for an unknown table, column or symbol or a malformed range, StoreError if
-    the directory is not a data directory, CorruptionError if a file fails a check.
+    the directory is not a data directory or a file the catalog lists stays missing (named)
+    through every retry, CorruptionError if a file fails a check, a stored path is a symlink or
+    leaves the directory, or unsealed rows are missing from the WAL.
     """
     dtype, cols = _columns_wanted(table, columns)
     seq, ts = _check_range("seq", seq), _check_range("ts", ts)
@@ -223,7 +275,7 @@ def read(source, table: str, symbol=None, seq=None, ts=None, columns=None) -> np
                                                        align=True)
     n = sum(p[2] for p in parts)
     out = np.zeros(n, out_dtype)   # zeros: padding bytes are defined
-    if not merge:
+    if not merge or not parts:
         # why straight into the rows: one strided copy per column and part, no concatenated
         # temporaries (assembling 1M rows this way costs a third of concatenate-then-scatter)
         _fill(parts, cols, {c: out[c] for c in cols})

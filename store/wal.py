@@ -24,7 +24,11 @@ Invariants:
   ``GroupWriter``), by the ``commit()`` after them.
 - Seqs are contiguous: each record's first seq is the previous record's last seq + 1, across files.
 - A writer never appends to a file a previous process wrote: it starts a new file, so recovery
-  only ever has to truncate the tail of an old file, never to rewrite one.
+  only ever has to truncate the tail of an old file, never to rewrite one. No file without a
+  whole record is left behind: repair deletes older ones, the next writer the newest.
+- Lengths, counts and claimed sizes read from a file are checked against the bytes that hold
+  them before anything is allocated; the WAL directory and its files are never followed when
+  they are symlinks (CorruptionError).
 - A record cut off at the end of the last file is a crash tail: truncated (when repairing) and
   reported. Anything else that fails a check is corruption: CorruptionError naming file and
   offset, unless salvage mode was asked for, which truncates there and reports what it dropped.
@@ -38,6 +42,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import struct
 import time
 from dataclasses import dataclass, field
@@ -47,6 +52,7 @@ import lz4.block
 import numpy as np
 
 from exchange.errors import CorruptionError, UsageError, WriteError
+from store.paths import is_plain_dir
 from store.shuffle import shuffle as _shuffle, unshuffle as _unshuffle
 from store.tables import STORED_DTYPES, TABLES, packed
 from exchange.schema import TABLE_DTYPES
@@ -72,19 +78,91 @@ PART = struct.Struct("<II")               # a type-4 part: raw length, lz4 block
 LZ4_ACCELERATION = 8
 DURABILITY = ("fsync", "interval", "none")
 _NAME = re.compile(r"^wal-(\d{8})\.log$")
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+# why these bounds: lz4 writes at most 255 bytes of output per input byte (a match length grows
+# by 255 per extension byte), and its block API takes at most LZ4_MAX_INPUT_SIZE bytes, so a
+# claimed raw size outside them is corrupt; checked before the decompressor allocates it
+LZ4_MAX_RATIO = 255
+LZ4_MAX_RAW = 0x7E000000
+SEQ_LIMIT = 1 << 62   # seqs stay below it (replay's SEQ_MAX): int64 arithmetic on them never wraps
 # Wire forms: the schema dtypes packed; orders without seq (it is implied by the first seq).
 _WIRE = {"orders": packed(TABLE_DTYPES["orders"]), **{t: packed(STORED_DTYPES[t]) for t in TABLES[1:]}}
 _OUT = {"orders": TABLE_DTYPES["orders"], **{t: STORED_DTYPES[t] for t in TABLES[1:]}}
 
 
+def _check_plain_dir(wal_dir: str) -> None:
+    """Raise CorruptionError if ``wal_dir`` exists but is a symlink or not a directory."""
+    if os.path.lexists(wal_dir) and not is_plain_dir(wal_dir):
+        raise CorruptionError(f"{wal_dir}: the WAL directory is a symlink or not a directory; "
+                              "refused (a data directory's files must be its own)", wal_dir, -1)
+
+
 def wal_files(wal_dir: str) -> list[tuple[int, str]]:
-    """Return (file number, path) of every WAL file in ``wal_dir``, in order."""
+    """Return (file number, path) of every WAL file in ``wal_dir``, in order.
+
+    A file removed while listing is left out (a trim may run meanwhile). Raises CorruptionError
+    naming it if ``wal_dir`` or a WAL file is a symlink or not a plain directory / regular file:
+    nothing is read, truncated or deleted through a link.
+    """
+    _check_plain_dir(wal_dir)
     out = []
     for name in os.listdir(wal_dir):
         m = _NAME.match(name)
         if m:
-            out.append((int(m.group(1)), os.path.join(wal_dir, name)))
+            path = os.path.join(wal_dir, name)
+            try:
+                st = os.lstat(path)
+            except FileNotFoundError:
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                raise CorruptionError(f"{path}: a WAL file that is a symlink or not a regular "
+                                      "file; refused", path, -1)
+            out.append((int(m.group(1)), path))
     return sorted(out)
+
+
+def _header_only(no: int, path: str) -> bool:
+    """True if WAL file ``path`` (number ``no``) is exactly a valid file header, no record."""
+    try:
+        if os.lstat(path).st_size != FILE_HEADER.size:
+            return False
+        data = _read_file(path)
+    except FileNotFoundError:
+        return False
+    if len(data) != FILE_HEADER.size:
+        return False
+    magic, version, _, fno = FILE_HEADER.unpack(data)
+    return magic == MAGIC and version in READ_VERSIONS and fno == no
+
+
+def _read_file(path: str) -> bytes:
+    """The bytes of WAL file ``path``, opened without following a symlink put there since it
+    was listed (CorruptionError then); FileNotFoundError if it is gone."""
+    try:
+        fd = os.open(path, os.O_RDONLY | _NOFOLLOW)
+    except OSError as e:
+        if isinstance(e, FileNotFoundError):
+            raise
+        raise CorruptionError(f"{path}: cannot open WAL file (a symlink?): {e}", path, -1) from e
+    with os.fdopen(fd, "rb") as f:
+        return f.read()
+
+
+def _truncate(path: str, size: int) -> None:
+    """Cut WAL file ``path`` to ``size`` bytes durably, never through a symlink (CorruptionError
+    if one was put there since it was listed)."""
+    try:
+        fd = os.open(path, os.O_RDWR | _NOFOLLOW)
+    except OSError as e:
+        if isinstance(e, FileNotFoundError):
+            raise
+        raise CorruptionError(f"{path}: cannot open WAL file to cut it (a symlink?): {e}",
+                              path, -1) from e
+    try:
+        os.ftruncate(fd, size)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def fsync_dir(path: str) -> None:
@@ -124,6 +202,7 @@ class WalReport:
     torn_tail: tuple | None = None    # (path, offset, bytes cut)
     salvaged: tuple | None = None     # (path, offset, message, bytes dropped)
     file_ranges: dict = field(default_factory=dict)   # path -> (first seq, last seq)
+    removed: list = field(default_factory=list)       # files without a whole record (repair)
 
 
 def _wire_bytes(name: str, arr: np.ndarray) -> np.ndarray:
@@ -212,6 +291,10 @@ def _rows(rtype: int, payload, pos: int = 0, end: int | None = None) -> tuple[in
 
 
 def _lz4(block, n: int) -> bytes:
+    """Decompress an lz4 block claimed to hold ``n`` bytes; ValueError if the claim is
+    impossible for its size (checked before the decompressor allocates ``n`` bytes) or wrong."""
+    if n > min(LZ4_MAX_RAW, LZ4_MAX_RATIO * len(block) + 16):
+        raise ValueError(f"a {len(block)}-byte lz4 block cannot hold the {n} bytes claimed")
     out = lz4.block.decompress(block, uncompressed_size=n)
     if len(out) != n:
         raise ValueError(f"decompressed to {len(out)} bytes, header says {n}")
@@ -222,6 +305,8 @@ def _decode_parts(payload) -> tuple[int, list]:
     (count,) = struct.unpack_from("<I", payload)
     if count == 0:
         raise ValueError("a multi-part record without parts")
+    if count > (len(payload) - 4) // PART.size:
+        raise ValueError(f"{count} parts cannot fit in {len(payload)} bytes")
     pos, first, expect, per_table = 4, None, None, [[] for _ in TABLES]
     view = memoryview(payload)
     for k in range(count):
@@ -251,7 +336,7 @@ def _decode_batch(rtype: int, payload: bytes, path: str, offset: int) -> WalReco
             first_seq, arrays = _rows(rtype, _lz4(memoryview(payload)[4:], n))
         else:
             first_seq, arrays = _rows(rtype, payload)
-    except (ValueError, struct.error, lz4.block.LZ4BlockError) as e:
+    except (ValueError, OverflowError, struct.error, lz4.block.LZ4BlockError) as e:
         raise CorruptionError(f"{path}: record at offset {offset} has a bad payload ({e})",
                               path, offset) from None
     return WalRecord(first_seq, *arrays, path=path, offset=offset)
@@ -263,7 +348,9 @@ class WalWriter:
     durability: "fsync" (fsync after every record), "interval" (fsync when ``interval`` seconds
     passed since the last one: group commit; records between fsyncs survive a process crash but
     not a power loss) or "none" (never fsync: pure simulation). Files rotate when they pass
-    ``rotate_bytes``.
+    ``rotate_bytes``. A newest file holding only its header (a kill before its first record) is
+    deleted and its number reused. Raises UsageError for an unknown policy, CorruptionError if
+    ``wal_dir`` or a WAL file in it is a symlink.
     """
 
     def __init__(self, wal_dir: str, *, durability: str = "fsync", interval: float = 0.05,
@@ -271,6 +358,7 @@ class WalWriter:
         if durability not in DURABILITY:
             raise UsageError(f"durability must be one of {DURABILITY}, got {durability!r}")
         os.makedirs(wal_dir, exist_ok=True)
+        _check_plain_dir(wal_dir)   # why: never write records through a symlinked directory
         self.wal_dir = wal_dir
         self.durability = durability
         self.interval = interval
@@ -278,6 +366,12 @@ class WalWriter:
         self.compress = compress
         self.next_seq = next_seq
         existing = wal_files(wal_dir)
+        if existing and _header_only(*existing[-1]):
+            # why: a kill between writing a file's header and its first record leaves it; it
+            # holds nothing, and a new file after it would leave it behind for good (no seq
+            # range, so no trim covers it)
+            os.unlink(existing.pop()[1])
+            fsync_dir(wal_dir)
         self._file_no = existing[-1][0] if existing else 0
         self._fd = -1
         self._path = ""
@@ -566,18 +660,25 @@ def scan_wal(wal_dir: str, *, repair: bool = False, salvage: bool = False,
     last file is a crash tail: reported in ``report.torn_tail`` and, with ``repair``, truncated.
     Raises CorruptionError naming file and offset for anything else that fails a check; with
     ``salvage`` (implies repair) it instead truncates there, deletes later files and reports
-    what it dropped in ``report.salvaged``.
+    what it dropped in ``report.salvaged``. With ``repair`` a file left without a whole record
+    is deleted (``report.removed``), except the newest, which is cut to its header and replaced
+    by the next ``WalWriter``. Every length, count and claimed size in a record is checked
+    against the bytes that hold it before anything is allocated for it.
+    Raises CorruptionError (naming it) if ``wal_dir`` or a WAL file is a symlink or not a plain
+    directory / regular file: nothing is read, cut or deleted through a link.
+    FileNotFoundError if a listed file vanished before it was read (a concurrent trim; readers
+    retry).
     """
     repair = repair or salvage
     report = WalReport()
     records: list[WalRecord] = []
-    files = wal_files(wal_dir) if os.path.isdir(wal_dir) else []
+    files = wal_files(wal_dir) if os.path.lexists(wal_dir) else []
     expect = None
     for i, (no, path) in enumerate(files):
         last_file = i == len(files) - 1
-        with open(path, "rb") as f:
-            data = f.read()
+        data = _read_file(path)
         size = len(data)
+        view = memoryview(data)   # why: payload slices without copies, however long they claim to be
         report.files.append(path)
         cut = None            # offset to truncate at (torn tail or salvage)
         if size < FILE_HEADER.size:
@@ -617,17 +718,25 @@ def scan_wal(wal_dir: str, *, repair: bool = False, salvage: bool = False,
                     _fail("record runs past the end of the file", path, pos, salvage, report, size, files[i + 1:])
                 cut = pos
                 break
-            payload = data[pos + FRAME_SIZE:end]
+            payload = view[pos + FRAME_SIZE:end]
             if rtype not in RECORD_TYPES or version < MIN_VERSION.get(rtype, 1) or \
                     crc32c.crc32c(payload, crc32c.crc32c(bytes([rtype]))) != crc:
                 _fail("bad record checksum", path, pos, salvage, report, size, files[i + 1:])
                 cut = pos
                 break
-            first_seq, n_orders = BATCH.unpack_from(payload)[:2] if rtype == T_BATCH else (None, None)
+            first_seq, n_orders = BATCH.unpack_from(payload)[:2] \
+                if rtype == T_BATCH and len(payload) >= BATCH.size else (None, None)
             rec = None
             if first_seq is None or first_seq + n_orders - 1 > after_seq or expect is None:
                 rec = _decode_batch(rtype, payload, path, pos)
                 first_seq, n_orders = rec.first_seq, rec.orders.size
+            if first_seq < 1 or first_seq + n_orders > SEQ_LIMIT:
+                # why: seqs are counted from 1; one near 2^63 would overflow the int64 seq
+                # columns readers compute from it
+                _fail(f"implausible seqs {first_seq}..{first_seq + n_orders - 1}",
+                      path, pos, salvage, report, size, files[i + 1:])
+                cut = pos
+                break
             if expect is not None and first_seq != expect:
                 _fail(f"seq gap: record starts at seq {first_seq}, expected {expect}",
                       path, pos, salvage, report, size, files[i + 1:])
@@ -641,15 +750,19 @@ def scan_wal(wal_dir: str, *, repair: bool = False, salvage: bool = False,
             if rec is not None and rec.last_seq > after_seq:
                 records.append(rec)
             pos = end
+        # why drop an older file without a whole record: it holds nothing, and having no seq
+        # range no trim would ever cover it (a kill between a new file's header and its first
+        # record leaves one). The newest such file is kept (cut to its header): the next
+        # WalWriter removes it and reuses its number.
+        newest = last_file or report.salvaged is not None   # salvage deletes every later file
+        if repair and ((cut is not None and cut < FILE_HEADER.size) or
+                       (first_in_file is None and not newest)):
+            os.unlink(path)
+            fsync_dir(wal_dir)
+            report.removed.append(path)
+        elif repair and cut is not None:
+            _truncate(path, cut)
         if cut is not None:
-            if repair and cut < FILE_HEADER.size:
-                os.unlink(path)   # why: a file without a whole header holds nothing; drop it
-                fsync_dir(wal_dir)
-            elif repair:
-                with open(path, "r+b") as f:
-                    f.truncate(cut)
-                    f.flush()
-                    os.fsync(f.fileno())
             if report.salvaged is not None:
                 if repair:
                     for _, later in files[i + 1:]:

@@ -1,0 +1,227 @@
+"""WAL against hostile bytes and directories: lengths, counts and claimed sizes checked before
+anything is allocated, symlinks refused, files without a record never left behind."""
+
+import os
+import struct
+import subprocess
+import sys
+
+import crc32c
+import lz4.block
+import numpy as np
+import pytest
+
+from exchange.errors import CorruptionError
+from store import Session, read
+from store.wal import BATCH, FILE_HEADER, FRAME, HCRC, MAGIC, VERSION, WalWriter, scan_wal, wal_files
+from store_fixtures import FakeEngine, make_batch, make_orders
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _frame(rtype, payload):
+    head = FRAME.pack(len(payload), crc32c.crc32c(payload, crc32c.crc32c(bytes([rtype]))), rtype)
+    return head + HCRC.pack(crc32c.crc32c(head)) + payload
+
+
+def _wal_file(wal_dir, no, body=b""):
+    path = os.path.join(str(wal_dir), f"wal-{no:08d}.log")
+    with open(path, "wb") as f:
+        f.write(FILE_HEADER.pack(MAGIC, VERSION, 0, no) + body)
+    return path
+
+
+def _session(path, **kw):
+    eng = FakeEngine()
+    eng.add_symbol("A")
+    return Session.create(str(path), eng, run_info={"scenario": "hostile", "seed": 1}, **kw)
+
+
+# -- sizes and counts ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("claim", [1 << 30, (1 << 31) + 5, (1 << 32) - 1])
+def test_an_lz4_record_claiming_gigabytes_is_corruption_before_anything_is_allocated(tmp_path, claim, monkeypatch):
+    calls = []
+    monkeypatch.setattr(lz4.block, "decompress", lambda *a, **kw: calls.append(kw))
+    path = _wal_file(tmp_path, 1, _frame(3, struct.pack("<I", claim) + lz4.block.compress(b"x" * 64, store_size=False)))
+    with pytest.raises(CorruptionError, match="wal-00000001.log.*offset 16") as e:
+        scan_wal(str(tmp_path))
+    assert e.value.path == path and e.value.offset == FILE_HEADER.size and not calls
+
+
+def test_an_uncompressed_record_shorter_than_its_batch_header_is_corruption(tmp_path):
+    _wal_file(tmp_path, 1, _frame(1, b"\x01\x02\x03\x04\x05"))
+    with pytest.raises(CorruptionError, match="offset 16"):
+        scan_wal(str(tmp_path))
+
+
+@pytest.mark.parametrize("counts", [(2**32 - 1, 0, 0, 0), (1, 2**32 - 1, 0, 0), (0, 0, 0, 2**31)])
+def test_batch_counts_beyond_the_payload_are_corruption(tmp_path, counts):
+    raw = BATCH.pack(1, *counts) + bytes(64)
+    _wal_file(tmp_path, 1, _frame(1, raw) + _frame(3, struct.pack("<I", len(raw)) +
+                                                   lz4.block.compress(raw, store_size=False)))
+    with pytest.raises(CorruptionError, match="offset 16"):
+        scan_wal(str(tmp_path))
+
+
+@pytest.mark.parametrize("first_seq", [0, -5, 2**63 - 10])
+def test_a_record_with_seqs_a_reader_cannot_number_is_corruption(tmp_path, first_seq):
+    from store.wal import _wire_bytes
+
+    o = _wire_bytes("orders", make_orders(20)).tobytes()
+    _wal_file(tmp_path, 1, _frame(1, BATCH.pack(first_seq, 20, 0, 0, 0) + o))
+    with pytest.raises(CorruptionError, match="implausible seqs.*offset 16"):
+        scan_wal(str(tmp_path))
+    _wal_file(tmp_path, 1, _frame(1, BATCH.pack(1, 20, 0, 0, 0) + o))   # the same record from seq 1
+    assert scan_wal(str(tmp_path))[1].last_seq == 20
+
+
+def test_a_multi_part_record_claiming_more_parts_than_fit_is_corruption(tmp_path):
+    _wal_file(tmp_path, 1, _frame(4, struct.pack("<I", 2**32 - 1) + bytes(20)))
+    with pytest.raises(CorruptionError, match="offset 16"):
+        scan_wal(str(tmp_path))
+
+
+def _hostile_examples():
+    """Run in a child process by the test below: a crash there is a signal death, not a hang."""
+    import tempfile
+
+    from hypothesis import HealthCheck, given, settings, strategies as st
+
+    u32 = st.one_of(st.integers(0, 64), st.sampled_from([2**31 - 1, 2**31, 2**32 - 1]), st.integers(0, 2**32 - 1))
+    counts = st.tuples(u32, u32, u32, u32)
+    valid = make_batch(1, 30, seed=3)
+
+    def lz4_of(raw):
+        return lz4.block.compress(raw, store_size=False)
+
+    @st.composite
+    def payload(draw):
+        kind = draw(st.sampled_from(["raw", "lz4", "parts", "mutant", "bytes"]))
+        head = BATCH.pack(draw(st.integers(-2**63, 2**63 - 1)), *draw(counts)) \
+            if draw(st.booleans()) else draw(st.binary(max_size=30))
+        raw = head + draw(st.binary(max_size=200))
+        if kind == "raw":
+            return draw(st.sampled_from([1, 2, 3, 4, 5, 0, 255])), raw
+        if kind == "lz4":
+            claim = draw(st.one_of(st.just(len(raw)), u32))
+            return draw(st.sampled_from([2, 3])), struct.pack("<I", claim) + lz4_of(raw)
+        if kind == "parts":
+            n = draw(st.integers(0, 3))
+            parts = [(draw(st.one_of(st.just(len(raw)), u32)), lz4_of(raw)) for _ in range(n)]
+            body = b"".join(struct.pack("<II", c, len(b) if draw(st.booleans()) else draw(u32)) + b
+                            for c, b in parts)
+            return 4, struct.pack("<I", draw(st.one_of(st.just(n), u32))) + body
+        if kind == "mutant":   # a real record with flipped bytes, its checksum made to match
+            from store.wal import _encode_batch
+
+            rtype, pieces = _encode_batch(1, *valid, compress=draw(st.booleans()))
+            data = bytearray(b"".join(bytes(memoryview(p).cast("B")) for p in pieces))
+            for _ in range(draw(st.integers(1, 4))):
+                i = draw(st.integers(0, len(data) - 1))
+                data[i] ^= draw(st.integers(1, 255))
+            return rtype, bytes(data)
+        return draw(st.integers(0, 255)), draw(st.binary(max_size=300))
+
+    @settings(max_examples=400, deadline=None, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(st.lists(payload(), min_size=1, max_size=3), st.booleans())
+    def scan_hostile(frames, repair):
+        with tempfile.TemporaryDirectory() as d:
+            _wal_file(d, 1, b"".join(_frame(t, p) for t, p in frames))
+            try:
+                recs, _ = scan_wal(d, repair=repair)
+            except CorruptionError as e:
+                assert e.path.endswith("wal-00000001.log") and e.offset >= FILE_HEADER.size, e
+                return
+            for r in recs:   # what a scan returns is usable: seqs a reader can number rows by
+                assert isinstance(r.orders, np.ndarray) and 1 <= r.first_seq <= r.last_seq + 1 < 2**62
+
+    scan_hostile()
+
+
+def test_hostile_frames_with_matching_checksums_only_ever_raise_corruption_errors(tmp_path):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.path.dirname(HERE), HERE])}
+    code = "import test_store_wal_hostile as t; t._hostile_examples(); print('OK')"
+    p = subprocess.run([sys.executable, "-c", code], cwd=str(tmp_path), env=env, timeout=300,
+                       capture_output=True, text=True)
+    assert p.returncode == 0 and "OK" in p.stdout, \
+        f"exit {p.returncode} (negative: killed by signal)\n{p.stderr[-3000:]}"
+
+
+# -- files without a record --------------------------------------------------------------------
+
+@pytest.mark.parametrize("tail", [b"", b"\x05\x00"], ids=["header only", "torn first record"])
+def test_a_file_a_kill_left_without_a_record_is_not_left_behind_for_good(tmp_path, tail):
+    s = _session(tmp_path, wal_rotate_bytes=1)
+    s.process(make_orders(100, seed=1))
+    s.wal.close()                      # a kill: no seal, no final checkpoint
+    wal = tmp_path / "wal"
+    stray = _wal_file(wal, wal_files(str(wal))[-1][0] + 1, tail)   # killed right after its header
+    s = Session.open(str(tmp_path), wal_rotate_bytes=1)
+    s.process(make_orders(100, seed=2))
+    s.close()                          # seals, checkpoints and trims every file it covers
+    assert not os.path.exists(stray) or os.path.getsize(stray) > FILE_HEADER.size
+    assert wal_files(str(wal)) == []
+    assert read(str(tmp_path), "orders").size == 200
+
+
+def test_an_older_file_without_a_record_is_removed_by_repair(tmp_path):
+    w = WalWriter(str(tmp_path), rotate_bytes=1)
+    for seq in (1, 201):
+        w.append(seq, *make_batch(seq, 200, seed=seq))
+    w.close()
+    os.rename(tmp_path / "wal-00000002.log", tmp_path / "wal-00000003.log")
+    with open(tmp_path / "wal-00000003.log", "r+b") as f:
+        f.write(FILE_HEADER.pack(MAGIC, VERSION, 0, 3))
+    path = _wal_file(tmp_path, 2)      # an earlier process was killed after this header
+    recs, rep = scan_wal(str(tmp_path), repair=True)
+    assert [r.first_seq for r in recs] == [1, 201] and rep.removed == [path]
+    assert [n for n, _ in wal_files(str(tmp_path))] == [1, 3]
+
+
+def test_a_new_writer_replaces_a_newest_file_without_a_record(tmp_path):
+    w = WalWriter(str(tmp_path))
+    w.append(1, *make_batch(1, 50))
+    w.close()
+    _wal_file(tmp_path, 2)
+    w = WalWriter(str(tmp_path), next_seq=51)
+    w.append(51, *make_batch(51, 50, seed=1))
+    w.close()
+    assert [n for n, _ in wal_files(str(tmp_path))] == [1, 2]
+    assert [r.first_seq for r in scan_wal(str(tmp_path))[0]] == [1, 51]
+
+
+# -- symlinks ----------------------------------------------------------------------------------
+
+def test_a_symlinked_wal_directory_is_refused_by_readers_and_writers(tmp_path):
+    d = tmp_path / "d"
+    s = _session(d)
+    s.process(make_orders(100, seed=1))
+    s.wal.close()
+    os.rename(d / "wal", tmp_path / "elsewhere")
+    os.symlink(tmp_path / "elsewhere", d / "wal")
+    before = sorted(os.listdir(tmp_path / "elsewhere"))
+    for attempt in (lambda: read(str(d), "orders"), lambda: scan_wal(str(d / "wal"), repair=True),
+                    lambda: Session.open(str(d)), lambda: WalWriter(str(d / "wal"))):
+        with pytest.raises(CorruptionError, match="symlink"):
+            attempt()
+    assert sorted(os.listdir(tmp_path / "elsewhere")) == before
+
+
+def test_a_symlinked_wal_file_is_never_read_cut_or_deleted(tmp_path):
+    wal = tmp_path / "wal"
+    w = WalWriter(str(wal), rotate_bytes=1)
+    for seq in (1, 101):
+        w.append(seq, *make_batch(seq, 100, seed=seq))
+    w.close()
+    outside = tmp_path / "outside.log"
+    os.rename(wal / "wal-00000002.log", outside)
+    with open(outside, "ab") as f:
+        f.write(b"torn tail bytes")   # what a repair would cut
+    os.symlink(outside, wal / "wal-00000002.log")
+    size = os.path.getsize(outside)
+    for kw in ({}, {"repair": True}, {"salvage": True}):
+        with pytest.raises(CorruptionError, match="wal-00000002.log.*symlink"):
+            scan_wal(str(wal), **kw)
+    assert os.path.getsize(outside) == size and os.path.islink(wal / "wal-00000002.log")
