@@ -15,52 +15,122 @@ Invariants:
 - A WAL file is deleted only once every seq it holds is both sealed and covered by a
   checkpoint, so recovery needs only the newest checkpoint plus the WAL.
 - After a failed write the session refuses further batches: the engine is ahead of the journal.
-  Reopen the directory to continue from the last acknowledged batch.
+  Reopen the directory to continue from the last acknowledged batch. ``close()`` of such a
+  session releases everything and raises StoreError: its last batches are in the WAL only.
+
+Locking (store/lock.py):
+- A Session holds the directory's writer lock (an exclusive ``flock`` on ``LOCK``) from before
+  its first write to ``close``. ``open`` takes it before the catalog is opened, the WAL
+  repaired or any orphan swept; ``create`` takes it in the directory it builds. A second writer
+  (another process) is refused with ``LockedError`` and has written nothing. A failed ``open``
+  or ``create`` closes its catalog and releases the lock before raising.
+- Within one process a later ``open``/``create`` of the same directory supersedes an earlier
+  Session, which from then on refuses to write (it checks the lock before every catalog write,
+  file write and delete).
+- Readers (``store.read``, ``read_checkpoint``, replay) never take the lock.
+
+Hostile directories:
+- ``open`` never imports code the catalog names: the engine class comes from the caller
+  (``engine_class=``) or ``ENGINE_CLASSES`` (``register_engine_class``; ``create`` registers
+  the class of the engine it is given).
+- Every path read from the catalog goes through ``store.paths.inside``; a symlinked ``wal/``,
+  ``segments/`` or ``checkpoints/`` is refused before anything is read or written, and the
+  orphan sweep never follows a symlink (it deletes at most a link, never what it points at).
+- ``create`` is atomic: the catalog and first checkpoint are built in a hidden sibling
+  directory and renamed into place, so a crash leaves no half-made data directory.
 """
 
 from __future__ import annotations
 
-import importlib
+import errno
 import inspect
 import json
 import os
-import struct
+import shutil
+import stat
+import tempfile
 import threading
 
-import crc32c
 import numpy as np
 
 from exchange.errors import CorruptionError, StoreError, UsageError, WriteError
 from exchange.schema import TABLE_DTYPES
 from store import codecs
 from store.arena import Arena, TableRows
-from store.catalog import Catalog
+from store.catalog import CATALOG_NAME, Catalog
+from store.checkpoint_file import (CKPT_HEAD, CKPT_MAGIC, CKPT_VERSION,  # noqa: F401 (re-exported)
+                                   read_checkpoint_file, write_checkpoint_file)
 from store.digest import DIGEST_TABLES, RowDigest, by_symbol
+from store.lock import DirLock, LockedError  # noqa: F401 (LockedError re-exported)
+from store.paths import inside, is_plain_dir
 from store.segment import commit_segments, encode_columns
 from store.tables import STORED_DTYPES, TABLES
 from store.wal import WalRecord, WalReport, WalWriter, fsync_dir, scan_wal
 
-__all__ = ["Session"]
+__all__ = ["Session", "ENGINE_CLASSES", "register_engine_class", "LockedError"]
 
-CKPT_MAGIC = b"EXCK"
-CKPT_VERSION = 1
-CKPT_HEAD = struct.Struct("<4sHHqQI")   # magic, version, reserved, seq, blob length, crc32c(blob)
+# The engine classes ``Session.open`` may restore by the name a catalog records. A value is the
+# class, or a "module:attr" path written here in code (trusted, imported on first use: importing
+# exchange.engine loads numba). A name read from a catalog is only ever looked up here.
+ENGINE_CLASSES: dict[str, object] = {"exchange.engine:Engine": "exchange.engine:Engine"}
+_registry_lock = threading.Lock()
 
 
-def _class_path(obj) -> str:
-    cls = type(obj)
+def _class_name(cls) -> str:
     return f"{cls.__module__}:{cls.__qualname__}"
 
 
-def _load_class(path: str):
-    mod, _, name = path.partition(":")
+def register_engine_class(cls, name: str | None = None) -> str:
+    """Let ``Session.open`` restore directories whose catalog names ``name`` with ``cls``.
+
+    ``name`` defaults to ``"module:QualName"`` of ``cls`` (what ``Session.create`` records).
+    Returns the name. Raises UsageError if ``cls`` has no ``restore``.
+    """
+    if not callable(getattr(cls, "restore", None)):
+        raise UsageError(f"register_engine_class: {cls!r} has no restore(blob) classmethod")
+    name = name or _class_name(cls)
+    with _registry_lock:
+        ENGINE_CLASSES[name] = cls
+    return name
+
+
+def _registered_engine_class(name, catalog_path: str):
+    """The class ``ENGINE_CLASSES`` holds for the catalog's engine class name.
+
+    Raises StoreError naming the catalog if the name is not registered (nothing is imported).
+    """
+    entry = ENGINE_CLASSES.get(name) if isinstance(name, str) else None
+    if entry is None:
+        shown = repr(name)[:200]
+        raise StoreError(f"{catalog_path}: the catalog names engine class {shown}, which is not a "
+                         f"registered engine class ({', '.join(sorted(ENGINE_CLASSES))}); opening "
+                         "a data directory never imports code it names: pass engine_class= to "
+                         "Session.open, or register the class with "
+                         "store.session.register_engine_class")
+    if isinstance(entry, str):   # a trusted path written in code above, not read from data
+        import importlib
+
+        mod, _, attr = entry.partition(":")
+        cls = importlib.import_module(mod)
+        for part in attr.split("."):
+            cls = getattr(cls, part)
+        with _registry_lock:
+            ENGINE_CLASSES[name] = cls
+        entry = cls
+    return entry
+
+
+def _umask() -> int:
     try:
-        obj = importlib.import_module(mod)
-        for part in name.split("."):
-            obj = getattr(obj, part)
-    except (ImportError, AttributeError) as e:
-        raise StoreError(f"cannot import the engine class {path!r} recorded in the catalog: {e}") from e
-    return obj
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)   # why the swap only as a fallback: it is process-wide for a moment
+    os.umask(mask)
+    return mask
 
 
 class _SealJob:
@@ -111,11 +181,13 @@ def _takes_reuse(engine) -> bool:
 class Session:
     """A journaled engine. Build with ``Session.create`` or ``Session.open``, not directly."""
 
-    def __init__(self, data_dir, engine, catalog, *, durability, sync_interval, checkpoint_every,
-                 seal_every, wal_rotate_bytes, wal_compress, seal_in_background, journal_parts):
+    def __init__(self, data_dir, engine, catalog, *, lock, durability, sync_interval,
+                 checkpoint_every, seal_every, wal_rotate_bytes, wal_compress, seal_in_background,
+                 journal_parts):
         self.data_dir = os.fspath(data_dir)
         self.engine = engine
         self.catalog = catalog
+        self._lock: DirLock = lock
         self.checkpoint_every = int(checkpoint_every)
         self.seal_every = int(seal_every)
         self.seal_in_background = bool(seal_in_background)
@@ -176,43 +248,181 @@ class Session:
         as one batch and checks the outputs).
         run_info: scenario,
         seed and anything else worth recording in the ``runs`` table.
-        Returns the open Session. Raises UsageError if the directory already holds a catalog,
-        WriteError if the first checkpoint cannot be written.
+
+        Atomic: the catalog and the first checkpoint are written (under the new directory's
+        lock) into a hidden sibling directory, which is then renamed to ``data_dir``; a crash
+        or failure before that leaves ``data_dir`` as it was (absent or empty). ``data_dir``
+        may exist if it is an empty directory. The engine's class is registered for
+        ``Session.open`` in this process (``register_engine_class``).
+        Returns the open Session, holding the directory's writer lock. Raises UsageError if the
+        directory already holds a catalog or is not empty (or another create won the race),
+        WriteError if the first checkpoint or the catalog cannot be written.
         """
         data_dir = os.fspath(data_dir)
         opts = cls._options(options)
-        if os.path.exists(os.path.join(data_dir, "catalog.sqlite")):
-            raise UsageError(f"{data_dir} already holds a data directory; use Session.open")
-        os.makedirs(data_dir, exist_ok=True)
-        catalog = Catalog(data_dir, create=True)
-        config = engine.config()
-        info = dict(run_info or {})
-        catalog.set_symbols(config)
-        catalog.add_run(scenario=str(info.pop("scenario", "")), seed=info.pop("seed", None),
-                        engine_options=config, info=info)
-        catalog.set_meta("engine_class", _class_path(engine))
-        catalog.set_meta("sealed_through", engine.seq)   # nothing before the engine's seq is ours
-        s = cls(data_dir, engine, catalog, **opts)
-        s.checkpoint()
+        target = cls._creation_target(data_dir)
+        parent = os.path.dirname(target)
+        try:
+            os.makedirs(parent, exist_ok=True)
+            tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(target)}.exsim-create-", dir=parent)
+        except OSError as e:
+            raise WriteError(f"cannot create a data directory beside {target}: {e}") from e
+        sync = opts["durability"] != "none"
+        lock = catalog = None
+        try:
+            try:
+                old = os.stat(target)
+                mode = stat.S_IMODE(old.st_mode)   # why: the empty directory it replaces
+            except FileNotFoundError:
+                mode = 0o777 & ~_umask()   # why: mkdtemp makes it private; be like mkdir's
+            os.chmod(tmp, mode)
+            lock = DirLock.acquire(tmp, what="create")
+            catalog = Catalog(tmp, create=True)
+            config = engine.config()
+            info = dict(run_info or {})
+            catalog.set_symbols(config)
+            catalog.add_run(scenario=str(info.pop("scenario", "")), seed=info.pop("seed", None),
+                            engine_options=config, info=info)
+            catalog.set_meta("engine_class", _class_name(type(engine)))
+            catalog.set_meta("sealed_through", engine.seq)   # nothing before the engine's seq is ours
+            seq = engine.seq
+            rel, nbytes, crc = write_checkpoint_file(tmp, seq, engine.checkpoint(), sync=sync)
+            catalog.add_checkpoint(seq, rel, nbytes, crc)
+            catalog.close()
+            catalog = None
+            if sync:
+                fsync_dir(tmp)
+            cls._rename_into_place(tmp, target)
+            if sync:
+                fsync_dir(parent)
+        except BaseException as e:
+            if catalog is not None:
+                catalog.close()
+            if lock is not None:
+                lock.release()
+            shutil.rmtree(tmp, ignore_errors=True)
+            if isinstance(e, OSError):
+                raise WriteError(f"cannot create the data directory {target}: {e}") from e
+            raise
+        # the directory is complete and in place; the lock (on its LOCK file) moved with it
+        lock.data_dir = data_dir
+        lock.path = os.path.join(data_dir, os.path.basename(lock.path))
+        catalog = None
+        try:
+            catalog = Catalog(data_dir)
+            s = cls(data_dir, engine, catalog, lock=lock, **opts)
+        except BaseException:
+            if catalog is not None:
+                catalog.close()
+            lock.release()
+            raise
+        register_engine_class(type(engine))   # why: the caller handed us this class
         return s
+
+    @staticmethod
+    def _creation_target(data_dir: str) -> str:
+        """The absolute path ``create`` renames the new directory to (a symlinked ``data_dir``
+        resolved). Raises UsageError if it holds a catalog, is not a directory or is not empty."""
+        target = os.path.abspath(data_dir)
+        if os.path.islink(target):
+            target = os.path.realpath(target)
+        if os.path.lexists(os.path.join(target, CATALOG_NAME)):
+            raise UsageError(f"{data_dir} already holds a data directory; use Session.open")
+        if os.path.lexists(target):
+            if not os.path.isdir(target):
+                raise UsageError(f"{data_dir} exists and is not a directory; cannot create a data "
+                                 "directory there")
+            try:
+                entries = os.listdir(target)
+            except OSError as e:
+                raise UsageError(f"{data_dir}: cannot list the directory: {e}") from e
+            if entries:
+                shown = ", ".join(sorted(entries)[:5]) + (", ..." if len(entries) > 5 else "")
+                raise UsageError(f"{data_dir} is not empty ({shown}) and is not a data directory; "
+                                 "create needs a new or empty directory")
+        return target
+
+    @staticmethod
+    def _rename_into_place(tmp: str, target: str) -> None:
+        """Rename the built directory ``tmp`` to ``target`` (absent or an empty directory).
+
+        Raises UsageError if ``target`` became non-empty meanwhile (another create won).
+        """
+        try:
+            in_target = os.path.samefile(os.getcwd(), target)
+        except OSError:
+            in_target = False
+        try:
+            os.rename(tmp, target)
+        except OSError as e:
+            if e.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR, errno.EISDIR):
+                if os.path.lexists(os.path.join(target, CATALOG_NAME)):
+                    raise UsageError(f"{target} already holds a data directory (created meanwhile); "
+                                     "use Session.open") from e
+                raise UsageError(f"{target} is no longer an empty directory; create needs a new "
+                                 "or empty one") from e
+            raise
+        if in_target:   # why: the rename replaced the directory this process was in
+            os.chdir(target)
 
     @classmethod
     def open(cls, data_dir, *, engine_class=None, salvage: bool = False, **options) -> "Session":
         """Reopen a data directory: restore the newest checkpoint, replay the WAL tail.
 
-        A crash tail in the WAL is cut and reported in ``session.recovery.torn_tail``. With
-        ``salvage`` a corrupt WAL record is cut too (``session.recovery.salvaged``) instead of
-        raising. Returns the open Session with ``engine.seq`` = the last journaled seq.
-        Raises StoreError if the directory is not a data directory, CorruptionError if a file
-        fails a check or the replayed engine does not reproduce the journaled outputs.
+        The directory's writer lock is taken first, before anything is opened for writing,
+        repaired or deleted. ``engine_class``: the class whose ``restore`` rebuilds the engine;
+        None looks up the name the catalog records in ``ENGINE_CLASSES`` (nothing named by the
+        data is ever imported). A crash tail in the WAL is cut and reported in
+        ``session.recovery.torn_tail``. With ``salvage`` a corrupt WAL record is cut too
+        (``session.recovery.salvaged``) instead of raising. Unregistered segment and checkpoint
+        files (a crash before registering them) are deleted.
+        Returns the open Session with ``engine.seq`` = the last journaled seq.
+        Raises LockedError (a StoreError) if another process has the directory open for writing
+        (nothing was written then); StoreError if the directory is not a data directory or its
+        engine class is not registered; CorruptionError if a file fails a check, ``wal/``,
+        ``segments/`` or ``checkpoints/`` is a symlink, or the replayed engine does not
+        reproduce the journaled outputs. A failed open closes its catalog and releases the lock.
         """
         data_dir = os.fspath(data_dir)
         opts = cls._options(options)
-        catalog = Catalog(data_dir)
+        if not os.path.isdir(data_dir) or not os.path.isfile(os.path.join(data_dir, CATALOG_NAME)):
+            raise StoreError(f"{data_dir} is not an exsim data directory (no {CATALOG_NAME})")
+        inside(data_dir, CATALOG_NAME, what="catalog")   # refuses a symlinked catalog
+        lock = DirLock.acquire(data_dir, supersede=True, what="open")
+        catalog = s = None
+        try:
+            cls._check_layout(data_dir)
+            catalog = Catalog(data_dir)
+            s = cls._restore(data_dir, catalog, lock, engine_class, salvage, opts)
+            return s
+        except BaseException:
+            if s is not None:
+                s._release()
+            else:
+                if catalog is not None:
+                    catalog.close()
+                lock.release()
+            raise
+
+    @staticmethod
+    def _check_layout(data_dir: str) -> None:
+        """Raise CorruptionError if ``wal/``, ``segments/`` or ``checkpoints/`` exists but is
+        not a plain directory (a symlink would let repair or the sweep touch files elsewhere)."""
+        for sub in ("wal", "segments", "checkpoints"):
+            path = os.path.join(data_dir, sub)
+            if os.path.lexists(path) and not is_plain_dir(path):
+                raise CorruptionError(f"{path}: is a symlink or not a directory; a data directory's "
+                                      "files must be its own (refused before anything was written)",
+                                      path, -1)
+
+    @classmethod
+    def _restore(cls, data_dir, catalog, lock, engine_class, salvage, opts) -> "Session":
+        """The rest of ``open``, under the lock: restore, replay, sweep. Returns the Session."""
         ck = catalog.latest_checkpoint()
         if ck is None:
             raise StoreError(f"{data_dir}: no checkpoint registered; cannot restore an engine")
-        engine_class = engine_class or _load_class(catalog.get_meta("engine_class"))
+        if engine_class is None:
+            engine_class = _registered_engine_class(catalog.get_meta("engine_class"), catalog.path)
         engine = engine_class.restore(cls._read_checkpoint(data_dir, ck))
         if engine.seq != ck["seq"]:
             raise CorruptionError(f"{ck['path']}: checkpoint restores seq {engine.seq}, catalog says "
@@ -240,12 +450,16 @@ class Session:
                                           f"(seq {rec.first_seq}) gives different {name}: the engine "
                                           "is not deterministic or the checkpoint is wrong",
                                           rec.path, rec.offset)
-        s = cls(data_dir, engine, catalog, **opts)
-        s.recovery = report
-        s._wal_ranges = dict(report.file_ranges)
-        s._pending = [r for r in records if r.first_seq > sealed]
-        s._pending_rows = sum(r.orders.size for r in s._pending)
-        s._remove_orphans()
+        s = cls(data_dir, engine, catalog, lock=lock, **opts)
+        try:
+            s.recovery = report
+            s._wal_ranges = dict(report.file_ranges)
+            s._pending = [r for r in records if r.first_seq > sealed]
+            s._pending_rows = sum(r.orders.size for r in s._pending)
+            s._remove_orphans()
+        except BaseException:
+            s._release()
+            raise
         return s
 
     @classmethod
@@ -407,6 +621,8 @@ class Session:
         if self._failed or self._closed:
             raise StoreError(f"{self.data_dir}: session {'closed' if self._closed else 'failed'}"
                              f"{': ' + self._failed if self._failed else ''}; reopen the directory")
+        if not self._lock.held:
+            self._lock.check()   # raises: superseded by a later open of this directory
         if self._wal_exec is not None and not inside:
             raise UsageError("Session.process_many is running: finish iterating over it first")
 
@@ -459,49 +675,22 @@ class Session:
         """
         if self._wal_exec is not None:
             raise UsageError("Session.checkpoint inside process_many: the engine is ahead of the WAL")
+        self._lock.check()
         self._reap_seal(block=True)
         return self._checkpoint()
 
     def _checkpoint(self) -> int:
+        self._lock.check()
         seq = self.engine.seq
-        blob = self.engine.checkpoint()
-        rel = os.path.join("checkpoints", f"ckpt-{seq:020d}.bin")
-        full = os.path.join(self.data_dir, rel)
-        tmp = full + ".tmp"
-        crc = crc32c.crc32c(blob)
-        try:
-            os.makedirs(os.path.dirname(full), exist_ok=True)
-            with open(tmp, "wb") as f:
-                f.write(CKPT_HEAD.pack(CKPT_MAGIC, CKPT_VERSION, 0, seq, len(blob), crc))
-                f.write(blob)
-                f.flush()
-                if self._sync:
-                    os.fsync(f.fileno())
-            os.replace(tmp, full)
-            if self._sync:
-                fsync_dir(os.path.dirname(full))
-        except OSError as e:
-            raise WriteError(f"cannot write checkpoint {full}: {e}") from e
-        self.catalog.add_checkpoint(seq, rel, CKPT_HEAD.size + len(blob), crc)
+        rel, nbytes, crc = write_checkpoint_file(self.data_dir, seq, self.engine.checkpoint(),
+                                                 sync=self._sync)
+        self.catalog.add_checkpoint(seq, rel, nbytes, crc)
         self._last_ckpt = seq
         self._trim_wal()
         return seq
 
-    @staticmethod
-    def _read_checkpoint(data_dir: str, row: dict) -> bytes:
-        path = os.path.join(data_dir, row["path"])
-        with open(path, "rb") as f:
-            data = f.read()
-        if len(data) < CKPT_HEAD.size:
-            raise CorruptionError(f"{path}: checkpoint file too short", path, 0)
-        magic, version, _, seq, n, crc = CKPT_HEAD.unpack_from(data)
-        blob = data[CKPT_HEAD.size:]
-        if magic != CKPT_MAGIC or version != CKPT_VERSION or seq != row["seq"] or n != len(blob):
-            raise CorruptionError(f"{path}: bad checkpoint header at offset 0", path, 0)
-        if crc32c.crc32c(blob) != crc:
-            raise CorruptionError(f"{path}: checkpoint checksum mismatch at offset {CKPT_HEAD.size}",
-                                  path, CKPT_HEAD.size)
-        return blob
+    # why a staticmethod kept here: store.query.read_checkpoint reads checkpoints through it
+    _read_checkpoint = staticmethod(read_checkpoint_file)
 
     # -- sealing -------------------------------------------------------------------------------
     def seal(self) -> list:
@@ -509,8 +698,9 @@ class Session:
         them, advancing sealed_through in the same catalog transaction; waits for a background
         seal first. Returns the SegmentInfos registered by this call (a finished background
         seal's included). Raises WriteError if a segment cannot be written (its rows stay
-        unsealed, in the WAL).
+        unsealed, in the WAL); StoreError if this Session no longer holds the directory's lock.
         """
+        self._lock.check()
         infos = self._reap_seal(block=True)
         if not self._pending:
             return infos
@@ -563,8 +753,11 @@ class Session:
         return job.infos
 
     def _register(self, infos: list, through: int) -> None:
-        self.catalog.register_seal(infos, through)
-        self.catalog.set_meta("encoding_choices", json.dumps(self.chooser.state()))
+        self._lock.check()
+        # why one transaction: segments registered without their sealed_through (or the other
+        # way round) would be sealed again by the next seal: every row stored twice
+        self.catalog.register_seal(infos, through,
+                                   meta={"encoding_choices": json.dumps(self.chooser.state())})
 
     def _write_segments(self, recs: list) -> list:
         """Write (durably, per policy) the segments of ``recs``; register nothing. Returns the
@@ -601,6 +794,9 @@ class Session:
                 built.append(encode_columns(self.data_dir, table, int(ss[lo]), part,
                                             codec="lz4", chooser=self.chooser))
                 built[-1].info.digest = digests.get(int(ss[lo]), "")
+        self._lock.check()
+        for b in built:   # why: a symlinked segments/<table>/<symbol> must not receive our files
+            inside(self.data_dir, b.info.path, what="segment")
         # why all at once: one directory fsync per directory after all renames (see there)
         return commit_segments(self.data_dir, built, sync=self._sync)
 
@@ -609,6 +805,8 @@ class Session:
             path, lo, hi = self.wal.closed_files.pop(0)
             self._wal_ranges[path] = (lo, hi)
         limit = min(self.catalog.sealed_through(), self._last_ckpt)
+        if any(hi <= limit for lo, hi in self._wal_ranges.values()):
+            self._lock.check()
         removed = False
         for path, (lo, hi) in list(self._wal_ranges.items()):
             if hi <= limit:
@@ -623,50 +821,101 @@ class Session:
 
     def _remove_orphans(self) -> None:
         """Delete segment/checkpoint files no catalog row names (a crash between write and
-        register, or between a compaction commit and its deletes) and temporary files."""
+        register, or between a compaction commit and its deletes) and temporary files.
+
+        Never follows a symlink: a symlinked ``segments/`` or ``checkpoints/`` raises
+        CorruptionError, a symlink below them is deleted as a link (never what it points at).
+        """
+        self._lock.check()
         live = {r["path"] for r in self.catalog.all_segments()}
         live |= {r["path"] for r in self.catalog.checkpoints()}
         for sub in ("segments", "checkpoints"):
             root = os.path.join(self.data_dir, sub)
-            for dirpath, _, files in os.walk(root):
+            if not os.path.lexists(root):
+                continue
+            if not is_plain_dir(root):
+                raise CorruptionError(f"{root}: is a symlink or not a directory; refused (the "
+                                      "orphan sweep deletes only the data directory's own files)",
+                                      root, -1)
+            # why fwalk: it never descends through a symlink and unlinks relative to the
+            # directory's descriptor, so a directory swapped for a link meanwhile is not followed
+            for dirpath, _, files, dirfd in os.fwalk(root, follow_symlinks=False):
                 for name in files:
                     rel = os.path.relpath(os.path.join(dirpath, name), self.data_dir)
                     if rel not in live:
-                        os.unlink(os.path.join(dirpath, name))
+                        try:
+                            os.unlink(name, dir_fd=dirfd)
+                        except FileNotFoundError:
+                            pass
 
     # -- end -----------------------------------------------------------------------------------
     def close(self) -> None:
-        """Seal everything, write a final checkpoint, trim the WAL and close. Idempotent.
+        """Seal everything, write a final checkpoint, trim the WAL, release the lock and close.
 
-        Raises WriteError if sealing or the checkpoint fails (the WAL still holds everything).
+        A failed session (a write failed earlier) or one superseded by a later open of the same
+        directory in this process is closed without writing anything: its WAL, catalog and
+        lock are released and StoreError is raised saying the last batches were not sealed
+        (they are in the WAL: reopen the directory to recover them). Later calls return None.
+        Raises WriteError if sealing or the checkpoint fails (the WAL still holds everything;
+        the session stays open so that close can be retried), UsageError inside process_many.
         """
         if self._closed:
             return
         if self._wal_exec is not None:
             raise UsageError("Session.close inside process_many: finish iterating over it first")
-        if self._failed:
-            if self._sealing:
-                self._sealing.thread.join()   # its files are orphans unless registered
-                self._sealing = None
-        else:
-            if self.seal_in_background and self._pending:
-                self._start_seal()   # (after a running seal) the rest goes to the seal thread
-            if self.engine.seq != self._last_ckpt:
-                # why before waiting for the seal: the final checkpoint (engine state, write,
-                # fsync) is made on this thread while the seal thread writes the last segments;
-                # recovery accepts either one registered first
-                self._checkpoint()
-            self.seal()
+        if self._failed or not self._lock.held:
+            why = (f"the session failed earlier: {self._failed}" if self._failed else
+                   "a later Session.open/create of the directory in this process took it over")
+            sealed = self._sealed_through_or_unknown()
+            self._release()
+            raise StoreError(f"{self.data_dir}: closed without sealing or checkpointing ({why}); "
+                             f"the batches after seq {sealed} were not sealed and are only in the "
+                             "WAL: reopen the directory (Session.open) to recover them")
+        if self.seal_in_background and self._pending:
+            self._start_seal()   # (after a running seal) the rest goes to the seal thread
+        if self.engine.seq != self._last_ckpt:
+            # why before waiting for the seal: the final checkpoint (engine state, write,
+            # fsync) is made on this thread while the seal thread writes the last segments;
+            # recovery accepts either one registered first
+            self._checkpoint()
+        self.seal()
         self.wal.close()
         self._trim_wal()
-        self.catalog.close()
+        self._release()
+
+    def _sealed_through_or_unknown(self) -> str:
+        try:
+            return str(self.catalog.sealed_through())
+        except Exception:   # why broad: only for the message of an error being raised anyway
+            return "(unknown)"
+
+    def _release(self) -> None:
+        """Let go of everything the session holds (seal thread, WAL file, catalog connection,
+        encoder threads, lock) without writing anything more; never raises."""
+        if self._sealing is not None:
+            self._sealing.thread.join()   # its files are orphans unless registered
+            self._sealing = None
+        try:
+            self.wal.close()
+        except Exception:   # why broad: a failed session's WAL may fail again; nothing to add
+            pass
+        try:
+            self.catalog.close()
+        except Exception:
+            pass
         if self._encoder is not None:
             self._encoder.shutdown(wait=True)
             self._encoder = None
+        self._lock.release()
         self._closed = True
 
     def __enter__(self) -> "Session":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None and (self._failed or not self._lock.held):
+            # why quietly: the exception in flight is the failure; close()'s StoreError would
+            # only hide it
+            self._release()
+            return
         self.close()
