@@ -103,3 +103,10 @@ class FakeEngine:
 def fake_engine_factory():
     """The engine class the session should restore with (FakeEngine)."""
     return FakeEngine
+
+
+# why registered: Session.open restores only engine classes it was told about, never a class a
+# catalog names (the crash tests reopen FakeEngine directories without passing engine_class=)
+from store.session import register_engine_class  # noqa: E402
+
+register_engine_class(FakeEngine)
