@@ -193,3 +193,189 @@ def _child_fuzz_decode():
 
 def test_hostile_blocks_decode_to_exactly_rows_values_or_raise_corruption():
     _in_child("fuzz_decode", timeout=300)
+
+
+# --- segment files ------------------------------------------------------------------------------
+
+def _const_block(signed: bool, value: int = 0) -> bytes:
+    """A FOR block with a width-0 stream: a constant column of any length in 18 bytes."""
+    return bytes([codecs.FOR]) + _stream((value ^ (1 << 63)) if signed else value, 1, 0)
+
+
+def _segment(path: str, *, table: str = "l2", rows: int = 10, seq=(1, 1), ts=(0, 0),
+             cols=None, symbol: int = 0) -> int:
+    """Write a segment file whose every checksum is right (index and blocks recomputed), with
+    ``cols`` [(name, dtype str, encoding, codec, stored bytes, raw length)] (default: every
+    column of ``table`` constant, stored raw). Returns the file size."""
+    if cols is None:
+        dt = STORED_DTYPES[table]
+        cols = []
+        for name in dt.names:
+            b = _const_block(dt.fields[name][0].kind == "i")
+            cols.append((name, dt.fields[name][0].str, codecs.FOR, sg.NONE, b, len(b)))
+    parts, pos = [sg.HEADER.pack(sg.MAGIC, sg.VERSION, 0)], sg.HEADER.size
+    index = [sg._s(table), sg.INDEX_HEAD.pack(symbol, rows, *seq, *ts, len(cols))]
+    for name, dts, enc, codec, stored, raw in cols:
+        crc = crc32c.crc32c(stored)
+        parts += [stored, sg.CRC.pack(crc)]
+        index += [sg._s(name), sg._s(dts), sg.INDEX_COL.pack(enc, codec, pos, len(stored), raw, crc)]
+        pos += len(stored) + sg.CRC.size
+    idx = b"".join(index)
+    parts += [idx, sg.FOOTER.pack(pos, len(idx), crc32c.crc32c(idx), sg.VERSION, 0, sg.FOOT_MAGIC)]
+    data = b"".join(parts)
+    with open(path, "wb") as f:
+        f.write(data)
+    return len(data)
+
+
+def _refused(path: str, what: str = "") -> None:
+    """read_index, check_segment and read_segment all raise CorruptionError naming ``path``
+    (and ``what``)."""
+    def index():
+        with open(path, "rb") as f:
+            sg.read_index(f, path)
+    for fn in (index, lambda: sg.check_segment(path), lambda: sg.read_segment(path)):
+        e = _expect_corruption(fn, where=path)
+        assert what in str(e) and e.path == path and e.offset >= 0, e
+
+
+def _child_index_claiming_2_28_rows(tmp=None):
+    import tempfile
+    d = tmp or tempfile.mkdtemp()
+    good = os.path.join(d, "good.seg")
+    _segment(good, rows=1000)
+    assert sg.read_segment(good)["price"].size == 1000    # the same file with a sane count reads
+    path = os.path.join(d, "tiny.seg")
+    assert _segment(path, rows=1 << 28) < 1000
+    _refused(path, "rows")
+
+
+def test_a_tiny_segment_whose_index_claims_2_28_rows_is_refused_before_allocating():
+    _in_child("index_claiming_2_28_rows")
+
+
+def _zstd_frames() -> dict:
+    import zstandard
+    inflating = zstandard.ZstdCompressor(level=3, write_content_size=False).compress(
+        bytes(1 << 20))                        # no size in the frame: inflates as far as asked
+    declaring = bytearray(zstandard.ZstdCompressor(level=3).compress(bytes(1 << 20)))
+    assert declaring[4] == 0b10100000          # single segment, 4-byte content size at 5..8
+    declaring[5:9] = struct.pack("<I", 2**32 - 1)
+    return {"inflating": bytes(inflating), "declaring": bytes(declaring)}
+
+
+def _child_zstd_bombs():
+    import tempfile
+    d = tempfile.mkdtemp()
+    frames = _zstd_frames()
+    dt = STORED_DTYPES["l2"]
+    for kind, raw in (("inflating", 2**32 - 1), ("declaring", 18), ("declaring", 2**32 - 1)):
+        cols = []
+        for name in dt.names:
+            b = _const_block(dt.fields[name][0].kind == "i")
+            cols.append((name, dt.fields[name][0].str, codecs.FOR, sg.NONE, b, len(b)))
+        cols[1] = (cols[1][0], cols[1][1], codecs.PLAIN, sg.ZSTD, frames[kind], raw)
+        path = os.path.join(d, f"{kind}-{raw}.seg")
+        _segment(path, rows=10)
+        _segment(path, rows=10, cols=cols)
+        e = _expect_corruption(lambda: sg.read_segment(path), where=path)
+        assert e.path == path and e.offset >= 0
+        if raw > 18:   # a declared length no block of 10 rows can have: refused by the index
+            _refused(path, "raw bytes")
+
+
+def test_zstd_bombs_are_refused_before_inflating():
+    _in_child("zstd_bombs")
+
+
+_INDEX_FIELDS = ("rows", "ncols", "enc", "codec", "off", "stored", "raw", "dtype", "name",
+                 "table", "seq", "ts")
+
+
+@st.composite
+def hostile_segments(draw):
+    """Keyword arguments of ``_segment``: a valid constant l2 segment with one index field (or
+    one column's block) replaced by a hostile value; every checksum stays right."""
+    dt = STORED_DTYPES["l2"]
+    cols = [[name, dt.fields[name][0].str, codecs.FOR, sg.NONE,
+             _const_block(dt.fields[name][0].kind == "i"), 18] for name in dt.names]
+    kw = {"rows": draw(st.sampled_from([1, 10, 1000])), "cols": cols}
+    k = draw(st.integers(0, len(cols) - 1))
+    field = draw(st.sampled_from(_INDEX_FIELDS + ("block",)))
+    if field == "rows":
+        kw["rows"] = draw(st.one_of(_BIG, st.integers(0, 1 << 40)))
+    elif field == "ncols":
+        del cols[draw(st.integers(0, len(cols) - 1)):]
+    elif field == "enc":
+        cols[k][2] = draw(st.integers(0, 255))
+    elif field == "codec":
+        cols[k][3] = draw(st.integers(0, 255))
+    elif field == "raw":
+        cols[k][5] = draw(st.one_of(st.sampled_from([0, 1, 17, 19, 2**31, 2**32 - 1]),
+                                    st.integers(0, 2**32 - 1)))
+    elif field == "dtype":
+        cols[k][1] = draw(st.sampled_from(["<f8", ">i8", "O", "V8", "<U4", "i8,i8", "<i16",
+                                           "|b1", "<M8[ns]", "", "\x00", "<u2"]))
+    elif field == "name":
+        cols[k][0] = draw(st.sampled_from(["", cols[0][0], "\u00e9"]))
+    elif field == "table":
+        kw["table"] = draw(st.sampled_from(["", "x", "orders", "fills"]))
+    elif field in ("seq", "ts"):
+        kw[field] = (draw(st.integers(-2**63, 2**63 - 1)), draw(st.integers(-2**63, 2**63 - 1)))
+    elif field == "block":
+        codec = draw(st.sampled_from([sg.NONE, sg.LZ4, sg.ZSTD]))
+        stored = draw(st.one_of(st.binary(max_size=64), st.sampled_from(
+            list(_zstd_frames().values()) + [_rle([1, 2**63 - 1, 1]), _rle([U64])])))
+        cols[k][3:6] = [codec, stored, len(stored) if codec == sg.NONE
+                        else draw(st.integers(0, 4096))]
+    value = draw(_BIG if field == "off" else st.sampled_from([0, 1, 17, 19, 600, 2**32 - 1]))
+    return kw, field, k, value
+
+
+@settings(max_examples=200, deadline=None, database=None)
+@given(hostile_segments())
+def _fuzz_segments(case):
+    import tempfile
+    kw, field, k, value = case
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "x.seg")
+        size = _segment(path, **kw)
+        if field in ("off", "stored"):
+            # these move a block: patch column k's index entry, then the index checksum
+            data = bytearray(open(path, "rb").read())
+            idx_off, idx_len = struct.unpack_from("<QI", data, size - sg.FOOTER.size)
+            at = idx_off + _entry_offset(data[idx_off:idx_off + idx_len], k)
+            if field == "off":
+                struct.pack_into("<Q", data, at + 2, value)
+            else:
+                struct.pack_into("<I", data, at + 10, value % 2**32)
+            struct.pack_into("<I", data, size - sg.FOOTER.size + 12,
+                             crc32c.crc32c(bytes(data[idx_off:idx_off + idx_len])))
+            open(path, "wb").write(bytes(data))
+        for fn in (lambda: sg.check_segment(path), lambda: sg.read_segment(path)):
+            try:
+                out = fn()
+            except CorruptionError as e:
+                assert e.path == path and path in str(e), e
+                continue
+            if out is not None:
+                assert all(v.shape == (kw["rows"],) for v in out.values())
+
+
+def _entry_offset(idx: bytes, k: int) -> int:
+    """Offset in the index of column k's fixed fields (encoding byte first)."""
+    p = 1 + idx[0] + sg.INDEX_HEAD.size
+    for j in range(k + 1):
+        p += 1 + idx[p]
+        p += 1 + idx[p]
+        if j < k:
+            p += sg.INDEX_COL.size
+    return p
+
+
+def _child_fuzz_segments():
+    _fuzz_segments()
+
+
+def test_hostile_segment_indexes_and_blocks_raise_corruption_naming_the_file():
+    _in_child("fuzz_segments", timeout=300)
