@@ -379,3 +379,13 @@ def _child_fuzz_segments():
 
 def test_hostile_segment_indexes_and_blocks_raise_corruption_naming_the_file():
     _in_child("fuzz_segments", timeout=300)
+
+
+def test_a_writer_never_writes_more_rows_than_a_reader_accepts(tmp_path, monkeypatch):
+    monkeypatch.setattr(sg, "ROWS_FLOOR", 1000)     # why: the real floor needs a million rows
+    rows = np.zeros(100_000, STORED_DTYPES["l2"])   # constant columns: a few hundred bytes
+    rows["seq"] = 5
+    info = sg.write_segment(str(tmp_path), "l2", 0, rows, codec="zstd")
+    assert info.rows <= sg.max_rows(info.bytes) and info.encodings["seq"] == "plain"
+    cols = sg.read_segment(os.path.join(tmp_path, info.path))
+    assert all(np.array_equal(cols[c], rows[c]) for c in rows.dtype.names)
