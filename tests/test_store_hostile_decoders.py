@@ -389,3 +389,52 @@ def test_a_writer_never_writes_more_rows_than_a_reader_accepts(tmp_path, monkeyp
     assert info.rows <= sg.max_rows(info.bytes) and info.encodings["seq"] == "plain"
     cols = sg.read_segment(os.path.join(tmp_path, info.path))
     assert all(np.array_equal(cols[c], rows[c]) for c in rows.dtype.names)
+
+
+# --- the WAL's byte planes, remembered choices, stored digests ---------------------------------
+
+def _child_unshuffle_out_of_bounds():
+    from store.shuffle import shuffle, unshuffle
+    src, out = np.arange(64, dtype=np.uint8), np.zeros(64, np.uint8)
+    for pos, width, n in ((0, 8, 9), (60, 1, 5), (0, 8, 2**60), (0, 0, 4), (-1, 1, 1),
+                          (65, 1, 0), (0, 2**62, 4)):
+        try:
+            unshuffle(src, pos, width, n, out)
+        except ValueError:
+            continue
+        raise AssertionError(f"unshuffle accepted pos {pos} width {width} n {n}")
+    for pos in (-1, 1, 65):
+        try:
+            shuffle(src, 8, out, pos)
+        except ValueError:
+            continue
+        raise AssertionError(f"shuffle wrote 64 bytes at {pos} of 64")
+    unshuffle(src, 0, 8, 8, out)     # a fit is fine
+    assert np.array_equal(out.reshape(8, 8).T.ravel(), src)
+
+
+def test_byte_planes_of_a_size_past_the_arrays_raise_instead_of_overrunning():
+    _in_child("unshuffle_out_of_bounds")
+
+
+def test_hostile_remembered_encoding_choices_are_skipped_not_raised():
+    from store.choice import Chooser
+    state = {"l2|price|1": [99, 0, 1.0], "l2|qty|1": [1, 7, 1.0], "l2|ts|1": [1, 0, float("nan")],
+             "l2|seq|x": [1, 0, 1.0], "nobar": [1, 0, 1.0], "l2|side|1": "abc",
+             "l2|count|1": [1, 0], "l2|id|1": [codecs.DELTA, codecs.SHUFFLED, 2.5]}
+    c = Chooser()
+    c.load(state)
+    c.load(["not", "a", "dict"])
+    assert c.state() == {"l2|id|1": [codecs.DELTA, codecs.SHUFFLED, 2.5]}
+    col = np.arange(1000, dtype=np.uint64)
+    for key in (("l2", "price", 1), ("l2", "id", 1)):
+        enc, block, _ = c.encode(key, col)
+        assert np.array_equal(codecs.decode(block, col.size, col.dtype), col)
+
+
+def test_a_stored_digest_that_is_not_hex_is_unknown():
+    from store.digest import PREFIX, digest_rows, is_digest
+    from exchange.schema import TABLE_DTYPES
+    assert is_digest(digest_rows("fills", np.zeros(3, TABLE_DTYPES["fills"])))
+    for bad in (PREFIX + "g" * 32, PREFIX + "A" * 32, PREFIX + " " * 32, PREFIX + "0" * 31 + "\u0660"):
+        assert not is_digest(bad)
