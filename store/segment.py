@@ -15,6 +15,12 @@ Invariants:
   it is never modified afterwards (compaction writes new files and retires old ones).
 - Every byte read back is under a checksum: blocks, index, footer magic and version. A failed
   check raises CorruptionError naming the file and byte offset; wrong data is never returned.
+- A file is hostile until checked: every size in the index is checked against the file, the
+  row count (at most ``max_rows`` of the file size) and the encoding's bound on a block's
+  length (``codecs.max_block_len``) before anything is read, decompressed or allocated; zstd
+  and lz4 never produce more than the declared raw length. No error but CorruptionError (or
+  FileNotFoundError / OSError for the file itself) leaves the readers.
+- ``read_registered``/``check_registered`` also compare a catalog row with the file's index.
 - Readers fetch only the blocks of the columns they ask for.
 """
 
@@ -318,10 +324,11 @@ def commit_segments(data_dir: str, built: list, *, sync: bool = True) -> list:
 # A segment holds at most max(ROWS_FLOOR, ROWS_PER_BYTE x its file size) rows. Why a bound at
 # all: a reader allocates rows x itemsize per decoded column, and a constant column encodes in 18
 # bytes whatever its length, so without it a 714-byte file could make a reader allocate
-# gigabytes. Real segments hold well under one row per byte (the seeded flows: 0.1-0.4); the
-# floor lets a seal of a million constant rows through; a writer whose rows would exceed the
-# bound stores the seq column plain (8 bytes a row, see encode_columns), so it never writes a
-# file a reader refuses.
+# gigabytes. Real segments hold well under one row per byte (0.07-0.24 on the test fixtures'
+# flows, lz4 or zstd); the floor lets a seal of a million constant rows through; a writer
+# whose rows would exceed the bound stores the seq column plain (8 bytes a row, see
+# encode_columns), so it never writes a file a reader refuses. Decoded, a file of b bytes thus
+# takes at most max(2^20, 16 b) rows x the table's row width (69 bytes at most, fills).
 ROWS_FLOOR = 1 << 20
 ROWS_PER_BYTE = 16
 # column dtypes a segment may hold: the integer types the codecs decode, little-endian
@@ -337,8 +344,8 @@ def read_index(f, path: str) -> dict:
     """Parse and check the footer and column index of an open segment file.
 
     Returns {"table", "symbol", "rows", "seq", "ts", "columns": {name: (dtype, enc, codec,
-    offset, stored, raw, crc)}, "index_offset"}. Raises CorruptionError naming the file and offset: for a failed
-    checksum, and for any field the file cannot hold: an index outside the file, a table the
+    offset, stored, raw, crc)}, "index_offset"}. Raises CorruptionError naming the file and
+    offset: for a failed checksum, and for any field the file cannot hold: an index outside the file, a table the
     store does not know, rows of 0 or above ``max_rows`` of the file size, a seq or ts range
     whose low end is above its high end, a duplicate column, a dtype that is not a little-endian
     1-8 byte integer, an unknown encoding or codec, a block outside the space between header
