@@ -203,10 +203,11 @@ def _const_block(signed: bool, value: int = 0) -> bytes:
 
 
 def _segment(path: str, *, table: str = "l2", rows: int = 10, seq=(1, 1), ts=(0, 0),
-             cols=None, symbol: int = 0) -> int:
+             cols=None, symbol: int = 0, ncols: int | None = None) -> int:
     """Write a segment file whose every checksum is right (index and blocks recomputed), with
     ``cols`` [(name, dtype str, encoding, codec, stored bytes, raw length)] (default: every
-    column of ``table`` constant, stored raw). Returns the file size."""
+    column of ``table`` constant, stored raw); ``ncols`` overrides the column count the index
+    declares. Returns the file size."""
     if cols is None:
         dt = STORED_DTYPES[table]
         cols = []
@@ -214,11 +215,13 @@ def _segment(path: str, *, table: str = "l2", rows: int = 10, seq=(1, 1), ts=(0,
             b = _const_block(dt.fields[name][0].kind == "i")
             cols.append((name, dt.fields[name][0].str, codecs.FOR, sg.NONE, b, len(b)))
     parts, pos = [sg.HEADER.pack(sg.MAGIC, sg.VERSION, 0)], sg.HEADER.size
-    index = [sg._s(table), sg.INDEX_HEAD.pack(symbol, rows, *seq, *ts, len(cols))]
+    index = [sg._s(table), sg.INDEX_HEAD.pack(symbol, rows, *seq, *ts,
+                                                       len(cols) if ncols is None else ncols)]
     for name, dts, enc, codec, stored, raw in cols:
         crc = crc32c.crc32c(stored)
         parts += [stored, sg.CRC.pack(crc)]
-        index += [sg._s(name), sg._s(dts), sg.INDEX_COL.pack(enc, codec, pos, len(stored), raw, crc)]
+        name = bytes([len(name)]) + name if isinstance(name, bytes) else sg._s(name)
+        index += [name, sg._s(dts), sg.INDEX_COL.pack(enc, codec, pos, len(stored), raw, crc)]
         pos += len(stored) + sg.CRC.size
     idx = b"".join(index)
     parts += [idx, sg.FOOTER.pack(pos, len(idx), crc32c.crc32c(idx), sg.VERSION, 0, sg.FOOT_MAGIC)]
@@ -305,7 +308,7 @@ def hostile_segments(draw):
     if field == "rows":
         kw["rows"] = draw(st.one_of(_BIG, st.integers(0, 1 << 40)))
     elif field == "ncols":
-        del cols[draw(st.integers(0, len(cols) - 1)):]
+        kw["ncols"] = draw(st.sampled_from([0, 1, len(cols) - 1, len(cols) + 1, 2**16 - 1]))
     elif field == "enc":
         cols[k][2] = draw(st.integers(0, 255))
     elif field == "codec":
@@ -317,7 +320,7 @@ def hostile_segments(draw):
         cols[k][1] = draw(st.sampled_from(["<f8", ">i8", "O", "V8", "<U4", "i8,i8", "<i16",
                                            "|b1", "<M8[ns]", "", "\x00", "<u2"]))
     elif field == "name":
-        cols[k][0] = draw(st.sampled_from(["", cols[0][0], "\u00e9"]))
+        cols[k][0] = draw(st.sampled_from(["", cols[0][0], "\u00e9", b"\xff\xfe", b"\xc3"]))
     elif field == "table":
         kw["table"] = draw(st.sampled_from(["", "x", "orders", "fills"]))
     elif field in ("seq", "ts"):
