@@ -39,7 +39,10 @@ byte-aligned widths as plain loads, widths 1/2/4 word by word) and the block's f
 written straight into the output column in its own width (``decode(..., out=)`` may supply it).
 
 Invariants: kernels are ``@njit(cache=True, nogil=True)`` with no object mode and no per-row
-Python; the Python wrappers only assemble and parse headers. Byte layouts are in docs/formats.md ("Column block").
+Python; the Python wrappers only assemble and parse headers. A block read back is hostile:
+``decode`` checks every length, count and width against the block and the row count before it
+allocates or calls a kernel, and the decoding kernels (which have no bounds checks) check each
+run length and dictionary index before writing; any failure is a CorruptionError. Byte layouts are in docs/formats.md ("Column block").
 """
 
 from __future__ import annotations
@@ -899,7 +902,8 @@ def decode(block: bytes, n: int, dtype: np.dtype, where: str = "", out: np.ndarr
 
     Every length, count and width is checked against the block and ``n`` (Python integers:
     no overflow) before the output is allocated or a kernel runs; what only a kernel can see
-    (each run length, each dictionary index) it checks before writing and reports as a code.
+    (each run length, each dictionary index) it checks before writing and reports by returning
+    False, which becomes the CorruptionError.
     """
     dtype = np.dtype(dtype)
     if dtype.kind not in "iu" or dtype.itemsize not in _UNSIGNED:
