@@ -73,7 +73,7 @@ from numba import njit
 
 from store import iter_columns, read_checkpoint
 from store.digest import RowDigest, by_symbol, is_digest
-from store.segment import check_segment
+from store.segment import check_registered
 
 from ._store import (RunInfo, checkpoint_row, load_checkpoint,
                      output_segments, restore, run_info, segment_cuts)
@@ -375,19 +375,20 @@ class _SegmentDigests:
     """Running digests of the rerun's output rows per (table, symbol), each closed where the
     next stored segment of that table and symbol ends (its row count) and compared with the
     digest recorded for it. ``feed`` and ``finish`` return None, or why the rows differ.
-    ``files(lo, hi)``: the paths of the segments starting in seq lo..hi, whose stored bytes the
-    reader checks (their checksums) in that range."""
+    ``files(lo, hi)``: the catalog rows of the segments starting in seq lo..hi, whose stored
+    bytes the reader checks (their checksums, and their index against the row) in that range."""
 
     def __init__(self, segments: dict):
         self.todo = segments       # (table, symbol) -> deque of catalog rows, by seq
         self.open = {}             # (table, symbol) -> (RowDigest, its catalog row)
-        starts = sorted((int(r["seq_lo"]), r["path"]) for q in segments.values() for r in q)
+        starts = sorted(((int(r["seq_lo"]), r) for q in segments.values() for r in q),
+                        key=lambda t: t[0])
         self._lo = np.array([lo for lo, _ in starts], np.int64)
-        self._paths = [p for _, p in starts]
+        self._rows = [r for _, r in starts]
 
     def files(self, lo: int, hi: int) -> list:
         a = int(np.searchsorted(self._lo, lo, side="left"))
-        return self._paths[a:int(np.searchsorted(self._lo, hi, side="right"))]
+        return self._rows[a:int(np.searchsorted(self._lo, hi, side="right"))]
 
     def feed(self, table: str, rows: np.ndarray) -> str | None:
         for sym, part in by_symbol(rows):
@@ -568,11 +569,12 @@ _ROWS_PER_COPY = 16_384   # rows per field copy: the destination rows (45 B each
 def _load(data_dir: str, lo: int, hi: int, buf: np.ndarray, outputs: bool = True,
           check=()) -> tuple[np.ndarray, dict | None]:
     """The orders of seq lo..hi as an engine batch (a view of ``buf``), and the stored outputs
-    as column blocks (None unless ``outputs``). ``check``: segment files (relative paths) whose
-    checksums are checked without decoding them (digest mode). Raises StoreError if the orders
+    as column blocks (None unless ``outputs``). ``check``: catalog rows of segments whose files
+    are checked without decoding them (digest mode: checksums, and the file's index against the
+    row, ``store.segment.check_registered``). Raises StoreError if the orders
     table lacks one of those seqs, CorruptionError if a file fails a check."""
-    for path in check:
-        check_segment(os.path.join(data_dir, path))
+    for row in check:
+        check_registered(data_dir, row)
     blocks = list(iter_columns(data_dir, "orders", seq=(lo, hi)))
     n = sum(b["seq"].size for b in blocks)
     if n != hi - lo + 1 or (n and (blocks[0]["seq"][0] != lo or blocks[-1]["seq"][-1] != hi)):

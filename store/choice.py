@@ -98,11 +98,24 @@ class Chooser:
         """The remembered choices as a JSON-able dict (to carry them across sessions)."""
         return {"|".join(map(str, k)): [e, a, r] for k, (e, a, r, _) in self._memo.items()}
 
-    def load(self, state: dict) -> None:
-        """Adopt choices from ``state()``; they are re-checked like any remembered choice."""
-        for k, (e, a, r) in state.items():
-            t, col, codec = k.split("|")
-            self._memo[(t, col, int(codec))] = (int(e), int(a), float(r), 0)
+    def load(self, state) -> None:
+        """Adopt choices from ``state()``; they are re-checked like any remembered choice.
+        Returns None and never raises: ``state`` comes from the catalog, and an entry that is
+        not ``"table|column|codec": [encoding, layout, bytes per row]`` with a known encoding
+        and layout and a finite rate >= 0 is skipped (a choice is only a hint: a skipped key
+        is searched afresh on first use)."""
+        if not isinstance(state, dict):
+            return
+        for k, v in state.items():
+            try:
+                t, col, codec = k.split("|")
+                e, a, r = v
+                key, memo = (t, col, int(codec)), (int(e), int(a), float(r), 0)
+            except (AttributeError, TypeError, ValueError, OverflowError):
+                continue
+            if memo[0] in ENCODINGS and memo[1] in (PACKED, ALIGNED, SHUFFLED) \
+                    and 0 <= memo[2] < float("inf"):
+                self._memo[key] = memo
 
     def encode(self, key, col: np.ndarray, compress=None) -> tuple[int, bytes, bytes]:
         """Return (encoding, block bytes, compressed block bytes) for ``col``, reusing the

@@ -39,7 +39,10 @@ byte-aligned widths as plain loads, widths 1/2/4 word by word) and the block's f
 written straight into the output column in its own width (``decode(..., out=)`` may supply it).
 
 Invariants: kernels are ``@njit(cache=True, nogil=True)`` with no object mode and no per-row
-Python; the Python wrappers only assemble and parse headers. Byte layouts are in docs/formats.md ("Column block").
+Python; the Python wrappers only assemble and parse headers. A block read back is hostile:
+``decode`` checks every length, count and width against the block and the row count before it
+allocates or calls a kernel, and the decoding kernels (which have no bounds checks) check each
+run length and dictionary index before writing; any failure is a CorruptionError. Byte layouts are in docs/formats.md ("Column block").
 """
 
 from __future__ import annotations
@@ -55,7 +58,7 @@ from exchange.errors import CorruptionError
 __all__ = [
     "PLAIN", "FOR", "DELTA", "DOD", "RLE", "DICT", "ENCODINGS", "ENCODING_NAMES",
     "PACKED", "ALIGNED", "SHUFFLED", "encode", "encode_u64", "encode_view", "decode", "choose", "choose_u64", "Chooser", "gather_u64", "split_u64", "seq_u64",
-    "take_u64",
+    "take_u64", "max_block_len",
 ]
 
 PLAIN, FOR, DELTA, DOD, RLE, DICT = 0, 1, 2, 3, 4, 5
@@ -626,8 +629,14 @@ def _dec_delta(raw, width, shuffled, smn, sg, first, d0, g, order, out):
 
 @njit(cache=True, nogil=True)
 def _dec_rle(vraw, vw, vsh, vmn, vg, lraw, lw, lsh, lmn, lg, nr, flip, out):
-    """Expand nr runs (values stream, lengths stream) into out; False if the lengths do not
-    add up to out.size."""
+    """Expand nr runs (values stream, lengths stream) into out. Returns True when the runs fill
+    out exactly; False (nothing past out written) if a run is empty, runs past the column, or
+    the lengths end short of it.
+    Why the check reads ``ln > n - p`` and never ``p + ln > n``: a stored length near 2**63
+    wraps the sum (the SIGSEGV of issue 13); here 0 <= p <= n always holds, so n - p cannot
+    wrap, and a stored length >= 2**63 is negative as an int64 and fails ``ln < 1``.
+    Why a bool and not the bad run's index: returning the index cost 6% of the decode (and
+    the dictionary kernel's 9%), measured; the wrapper's message names the block instead."""
     n = out.size
     vwords = _stream_words(vraw, vw, vsh)
     lwords = _stream_words(lraw, lw, lsh)
@@ -647,7 +656,7 @@ def _dec_rle(vraw, vw, vsh, vmn, vg, lraw, lw, lsh, lmn, lg, nr, flip, out):
                 out[p] = v
                 p += 1
                 continue
-            if ln < 0 or p + ln > n:
+            if ln < 1 or ln > n - p:
                 return False
             for i in range(p, p + ln):
                 out[i] = v
@@ -657,8 +666,8 @@ def _dec_rle(vraw, vw, vsh, vmn, vg, lraw, lw, lsh, lmn, lg, nr, flip, out):
 
 @njit(cache=True, nogil=True)
 def _dec_dict(uraw, uw, ush, umn, ug, nd, iraw, iw, ish, imn, ig, flip, out):
-    """out[i] = dictionary[index i] (dictionary values un-flipped); False if an index is out of
-    range."""
+    """out[i] = dictionary[index i] (dictionary values un-flipped). Returns True, or False at
+    the first index not below nd (no entry past the dictionary is read)."""
     n = out.size
     uniq = np.empty(nd, np.uint64)
     _dec_for(uraw, uw, ush, umn, ug, flip, uniq)
@@ -861,53 +870,100 @@ def encode_view(u: np.ndarray, dtype: np.dtype, encoding: int, aligned: int = PA
     return memoryview(bufs[0])[:size]
 
 
+# the fixed bytes in front of each encoding's streams (encoding byte included), and its streams
+_FIXED = {FOR: (1, 1), DELTA: (17, 1), DOD: (25, 1), RLE: (5, 2), DICT: (5, 2)}
+
+
+def max_block_len(encoding: int, n: int, itemsize: int) -> int:
+    """The most bytes a valid block of ``encoding`` holding ``n`` values of ``itemsize`` bytes
+    can have (its exact length for PLAIN): the bound a reader checks a block's declared length
+    against before decompressing or allocating anything. Every stream of m <= n values holds at
+    most 8 bytes per value plus its 17-byte header (run and dictionary counts never exceed n).
+    Returns -1 for an unknown encoding."""
+    if encoding == PLAIN:
+        return 1 + n * itemsize
+    if encoding not in _FIXED:
+        return -1
+    fixed, streams = _FIXED[encoding]
+    return fixed + streams * (_STREAM_HEAD.size + 8 * n)
+
+
 def decode(block: bytes, n: int, dtype: np.dtype, where: str = "", out: np.ndarray | None = None
            ) -> np.ndarray:
     """Decode a block made by ``encode`` into an array of ``n`` values of ``dtype``.
 
     ``where`` names the file and column for error messages. ``out`` (optional): a writable,
     contiguous 1-D array of ``n`` values of ``dtype`` to decode into (no allocation); it is
-    returned. Returns a new array otherwise. Raises CorruptionError if the block is malformed
-    (unknown encoding, too short, indexes out of range), ValueError if ``out`` does not fit.
+    returned. Returns a new array otherwise. Raises CorruptionError naming ``where`` if the
+    block is malformed (unknown encoding, too short or too long for ``n`` values, a bad stream
+    width or gcd, run or dictionary counts above ``n``, run lengths that do not add up to ``n``,
+    indexes out of range); ValueError if ``n`` is negative, ``dtype`` is not a 1, 2, 4 or
+    8-byte integer type, or ``out`` does not fit.
+
+    Every length, count and width is checked against the block and ``n`` (Python integers:
+    no overflow) before the output is allocated or a kernel runs; what only a kernel can see
+    (each run length, each dictionary index) it checks before writing and reports by returning
+    False, which becomes the CorruptionError.
     """
     dtype = np.dtype(dtype)
-    if out is None:
-        out = np.empty(n, dtype)
-    elif out.dtype != dtype or out.shape != (n,) or not out.flags.c_contiguous \
-            or not out.flags.writeable:
+    if dtype.kind not in "iu" or dtype.itemsize not in _UNSIGNED:
+        raise ValueError(f"decode: {dtype} is not a 1, 2, 4 or 8-byte integer type")
+    if n < 0:
+        raise ValueError(f"decode: negative row count {n}")
+    if out is not None and (out.dtype != dtype or out.shape != (n,) or not out.flags.c_contiguous
+                            or not out.flags.writeable):
         raise ValueError(f"decode: out must be a writable contiguous array of {n} {dtype}, got "
                          f"{out.shape} {out.dtype}")
-    # why an unsigned view: kernels write uint64 bit patterns, truncated to the column's width
-    dst = out.view(_UNSIGNED[dtype.itemsize])
     flip = _SIGN if dtype.kind == "i" else _U0
     r = _Reader(block, where)
     enc = r.take(1)[0]
+    # parse every header and take every stream's body first: a block too short or too long
+    # for n values fails here, before n values are allocated
     if enc == PLAIN:
-        dst[:] = np.frombuffer(r.take(n * dtype.itemsize), dst.dtype.newbyteorder("<"))
+        body = r.take(n * dtype.itemsize)
     elif enc == FOR:
-        _dec_for(*r.stream(n), flip, dst)
+        streams = (r.stream(n),)
     elif enc == DELTA:
         first, g = r.u64(), r.u64()
-        _dec_delta(*r.stream(max(n - 1, 0)), np.uint64(first), _U0, np.uint64(g), 1, dst)
+        streams = (r.stream(max(n - 1, 0)),)
     elif enc == DOD:
         first, d0, g = r.u64(), r.u64(), r.u64()
-        _dec_delta(*r.stream(max(n - 2, 0)), np.uint64(first), np.uint64(d0), np.uint64(g), 2,
-                   dst)
+        streams = (r.stream(max(n - 2, 0)),)
     elif enc == RLE:
         nr = r.u32()
-        vals, lens = r.stream(nr), r.stream(nr)
-        if not _dec_rle(*vals, *lens, nr, flip, dst):
-            raise CorruptionError(f"{where}: run lengths do not add up to {n} rows", where, r.pos)
+        if nr > n or (nr == 0) != (n == 0):
+            # why: every run holds at least one row (the encoder writes no empty run)
+            raise CorruptionError(f"{where}: {nr} runs for {n} rows", where, 1)
+        streams = (r.stream(nr), r.stream(nr))
     elif enc == DICT:
         nd = r.u32()
-        uniq, idx = r.stream(nd), r.stream(n)
-        if not _dec_dict(*uniq, nd, *idx, flip, dst):
-            raise CorruptionError(f"{where}: dictionary index out of range", where, r.pos)
+        if nd > n or (nd == 0) != (n == 0):
+            raise CorruptionError(f"{where}: dictionary of {nd} values for {n} rows", where, 1)
+        streams = (r.stream(nd), r.stream(n))
     else:
         raise CorruptionError(f"{where}: unknown column encoding {enc}", where, 0)
     if r.pos != len(r.buf):
         raise CorruptionError(f"{where}: {len(r.buf) - r.pos} trailing bytes after column block",
                               where, r.pos)
+    if out is None:
+        out = np.empty(n, dtype)
+    # why an unsigned view: kernels write uint64 bit patterns, truncated to the column's width
+    dst = out.view(_UNSIGNED[dtype.itemsize])
+    if enc == PLAIN:
+        dst[:] = np.frombuffer(body, dst.dtype.newbyteorder("<"))
+    elif enc == FOR:
+        _dec_for(*streams[0], flip, dst)
+    elif enc == DELTA:
+        _dec_delta(*streams[0], np.uint64(first), _U0, np.uint64(g), 1, dst)
+    elif enc == DOD:
+        _dec_delta(*streams[0], np.uint64(first), np.uint64(d0), np.uint64(g), 2, dst)
+    elif enc == RLE:
+        if not _dec_rle(*streams[0], *streams[1], nr, flip, dst):
+            raise CorruptionError(f"{where}: run lengths do not add up to {n} rows (a run is "
+                                  f"empty, runs past the column or they end short)", where, r.pos)
+    elif not _dec_dict(*streams[0], nd, *streams[1], flip, dst):
+        raise CorruptionError(f"{where}: dictionary index out of range (dictionary of {nd} "
+                              f"values)", where, r.pos)
     return out
 
 

@@ -32,12 +32,14 @@ __all__ = ["RowDigest", "digest_rows", "by_symbol", "DIGEST_TABLES", "PREFIX", "
 
 DIGEST_TABLES = ("fills", "l2", "events")   # the engine's outputs; orders are its input
 PREFIX = "xxh3_128:"
+_HEX = frozenset("0123456789abcdef")   # hexdigest() is lower-case
 
 
 def is_digest(text) -> bool:
-    """Return True if ``text`` is a digest this module writes (prefix and 32 hex digits)."""
+    """Return True if ``text`` is a digest this module writes (prefix and 32 lower-case hex
+    digits); anything else (a hostile or damaged catalog value) is an unknown digest."""
     return (isinstance(text, str) and text.startswith(PREFIX)
-            and len(text) == len(PREFIX) + 32)
+            and len(text) == len(PREFIX) + 32 and all(c in _HEX for c in text[len(PREFIX):]))
 
 
 class RowDigest:

@@ -15,11 +15,18 @@ Invariants:
   it is never modified afterwards (compaction writes new files and retires old ones).
 - Every byte read back is under a checksum: blocks, index, footer magic and version. A failed
   check raises CorruptionError naming the file and byte offset; wrong data is never returned.
+- A file is hostile until checked: every size in the index is checked against the file, the
+  row count (at most ``max_rows`` of the file size) and the encoding's bound on a block's
+  length (``codecs.max_block_len``) before anything is read, decompressed or allocated; zstd
+  and lz4 never produce more than the declared raw length. No error but CorruptionError (or
+  FileNotFoundError / OSError for the file itself) leaves the readers.
+- ``read_registered``/``check_registered`` also compare a catalog row with the file's index.
 - Readers fetch only the blocks of the columns they ask for.
 """
 
 from __future__ import annotations
 
+import operator
 import os
 import struct
 import threading
@@ -34,12 +41,12 @@ import zstandard
 
 from exchange.errors import CorruptionError, WriteError
 from store import codecs
-from store.tables import table_dtype
+from store.tables import TABLES, table_dtype
 from store.wal import fsync_dir
 
 __all__ = ["SegmentInfo", "BuiltSegment", "write_segment", "write_columns", "encode_columns",
            "commit_segments", "read_segment", "check_segment", "read_index", "CODEC_NAMES",
-           "read_registered", "check_registered"]
+           "read_registered", "check_registered", "max_rows"]
 
 MAGIC = b"EXSG"
 FOOT_MAGIC = b"EXSGFOOT"
@@ -113,12 +120,20 @@ _FINAL = {ZSTD: _zstd_final}                                   # ... and the cod
 
 
 def _decompress(codec: int, data: bytes, raw_len: int, path: str, offset: int) -> bytes:
+    """The raw bytes of a stored block: never more than ``raw_len`` (the index's length, already
+    checked against the row count) is allocated or produced. Raises CorruptionError naming the
+    file and the block's offset."""
     try:
         if codec == NONE:
             out = data
         elif codec == LZ4:
             out = lz4.block.decompress(data, uncompressed_size=raw_len)
         elif codec == ZSTD:
+            # why the frame's own size first: a frame that declares its content size is
+            # decompressed into a buffer of that size whatever max_output_size says
+            declared = zstandard.frame_content_size(data)
+            if declared > raw_len:
+                raise ValueError(f"frame declares {declared} bytes")
             out = _unzstd().decompress(data, max_output_size=raw_len)
         else:
             raise ValueError(f"unknown codec {codec}")
@@ -185,15 +200,32 @@ def encode_columns(data_dir: str, table: str, symbol: int, cols: dict, *, codec:
     seq_lo, seq_hi, ts_lo, ts_hi = int(seq[0]), int(seq[-1]), int(ts.min()), int(ts.max())
     name = f"{seq_lo:012d}-{seq_hi:012d}-{uuid.uuid4().hex[:8]}.seg"
     rel = os.path.join(rel_dir, name)
+    built = _encode(table, symbol, cols, dtype, n, c, chooser, rel, (seq_lo, seq_hi, ts_lo, ts_hi))
+    if n > max_rows(built.size):
+        # why: a reader refuses a file declaring more rows than max_rows of its size (an
+        # allocation bound); rows this compressible get their seq column stored plain, 8 bytes
+        # a row, which puts them far inside the bound
+        built = _encode(table, symbol, cols, dtype, n, c, chooser, rel,
+                        (seq_lo, seq_hi, ts_lo, ts_hi), plain="seq")
+    return built
+
+
+def _encode(table, symbol, cols, dtype, n, c, chooser, rel, ranges, plain=None) -> BuiltSegment:
+    """The BuiltSegment of ``encode_columns``; column ``plain`` (if any) stored PLAIN, raw."""
+    seq_lo, seq_hi, ts_lo, ts_hi = ranges
     parts = [HEADER.pack(MAGIC, VERSION, 0)]
     pos = HEADER.size
     index = [_s(table), INDEX_HEAD.pack(symbol, n, seq_lo, seq_hi, ts_lo, ts_hi, len(dtype.names))]
     encodings = {}
     for col in dtype.names:
         dt = dtype.fields[col][0]
-        enc, raw, stored = chooser.encode_u64((table, col, c), cols[col], dt, _COMPRESSORS[c])
-        if c in _FINAL:
-            stored = _FINAL[c](raw)
+        if col == plain:
+            enc, raw = codecs.PLAIN, codecs.encode_u64(cols[col], dt, codecs.PLAIN)
+            stored = raw
+        else:
+            enc, raw, stored = chooser.encode_u64((table, col, c), cols[col], dt, _COMPRESSORS[c])
+            if c in _FINAL:
+                stored = _FINAL[c](raw)
         # why: a block the compressor cannot shrink is stored raw; decoding it is then free
         # (copied: the raw block may be a view of the encoder's reused buffer)
         raw_len = len(raw)
@@ -289,11 +321,36 @@ def commit_segments(data_dir: str, built: list, *, sync: bool = True) -> list:
     return [b.info for b in built]
 
 
+# A segment holds at most max(ROWS_FLOOR, ROWS_PER_BYTE x its file size) rows. Why a bound at
+# all: a reader allocates rows x itemsize per decoded column, and a constant column encodes in 18
+# bytes whatever its length, so without it a 714-byte file could make a reader allocate
+# gigabytes. Real segments hold well under one row per byte (0.07-0.24 on the test fixtures'
+# flows, lz4 or zstd); the floor lets a seal of a million constant rows through; a writer
+# whose rows would exceed the bound stores the seq column plain (8 bytes a row, see
+# encode_columns), so it never writes a file a reader refuses. Decoded, a file of b bytes thus
+# takes at most max(2^20, 16 b) rows x the table's row width (69 bytes at most, fills).
+ROWS_FLOOR = 1 << 20
+ROWS_PER_BYTE = 16
+# column dtypes a segment may hold: the integer types the codecs decode, little-endian
+_DTYPES = {"|u1", "|i1", "<u2", "<i2", "<u4", "<i4", "<u8", "<i8"}
+
+
+def max_rows(file_size: int) -> int:
+    """The most rows a segment file of ``file_size`` bytes may declare (see ROWS_FLOOR)."""
+    return max(ROWS_FLOOR, ROWS_PER_BYTE * file_size)
+
+
 def read_index(f, path: str) -> dict:
     """Parse and check the footer and column index of an open segment file.
 
     Returns {"table", "symbol", "rows", "seq", "ts", "columns": {name: (dtype, enc, codec,
-    offset, stored, raw, crc)}}. Raises CorruptionError naming the file and offset.
+    offset, stored, raw, crc)}, "index_offset"}. Raises CorruptionError naming the file and
+    offset: for a failed checksum, and for any field the file cannot hold: an index outside the file, a table the
+    store does not know, rows of 0 or above ``max_rows`` of the file size, a seq or ts range
+    whose low end is above its high end, a duplicate column, a dtype that is not a little-endian
+    1-8 byte integer, an unknown encoding or codec, a block outside the space between header
+    and index, or a raw length no block of that encoding and row count can have. Nothing is
+    allocated from a size the file has not been checked to hold.
     """
     size = f.seek(0, os.SEEK_END)
     if size < HEADER.size + FOOTER.size:
@@ -307,12 +364,12 @@ def read_index(f, path: str) -> dict:
         raise CorruptionError(f"{path}: segment format version {version}; this code reads versions "
                               f"{', '.join(map(str, READ_VERSIONS))} (written by a newer exsim?)",
                               path, size - FOOTER.size + 16)
-    if idx_off + idx_len != size - FOOTER.size:
+    if idx_off + idx_len != size - FOOTER.size or idx_off < HEADER.size:
         raise CorruptionError(f"{path}: index bounds in footer do not match the file size",
                               path, size - FOOTER.size)
     f.seek(idx_off)
     idx = f.read(idx_len)
-    if crc32c.crc32c(idx) != idx_crc:
+    if len(idx) != idx_len or crc32c.crc32c(idx) != idx_crc:
         raise CorruptionError(f"{path}: index checksum mismatch at offset {idx_off}", path, idx_off)
     f.seek(0)
     magic, hversion, _ = HEADER.unpack(f.read(HEADER.size))
@@ -320,23 +377,59 @@ def read_index(f, path: str) -> dict:
         raise CorruptionError(f"{path}: bad header at offset 0", path, 0)
     p = 0
 
+    def bad(what: str):
+        return CorruptionError(f"{path}: index at offset {idx_off + p}: {what}", path, idx_off + p)
+
     def s():
         nonlocal p
         n = idx[p]
+        if p + 1 + n > len(idx):
+            raise bad("a name runs past the index")
         out = idx[p + 1:p + 1 + n].decode()
         p += 1 + n
         return out
 
-    table = s()
-    sym, rows, slo, shi, tlo, thi, ncols = INDEX_HEAD.unpack_from(idx, p)
-    p += INDEX_HEAD.size
-    cols = {}
-    for _ in range(ncols):
-        name, dt = s(), s()
-        cols[name] = (np.dtype(dt), *INDEX_COL.unpack_from(idx, p))
-        p += INDEX_COL.size
+    try:
+        table = s()
+        if table not in TABLES:
+            raise bad(f"unknown table {table!r}")
+        sym, rows, slo, shi, tlo, thi, ncols = INDEX_HEAD.unpack_from(idx, p)
+        if not 1 <= rows <= max_rows(size):
+            raise bad(f"{rows} rows in a file of {size} bytes (at most {max_rows(size)})")
+        if slo > shi or tlo > thi:
+            raise bad(f"seq range {slo}..{shi} or ts range {tlo}..{thi} is reversed")
+        p += INDEX_HEAD.size
+        cols = {}
+        for _ in range(ncols):
+            name, dt = s(), s()
+            if not name or name in cols:
+                raise bad(f"empty or repeated column name {name!r}")
+            if dt not in _DTYPES:
+                raise bad(f"column {name!r} has dtype {dt!r}, not a little-endian integer type")
+            dtype = np.dtype(dt)
+            enc, codec, off, stored, raw, crc = INDEX_COL.unpack_from(idx, p)
+            if codec not in CODEC_NAMES or enc not in codecs.ENCODINGS:
+                raise bad(f"column {name!r} has encoding {enc}, codec {codec}")
+            if off < HEADER.size or off + stored + CRC.size > idx_off:
+                raise bad(f"column {name!r} block at offset {off}, {stored} bytes, is outside "
+                          f"the blocks (offsets {HEADER.size}..{idx_off})")
+            if not 1 <= raw <= codecs.max_block_len(enc, rows, dtype.itemsize) \
+                    or (codec == NONE and stored != raw) \
+                    or (codec == LZ4 and raw > 256 * stored + 64):
+                # why 256: lz4 cannot expand a byte to more than ~255 (one length byte adds 255)
+                raise bad(f"column {name!r} declares {raw} raw bytes ({stored} stored, codec "
+                          f"{CODEC_NAMES[codec]}) for {rows} rows in encoding "
+                          f"{codecs.ENCODING_NAMES[enc]}")
+            cols[name] = (dtype, enc, codec, off, stored, raw, crc)
+            p += INDEX_COL.size
+        if p != len(idx):
+            raise bad(f"{len(idx) - p} trailing bytes")
+    except (IndexError, struct.error):
+        raise bad("the index ends early") from None
+    except UnicodeDecodeError:
+        raise bad("a name is not UTF-8") from None
     return {"table": table, "symbol": sym, "rows": rows, "seq": (slo, shi), "ts": (tlo, thi),
-            "columns": cols}
+            "columns": cols, "index_offset": idx_off}
 
 
 def _checked_block(f, path: str, name: str, off: int, stored: int, crc: int) -> bytes:
@@ -352,13 +445,19 @@ def _checked_block(f, path: str, name: str, off: int, stored: int, crc: int) -> 
 
 
 def check_segment(path: str) -> None:
-    """Check every checksum of a segment file (footer, index, each column block) without
-    decompressing or decoding anything; returns None. Raises what ``read_segment`` raises for
-    the same damage (CorruptionError naming file and offset; FileNotFoundError if it is gone).
-    For callers that trust the rows by other means (rerun's row digests) but must still report
-    a damaged file."""
+    """Check every checksum of a segment file (footer, index, each column block) and the index's
+    fields (see ``read_index``) without decompressing or decoding anything; returns None.
+    Raises what ``read_segment`` raises for the same damage (CorruptionError naming file and
+    offset; FileNotFoundError if it is gone). For callers that trust the rows by other means
+    (rerun's row digests) but must still report a damaged file."""
+    _check(path, None)
+
+
+def _check(path: str, row) -> None:
     with open(path, "rb") as f:
         meta = read_index(f, path)
+        if row is not None:
+            _cross_check(path, meta, row)
         for name, (_, _, _, off, stored, _, crc) in meta["columns"].items():
             _checked_block(f, path, name, off, stored, crc)
 
@@ -366,12 +465,21 @@ def check_segment(path: str) -> None:
 def read_segment(path: str, columns=None) -> dict:
     """Decode the named columns (all if None) of a segment file.
 
-    Returns {column name: 1-D array}; only those columns' blocks are read. Raises CorruptionError
-    (naming file and offset) on any failed check, StoreError subclasses on unreadable files,
-    FileNotFoundError if the file is gone (a reader may then re-read the catalog).
+    Returns {column name: 1-D array of the index's row count}; only those columns' blocks are
+    read. Raises CorruptionError (naming file and offset) on any failed check: checksums, the
+    index's fields (``read_index``), a block whose encoding byte differs from the index's or
+    that does not decompress or decode to exactly the index's rows; StoreError subclasses on
+    unreadable files; FileNotFoundError if the file is gone (a reader may then re-read the
+    catalog).
     """
+    return _read(path, columns, None)
+
+
+def _read(path: str, columns, row) -> dict:
     with open(path, "rb") as f:
         meta = read_index(f, path)
+        if row is not None:
+            _cross_check(path, meta, row)
         out = {}
         for name in (columns if columns is not None else meta["columns"]):
             try:
@@ -380,25 +488,65 @@ def read_segment(path: str, columns=None) -> dict:
                 raise CorruptionError(f"{path}: no column {name!r} in the index", path, 0) from None
             block = _decompress(codec, _checked_block(f, path, name, off, stored, crc), raw,
                                 path, off)
-            out[name] = codecs.decode(block, meta["rows"], dt, where=f"{path}:{name}")
+            if block[0] != enc:
+                raise CorruptionError(f"{path}: column {name!r} block at offset {off} holds "
+                                      f"encoding {block[0]}, the index says {enc}", path, off)
+            try:
+                out[name] = codecs.decode(block, meta["rows"], dt, where=f"{path}:{name}")
+            except CorruptionError as e:
+                # why re-raised: codecs name the place but know no file offset
+                raise CorruptionError(f"{e} (block at offset {off})", path, off) from None
+            except MemoryError:
+                raise CorruptionError(f"{path}: column {name!r} declares {meta['rows']} rows, "
+                                      f"more than this process can allocate", path, off) from None
     return out
+
+
+# (catalog row field, its value in read_index's dict)
+_CROSS = (("table_name", lambda m: m["table"]), ("symbol", lambda m: m["symbol"]),
+          ("rows", lambda m: m["rows"]), ("seq_lo", lambda m: m["seq"][0]),
+          ("seq_hi", lambda m: m["seq"][1]), ("ts_lo", lambda m: m["ts"][0]),
+          ("ts_hi", lambda m: m["ts"][1]))
+
+
+def _cross_check(path: str, meta: dict, row) -> None:
+    """Raise CorruptionError naming the file and the first field in which the catalog ``row``
+    and the file's own index disagree (table_name, symbol, rows, seq_lo/hi, ts_lo/hi).
+    Why: a flipped catalog field would otherwise drop rows, return another symbol's rows or
+    rows outside a range, and the index records the same facts under its own checksum."""
+    for field, mine in _CROSS:
+        try:
+            theirs = row[field]
+        except (KeyError, IndexError, TypeError):
+            raise CorruptionError(f"{path}: the catalog row has no {field}", path, -1) from None
+        want = mine(meta)
+        if field != "table_name":
+            try:
+                theirs = operator.index(theirs)
+            except TypeError:
+                pass   # not an integer: it cannot equal the index's
+        if type(theirs) is not type(want) or theirs != want:
+            raise CorruptionError(f"{path}: the catalog says {field} = {theirs!r}, the file's "
+                                  f"index says {want!r}", path, meta["index_offset"])
 
 
 def read_registered(data_dir: str, row: dict, columns=None) -> dict:
     """Decode the columns of the segment a catalog ``row`` registers in ``data_dir``.
 
-    The row's path must stay inside ``data_dir`` (store/paths.py). Returns what ``read_segment``
-    returns. Raises CorruptionError if the path is refused or the file fails a check,
-    FileNotFoundError if it is gone (a reader may then re-read the catalog).
+    The row's path must stay inside ``data_dir`` (store/paths.py), and its table_name, symbol,
+    rows, seq_lo/seq_hi and ts_lo/ts_hi must equal what the file's own index records. Returns
+    what ``read_segment`` returns. Raises CorruptionError if the path is refused, a field
+    disagrees (naming the file and the field) or the file fails a check; FileNotFoundError if
+    it is gone (a reader may then re-read the catalog).
     """
     from store.paths import inside
 
-    return read_segment(inside(data_dir, row["path"], what="segment"), columns)
+    return _read(inside(data_dir, row["path"], what="segment"), columns, row)
 
 
 def check_registered(data_dir: str, row: dict) -> None:
-    """``check_segment`` on the file a catalog ``row`` registers in ``data_dir``; returns None.
-    Raises as ``read_registered``."""
+    """``check_segment`` on the file a catalog ``row`` registers in ``data_dir``, with the
+    cross-check of ``read_registered``; returns None. Raises as ``read_registered``."""
     from store.paths import inside
 
-    check_segment(inside(data_dir, row["path"], what="segment"))
+    _check(inside(data_dir, row["path"], what="segment"), row)

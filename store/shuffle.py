@@ -101,7 +101,10 @@ def _block8(src, s, s_step, out, o, o_step):
 @njit(cache=True, nogil=True)
 def shuffle(src, width, out, pos):
     """Write the n x width bytes of ``src`` byte-shuffled into out[pos:]: byte j of row i goes to
-    pos + j * n + i. Returns the position after them. Releases the GIL."""
+    pos + j * n + i. Returns the position after them. Releases the GIL. Raises ValueError if
+    width < 1 or out has no room for them at pos (nothing is written then)."""
+    if width < 1 or pos < 0 or pos > out.size or src.size // width > (out.size - pos) // width:
+        raise ValueError("shuffle: width < 1 or the rows do not fit in out at pos")
     n = src.size // width
     n8 = n - n % 8 if width >= 8 else 0   # rows narrower than a word: byte loop only
     # why 8x8 word transposes: 8 rows x 8 byte columns are loaded as 8 words, transposed with
@@ -128,7 +131,13 @@ def shuffle(src, width, out, pos):
 @njit(cache=True, nogil=True)
 def unshuffle(src, pos, width, n, out):
     """Inverse of shuffle: the n byte-shuffled rows of width ``width`` at src[pos:] are written
-    back as rows into out[:n * width]. Releases the GIL."""
+    back as rows into out[:n * width]. Releases the GIL. Raises ValueError (nothing written) if
+    width < 1, n < 0, or src[pos:] or out holds fewer than n * width bytes. Why checked here
+    although the WAL checks its record sizes first: the sizes come from a file, and an
+    unchecked kernel reads and writes past its arrays (compared as quotients: no overflow)."""
+    if width < 1 or n < 0 or pos < 0 or pos > src.size or n > (src.size - pos) // width \
+            or n > out.size // width:
+        raise ValueError("unshuffle: the rows do not fit in src at pos or in out")
     n8 = n - n % 8 if width >= 8 else 0
     for b in range(0, n8, 64):
         e = min(n8, b + 64)
