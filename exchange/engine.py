@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import numbers
 import struct
 from typing import NamedTuple
 
@@ -40,6 +42,7 @@ __all__ = ["Engine", "Result", "OutputBuffers"]
 _CHECKPOINT_MAGIC = b"EXSIMCKP"
 _CHECKPOINT_VERSION = 1
 _INITIAL_LADDER = 8
+_MAX_ORDERS = (1 << 31) - 1   # arena slots, levels and their links are int32
 
 
 class OutputBuffers:
@@ -73,17 +76,63 @@ class Result(NamedTuple):
         return Result(*(np.concatenate([getattr(r, f) for r in results]) for f in Result._fields))
 
 
+# the range of each message field a per-order call fills in (its ORDER_DTYPE type)
+_I64 = (-(1 << 63), (1 << 63) - 1)
+_U64 = (0, (1 << 64) - 1)
+_U32 = (0, (1 << 32) - 1)
+
+
+def _is_bool(value) -> bool:
+    return isinstance(value, (bool, np.bool_))
+
+
+def _int_arg(value, what: str, lo: int, hi: int) -> int:
+    """Return ``value`` as a Python int in [lo, hi], or raise UsageError naming ``what``.
+
+    Takes ints, numpy integers and integral finite floats (2.0); refuses bool, non-integral or
+    non-finite floats and everything else, so nothing is truncated (1.5 -> 1), wrapped or left
+    to numpy's OverflowError.
+    """
+    if isinstance(value, (int, np.integer)) and not _is_bool(value):
+        v = int(value)
+    elif isinstance(value, (float, np.floating)) and math.isfinite(value) \
+            and float(value).is_integer():
+        v = int(value)
+    else:
+        raise UsageError(f"{what} must be an integer; got {value!r}")
+    if not lo <= v <= hi:
+        raise UsageError(f"{what} must be in [{lo}, {hi}]; got {value!r}")
+    return v
+
+
 def _parse_enum(enum, value, what: str) -> int:
+    """Return the code of ``value`` (a member's name, any case, or its int code) in ``enum``.
+
+    Raises UsageError naming ``what`` for an unknown name or code, a bool or a non-int."""
     if isinstance(value, str):
         try:
             return int(enum[value.upper()])
         except KeyError:
             names = ", ".join(m.name.lower() for m in enum)
             raise UsageError(f"{what} must be one of {names}; got {value!r}") from None
+    if not isinstance(value, (int, np.integer)) or _is_bool(value):
+        names = ", ".join(m.name.lower() for m in enum)
+        raise UsageError(f"{what} must be one of {names} or its code; got {value!r}")
     try:
-        return int(enum(value))
+        return int(enum(int(value)))
     except ValueError:
         raise UsageError(f"{what} must be one of {[int(m) for m in enum]}; got {value!r}") from None
+
+
+def _tick_arg(tick_size, name) -> int | float:
+    """Return ``tick_size`` as a plain int or float (JSON-able), or raise UsageError unless it
+    is a finite real number > 0."""
+    if _is_bool(tick_size) or not isinstance(tick_size, numbers.Real):
+        raise UsageError(f"tick_size must be a finite number > 0; got {tick_size!r} for {name!r}")
+    tick = int(tick_size) if isinstance(tick_size, numbers.Integral) else float(tick_size)
+    if not (math.isfinite(tick) and tick > 0):
+        raise UsageError(f"tick_size must be a finite number > 0; got {tick_size!r} for {name!r}")
+    return tick
 
 
 def _grow(arr: np.ndarray, at_least: int) -> np.ndarray:
@@ -100,17 +149,21 @@ class Engine:
     """
 
     def __init__(self, stp: str | int = "none", *, capacity: int = 1024):
+        capacity = _int_arg(capacity, "capacity", 0, _MAX_ORDERS)
         self._meta = new_meta(_parse_enum(Stp, stp, "stp"))
         self._arena = np.zeros(max(capacity, 16), ARENA_DTYPE)
         self._levels = np.zeros(max(capacity // 4, 16), LEVEL_DTYPE)
         self._index = new_index(2 * max(capacity, 16))
-        self._books = np.zeros(0, BOOK_DTYPE)
+        # why a view of a larger buffer: adding a symbol appends two rows in amortised O(1)
+        # (a concatenate per symbol made adding n symbols O(n^2))
+        self._book_rows = np.zeros(0, BOOK_DTYPE)
+        self._books = self._book_rows[:0]
         self._ladder_keys = np.zeros(64, np.int64)
         self._ladder_levels = np.zeros(64, np.int32)
         self._ladder_used = 0
         self._names: list[str] = []
         self._ids: dict[str, int] = {}
-        self._tick_sizes: list[float] = []
+        self._tick_sizes: list[int | float] = []
         self._next_auto_id = 1
         self.prefetch_distance = 16  # messages; 0 turns prefetching off (results identical)
         self._out: OutputBuffers | None = None  # the buffers process(reuse=True) writes into
@@ -122,39 +175,49 @@ class Engine:
 
         ``tick_size`` is kept as metadata for converting prices at the edges; the engine itself
         works in integer ticks. ``min_price``/``max_price`` bound accepted limit prices (ticks).
-        Raises UsageError for a duplicate name or an empty or inverted price band.
+        Raises UsageError for a duplicate name, a tick size that is not a finite number > 0,
+        bounds that are not integers, or an empty or inverted price band.
         """
         if not isinstance(name, str) or not name:
             raise UsageError(f"symbol name must be a non-empty string; got {name!r}")
         if name in self._ids:
             raise UsageError(f"symbol {name!r} already added (id {self._ids[name]})")
-        if not (1 <= int(min_price) <= int(max_price) <= MAX_PRICE):
+        lo = _int_arg(min_price, f"min_price of {name!r}", *_I64)
+        hi = _int_arg(max_price, f"max_price of {name!r}", *_I64)
+        if not (1 <= lo <= hi <= MAX_PRICE):
             raise UsageError(
                 f"price band must satisfy 1 <= min_price <= max_price <= {MAX_PRICE}; "
                 f"got [{min_price}, {max_price}] for {name!r}")
-        if not tick_size or tick_size <= 0:
-            raise UsageError(f"tick_size must be positive; got {tick_size!r} for {name!r}")
+        tick = _tick_arg(tick_size, name)
         sid = len(self._names)
-        rows = np.zeros(2, BOOK_DTYPE)
-        rows["min_price"] = int(min_price)
-        rows["max_price"] = int(max_price)
-        off = self._alloc_ladder(2 * _INITIAL_LADDER)  # one call: a repack may move regions
-        rows["off"] = [off, off + _INITIAL_LADDER]
-        rows["cap"] = _INITIAL_LADDER
-        self._books = np.concatenate([self._books, rows])
+        if 2 * sid + 2 > len(self._book_rows):
+            rows = np.zeros(max(2 * len(self._book_rows), 16), BOOK_DTYPE)
+            rows[: 2 * sid] = self._books
+            self._book_rows = rows
+            self._books = rows[: 2 * sid]
+        off = self._alloc_ladder(2 * _INITIAL_LADDER)  # before the new rows: a repack moves regions
+        self._books = self._book_rows[: 2 * sid + 2]
+        new = self._books[2 * sid:]
+        new["min_price"] = lo
+        new["max_price"] = hi
+        new["off"] = [off, off + _INITIAL_LADDER]
+        new["cap"] = _INITIAL_LADDER
         self._names.append(name)
         self._ids[name] = sid
-        self._tick_sizes.append(tick_size)
+        self._tick_sizes.append(tick)
         self._meta[M_NSYM] = len(self._names)
         return sid
 
     def symbol_id(self, symbol: str | int) -> int:
         """Return the id of ``symbol`` (a name or an id). Raises UsageError if unknown."""
-        if isinstance(symbol, (int, np.integer)) and 0 <= symbol < len(self._names):
+        if isinstance(symbol, (int, np.integer)) and not _is_bool(symbol) \
+                and 0 <= symbol < len(self._names):
             return int(symbol)
         if isinstance(symbol, str) and symbol in self._ids:
             return self._ids[symbol]
-        raise UsageError(f"unknown symbol {symbol!r}; known: {', '.join(self._names) or 'none'}")
+        known = ", ".join(self._names[:10]) + (f" ... ({len(self._names)})"
+                                               if len(self._names) > 10 else "")
+        raise UsageError(f"unknown symbol {symbol!r}; known: {known or 'none'}")
 
     @property
     def symbols(self) -> dict[str, int]:
@@ -252,19 +315,24 @@ class Engine:
         return off
 
     def _repack_ladder(self, extra: int) -> None:
-        # regions abandoned by growth are dropped here, so the ladder stays within 2x its use
+        # regions abandoned by growth are dropped here, so the ladder stays within 2x its use;
+        # vectorised: a loop over the books cost a Python step per symbol on every repack
         books = self._books
-        total = int(books["cap"].sum()) + extra
+        caps = books["cap"]
+        total = int(caps.sum()) + extra
         keys = np.zeros(2 * total + 64, np.int64)
         lvls = np.zeros(2 * total + 64, np.int32)
-        off = 0
-        for b in range(len(books)):
-            o, n, cap = int(books[b]["off"]), int(books[b]["n"]), int(books[b]["cap"])
-            keys[off: off + n] = self._ladder_keys[o: o + n]
-            lvls[off: off + n] = self._ladder_levels[o: o + n]
-            books[b]["off"] = off
-            off += cap
-        self._ladder_keys, self._ladder_levels, self._ladder_used = keys, lvls, off
+        new_off = np.cumsum(caps) - caps
+        ns = books["n"]
+        if ns.sum():
+            book = np.repeat(np.arange(len(books)), ns)
+            within = np.arange(int(ns.sum())) - np.repeat(np.cumsum(ns) - ns, ns)
+            src, dst = books["off"][book] + within, new_off[book] + within
+            keys[dst] = self._ladder_keys[src]
+            lvls[dst] = self._ladder_levels[src]
+        books["off"] = new_off
+        self._ladder_keys, self._ladder_levels = keys, lvls
+        self._ladder_used = int(caps.sum())
 
     def _grow_ladder(self, b: int) -> None:
         cap = int(self._books[b]["cap"]) * 2
@@ -282,41 +350,69 @@ class Engine:
         """Send one NEW order; return its Result (same bytes as ``process`` on that message).
 
         Without ``order_id`` the engine takes its next id not live on the symbol. ``ts``
-        defaults to 0. Raises UsageError for an unknown symbol name or option string.
+        defaults to 0. Raises UsageError for an unknown symbol, side, order type or tif (name or
+        code), or an argument its message field cannot hold: qty, price and ts must be integers
+        in int64, order_id in uint64, trader in uint32 (ints, numpy integers or integral floats;
+        never bool), post_only a bool. Values the field holds but the engine refuses (qty <= 0,
+        a price out of band ...) are not errors: they come back as a REJECTED event.
         """
         sid = self.symbol_id(symbol)
+        fields = dict(side=_parse_enum(Side, side, "side"),
+                      order_type=_parse_enum(OrderType, order_type, "order_type"),
+                      tif=_parse_enum(Tif, tif, "tif"),
+                      trader=_int_arg(trader, "trader", *_U32))
+        qty, price = _int_arg(qty, "qty", *_I64), _int_arg(price, "price", *_I64)
+        ts = self._ts_arg(ts)
+        if post_only not in (True, False) or not isinstance(post_only, (bool, np.bool_, int)):
+            raise UsageError(f"post_only must be a bool; got {post_only!r}")
+        fields["flags"] = int(Flag.POST_ONLY) if post_only else 0
         if order_id is None:
             order_id = self._next_auto_id
-            while index_find(self._index, sid, np.uint64(order_id)) >= 0:
+            while order_id <= _U64[1] and index_find(self._index, sid, np.uint64(order_id)) >= 0:
                 order_id += 1
+            if order_id > _U64[1]:
+                raise UsageError("no automatic order id is left below 2^64 on "
+                                 f"{self._names[sid]!r}; pass order_id")
             self._next_auto_id = order_id + 1
-        flags = int(Flag.POST_ONLY) if post_only else 0
-        return self.process(self._message(Kind.NEW, sid, order_id, price, qty, ts, trader=trader,
-                                          side=_parse_enum(Side, side, "side"),
-                                          order_type=_parse_enum(OrderType, order_type,
-                                                                 "order_type"),
-                                          tif=_parse_enum(Tif, tif, "tif"), flags=flags))
+        else:
+            order_id = _int_arg(order_id, "order_id", *_U64)
+        return self.process(self._message(Kind.NEW, sid, order_id, price, qty, ts, **fields))
 
     def cancel(self, symbol: str | int, order_id: int, *, ts: int | None = None) -> Result:
-        """Cancel a live order; return the Result (a REJECTED event if it is not live)."""
-        return self.process(self._message(Kind.CANCEL, self.symbol_id(symbol), order_id, 0, 0,
-                                          ts))
+        """Cancel a live order; return the Result (a REJECTED event if it is not live).
+
+        Raises UsageError for an unknown symbol, an order_id that is not an integer in uint64
+        or a ts that is not one in int64."""
+        sid = self.symbol_id(symbol)
+        order_id = _int_arg(order_id, "order_id", *_U64)
+        return self.process(self._message(Kind.CANCEL, sid, order_id, 0, 0, self._ts_arg(ts)))
 
     def modify(self, symbol: str | int, order_id: int, *, price: int, qty: int,
                ts: int | None = None) -> Result:
-        """Change a live order's price and open quantity; return the Result (see semantics.md)."""
-        return self.process(self._message(Kind.MODIFY, self.symbol_id(symbol), order_id, price,
-                                          qty, ts))
+        """Change a live order's price and open quantity; return the Result (see semantics.md).
+
+        Raises UsageError for an unknown symbol or an argument its field cannot hold (order_id
+        uint64; price, qty, ts int64); refused values in range come back as a REJECTED event."""
+        sid = self.symbol_id(symbol)
+        order_id = _int_arg(order_id, "order_id", *_U64)
+        price, qty = _int_arg(price, "price", *_I64), _int_arg(qty, "qty", *_I64)
+        return self.process(self._message(Kind.MODIFY, sid, order_id, price, qty,
+                                          self._ts_arg(ts)))
+
+    @staticmethod
+    def _ts_arg(ts) -> int:
+        return 0 if ts is None else _int_arg(ts, "ts", *_I64)
 
     @staticmethod
     def _message(kind, sid, order_id, price, qty, ts, **fields) -> np.ndarray:
+        # every value was checked against its field's range, so these assignments cannot fail
         m = np.zeros(1, ORDER_DTYPE)
         m["kind"] = kind
         m["symbol"] = sid
         m["order_id"] = order_id
         m["price"] = price
         m["qty"] = qty
-        m["ts"] = 0 if ts is None else ts
+        m["ts"] = ts
         for k, v in fields.items():
             m[k] = v
         return m
