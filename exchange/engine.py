@@ -33,8 +33,8 @@ from .book import (
 from .errors import CorruptionError, UsageError
 from .order_index import index_find, new_index, rehash_into
 from .schema import (
-    CHECKPOINT_DTYPE, DEPTH_DTYPE, EVENT_DTYPE, FILL_DTYPE, L2_DTYPE, L3_DTYPE, MAX_PRICE,
-    ORDER_DTYPE, Flag, Kind, OrderType, Side, Stp, Tif,
+    CHECKPOINT_DTYPE, DEPTH_DTYPE, EVENT_DTYPE, FILL_DTYPE, L2_DTYPE, L3_DTYPE, MAX_LEVEL_QTY,
+    MAX_PRICE, MAX_QTY, ORDER_DTYPE, Flag, Kind, OrderType, Side, Stp, Tif,
 )
 
 __all__ = ["Engine", "Result", "OutputBuffers"]
@@ -124,13 +124,23 @@ def _parse_enum(enum, value, what: str) -> int:
         raise UsageError(f"{what} must be one of {[int(m) for m in enum]}; got {value!r}") from None
 
 
+def _positive_number(value) -> bool:
+    """Whether ``value`` is a plain int or float (not bool), finite and > 0."""
+    if type(value) is int:
+        return value > 0
+    return type(value) is float and math.isfinite(value) and value > 0
+
+
 def _tick_arg(tick_size, name) -> int | float:
     """Return ``tick_size`` as a plain int or float (JSON-able), or raise UsageError unless it
     is a finite real number > 0."""
-    if _is_bool(tick_size) or not isinstance(tick_size, numbers.Real):
-        raise UsageError(f"tick_size must be a finite number > 0; got {tick_size!r} for {name!r}")
-    tick = int(tick_size) if isinstance(tick_size, numbers.Integral) else float(tick_size)
-    if not (math.isfinite(tick) and tick > 0):
+    tick = None
+    if isinstance(tick_size, numbers.Real) and not _is_bool(tick_size):
+        try:
+            tick = int(tick_size) if isinstance(tick_size, numbers.Integral) else float(tick_size)
+        except (OverflowError, ValueError):
+            tick = None
+    if not _positive_number(tick):
         raise UsageError(f"tick_size must be a finite number > 0; got {tick_size!r} for {name!r}")
     return tick
 
@@ -139,6 +149,141 @@ def _grow(arr: np.ndarray, at_least: int) -> np.ndarray:
     new = np.zeros(max(2 * len(arr), at_least, 16), dtype=arr.dtype)
     new[: len(arr)] = arr
     return new
+
+
+_HEADER_FIELDS = {"config", "seq", "trade_id", "next_auto_id"}
+_CONFIG_FIELDS = {"stp", "symbols"}
+_SYMBOL_FIELDS = {"name", "id", "tick_size", "min_price", "max_price"}
+
+
+def _corrupt_header(what: str) -> CorruptionError:
+    return CorruptionError(f"checkpoint: header: {what}", offset=16)
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _checkpoint_frame(blob: bytes) -> tuple[bytes, int, int]:
+    """Check a checkpoint's frame; return (header bytes, row count, offset of the rows).
+
+    Raises CorruptionError for a bad magic, checksum or version, or a header length or row
+    count that does not fit the blob (checked before anything is allocated)."""
+    if len(blob) < 28 or blob[:8] != _CHECKPOINT_MAGIC:
+        raise CorruptionError("checkpoint: not an exsim checkpoint (bad magic or shorter than "
+                              "28 bytes)", offset=0)
+    (crc,) = struct.unpack_from("<I", blob, len(blob) - 4)
+    if crc32c.crc32c(blob[:-4]) != crc:
+        raise CorruptionError("checkpoint: checksum mismatch", offset=len(blob) - 4)
+    version, hlen = struct.unpack_from("<II", blob, 8)
+    if version != _CHECKPOINT_VERSION:
+        raise CorruptionError(f"checkpoint: version {version} is not supported", offset=8)
+    start = 24 + hlen
+    if start + 4 > len(blob):
+        raise CorruptionError(f"checkpoint: header length {hlen} runs past the end of the "
+                              f"{len(blob)}-byte blob", offset=12)
+    (nrows,) = struct.unpack_from("<Q", blob, 16 + hlen)
+    room = len(blob) - 4 - start
+    if nrows * CHECKPOINT_DTYPE.itemsize != room:
+        raise CorruptionError(
+            f"checkpoint: row count {nrows} does not fit the {room} bytes of rows "
+            f"({CHECKPOINT_DTYPE.itemsize} bytes a row)", offset=16 + hlen)
+    if nrows > _MAX_ORDERS:
+        raise CorruptionError(f"checkpoint: {nrows} rows exceed the engine's {_MAX_ORDERS} "
+                              "order slots", offset=16 + hlen)
+    return blob[16:16 + hlen], nrows, start
+
+
+def _header_int(d: dict, key: str, lo: int, hi: int, where: str = "") -> int:
+    v = d[key]
+    if type(v) is not int or not lo <= v <= hi:
+        raise _corrupt_header(f"{where}{key} must be an integer in [{lo}, {hi}]; got {_short(v)}")
+    return v
+
+
+def _exact_fields(d, fields: set, what: str) -> None:
+    if not isinstance(d, dict):
+        raise _corrupt_header(f"{what} must be a JSON object; got {_short(d)}")
+    if d.keys() != fields:
+        missing, extra = sorted(fields - d.keys()), sorted(d.keys() - fields)
+        raise _corrupt_header(f"{what} " + (f"lacks field {missing[0]!r}" if missing
+                                           else f"has unknown field {_short(extra[0])}"))
+
+
+def _checkpoint_header(header_bytes: bytes) -> tuple[str, list, tuple]:
+    """Parse and check a checkpoint header; return (stp name, [(name, tick_size, min_price,
+    max_price) per symbol], (seq, trade_id, next_auto_id)). Raises CorruptionError naming the
+    field."""
+    try:
+        header = json.loads(header_bytes)
+    except (ValueError, RecursionError) as e:   # bad JSON or UTF-8, too deep, too many digits
+        raise CorruptionError(f"checkpoint: header is not JSON ({_short(str(e))})",
+                              offset=16) from None
+    _exact_fields(header, _HEADER_FIELDS, "the header")
+    cfg = header["config"]
+    _exact_fields(cfg, _CONFIG_FIELDS, "config")
+    names = [m.name.lower() for m in Stp]
+    if cfg["stp"] not in names or not isinstance(cfg["stp"], str):
+        raise _corrupt_header(f"config.stp must be one of {', '.join(names)}; "
+                              f"got {_short(cfg['stp'])}")
+    if not isinstance(cfg["symbols"], list):
+        raise _corrupt_header(f"config.symbols must be a list; got {_short(cfg['symbols'])}")
+    specs, seen = [], {}
+    for k, sym in enumerate(cfg["symbols"]):
+        where = f"symbol {k} "
+        _exact_fields(sym, _SYMBOL_FIELDS, f"symbol {k} (config.symbols[{k}])")
+        name = sym["name"]
+        if not isinstance(name, str) or not name:
+            raise _corrupt_header(f"{where}name must be a non-empty string; got {_short(name)}")
+        if name in seen:
+            raise _corrupt_header(f"{where}name {name!r} is also symbol {seen[name]}'s")
+        seen[name] = k
+        _header_int(sym, "id", k, k, where)
+        tick = sym["tick_size"]
+        if not _positive_number(tick):
+            raise _corrupt_header(f"{where}tick_size must be a finite number > 0; "
+                                  f"got {_short(tick)}")
+        lo = _header_int(sym, "min_price", 1, MAX_PRICE, where)
+        hi = _header_int(sym, "max_price", 1, MAX_PRICE, where)
+        if lo > hi:
+            raise _corrupt_header(f"{where}price band [{lo}, {hi}] is empty")
+        specs.append((name, tick, lo, hi))
+    counters = (_header_int(header, "seq", 0, _I64[1]),
+                _header_int(header, "trade_id", 0, _I64[1]),
+                _header_int(header, "next_auto_id", 1, _U64[1] + 1))
+    return cfg["stp"], specs, counters
+
+
+def _row_problem(code: int, i: int, rows: np.ndarray, specs: list) -> str:
+    """The message for ``kernels.check_rows``' finding ``code`` at row ``i``."""
+    r = rows[i]
+    sym, side, price = int(r["symbol"]), int(r["side"]), int(r["price"])
+    name = specs[sym][0] if sym < len(specs) else None
+    at = f"checkpoint: row {i}: "
+    if code == kernels.ROW_SYMBOL:
+        return at + f"symbol {sym} is not one of the engine's {len(specs)} symbols"
+    if code == kernels.ROW_SIDE:
+        return at + f"side {side} is neither BUY (0) nor SELL (1)"
+    if code == kernels.ROW_QTY:
+        return at + f"qty {int(r['qty'])} is outside 1..{MAX_QTY}"
+    if code == kernels.ROW_FILLED:
+        return at + f"filled {int(r['filled'])} is outside 0..{MAX_LEVEL_QTY}"
+    if code == kernels.ROW_FLAGS:
+        return at + f"flags {int(r['flags']):#x} holds bits no order carries"
+    if code == kernels.ROW_PRICE:
+        return at + (f"price {price} is outside the band {specs[sym][2]}..{specs[sym][3]} of "
+                     f"symbol {name!r}")
+    if code == kernels.ROW_ORDER:
+        return at + (f"{Side(side).name} {price} of symbol {name!r} is out of priority order "
+                     "(symbols ascending, bids then asks, best level first)")
+    if code == kernels.ROW_LEVEL_QTY:
+        return at + f"the orders at {Side(side).name} {price} of {name!r} total past {MAX_LEVEL_QTY}"
+    if code == kernels.ROW_CROSSED:
+        bids = rows[:i][(rows["symbol"][:i] == sym) & (rows["side"][:i] == Side.BUY)]
+        return at + (f"symbol {name!r} is crossed: best ask {price} <= best bid "
+                     f"{int(bids['price'][0])}")
+    raise AssertionError(f"unknown check_rows code {code}")  # pragma: no cover
 
 
 class Engine:
@@ -507,47 +652,74 @@ class Engine:
     def restore(cls, blob: bytes) -> "Engine":
         """Return a new engine in exactly the state ``blob`` (from ``checkpoint``) describes.
 
-        Raises CorruptionError if the blob is truncated, has a bad magic or version, or fails
-        its checksum.
+        Everything is checked before state is built, so ``restore(b).checkpoint() == b`` for
+        every blob it accepts: the frame (magic, CRC32C, version, a header length and row count
+        that fit the blob, checked before allocating), the header (the canonical JSON of
+        ``checkpoint``: known stp, symbols with ids 0, 1 ..., distinct names, finite tick sizes
+        > 0, integer bands within 1..MAX_PRICE, counters in range) and every row (``check_rows``:
+        known symbol and side, quantities in range, price in band, priority order, no crossed
+        book; no duplicate order id per symbol). Linear in symbols and rows.
+        Raises UsageError if ``blob`` is not bytes-like; CorruptionError ("checkpoint: ...",
+        with the row index or header field, and the byte offset) for anything else wrong.
         """
-        blob = bytes(blob)
-        if len(blob) < 28 or blob[:8] != _CHECKPOINT_MAGIC:
-            raise CorruptionError("not an exsim checkpoint (bad magic or too short)", offset=0)
-        (crc,) = struct.unpack_from("<I", blob, len(blob) - 4)
-        if crc32c.crc32c(blob[:-4]) != crc:
-            raise CorruptionError("checkpoint checksum mismatch", offset=len(blob) - 4)
-        version, hlen = struct.unpack_from("<II", blob, 8)
-        if version != _CHECKPOINT_VERSION:
-            raise CorruptionError(f"checkpoint version {version} is not supported", offset=8)
-        header = json.loads(blob[16: 16 + hlen])
-        (nrows,) = struct.unpack_from("<Q", blob, 16 + hlen)
-        start = 24 + hlen
+        try:
+            blob = bytes(memoryview(blob).cast("B"))
+        except TypeError:
+            raise UsageError(f"restore() takes the bytes of a checkpoint; got "
+                             f"{type(blob).__name__}") from None
+        header_bytes, nrows, start = _checkpoint_frame(blob)
+        stp, specs, counters = _checkpoint_header(header_bytes)
         rows = np.frombuffer(blob, CHECKPOINT_DTYPE, count=nrows, offset=start)
-        cfg = header["config"]
-        eng = cls(stp=cfg["stp"], capacity=max(2 * nrows, 1024))
-        for s in cfg["symbols"]:
-            eng.add_symbol(s["name"], s["tick_size"], s["min_price"], s["max_price"])
-        eng._load(rows)
-        eng._meta[M_SEQ] = header["seq"]
-        eng._meta[M_TRADE_ID] = header["trade_id"]
-        eng._next_auto_id = header["next_auto_id"]
+        eng = cls(stp=stp, capacity=min(max(2 * nrows, 1024), _MAX_ORDERS))
+        eng._load_checkpoint(specs, rows, start)
+        eng._meta[M_SEQ], eng._meta[M_TRADE_ID], eng._next_auto_id = counters
+        if json.dumps(eng._state_header(), sort_keys=True).encode() != header_bytes:
+            raise CorruptionError("checkpoint: header is not in canonical form (checkpoint() "
+                                  "writes sorted-key JSON with default separators)", offset=16)
         return eng
 
-    def _load(self, rows: np.ndarray) -> None:
-        n = len(rows)
-        if n == 0:
-            return
-        if len(self._levels) < n:
-            self._levels = _grow(self._levels, n)
+    def _load_checkpoint(self, specs: list, rows: np.ndarray, start: int) -> None:
+        """Build this (new, empty) engine's symbols from ``specs`` (name, tick, min, max) and its
+        books from checkpoint ``rows`` (at byte ``start`` of the blob), in one pass each: every
+        array is sized once. Raises CorruptionError naming the first bad row."""
+        nsym, n = len(specs), len(rows)
+        books = np.zeros(2 * nsym, BOOK_DTYPE)
+        books["min_price"] = np.repeat(np.array([sp[2] for sp in specs], np.int64), 2)
+        books["max_price"] = np.repeat(np.array([sp[3] for sp in specs], np.int64), 2)
+        level_count = np.zeros(2 * nsym, np.int64)
+        rows = np.ascontiguousarray(rows)
+        code, i = kernels.check_rows(rows, books, nsym, level_count)
+        if code != kernels.ROW_OK:
+            raise CorruptionError(_row_problem(code, int(i), rows, specs),
+                                  offset=start + int(i) * CHECKPOINT_DTYPE.itemsize)
+        # each ladder region holds its levels with room to double before it must grow
+        caps = np.maximum(2 * level_count, _INITIAL_LADDER)
+        books["off"] = np.cumsum(caps) - caps
+        books["cap"] = caps
+        books["n"] = level_count
+        used = int(caps.sum())
+        self._ladder_keys = np.zeros(used + 64, np.int64)
+        self._ladder_levels = np.zeros(used + 64, np.int32)
+        self._ladder_used = used
+        self._book_rows = self._books = books
+        self._names = [sp[0] for sp in specs]
+        self._ids = {name: k for k, name in enumerate(self._names)}
+        self._tick_sizes = [sp[1] for sp in specs]
+        self._meta[M_NSYM] = nsym
+        if len(self._arena) < n:
+            self._arena = _grow(self._arena, n)
+        if len(self._levels) < int(level_count.sum()):
+            self._levels = _grow(self._levels, int(level_count.sum()))
         if len(self._index) < 2 * n + 2:
             self._index = new_index(2 * n + 2)
-        books = rows["symbol"].astype(np.int64) * 2 + rows["side"]
-        per_book = np.bincount(books, minlength=len(self._books))
-        for b in np.nonzero(per_book > self._books["cap"])[0]:
-            while self._books[b]["cap"] < per_book[b]:
-                self._grow_ladder(int(b))
-        kernels.load_orders(np.ascontiguousarray(rows), self._arena, self._levels, self._index,
-                            self._books, self._ladder_keys, self._ladder_levels, self._meta)
+        dup = kernels.load_orders(rows, self._arena, self._levels, self._index, self._books,
+                                  self._ladder_keys, self._ladder_levels, self._meta)
+        if dup >= 0:
+            r = rows[dup]
+            raise CorruptionError(
+                f"checkpoint: row {dup}: duplicate order id {int(r['order_id'])} on symbol "
+                f"{specs[int(r['symbol'])][0]!r} (an earlier row holds it)",
+                offset=start + int(dup) * CHECKPOINT_DTYPE.itemsize)
 
     def state_hash(self) -> str:
         """Return a hex digest of the canonical state (options, counters, books in priority order).
