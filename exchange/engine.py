@@ -11,6 +11,8 @@ Invariants:
 - Output arrays are zero-initialised, so padding bytes are zero and outputs compare byte for byte.
 - ``checkpoint()`` is canonical (live orders in priority order, counters, options): two engines
   with equal checkpoints produce equal outputs from then on, and ``state_hash`` hashes it.
+  ``restore`` checks a blob's every field and row first (a CorruptionError "checkpoint: ..."
+  otherwise), so ``restore(b).checkpoint() == b`` for every blob it accepts.
 """
 
 from __future__ import annotations
@@ -508,7 +510,7 @@ class Engine:
                       trader=_int_arg(trader, "trader", *_U32))
         qty, price = _int_arg(qty, "qty", *_I64), _int_arg(price, "price", *_I64)
         ts = self._ts_arg(ts)
-        if post_only not in (True, False) or not isinstance(post_only, (bool, np.bool_, int)):
+        if not (_is_bool(post_only) or (type(post_only) is int and post_only in (0, 1))):
             raise UsageError(f"post_only must be a bool; got {post_only!r}")
         fields["flags"] = int(Flag.POST_ONLY) if post_only else 0
         if order_id is None:
@@ -663,7 +665,8 @@ class Engine:
         with the row index or header field, and the byte offset) for anything else wrong.
         """
         try:
-            blob = bytes(memoryview(blob).cast("B"))
+            if not isinstance(blob, bytes):   # bytes need no copy
+                blob = bytes(memoryview(blob).cast("B"))
         except TypeError:
             raise UsageError(f"restore() takes the bytes of a checkpoint; got "
                              f"{type(blob).__name__}") from None
