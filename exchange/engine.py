@@ -11,12 +11,16 @@ Invariants:
 - Output arrays are zero-initialised, so padding bytes are zero and outputs compare byte for byte.
 - ``checkpoint()`` is canonical (live orders in priority order, counters, options): two engines
   with equal checkpoints produce equal outputs from then on, and ``state_hash`` hashes it.
+  ``restore`` checks a blob's every field and row first (a CorruptionError "checkpoint: ..."
+  otherwise), so ``restore(b).checkpoint() == b`` for every blob it accepts.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
+import numbers
 import struct
 from typing import NamedTuple
 
@@ -31,8 +35,8 @@ from .book import (
 from .errors import CorruptionError, UsageError
 from .order_index import index_find, new_index, rehash_into
 from .schema import (
-    CHECKPOINT_DTYPE, DEPTH_DTYPE, EVENT_DTYPE, FILL_DTYPE, L2_DTYPE, L3_DTYPE, MAX_PRICE,
-    ORDER_DTYPE, Flag, Kind, OrderType, Side, Stp, Tif,
+    CHECKPOINT_DTYPE, DEPTH_DTYPE, EVENT_DTYPE, FILL_DTYPE, L2_DTYPE, L3_DTYPE, MAX_LEVEL_QTY,
+    MAX_PRICE, MAX_QTY, ORDER_DTYPE, Flag, Kind, OrderType, Side, Stp, Tif,
 )
 
 __all__ = ["Engine", "Result", "OutputBuffers"]
@@ -40,6 +44,7 @@ __all__ = ["Engine", "Result", "OutputBuffers"]
 _CHECKPOINT_MAGIC = b"EXSIMCKP"
 _CHECKPOINT_VERSION = 1
 _INITIAL_LADDER = 8
+_MAX_ORDERS = (1 << 31) - 1   # arena slots, levels and their links are int32
 
 
 class OutputBuffers:
@@ -73,23 +78,214 @@ class Result(NamedTuple):
         return Result(*(np.concatenate([getattr(r, f) for r in results]) for f in Result._fields))
 
 
+# the range of each message field a per-order call fills in (its ORDER_DTYPE type)
+_I64 = (-(1 << 63), (1 << 63) - 1)
+_U64 = (0, (1 << 64) - 1)
+_U32 = (0, (1 << 32) - 1)
+
+
+def _is_bool(value) -> bool:
+    return isinstance(value, (bool, np.bool_))
+
+
+def _int_arg(value, what: str, lo: int, hi: int) -> int:
+    """Return ``value`` as a Python int in [lo, hi], or raise UsageError naming ``what``.
+
+    Takes ints, numpy integers and integral finite floats (2.0); refuses bool, non-integral or
+    non-finite floats and everything else, so nothing is truncated (1.5 -> 1), wrapped or left
+    to numpy's OverflowError.
+    """
+    if isinstance(value, (int, np.integer)) and not _is_bool(value):
+        v = int(value)
+    elif isinstance(value, (float, np.floating)) and math.isfinite(value) \
+            and float(value).is_integer():
+        v = int(value)
+    else:
+        raise UsageError(f"{what} must be an integer; got {value!r}")
+    if not lo <= v <= hi:
+        raise UsageError(f"{what} must be in [{lo}, {hi}]; got {value!r}")
+    return v
+
+
 def _parse_enum(enum, value, what: str) -> int:
+    """Return the code of ``value`` (a member's name, any case, or its int code) in ``enum``.
+
+    Raises UsageError naming ``what`` for an unknown name or code, a bool or a non-int."""
     if isinstance(value, str):
         try:
             return int(enum[value.upper()])
         except KeyError:
             names = ", ".join(m.name.lower() for m in enum)
             raise UsageError(f"{what} must be one of {names}; got {value!r}") from None
+    if not isinstance(value, (int, np.integer)) or _is_bool(value):
+        names = ", ".join(m.name.lower() for m in enum)
+        raise UsageError(f"{what} must be one of {names} or its code; got {value!r}")
     try:
-        return int(enum(value))
+        return int(enum(int(value)))
     except ValueError:
         raise UsageError(f"{what} must be one of {[int(m) for m in enum]}; got {value!r}") from None
+
+
+def _positive_number(value) -> bool:
+    """Whether ``value`` is a plain int or float (not bool), finite and > 0."""
+    if type(value) is int:
+        return value > 0
+    return type(value) is float and math.isfinite(value) and value > 0
+
+
+def _tick_arg(tick_size, name) -> int | float:
+    """Return ``tick_size`` as a plain int or float (JSON-able), or raise UsageError unless it
+    is a finite real number > 0."""
+    tick = None
+    if isinstance(tick_size, numbers.Real) and not _is_bool(tick_size):
+        try:
+            tick = int(tick_size) if isinstance(tick_size, numbers.Integral) else float(tick_size)
+        except (OverflowError, ValueError):
+            tick = None
+    if not _positive_number(tick):
+        raise UsageError(f"tick_size must be a finite number > 0; got {tick_size!r} for {name!r}")
+    return tick
 
 
 def _grow(arr: np.ndarray, at_least: int) -> np.ndarray:
     new = np.zeros(max(2 * len(arr), at_least, 16), dtype=arr.dtype)
     new[: len(arr)] = arr
     return new
+
+
+_HEADER_FIELDS = {"config", "seq", "trade_id", "next_auto_id"}
+_CONFIG_FIELDS = {"stp", "symbols"}
+_SYMBOL_FIELDS = {"name", "id", "tick_size", "min_price", "max_price"}
+
+
+def _corrupt_header(what: str) -> CorruptionError:
+    return CorruptionError(f"checkpoint: header: {what}", offset=16)
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _checkpoint_frame(blob: bytes) -> tuple[bytes, int, int]:
+    """Check a checkpoint's frame; return (header bytes, row count, offset of the rows).
+
+    Raises CorruptionError for a bad magic, checksum or version, or a header length or row
+    count that does not fit the blob (checked before anything is allocated)."""
+    if len(blob) < 28 or blob[:8] != _CHECKPOINT_MAGIC:
+        raise CorruptionError("checkpoint: not an exsim checkpoint (bad magic or shorter than "
+                              "28 bytes)", offset=0)
+    (crc,) = struct.unpack_from("<I", blob, len(blob) - 4)
+    if crc32c.crc32c(blob[:-4]) != crc:
+        raise CorruptionError("checkpoint: checksum mismatch", offset=len(blob) - 4)
+    version, hlen = struct.unpack_from("<II", blob, 8)
+    if version != _CHECKPOINT_VERSION:
+        raise CorruptionError(f"checkpoint: version {version} is not supported", offset=8)
+    start = 24 + hlen
+    if start + 4 > len(blob):
+        raise CorruptionError(f"checkpoint: header length {hlen} runs past the end of the "
+                              f"{len(blob)}-byte blob", offset=12)
+    (nrows,) = struct.unpack_from("<Q", blob, 16 + hlen)
+    room = len(blob) - 4 - start
+    if nrows * CHECKPOINT_DTYPE.itemsize != room:
+        raise CorruptionError(
+            f"checkpoint: row count {nrows} does not fit the {room} bytes of rows "
+            f"({CHECKPOINT_DTYPE.itemsize} bytes a row)", offset=16 + hlen)
+    if nrows > _MAX_ORDERS:
+        raise CorruptionError(f"checkpoint: {nrows} rows exceed the engine's {_MAX_ORDERS} "
+                              "order slots", offset=16 + hlen)
+    return blob[16:16 + hlen], nrows, start
+
+
+def _header_int(d: dict, key: str, lo: int, hi: int, where: str = "") -> int:
+    v = d[key]
+    if type(v) is not int or not lo <= v <= hi:
+        raise _corrupt_header(f"{where}{key} must be an integer in [{lo}, {hi}]; got {_short(v)}")
+    return v
+
+
+def _exact_fields(d, fields: set, what: str) -> None:
+    if not isinstance(d, dict):
+        raise _corrupt_header(f"{what} must be a JSON object; got {_short(d)}")
+    if d.keys() != fields:
+        missing, extra = sorted(fields - d.keys()), sorted(d.keys() - fields)
+        raise _corrupt_header(f"{what} " + (f"lacks field {missing[0]!r}" if missing
+                                           else f"has unknown field {_short(extra[0])}"))
+
+
+def _checkpoint_header(header_bytes: bytes) -> tuple[str, list, tuple]:
+    """Parse and check a checkpoint header; return (stp name, [(name, tick_size, min_price,
+    max_price) per symbol], (seq, trade_id, next_auto_id)). Raises CorruptionError naming the
+    field."""
+    try:
+        header = json.loads(header_bytes)
+    except (ValueError, RecursionError) as e:   # bad JSON or UTF-8, too deep, too many digits
+        raise CorruptionError(f"checkpoint: header is not JSON ({_short(str(e))})",
+                              offset=16) from None
+    _exact_fields(header, _HEADER_FIELDS, "the header")
+    cfg = header["config"]
+    _exact_fields(cfg, _CONFIG_FIELDS, "config")
+    names = [m.name.lower() for m in Stp]
+    if cfg["stp"] not in names or not isinstance(cfg["stp"], str):
+        raise _corrupt_header(f"config.stp must be one of {', '.join(names)}; "
+                              f"got {_short(cfg['stp'])}")
+    if not isinstance(cfg["symbols"], list):
+        raise _corrupt_header(f"config.symbols must be a list; got {_short(cfg['symbols'])}")
+    specs, seen = [], {}
+    for k, sym in enumerate(cfg["symbols"]):
+        where = f"symbol {k} "
+        _exact_fields(sym, _SYMBOL_FIELDS, f"symbol {k} (config.symbols[{k}])")
+        name = sym["name"]
+        if not isinstance(name, str) or not name:
+            raise _corrupt_header(f"{where}name must be a non-empty string; got {_short(name)}")
+        if name in seen:
+            raise _corrupt_header(f"{where}name {name!r} is also symbol {seen[name]}'s")
+        seen[name] = k
+        _header_int(sym, "id", k, k, where)
+        tick = sym["tick_size"]
+        if not _positive_number(tick):
+            raise _corrupt_header(f"{where}tick_size must be a finite number > 0; "
+                                  f"got {_short(tick)}")
+        lo = _header_int(sym, "min_price", 1, MAX_PRICE, where)
+        hi = _header_int(sym, "max_price", 1, MAX_PRICE, where)
+        if lo > hi:
+            raise _corrupt_header(f"{where}price band [{lo}, {hi}] is empty")
+        specs.append((name, tick, lo, hi))
+    counters = (_header_int(header, "seq", 0, _I64[1]),
+                _header_int(header, "trade_id", 0, _I64[1]),
+                _header_int(header, "next_auto_id", 1, _U64[1] + 1))
+    return cfg["stp"], specs, counters
+
+
+def _row_problem(code: int, i: int, rows: np.ndarray, specs: list) -> str:
+    """The message for ``kernels.check_rows``' finding ``code`` at row ``i``."""
+    r = rows[i]
+    sym, side, price = int(r["symbol"]), int(r["side"]), int(r["price"])
+    name = specs[sym][0] if sym < len(specs) else None
+    at = f"checkpoint: row {i}: "
+    if code == kernels.ROW_SYMBOL:
+        return at + f"symbol {sym} is not one of the engine's {len(specs)} symbols"
+    if code == kernels.ROW_SIDE:
+        return at + f"side {side} is neither BUY (0) nor SELL (1)"
+    if code == kernels.ROW_QTY:
+        return at + f"qty {int(r['qty'])} is outside 1..{MAX_QTY}"
+    if code == kernels.ROW_FILLED:
+        return at + f"filled {int(r['filled'])} is outside 0..{MAX_LEVEL_QTY}"
+    if code == kernels.ROW_FLAGS:
+        return at + f"flags {int(r['flags']):#x} holds bits no order carries"
+    if code == kernels.ROW_PRICE:
+        return at + (f"price {price} is outside the band {specs[sym][2]}..{specs[sym][3]} of "
+                     f"symbol {name!r}")
+    if code == kernels.ROW_ORDER:
+        return at + (f"{Side(side).name} {price} of symbol {name!r} is out of priority order "
+                     "(symbols ascending, bids then asks, best level first)")
+    if code == kernels.ROW_LEVEL_QTY:
+        return at + f"the orders at {Side(side).name} {price} of {name!r} total past {MAX_LEVEL_QTY}"
+    if code == kernels.ROW_CROSSED:
+        bids = rows[:i][(rows["symbol"][:i] == sym) & (rows["side"][:i] == Side.BUY)]
+        return at + (f"symbol {name!r} is crossed: best ask {price} <= best bid "
+                     f"{int(bids['price'][0])}")
+    raise AssertionError(f"unknown check_rows code {code}")  # pragma: no cover
 
 
 class Engine:
@@ -100,17 +296,21 @@ class Engine:
     """
 
     def __init__(self, stp: str | int = "none", *, capacity: int = 1024):
+        capacity = _int_arg(capacity, "capacity", 0, _MAX_ORDERS)
         self._meta = new_meta(_parse_enum(Stp, stp, "stp"))
         self._arena = np.zeros(max(capacity, 16), ARENA_DTYPE)
         self._levels = np.zeros(max(capacity // 4, 16), LEVEL_DTYPE)
         self._index = new_index(2 * max(capacity, 16))
-        self._books = np.zeros(0, BOOK_DTYPE)
+        # why a view of a larger buffer: adding a symbol appends two rows in amortised O(1)
+        # (a concatenate per symbol made adding n symbols O(n^2))
+        self._book_rows = np.zeros(0, BOOK_DTYPE)
+        self._books = self._book_rows[:0]
         self._ladder_keys = np.zeros(64, np.int64)
         self._ladder_levels = np.zeros(64, np.int32)
         self._ladder_used = 0
         self._names: list[str] = []
         self._ids: dict[str, int] = {}
-        self._tick_sizes: list[float] = []
+        self._tick_sizes: list[int | float] = []
         self._next_auto_id = 1
         self.prefetch_distance = 16  # messages; 0 turns prefetching off (results identical)
         self._out: OutputBuffers | None = None  # the buffers process(reuse=True) writes into
@@ -122,39 +322,49 @@ class Engine:
 
         ``tick_size`` is kept as metadata for converting prices at the edges; the engine itself
         works in integer ticks. ``min_price``/``max_price`` bound accepted limit prices (ticks).
-        Raises UsageError for a duplicate name or an empty or inverted price band.
+        Raises UsageError for a duplicate name, a tick size that is not a finite number > 0,
+        bounds that are not integers, or an empty or inverted price band.
         """
         if not isinstance(name, str) or not name:
             raise UsageError(f"symbol name must be a non-empty string; got {name!r}")
         if name in self._ids:
             raise UsageError(f"symbol {name!r} already added (id {self._ids[name]})")
-        if not (1 <= int(min_price) <= int(max_price) <= MAX_PRICE):
+        lo = _int_arg(min_price, f"min_price of {name!r}", *_I64)
+        hi = _int_arg(max_price, f"max_price of {name!r}", *_I64)
+        if not (1 <= lo <= hi <= MAX_PRICE):
             raise UsageError(
                 f"price band must satisfy 1 <= min_price <= max_price <= {MAX_PRICE}; "
                 f"got [{min_price}, {max_price}] for {name!r}")
-        if not tick_size or tick_size <= 0:
-            raise UsageError(f"tick_size must be positive; got {tick_size!r} for {name!r}")
+        tick = _tick_arg(tick_size, name)
         sid = len(self._names)
-        rows = np.zeros(2, BOOK_DTYPE)
-        rows["min_price"] = int(min_price)
-        rows["max_price"] = int(max_price)
-        off = self._alloc_ladder(2 * _INITIAL_LADDER)  # one call: a repack may move regions
-        rows["off"] = [off, off + _INITIAL_LADDER]
-        rows["cap"] = _INITIAL_LADDER
-        self._books = np.concatenate([self._books, rows])
+        if 2 * sid + 2 > len(self._book_rows):
+            rows = np.zeros(max(2 * len(self._book_rows), 16), BOOK_DTYPE)
+            rows[: 2 * sid] = self._books
+            self._book_rows = rows
+            self._books = rows[: 2 * sid]
+        off = self._alloc_ladder(2 * _INITIAL_LADDER)  # before the new rows: a repack moves regions
+        self._books = self._book_rows[: 2 * sid + 2]
+        new = self._books[2 * sid:]
+        new["min_price"] = lo
+        new["max_price"] = hi
+        new["off"] = [off, off + _INITIAL_LADDER]
+        new["cap"] = _INITIAL_LADDER
         self._names.append(name)
         self._ids[name] = sid
-        self._tick_sizes.append(tick_size)
+        self._tick_sizes.append(tick)
         self._meta[M_NSYM] = len(self._names)
         return sid
 
     def symbol_id(self, symbol: str | int) -> int:
         """Return the id of ``symbol`` (a name or an id). Raises UsageError if unknown."""
-        if isinstance(symbol, (int, np.integer)) and 0 <= symbol < len(self._names):
+        if isinstance(symbol, (int, np.integer)) and not _is_bool(symbol) \
+                and 0 <= symbol < len(self._names):
             return int(symbol)
         if isinstance(symbol, str) and symbol in self._ids:
             return self._ids[symbol]
-        raise UsageError(f"unknown symbol {symbol!r}; known: {', '.join(self._names) or 'none'}")
+        known = ", ".join(self._names[:10]) + (f" ... ({len(self._names)})"
+                                               if len(self._names) > 10 else "")
+        raise UsageError(f"unknown symbol {symbol!r}; known: {known or 'none'}")
 
     @property
     def symbols(self) -> dict[str, int]:
@@ -252,19 +462,24 @@ class Engine:
         return off
 
     def _repack_ladder(self, extra: int) -> None:
-        # regions abandoned by growth are dropped here, so the ladder stays within 2x its use
+        # regions abandoned by growth are dropped here, so the ladder stays within 2x its use;
+        # vectorised: a loop over the books cost a Python step per symbol on every repack
         books = self._books
-        total = int(books["cap"].sum()) + extra
+        caps = books["cap"]
+        total = int(caps.sum()) + extra
         keys = np.zeros(2 * total + 64, np.int64)
         lvls = np.zeros(2 * total + 64, np.int32)
-        off = 0
-        for b in range(len(books)):
-            o, n, cap = int(books[b]["off"]), int(books[b]["n"]), int(books[b]["cap"])
-            keys[off: off + n] = self._ladder_keys[o: o + n]
-            lvls[off: off + n] = self._ladder_levels[o: o + n]
-            books[b]["off"] = off
-            off += cap
-        self._ladder_keys, self._ladder_levels, self._ladder_used = keys, lvls, off
+        new_off = np.cumsum(caps) - caps
+        ns = books["n"]
+        if ns.sum():
+            book = np.repeat(np.arange(len(books)), ns)
+            within = np.arange(int(ns.sum())) - np.repeat(np.cumsum(ns) - ns, ns)
+            src, dst = books["off"][book] + within, new_off[book] + within
+            keys[dst] = self._ladder_keys[src]
+            lvls[dst] = self._ladder_levels[src]
+        books["off"] = new_off
+        self._ladder_keys, self._ladder_levels = keys, lvls
+        self._ladder_used = int(caps.sum())
 
     def _grow_ladder(self, b: int) -> None:
         cap = int(self._books[b]["cap"]) * 2
@@ -282,41 +497,69 @@ class Engine:
         """Send one NEW order; return its Result (same bytes as ``process`` on that message).
 
         Without ``order_id`` the engine takes its next id not live on the symbol. ``ts``
-        defaults to 0. Raises UsageError for an unknown symbol name or option string.
+        defaults to 0. Raises UsageError for an unknown symbol, side, order type or tif (name or
+        code), or an argument its message field cannot hold: qty, price and ts must be integers
+        in int64, order_id in uint64, trader in uint32 (ints, numpy integers or integral floats;
+        never bool), post_only a bool. Values the field holds but the engine refuses (qty <= 0,
+        a price out of band ...) are not errors: they come back as a REJECTED event.
         """
         sid = self.symbol_id(symbol)
+        fields = dict(side=_parse_enum(Side, side, "side"),
+                      order_type=_parse_enum(OrderType, order_type, "order_type"),
+                      tif=_parse_enum(Tif, tif, "tif"),
+                      trader=_int_arg(trader, "trader", *_U32))
+        qty, price = _int_arg(qty, "qty", *_I64), _int_arg(price, "price", *_I64)
+        ts = self._ts_arg(ts)
+        if not (_is_bool(post_only) or (type(post_only) is int and post_only in (0, 1))):
+            raise UsageError(f"post_only must be a bool; got {post_only!r}")
+        fields["flags"] = int(Flag.POST_ONLY) if post_only else 0
         if order_id is None:
             order_id = self._next_auto_id
-            while index_find(self._index, sid, np.uint64(order_id)) >= 0:
+            while order_id <= _U64[1] and index_find(self._index, sid, np.uint64(order_id)) >= 0:
                 order_id += 1
+            if order_id > _U64[1]:
+                raise UsageError("no automatic order id is left below 2^64 on "
+                                 f"{self._names[sid]!r}; pass order_id")
             self._next_auto_id = order_id + 1
-        flags = int(Flag.POST_ONLY) if post_only else 0
-        return self.process(self._message(Kind.NEW, sid, order_id, price, qty, ts, trader=trader,
-                                          side=_parse_enum(Side, side, "side"),
-                                          order_type=_parse_enum(OrderType, order_type,
-                                                                 "order_type"),
-                                          tif=_parse_enum(Tif, tif, "tif"), flags=flags))
+        else:
+            order_id = _int_arg(order_id, "order_id", *_U64)
+        return self.process(self._message(Kind.NEW, sid, order_id, price, qty, ts, **fields))
 
     def cancel(self, symbol: str | int, order_id: int, *, ts: int | None = None) -> Result:
-        """Cancel a live order; return the Result (a REJECTED event if it is not live)."""
-        return self.process(self._message(Kind.CANCEL, self.symbol_id(symbol), order_id, 0, 0,
-                                          ts))
+        """Cancel a live order; return the Result (a REJECTED event if it is not live).
+
+        Raises UsageError for an unknown symbol, an order_id that is not an integer in uint64
+        or a ts that is not one in int64."""
+        sid = self.symbol_id(symbol)
+        order_id = _int_arg(order_id, "order_id", *_U64)
+        return self.process(self._message(Kind.CANCEL, sid, order_id, 0, 0, self._ts_arg(ts)))
 
     def modify(self, symbol: str | int, order_id: int, *, price: int, qty: int,
                ts: int | None = None) -> Result:
-        """Change a live order's price and open quantity; return the Result (see semantics.md)."""
-        return self.process(self._message(Kind.MODIFY, self.symbol_id(symbol), order_id, price,
-                                          qty, ts))
+        """Change a live order's price and open quantity; return the Result (see semantics.md).
+
+        Raises UsageError for an unknown symbol or an argument its field cannot hold (order_id
+        uint64; price, qty, ts int64); refused values in range come back as a REJECTED event."""
+        sid = self.symbol_id(symbol)
+        order_id = _int_arg(order_id, "order_id", *_U64)
+        price, qty = _int_arg(price, "price", *_I64), _int_arg(qty, "qty", *_I64)
+        return self.process(self._message(Kind.MODIFY, sid, order_id, price, qty,
+                                          self._ts_arg(ts)))
+
+    @staticmethod
+    def _ts_arg(ts) -> int:
+        return 0 if ts is None else _int_arg(ts, "ts", *_I64)
 
     @staticmethod
     def _message(kind, sid, order_id, price, qty, ts, **fields) -> np.ndarray:
+        # every value was checked against its field's range, so these assignments cannot fail
         m = np.zeros(1, ORDER_DTYPE)
         m["kind"] = kind
         m["symbol"] = sid
         m["order_id"] = order_id
         m["price"] = price
         m["qty"] = qty
-        m["ts"] = 0 if ts is None else ts
+        m["ts"] = ts
         for k, v in fields.items():
             m[k] = v
         return m
@@ -411,47 +654,75 @@ class Engine:
     def restore(cls, blob: bytes) -> "Engine":
         """Return a new engine in exactly the state ``blob`` (from ``checkpoint``) describes.
 
-        Raises CorruptionError if the blob is truncated, has a bad magic or version, or fails
-        its checksum.
+        Everything is checked before state is built, so ``restore(b).checkpoint() == b`` for
+        every blob it accepts: the frame (magic, CRC32C, version, a header length and row count
+        that fit the blob, checked before allocating), the header (the canonical JSON of
+        ``checkpoint``: known stp, symbols with ids 0, 1 ..., distinct names, finite tick sizes
+        > 0, integer bands within 1..MAX_PRICE, counters in range) and every row (``check_rows``:
+        known symbol and side, quantities in range, price in band, priority order, no crossed
+        book; no duplicate order id per symbol). Linear in symbols and rows.
+        Raises UsageError if ``blob`` is not bytes-like; CorruptionError ("checkpoint: ...",
+        with the row index or header field, and the byte offset) for anything else wrong.
         """
-        blob = bytes(blob)
-        if len(blob) < 28 or blob[:8] != _CHECKPOINT_MAGIC:
-            raise CorruptionError("not an exsim checkpoint (bad magic or too short)", offset=0)
-        (crc,) = struct.unpack_from("<I", blob, len(blob) - 4)
-        if crc32c.crc32c(blob[:-4]) != crc:
-            raise CorruptionError("checkpoint checksum mismatch", offset=len(blob) - 4)
-        version, hlen = struct.unpack_from("<II", blob, 8)
-        if version != _CHECKPOINT_VERSION:
-            raise CorruptionError(f"checkpoint version {version} is not supported", offset=8)
-        header = json.loads(blob[16: 16 + hlen])
-        (nrows,) = struct.unpack_from("<Q", blob, 16 + hlen)
-        start = 24 + hlen
+        try:
+            if not isinstance(blob, bytes):   # bytes need no copy
+                blob = bytes(memoryview(blob).cast("B"))
+        except TypeError:
+            raise UsageError(f"restore() takes the bytes of a checkpoint; got "
+                             f"{type(blob).__name__}") from None
+        header_bytes, nrows, start = _checkpoint_frame(blob)
+        stp, specs, counters = _checkpoint_header(header_bytes)
         rows = np.frombuffer(blob, CHECKPOINT_DTYPE, count=nrows, offset=start)
-        cfg = header["config"]
-        eng = cls(stp=cfg["stp"], capacity=max(2 * nrows, 1024))
-        for s in cfg["symbols"]:
-            eng.add_symbol(s["name"], s["tick_size"], s["min_price"], s["max_price"])
-        eng._load(rows)
-        eng._meta[M_SEQ] = header["seq"]
-        eng._meta[M_TRADE_ID] = header["trade_id"]
-        eng._next_auto_id = header["next_auto_id"]
+        eng = cls(stp=stp, capacity=min(max(2 * nrows, 1024), _MAX_ORDERS))
+        eng._load_checkpoint(specs, rows, start)
+        eng._meta[M_SEQ], eng._meta[M_TRADE_ID], eng._next_auto_id = counters
+        if json.dumps(eng._state_header(), sort_keys=True).encode() != header_bytes:
+            raise CorruptionError("checkpoint: header is not in canonical form (checkpoint() "
+                                  "writes sorted-key JSON with default separators)", offset=16)
         return eng
 
-    def _load(self, rows: np.ndarray) -> None:
-        n = len(rows)
-        if n == 0:
-            return
-        if len(self._levels) < n:
-            self._levels = _grow(self._levels, n)
+    def _load_checkpoint(self, specs: list, rows: np.ndarray, start: int) -> None:
+        """Build this (new, empty) engine's symbols from ``specs`` (name, tick, min, max) and its
+        books from checkpoint ``rows`` (at byte ``start`` of the blob), in one pass each: every
+        array is sized once. Raises CorruptionError naming the first bad row."""
+        nsym, n = len(specs), len(rows)
+        books = np.zeros(2 * nsym, BOOK_DTYPE)
+        books["min_price"] = np.repeat(np.array([sp[2] for sp in specs], np.int64), 2)
+        books["max_price"] = np.repeat(np.array([sp[3] for sp in specs], np.int64), 2)
+        level_count = np.zeros(2 * nsym, np.int64)
+        rows = np.ascontiguousarray(rows)
+        code, i = kernels.check_rows(rows, books, nsym, level_count)
+        if code != kernels.ROW_OK:
+            raise CorruptionError(_row_problem(code, int(i), rows, specs),
+                                  offset=start + int(i) * CHECKPOINT_DTYPE.itemsize)
+        # each ladder region holds its levels with room to double before it must grow
+        caps = np.maximum(2 * level_count, _INITIAL_LADDER)
+        books["off"] = np.cumsum(caps) - caps
+        books["cap"] = caps
+        books["n"] = level_count
+        used = int(caps.sum())
+        self._ladder_keys = np.zeros(used + 64, np.int64)
+        self._ladder_levels = np.zeros(used + 64, np.int32)
+        self._ladder_used = used
+        self._book_rows = self._books = books
+        self._names = [sp[0] for sp in specs]
+        self._ids = {name: k for k, name in enumerate(self._names)}
+        self._tick_sizes = [sp[1] for sp in specs]
+        self._meta[M_NSYM] = nsym
+        if len(self._arena) < n:
+            self._arena = _grow(self._arena, n)
+        if len(self._levels) < int(level_count.sum()):
+            self._levels = _grow(self._levels, int(level_count.sum()))
         if len(self._index) < 2 * n + 2:
             self._index = new_index(2 * n + 2)
-        books = rows["symbol"].astype(np.int64) * 2 + rows["side"]
-        per_book = np.bincount(books, minlength=len(self._books))
-        for b in np.nonzero(per_book > self._books["cap"])[0]:
-            while self._books[b]["cap"] < per_book[b]:
-                self._grow_ladder(int(b))
-        kernels.load_orders(np.ascontiguousarray(rows), self._arena, self._levels, self._index,
-                            self._books, self._ladder_keys, self._ladder_levels, self._meta)
+        dup = kernels.load_orders(rows, self._arena, self._levels, self._index, self._books,
+                                  self._ladder_keys, self._ladder_levels, self._meta)
+        if dup >= 0:
+            r = rows[dup]
+            raise CorruptionError(
+                f"checkpoint: row {dup}: duplicate order id {int(r['order_id'])} on symbol "
+                f"{specs[int(r['symbol'])][0]!r} (an earlier row holds it)",
+                offset=start + int(dup) * CHECKPOINT_DTYPE.itemsize)
 
     def state_hash(self) -> str:
         """Return a hex digest of the canonical state (options, counters, books in priority order).

@@ -20,7 +20,8 @@ from ._cache_guard import guard
 from .book import (
     M_FREE_LEVEL, M_FREE_ORDER, M_INDEX_COUNT, M_LEVEL_HW, M_NEED_BOOK, M_NEED_EVENTS,
     M_NEED_FILLS, M_NEED_L2, M_NSYM, M_ORDER_HW, M_SEQ, M_STP, M_TRADE_ID,
-    alloc_order, append_to_level, detach_from_level, find_or_add_level, free_order, remove_level,
+    alloc_level, alloc_order, append_to_level, detach_from_level, find_or_add_level, free_order,
+    ladder_key, remove_level,
 )
 from .order_index import (
     index_find, index_home, index_insert, index_probe, index_put, index_remove, index_remove_at,
@@ -546,18 +547,100 @@ def collect_orders(books, levels, arena, ladder_levels, symbols, out):
     return k
 
 
-@njit(cache=True, _nrt=False)
-def load_orders(rows, arena, levels, index, books, ladder_keys, ladder_levels, meta):
-    """Append checkpoint ``rows`` (priority order) to the books without matching.
+# what check_rows found wrong with a checkpoint row (Engine.restore words each one)
+(ROW_OK, ROW_SYMBOL, ROW_SIDE, ROW_QTY, ROW_FILLED, ROW_FLAGS, ROW_PRICE, ROW_ORDER,
+ ROW_LEVEL_QTY, ROW_CROSSED) = range(10)
 
-    The caller has sized every array for all rows. Returns the number loaded.
+
+@njit(cache=True, _nrt=False)
+def check_rows(rows, books, nsym, level_count):
+    """Check checkpoint ``rows`` against the symbols' ``books`` (their price bands) before any
+    is loaded; return (ROW_OK, len(rows)) or (the first problem's ROW_* code, its row index).
+
+    A row must name a symbol below ``nsym`` and a side, hold 1..MAX_QTY open and 0..MAX_LEVEL_QTY
+    filled (so the kernel's sums stay in int64), carry known flags only and a price in its
+    symbol's band; rows must be in ``collect_orders`` order (symbols ascending, bids then asks,
+    best level first); a level's orders total at most MAX_LEVEL_QTY, and no symbol's best bid
+    may reach its best ask. Fills ``level_count[book]`` with each book's number of levels.
+    One pass, O(1) per row.
     """
+    prev_b = np.int64(-1)
+    prev_price = np.int64(0)
+    level_qty = np.int64(0)
+    bid_symbol = np.int64(-1)      # symbol of the last best bid seen, and its price
+    bid_price = np.int64(0)
     for i in range(len(rows)):
         row = rows[i]
+        sym = np.int64(row.symbol)
+        if sym >= nsym:
+            return ROW_SYMBOL, i
+        if row.side > _SELL:
+            return ROW_SIDE, i
+        if row.qty <= 0 or row.qty > MAX_QTY:
+            return ROW_QTY, i
+        if row.filled < 0 or row.filled > MAX_LEVEL_QTY:
+            return ROW_FILLED, i
+        if row.flags & ~KNOWN_FLAGS:
+            return ROW_FLAGS, i
+        b = sym * 2 + row.side
+        price = row.price
+        if price < books[b].min_price or price > books[b].max_price:
+            return ROW_PRICE, i
+        if b < prev_b:
+            return ROW_ORDER, i
+        if b == prev_b and price == prev_price:
+            if level_qty > MAX_LEVEL_QTY - row.qty:
+                return ROW_LEVEL_QTY, i
+            level_qty += row.qty
+        else:
+            # a new level: below the previous one of its book (bids falling, asks rising)
+            if b == prev_b and (row.side == _BUY) == (price > prev_price):
+                return ROW_ORDER, i
+            if b != prev_b:
+                if row.side == _BUY:
+                    bid_symbol, bid_price = sym, price
+                elif bid_symbol == sym and bid_price >= price:
+                    return ROW_CROSSED, i
+            level_count[b] += 1
+            level_qty = row.qty
+        prev_b, prev_price = b, price
+    return ROW_OK, len(rows)
+
+
+@njit(cache=True, _nrt=False)
+def load_orders(rows, arena, levels, index, books, ladder_keys, ladder_levels, meta):
+    """Put checkpoint ``rows`` (passed by ``check_rows``) into empty books without matching.
+
+    The caller has sized every array for all rows and set each book's ``n`` to its level count
+    (``check_rows``) with an empty ladder region of at least that. Levels arrive best first, so
+    each is written straight to its final ladder slot, from the top down: O(1) per row (inserting
+    them one by one moved every better level, O(levels^2) per book). Returns -1 when all rows are
+    loaded, or the index of the first row whose (symbol, order id) an earlier row already holds.
+    """
+    prev_b = np.int64(-1)
+    prev_price = np.int64(0)
+    pos = np.int64(0)
+    lv = np.int64(-1)
+    for i in range(len(rows)):
+        row = rows[i]
+        p = index_probe(index, row.symbol, row.order_id)
+        if p >= 0:
+            return i
         side = np.int64(row.side)
         b = np.int64(row.symbol) * 2 + side
-        lv = find_or_add_level(books, levels, ladder_keys, ladder_levels, meta, b, side,
-                               row.price)
+        if b != prev_b:
+            pos = books[b].off + books[b].n - 1
+        if b != prev_b or row.price != prev_price:
+            lv = alloc_level(levels, meta)
+            L = levels[lv]
+            L.price = row.price
+            L.qty = 0
+            L.head = -1
+            L.tail = -1
+            L.count = 0
+            ladder_keys[pos] = ladder_key(side, row.price)
+            ladder_levels[pos] = lv
+            pos -= 1
         r = alloc_order(arena, meta)
         o = arena[r]
         o.order_id = row.order_id
@@ -570,10 +653,10 @@ def load_orders(rows, arena, levels, index, books, ladder_keys, ladder_levels, m
         o.flags = row.flags
         append_to_level(arena, levels, r, lv)
         books[b].live += 1
-        index_insert(index, row.symbol, row.order_id, r)
+        index_put(index, -1 - p, row.symbol, row.order_id, r)
         meta[M_INDEX_COUNT] += 1
-    return len(rows)
-
+        prev_b, prev_price = b, row.price
+    return -1
 
 
 @njit(cache=True, _nrt=False, nogil=True)

@@ -216,9 +216,12 @@ def _lad_pos(ladder, side, n, key):
     # below the top holds a key <= ``key`` (equal in a dense book, where most orders land):
     # search only above it, without branches (mispredicted halvings cost more than the loads)
     lo = 0
-    d = ladder[side, n - 1] - key
-    if d < n:
-        g = n - 1 - d
+    # why unsigned: top >= key, so top - key is in [0, 2^64) and exact as uint64, where int64
+    # wraps negative for a key far below the top (a market order's ignored price INT64_MIN under
+    # a bid at 2^40) and g would index far outside the ladder
+    d = np.uint64(ladder[side, n - 1]) - np.uint64(key)
+    if d < np.uint64(n):
+        g = n - 1 - np.int64(d)
         if ladder[side, g] == key:
             return g
         lo = g + 1

@@ -155,16 +155,36 @@ class _Run:
 
     def stream(self, seqs: np.ndarray, lo: int, hi: int, trade_ids: np.ndarray) -> None:
         """Run-wide checks: every seq lo..hi stored exactly once; trade ids unique, consecutive."""
-        seen = np.bincount(seqs - lo, minlength=max(hi - lo + 1, 0)) if seqs.size else \
-            np.zeros(max(hi - lo + 1, 0), np.int64)
-        for s in np.flatnonzero(seen != 1)[:10]:
-            self._add(lo + int(s), f"seq {lo + int(s)} is stored {int(seen[s])} times, not once")
+        if hi - lo + 1 <= 2 * seqs.size + (1 << 16):
+            seen = np.bincount(seqs - lo, minlength=max(hi - lo + 1, 0)) if seqs.size else \
+                np.zeros(max(hi - lo + 1, 0), np.int64)
+            for s in np.flatnonzero(seen != 1)[:10]:
+                self._add(lo + int(s), f"seq {lo + int(s)} is stored {int(seen[s])} times, not once")
+        else:
+            # why not bincount: seqs spread over a range far wider than their number (up to
+            # 2^63 in a tampered table) would need a counter per seq of that range
+            self._sparse_seqs(seqs, lo, hi)
         if trade_ids.size:
-            t0 = int(trade_ids.min())
-            per = np.bincount(trade_ids - t0)
-            if per.size != trade_ids.size or np.any(per != 1):
+            t0, t1 = int(trade_ids.min()), int(trade_ids.max())
+            # the span is checked first (Python ints: no wrap) so a stray id of 2^62 is a
+            # violation, not a bincount of 2^62 counters
+            if t1 - t0 + 1 != trade_ids.size or np.any(np.bincount(trade_ids - t0) != 1):
                 self._add(0, f"trade ids are not unique and consecutive ({trade_ids.size} fills, "
-                             f"ids {t0}..{int(trade_ids.max())})")
+                             f"ids {t0}..{t1})")
+
+    def _sparse_seqs(self, seqs: np.ndarray, lo: int, hi: int) -> None:
+        """``stream``'s seq check by sorting: the first seqs of lo..hi stored other than once."""
+        u, c = np.unique(seqs, return_counts=True)
+        bad = [(int(v), int(n)) for v, n in zip(u[c != 1][:10], c[c != 1][:10])]
+        # seqs missing: the first ones of the first gaps between consecutive stored seqs
+        # as Python ints (object array): lo - 1 and the differences may pass int64
+        ends = np.concatenate([[lo - 1], u[(u >= lo) & (u <= hi)].astype(object), [hi + 1]])
+        gaps = np.flatnonzero(np.diff(ends) > 1)[:10]
+        for g in gaps:
+            a, b = int(ends[g]), int(ends[g + 1])
+            bad += [(s, 0) for s in range(a + 1, min(b, a + 11))]
+        for s, n in sorted(bad)[:10]:
+            self._add(s, f"seq {s} is stored {n} times, not once")
 
     def _add(self, seq: int, detail: str) -> None:
         self.counts[K.R_STREAM] += 1
