@@ -320,7 +320,8 @@ class Session:
                 catalog.close()
             lock.release()
             raise
-        register_engine_class(type(engine))   # why: the caller handed us this class
+        if callable(getattr(type(engine), "restore", None)):
+            register_engine_class(type(engine))   # why: the caller handed us this class
         return s
 
     @staticmethod
