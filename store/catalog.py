@@ -69,7 +69,7 @@ _ROW_COLUMNS = {
     "checkpoints": (("seq", "i"), ("path", "t"), ("bytes", "i"), ("crc", "i"), ("created", "f")),
 }
 _KEY = {"meta": "key", "symbols": "id", "runs": "id", "segments": "id", "checkpoints": "seq"}
-_CHECKED_META = ("format_version", "sealed_through")   # must be present
+_SQLITE_MAGIC = b"SQLite format 3\x00"
 
 # Raw rows (values + row_crc) already found good, so a reader that takes the same snapshot again
 # (a read per chunk) does not recompute every checksum: the check is a pure function of the row.
@@ -112,6 +112,8 @@ class Catalog:
         if not create and not os.path.isfile(self.path):
             what = "is not a file" if os.path.exists(self.path) else "is missing"
             raise StoreError(f"{data_dir} is not an exsim data directory ({CATALOG_NAME} {what})")
+        if not create:
+            self._check_header()
         conn = None
         try:
             if self.readonly:
@@ -134,6 +136,19 @@ class Catalog:
             if conn is not None:
                 conn.close()
             raise
+
+    def _check_header(self) -> None:
+        """CorruptionError unless the file starts as a SQLite database does. Why before sqlite
+        opens it: a writable connection would turn an empty (truncated to 0) file into a fresh
+        database, and a garbage file should be named as such, not fail on its first query."""
+        try:
+            with open(self.path, "rb") as f:
+                head = f.read(len(_SQLITE_MAGIC))
+        except OSError as e:
+            raise StoreError(f"{self.path}: cannot read the catalog: {e}") from e
+        if head != _SQLITE_MAGIC:
+            what = "is empty" if not head else "is not a SQLite database"
+            raise self._corrupt(f"the catalog {what} (truncated or overwritten)")
 
     # -- errors --------------------------------------------------------------------------------
     def _corrupt(self, message: str) -> CorruptionError:
