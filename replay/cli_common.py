@@ -77,24 +77,18 @@ def progress(iterable=None, *, total=None, desc: str = "", unit: str = "it", qui
 
 def printable(text) -> str:
     """Return ``str(text)`` with every non-printable character (control characters such as ESC
-    and newline, format characters such as bidi overrides) and the backslash escaped as Python
-    writes them in a string literal (\\x1b, \\n, \\u202e, \\\\); other text is unchanged.
+    and newline, format characters such as bidi overrides) escaped as Python writes it in a
+    string literal (\\x1b, \\n, \\u202e); printable text is unchanged.
 
     why: names come from data directories, which may come from anyone; printed raw, a name could
-    drive the terminal (clear it, rewrite earlier lines) or fake extra output lines.
+    drive the terminal (clear it, rewrite earlier lines) or fake extra output lines. Backslashes
+    are left as they are (a literal "\\x1b" then reads like an escaped ESC, but drives nothing),
+    so messages that already quote a name with repr are not escaped twice.
     """
     text = str(text)
-    if text.isprintable() and "\\" not in text:
+    if text.isprintable():
         return text
-    out = []
-    for ch in text:
-        if ch == "\\":
-            out.append("\\\\")
-        elif ch.isprintable():
-            out.append(ch)
-        else:
-            out.append(repr(ch)[1:-1])
-    return "".join(out)
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
 
 
 def format_table(headers: Sequence[str], rows: Iterable[Sequence], right: Sequence[bool] | None = None) -> str:
@@ -138,17 +132,25 @@ def note(message: str) -> None:
 
 
 def open_catalog(data_dir: str):
-    """Open the catalog of an existing data directory, read-only.
+    """Open the catalog of an existing data directory, read-only, and check every row of it.
 
     Returns a ``store.Catalog``. Raises StoreError naming the path when it is not a directory or
     holds no catalog (why check first: sqlite would happily create an empty database),
-    CorruptionError naming catalog.sqlite when the catalog is damaged.
+    CorruptionError naming catalog.sqlite when the catalog is damaged anywhere.
+    why check it whole: then every command reports a damaged catalog the same way (exit 2,
+    before any work), whatever part of it the command happens to need.
     """
     from store import Catalog
 
     if not os.path.isdir(data_dir):
         raise StoreError(f"{data_dir}: no such data directory")
-    return Catalog(data_dir, readonly=True)
+    cat = Catalog(data_dir, readonly=True)
+    try:
+        cat.check()
+    except BaseException:
+        cat.close()
+        raise
+    return cat
 
 
 def symbol_names(catalog) -> dict[int, str]:

@@ -612,6 +612,25 @@ class Catalog:
             rows = [r for r in rows if r["seq"] <= int(at_or_before)]
         return max(rows, key=lambda r: r["seq"]) if rows else None
 
+    def check(self) -> None:
+        """Check every row of every table (types, checksums, JSON, the meta values readers need);
+        returns None.
+
+        Raises CorruptionError naming the catalog, table and row of the first damage found.
+        """
+        with self._reading("check the catalog"):
+            conn = self.db.conn
+            conn.execute("BEGIN")
+            try:
+                self._fetch("meta")
+                self.sealed_through()
+                self.symbols()
+                self.runs()
+                self._fetch("segments")
+                self._fetch("checkpoints")
+            finally:
+                conn.execute("COMMIT")
+
     def close(self) -> None:
         """Close the database connection."""
         self.db.conn.close()

@@ -9,7 +9,7 @@ import pytest
 
 from exchange.errors import CorruptionError, StoreError
 from store import Session, compact, read
-from store.catalog import Catalog, _row_crc
+from store.catalog import Catalog
 from store_fixtures import FakeEngine, make_orders
 
 TABLES = ("orders", "fills", "l2", "events")
@@ -182,6 +182,7 @@ def test_a_read_only_catalog_sees_a_live_writer_and_never_writes(tmp_path):
 
 
 def test_rows_written_here_carry_checksums_of_their_values(tmp_path):
+    from store.catalog import _row_crc
     d = _make(tmp_path)
     con = sqlite3.connect(os.path.join(d, "catalog.sqlite"))
     key, value, crc = con.execute("SELECT key, value, row_crc FROM meta WHERE key = 'sealed_through'").fetchone()
