@@ -71,10 +71,11 @@ _ROW_COLUMNS = {
 _KEY = {"meta": "key", "symbols": "id", "runs": "id", "segments": "id", "checkpoints": "seq"}
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
-# Raw rows (values + row_crc) already found good, so a reader that takes the same snapshot again
-# (a read per chunk) does not recompute every checksum: the check is a pure function of the row.
-_VERIFIED: set = set()
-_VERIFIED_MAX = 200_000
+# Raw rows (values + row_crc) already found good -> their dicts, per (table, column layout), so a
+# reader that takes the same snapshot again (a read per chunk) does not recompute every
+# checksum: the check is a pure function of the raw row.
+_VERIFIED: dict = {}
+_VERIFIED_MAX = 100_000
 
 
 def _row_crc(table: str, values) -> int:
@@ -180,6 +181,7 @@ class Catalog:
             raise StoreError(f"{self.path}: cannot {what}: the catalog is open read-only")
         try:
             with self.db.conn:
+                self.db.execute("BEGIN IMMEDIATE")
                 yield
         except sqlite3.Error as e:
             err = self._error(e, f"cannot {what}")
@@ -228,6 +230,9 @@ class Catalog:
                    "crc INTEGER, created FLOAT, row_crc INTEGER)")
         self._put_meta("format_version", str(FORMAT_VERSION))
         self._put_meta("sealed_through", "0")
+        for table in _ROW_COLUMNS:
+            if table != "meta":
+                self._put_meta(f"rows:{table}", "0:0")
 
     def _add_digest_column(self) -> None:
         """Give a catalog made before row digests its ``segments.digest`` column ("" = unknown).
@@ -265,9 +270,10 @@ class Catalog:
                     rows = self.db.execute(f"SELECT rowid, {', '.join(c for c, _ in cols)} "
                                            f"FROM {table}").fetchall()
                     self.db.execute(f"ALTER TABLE {table} ADD COLUMN row_crc INTEGER")
-                    self.db.conn.executemany(
-                        f"UPDATE {table} SET row_crc = ? WHERE rowid = ?",
-                        [(_row_crc(table, self._typed(table, r[1:])), r[0]) for r in rows])
+                    crcs = [(_row_crc(table, self._typed(table, r[1:])), r[0]) for r in rows]
+                    self.db.conn.executemany(f"UPDATE {table} SET row_crc = ? WHERE rowid = ?", crcs)
+                    if table != "meta":
+                        self._put_meta(f"rows:{table}", f"{len(crcs)}:{sum(c for c, _ in crcs)}")
             except sqlite3.OperationalError:
                 if "row_crc" not in self._columns(table) and self._writable():
                     raise
@@ -303,9 +309,25 @@ class Catalog:
         names = [c for c, _ in _ROW_COLUMNS[table]]
         return f"{_KEY[table]}={values[names.index(_KEY[table])]!r}"
 
-    def _fetch(self, table: str, where: str = "", args=()) -> list[dict]:
-        """Rows of ``table`` (SQL ``where`` on the key only), each type- and checksum-checked, as
-        dicts of the ``_ROW_COLUMNS`` (plus ``digest`` for segments when the column exists)."""
+    def _fetch(self, table: str, where: str = "", args=(), copy: bool = True) -> list[dict]:
+        """Rows of ``table`` (SQL ``where`` on the key only, or only an ORDER BY), each type-
+        and checksum-checked, as dicts of the ``_ROW_COLUMNS`` (plus ``digest`` for segments when
+        the column exists). A whole table (no WHERE) of a checked catalog must also match the
+        row count and checksum sum meta records for it (so a lost row is found too).
+
+        ``copy`` False returns dicts shared with the cache of checked rows: the caller must not
+        change them (``snapshot`` copies the ones it returns).
+        """
+        conn = self.db.conn
+        if conn.in_transaction:
+            return self._fetch_in(table, where, args, copy)
+        conn.execute("BEGIN")   # why: the table and its tally in meta from one snapshot
+        try:
+            return self._fetch_in(table, where, args, copy)
+        finally:
+            conn.execute("COMMIT")
+
+    def _fetch_in(self, table: str, where: str, args, copy: bool) -> list[dict]:
         cols = [c for c, _ in _ROW_COLUMNS[table]]
         have = self._columns(table)
         if not have:
@@ -314,36 +336,45 @@ class Catalog:
         checked = "row_crc" in have
         sel = cols + extra + (["row_crc"] if checked else [])
         raw = self.db.execute(f"SELECT {', '.join(sel)} FROM {table} {where}", list(args)).fetchall()
-        n = len(cols)
+        cache = _VERIFIED.setdefault((table, len(extra), checked), {})
         out = []
         for r in raw:
-            values = r[:n]
-            if checked and (table, r) in _VERIFIED:
-                typed = list(values)
-                for i, (_, kind) in enumerate(_ROW_COLUMNS[table]):
-                    if kind == "f":
-                        typed[i] = float(typed[i])
-            else:
-                typed = self._typed(table, values)
-                if checked:
-                    crc = r[-1]
-                    if crc is None:
-                        raise self._corrupt(f"table {table} row {self._key_text(table, values)} "
-                                            "has no checksum (row_crc is NULL)")
-                    if crc != _row_crc(table, typed):
-                        raise self._corrupt(f"table {table} row {self._key_text(table, values)}: "
-                                            "checksum mismatch (row_crc), the row is damaged")
-                    if len(_VERIFIED) >= _VERIFIED_MAX:
-                        _VERIFIED.clear()
-                    _VERIFIED.add((table, r))
-            row = dict(zip(cols, typed))
-            for c, v in zip(extra, r[n:n + len(extra)]):
-                if not isinstance(v, str):
-                    raise self._corrupt(f"table {table} row {self._key_text(table, values)}: "
-                                        f"column {c} holds {v!r}, not text")
-                row[c] = v
+            row = cache.get(r)
+            if row is None:
+                row = self._check_row(table, cols, extra, checked, r)
+                if len(cache) >= _VERIFIED_MAX:
+                    cache.clear()
+                cache[r] = row
             out.append(row)
-        return out
+        if checked and table != "meta" and "WHERE" not in where:
+            n, total = self._tally(table)
+            got = (len(raw), sum(r[-1] for r in raw))
+            if got != (n, total):
+                raise self._corrupt(f"table {table} holds {got[0]} rows (checksum sum {got[1]}), "
+                                    f"meta recorded {n} (sum {total}): rows are lost or added")
+        return [dict(r) for r in out] if copy else out
+
+    def _check_row(self, table: str, cols: list, extra: list, checked: bool, r: tuple) -> dict:
+        """The dict of raw row ``r`` (``cols``, then ``extra`` text columns, then row_crc if
+        ``checked``); CorruptionError naming the table and row if a check fails."""
+        n = len(cols)
+        values = r[:n]
+        typed = self._typed(table, values)
+        if checked:
+            crc = r[-1]
+            if crc is None:
+                raise self._corrupt(f"table {table} row {self._key_text(table, values)} "
+                                    "has no checksum (row_crc is NULL)")
+            if crc != _row_crc(table, typed):
+                raise self._corrupt(f"table {table} row {self._key_text(table, values)}: "
+                                    "checksum mismatch (row_crc), the row is damaged")
+        row = dict(zip(cols, typed))
+        for c, v in zip(extra, r[n:n + len(extra)]):
+            if not isinstance(v, str):
+                raise self._corrupt(f"table {table} row {self._key_text(table, values)}: "
+                                    f"column {c} holds {v!r}, not text")
+            row[c] = v
+        return row
 
     def _values(self, table: str, row: dict, checked: bool | None = None) -> tuple[list[str], list]:
         """(column names, values) to insert for ``row`` of ``table``, with its row_crc if the
@@ -361,12 +392,45 @@ class Catalog:
         return cols, values
 
     def _upsert(self, table: str, row: dict) -> None:
+        """Insert or replace ``row`` of ``table`` (inside a write transaction), keeping the
+        table's row count and checksum sum in meta."""
         cols, values = self._values(table, row)
         key = _KEY[table]
+        checked = cols[-1] == "row_crc"
+        old = None
+        if checked and table != "meta":
+            old = self.db.execute(f"SELECT row_crc FROM {table} WHERE {key} = ?", [row[key]]).fetchone()
         sets = ", ".join(f"{c} = excluded.{c}" for c in cols if c != key)
         self.db.execute(f"INSERT INTO {table} ({', '.join(cols)}) VALUES "
                         f"({', '.join('?' * len(cols))}) ON CONFLICT({key}) DO UPDATE SET {sets}",
                         values)
+        if checked and table != "meta":
+            self._adjust(table, 0 if old else 1, values[-1] - ((old[0] or 0) if old else 0))
+
+    def _checked(self, table: str) -> bool:
+        return "row_crc" in self._columns(table)
+
+    def _adjust(self, table: str, rows: int, crcs: int) -> None:
+        """Add ``rows`` and ``crcs`` to ``table``'s count and checksum sum (meta ``rows:<table>``),
+        inside the write transaction that changed the table.
+
+        why: a row checksum cannot tell a row that is gone (a damaged page, a lost cell); the
+        count and sum of a whole table can, and readers fetch whole tables anyway.
+        """
+        n, total = self._tally(table)
+        self._put_meta(f"rows:{table}", f"{n + rows}:{total + crcs}")
+
+    def _tally(self, table: str) -> tuple[int, int]:
+        """(row count, row_crc sum) that meta records for ``table``; CorruptionError if absent
+        or malformed."""
+        key = f"rows:{table}"
+        text = self.get_meta(key)
+        try:
+            n, total = (int(x) for x in text.split(":"))
+        except (AttributeError, ValueError):
+            raise self._corrupt(f"meta {key!r} is {text!r}, not 'count:sum' (the catalog is "
+                                "damaged)") from None
+        return n, total
 
     def _next_id(self, table: str) -> int:
         return int(self.db.execute(f"SELECT coalesce(max(id), 0) + 1 FROM {table}").fetchone()[0])
@@ -478,7 +542,6 @@ class Catalog:
                 info: dict | None = None) -> int:
         """Record a run; return its id. Raises WriteError if that fails."""
         with self._writing("record a run"):
-            self.db.execute("BEGIN IMMEDIATE")
             rid = self._next_id("runs")
             cols, values = self._values("runs", {
                 "id": rid, "created": time.time(), "scenario": str(scenario),
@@ -487,6 +550,8 @@ class Catalog:
                 "info": json.dumps(info or {}, default=str)})
             self.db.execute(f"INSERT INTO runs ({', '.join(cols)}) VALUES "
                             f"({', '.join('?' * len(cols))})", values)
+            if cols[-1] == "row_crc":
+                self._adjust("runs", 1, values[-1])
         return rid
 
     def runs(self) -> list[dict]:
@@ -530,6 +595,8 @@ class Catalog:
         self.db.conn.executemany(
             f"INSERT INTO segments ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
             [v for _, v in batch])
+        if checked:
+            self._adjust("segments", len(batch), sum(v[-1] for _, v in batch))
 
     def register_seal(self, infos, sealed_through: int, meta: dict | None = None) -> None:
         """Register freshly sealed segments, advance sealed_through and set the ``meta`` values
@@ -538,7 +605,6 @@ class Catalog:
         Raises WriteError if the transaction cannot be committed (nothing is registered then).
         """
         with self._writing("register sealed segments"):
-            self.db.execute("BEGIN IMMEDIATE")
             self._insert_segments([self._row(i, 0) for i in infos])
             self._put_meta("sealed_through", str(int(sealed_through)))
             for key, value in (meta or {}).items():
@@ -551,13 +617,14 @@ class Catalog:
         WriteError if the transaction cannot be committed.
         """
         with self._writing("swap compacted segments"):
-            self.db.execute("BEGIN IMMEDIATE")
             q = ",".join("?" * len(old_ids))
-            n = self.db.execute(f"SELECT count(*) FROM segments WHERE id IN ({q})", old_ids).fetchone()[0]
-            if n != len(old_ids):
+            old = self.db.execute(f"SELECT row_crc FROM segments WHERE id IN ({q})" if self._checked("segments")
+                                  else f"SELECT 0 FROM segments WHERE id IN ({q})", old_ids).fetchall()
+            if len(old) != len(old_ids):
                 self.db.execute("ROLLBACK")
                 raise StoreError(f"{self.path}: segments {old_ids} changed during compaction")
             self.db.execute(f"DELETE FROM segments WHERE id IN ({q})", old_ids)
+            self._adjust("segments", -len(old), -sum(r[0] or 0 for r in old))
             self._insert_segments([self._row(i, tier) for i in infos])
 
     def snapshot(self, table: str, symbol: int | None = None, seq=None, ts=None) -> tuple[int, list[dict]]:
@@ -572,7 +639,7 @@ class Catalog:
             conn.execute("BEGIN")
             try:
                 sealed = self.sealed_through()
-                rows = self._fetch("segments")
+                rows = self._fetch("segments", copy=False)
             finally:
                 conn.execute("COMMIT")
         sym = None if symbol is None else int(symbol)
@@ -583,7 +650,7 @@ class Catalog:
                and (slo is None or (r["seq_hi"] >= slo and r["seq_lo"] <= shi))
                and (tlo is None or (r["ts_hi"] >= tlo and r["ts_lo"] <= thi))]
         out.sort(key=lambda r: (r["symbol"], r["seq_lo"]))
-        return sealed, out
+        return sealed, [dict(r) for r in out]
 
     def all_segments(self) -> list[dict]:
         """Return every live segment row, each checked; CorruptionError if one fails."""

@@ -189,3 +189,13 @@ def test_rows_written_here_carry_checksums_of_their_values(tmp_path):
     assert crc == _row_crc("meta", [key, value]) and crc != _row_crc("meta", [key, str(int(value) + 1)])
     assert con.execute("SELECT count(*) FROM segments WHERE row_crc IS NULL").fetchone()[0] == 0
     con.close()
+
+
+@pytest.mark.parametrize("table", ["segments", "checkpoints", "symbols", "runs"])
+def test_a_lost_row_is_detected_by_the_tables_tally(tmp_path, table):
+    d = _make(tmp_path)
+    _sql(d, f"DELETE FROM {table} WHERE rowid = (SELECT min(rowid) FROM {table})")
+    cat = Catalog(d, readonly=True)
+    with pytest.raises(CorruptionError, match=f"table {table} holds .* rows are lost"):
+        cat.check()
+    cat.close()
