@@ -129,9 +129,12 @@ class Catalog:
                 # registered segment must outlive the WAL file that is deleted after it
                 self.db.execute("PRAGMA synchronous=FULL")
             self._ensure_schema(create)
-        except sqlite3.Error as e:
+        except (sqlite3.Error, UnicodeDecodeError) as e:
             if conn is not None:
                 conn.close()
+            if isinstance(e, UnicodeDecodeError):
+                raise self._corrupt(f"cannot open catalog: the catalog is damaged (text that is "
+                                    f"not UTF-8: {e})") from e
             raise self._error(e, "cannot open catalog") from e
         except StoreError:
             if conn is not None:
@@ -172,6 +175,8 @@ class Catalog:
             yield
         except sqlite3.Error as e:
             raise self._error(e, what) from e
+        except UnicodeDecodeError as e:   # text that is not UTF-8 (sqlite3 decodes some itself)
+            raise self._corrupt(f"{what}: the catalog is damaged (text that is not UTF-8: {e})") from e
 
     @contextmanager
     def _writing(self, what: str):
@@ -188,6 +193,9 @@ class Catalog:
             if not isinstance(err, CorruptionError):
                 err = WriteError(f"{self.path}: cannot {what}: {e}")
             raise err from e
+        except UnicodeDecodeError as e:
+            raise self._corrupt(f"cannot {what}: the catalog is damaged (text that is not "
+                                f"UTF-8: {e})") from e
 
     # -- schema --------------------------------------------------------------------------------
     def _ensure_schema(self, create: bool) -> None:
@@ -442,10 +450,10 @@ class Catalog:
         Raises CorruptionError if the row fails its checksum or the catalog is damaged.
         """
         with self._reading(f"read meta {key!r}"):
-            rows = self._fetch("meta", "WHERE key = ?", [key])
-        if not rows or rows[0]["value"] is None:
-            return default
-        return rows[0]["value"]
+            # why every row (a few): a key damaged into another name must be found, not missed
+            rows = self._fetch("meta", "ORDER BY rowid")
+        rows = [r for r in rows if r["key"] == key]
+        return rows[0]["value"] if rows else default
 
     def meta_json(self, key: str, default=None):
         """Return a meta value decoded from JSON (``default`` if the key is absent).
