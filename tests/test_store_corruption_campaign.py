@@ -121,7 +121,8 @@ def _damage_copies(pristine, tmp_path, kind):
         if kind == "catalog_value":
             name, table, rowid, col, expr = case
             con = sqlite3.connect(d / "catalog.sqlite")
-            con.execute(f"UPDATE {table} SET {col} = {expr} WHERE rowid = ?", [rowid])
+            # OR IGNORE: a key flipped onto another row's key is refused by sqlite (nothing changes)
+            con.execute(f"UPDATE OR IGNORE {table} SET {col} = {expr} WHERE rowid = ?", [rowid])
             con.commit()
             con.close()
             made.append((name, str(d), "catalog.sqlite"))
