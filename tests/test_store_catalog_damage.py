@@ -211,3 +211,14 @@ def test_a_symlinked_catalog_is_refused(tmp_path):
     for readonly in (True, False):
         with pytest.raises(CorruptionError, match="symlink"):
             Catalog(str(other), readonly=readonly)
+
+
+def test_register_seal_sets_checksummed_meta_in_its_transaction(tmp_path):
+    d = _make(tmp_path)
+    cat = Catalog(d)
+    cat.register_seal([], cat.sealed_through(), meta={"encoding_choices": '{"x": 1}'})
+    assert cat.meta_json("encoding_choices") == {"x": 1}
+    cat.close()
+    _sql(d, """UPDATE meta SET value = '{"x": 2}' WHERE key = 'encoding_choices'""")
+    with pytest.raises(CorruptionError, match="key='encoding_choices'"):
+        Catalog(d, readonly=True)
