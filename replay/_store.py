@@ -14,7 +14,6 @@ Invariants:
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 
@@ -46,31 +45,34 @@ class RunInfo:
 
 
 def _open_catalog(data_dir) -> Catalog:
+    """The catalog of ``data_dir``, opened read-only (replay never writes a data directory)."""
     if not os.path.isdir(data_dir):
         raise StoreError(f"{data_dir}: no such data directory")
-    return Catalog(data_dir)
+    return Catalog(data_dir, readonly=True)
 
 
 def run_info(data_dir) -> RunInfo:
     """Return the RunInfo of ``data_dir``.
 
+    The configuration is the first run's ``engine_options`` as the catalog's checked rows hold
+    it (a damaged one is a CorruptionError, never a different engine).
     Raises StoreError if it is not a data directory or holds no checkpoint (nothing to rebuild
-    from), CorruptionError if the WAL fails a check.
+    from), CorruptionError if the catalog or the WAL fails a check.
     """
     data_dir = os.fspath(data_dir)
     cat = _open_catalog(data_dir)
     try:
         cks = tuple(int(r["seq"]) for r in cat.checkpoints())
         sealed = cat.sealed_through()
-        symbols = {r["name"]: int(r["id"]) for r in cat.db["symbols"].rows}
-        runs = list(cat.db["runs"].rows_where(order_by="id", limit=1))
+        symbols = {r["name"]: int(r["id"]) for r in cat.symbols()}
+        runs = cat.runs()[:1]
     finally:
         cat.close()
     if not cks:
         raise StoreError(f"{data_dir}: no checkpoint registered; the run cannot be rebuilt")
     records, _ = scan_wal(os.path.join(data_dir, "wal"), after_seq=sealed)
     last = max(cks[-1], sealed, records[-1].last_seq if records else 0)
-    config = json.loads(runs[0]["engine_options"]) if runs else {}
+    config = runs[0]["engine_options"] if runs else {}
     return RunInfo(data_dir, cks[0], last, cks, symbols, config)
 
 

@@ -14,8 +14,10 @@ Exit status: 0 ok, 1 a verification or determinism check failed, 2 usage or inpu
 
 Invariants:
 - ``main(argv)`` returns the exit status and never raises for a user mistake: argparse errors,
-  ``ExsimError`` and ``OSError`` become one ``exsim: error: ...`` line on stderr and status 2.
-  Anything else is a bug and keeps its traceback.
+  ``ExsimError`` and ``OSError`` become one ``exsim: error: ...`` line on stderr and status 2
+  (non-printable characters escaped: a message may quote a stored name). A damaged data
+  directory raises ExsimError from the store, never a raw sqlite3/json/ValueError. Anything
+  else is a bug and keeps its traceback.
 - ``docs/cli.md`` is generated from the parser itself (``render_docs``); a test fails when the
   committed file differs, so the help text is the single source of the CLI's documentation.
 """
@@ -29,7 +31,7 @@ import sys
 from exchange.errors import ExsimError, VerificationError
 
 from . import cli_backtest, cli_bench, cli_export, cli_inspect, cli_run, cli_sweep
-from .cli_common import EXIT_FAILED, EXIT_USAGE, Formatter
+from .cli_common import EXIT_FAILED, EXIT_USAGE, Formatter, printable
 
 __all__ = ["main", "build_parser", "render_docs", "write_docs", "COMMANDS"]
 
@@ -118,10 +120,10 @@ def main(argv: list[str] | None = None) -> int:
             pass
         return 141   # 128 + SIGPIPE, as a shell reports a command killed by the pipe
     except VerificationError as e:
-        print(f"{PROG}: verification failed: {e}", file=sys.stderr)
+        print(f"{PROG}: verification failed: {printable(e)}", file=sys.stderr)
         return EXIT_FAILED
     except (ExsimError, OSError) as e:
-        print(f"{PROG}: error: {_describe(e)}", file=sys.stderr)
+        print(f"{PROG}: error: {printable(_describe(e))}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)

@@ -7,6 +7,9 @@ Invariants:
 - A user mistake (bad path, unknown symbol, malformed range) raises ``UsageError`` or
   ``StoreError`` with a message naming what was wrong; ``replay.cli.main`` turns it into
   ``exsim: error: ...`` and exit status 2.
+- Text read from a data directory (symbol names, scenarios, paths) is printed through
+  ``printable``: a stored name cannot move the cursor, clear the screen or add a line.
+- Data directories are opened read-only (``open_catalog``): inspecting one never writes it.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from exchange.errors import StoreError, UsageError
 __all__ = [
     "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "Formatter", "parse_range", "progress",
     "format_table", "print_table", "open_catalog", "symbol_names", "symbol_tick_size", "resolve_symbol", "note",
-    "dir_bytes", "human_bytes", "umask",
+    "dir_bytes", "human_bytes", "umask", "printable",
 ]
 
 EXIT_OK = 0        # the command did what was asked and every check passed
@@ -72,12 +75,29 @@ def progress(iterable=None, *, total=None, desc: str = "", unit: str = "it", qui
                 leave=False, dynamic_ncols=True)
 
 
+def printable(text) -> str:
+    """Return ``str(text)`` with every non-printable character (control characters such as ESC
+    and newline, format characters such as bidi overrides) escaped as Python writes it in a
+    string literal (\\x1b, \\n, \\u202e); printable text is unchanged.
+
+    why: names come from data directories, which may come from anyone; printed raw, a name could
+    drive the terminal (clear it, rewrite earlier lines) or fake extra output lines. Backslashes
+    are left as they are (a literal "\\x1b" then reads like an escaped ESC, but drives nothing),
+    so messages that already quote a name with repr are not escaped twice.
+    """
+    text = str(text)
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+
+
 def format_table(headers: Sequence[str], rows: Iterable[Sequence], right: Sequence[bool] | None = None) -> str:
-    """Return ``rows`` as a plain-text table under ``headers``.
+    """Return ``rows`` as a plain-text table under ``headers``, every cell through ``printable``.
 
     Numbers are right-aligned, text left-aligned (or as ``right`` says per column).
     """
-    rows = [["" if v is None else str(v) for v in r] for r in rows]
+    headers = [printable(h) for h in headers]
+    rows = [["" if v is None else printable(v) for v in r] for r in rows]
     if right is None:
         sample = rows[0] if rows else [""] * len(headers)
         right = [_numeric(v) for v in sample]
@@ -100,9 +120,9 @@ def _numeric(v: str) -> bool:
 
 
 def print_table(headers, rows, right=None, title: str | None = None) -> None:
-    """Print ``format_table`` to stdout, with an optional title line above it."""
+    """Print ``format_table`` to stdout, with an optional title line (through ``printable``) above it."""
     if title:
-        print(title)
+        print(printable(title))
     print(format_table(headers, rows, right))
 
 
@@ -112,33 +132,47 @@ def note(message: str) -> None:
 
 
 def open_catalog(data_dir: str):
-    """Open the catalog of an existing data directory, read-only in spirit.
+    """Open the catalog of an existing data directory, read-only, and check every row of it.
 
     Returns a ``store.Catalog``. Raises StoreError naming the path when it is not a directory or
-    holds no catalog (why check first: sqlite would happily create an empty database).
+    holds no catalog (why check first: sqlite would happily create an empty database),
+    CorruptionError naming catalog.sqlite when the catalog is damaged anywhere.
+    why check it whole: then every command reports a damaged catalog the same way (exit 2,
+    before any work), whatever part of it the command happens to need.
     """
     from store import Catalog
 
     if not os.path.isdir(data_dir):
         raise StoreError(f"{data_dir}: no such data directory")
-    return Catalog(data_dir)
+    cat = Catalog(data_dir, readonly=True)
+    try:
+        cat.check()
+    except BaseException:
+        cat.close()
+        raise
+    return cat
 
 
 def symbol_names(catalog) -> dict[int, str]:
-    """Return {symbol id: name} from a catalog."""
-    return {int(r["id"]): str(r["name"]) for r in catalog.db["symbols"].rows}
+    """Return {symbol id: name} from a catalog's checked symbol rows (CorruptionError if one fails)."""
+    return {int(r["id"]): str(r["name"]) for r in catalog.symbols()}
 
 
 def symbol_tick_size(row: dict):
     """Return a catalog symbol row's tick size as the engine was given it (int or float).
 
-    why the info JSON: the catalog's ``tick_size`` column is an integer, so 0.01 is stored as 0;
+    ``row`` is one of ``Catalog.symbols()`` (info a dict) or a raw table row (info JSON text).
+    why the info JSON: catalogs made before the ``tick_size`` column was REAL hold 0 for 0.01;
     the engine config kept in ``info`` has the real value.
     """
-    try:
-        return json.loads(row.get("info") or "{}").get("tick_size", row.get("tick_size"))
-    except ValueError:
-        return row.get("tick_size")
+    info = row.get("info")
+    if not isinstance(info, dict):
+        try:
+            info = json.loads(info or "{}")
+        except (TypeError, ValueError):
+            info = {}
+    tick = info.get("tick_size", row.get("tick_size")) if isinstance(info, dict) else None
+    return row.get("tick_size") if tick is None else tick
 
 
 def resolve_symbol(catalog, name: str, data_dir: str) -> int:

@@ -1,8 +1,10 @@
 """``exsim ls | book | verify | rerun | stats``: read a data directory and report on it.
 
 Invariants:
-- These commands never write to the data directory (the catalog connection opens it, sqlite may
+- These commands never write to the data directory (the catalog is opened read-only; sqlite may
   keep its own -wal/-shm files beside it while open).
+- Every string read from the directory is printed through ``printable`` (format_table does it
+  for table cells), so stored names cannot drive the terminal.
 - A symbol is checked against the catalog before any replay work, so a typo is an immediate
   usage error (exit 2) that lists the directory's symbols.
 - ``verify`` and ``rerun`` exit 1 exactly when their report is not ok or a stored file fails its
@@ -12,7 +14,6 @@ Invariants:
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import sys
@@ -22,7 +23,7 @@ from exchange.errors import CorruptionError, UsageError
 
 from .cli_common import (
     EXIT_FAILED, EXIT_OK, dir_bytes, format_table, human_bytes, open_catalog, parse_range,
-    print_table, resolve_symbol, symbol_names, symbol_tick_size,
+    print_table, printable, resolve_symbol, symbol_tick_size,
 )
 
 __all__ = ["register", "cmd_ls", "cmd_book", "cmd_verify", "cmd_rerun", "cmd_stats"]
@@ -114,23 +115,23 @@ def cmd_ls(args) -> int:
     """``exsim ls``: print the catalog of a data directory; returns 0."""
     cat = open_catalog(args.dir)
     try:
-        names = symbol_names(cat)
+        sym_rows = cat.symbols()
+        names = {int(r["id"]): str(r["name"]) for r in sym_rows}
         sealed = cat.sealed_through()
         ckpts = cat.checkpoints()
         segs = cat.all_segments()
-        runs = list(cat.db["runs"].rows)
-        sym_rows = list(cat.db["symbols"].rows)
+        runs = cat.runs()
     finally:
         cat.close()
     wal_dir = os.path.join(args.dir, "wal")
     wal = dir_bytes(wal_dir) if os.path.isdir(wal_dir) else 0
-    print(f"data directory {args.dir}: {human_bytes(dir_bytes(args.dir))} on disk, sealed through "
+    print(f"data directory {printable(args.dir)}: {human_bytes(dir_bytes(args.dir))} on disk, sealed through "
           f"seq {sealed:,}, {len(ckpts)} checkpoint(s)"
           + (f" (latest at seq {ckpts[-1]['seq']:,})" if ckpts else "") + f", WAL {human_bytes(wal)}")
     print()
     run_rows = []
     for r in runs:
-        info = _json(r.get("info"))
+        info = r["info"]
         run_rows.append((r["id"], time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r["created"] or 0)),
                          r["scenario"] or "-", "-" if r["seed"] is None else r["seed"],
                          info.get("batch", "-"), info.get("durability", "-")))
@@ -163,14 +164,6 @@ def cmd_ls(args) -> int:
     return EXIT_OK
 
 
-def _json(text) -> dict:
-    try:
-        v = json.loads(text or "{}")
-        return v if isinstance(v, dict) else {}
-    except ValueError:
-        return {}
-
-
 # -- book --------------------------------------------------------------------------------------
 
 def cmd_book(args) -> int:
@@ -187,7 +180,7 @@ def cmd_book(args) -> int:
         cat.close()
     view = book_at(args.dir, args.symbol, seq=args.seq, ts=args.ts, depth=args.depth, l3=args.l3)
     when = "before its first message" if view.ts is None else f"ts {view.ts:,}"
-    print(f"{args.symbol} after seq {view.seq:,} ({when})  prices in ticks")
+    print(f"{printable(args.symbol)} after seq {view.seq:,} ({when})  prices in ticks")
     n = max(len(view.bids), len(view.asks))
     rows = []
     for i in range(n):
@@ -250,7 +243,7 @@ def cmd_verify(args) -> int:
     summary.pop("seconds", None)   # printed below, measured here
     width = max([len(k) for k in summary] + [1])
     for k, v in summary.items():
-        print(f"{k:>{width}}  {_summary_value(v)}")
+        print(printable(f"{k:>{width}}  {_summary_value(v)}"))
     if report.violations:
         limit = args.limit if args.limit > 0 else len(report.violations)
         print()
@@ -274,7 +267,7 @@ def cmd_verify(args) -> int:
 def _corrupt(command: str, e: Exception) -> int:
     """Report a failed checksum as a failed check (exit 1), not a usage error: verify and rerun
     exist to say whether a directory can be trusted, and a corrupt file is a clear no."""
-    print(f"{command}: FAILED, the store is corrupt: {e}")
+    print(f"{command}: FAILED, the store is corrupt: {printable(e)}")
     return EXIT_FAILED
 
 
@@ -319,7 +312,7 @@ def cmd_rerun(args) -> int:
         return _corrupt("rerun", e)
     secs = time.perf_counter() - t0
     for k, v in (report.counts or {}).items():
-        print(f"{k:>12}  {v:,}" if isinstance(v, int) else f"{k:>12}  {v}")
+        print(f"{k:>12}  {v:,}" if isinstance(v, int) else printable(f"{k:>12}  {v}"))
     print()
     if report.ok:
         how = ("every sealed output segment's row digest (xxh3-128) and the unsealed rows"
@@ -330,7 +323,7 @@ def cmd_rerun(args) -> int:
     if d is None:
         print("rerun: FAILED (no divergence detail reported)")
         return EXIT_FAILED
-    print(f"rerun: FAILED, first divergence in table {d.table} at seq {d.seq:,}")
+    print(f"rerun: FAILED, first divergence in table {printable(d.table)} at seq {d.seq:,}")
     stored, again = _row_fields(d.stored_row), _row_fields(d.rerun_row)
     fields = list(dict.fromkeys(list(stored or {}) + list(again or {})))
     rows = [(f, "(no row)" if stored is None else stored.get(f, ""),
@@ -372,7 +365,7 @@ def cmd_stats(args) -> int:
     names = list(series.dtype.names)
     if args.plot:
         _plot(series, args.symbol, args.plot)
-        print(f"wrote {args.plot}: {series.size:,} points of {args.symbol}")
+        print(f"wrote {printable(args.plot)}: {series.size:,} points of {printable(args.symbol)}")
         return EXIT_OK
     if args.csv:
         print(",".join(names))
