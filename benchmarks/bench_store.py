@@ -87,13 +87,13 @@ def end_to_end(flow, durability, tmp, background=True, many=False, parts=None):
     s.close()
     total = time.perf_counter() - t0
     cpu, main = time.process_time() - cpu0, time.thread_time() - main0
-    cat = Catalog(d)
+    cat = Catalog(d, readonly=True)
     lz4 = _bytes_per_row(cat.all_segments())
     cat.close()
     t = time.perf_counter()
     compact(d)
     compact_time = time.perf_counter() - t
-    cat = Catalog(d)
+    cat = Catalog(d, readonly=True)
     zstd = _bytes_per_row(cat.all_segments())
     cat.close()
     shutil.rmtree(d)

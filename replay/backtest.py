@@ -108,7 +108,7 @@ def _catalog_symbols(path: str):
     """(names, tick sizes) of a data directory's symbols by id, so ``symbol="JPM"`` works on a
     stored run; (None, None) when the ids are not 0..n-1 (the engine numbers symbols that way)."""
     from store import Catalog
-    cat = Catalog(path)
+    cat = Catalog(path, readonly=True)
     try:
         syms = cat.symbols()
     finally:

@@ -165,7 +165,7 @@ def _checkpoint_depth(info: RunInfo, sid: int, target: int) -> tuple[int, np.nda
 
 def _last_message(info: RunInfo, sid: int, seq_hi: int, ts_hi: int) -> tuple[int, int] | None:
     """(seq, ts) of the symbol's last message with seq <= seq_hi and ts <= ts_hi, or None."""
-    cat = Catalog(info.data_dir)
+    cat = Catalog(info.data_dir, readonly=True)
     try:
         sealed, segs = cat.snapshot("orders", sid, seq=(0, seq_hi), ts=(_TS_MIN, ts_hi))
     finally:

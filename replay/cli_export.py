@@ -100,7 +100,7 @@ def cmd_export(args) -> int:
     try:
         if args.symbol is not None:
             resolve_symbol(cat, args.symbol, args.dir)
-        symbols = list(cat.db["symbols"].rows)
+        symbols = cat.symbols()
     finally:
         cat.close()
     if args.out != "-":

@@ -256,7 +256,7 @@ def verify_arrays(orders, fills, l2, events, *, symbols=None, stp="none", progre
 
 
 def _stored_symbols(data_dir: str) -> list[int]:
-    cat = Catalog(data_dir)
+    cat = Catalog(data_dir, readonly=True)
     try:
         ids = {int(r["symbol"]) for r in cat.all_segments() if r["table_name"] == "orders"}
         sealed = cat.sealed_through()

@@ -146,7 +146,7 @@ def _parts(source, table, symbol, seq, ts, need):
     """Decode the overlapping segments and WAL batches: ([(columns, selection, rows)], merge?)."""
     own = isinstance(source, (str, os.PathLike))
     data_dir = os.fspath(source) if own else source.data_dir
-    catalog = Catalog(data_dir) if own else source.catalog
+    catalog = Catalog(data_dir, readonly=True) if own else source.catalog
     try:
         sym = _resolve_symbol(catalog, symbol)
         if own:
@@ -296,7 +296,7 @@ def read_checkpoint(data_dir, seq: int | None = None) -> tuple[int, bytes]:
     data_dir = os.fspath(data_dir)
     if not os.path.isfile(os.path.join(data_dir, "catalog.sqlite")):
         raise StoreError(f"{data_dir}: not a data directory (no catalog.sqlite)")
-    cat = Catalog(data_dir)
+    cat = Catalog(data_dir, readonly=True)
     try:
         row = cat.latest_checkpoint(at_or_before=None if seq is None else int(seq))
     finally:

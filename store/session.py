@@ -221,11 +221,7 @@ class Session:
         ck = catalog.latest_checkpoint()
         self._last_ckpt = ck["seq"] if ck else -1
         # why: a reopened directory starts from the encodings already found good for its data
-        try:
-            choices = json.loads(catalog.get_meta("encoding_choices", "{}") or "{}")
-        except ValueError:
-            choices = {}   # why: remembered choices only speed up the first seal; never fatal
-        self.chooser.load(choices)
+        self.chooser.load(catalog.meta_json("encoding_choices", {}))
 
     _OPTS = dict(durability="fsync", sync_interval=0.05, checkpoint_every=1_000_000,
                  seal_every=1_000_000, wal_rotate_bytes=64 << 20, wal_compress=None,

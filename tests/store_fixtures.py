@@ -7,6 +7,7 @@ Engine API the session uses (process, seq, config, checkpoint, restore, state_ha
 from __future__ import annotations
 
 import hashlib
+import os
 import json
 import pickle
 from typing import NamedTuple
@@ -110,3 +111,38 @@ def fake_engine_factory():
 from store.session import register_engine_class  # noqa: E402
 
 register_engine_class(FakeEngine)
+
+
+def forge_catalog(data_dir, table: str, key, **values) -> None:
+    """Set ``values`` in the catalog row of ``table`` whose key is ``key``, with its row checksum
+    (and its table's count/sum tally) recomputed: the edit of someone who knows the format, so a
+    test reaches the defences behind the catalog's own checksums."""
+    import sqlite3
+
+    from store.catalog import _KEY, _ROW_COLUMNS, _row_crc
+
+    con = sqlite3.connect(os.path.join(os.fspath(data_dir), "catalog.sqlite"))
+    try:
+        kcol = _KEY[table]
+        cols = [c for c, _ in _ROW_COLUMNS[table]]
+
+        def reseal(tbl, k):
+            row = con.execute(f"SELECT {', '.join(_ROW_COLUMNS[tbl][i][0] for i in range(len(_ROW_COLUMNS[tbl])))}, "
+                              f"row_crc FROM {tbl} WHERE {_KEY[tbl]} = ?", [k]).fetchone()
+            crc = _row_crc(tbl, row[:-1])
+            con.execute(f"UPDATE {tbl} SET row_crc = ? WHERE {_KEY[tbl]} = ?", [crc, k])
+            return row[-1], crc
+
+        for c, v in values.items():
+            assert c in cols, c
+            con.execute(f"UPDATE {table} SET {c} = ? WHERE {kcol} = ?", [v, key])
+        old, new = reseal(table, key)
+        if table != "meta":
+            tkey = f"rows:{table}"
+            n, total = (int(x) for x in con.execute("SELECT value FROM meta WHERE key = ?",
+                                                    [tkey]).fetchone()[0].split(":"))
+            con.execute("UPDATE meta SET value = ? WHERE key = ?", [f"{n}:{total - old + new}", tkey])
+            reseal("meta", tkey)
+        con.commit()
+    finally:
+        con.close()

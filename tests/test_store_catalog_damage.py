@@ -26,6 +26,7 @@ def _make(path, batches=6, n=400, **kw):
         s.process(make_orders(n, seed=i))
     s.wal.close()   # no final seal: the last batches stay in the WAL only
     s.catalog.close()
+    s._lock.release()   # as the end of a crashed process would
     return str(path)
 
 

@@ -17,7 +17,7 @@ import store.session as session_mod
 from exchange.errors import CorruptionError, StoreError, UsageError, WriteError
 from store import Session, compact, read, read_checkpoint
 from store.catalog import Catalog
-from store_fixtures import FakeEngine, make_orders
+from store_fixtures import FakeEngine, forge_catalog, make_orders
 
 
 def _engine():
@@ -60,7 +60,7 @@ def test_open_never_imports_the_engine_class_a_catalog_names(tmp_path, monkeypat
     monkeypatch.syspath_prepend(str(d))             # opened from inside the directory
     monkeypatch.chdir(d)
     assert name.split(":")[0] not in sys.modules
-    _set(d, "UPDATE meta SET value = ? WHERE key = 'engine_class'", [name])
+    forge_catalog(d, "meta", "engine_class", value=name)
     with pytest.raises(StoreError, match="catalog.sqlite.*not a registered engine class.*engine_class="):
         Session.open(str(d))
     assert name.split(":")[0] not in sys.modules and not marker.exists()
@@ -87,7 +87,7 @@ def test_compaction_never_reads_or_deletes_a_segment_outside_the_data_directory(
     victim = tmp_path / "victim.seg"
     os.rename(os.path.join(d, row["path"]), victim)
     path = str(victim) if outside == "absolute" else os.path.join("..", "victim.seg")
-    _set(d, "UPDATE segments SET path = ? WHERE id = ?", [path, row["id"]])
+    forge_catalog(d, "segments", row["id"], path=path)
     with pytest.raises(CorruptionError, match="victim.seg"):
         compact(d)
     assert victim.exists()
@@ -98,7 +98,7 @@ def test_a_checkpoint_path_outside_the_data_directory_is_refused(tmp_path):
     d = str(_sealed_dir(tmp_path / "d", batches=1))
     row = Catalog(d).latest_checkpoint()
     os.rename(os.path.join(d, row["path"]), tmp_path / "ckpt.bin")
-    _set(d, "UPDATE checkpoints SET path = ? WHERE seq = ?", ["../ckpt.bin", row["seq"]])
+    forge_catalog(d, "checkpoints", row["seq"], path="../ckpt.bin")
     with pytest.raises(CorruptionError, match="ckpt.bin"):
         _open(d)
     with pytest.raises(CorruptionError, match="ckpt.bin"):

@@ -72,15 +72,16 @@ def test_rows_the_catalog_registers_pass_the_cross_check(tmp_path):
 def test_rerun_checks_each_output_segment_against_its_catalog_row(tmp_path):
     from replay import rerun
     from store.catalog import Catalog
+    from store_fixtures import forge_catalog
     from test_replay_common import rich_flow, store_run
 
     store_run(tmp_path, rich_flow(1500, seed=33))
     cat = Catalog(str(tmp_path))
     seg = sorted((r for r in cat.all_segments() if r["table_name"] == "fills"),
                  key=lambda r: r["seq_lo"])[1]
-    with cat.db.conn:   # a flipped ts_lo: the digests still match, the file's index does not
-        cat.db.execute("UPDATE segments SET ts_lo = ts_lo - 1 WHERE id = ?", [seg["id"]])
     cat.close()
+    # a flipped ts_lo under a valid row checksum: the digests still match, the file's index not
+    forge_catalog(tmp_path, "segments", seg["id"], ts_lo=seg["ts_lo"] - 1)
     try:
         report = rerun(tmp_path)
     except CorruptionError as e:     # once the row-by-row reads cross-check too (store/query.py)
