@@ -22,8 +22,7 @@ import numpy as np
 from exchange import Engine
 from exchange.errors import StoreError, UsageError
 from exchange.schema import ORDER_DTYPE
-from store import Catalog, read, read_checkpoint
-from store.wal import scan_wal
+from store import Catalog, journaled_through, read, read_checkpoint
 
 __all__ = ["RunInfo", "run_info", "resolve_symbol", "load_checkpoint", "checkpoint_row", "restore",
            "read_table", "segment_cuts", "output_segments",
@@ -70,8 +69,7 @@ def run_info(data_dir) -> RunInfo:
         cat.close()
     if not cks:
         raise StoreError(f"{data_dir}: no checkpoint registered; the run cannot be rebuilt")
-    records, _ = scan_wal(os.path.join(data_dir, "wal"), after_seq=sealed)
-    last = max(cks[-1], sealed, records[-1].last_seq if records else 0)
+    last = max(cks[-1], sealed, journaled_through(data_dir))
     config = runs[0]["engine_options"] if runs else {}
     return RunInfo(data_dir, cks[0], last, cks, symbols, config)
 

@@ -15,9 +15,9 @@ Public surface::
 
 from store.catalog import Catalog
 from store.compaction import compact
-from store.query import iter_columns, read, read_checkpoint, read_columns
+from store.query import iter_columns, journaled_through, read, read_checkpoint, read_columns
 from store.session import Session
 from store.tables import STORED_DTYPES, TABLES
 from store.wal import WalReport, scan_wal
 
-__all__ = ["Session", "read", "read_columns", "iter_columns", "read_checkpoint", "compact", "Catalog", "scan_wal", "WalReport", "STORED_DTYPES", "TABLES"]
+__all__ = ["Session", "read", "read_columns", "iter_columns", "read_checkpoint", "journaled_through", "compact", "Catalog", "scan_wal", "WalReport", "STORED_DTYPES", "TABLES"]

@@ -36,7 +36,7 @@ from store.session import Session
 from store.tables import orders_with_seq, table_dtype
 from store.wal import scan_wal
 
-__all__ = ["read", "read_columns", "iter_columns", "read_checkpoint"]
+__all__ = ["read", "read_columns", "iter_columns", "read_checkpoint", "journaled_through"]
 
 _RETRIES = 5
 
@@ -284,6 +284,33 @@ def read(source, table: str, symbol=None, seq=None, ts=None, columns=None) -> np
     for c in cols:
         out[c] = np.concatenate([p[0][c][p[1]] for p in parts])[order]
     return out
+
+
+def journaled_through(data_dir) -> int:
+    """Return the seq of the last message journaled in ``data_dir`` (sealed or only in the WAL;
+    0 for an empty run), consistently beside a live writer.
+
+    Why the retry: a WAL file trimmed while it is scanned was sealed before the trim, so a
+    fresh look at ``sealed_through`` and the WAL sees its rows. Raises StoreError if the
+    directory is not a data directory or files kept vanishing, CorruptionError if the catalog
+    or the WAL fails a check.
+    """
+    data_dir = os.fspath(data_dir)
+    wal_dir = inside(data_dir, "wal", what="WAL directory")
+    cat = Catalog(data_dir, readonly=True)
+    try:
+        problem = ""
+        for _ in range(_RETRIES):
+            sealed = cat.sealed_through()
+            try:
+                records, _ = scan_wal(wal_dir, after_seq=sealed)
+            except FileNotFoundError as e:
+                problem = f"{e.filename or 'a WAL file'} vanished"
+                continue
+            return max(sealed, records[-1].last_seq if records else 0)
+    finally:
+        cat.close()
+    raise StoreError(f"{data_dir}: no consistent view of the WAL after {_RETRIES} tries: {problem}")
 
 
 def read_checkpoint(data_dir, seq: int | None = None) -> tuple[int, bytes]:
