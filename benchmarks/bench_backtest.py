@@ -43,10 +43,10 @@ try:
 except ImportError:          # run as a script: benchmarks/ is sys.path[0]
     import _smoke
 from exchange import Engine
-from replay.backtest import backtest
-from replay.strategy import QuoteStrategy, Strategy
+from replay.backtesting.driver import backtest
+from replay.backtesting.strategy import QuoteStrategy, Strategy
 from scenarios import uniform_flow
-from scenarios.strategies import InventoryMarketMaker, mm_quotes
+from replay.backtesting.strategies import InventoryMarketMaker, mm_quotes
 
 TRADER = 4_000_000_000
 
@@ -99,7 +99,7 @@ def _l2_cases():
 
 def _hbt_market_maker(data):
     """hftbacktest running a market maker comparable to exsim's L2 one: the same merged L2 rows and
-    trades (replay.l2queue.l2_events' order), 1 ms feed and order latency, its conservative
+    trades (replay.backtesting.l2queue.l2_events' order), 1 ms feed and order latency, its conservative
     ``risk_adverse_queue_model`` (only trades advance the queue), partial fills; every wake-up it
     cancels its two quotes and quotes 100,000 lots at the best bid and ask. It wakes on time
     (``elapse``), so the interval is the data's span over exsim's wake-up count (one per 500
@@ -110,7 +110,7 @@ def _hbt_market_maker(data):
                              event_dtype)
     from numba import njit
 
-    from replay.l2queue import EV_TRADE, L2Flow, l2_events
+    from replay.backtesting.l2queue import EV_TRADE, L2Flow, l2_events
 
     ev = l2_events(L2Flow.from_binance(data))
     rows = np.zeros(len(ev), event_dtype)

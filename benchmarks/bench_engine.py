@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> dict:
     if args.runs < 1 or args.batch < 1:
         ap.error(f"--runs and --batch must be >= 1; got {args.runs} and {args.batch}")
 
-    from scenarios.uniform import BENCH_1M, uniform_flow
+    from scenarios.generators.uniform import BENCH_1M, uniform_flow
 
     args.runs = _smoke.scaled(args.runs, 1)
     law = {**BENCH_1M, "n": _smoke.scaled(BENCH_1M["n"], SMOKE_MESSAGES)}   # scenarios.bench_1m

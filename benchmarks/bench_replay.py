@@ -1,6 +1,6 @@
 """Replay benchmark: book_at latency, verify throughput, rerun rate against the engine's own.
 
-Workload: ``scenarios.uniform.uniform_flow(n, seed=7)`` (the bench_1m law: 60% passive limits,
+Workload: ``scenarios.generators.uniform.uniform_flow(n, seed=7)`` (the bench_1m law: 60% passive limits,
 30% cancels, 10% crossing limits, one symbol), journaled by ``store.Session`` with durability
 "none" in batches of 65,536, a checkpoint every ``--checkpoint-every`` messages and sealing every
 ``--seal-every`` messages (so L2 segments hold that many messages' rows).
@@ -55,8 +55,8 @@ except ImportError:          # run as a script: benchmarks/ is sys.path[0]
     import _smoke
 from exchange import Engine
 from replay import book_at, rerun, verify
-from replay._store import run_info, strip_seq
-from scenarios.uniform import BENCH_1M, uniform_flow
+from replay.rundir import run_info, strip_seq
+from scenarios.generators.uniform import BENCH_1M, uniform_flow
 from store import Session, read
 
 BATCH = 65_536

@@ -1,6 +1,6 @@
 """Sealing benchmark: where a seal's time goes, stage by stage, and decode speed of what it wrote.
 
-Workload: the seeded 1M-message flow (scenarios.uniform.bench_1m, seed 7, one symbol) through
+Workload: the seeded 1M-message flow (scenarios.generators.uniform.bench_1m, seed 7, one symbol) through
 exchange.Engine in batches of 65,536 messages; every 4 batches (262,144 messages, ~940k rows of
 the four tables) are sealed the way ``Session`` seals them, without the session around it:
 
@@ -39,7 +39,7 @@ try:
 except ImportError:          # run as a script: benchmarks/ is sys.path[0]
     import _smoke
 from exchange import Engine
-from scenarios.uniform import BENCH_1M, uniform_flow
+from scenarios.generators.uniform import BENCH_1M, uniform_flow
 from store import codecs
 from store.segment import commit_segments, encode_columns, read_segment
 from store.tables import STORED_DTYPES, TABLES
@@ -146,7 +146,7 @@ def main(argv=None):
     cpu = ("split", "encode", "commit")
     later = [r["seals"][1:] or r["seals"] for r in runs]
     result = {
-        "workload": f"scenarios.uniform bench_1m (n={flow.size}, seed {BENCH_1M['seed']}, 1 symbol), "
+        "workload": f"scenarios.generators.uniform bench_1m (n={flow.size}, seed {BENCH_1M['seed']}, 1 symbol), "
                     f"a seal every {PER_SEAL} batches of {BATCH}, median of {args.runs} runs",
         "rows_per_seal": statistics.median(s["rows"] for s in runs[0]["seals"]),
         "rows_per_cpu_s": {

@@ -2,7 +2,7 @@
 
 Workloads:
 - Engine only: the same batches through Engine.process(reuse=True), as the session calls it.
-- End to end: the seeded 1M-message flow (scenarios.uniform.bench_1m, seed 7, one symbol) through
+- End to end: the seeded 1M-message flow (scenarios.generators.uniform.bench_1m, seed 7, one symbol) through
   exchange.Engine inside a store.Session, in batches of 65,536 messages, WAL fsync per batch
   (and again with durability "none"), sealing every 262,144 messages (``seal_every``: on the
   session's background seal thread) and at close (final checkpoint included). Throughput =
@@ -53,7 +53,7 @@ except ImportError:          # run as a script: benchmarks/ is sys.path[0]
     import _smoke
 from exchange import Engine
 from exchange.schema import L2_DTYPE, Side
-from scenarios.uniform import BENCH_1M, uniform_flow
+from scenarios.generators.uniform import BENCH_1M, uniform_flow
 from store import Catalog, Session, compact
 from store.segment import write_segment
 
@@ -222,7 +222,7 @@ def main(argv=None):
         return statistics.median(vals)
 
     result = {
-        "workload": f"scenarios.uniform bench_1m (n={flow.size}, seed {BENCH_1M['seed']}, 1 symbol), "
+        "workload": f"scenarios.generators.uniform bench_1m (n={flow.size}, seed {BENCH_1M['seed']}, 1 symbol), "
                     f"batches of {BATCH}, median of {args.runs} runs",
         "engine_only_msgs_per_s": eng,
         "end_to_end_fsync_msgs_per_s": med("fsync", "msgs_per_s"),

@@ -59,7 +59,7 @@ def seeded_flow(messages: int) -> np.ndarray:
     """The first ``messages`` of scenarios.bench_1m (one symbol); in smoke mode the same law
     generated at that size (not a prefix: generating 1 M messages would dominate a smoke run)."""
     from scenarios import bench_1m
-    from scenarios.uniform import BENCH_1M, uniform_flow
+    from scenarios.generators.uniform import BENCH_1M, uniform_flow
 
     if _smoke.enabled():
         return uniform_flow(n_symbols=1, **{**BENCH_1M, "n": messages})

@@ -16,7 +16,7 @@ writes the new stamp, so numba recompiles the module's kernels at their next cal
 
 Invariants:
 - Dependencies are transitive: a dependency that itself called ``guard`` contributes its own
-  dependency files too (``replay.backtest_core`` lists ``exchange.kernels`` and so also covers
+  dependency files too (``replay.backtesting.kernels`` lists ``exchange.kernels`` and so also covers
   ``exchange.book``). A dependency must therefore be imported (and guarded) before its users,
   which a top-of-module import already ensures.
 - Every directory where numba may keep this module's cache is checked: ``NUMBA_CACHE_DIR``'s

@@ -3,13 +3,13 @@
 >>> from replay import book_at, verify, rerun, stats     # doctest: +SKIP
 >>> view = book_at("data/run1", "JPM", seq=1_000)          # doctest: +SKIP
 
-- ``book_at``  the L2 (or L3) book of a symbol after any message (replay/book_at.py)
-- ``verify``   independent checks of every fill against the orders and reports (replay/verify.py)
+- ``book_at``  the L2 (or L3) book of a symbol after any message (replay/rebuild.py)
+- ``verify``   independent checks of every fill against the orders and reports (replay/verifier.py)
 - ``rerun``    the journaled orders through a fresh Engine, outputs compared byte for byte
 - ``stats``    mid, spread, microprice, imbalance and VWAP series (replay/analytics.py)
 - ``backtest`` a strategy's orders merged with market flow through one engine, with latency;
   ``sweep`` runs a parameter grid (serially or on Dask), ``whatif`` compares history with and
-  without the strategy (replay/backtest.py, sweep.py, whatif.py)
+  without the strategy (replay/backtesting/)
 
 Imports are lazy: ``import replay`` (and so ``exsim --help``) loads neither numba nor the store;
 a name's module is imported on its first use (PEP 562 ``__getattr__`` over ``_EXPORTS``).
@@ -18,20 +18,22 @@ a name's module is imported on its first use (PEP 562 ``__getattr__`` over ``_EX
 from __future__ import annotations
 
 import importlib
-import sys
-import types
 
 # public name -> submodule that defines it (the one table to extend; __all__ follows it)
 _EXPORTS = {
-    "book_at": "book_at", "BookView": "book_at",
-    "rerun": "rerun", "RerunReport": "rerun", "Divergence": "rerun",
-    "verify": "verify", "verify_arrays": "verify", "VerifyReport": "verify",
-    "Violation": "verify",
+    "book_at": "rebuild", "BookView": "rebuild",
+    "rerun": "determinism", "RerunReport": "determinism", "Divergence": "determinism",
+    "verify": "verifier", "verify_arrays": "verifier", "VerifyReport": "verifier",
+    "Violation": "verifier",
     "stats": "analytics", "STATS_DTYPE": "analytics",
-    "backtest": "backtest", "BacktestResult": "backtest_result", "L2Flow": "l2queue",
-    "ConstantLatency": "latency", "RandomLatency": "latency", "RecordedLatency": "latency",
-    "Strategy": "strategy", "QuoteStrategy": "strategy", "Context": "strategy",
-    "sweep": "sweep", "whatif": "whatif", "WhatIf": "whatif",
+    "backtest": "backtesting.driver", "BacktestResult": "backtesting.result",
+    "L2Flow": "backtesting.l2queue",
+    "ConstantLatency": "backtesting.latency", "RandomLatency": "backtesting.latency",
+    "RecordedLatency": "backtesting.latency",
+    "Strategy": "backtesting.strategy", "QuoteStrategy": "backtesting.strategy",
+    "Context": "backtesting.strategy",
+    "sweep": "backtesting.grid", "whatif": "backtesting.counterfactual",
+    "WhatIf": "backtesting.counterfactual",
 }
 
 __all__ = list(_EXPORTS)
@@ -48,17 +50,3 @@ def __getattr__(name: str):
 
 def __dir__():
     return sorted(set(globals()) | set(__all__))
-
-
-class _Package(types.ModuleType):
-    # why: three names are also submodules (book_at, rerun, verify); importing ``replay.verify``
-    # makes the import system set the package attribute to the module, which would shadow the
-    # function; the function wins, as it did when this package imported everything eagerly
-    def __setattr__(self, name, value):
-        if (isinstance(value, types.ModuleType) and _EXPORTS.get(name) == name
-                and value.__name__ == f"{__name__}.{name}"):
-            value = getattr(value, name)
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package

@@ -29,8 +29,8 @@ from numba import njit
 from exchange.errors import UsageError
 from store import read
 
-from ._store import SEQ_MAX, resolve_symbol, run_info
-from .book_at import book_at
+from replay.rundir import SEQ_MAX, resolve_symbol, run_info
+from replay.rebuild import book_at
 
 __all__ = ["STATS_DTYPE", "stats", "stats_arrays"]
 

@@ -12,15 +12,15 @@ file, the line and what was expected. docs/scenarios.md describes each law and f
 (10000, ['JPM', 'BTCUSD'])
 """
 
-from .binance import BinanceData, load_binance
-from .hawkes import hawkes_flow, hawkes_times
-from .l2book import top_of_book
-from .lobster import LobsterFlow, load_lobster
-from .lobster_check import check_lobster
-from .quantcup import load_quantcup
-from .scenario import GENERATORS, Scenario, SymbolSpec, list_presets, load_scenario
-from .uniform import bench_1m, uniform_flow
-from .zero_intelligence import zi_flow
+from scenarios.loaders.binance import BinanceData, load_binance
+from scenarios.generators.hawkes import hawkes_flow, hawkes_times
+from scenarios.loaders.l2book import top_of_book
+from scenarios.loaders.lobster import LobsterFlow, load_lobster
+from scenarios.loaders.lobster_check import check_lobster
+from scenarios.loaders.quantcup import load_quantcup
+from scenarios.scenario import GENERATORS, Scenario, SymbolSpec, list_presets, load_scenario
+from scenarios.generators.uniform import bench_1m, uniform_flow
+from scenarios.generators.zero_intelligence import zi_flow
 
 __all__ = [
     "uniform_flow", "bench_1m", "zi_flow", "hawkes_flow", "hawkes_times",

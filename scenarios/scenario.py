@@ -46,9 +46,9 @@ __all__ = ["Scenario", "SymbolSpec", "load_scenario", "list_presets", "GENERATOR
 # generator name -> (module, function). Each function takes (n, seed, n_symbols, **params) and
 # returns an ORDER_DTYPE array; generators with a start mid also take mid_start.
 GENERATORS: dict[str, tuple[str, str]] = {
-    "uniform": ("scenarios.uniform", "uniform_flow"),
-    "zero_intelligence": ("scenarios.zero_intelligence", "zi_flow"),
-    "hawkes": ("scenarios.hawkes", "hawkes_flow"),
+    "uniform": ("scenarios.generators.uniform", "uniform_flow"),
+    "zero_intelligence": ("scenarios.generators.zero_intelligence", "zi_flow"),
+    "hawkes": ("scenarios.generators.hawkes", "hawkes_flow"),
 }
 
 _TOP_KEYS = {"name", "description", "generator", "seed", "params", "symbols"}

@@ -2,7 +2,7 @@
 
 The seal records one digest per output segment (fills, l2, events; one table, one symbol, rows
 in seq order) in ``SegmentInfo.digest`` and the catalog; compaction records one for each merged
-segment. ``replay.rerun`` then hashes the rerun engine's rows per (table, symbol), cut at each
+segment. ``replay.determinism`` then hashes the rerun engine's rows per (table, symbol), cut at each
 stored segment's row count, and compares digests instead of decoding the stored rows.
 
 What is hashed: the bytes of the rows in the packed schema dtype ``TABLE_DTYPES[table]`` (every

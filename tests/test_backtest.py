@@ -6,12 +6,12 @@ import pytest
 
 from conftest import resting_flow
 from exchange import ORDER_DTYPE, Side
-from replay.backtest import ID_BASE, backtest
-from replay.backtest_result import build_series, summarize
-from replay.latency import ConstantLatency, RandomLatency, RecordedLatency
-from replay.strategy import QuoteStrategy, Strategy
+from replay.backtesting.driver import ID_BASE, backtest
+from replay.backtesting.result import build_series, summarize
+from replay.backtesting.latency import ConstantLatency, RandomLatency, RecordedLatency
+from replay.backtesting.strategy import QuoteStrategy, Strategy
 from scenarios import uniform_flow
-from scenarios.strategies import InventoryMarketMaker, mm_quotes
+from replay.backtesting.strategies import InventoryMarketMaker, mm_quotes
 
 TRADER = 4242
 
@@ -88,7 +88,7 @@ def test_njit_path_fed_in_slices_matches_the_python_path(every, lat):
 
 def test_summary_arithmetic_on_a_hand_made_case():
     from exchange import FILL_DTYPE
-    from replay.backtest_core import MARK_DTYPE
+    from replay.backtesting.kernels import MARK_DTYPE
     fills = np.zeros(2, FILL_DTYPE)
     fills[0] = (1, 100, 1, 100, 10, ID_BASE, 7, 0, TRADER, 1, Side.SELL)   # bought passively
     fills[1] = (2, 200, 2, 103, 10, 8, ID_BASE + 1, 0, 2, TRADER, Side.SELL)   # sold as taker
@@ -154,7 +154,7 @@ def test_stopping_at_each_fill_and_running_whole_slices_give_the_same_bytes(lat)
                                    RecordedLatency({"ts": [5, 50], "feed_ns": [1, 2],
                                                     "order_ns": [3, 4]})])
 def test_python_latency_draws_equal_the_njit_sampler(model):
-    from replay.latency import sample
+    from replay.backtesting.latency import sample
     for sampler, twin in zip(model.samplers(), model.samplers()):
         twin.ensure(5000)
         cursor = 0
@@ -166,7 +166,7 @@ def test_python_latency_draws_equal_the_njit_sampler(model):
 def test_arrays_of_another_kind_are_told_apart_before_a_prepared_call():
     # the prepared entry point skips numba's type checks, so the driver re-prepares whenever
     # arg_types differ: they must differ for a strided view and for another integer width
-    from replay import backtest_core as C
+    import replay.backtesting.kernels as C
 
     flow = uniform_flow(64, seed=1)
     base = C.arg_types(C.check_flow, (flow, 1, 2))

@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 
 from exchange import UsageError
-from replay.backtest import ID_BASE, backtest
-from replay.latency import ConstantLatency, RecordedLatency
-from replay.strategy import Strategy
+from replay.backtesting.driver import ID_BASE, backtest
+from replay.backtesting.latency import ConstantLatency, RecordedLatency
+from replay.backtesting.strategy import Strategy
 from scenarios import load_scenario, uniform_flow
-from scenarios.strategies import InventoryMarketMaker, MomentumTaker
+from replay.backtesting.strategies import InventoryMarketMaker, MomentumTaker
 
 TRADER = 4242
 

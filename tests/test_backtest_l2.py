@@ -1,4 +1,4 @@
-"""L2-only backtests (replay.l2queue): the queue-position model on hand-made L2 sequences, where
+"""L2-only backtests (replay.backtesting.l2queue): the queue-position model on hand-made L2 sequences, where
 the answer is obvious, determinism, and the Binance sample end to end."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import pytest
 from conftest import shared_sample
 from exchange.errors import UsageError
 from exchange.schema import FILL_DTYPE, L2_DTYPE, Event, Reason, Side
-from replay.backtest import backtest
-from replay.l2queue import L2Flow, l2_events
-from replay.strategy import Strategy
+from replay.backtesting.driver import backtest
+from replay.backtesting.l2queue import L2Flow, l2_events
+from replay.backtesting.strategy import Strategy
 
 TRADER = 77
 
@@ -190,7 +190,7 @@ def test_bad_queue_model_and_l3_only_options_are_usage_errors(tmp_path):
 
 
 def test_l2_backtest_is_deterministic():
-    from scenarios.strategies import InventoryMarketMaker
+    from replay.backtesting.strategies import InventoryMarketMaker
     book = [(t, Side.BUY, 99 + (t % 2), 5 + t) for t in range(1, 40)] + BOOK
     book.sort(key=lambda r: r[0])
     tr = [(t, t % 2, 100 + (t % 2), 3) for t in range(2, 40, 3)]
@@ -206,7 +206,7 @@ def _binance():
 
 
 def test_binance_sample_backtest_end_to_end():
-    from scenarios.strategies import InventoryMarketMaker
+    from replay.backtesting.strategies import InventoryMarketMaker
     path = _binance()
     strat = lambda: InventoryMarketMaker(size=100_000, skew_lots=100_000, max_position=1_000_000,
                                          every=500)
@@ -221,7 +221,7 @@ def test_binance_sample_backtest_end_to_end():
 
 def test_sim_reports_the_quantity_ahead_after_join_trade_and_decrease():
     from exchange.schema import ORDER_DTYPE, Kind
-    from replay.l2queue import L2Sim
+    from replay.backtesting.l2queue import L2Sim
     ev = l2_events(L2Flow(l2(*BOOK, (3, Side.SELL, 101, 4)), trades((2, Side.BUY, 101, 1))))
     sim = L2Sim(ev, "conservative", TRADER)
     sim.advance(ev, 0, 2, False)                       # the book at ts 1

@@ -179,7 +179,7 @@ AAPL = ("/work/shared/data/lobster_AAPL_2012-06-21_level10_head/AAPL_2012-06-21_
 
 @pytest.mark.skipif(not all(os.path.exists(p) for p in AAPL), reason="shared LOBSTER sample not present")
 def test_simulate_lobster_flow_names_the_symbol_from_the_file(tmp_path):
-    from scenarios.lobster import load_lobster
+    from scenarios.loaders.lobster import load_lobster
 
     code, out, err = run(["simulate", "--flow", "lobster", *AAPL, "--out", tmp_path / "aapl"])
     assert code == 0, err

@@ -53,7 +53,7 @@ MARKED = {"README.md": 2, "docs/benchmarks.md": 2, "docs/scenarios.md": 1}
 
 # commands that write into the checkout: run with the output sent to the working directory, and
 # checked against the committed file instead (a test must not rewrite tracked files)
-REDIRECT = {"python -m replay.cli_docs": ("cli.md", "docs/cli.md")}
+REDIRECT = {"python -m replay.cli.docs": ("cli.md", "docs/cli.md")}
 
 # (command regex, output regex): what a command must print beyond exiting 0
 EXPECT = [                                          # the first matching pattern applies
@@ -178,7 +178,7 @@ def _parts(cmd: Command) -> list[list[str]]:
     """argv of each part of ``a && b``; the help's own ``exsim COMMAND --help`` runs for every command."""
     parts = [shlex.split(p, comments=True) for p in re.split(r"\s&&\s", cmd.text)]
     if parts == [["exsim", "COMMAND", "--help"]]:
-        from replay.cli import COMMANDS
+        from replay.cli.main import COMMANDS
 
         return [["exsim", c, "--help"] for c in COMMANDS]
     return parts

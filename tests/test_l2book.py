@@ -1,4 +1,4 @@
-"""scenarios.l2book.top_of_book (ranked sparse book) equals an obviously right per-price dict
+"""scenarios.loaders.l2book.top_of_book (ranked sparse book) equals an obviously right per-price dict
 replay on random small streams, and a stream spanning a huge tick range needs no per-tick memory."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from exchange.schema import L2_DTYPE
-from scenarios.l2book import EMPTY_ASK, EMPTY_BID, price_ranks, top_of_book
+from scenarios.loaders.l2book import EMPTY_ASK, EMPTY_BID, price_ranks, top_of_book
 
 
 def _obvious_top(l2, seq_after, depth):

@@ -7,8 +7,8 @@ import pytest
 
 from exchange.errors import InputError
 from exchange.schema import Kind, Tif
-from scenarios.lobster import CORRECTION, load_lobster
-from scenarios.lobster_check import check_lobster
+from scenarios.loaders.lobster import CORRECTION, load_lobster
+from scenarios.loaders.lobster_check import check_lobster
 
 DATA = Path("/work/shared/data")
 AMZN = (DATA / "lobster_AMZN_2012-06-21_level1/AMZN_2012-06-21_34200000_57600000_message_1.csv",

@@ -7,7 +7,7 @@ import pytest
 
 from exchange.errors import InputError
 from exchange.schema import Kind, OrderType, Side, Tif
-from scenarios.quantcup import QUANTCUP_HEADER, load_quantcup
+from scenarios.loaders.quantcup import QUANTCUP_HEADER, load_quantcup
 
 FEED = Path("/work/shared/data/quantcup_score_feed/quantcup_score_feed.csv")
 needs_feed = pytest.mark.skipif(not FEED.exists(), reason="shared QuantCup feed not present")

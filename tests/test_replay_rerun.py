@@ -7,7 +7,7 @@ import pytest
 from exchange.errors import StoreError, UsageError
 from store import read
 from replay import rerun
-from replay.rerun import compare_outputs
+from replay.determinism import compare_outputs
 from test_replay_common import SYMBOLS, TamperingEngine, rich_flow, store_run
 
 
@@ -97,7 +97,7 @@ def test_bad_chunk_and_missing_directory_are_errors(tmp_path):
 
 def test_compare_columns_finds_the_first_difference_across_blocks():
     from exchange.schema import FILL_DTYPE, L2_DTYPE, EVENT_DTYPE
-    from replay.rerun import compare_columns
+    from replay.determinism import compare_columns
     mine = np.zeros(5, FILL_DTYPE); mine["seq"] = [1, 2, 3, 4, 5]; mine["qty"] = 10
     blocks = [{c: mine[c][:2].copy() for c in FILL_DTYPE.names},
               {c: mine[c][2:].copy() for c in FILL_DTYPE.names}]
@@ -112,7 +112,7 @@ def test_compare_columns_finds_the_first_difference_across_blocks():
 
 
 def test_plan_covers_every_seq_once_starting_short_and_cutting_at_segments():
-    from replay.rerun import _plan
+    from replay.determinism import _plan
     cuts = list(range(130, 20_000, 131))
     plan = _plan(0, 20_000, 1600, {5_000}, cuts)
     assert plan[0][0] == 1 and plan[-1][1] == 20_000
@@ -125,7 +125,7 @@ def test_plan_covers_every_seq_once_starting_short_and_cutting_at_segments():
 
 
 def test_plan_without_cuts_and_with_a_start():
-    from replay.rerun import _plan
+    from replay.determinism import _plan
     plan = _plan(100, 1_000, 64, set(), [])
     assert plan[0] == (101, 108) and plan[-1][1] == 1_000
     assert all(b[0] == a[1] + 1 for a, b in zip(plan, plan[1:]))
@@ -133,7 +133,7 @@ def test_plan_without_cuts_and_with_a_start():
 
 
 def test_segment_cuts_never_split_a_segment(tmp_path):
-    from replay._store import run_info, segment_cuts
+    from replay.rundir import run_info, segment_cuts
     from store.catalog import Catalog
     store_run(tmp_path, rich_flow(2600, seed=24), seal_every=400)
     cuts = segment_cuts(run_info(tmp_path), "orders")
@@ -182,7 +182,7 @@ def test_a_stored_checkpoint_that_differs_is_reported(tmp_path, mode):
     for name in SYMBOLS:
         eng.add_symbol(name)
     store_run(tmp_path, rich_flow(2000, seed=26), engine=eng, checkpoint_every=600)
-    from replay._store import run_info
+    from replay.rundir import run_info
     info = run_info(tmp_path)
     report = rerun(tmp_path, chunk=300, checkpoints=mode)
     div = report.first_divergence
@@ -196,7 +196,7 @@ def test_a_stored_checkpoint_that_differs_is_reported(tmp_path, mode):
 
 def test_checkpoint_shortcut_agrees_with_the_engine_bytes():
     import crc32c
-    from replay.rerun import _same_state
+    from replay.determinism import _same_state
     from test_replay_common import make_engine
     eng = make_engine()
     eng.process(rich_flow(1500, seed=27))

@@ -8,7 +8,7 @@ import pytest
 from exchange import Engine
 from exchange.errors import InputError
 from scenarios import Scenario, list_presets, load_scenario
-from scenarios.uniform import bench_1m
+from scenarios.generators.uniform import bench_1m
 
 
 def test_presets_include_default_and_benchmarks():

@@ -5,7 +5,7 @@ import pytest
 
 from exchange import Engine, Event, Kind, Reason
 from exchange.errors import UsageError
-from scenarios.uniform import bench_1m, uniform_flow
+from scenarios.generators.uniform import bench_1m, uniform_flow
 
 N = 200_000
 

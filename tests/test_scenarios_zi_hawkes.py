@@ -6,8 +6,8 @@ import pytest
 from exchange import Engine, Event, Kind, OrderType
 from exchange.errors import UsageError
 from scenarios import load_scenario
-from scenarios.hawkes import hawkes_flow, hawkes_times
-from scenarios.zero_intelligence import zi_flow
+from scenarios.generators.hawkes import hawkes_flow, hawkes_times
+from scenarios.generators.zero_intelligence import zi_flow
 
 
 @pytest.fixture(scope="module")

@@ -75,7 +75,7 @@ def test_a_flipped_sealed_through_is_detected(tmp_path, delta):
 
 
 def test_an_edited_run_configuration_is_detected_by_replay(tmp_path):
-    from replay._store import run_info
+    from replay.rundir import run_info
     d = _make(tmp_path)
     assert run_info(d).config["stp"] == "none"
     _sql(d, """UPDATE runs SET engine_options = replace(engine_options, '"none"', '"cancel_both"')""")

@@ -6,7 +6,7 @@ import pytest
 from store import Session, read
 
 exchange = pytest.importorskip("exchange")
-uniform = pytest.importorskip("scenarios.uniform")
+uniform = pytest.importorskip("scenarios.generators.uniform")
 
 
 def _flow(n=6000, seed=3):

@@ -283,7 +283,7 @@ def _real_engine():
 
 @pytest.mark.parametrize("parts,room", [(None, None), (3, None), (3, 0.0)])
 def test_batches_journaled_in_parts_equal_whole_batches_and_reopen_identically(tmp_path, parts, room):
-    from scenarios.uniform import uniform_flow
+    from scenarios.generators.uniform import uniform_flow
 
     import store.wal as wal_mod
 
@@ -315,7 +315,7 @@ def test_journal_parts_must_be_a_positive_integer(tmp_path):
 
 @pytest.mark.parametrize("bad", [np.zeros(10000, np.int64), [1, 2, 3]])
 def test_a_batch_the_engine_refuses_leaves_a_parts_session_usable(tmp_path, bad):
-    from scenarios.uniform import uniform_flow
+    from scenarios.generators.uniform import uniform_flow
 
     s = Session.create(str(tmp_path), _real_engine(), journal_parts=4, seal_every=10**9)
     with pytest.raises(UsageError, match="ORDER_DTYPE"):

@@ -66,7 +66,7 @@ class ExsimL2(Peer):
 
     def run(self, prepared) -> Outcome:
         from scenarios import top_of_book
-        from scenarios.l2book import EMPTY_ASK, EMPTY_BID
+        from scenarios.loaders.l2book import EMPTY_ASK, EMPTY_BID
 
         rows, last = prepared
         t0 = time.perf_counter()

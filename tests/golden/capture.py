@@ -129,7 +129,7 @@ def backtest_jobs(flows: dict) -> dict:
     """Backtests on the njit and Python paths, L3 and L2, with latency, what-if and a sweep."""
     from replay import ConstantLatency, backtest, sweep, whatif
     from scenarios import load_binance, load_scenario
-    from scenarios.strategies import InventoryMarketMaker, MomentumTaker, market_maker_fast
+    from replay.backtesting.strategies import InventoryMarketMaker, MomentumTaker, market_maker_fast
 
     out = {}
     sc = load_scenario("default")
@@ -153,7 +153,7 @@ def backtest_jobs(flows: dict) -> dict:
                 latency=ConstantLatency(1_000_000, 1_000_000), queue_model=qm).digest()
     w = whatif(sc, InventoryMarketMaker(), symbol="JPM")
     out["whatif:mm:default"] = _h(*(np.asarray(getattr(w, k)) for k in ("displaced", "added")))
-    rows = sweep("default", "scenarios.strategies:InventoryMarketMaker",
+    rows = sweep("default", "replay.backtesting.strategies:InventoryMarketMaker",
                  {"size": [2, 5]}, symbol="JPM", scheduler="serial")
     out["sweep:mm:default"] = _h(json.dumps(rows, sort_keys=True, default=str))
     return out

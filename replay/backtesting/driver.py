@@ -1,0 +1,589 @@
+"""``backtest``: a strategy's orders and the market's flow through one ``Engine``, with latency.
+
+The market flow (ORDER_DTYPE, sorted by ts) and the strategy's messages meet in one engine, in
+arrival order, so the strategy's queue position is earned: its order joins the back of its
+level behind everything that arrived before it and fills only once those are consumed.
+
+Timing model (all in int64 ns, see ``replay.backtesting.latency``):
+- A wake-up observes the book after some market message at exchange time ``t`` (``on_book``
+  every N messages, or a fill, or a timer). The strategy runs at local time ``t + feed``; what it
+  sends reaches the engine at ``local + order`` (never before its previous message).
+- A strategy message arriving at ``a`` is processed after every market message with
+  ``ts <= a`` (ties go to the market: the conservative choice) and before the first with ts > a.
+- Fills of strategy orders are reported right after the message that made them; no later market
+  message is matched before the strategy has reacted (the driver stops there).
+
+Efficiency: market messages run in numba (``backtest_core.advance``) from one wake-up to the next;
+Python runs only at wake-ups. An ``@njit`` quote strategy (``QuoteStrategy``) runs entirely inside
+numba (``backtest_core.run_quotes``). Both hand the engine whole slices of market messages (one
+``process_batch`` call each): the njit path everything up to the next wake-up or order arrival,
+the Python path every run of messages that cannot trade with the strategy's live orders.
+
+Identifiers: strategy order ids start at ``ID_BASE`` (2^62), above every market id (the flow is
+checked: a market id >= ID_BASE or a market row with the strategy's trader raises UsageError).
+
+Queue model: exact on L3 flow (generated scenarios, LOBSTER, QuantCup): every market order is an
+order in the engine's FIFO. L2-only flow (Binance aggregates, ``L2Flow``) does not go through the
+engine: ``replay.backtesting.l2queue`` replays the aggregate book and tracks the quantity ahead of each
+strategy order (``queue_model`` "conservative" or "proportional"), with the same driver loop, the
+same timing rules and the same result shape. The njit path and journaling are L3-only.
+
+Determinism: the same flow, strategy, latency model (and seed) give byte-identical results
+(``BacktestResult.digest()``). With ``store_dir`` the merged message stream is journaled with
+``store.Session`` so ``verify``/``rerun`` work on it.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import os
+
+import numpy as np
+
+from exchange import Engine
+from exchange import kernels as K
+from exchange.errors import UsageError
+from exchange.schema import ORDER_DTYPE
+
+import replay.backtesting.kernels as C
+from replay.backtesting.result import BacktestResult, build_result
+from replay.backtesting.latency import as_latency
+from replay.backtesting.strategy import _E_EVENT, _E_ID, BookView, Context, QuoteStrategy, Strategy
+
+__all__ = ["backtest", "BacktestResult", "ID_BASE", "DEFAULT_TRADER"]
+
+ID_BASE = 1 << 62                 # strategy order ids start here (market ids must stay below)
+DEFAULT_TRADER = 0xFFFF_FFF0      # the strategy's trader id unless one is given
+_INF = np.iinfo(np.int64).max
+_MIN = np.iinfo(np.int64).min
+
+
+def _load_flow(flow):
+    """Return (orders, symbol names, tick sizes, description) for any accepted flow input."""
+    from scenarios import (BinanceData, LobsterFlow, Scenario, load_binance, load_lobster,
+                           load_scenario)
+    from replay.backtesting.l2queue import L2Flow
+    if isinstance(flow, (str, os.PathLike)):
+        path = os.fspath(flow)
+        binance = _binance_file(path)
+        if binance:
+            flow = L2Flow.from_binance(load_binance(binance), _binance_name(binance))
+            return flow, [flow.name], [flow.tick_size], {"source": path, "kind": "binance_l2"}
+        if os.path.isdir(path) and os.path.exists(os.path.join(path, "catalog.sqlite")):
+            from store import read
+            rows = read(path, "orders")
+            out = np.zeros(len(rows), ORDER_DTYPE)
+            for name in ORDER_DTYPE.names:
+                out[name] = rows[name]
+            names, ticks = _catalog_symbols(path)
+            return out, names, ticks, {"source": path, "kind": "data_dir"}
+        if os.path.isdir(path):
+            msg = sorted(f for f in os.listdir(path) if "_message_" in f and f.endswith(".csv"))
+            book = sorted(f for f in os.listdir(path) if "_orderbook_" in f and f.endswith(".csv"))
+            if msg and book:
+                lf = load_lobster(os.path.join(path, msg[0]), os.path.join(path, book[0]))
+                name = msg[0].split("_")[0]
+                return lf.orders, [name], [0.01], {"source": path, "kind": "lobster"}
+            raise UsageError(f"{path}: neither a data directory nor a LOBSTER directory")
+        flow = load_scenario(path)
+    if isinstance(flow, Scenario):
+        return (flow.generate(), [s.name for s in flow.symbols],
+                [s.tick_size for s in flow.symbols], {"scenario": flow.describe()})
+    if isinstance(flow, LobsterFlow):
+        return flow.orders, None, [0.01], {"kind": "lobster"}
+    if isinstance(flow, BinanceData):
+        flow = L2Flow.from_binance(flow)
+        return flow, [flow.name], [flow.tick_size], {"kind": "binance_l2"}
+    if isinstance(flow, L2Flow):
+        return flow, [flow.name], [flow.tick_size], {"kind": "l2"}
+    if isinstance(flow, np.ndarray) and flow.dtype == ORDER_DTYPE and flow.ndim == 1:
+        return flow, None, None, {"kind": "orders"}
+    raise UsageError("flow must be an ORDER_DTYPE array, a Scenario, a LobsterFlow, a BinanceData "
+                     "or L2Flow, a scenario name or file, a LOBSTER directory, a Binance capture "
+                     f"(.gz file or its directory) or a data directory; got {type(flow)}")
+
+
+def _catalog_symbols(path: str):
+    """(names, tick sizes) of a data directory's symbols by id, so ``symbol="JPM"`` works on a
+    stored run; (None, None) when the ids are not 0..n-1 (the engine numbers symbols that way)."""
+    from store import Catalog
+    cat = Catalog(path, readonly=True)
+    try:
+        syms = cat.symbols()
+    finally:
+        close = getattr(cat, "close", None)
+        if close:
+            close()
+    if [s["id"] for s in syms] != list(range(len(syms))):
+        return None, None
+    return [s["name"] for s in syms], [s["tick_size"] for s in syms]
+
+
+def _binance_file(path: str) -> str | None:
+    """The Binance capture ``path`` names (a .gz file, or a directory holding exactly one), else
+    None (scenario files are .toml/.json; LOBSTER directories hold .csv files)."""
+    if os.path.isfile(path) and path.endswith(".gz"):
+        return path
+    if os.path.isdir(path) and not os.path.exists(os.path.join(path, "catalog.sqlite")):
+        gz = sorted(f for f in os.listdir(path) if f.endswith(".gz"))
+        if len(gz) == 1 and not any(f.endswith(".csv") for f in os.listdir(path)):
+            return os.path.join(path, gz[0])
+    return None
+
+
+def _binance_name(path: str) -> str:
+    """Symbol name from a capture's file name: btcusdt_20240808.gz -> BTCUSDT."""
+    return os.path.basename(path).split("_")[0].split(".")[0].upper() or "L2"
+
+
+class _Driver:
+    """What both Python-strategy loops share: the order log, latency draws, wake-ups, timers and
+    the delivery of fills and execution reports to the strategy."""
+
+    def __init__(self, engine, msgs, strategy, feed, order, trader, symbol, fee_rate):
+        self.engine, self.msgs, self.strategy = engine, msgs, strategy
+        self.feed, self.order = feed, order
+        self.trader, self.symbol = trader, symbol
+        self.olog = C.new_order_log(256)
+        self.osent = np.zeros(len(self.olog), np.int64)
+        self.oseq = np.zeros(len(self.olog), np.int64)
+        self.nord = self.qh = 0
+        self.last_arr = _MIN
+        self.every = int(getattr(strategy, "every", 0) or 0)
+        self.timer_ns = int(getattr(strategy, "timer_ns", 0) or 0)
+        if self.every < 0 or self.timer_ns < 0:
+            raise UsageError("strategy.every and strategy.timer_ns must be >= 0")
+        # one mark per wake-up (timers add more: the array grows then)
+        self.marks = np.zeros(max(1024, len(msgs) // self.every + 2 if self.every else 0),
+                              C.MARK_DTYPE)
+        self.nmark = 0
+        self.top = np.zeros(4, np.int64)
+        self.obs_ts = int(msgs["ts"][0]) if len(msgs) else 0
+        self.ctx = Context(self, ID_BASE, fee_rate)
+        self._bind_callbacks()
+
+    # called by Context
+    def send(self, kind, side, oid, price, qty, tif, flags, otype, local) -> None:
+        arrival = max(local + self.order.draw(local), self.last_arr)
+        self.last_arr = arrival
+        k = self.nord
+        if k == len(self.olog):
+            self.olog, self.osent, self.oseq = (C._grow(a, 0) for a in (self.olog, self.osent,
+                                                                         self.oseq))
+            self._logs_moved()
+        # one tuple assignment, in ORDER_DTYPE's field order (a field at a time costs 10x more)
+        self.olog[k] = (arrival, oid, price, qty, self.symbol, self.trader, kind, otype, tif,
+                        flags, side)
+        self.osent[k] = local
+        self.nord = k + 1
+
+    def _logs_moved(self) -> None:
+        """Hook: the order log arrays were replaced by bigger ones."""
+
+    def _start(self) -> None:
+        ctx = self.ctx
+        ctx.now = self.obs_ts
+        self.strategy.on_start(ctx)
+        if self.timer_ns:
+            ctx.set_timer(ctx.now + self.timer_ns)
+
+    def _wake(self, obs: int) -> None:
+        """on_book for an observation at exchange time ``obs`` (``self.top`` holds the book)."""
+        local = obs + self.feed.draw(obs)
+        self.obs_ts = obs
+        ctx = self.ctx
+        ctx.now = local
+        ctx.book = book = BookView(obs, local, self.top.tolist(), self.engine, self.symbol)
+        self.strategy.on_book(ctx, book)
+
+    def _fire_timer(self) -> None:
+        """on_timer for the first timer (``self.top`` holds the book at its observation)."""
+        ctx = self.ctx
+        obs, _, local = heapq.heappop(ctx._timers)
+        self.obs_ts = obs
+        ctx.now = local
+        ctx.book = BookView(obs, local, self.top.tolist(), self.engine, self.symbol)
+        self.strategy.on_timer(ctx, local)
+        if self.timer_ns:
+            ctx.set_timer(local + self.timer_ns)
+
+    def _bind_callbacks(self) -> None:
+        """Look up once which callbacks do something: building the numpy row for ``on_order``
+        and the ``Fill`` for ``on_fill`` costs more than the rest of a delivery."""
+        cls = type(self.strategy)
+        inst = vars(self.strategy)
+        self._on_fill = (self.strategy.on_fill if "on_fill" in inst
+                         or cls.on_fill is not Strategy.on_fill else None)
+        self._on_order = self._quote_report = None
+        if "on_order" not in inst and cls.on_order is QuoteStrategy.on_order:
+            self._quote_report = self.strategy._report
+        elif "on_order" in inst or cls.on_order is not Strategy.on_order:
+            self._on_order = self.strategy.on_order
+
+    def _report(self, row: tuple, k: int) -> None:
+        """One execution report (row ``k`` of the strategy's events) to the context and the
+        strategy."""
+        self.ctx._apply_event(row)
+        if self._quote_report is not None:
+            self._quote_report(row[_E_ID], row[_E_EVENT])
+        elif self._on_order is not None:
+            self._on_order(self.ctx, self.arrays.se[k])
+
+    def _fills_seen(self, ts: int) -> None:
+        """The strategy learns of the fills of a message at exchange time ``ts`` one feed
+        latency later."""
+        self.ctx.now = ts + self.feed.draw(ts)
+        self.obs_ts = ts
+
+    def _fill(self, row: tuple) -> None:
+        ctx = self.ctx
+        fills = ctx._apply_fill(row, self.trader, ctx.now, self._on_fill is not None)
+        for fill in fills:
+            self._on_fill(ctx, fill)
+
+    def _timer_obs(self, last_ts: int) -> int:
+        """Observation ts of the first timer, or _INF when none can fire (time ends with the
+        data: a timer observing after the last market message never fires)."""
+        timers = self.ctx._timers
+        if timers and len(self.msgs) and timers[0][0] <= last_ts:
+            return timers[0][0]
+        return _INF
+
+
+class _EngineDriver(_Driver):
+    """The Python-strategy loop on L3 flow: ``backtest_core.drive`` runs the merged stream in
+    numba from one callback to the next, so Python runs once per wake-up (and, for a strategy
+    that reacts to fills, once per strategy message and per message that filled it)."""
+
+    def __init__(self, engine, msgs, strategy, feed, order, trader, symbol, fee_rate):
+        super().__init__(engine, msgs, strategy, feed, order, trader, symbol, fee_rate)
+        self.arrays = C.EngineArrays(engine)
+        # a strategy with its own on_fill/on_order may act between wake-ups, so the kernel stops
+        # after every message that fills it; any other runs from one wake-up to the next
+        self.react = self._on_fill is not None or self._on_order is not None
+        ds = self.ds = np.zeros(C.D_SIZE, np.int64)
+        ds[C.D_NEXT_WAKE] = self.every if self.every else -1
+        ds[C.D_TOBS] = _INF
+        ds[C.D_TRADER], ds[C.D_ID_BASE], ds[C.D_SYMBOL] = trader, ID_BASE, symbol
+        ds[C.D_REACT] = int(self.react)
+        ds[C.D_PREFETCH] = int(getattr(engine, "prefetch_distance", 0))
+        self.fdone = self.edone = 0        # strategy fills / events delivered so far
+        self._ts = msgs["ts"]
+        self._args = None
+        self._call = None
+        self._call_types = None
+
+    def _logs_moved(self) -> None:
+        self._args = None
+
+    def _kernel_args(self):
+        a = self.arrays
+        return (self.msgs, self.olog, self.oseq, self.ds, *a.state, a.fills, a.l2, a.events,
+                a.cnt, a.sf, a.se, a.scnt, a.live, a.lcnt, self.marks, self.top)
+
+    def _deliver(self) -> None:
+        """Hand the strategy its new execution reports and fills in engine order (by seq:
+        a message's events, then its fills); each message that filled it takes one feed sample
+        at its ts, which is when the strategy learns of the fill (plus that latency)."""
+        a = self.arrays
+        f1, e1 = int(a.scnt[0]), int(a.scnt[1])
+        f, e = self.fdone, self.edone
+        if f == f1 and e == e1:
+            return
+        self.fdone, self.edone = f1, e1
+        frows = a.sf[f:f1].tolist()
+        erows = a.se[e:e1].tolist()
+        nf, ne = len(frows), len(erows)
+        fk = ek = 0
+        while fk < nf or ek < ne:
+            seq = min(frows[fk][0] if fk < nf else _INF, erows[ek][0] if ek < ne else _INF)
+            while ek < ne and erows[ek][0] == seq:
+                self._report(erows[ek], e + ek)
+                ek += 1
+            if fk < nf and frows[fk][0] == seq:
+                self._fills_seen(frows[fk][1])
+                while fk < nf and frows[fk][0] == seq:
+                    self._fill(frows[fk])
+                    fk += 1
+
+    def run(self) -> None:
+        self._start()
+        ds, every = self.ds, self.every
+        last_ts = int(self.msgs["ts"][-1]) if len(self.msgs) else 0
+        while True:
+            ds[C.D_NORD] = self.nord
+            ds[C.D_TOBS] = self._timer_obs(last_ts)
+            if self._args is None:      # first call, or an array was replaced by a bigger one
+                self._args = self._kernel_args()
+                types = C.arg_types(C.drive, self._args)
+                # why compare: the prepared entry point skips numba's type checks, so arrays of
+                # another kind (a replacement that is not contiguous, say) must get their own
+                if self._call is None or types != self._call_types:
+                    self._call, self._call_types = C.prepared(C.drive, self._args), types
+            status = self._call(*self._args)
+            if status not in _DRIVE_STOPS:
+                self._grow(status)
+                continue
+            self._deliver()
+            if status == C.WAKE:
+                self._wake(int(self._ts[int(ds[C.D_I]) - 1]))
+                ds[C.D_NEXT_WAKE] += every
+            elif status == C.TIMER:
+                self._fire_timer()
+            elif status == K.OK:
+                self.qh, self.nmark = int(ds[C.D_QH]), int(ds[C.D_NMARK])
+                return
+
+    def _grow(self, status: int) -> None:
+        if status == C.NEED_LOG:
+            self.marks = C._grow(self.marks, 0)
+        else:
+            self.arrays.grow(status)
+        self._args = None
+
+
+_DRIVE_STOPS = frozenset((K.OK, C.WAKE, C.TIMER, C.NOTE, C.HIT))
+
+
+class _L2Driver(_Driver):
+    """The reference loop in Python over an ``l2queue.L2Sim``: market events are L2 rows and
+    trades, the strategy's messages go to the queue model instead of the engine."""
+
+    def __init__(self, sim, events, strategy, feed, order, trader, symbol, fee_rate):
+        super().__init__(sim, events, strategy, feed, order, trader, symbol, fee_rate)
+        self.arrays = sim
+
+    def _advance(self, msgs, i, stop, stop_on_fill):
+        if msgs is self.olog:
+            return K.OK, self.engine.apply_orders(msgs, i, stop)
+        return self.engine.advance(msgs, i, stop, stop_on_fill)
+
+    def _notify(self, f0, e0, ts) -> None:
+        """Deliver what one step (one strategy message, or market events up to a fill) made;
+        a fill takes one feed sample at ``ts``."""
+        a = self.arrays
+        e1, f1 = int(a.scnt[1]), int(a.scnt[0])
+        for k, row in enumerate(a.se[e0:e1].tolist()):
+            self._report(row, e0 + k)
+        if f1 > f0:
+            self._fills_seen(ts)
+            for row in a.sf[f0:f1].tolist():
+                self._fill(row)
+
+    def _observe_top(self) -> None:
+        self.engine.top(self.top)
+        if self.nmark == len(self.marks):
+            self.marks = C._grow(self.marks, 0)
+
+    def run(self) -> None:
+        msgs = self.msgs
+        ts = np.ascontiguousarray(msgs["ts"])   # a strided view would be copied per searchsorted
+        n = len(msgs)
+        every = self.every
+        last_ts = int(ts[-1]) if n else 0
+        self._start()
+        next_wake = every if every else -1
+        i = 0
+        while True:
+            t_next = int(ts[i]) if i < n else _INF
+            tobs = self._timer_obs(last_ts)
+            best = None
+            if self.qh < self.nord and self.olog[self.qh]["ts"] < t_next:
+                best = (int(self.olog[self.qh]["ts"]), 0)
+            if i == next_wake and i > 0:
+                cand = (int(ts[i - 1]), 1)
+                best = cand if best is None or cand < best else best
+            if tobs < t_next:
+                cand = (tobs, 2)
+                best = cand if best is None or cand < best else best
+            if best is not None and best[1] == 0:
+                f0, e0 = int(self.arrays.scnt[0]), int(self.arrays.scnt[1])
+                self._advance(self.olog, self.qh, self.qh + 1, False)
+                self.oseq[self.qh] = self.engine.seq
+                self.qh += 1
+                self._notify(f0, e0, best[0])
+            elif best is not None:
+                self._observe_top()
+                self.marks[self.nmark] = (best[0], *self.top)
+                self.nmark += 1
+                if best[1] == 1:
+                    self._wake(best[0])
+                    next_wake += every
+                else:
+                    self._fire_timer()
+            else:
+                if i >= n:
+                    return
+                lim = min(int(self.olog[self.qh]["ts"]) if self.qh < self.nord else _INF, tobs)
+                stop = n if lim == _INF else int(np.searchsorted(ts, lim, side="right"))
+                if every:
+                    stop = min(stop, next_wake)
+                f0, e0 = int(self.arrays.scnt[0]), int(self.arrays.scnt[1])
+                status, i = self._advance(msgs, i, stop, True)
+                self._notify(f0, e0, int(ts[i - 1]) if i else 0)
+
+
+def _backtest_l2(flow, strategy, model, trader, fee_rate, fast, store_dir, engine_options,
+                 queue_model, info):
+    """Run ``strategy`` on an ``L2Flow`` through the queue model; return a BacktestResult."""
+    from replay.backtesting.l2queue import L2Sim, l2_events
+    if fast:
+        raise UsageError("fast=True (the njit path) needs L3 flow; L2 flow runs on the Python "
+                         "path (a QuoteStrategy works there too)")
+    if store_dir is not None:
+        raise UsageError("store_dir: an L2 backtest does not run through the engine, so there is "
+                         "no merged order stream to journal")
+    if engine_options:
+        raise UsageError("engine_options do not apply to L2 flow (no engine runs)")
+    events = l2_events(flow)
+    sim = L2Sim(events, queue_model, trader)
+    feed, order = model.samplers()
+    d = _L2Driver(sim, events, strategy, feed, order, trader, 0, fee_rate)
+    d.run()
+    meta = {"latency": model.describe(), "trader": trader, "symbol": 0,
+            "symbol_name": flow.name, "fees_bps": fee_rate * 1e4, "n_market": int(len(events)),
+            "path": "python", "queue_model": queue_model,
+            "strategy": f"{type(strategy).__module__}:{type(strategy).__qualname__}", **info}
+    return build_result(d.olog[:d.nord].copy(), d.osent[:d.nord].copy(), d.oseq[:d.nord].copy(),
+                        sim.sf[: sim.scnt[0]].copy(), sim.se[: sim.scnt[1]].copy(),
+                        d.marks[:d.nmark].copy(), trader, fee_rate, meta)
+
+
+def _run_fast(engine, msgs, strat: QuoteStrategy, feed, order, trader, symbol, fee_rate):
+    """The njit path: the whole loop in ``run_quotes``; Python only grows arrays."""
+    a = C.EngineArrays(engine)
+    st = np.zeros(C.ST_SIZE, np.int64)
+    st[C.S_NEXT_WAKE] = strat.every
+    st[C.S_NEXT_ID] = ID_BASE
+    st[C.S_LAST_ARR] = _MIN
+    fst = np.zeros(2, np.float64)
+    olog = C.new_order_log(1024)
+    osent = np.zeros(len(olog), np.int64)
+    oseq = np.zeros(len(olog), np.int64)
+    marks = np.zeros(max(16, len(msgs) // strat.every + 2), C.MARK_DTYPE)
+    top = np.zeros(4, np.int64)
+    while True:
+        status = C.run_quotes(strat.fn, msgs, st, fst, *a.state, a.fills, a.l2, a.events, a.cnt,
+                              a.sf, a.se, a.scnt, olog, osent, oseq, marks, feed.mode, feed.times,
+                              feed.vals, order.mode, order.times, order.vals, strat.state,
+                              strat.params, strat._quote, top, trader, ID_BASE, symbol,
+                              strat.every, fee_rate, np.int64(engine.prefetch_distance))
+        if status == K.OK:
+            break
+        if status == C.NEED_LOG:
+            olog, osent, oseq, marks = (C._grow(x, 0) for x in (olog, osent, oseq, marks))
+        elif status == C.NEED_DRAWS:
+            feed.ensure(int(st[C.S_FEED_CUR]) + 2)
+            order.ensure(int(st[C.S_ORD_CUR]) + 3)
+        else:
+            a.grow(status)
+    nord = int(st[C.S_NORD])
+    return (a, olog[:nord], osent[:nord], oseq[:nord], marks[: int(st[C.S_NMARK])])
+
+
+def backtest(flow, strategy: Strategy, *, latency=None, trader: int = DEFAULT_TRADER,
+             fees_bps: float = 0.0, symbol: int | str | None = None, engine_options=None,
+             store_dir=None, fast: bool | None = None,
+             queue_model: str = "conservative") -> BacktestResult:
+    """Run ``strategy`` against ``flow`` through one engine; return a ``BacktestResult``.
+
+    ``flow``: ORDER_DTYPE array sorted by ts, a ``Scenario``, a scenario name or file, a
+    ``LobsterFlow``, a LOBSTER directory, or a data directory (its journaled orders).
+    ``latency``: ConstantLatency / RandomLatency / RecordedLatency (None: zero; an int or a
+    (feed_ns, order_ns) pair: constant). ``trader``: the strategy's account id. ``fees_bps``: fee
+    on traded notional, in basis points, both sides. ``symbol``: which symbol the strategy trades
+    (id or name; needed when the flow has several). ``engine_options``: keyword arguments of
+    ``Engine`` (e.g. ``{"stp": "cancel_resting"}``). ``store_dir``: journal the merged run there.
+    ``fast``: run a ``QuoteStrategy`` on the njit path (None: whenever the strategy is one; L3
+    flow only). ``queue_model``: for L2-only flow (``L2Flow``, ``BinanceData``, a Binance
+    capture), "conservative" or "proportional" (see ``replay.backtesting.l2queue``).
+    Raises UsageError for a bad argument, an unsorted flow, a market id in the strategy's range,
+    a market row carrying the strategy's trader id, or an L3-only option on L2 flow.
+    """
+    from replay.backtesting.l2queue import QUEUE_MODELS, L2Flow
+    if queue_model not in QUEUE_MODELS:
+        raise UsageError(f"queue_model must be one of {sorted(QUEUE_MODELS)}; got {queue_model!r}")
+    orders, names, ticks, info = _load_flow(flow)
+    if isinstance(orders, L2Flow):
+        if not 0 <= int(trader) < 2**32:
+            raise UsageError(f"trader must fit in uint32; got {trader}")
+        if fees_bps < 0:
+            raise UsageError(f"fees_bps must be >= 0; got {fees_bps}")
+        if not isinstance(strategy, Strategy):
+            raise UsageError(f"strategy must be a replay.Strategy instance; got {type(strategy)}")
+        if symbol is not None and symbol not in (0, orders.name):
+            raise UsageError(f"symbol {symbol!r}: the L2 flow has one symbol, {orders.name!r}")
+        return _backtest_l2(orders, strategy, as_latency(latency), int(trader),
+                            float(fees_bps) / 1e4, fast, store_dir, engine_options, queue_model,
+                            info)
+    if not 0 <= int(trader) < 2**32:
+        raise UsageError(f"trader must fit in uint32; got {trader}")
+    msgs = np.ascontiguousarray(orders)
+    unsorted, high_id, has_trader, top_symbol = C.check_flow(msgs, int(trader), ID_BASE)
+    if unsorted:
+        raise UsageError("flow must be sorted by ts (the merge is by arrival time)")
+    if high_id:
+        raise UsageError("market order ids must be below ID_BASE (2^62), the strategy's range")
+    if has_trader:
+        raise UsageError(f"trader {trader} appears in the market flow; pick another strategy trader")
+    if fees_bps < 0:
+        raise UsageError(f"fees_bps must be >= 0; got {fees_bps}")
+    if not isinstance(strategy, Strategy):
+        raise UsageError(f"strategy must be a replay.Strategy instance; got {type(strategy)}")
+    n_sym = max(int(top_symbol) + 1, 1)
+    names = names or [f"S{k}" for k in range(n_sym)]
+    ticks = ticks if ticks and len(ticks) == len(names) else [1] * len(names)
+    engine = Engine(**(engine_options or {}))
+    for name, tick in zip(names, ticks):
+        engine.add_symbol(name, tick_size=tick)
+    if symbol is None:
+        if len(names) != 1:
+            raise UsageError(f"the flow has {len(names)} symbols; pass symbol= (one of {names})")
+        symbol = 0
+    sid = engine.symbol_id(symbol)
+    model = as_latency(latency)
+    feed, order = model.samplers()
+    fee_rate = float(fees_bps) / 1e4
+    if fast is None:
+        fast = isinstance(strategy, QuoteStrategy) and type(strategy) is QuoteStrategy
+    if fast:
+        if not isinstance(strategy, QuoteStrategy):
+            raise UsageError("fast=True needs a QuoteStrategy (an @njit quote function)")
+        a, olog, osent, oseq, marks = _run_fast(engine, msgs, strategy, feed, order, int(trader),
+                                                sid, fee_rate)
+    else:
+        d = _EngineDriver(engine, msgs, strategy, feed, order, int(trader), sid, fee_rate)
+        d.run()
+        a, olog, osent, oseq = d.arrays, d.olog[:d.nord], d.osent[:d.nord], d.oseq[:d.nord]
+        marks = d.marks[:d.nmark]
+    meta = {"latency": model.describe(), "trader": int(trader), "symbol": sid,
+            "symbol_name": engine.config()["symbols"][sid]["name"], "fees_bps": float(fees_bps),
+            "n_market": int(len(msgs)), "path": "njit" if fast else "python",
+            "strategy": f"{type(strategy).__module__}:{type(strategy).__qualname__}", **info}
+    result = build_result(olog.copy(), osent.copy(), oseq.copy(), a.sf[: a.scnt[0]].copy(),
+                          a.se[: a.scnt[1]].copy(), marks.copy(), int(trader), fee_rate, meta)
+    if store_dir is not None:
+        _journal(store_dir, engine, msgs, olog, oseq, meta)
+    return result
+
+
+def _journal(store_dir, engine, msgs, olog, oseq, meta, batch: int = 65536) -> None:
+    """Journal the merged stream (market + strategy messages at the seqs they got) in a data dir.
+
+    A fresh engine re-matches it; by the engine's determinism it reproduces the backtest exactly.
+    """
+    from store import Session
+    merged = np.zeros(len(msgs) + len(olog), ORDER_DTYPE)
+    is_strat = np.zeros(len(merged), bool)
+    is_strat[oseq - 1] = True
+    merged[is_strat] = olog
+    merged[~is_strat] = msgs
+    cfg = engine.config()
+    fresh = Engine(stp=cfg["stp"])
+    for s in cfg["symbols"]:
+        fresh.add_symbol(s["name"], s["tick_size"], s["min_price"], s["max_price"])
+    info = {"scenario": "backtest", "backtest": json.loads(json.dumps(meta, default=str))}
+    with Session.create(store_dir, fresh, run_info=info, durability="none") as s:
+        for k in range(0, len(merged), batch):
+            s.process(merged[k: k + batch])

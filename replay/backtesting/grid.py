@@ -1,0 +1,198 @@
+"""``sweep``: one backtest per point of a strategy-parameter grid (times seeds), serial or on Dask.
+
+A grid is ``{name: [values]}`` (every combination, in key order then value order) or an explicit
+list of ``{name: value}`` points. Each point builds a fresh strategy from a ``module:Class`` spec
+(``cli_backtest.load_strategy``: the same rules as ``exsim backtest --param``) or from a picklable
+callable, runs ``replay.backtesting.driver.backtest`` and keeps its ``summary``. Rows come back in grid order:
+``{**params, ["seed": s,] **summary}``.
+
+Where it runs (``scheduler``):
+- ``"serial"``: in this process, no Dask.
+- ``None``: a ``distributed.LocalCluster`` of ``n_workers`` single-threaded worker processes,
+  started for the sweep and closed after it.
+- an address (``"tcp://host:8786"``) or a ``distributed.Client``: an existing cluster. Its workers
+  must be able to import exsim and the strategy's module.
+
+The flow is loaded once, in the caller (a scenario is generated once per seed), and sent to the
+workers once (``scatter``, broadcast); every task gets the same array.
+
+Seeds: ``seeds=[...]`` runs every grid point once per seed, the seed replacing the scenario's seed
+(so the flow must be a scenario: a preset name, a scenario file or a ``Scenario``).
+
+Invariant: a backtest is a pure function of (flow, strategy, options), so rows depend only on the
+inputs, never on where or in which order tasks ran: two runs of a grid give identical rows, and a
+Dask run equals the serial run (tested on a LocalCluster of 2 workers).
+
+Limits: a task failing on a worker re-raises its exception here and the sweep stops (rows already
+done are lost); a grid of days is not a grid parameter yet (run one sweep per day).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import logging
+import os
+
+from exchange.errors import UsageError
+
+__all__ = ["sweep", "grid_points", "SERIAL"]
+
+SERIAL = "serial"
+DIST_HINT = "pip install 'exsim[dist]' (dask.distributed), or use scheduler='serial'"
+
+
+def grid_points(grid) -> list[dict]:
+    """Return the grid's points as a list of ``{name: value}`` dicts, in a fixed order.
+
+    ``grid``: ``{name: [values]}`` (cartesian product; keys in the dict's order, the last key
+    varying fastest) or a list of dicts (taken as is). Raises UsageError for an empty or
+    malformed grid.
+    """
+    if isinstance(grid, dict):
+        if not grid:
+            return [{}]
+        names = list(grid)
+        values = []
+        for name in names:
+            v = grid[name]
+            if isinstance(v, (str, bytes)) or not hasattr(v, "__iter__"):
+                raise UsageError(f"grid[{name!r}] must be a list of values; got {v!r}")
+            v = list(v)
+            if not v:
+                raise UsageError(f"grid[{name!r}] has no values")
+            values.append(v)
+        return [dict(zip(names, combo)) for combo in itertools.product(*values)]
+    if isinstance(grid, (list, tuple)) and grid and all(isinstance(p, dict) for p in grid):
+        return [dict(p) for p in grid]
+    raise UsageError("grid must be {name: [values]} or a non-empty list of {name: value} dicts")
+
+
+def _flows(flow, seeds, symbol):
+    """Return ([(seed or None, orders)], symbol id or the given symbol) loaded in the caller."""
+    from scenarios import Scenario, load_scenario
+
+    from replay.backtesting.driver import _load_flow
+
+    if seeds is None:
+        bases = [(None, flow)]
+    else:
+        sc = flow
+        if isinstance(sc, (str, os.PathLike)) and not os.path.isdir(os.fspath(sc)):
+            sc = load_scenario(os.fspath(sc))
+        if not isinstance(sc, Scenario):
+            raise UsageError("seeds= needs a scenario flow (preset name, scenario file or Scenario)")
+        seeds = list(seeds)
+        if not seeds or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
+            raise UsageError(f"seeds must be a non-empty list of ints; got {seeds!r}")
+        bases = [(s, dataclasses.replace(sc, seed=s)) for s in seeds]
+    out, names = [], None
+    for seed, f in bases:
+        orders, names, _, _ = _load_flow(f)
+        out.append((seed, orders))
+    if isinstance(symbol, str) and names is not None:
+        if symbol not in names:
+            raise UsageError(f"symbol {symbol!r} is not in the flow; symbols: {names}")
+        symbol = names.index(symbol)
+    return out, symbol
+
+
+def _make_strategy(spec, params: dict):
+    """Build the strategy of one grid point (``module:Class`` spec or callable)."""
+    if isinstance(spec, str):
+        from replay.cli.backtest import load_strategy
+
+        return load_strategy(spec, [f"{k}={json.dumps(v)}" for k, v in params.items()])
+    return spec(**params)
+
+
+def _run_point(orders, spec, params: dict, kwargs: dict) -> dict:
+    """One task: build the strategy, backtest it, return its summary (plain ints and floats)."""
+    from replay.backtesting.driver import backtest
+
+    return backtest(orders, _make_strategy(spec, params), **kwargs).summary
+
+
+def sweep(flow, strategy_factory_spec, grid, *, seeds=None, scheduler=None, n_workers: int = 2,
+          **backtest_kwargs) -> list[dict]:
+    """Backtest every grid point (times every seed); return one row dict per run, in grid order.
+
+    ``flow``: anything ``backtest`` accepts (loaded once here). ``strategy_factory_spec``:
+    ``"module:Class"`` (parameters as in ``exsim backtest --param``) or a picklable callable
+    ``f(**params) -> Strategy``. ``grid``: ``{name: [values]}`` or a list of ``{name: value}``.
+    ``seeds``: ints replacing the scenario's seed; each point runs once per seed (seed-major
+    order: all points of the first seed, then the next). ``scheduler``: ``"serial"``, None (a
+    LocalCluster of ``n_workers`` processes) or a Dask scheduler address or ``Client``.
+    ``backtest_kwargs``: passed to every ``backtest`` (latency, fees_bps, symbol, trader,
+    engine_options, fast; not store_dir).
+
+    Returns ``[{**params, "seed": s (only with seeds), **summary}]``.
+    Raises UsageError for a bad grid, spec, seeds or scheduler, when dask.distributed is needed
+    but not installed, or when a parameter name collides with a summary field; a backtest's own
+    UsageError (e.g. a bad strategy parameter) propagates.
+    """
+    if "store_dir" in backtest_kwargs:
+        raise UsageError("sweep does not journal runs (store_dir); backtest one point to store it")
+    if not (isinstance(strategy_factory_spec, str) or callable(strategy_factory_spec)):
+        raise UsageError("strategy_factory_spec must be 'module:Class' or a callable")
+    points = grid_points(grid)
+    flows, symbol = _flows(flow, seeds, backtest_kwargs.get("symbol"))
+    if "symbol" in backtest_kwargs:
+        backtest_kwargs["symbol"] = symbol
+    if isinstance(strategy_factory_spec, str):
+        # fail fast, here, on a bad spec or parameter names, before starting any cluster
+        for p in points[:1]:
+            _make_strategy(strategy_factory_spec, p)
+    jobs = [(seed, orders, p) for seed, orders in flows for p in points]
+    if scheduler == SERIAL:
+        summaries = [_run_point(orders, strategy_factory_spec, p, backtest_kwargs)
+                     for _, orders, p in jobs]
+    else:
+        summaries = _run_dask(flows, jobs, strategy_factory_spec, backtest_kwargs, scheduler,
+                              n_workers)
+    rows = []
+    for (seed, _, p), summary in zip(jobs, summaries):
+        head = dict(p) if seed is None else {**p, "seed": seed}
+        clash = sorted(set(head) & set(summary))
+        if clash:
+            raise UsageError(f"grid parameter names collide with summary fields: {clash}")
+        rows.append({**head, **summary})
+    return rows
+
+
+def _run_dask(flows, jobs, spec, kwargs, scheduler, n_workers) -> list[dict]:
+    """Run the jobs on Dask; return their summaries in job order."""
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError as e:
+        raise UsageError(f"sweep on Dask needs dask.distributed ({e}); {DIST_HINT}") from None
+    cluster = None
+    own_client = True
+    if scheduler is None:
+        if int(n_workers) < 1:
+            raise UsageError(f"n_workers must be >= 1; got {n_workers}")
+        cluster = LocalCluster(n_workers=int(n_workers), threads_per_worker=1, processes=True,
+                               dashboard_address=None, silence_logs=logging.ERROR)
+        client = Client(cluster)
+    elif isinstance(scheduler, Client):
+        client, own_client = scheduler, False
+    elif isinstance(scheduler, str):
+        try:
+            client = Client(scheduler, timeout="10s")
+        except (OSError, TimeoutError) as e:
+            raise UsageError(f"cannot connect to Dask scheduler {scheduler!r}: {e}") from None
+    else:
+        raise UsageError(f"scheduler must be 'serial', None, an address or a Client; got {scheduler!r}")
+    try:
+        remote = {}
+        for seed, orders in flows:
+            remote[seed] = client.scatter(orders, broadcast=True, hash=False)
+        futures = [client.submit(_run_point, remote[seed], spec, p, kwargs, pure=False)
+                   for seed, _, p in jobs]
+        return client.gather(futures)
+    finally:
+        if own_client:
+            client.close()
+        if cluster is not None:
+            cluster.close()

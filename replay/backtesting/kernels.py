@@ -1,0 +1,597 @@
+"""The numba side of the backtest driver: run market messages through the engine's own arrays.
+
+Both strategy paths use these kernels, so both see exactly the same engine behaviour:
+- ``drive`` (Python strategies): the merged loop (market messages and the strategy's messages in
+  arrival order) from one Python callback to the next: it returns at a wake-up or a timer (with
+  the top of book and the mark written), after each strategy message or market message that
+  filled the strategy when the strategy reacts to fills, or at the end. One call per wake-up.
+- ``run_quotes`` (``@njit`` strategies): the same merged loop with a quote function called
+  inside numba at each wake-up; it returns to Python only when an array must grow, then resumes
+  from the state arrays.
+
+Market messages go to ``exchange.kernels.process_batch`` in slices (one call per run of messages
+between two strategy events, at most ``CHUNK`` messages so the scratch outputs stay in cache);
+each strategy message goes alone, as a one-row view of the order log. When the strategy reacts to
+fills, ``drive`` cuts a slice right after each message that might trade with one of the
+strategy's live orders (a table kept from its events), so it can stop there if it did. Fills
+that involve the strategy's ``trader`` and events of the strategy's order ids (``>= id_base``)
+are copied into the strategy's own output arrays; the market's outputs are dropped (re-run the
+journal to get them).
+
+Invariants: a message is processed whole or not at all (growth statuses are returned before it
+starts); ``st``/``ds``/``fst`` hold every loop variable, so a return to Python loses nothing.
+Limit: the engine state arrays are taken from the ``Engine`` facade's private fields
+(``_arena`` ...) and grown through its ``_grow_state``; a change there must be mirrored here.
+Numba cache: these kernels inline ``exchange.order_index`` (``index_find``/``index_home``),
+link ``exchange.kernels.process_batch`` and freeze ``exchange.book``/``exchange.schema``
+constants, but numba keys their cache on this file only; ``exchange._cache_guard.guard`` (called
+below) deletes this module's cached kernels whenever one of those files changes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from exchange import kernels as K
+from exchange._cache_guard import guard
+from exchange.book import M_NEED_EVENTS, M_NEED_FILLS, M_NEED_L2, M_SEQ
+from exchange.order_index import index_find, index_home
+from exchange.prefetch import prefetch as _prefetch
+from exchange.schema import ORDER_DTYPE, Event, Kind, OrderType, Tif
+
+from replay.backtesting.latency import DRAWS, sample
+
+# the files compiled into these kernels (exchange.kernels brings its own: book, order_index ...)
+guard(__name__, __file__, deps=("exchange.kernels", "exchange.book", "exchange.order_index",
+                                "exchange.prefetch", "exchange.schema", "replay.backtesting.latency"))
+
+__all__ = ["MARK_DTYPE", "drive", "top_of_book", "run_quotes", "NEED_STRAT", "HIT", "NEED_LOG",
+           "NEED_DRAWS", "NEED_LIVE", "WAKE", "TIMER", "NOTE", "CHUNK", "EngineArrays", "st_names",
+           "prepared", "arg_types", "check_flow"]
+
+# statuses beyond the engine's own (K.OK, K.NEED_*)
+NEED_STRAT = 10   # the strategy's fill/event output arrays are full
+HIT = 11          # advance stopped after a message that filled the strategy
+NEED_LOG = 12     # run_quotes: the order log or the mark array is full
+NEED_DRAWS = 13   # run_quotes: a DRAWS latency stream needs more samples
+NEED_LIVE = 14    # drive: the table of the strategy's live orders is full
+WAKE = 15         # drive: an on_book wake-up is due (top and mark written)
+TIMER = 16        # drive: the first timer is due (top and mark written)
+NOTE = 17         # drive: a strategy message was processed (the strategy reacts to fills)
+
+# at most this many market messages per process_batch call: the scratch outputs (~2.5 events and
+# ~1 L2 row per message) then stay in cache, where a longer slice writes (and first touches)
+# megabytes the backtest throws away
+CHUNK = 4096
+
+MARK_DTYPE = np.dtype([("ts", "<i8"), ("bid", "<i8"), ("bid_qty", "<i8"), ("ask", "<i8"),
+                       ("ask_qty", "<i8")])  # top of book the strategy saw at a wake-up (0 = empty)
+
+# slots of run_quotes' int64 state array ``st``
+S_I, S_NEXT_WAKE, S_QH, S_NORD, S_NMARK, S_NEXT_ID, S_POS, S_LAST_ARR, S_FEED_CUR, S_ORD_CUR = range(10)
+S_SLOT = 10   # per side (BUY at 10, SELL at 14): order id, price, qty, live
+ST_SIZE = 18
+F_CASH = 0    # float state ``fst``: cash after fills (price * qty in ticks * lots), fees
+F_FEES = 1
+
+# slots of drive's int64 state array ``ds``: the kernel moves I, QH and NMARK; the Python driver
+# sets NORD (after sending), NEXT_WAKE and TOBS (first due timer's observation ts) before a call
+D_I, D_QH, D_NORD, D_NEXT_WAKE, D_TOBS, D_NMARK, D_TRADER, D_ID_BASE, D_SYMBOL, D_REACT, \
+    D_PREFETCH = range(11)
+D_SIZE = 11
+
+
+def st_names() -> list[str]:
+    """Names of the ``st`` slots (for debugging dumps)."""
+    return ["i", "next_wake", "qh", "nord", "nmark", "next_id", "pos", "last_arr", "feed_cur",
+            "ord_cur", "bid_id", "bid_px", "bid_qty", "bid_live", "ask_id", "ask_px", "ask_qty",
+            "ask_live"]
+
+
+class EngineArrays:
+    """The engine's state arrays plus scratch outputs and the strategy's output arrays.
+
+    ``refresh()`` re-reads the engine's arrays after it grew them; ``grow(status)`` handles any
+    growth status of the kernels here.
+    """
+
+    def __init__(self, engine):
+        from exchange.schema import EVENT_DTYPE, FILL_DTYPE, L2_DTYPE
+        self.engine = engine
+        self.fills = np.zeros(64, FILL_DTYPE)
+        self.l2 = np.zeros(64, L2_DTYPE)
+        self.events = np.zeros(128, EVENT_DTYPE)
+        self.cnt = np.zeros(3, np.int64)
+        self.sf = np.zeros(1024, FILL_DTYPE)     # the strategy's fills
+        self.se = np.zeros(2048, EVENT_DTYPE)    # the strategy's order events
+        self.scnt = np.zeros(2, np.int64)
+        self.live = np.zeros((16, 3), np.int64)    # the strategy's live orders: id, side, price
+        self.lcnt = np.zeros(1, np.int64)
+        self.refresh()
+
+    def refresh(self) -> None:
+        e = self.engine
+        self.state = (e._arena, e._levels, e._index, e._books, e._ladder_keys, e._ladder_levels,
+                      e._meta)
+
+    def grow(self, status: int) -> None:
+        """Grow whatever ``status`` names; raises RuntimeError for an unknown status (a bug)."""
+        meta = self.engine._meta
+        if status == K.NEED_OUTPUT:
+            self.fills = _grow(self.fills, int(meta[M_NEED_FILLS]))
+            self.l2 = _grow(self.l2, int(meta[M_NEED_L2]))
+            self.events = _grow(self.events, int(meta[M_NEED_EVENTS]))
+        elif status == NEED_STRAT:
+            self.sf = _grow(self.sf, int(self.scnt[0]) + len(self.fills))
+            self.se = _grow(self.se, int(self.scnt[1]) + len(self.events))
+        elif status == NEED_LIVE:
+            live = np.zeros((2 * len(self.live), 3), np.int64)
+            live[: len(self.live)] = self.live
+            self.live = live
+        elif status in (K.NEED_ORDERS, K.NEED_LEVELS, K.NEED_INDEX, K.NEED_LADDER):
+            self.engine._grow_state(status)
+            self.refresh()
+        else:  # pragma: no cover - a kernel/driver mismatch is a bug, not input
+            raise RuntimeError(f"backtest kernel returned unknown status {status}")
+
+
+def _grow(arr: np.ndarray, at_least: int) -> np.ndarray:
+    new = np.zeros(max(2 * len(arr), at_least, 16), dtype=arr.dtype)
+    new[: len(arr)] = arr
+    return new
+
+
+def arg_types(kernel, args):
+    """Return the numba types of ``args`` as ``kernel`` would dispatch on them (a tuple), or
+    None when numba is disabled (NUMBA_DISABLE_JIT: ``kernel`` is a plain function)."""
+    if not hasattr(kernel, "typeof_pyval"):
+        return None
+    return tuple(kernel.typeof_pyval(a) for a in args)
+
+
+def prepared(kernel, args):
+    """Return ``kernel``'s compiled entry point for the types of ``args``: calling it skips
+    numba's per-call type dispatch (about 0.5 us per structured array argument: most of a
+    wake-up's cost on a kernel taking ~20 arrays). Compiles, or loads the cached compilation,
+    when needed.
+
+    The entry point does not check its arguments: arrays of another dtype, ndim or layout give
+    wrong results or a crash, not an error. Callers compare ``arg_types`` of new arguments with
+    the ones it was prepared for and prepare again when they differ.
+    """
+    types = arg_types(kernel, args)
+    if types is None:
+        return kernel
+    return kernel.compile(types)
+
+
+@njit(cache=True)
+def check_flow(msgs, trader, id_base):
+    """One pass over the market flow: returns (unsorted by ts, an order id >= ``id_base``,
+    a row carrying the strategy's ``trader``, the highest symbol id or -1 when empty)."""
+    unsorted = False
+    high_id = False
+    has_trader = False
+    top_symbol = np.int64(-1)
+    base = np.uint64(id_base)
+    tr = np.uint32(trader)
+    for k in range(len(msgs)):
+        m = msgs[k]
+        if k > 0 and m.ts < msgs[k - 1].ts:
+            unsorted = True
+        if m.order_id >= base:
+            high_id = True
+        if m.trader == tr:
+            has_trader = True
+        top_symbol = max(top_symbol, np.int64(m.symbol))
+    return unsorted, high_id, has_trader, top_symbol
+
+
+@njit(cache=True)
+def _proc_batch(msgs, i, stop, arena, levels, index, books, ladder_keys, ladder_levels, meta,
+                fills, l2, events, cnt, sf, se, scnt, trader, id_base, prefetch):
+    """Process msgs[i:stop] in one ``process_batch`` call; copy the strategy's fills/events out.
+
+    Returns (status, next i): K.OK with next i == stop, or what to grow and the first message not
+    yet processed (the outputs of those before it are already copied out).
+    """
+    if scnt[0] + len(fills) > len(sf) or scnt[1] + len(events) > len(se):
+        return NEED_STRAT, i
+    cnt[0] = 0
+    cnt[1] = 0
+    cnt[2] = 0
+    mask = len(index) - 1
+    if prefetch > 0:
+        # process_batch prefetches ``prefetch`` messages ahead of the one it works on, within
+        # the slice only, so a slice's first messages would start cold: their index buckets
+        # were asked for at the end of the previous slice (below); ask for the arena rows of the
+        # first half now, while the buckets of the rest come in
+        for j in range(i, min(stop, i + prefetch)):
+            _prefetch(index, index_home(msgs[j].symbol, msgs[j].order_id, mask))
+        for j in range(i, min(stop, i + prefetch // 2)):
+            if msgs[j].kind != Kind.NEW:
+                r = index_find(index, msgs[j].symbol, msgs[j].order_id)
+                if r >= 0:
+                    _prefetch(arena, r)
+    # msgs[:stop] is a C-contiguous view of the same type as Engine.process's argument (and
+    # ``prefetch`` an int64 like its prefetch distance), so numba reuses the engine's compilation
+    # of process_batch; it stops at ``stop`` because the view ends there
+    status, j = K.process_batch(msgs[:stop], i, arena, levels, index, books, ladder_keys,
+                                ladder_levels, meta, fills, l2, events, cnt, prefetch)
+    if prefetch > 0 and status == K.OK:
+        # the next slice's buckets load while the strategy works (it starts at ``stop``)
+        for t in range(stop, min(len(msgs), stop + prefetch)):
+            _prefetch(index, index_home(msgs[t].symbol, msgs[t].order_id, mask))
+    tr = np.uint32(trader)
+    base = np.uint64(id_base)
+    for k in range(cnt[0]):
+        if fills[k].buy_trader == tr or fills[k].sell_trader == tr:
+            sf[scnt[0]] = fills[k]
+            scnt[0] += 1
+    for k in range(cnt[2]):
+        if events[k].order_id >= base:
+            se[scnt[1]] = events[k]
+            scnt[1] += 1
+    return status, j
+
+
+@njit(cache=True)
+def _first_after(msgs, lo, hi, ts):
+    """The first index in [lo, hi) whose message has ts > ``ts`` (hi if none): a binary search."""
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if msgs[mid].ts <= ts:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit(cache=True)
+def _track_live(msgs, i, se, e0, e1, live, lcnt):
+    """Update the table of the strategy's live orders (id, side, price) from its events
+    se[e0:e1], made by msgs[i] (ACCEPTED/MODIFIED come only from the strategy's own message,
+    which adds at most one row: the caller made room)."""
+    for k in range(e0, e1):
+        e = se[k]
+        oid = np.int64(e.order_id)
+        if e.event == Event.ACCEPTED:
+            live[lcnt[0], 0] = oid
+            live[lcnt[0], 1] = msgs[i].side
+            live[lcnt[0], 2] = msgs[i].price
+            lcnt[0] += 1
+        elif e.event == Event.MODIFIED or e.event == Event.FILLED or e.event == Event.CANCELLED:
+            for r in range(lcnt[0]):
+                if live[r, 0] == oid:
+                    if e.event == Event.MODIFIED:
+                        live[r, 2] = msgs[i].price
+                    else:
+                        live[r, :] = live[lcnt[0] - 1, :]
+                        lcnt[0] -= 1
+                    break
+
+
+@njit(cache=True)
+def _harmless_until(msgs, i, stop, live, lcnt):
+    """The first index in [i, stop) whose message might trade with a live strategy order: a NEW
+    or MODIFY priced at or through the strategy's best resting price on the other side, or a
+    MARKET order (stop if none). Messages before it cannot fill the strategy."""
+    max_bid = np.iinfo(np.int64).min
+    min_ask = np.iinfo(np.int64).max
+    for r in range(lcnt[0]):
+        if live[r, 1] == 0:
+            max_bid = max(max_bid, live[r, 2])
+        else:
+            min_ask = min(min_ask, live[r, 2])
+    k = i
+    while k < stop:
+        m = msgs[k]
+        if m.kind == Kind.NEW or m.kind == Kind.MODIFY:
+            if m.order_type == OrderType.MARKET:
+                break
+            if m.side == 0 and m.price >= min_ask:
+                break
+            if m.side == 1 and m.price <= max_bid:
+                break
+        k += 1
+    return k
+
+
+@njit(cache=True)
+def _mark(books, levels, ladder_levels, symbol, top, marks, counts, at, obs):
+    """Read the top of book into ``top`` and append it to ``marks`` as seen at ``obs``; the
+    number of marks is ``counts[at]`` (the Python driver's and the njit path's state arrays
+    keep it at different places)."""
+    top_of_book(books, levels, ladder_levels, symbol, top)
+    m = marks[counts[at]]
+    m.ts = obs
+    m.bid = top[0]
+    m.bid_qty = top[1]
+    m.ask = top[2]
+    m.ask_qty = top[3]
+    counts[at] += 1
+
+
+@njit(cache=True)
+def drive(msgs, olog, oseq, ds, arena, levels, index, books, ladder_keys, ladder_levels, meta,
+          fills, l2, events, cnt, sf, se, scnt, live, lcnt, marks, top):
+    """Run the merged stream up to the next Python callback; return why it stopped.
+
+    WAKE: ``msgs[ds[D_I] - 1]`` was the ``every``-th message (observation at its ts); TIMER: the
+    first timer is due (observation at ``ds[D_TOBS]``); both wrote ``top`` and a mark. NOTE /
+    HIT (only with ``ds[D_REACT]``): a strategy message / a market message that filled the
+    strategy was just processed. K.OK: the flow and the strategy's messages are all processed.
+    Anything else: what to grow (call again afterwards: nothing is lost).
+
+    Order of work, as the Python reference loop (``_L2Driver``) decides it: the earliest of a
+    strategy message arriving before the next market message's ts, a due wake-up, and a due timer
+    goes first, ties in that order; otherwise the market messages up to the next of those.
+    """
+    n = len(msgs)
+    big = np.iinfo(np.int64).max
+    trader = ds[D_TRADER]
+    id_base = ds[D_ID_BASE]
+    react = ds[D_REACT] != 0
+    pf = ds[D_PREFETCH]
+    while True:
+        i = ds[D_I]
+        qh = ds[D_QH]
+        t_next = msgs[i].ts if i < n else big
+        wake = i == ds[D_NEXT_WAKE] and i > 0
+        tobs = ds[D_TOBS]
+        timer = tobs < t_next
+        if qh < ds[D_NORD] and olog[qh].ts < t_next:
+            a = olog[qh].ts
+            if (not wake or a <= msgs[i - 1].ts) and (not timer or a <= tobs):
+                if react and lcnt[0] + 1 > live.shape[0]:
+                    return NEED_LIVE
+                e0 = scnt[1]
+                status, _ = _proc_batch(olog, qh, qh + 1, arena, levels, index, books,
+                                        ladder_keys, ladder_levels, meta, fills, l2, events, cnt,
+                                        sf, se, scnt, trader, id_base, np.int64(0))
+                if status != K.OK:
+                    return status
+                oseq[qh] = meta[M_SEQ]
+                ds[D_QH] = qh + 1
+                if react:
+                    _track_live(olog, qh, se, e0, scnt[1], live, lcnt)
+                    return NOTE
+                continue
+        if wake or timer:
+            if ds[D_NMARK] + 1 > len(marks):
+                return NEED_LOG
+            if wake and (not timer or msgs[i - 1].ts <= tobs):
+                _mark(books, levels, ladder_levels, ds[D_SYMBOL], top, marks, ds, D_NMARK, msgs[i - 1].ts)
+                return WAKE
+            _mark(books, levels, ladder_levels, ds[D_SYMBOL], top, marks, ds, D_NMARK, tobs)
+            return TIMER
+        if i >= n:
+            return K.OK
+        # market messages up to the next strategy event: the next wake-up, the next strategy
+        # message's arrival (messages with ts <= it go first) or the first timer's observation
+        lim = tobs
+        if qh < ds[D_NORD]:
+            lim = min(lim, olog[qh].ts)
+        stop = n if lim == big else _first_after(msgs, i, n, lim)
+        if ds[D_NEXT_WAKE] > i:
+            stop = min(stop, ds[D_NEXT_WAKE])
+        stop = min(stop, i + CHUNK)
+        if react:
+            # cut the slice right after the first message that might fill the strategy
+            k = _harmless_until(msgs, i, stop, live, lcnt)
+            if k < stop:
+                if lcnt[0] + 1 > live.shape[0]:
+                    return NEED_LIVE
+                f0 = scnt[0]
+                e0 = scnt[1]
+                status, j = _proc_batch(msgs, i, k + 1, arena, levels, index, books,
+                                        ladder_keys, ladder_levels, meta, fills, l2, events, cnt,
+                                        sf, se, scnt, trader, id_base, pf)
+                ds[D_I] = j
+                if status != K.OK:
+                    return status
+                # the messages before k cannot touch the strategy's orders: its new events and
+                # fills are all msgs[k]'s
+                _track_live(msgs, k, se, e0, scnt[1], live, lcnt)
+                if scnt[0] > f0:
+                    return HIT
+                continue
+        status, j = _proc_batch(msgs, i, stop, arena, levels, index, books, ladder_keys,
+                                ladder_levels, meta, fills, l2, events, cnt, sf, se, scnt,
+                                trader, id_base, pf)
+        ds[D_I] = j
+        if status != K.OK:
+            return status
+
+
+@njit(cache=True)
+def top_of_book(books, levels, ladder_levels, symbol, out):
+    """Write [bid, bid_qty, ask, ask_qty] of ``symbol`` into ``out`` (0, 0 for an empty side)."""
+    for side in range(2):
+        bk = books[np.int64(symbol) * 2 + side]
+        if bk.n > 0:
+            lv = levels[ladder_levels[bk.off + bk.n - 1]]
+            out[2 * side] = lv.price
+            out[2 * side + 1] = lv.qty
+        else:
+            out[2 * side] = 0
+            out[2 * side + 1] = 0
+
+
+@njit(cache=True)
+def _account(sf, first, last, trader, st, fst, fee_rate):
+    """Apply the strategy fills sf[first:last] to position, cash and fees."""
+    for k in range(first, last):
+        f = sf[k]
+        notional = float(f.price) * float(f.qty)
+        if f.buy_trader == trader:
+            st[S_POS] += f.qty
+            fst[F_CASH] -= notional
+            fst[F_FEES] += notional * fee_rate
+        if f.sell_trader == trader:
+            st[S_POS] -= f.qty
+            fst[F_CASH] += notional
+            fst[F_FEES] += notional * fee_rate
+
+
+@njit(cache=True)
+def _slots_from_events(se, first, last, st):
+    """A quote slot stops being live once its order is filled, cancelled or rejected."""
+    for k in range(first, last):
+        e = se[k]
+        if e.event == Event.FILLED or e.event == Event.CANCELLED or e.event == Event.REJECTED:
+            for side in range(2):
+                s = S_SLOT + 4 * side
+                if st[s + 3] == 1 and np.uint64(st[s]) == e.order_id:
+                    st[s + 3] = 0
+
+
+@njit(cache=True)
+def _send(olog, osent, st, kind, side, order_id, price, qty, local, symbol, trader, ord_mode,
+          ord_times, ord_vals):
+    """Log one strategy message; it arrives at local + order latency, never before the last one."""
+    lat, st[S_ORD_CUR] = sample(ord_mode, ord_times, ord_vals, st[S_ORD_CUR], local)
+    arrival = max(local + lat, st[S_LAST_ARR])
+    st[S_LAST_ARR] = arrival
+    k = st[S_NORD]
+    o = olog[k]
+    o.ts = arrival
+    o.order_id = order_id
+    o.price = price
+    o.qty = qty
+    o.symbol = symbol
+    o.trader = trader
+    o.kind = kind
+    o.order_type = OrderType.LIMIT
+    o.tif = Tif.GTC
+    o.flags = 0
+    o.side = side
+    osent[k] = local
+    st[S_NORD] = k + 1
+
+
+@njit(cache=True)
+def reconcile(olog, osent, st, side, price, qty, local, symbol, trader, ord_mode, ord_times,
+              ord_vals):
+    """Move one side's quote to (price, qty): cancel, modify or place (qty <= 0 or price <= 0:
+    no quote). The Python ``QuoteStrategy`` implements the very same rule."""
+    s = S_SLOT + 4 * side
+    if price <= 0:
+        qty = 0
+    if st[s + 3] == 1:
+        if qty <= 0:
+            _send(olog, osent, st, Kind.CANCEL, side, st[s], 0, 0, local, symbol, trader,
+                  ord_mode, ord_times, ord_vals)
+            st[s + 3] = 0
+        elif price != st[s + 1] or qty != st[s + 2]:
+            _send(olog, osent, st, Kind.MODIFY, side, st[s], price, qty, local, symbol, trader,
+                  ord_mode, ord_times, ord_vals)
+            st[s + 1] = price
+            st[s + 2] = qty
+    elif qty > 0:
+        oid = st[S_NEXT_ID]
+        st[S_NEXT_ID] = oid + 1
+        _send(olog, osent, st, Kind.NEW, side, oid, price, qty, local, symbol, trader, ord_mode,
+              ord_times, ord_vals)
+        st[s] = oid
+        st[s + 1] = price
+        st[s + 2] = qty
+        st[s + 3] = 1
+
+
+@njit(cache=True)
+def run_quotes(fn, msgs, st, fst, arena, levels, index, books, ladder_keys, ladder_levels, meta,
+               fills, l2, events, cnt, sf, se, scnt, olog, osent, oseq, marks, feed_mode,
+               feed_times, feed_vals, ord_mode, ord_times, ord_vals, state, params, quote,
+               top, trader, id_base, symbol, every, fee_rate, prefetch):
+    """The merged loop of an ``@njit`` quote strategy; returns K.OK when done or what to grow.
+
+    ``fn(local_ts, bid, bid_qty, ask, ask_qty, position, cash, state, params, quote)`` writes
+    [bid_px, bid_qty, ask_px, ask_qty] into ``quote``; it runs after every ``every`` market
+    messages, ``feed`` ns after the state it sees. Order of work at each step: a strategy order
+    whose arrival is before the next market message's ts goes first (market messages with
+    ts <= its arrival are ahead of it); a due wake-up goes before an order that arrives later than
+    the wake-up's observation; then the next market message.
+    """
+    n = len(msgs)
+    big = np.iinfo(np.int64).max
+    while True:
+        # room for one step: 1 feed and 2 order samples, 2 logged orders, 1 mark
+        if st[S_NORD] + 2 > len(olog) or st[S_NMARK] + 1 > len(marks):
+            return NEED_LOG
+        if (feed_mode == DRAWS and st[S_FEED_CUR] + 1 > len(feed_vals)) or \
+                (ord_mode == DRAWS and st[S_ORD_CUR] + 2 > len(ord_vals)):
+            return NEED_DRAWS
+        i = st[S_I]
+        t_next = msgs[i].ts if i < n else big
+        qh = st[S_QH]
+        has_order = qh < st[S_NORD] and olog[qh].ts < t_next
+        wake = every > 0 and i == st[S_NEXT_WAKE] and i > 0
+        if wake and (not has_order or olog[qh].ts > msgs[i - 1].ts):
+            obs = msgs[i - 1].ts
+            lat, st[S_FEED_CUR] = sample(feed_mode, feed_times, feed_vals, st[S_FEED_CUR], obs)
+            local = obs + lat
+            _mark(books, levels, ladder_levels, symbol, top, marks, st, S_NMARK, obs)
+            fn(local, top[0], top[1], top[2], top[3], st[S_POS], fst[F_CASH], state, params, quote)
+            for side in range(2):
+                reconcile(olog, osent, st, side, quote[2 * side], quote[2 * side + 1], local,
+                          symbol, trader, ord_mode, ord_times, ord_vals)
+            st[S_NEXT_WAKE] += every
+            continue
+        if not has_order:
+            if i >= n:
+                return K.OK
+            # a whole slice of market messages up to the next strategy event: the next wake-up,
+            # the next strategy order's arrival (messages with ts <= it go first), or the end of
+            # the pre-drawn feed samples (one per message that fills the strategy, at most)
+            stop = n
+            if every > 0 and st[S_NEXT_WAKE] > i:
+                stop = st[S_NEXT_WAKE]
+            if qh < st[S_NORD]:
+                stop = _first_after(msgs, i, stop, olog[qh].ts)
+            if feed_mode == DRAWS:
+                stop = min(stop, i + len(feed_vals) - st[S_FEED_CUR])
+            stop = max(min(stop, i + CHUNK), i + 1)
+            f0 = scnt[0]
+            e0 = scnt[1]
+            status, j = _proc_batch(msgs, i, stop, arena, levels, index, books, ladder_keys,
+                                    ladder_levels, meta, fills, l2, events, cnt, sf, se, scnt,
+                                    trader, id_base, prefetch)
+            st[S_I] = j
+            _slots_from_events(se, e0, scnt[1], st)
+            if scnt[0] > f0:
+                _account(sf, f0, scnt[0], trader, st, fst, fee_rate)
+                # one feed sample per message that filled the strategy, at its ts, in order:
+                # exactly the samples the one-message-at-a-time loop (and the Python path) takes
+                last = np.int64(-1)
+                for k in range(f0, scnt[0]):
+                    if sf[k].seq != last:
+                        last = sf[k].seq
+                        _, st[S_FEED_CUR] = sample(feed_mode, feed_times, feed_vals,
+                                                   st[S_FEED_CUR], sf[k].ts)
+            if status != K.OK:
+                return status
+            continue
+        f0 = scnt[0]
+        e0 = scnt[1]
+        status, _ = _proc_batch(olog, qh, qh + 1, arena, levels, index, books, ladder_keys,
+                                ladder_levels, meta, fills, l2, events, cnt, sf, se, scnt, trader,
+                                id_base, np.int64(0))
+        if status != K.OK:
+            return status
+        oseq[qh] = meta[M_SEQ]
+        st[S_QH] = qh + 1
+        _slots_from_events(se, e0, scnt[1], st)
+        if scnt[0] > f0:
+            _account(sf, f0, scnt[0], trader, st, fst, fee_rate)
+            # the strategy learns of the fill one feed latency later: a sample per notification,
+            # as the Python path takes one, so both paths consume the same latency sequence
+            _, st[S_FEED_CUR] = sample(feed_mode, feed_times, feed_vals, st[S_FEED_CUR],
+                                       olog[qh].ts)
+
+
+def new_order_log(n: int) -> np.ndarray:
+    """An empty ORDER_DTYPE log of capacity ``n``."""
+    return np.zeros(max(n, 16), ORDER_DTYPE)
+

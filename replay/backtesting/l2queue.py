@@ -1,0 +1,579 @@
+"""Backtests on L2-only flow: an aggregate book replayed from L2 rows, and a queue-position model
+for the strategy's orders (Binance market-by-price data, or any ``L2Flow``).
+
+Why not the engine: L2 data has one aggregate quantity per price level, not orders. Fed to the
+engine as one aggregate order per level, a level increase would be a MODIFY that sends the
+aggregate behind the strategy's order: optimistic. Here the market book is replayed exactly as
+recorded (each L2 row sets a level's total), and each strategy order carries ``ahead``, the
+quantity in front of it in its level's queue.
+
+Queue model (``queue_model``):
+- when a strategy order joins a level (a NEW that rests, or a MODIFY that changes price or raises
+  the quantity), ``ahead`` = the level's aggregate quantity + the open quantity of the strategy's
+  own earlier orders at that price and side;
+- a market trade at the order's price, against its side, lowers ``ahead`` by the trade's
+  quantity; once ``ahead`` goes below zero the order fills ``min(leaves, -ahead)`` and ``ahead``
+  becomes 0 (so queue ahead 5, trades of 3 then 3: 1 lot fills on the second trade);
+- a trade *through* the order's price (a buyer paying more than a resting ask, a seller taking a
+  bid below a resting bid) means the level was exhausted: ``ahead`` becomes 0 and the order
+  fills ``min(leaves, trade qty)`` at its own price;
+- a level decrease without a trade: ``"conservative"`` assumes the cancelled quantity was behind
+  the order (``ahead`` only capped at the new total plus the strategy's own orders ahead);
+  ``"proportional"`` assumes it was spread evenly over the queue, so ``ahead`` falls by
+  ``decrease x ahead / old total`` (rounded down), then the same cap.
+- a level increase is always behind the order.
+
+Marketable strategy orders take liquidity from the replayed book at the levels' prices, best
+first, and the levels taken are lowered until the data next sets them (the market's reaction to
+the strategy is not modelled otherwise). MARKET, IOC, FOK and POST_ONLY behave as in the engine
+(docs/semantics.md); the events and fills have the engine's dtypes and meanings, so an L2
+backtest's ``BacktestResult`` has the same shape as an L3 one. Fills against the market carry the
+market trade's id (passive fills) or ids from ``TAKE_ID_BASE`` up (the strategy's takes); the
+market side's order id and trader are 0.
+
+Ordering: L2 rows keep their file order (update-id order) with ``ts`` made non-decreasing (a REST
+snapshot may be received after the first diffs it covers); trades are merged in by ``ts``, before
+L2 rows with the same ``ts`` (a trade and the diff that reports its effect: the trade advances the
+queue first, the diff then only caps it). Known limits: a resting strategy order fills only on
+trades, never because the replayed book crossed it; trades that arrive after the diff showing
+their effect advance the queue once more (the data carries no link between the two streams).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+from exchange._cache_guard import guard
+from exchange.errors import UsageError
+from exchange.schema import (DEPTH_DTYPE, EVENT_DTYPE, FILL_DTYPE, L2_DTYPE, Event, Flag, Kind,
+                             OrderType, Reason, Side, Tif)
+
+from replay.backtesting.kernels import HIT as _HIT
+
+# numba freezes schema codes and backtest_core's HIT into these kernels but keys them on this file
+guard(__name__, __file__, deps=("exchange.schema", "replay.backtesting.kernels"))
+
+__all__ = ["L2Flow", "L2_EVENT_DTYPE", "QUEUE_MODELS", "l2_events", "L2Sim", "TAKE_ID_BASE"]
+
+L2_EVENT_DTYPE = np.dtype([
+    ("ts", "<i8"),        # non-decreasing exchange time
+    ("price", "<i8"),     # level price / trade price (ticks)
+    ("qty", "<i8"),       # new level total (0 removes it) / trade quantity (lots)
+    ("trade_id", "<i8"),  # the market trade id (trades only)
+    ("rank", "<i8"),      # L2 rows: the price's rank among the rows' distinct prices (L2Sim sets it)
+    ("kind", "u1"),       # EV_DEPTH or EV_TRADE
+    ("side", "u1"),       # the level's Side / the trade's aggressor Side
+])
+EV_DEPTH = 0
+EV_TRADE = 1
+QUEUE_MODELS = {"conservative": 0, "proportional": 1}
+_POST_ONLY = int(Flag.POST_ONLY)
+TAKE_ID_BASE = 1 << 62   # trade ids of the strategy's own takes
+
+# statuses of the kernels (K.OK == 0 is shared with the engine)
+OK = 0
+NEED_OUT = 20      # the strategy's fill/event arrays need room
+NEED_ORDERS = 21   # the live-order table is full
+HIT = _HIT         # backtest_core's code: stopped after an event that filled the strategy
+
+# columns of the live-order table ``so`` (rows [0, st[T_NLIVE]) in queue-join order)
+O_ID, O_SIDE, O_PRICE, O_LEAVES, O_FILLED, O_AHEAD = range(6)
+O_COLS = 6
+# slots of the int64 state ``st``
+T_SEQ, T_NLIVE, T_TAKE_ID, T_MODEL, T_SYMBOL, T_TS = range(6)
+T_SIZE = 6
+
+
+@dataclass
+class L2Flow:
+    """L2-only market data: ``l2`` rows (L2_DTYPE; qty = new level total, 0 removes) in the order
+    they apply, and ``trades`` (FILL_DTYPE; price, qty, aggressor_side, trade_id, ts used) sorted
+    by ts. ``name`` and ``tick_size`` describe the one symbol."""
+
+    l2: np.ndarray
+    trades: np.ndarray
+    name: str = "L2"
+    tick_size: float = 1.0
+
+    @classmethod
+    def from_binance(cls, data, name: str = "BTCUSDT", tick_size: float = 0.01) -> "L2Flow":
+        """Return the L2Flow of a ``scenarios.BinanceData`` (its ``l2`` rows and ``trades``)."""
+        return cls(data.l2, data.trades, name, tick_size)
+
+
+def l2_events(flow: L2Flow) -> np.ndarray:
+    """Return the merged L2_EVENT_DTYPE stream of ``flow`` (see the module docstring's ordering).
+
+    Raises UsageError if ``l2``/``trades`` have the wrong dtype or trades are not sorted by ts.
+    """
+    l2, tr = flow.l2, flow.trades
+    if not isinstance(l2, np.ndarray) or l2.dtype != L2_DTYPE:
+        raise UsageError(f"L2Flow.l2 must be an L2_DTYPE array; got {getattr(l2, 'dtype', type(l2))}")
+    if not isinstance(tr, np.ndarray) or tr.dtype != FILL_DTYPE:
+        raise UsageError(f"L2Flow.trades must be a FILL_DTYPE array; got {getattr(tr, 'dtype', type(tr))}")
+    if len(tr) and np.any(np.diff(tr["ts"]) < 0):
+        raise UsageError("L2Flow.trades must be sorted by ts")
+    if np.any(l2["price"] <= 0) or np.any(l2["qty"] < 0) or np.any(l2["side"] > 1):
+        raise UsageError("L2Flow.l2 rows need price > 0, qty >= 0 and side BUY (0) or SELL (1)")
+    l2_ts = np.maximum.accumulate(l2["ts"]) if len(l2) else l2["ts"]
+    out = np.zeros(len(l2) + len(tr), L2_EVENT_DTYPE)
+    # trades go before L2 rows of equal ts: searchsorted(side="left") places each trade before them
+    pos = np.searchsorted(l2_ts, tr["ts"], side="left") + np.arange(len(tr))
+    is_tr = np.zeros(len(out), bool)
+    is_tr[pos] = True
+    dpos = np.flatnonzero(~is_tr)
+    for col, d, t in (("ts", l2_ts, tr["ts"]), ("price", l2["price"], tr["price"]),
+                      ("qty", l2["qty"], tr["qty"]), ("side", l2["side"], tr["aggressor_side"])):
+        out[col][dpos] = d
+        out[col][pos] = t
+    out["kind"][pos] = EV_TRADE
+    out["trade_id"][pos] = tr["trade_id"]
+    return out
+
+
+# -- the aggregate book: quantities indexed by price rank ----------------------------------
+# ``px`` holds every distinct price the L2 rows name, ascending; ``bqty[side, r]`` is the level
+# total at px[r] (0: no level), ``best[side]`` the rank of the best level (-1: empty side). A
+# price the data never names has no market level, ever. Setting a level is O(1); removing the
+# best scans to the next occupied rank (the prices near the touch: a short scan).
+
+@njit(cache=True)
+def _rank(px, price):
+    """The rank of ``price`` in ``px``, or -1 if the data never names it."""
+    r = np.searchsorted(px, price)
+    return r if r < len(px) and px[r] == price else -1
+
+
+@njit(cache=True)
+def _level_qty(px, bqty, side, price):
+    r = _rank(px, price)
+    return bqty[side, r] if r >= 0 else 0
+
+
+@njit(cache=True)
+def _next_level(bqty, side, r):
+    """The next occupied rank after r going away from the touch (-1: none)."""
+    if side == 0:
+        r -= 1
+        while r >= 0 and bqty[0, r] == 0:
+            r -= 1
+        return r
+    r += 1
+    n = bqty.shape[1]
+    while r < n and bqty[1, r] == 0:
+        r += 1
+    return r if r < n else -1
+
+
+@njit(cache=True)
+def _set_rank(bqty, best, side, r, qty):
+    """Set the level at rank r to ``qty`` (0 removes it); return the old total."""
+    old = bqty[side, r]
+    bqty[side, r] = qty
+    if qty > 0:
+        if best[side] < 0 or (r > best[side] if side == 0 else r < best[side]):
+            best[side] = r
+    elif r == best[side]:
+        best[side] = _next_level(bqty, side, r)
+    return old
+
+
+@njit(cache=True)
+def top(px, bqty, best, out):
+    """Write [bid, bid_qty, ask, ask_qty] into ``out`` (0, 0 for an empty side)."""
+    for side in range(2):
+        r = best[side]
+        out[2 * side] = px[r] if r >= 0 else 0
+        out[2 * side + 1] = bqty[side, r] if r >= 0 else 0
+
+
+# -- outputs -------------------------------------------------------------------------------
+
+@njit(cache=True)
+def _event(se, scnt, st, oid, ev, reason, filled, leaves):
+    e = se[scnt[1]]
+    e.seq = st[T_SEQ]
+    e.ts = st[T_TS]
+    e.order_id = np.uint64(oid)
+    e.filled_qty = filled
+    e.leaves_qty = leaves
+    e.symbol = np.uint32(st[T_SYMBOL])
+    e.event = ev
+    e.reason = reason
+    scnt[1] += 1
+
+
+@njit(cache=True)
+def _fill(sf, scnt, st, trade_id, price, qty, side, oid, trader, aggressor):
+    f = sf[scnt[0]]
+    f.seq = st[T_SEQ]
+    f.ts = st[T_TS]
+    f.trade_id = trade_id
+    f.price = price
+    f.qty = qty
+    f.symbol = np.uint32(st[T_SYMBOL])
+    f.aggressor_side = aggressor
+    if side == 0:
+        f.buy_order_id = np.uint64(oid)
+        f.buy_trader = np.uint32(trader)
+        f.sell_order_id = 0
+        f.sell_trader = 0
+    else:
+        f.sell_order_id = np.uint64(oid)
+        f.sell_trader = np.uint32(trader)
+        f.buy_order_id = 0
+        f.buy_trader = 0
+    scnt[0] += 1
+
+
+@njit(cache=True)
+def _fill_resting(so, r, qty, price, trade_id, aggressor, sf, se, scnt, st, trader):
+    """Fill live order r by ``qty`` at ``price``; returns True if it is now done."""
+    so[r, O_LEAVES] -= qty
+    so[r, O_FILLED] += qty
+    _fill(sf, scnt, st, trade_id, price, qty, so[r, O_SIDE], so[r, O_ID], trader, aggressor)
+    done = so[r, O_LEAVES] == 0
+    _event(se, scnt, st, so[r, O_ID], Event.FILLED if done else Event.PARTIAL, Reason.NONE,
+           so[r, O_FILLED], so[r, O_LEAVES])
+    return done
+
+
+@njit(cache=True)
+def _remove(so, st, r):
+    n = st[T_NLIVE]
+    for m in range(r, n - 1):
+        so[m, :] = so[m + 1, :]
+    st[T_NLIVE] = n - 1
+
+
+@njit(cache=True)
+def _own_ahead(so, st, r):
+    """Open quantity of the strategy's live orders before row r at r's side and price."""
+    tot = 0
+    for m in range(r):
+        if so[m, O_SIDE] == so[r, O_SIDE] and so[m, O_PRICE] == so[r, O_PRICE]:
+            tot += so[m, O_LEAVES]
+    return tot
+
+
+# -- market events -------------------------------------------------------------------------
+
+@njit(cache=True)
+def _market_event(e, px, bqty, best, so, sf, se, scnt, st, trader):
+    """Apply one market event; return the number of strategy fills it made."""
+    nf0 = scnt[0]
+    if e.kind == EV_DEPTH:
+        side = np.int64(e.side)
+        old = _set_rank(bqty, best, side, e.rank, e.qty)
+        if e.qty < old:
+            dec = old - e.qty
+            for r in range(st[T_NLIVE]):
+                if so[r, O_SIDE] == side and so[r, O_PRICE] == e.price:
+                    a = so[r, O_AHEAD]
+                    if st[T_MODEL] == 1 and old > 0:
+                        a -= np.int64(np.floor(float(dec) * (float(a) / float(old))))
+                    cap = e.qty + _own_ahead(so, st, r)
+                    so[r, O_AHEAD] = min(max(a, 0), cap)
+        return 0
+    # a trade: the resting side is the one opposite the aggressor
+    rest = 1 - np.int64(e.side)
+    r = 0
+    while r < st[T_NLIVE]:
+        if so[r, O_SIDE] != rest:
+            r += 1
+            continue
+        p = so[r, O_PRICE]
+        through = (e.price > p) if rest == 1 else (e.price < p)
+        q = 0
+        if through:
+            so[r, O_AHEAD] = 0
+            q = min(so[r, O_LEAVES], e.qty)
+        elif e.price == p:
+            a = so[r, O_AHEAD] - e.qty
+            if a < 0:
+                q = min(so[r, O_LEAVES], -a)
+                a = 0
+            so[r, O_AHEAD] = a
+        if q > 0 and _fill_resting(so, r, q, p, e.trade_id, e.side, sf, se, scnt, st, trader):
+            _remove(so, st, r)
+            continue
+        r += 1
+    return scnt[0] - nf0
+
+
+@njit(cache=True)
+def advance_l2(ev, i, stop, px, bqty, best, so, sf, se, scnt, st, trader, stop_on_fill):
+    """Apply market events ev[i:stop]; return (status, next i). HIT: ev[next i - 1] filled the
+    strategy (only with ``stop_on_fill``); OK: reached ``stop``; NEED_OUT: grow sf/se first."""
+    while i < stop:
+        need = st[T_NLIVE] + 1
+        if scnt[0] + need > len(sf) or scnt[1] + need > len(se):
+            return NEED_OUT, i
+        st[T_SEQ] += 1
+        st[T_TS] = ev[i].ts
+        nf = _market_event(ev[i], px, bqty, best, so, sf, se, scnt, st, trader)
+        i += 1
+        if nf > 0 and stop_on_fill:
+            return HIT, i
+    return OK, i
+
+
+# -- strategy messages ---------------------------------------------------------------------
+
+@njit(cache=True)
+def _crosses(px, bqty, best, side, price, market):
+    r = best[1 - side]
+    if r < 0:
+        return False
+    if market:
+        return True
+    return price >= px[r] if side == 0 else price <= px[r]
+
+
+@njit(cache=True)
+def _available(px, bqty, best, side, price, market, want):
+    """Quantity the opposite side offers at ``price`` or better (stops counting at ``want``)."""
+    opp = 1 - side
+    tot = 0
+    r = best[opp]
+    while r >= 0:
+        if not market and ((side == 0 and px[r] > price) or (side == 1 and px[r] < price)):
+            break
+        tot += bqty[opp, r]
+        if tot >= want:
+            break
+        r = _next_level(bqty, opp, r)
+    return tot
+
+
+@njit(cache=True)
+def _take(px, bqty, best, side, price, market, oid, qty, filled, sf, se, scnt, st, trader):
+    """Take up to ``qty`` from the opposite levels, best first; return the quantity filled."""
+    opp = 1 - side
+    got = 0
+    while got < qty and best[opp] >= 0:
+        r = best[opp]
+        p = px[r]
+        if not market and ((side == 0 and p > price) or (side == 1 and p < price)):
+            break
+        q = min(qty - got, bqty[opp, r])
+        _set_rank(bqty, best, opp, r, bqty[opp, r] - q)
+        got += q
+        tid = st[T_TAKE_ID]
+        st[T_TAKE_ID] = tid + 1
+        _fill(sf, scnt, st, tid, p, q, side, oid, trader, side)
+        _event(se, scnt, st, oid, Event.FILLED if got == qty else Event.PARTIAL, Reason.NONE,
+               filled + got, qty - got)
+    return got
+
+
+@njit(cache=True)
+def _rest(so, st, px, bqty, best, oid, side, price, leaves, filled):
+    r = st[T_NLIVE]
+    so[r, O_ID] = oid
+    so[r, O_SIDE] = side
+    so[r, O_PRICE] = price
+    so[r, O_LEAVES] = leaves
+    so[r, O_FILLED] = filled
+    st[T_NLIVE] = r + 1
+    so[r, O_AHEAD] = _level_qty(px, bqty, side, price) + _own_ahead(so, st, r)
+
+
+@njit(cache=True)
+def _find_live(so, st, oid):
+    for r in range(st[T_NLIVE]):
+        if so[r, O_ID] == oid:
+            return r
+    return -1
+
+
+@njit(cache=True)
+def strategy_message(m, px, bqty, best, so, sf, se, scnt, st, trader):
+    """Apply one strategy message (ORDER_DTYPE row); return OK, NEED_OUT or NEED_ORDERS (then
+    nothing was applied)."""
+    need = bqty.shape[1] + 4   # a take fills at most once per level
+    if scnt[0] + need > len(sf) or scnt[1] + need > len(se):
+        return NEED_OUT
+    if st[T_NLIVE] + 1 > so.shape[0]:
+        return NEED_ORDERS
+    st[T_SEQ] += 1
+    st[T_TS] = m.ts
+    oid = np.int64(m.order_id)
+    side = np.int64(m.side)
+    market = m.order_type == OrderType.MARKET
+    if m.kind == Kind.CANCEL:
+        r = _find_live(so, st, oid)
+        if r < 0:
+            _event(se, scnt, st, oid, Event.REJECTED, Reason.UNKNOWN_ID, 0, 0)
+        else:
+            _event(se, scnt, st, oid, Event.CANCELLED, Reason.USER_CANCEL, so[r, O_FILLED], 0)
+            _remove(so, st, r)
+        return OK
+    if m.kind == Kind.MODIFY:
+        r = _find_live(so, st, oid)
+        if r < 0:
+            _event(se, scnt, st, oid, Event.REJECTED, Reason.UNKNOWN_ID, 0, 0)
+            return OK
+        if m.qty <= 0 or m.price <= 0:
+            _event(se, scnt, st, oid, Event.REJECTED, Reason.BAD_QTY if m.qty <= 0 else
+                   Reason.BAD_PRICE, 0, 0)
+            return OK
+        side = so[r, O_SIDE]
+        filled = so[r, O_FILLED]
+        requeue = m.price != so[r, O_PRICE] or m.qty > so[r, O_LEAVES]
+        _event(se, scnt, st, oid, Event.MODIFIED, Reason.NONE, filled, m.qty)
+        if not requeue:
+            so[r, O_LEAVES] = m.qty
+            return OK
+        _remove(so, st, r)
+        leaves = m.qty
+        if _crosses(px, bqty, best, side, m.price, False):
+            got = _take(px, bqty, best, side, m.price, False, oid, leaves, filled, sf, se, scnt,
+                        st, trader)
+            leaves -= got
+            filled += got
+        if leaves > 0:
+            _rest(so, st, px, bqty, best, oid, side, m.price, leaves, filled)
+        return OK
+    # NEW
+    if m.kind != Kind.NEW or m.side > 1 or m.order_type > 1 or m.tif > 2:
+        _event(se, scnt, st, oid, Event.REJECTED, Reason.BAD_KIND if m.kind != Kind.NEW else
+               Reason.BAD_SIDE if m.side > 1 else Reason.BAD_ORDER_TYPE if m.order_type > 1
+               else Reason.BAD_TIF, 0, 0)
+        return OK
+    if m.qty <= 0 or (not market and m.price <= 0):
+        _event(se, scnt, st, oid, Event.REJECTED, Reason.BAD_QTY if m.qty <= 0 else
+               Reason.BAD_PRICE, 0, 0)
+        return OK
+    if _find_live(so, st, oid) >= 0:
+        _event(se, scnt, st, oid, Event.REJECTED, Reason.DUPLICATE_ID, 0, 0)
+        return OK
+    crosses = _crosses(px, bqty, best, side, m.price, market)
+    if crosses and (m.flags & _POST_ONLY) != 0:
+        _event(se, scnt, st, oid, Event.REJECTED, Reason.POST_ONLY_WOULD_CROSS, 0, 0)
+        return OK
+    if m.tif == Tif.FOK and _available(px, bqty, best, side, m.price, market, m.qty) < m.qty:
+        _event(se, scnt, st, oid, Event.REJECTED, Reason.FOK_CANNOT_FILL, 0, 0)
+        return OK
+    _event(se, scnt, st, oid, Event.ACCEPTED, Reason.NONE, 0, m.qty)
+    got = 0
+    if crosses:
+        got = _take(px, bqty, best, side, m.price, market, oid, m.qty, 0, sf, se, scnt, st,
+                    trader)
+    leaves = m.qty - got
+    if leaves > 0:
+        if market or m.tif != Tif.GTC:
+            _event(se, scnt, st, oid, Event.CANCELLED,
+                   Reason.NO_LIQUIDITY if market else Reason.IOC_UNFILLED, got, 0)
+        else:
+            _rest(so, st, px, bqty, best, oid, side, m.price, leaves, got)
+    return OK
+
+
+@njit(cache=True)
+def advance_orders(olog, i, stop, px, bqty, best, so, sf, se, scnt, st, trader):
+    """Apply strategy messages olog[i:stop]; return (status, next i)."""
+    while i < stop:
+        status = strategy_message(olog[i], px, bqty, best, so, sf, se, scnt, st, trader)
+        if status != OK:
+            return status, i
+        i += 1
+    return OK, i
+
+
+class L2Sim:
+    """The replayed aggregate book and the strategy's live orders, with the strategy's outputs.
+
+    Quacks like the parts of ``Engine``/``backtest_core.EngineArrays`` the backtest driver uses:
+    ``seq``, ``depth(symbol, levels)``, ``sf``/``se``/``scnt`` (strategy fills, events, counts).
+    """
+
+    def __init__(self, events: np.ndarray, model: str, trader: int, symbol: int = 0):
+        """``events`` from ``l2_events`` (its ``rank`` column is filled in here)."""
+        if model not in QUEUE_MODELS:
+            raise UsageError(f"queue_model must be one of {sorted(QUEUE_MODELS)}; got {model!r}")
+        is_depth = events["kind"] == EV_DEPTH
+        p = np.sort(events["price"][is_depth])
+        self.px = p[np.concatenate(([True], p[1:] != p[:-1]))] if len(p) else p
+        events["rank"][is_depth] = np.searchsorted(self.px, events["price"][is_depth])
+        self.bqty = np.zeros((2, max(len(self.px), 1)), np.int64)
+        self.best = np.full(2, -1, np.int64)
+        self.so = np.zeros((16, O_COLS), np.int64)
+        self.sf = np.zeros(1024, FILL_DTYPE)
+        self.se = np.zeros(2048, EVENT_DTYPE)
+        self.scnt = np.zeros(2, np.int64)
+        self.st = np.zeros(T_SIZE, np.int64)
+        self.st[T_TAKE_ID] = TAKE_ID_BASE
+        self.st[T_MODEL] = QUEUE_MODELS[model]
+        self.st[T_SYMBOL] = symbol
+        self.trader = int(trader)
+
+    @property
+    def seq(self) -> int:
+        """The seq of the last event or strategy message applied (0 before any)."""
+        return int(self.st[T_SEQ])
+
+    def grow(self, status: int) -> None:
+        """Make room for what ``status`` names; RuntimeError for an unknown status (a bug)."""
+        if status == NEED_OUT:
+            need = self.bqty.shape[1] + len(self.so) + 8
+            self.sf = _grow(self.sf, int(self.scnt[0]) + need)
+            self.se = _grow(self.se, int(self.scnt[1]) + need)
+        elif status == NEED_ORDERS:
+            so = np.zeros((2 * len(self.so), O_COLS), np.int64)
+            so[: len(self.so)] = self.so
+            self.so = so
+        else:  # pragma: no cover - a kernel/driver mismatch is a bug, not input
+            raise RuntimeError(f"l2queue kernel returned unknown status {status}")
+
+    def advance(self, events, i: int, stop: int, stop_on_fill: bool):
+        """Apply market events [i, stop) (growing as needed); return (status OK/HIT, next i)."""
+        while True:
+            status, i = advance_l2(events, i, stop, self.px, self.bqty, self.best, self.so,
+                                   self.sf, self.se, self.scnt, self.st, self.trader, stop_on_fill)
+            if status in (OK, HIT):
+                return status, i
+            self.grow(status)
+
+    def apply_orders(self, olog, i: int, stop: int) -> int:
+        """Apply strategy messages olog[i:stop] (growing as needed); return ``stop``."""
+        while True:
+            status, i = advance_orders(olog, i, stop, self.px, self.bqty, self.best, self.so,
+                                       self.sf, self.se, self.scnt, self.st, self.trader)
+            if status == OK:
+                return i
+            self.grow(status)
+
+    def top(self, out: np.ndarray) -> np.ndarray:
+        """Write [bid, bid_qty, ask, ask_qty] into ``out`` and return it."""
+        top(self.px, self.bqty, self.best, out)
+        return out
+
+    def depth(self, symbol=0, levels: int = 10):
+        """Return (bids, asks) as DEPTH_DTYPE arrays, best first (count: 1 per occupied level)."""
+        sides = []
+        for side in (Side.BUY, Side.SELL):
+            occ = np.nonzero(self.bqty[side])[0]
+            occ = occ[::-1] if side == Side.BUY else occ      # best first
+            occ = occ[: max(levels, 0)]
+            out = np.zeros(len(occ), DEPTH_DTYPE)
+            out["price"] = self.px[occ]
+            out["qty"] = self.bqty[side, occ]
+            out["count"] = 1
+            sides.append(out)
+        return sides[0], sides[1]
+
+    def ahead(self, order_id: int) -> int | None:
+        """The queue quantity ahead of a live strategy order (None if it is not live)."""
+        n = int(self.st[T_NLIVE])
+        rows = np.nonzero(self.so[:n, O_ID] == order_id)[0]
+        return int(self.so[rows[0], O_AHEAD]) if len(rows) else None
+
+
+def _grow(arr: np.ndarray, at_least: int) -> np.ndarray:
+    new = np.zeros(max(2 * len(arr), at_least, 16), dtype=arr.dtype)
+    new[: len(arr)] = arr
+    return new

@@ -1,0 +1,186 @@
+"""``BacktestResult``: a backtest's arrays, its time series, its summary and its plot.
+
+Units: prices in ticks, quantities in lots, so cash, PnL, turnover and fees are in ticks x lots
+(multiply by tick size x lot size for currency). A buy lowers cash by price x qty; fees are
+``fees_bps`` of traded notional on every strategy fill (maker and taker alike).
+
+Series: one row per strategy fill and per wake-up mark, in time order (fills before a mark at
+the same ts). The mark price is the mid of the last top of book the strategy saw (or the last
+fill price while no two-sided book has been seen); ``pnl = cash + position x mark - fees``.
+
+Summary (``summary`` dict; every value a plain int/float, so it serialises to JSON):
+pnl, gross_pnl, fees, turnover (notional traded), volume (lots), maker_volume, taker_volume,
+n_fills, n_orders (NEW messages), submitted_qty, fill_ratio (volume / submitted_qty; above 1 when
+MODIFYs top up partly filled orders),
+final_position, max_drawdown (largest fall of pnl from a running peak over the series),
+mean_time_in_queue_ns (passive fills: fill ts minus the ts the order joined its queue, i.e. its
+NEW's or last priority-losing MODIFY's arrival, weighted by fill qty), rejects, n_messages.
+
+Invariant: ``digest()`` hashes every array's bytes and the summary; equal inputs give equal digests.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from bisect import bisect_left
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from exchange.schema import Event, Kind
+
+__all__ = ["BacktestResult", "SERIES_DTYPE", "build_result", "summarize"]
+
+SERIES_DTYPE = np.dtype([("ts", "<i8"), ("position", "<i8"), ("cash", "<f8"), ("fees", "<f8"),
+                         ("mark", "<f8"), ("pnl", "<f8")])
+
+
+@dataclass
+class BacktestResult:
+    """Everything a backtest produced (arrays are the strategy's only; see the module docstring)."""
+
+    orders: np.ndarray      # ORDER_DTYPE: the strategy's messages, ts = arrival at the engine
+    sent_ts: np.ndarray     # int64: local time each message was sent
+    order_seq: np.ndarray   # int64: engine seq each message got
+    fills: np.ndarray       # FILL_DTYPE: fills with the strategy on at least one side
+    events: np.ndarray      # EVENT_DTYPE: execution reports of the strategy's orders
+    marks: np.ndarray       # MARK_DTYPE: top of book at each wake-up
+    series: np.ndarray      # SERIES_DTYPE
+    summary: dict
+    meta: dict = field(default_factory=dict)
+
+    def digest(self) -> str:
+        """Hex blake2b of all arrays and the summary: equal runs give equal digests."""
+        h = hashlib.blake2b(digest_size=16)
+        for a in (self.orders, self.sent_ts, self.order_seq, self.fills, self.events, self.marks,
+                  self.series):
+            h.update(np.ascontiguousarray(a).tobytes())
+        h.update(json.dumps(self.summary, sort_keys=True).encode())
+        return h.hexdigest()
+
+    def plot(self, path, title: str | None = None) -> str:
+        """Write a PNG: price with the strategy's buys/sells, position, PnL. Returns ``path``.
+
+        Raises UsageError if ``path`` does not end in .png.
+        """
+        from replay.backtesting.plot import plot_result
+        return plot_result(self, path, title)
+
+
+def _signed(fills: np.ndarray, trader: int):
+    buy = (fills["buy_trader"] == trader).astype(np.int64)
+    sell = (fills["sell_trader"] == trader).astype(np.int64)
+    return buy, sell
+
+
+def build_series(fills, marks, trader: int, fee_rate: float) -> np.ndarray:
+    """Return the SERIES_DTYPE time series from the strategy's fills and wake-up marks."""
+    buy, sell = _signed(fills, trader)
+    qty = fills["qty"].astype(np.int64)
+    notional = fills["price"].astype(np.float64) * qty.astype(np.float64)
+    nf, nm = len(fills), len(marks)
+    ts = np.concatenate([fills["ts"], marks["ts"]]).astype(np.int64)
+    order = np.argsort(ts, kind="stable")   # stable: fills first at equal ts
+    dpos = np.concatenate([(buy - sell) * qty, np.zeros(nm, np.int64)])[order]
+    dcash = np.concatenate([(sell - buy) * notional, np.zeros(nm)])[order]
+    dfee = np.concatenate([(buy + sell) * notional * fee_rate, np.zeros(nm)])[order]
+    both = (marks["bid"] > 0) & (marks["ask"] > 0)
+    mid = np.where(both, (marks["bid"] + marks["ask"]) / 2.0, np.nan)
+    mark_mid = np.concatenate([np.full(nf, np.nan), mid])[order]
+    fill_px = np.concatenate([fills["price"].astype(np.float64), np.full(nm, np.nan)])[order]
+    out = np.zeros(nf + nm, SERIES_DTYPE)
+    out["ts"] = ts[order]
+    out["position"] = np.cumsum(dpos)
+    out["cash"] = np.cumsum(dcash)
+    out["fees"] = np.cumsum(dfee)
+    out["mark"] = _ffill(mark_mid, _ffill(fill_px, np.full(nf + nm, np.nan)))
+    out["pnl"] = out["cash"] + out["position"] * np.nan_to_num(out["mark"]) - out["fees"]
+    return out
+
+
+def _ffill(x: np.ndarray, fallback: np.ndarray) -> np.ndarray:
+    """Forward-fill NaNs of x; where x has no value yet, use fallback (itself forward-filled)."""
+    idx = np.where(np.isnan(x), 0, np.arange(len(x)))
+    np.maximum.accumulate(idx, out=idx)
+    y = x[idx] if len(x) else x
+    return np.where(np.isnan(y), fallback, y)
+
+
+def _time_in_queue(orders, order_seq, fills, trader) -> float:
+    """Qty-weighted mean of (fill ts - queue entry ts) over passive strategy fills; NaN if none."""
+    # order id -> seqs and arrival ts of the messages that put it at the back of its queue, in
+    # seq order (the log is in arrival order, which is seq order)
+    joined: dict[int, tuple[list[int], list[int]]] = {}
+    last_qty: dict[int, tuple[int, int]] = {}
+    for (ts, oid, price, qty, kind), s in zip(
+            zip(*(orders[k].tolist() for k in ("ts", "order_id", "price", "qty", "kind"))),
+            order_seq.tolist()):
+        if kind == Kind.NEW:
+            seqs, tss = joined.setdefault(oid, ([], []))
+            seqs.append(s)
+            tss.append(ts)
+            last_qty[oid] = (price, qty)
+        elif kind == Kind.MODIFY and oid in last_qty:
+            px, q = last_qty[oid]
+            if price != px or qty > q:   # loses priority: back of the queue
+                joined[oid][0].append(s)
+                joined[oid][1].append(ts)
+            last_qty[oid] = (price, qty)
+    total = weight = 0.0
+    cols = ("seq", "ts", "qty", "buy_trader", "sell_trader", "aggressor_side", "buy_order_id",
+            "sell_order_id")
+    for seq, ts, qty, bt, st, aggr, bid, sid in zip(*(fills[k].tolist() for k in cols)):
+        passive_id = None
+        if bt == trader and aggr != 0:
+            passive_id = bid
+        elif st == trader and aggr != 1:
+            passive_id = sid
+        entry = joined.get(passive_id)
+        if not entry:
+            continue
+        k = bisect_left(entry[0], seq) - 1      # the last entry before the fill (else the first)
+        entry_ts = entry[1][max(k, 0)]
+        total += float(qty) * float(ts - entry_ts)
+        weight += float(qty)
+    return total / weight if weight else float("nan")
+
+
+def summarize(orders, order_seq, fills, events, series, trader: int, fee_rate: float) -> dict:
+    """Return the summary dict described in the module docstring."""
+    buy, sell = _signed(fills, trader)
+    sides = buy + sell
+    qty = fills["qty"].astype(np.int64)
+    notional = fills["price"].astype(np.float64) * qty
+    taker = ((buy == 1) & (fills["aggressor_side"] == 0)) | ((sell == 1) & (fills["aggressor_side"] == 1))
+    volume = int((sides * qty).sum())
+    new = orders["kind"] == Kind.NEW
+    submitted = int(orders["qty"][new].sum())
+    pnl = series["pnl"] if len(series) else np.zeros(1)
+    drawdown = float(np.max(np.maximum.accumulate(pnl) - pnl)) if len(pnl) else 0.0
+    last = series[-1] if len(series) else None
+    return {
+        "pnl": float(last["pnl"]) if last is not None else 0.0,
+        "gross_pnl": float(last["pnl"] + last["fees"]) if last is not None else 0.0,
+        "fees": float((sides * notional).sum() * fee_rate),
+        "turnover": float((sides * notional).sum()),
+        "volume": volume,
+        "maker_volume": volume - int((taker * qty).sum()),
+        "taker_volume": int((taker * qty).sum()),
+        "n_fills": int(len(fills)),
+        "n_orders": int(new.sum()),
+        "submitted_qty": submitted,
+        "fill_ratio": volume / submitted if submitted else 0.0,
+        "final_position": int(last["position"]) if last is not None else 0,
+        "max_drawdown": drawdown,
+        "mean_time_in_queue_ns": _time_in_queue(orders, order_seq, fills, trader),
+        "rejects": int((events["event"] == Event.REJECTED).sum()),
+        "n_messages": int(len(orders)),
+    }
+
+
+def build_result(orders, sent_ts, order_seq, fills, events, marks, trader, fee_rate, meta):
+    """Assemble a BacktestResult (series and summary computed here)."""
+    series = build_series(fills, marks, trader, fee_rate)
+    summary = summarize(orders, order_seq, fills, events, series, trader, fee_rate)
+    return BacktestResult(orders, sent_ts, order_seq, fills, events, marks, series, summary, meta)

@@ -1,0 +1,14 @@
+"""Example strategies for ``replay.backtesting.driver`` (see docs/backtesting.md).
+
+- ``InventoryMarketMaker``: quotes both sides around the touch, skewing its prices against its
+  inventory and stopping the side that would grow it past a limit (Python API).
+- ``MomentumTaker``: crosses the spread in the direction of a fast-vs-slow mid EMA signal,
+  with a position cap (Python API).
+- ``mm_quotes`` / ``market_maker_fast(...)``: the same market maker as an ``@njit`` quote
+  function for the fast path (``QuoteStrategy``).
+"""
+
+from replay.backtesting.strategies.market_maker import InventoryMarketMaker, market_maker_fast, mm_quotes
+from replay.backtesting.strategies.momentum import MomentumTaker
+
+__all__ = ["InventoryMarketMaker", "MomentumTaker", "mm_quotes", "market_maker_fast"]

@@ -1,0 +1,216 @@
+"""Helpers shared by the ``exsim`` subcommands: argument parsing of ranges, progress bars, tables,
+opening a data directory and naming its symbols.
+
+Invariants:
+- Nothing here prints to stdout except ``print_table``; progress bars and notes go to stderr, so
+  a command's stdout is its result and can be piped.
+- A user mistake (bad path, unknown symbol, malformed range) raises ``UsageError`` or
+  ``StoreError`` with a message naming what was wrong; ``replay.cli.main.main`` turns it into
+  ``exsim: error: ...`` and exit status 2.
+- Text read from a data directory (symbol names, scenarios, paths) is printed through
+  ``printable``: a stored name cannot move the cursor, clear the screen or add a line.
+- Data directories are opened read-only (``open_catalog``): inspecting one never writes it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Iterable, Sequence
+
+from exchange.errors import StoreError, UsageError
+
+__all__ = [
+    "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "Formatter", "parse_range", "progress",
+    "format_table", "print_table", "open_catalog", "symbol_names", "symbol_tick_size", "resolve_symbol", "note",
+    "dir_bytes", "human_bytes", "umask", "printable",
+]
+
+EXIT_OK = 0        # the command did what was asked and every check passed
+EXIT_FAILED = 1    # a verification or determinism check found a problem
+EXIT_USAGE = 2     # bad arguments or unusable input: nothing was checked
+
+
+class Formatter(argparse.RawDescriptionHelpFormatter):
+    """Keep the examples in descriptions/epilogs as written; wrap at a fixed width.
+
+    why a fixed width: docs/cli.md is generated from ``--help`` and must not depend on the
+    terminal of whoever regenerated it.
+    """
+
+    def __init__(self, prog: str, width: int = 100):
+        super().__init__(prog, max_help_position=32, width=width)
+
+
+def parse_range(text: str, what: str = "--seq") -> tuple[int, int]:
+    """Parse ``LO:HI`` (inclusive; either end may be empty, ``N`` alone means ``N:N``).
+
+    Returns (lo, hi) with the open ends as 0 and 2**62. Raises UsageError when a bound is not an
+    integer or lo > hi.
+    """
+    lo_s, sep, hi_s = text.partition(":")
+    if not sep:
+        hi_s = lo_s
+    try:
+        lo = int(lo_s) if lo_s.strip() else 0
+        hi = int(hi_s) if hi_s.strip() else 1 << 62
+    except ValueError:
+        raise UsageError(f"{what} expects LO:HI with integer bounds (e.g. 100:2000), got {text!r}") from None
+    if lo > hi:
+        raise UsageError(f"{what} {text!r}: the low bound is above the high bound")
+    return lo, hi
+
+
+def progress(iterable=None, *, total=None, desc: str = "", unit: str = "it", quiet: bool = False):
+    """Return a tqdm progress bar on stderr, disabled when ``quiet`` or stderr is not a terminal.
+
+    why disable off a TTY: bars in CI logs and pipes are noise, and tests compare stderr.
+    """
+    from tqdm import tqdm
+
+    disable = quiet or not sys.stderr.isatty()
+    return tqdm(iterable, total=total, desc=desc, unit=unit, file=sys.stderr, disable=disable,
+                leave=False, dynamic_ncols=True)
+
+
+def printable(text) -> str:
+    """Return ``str(text)`` with every non-printable character (control characters such as ESC
+    and newline, format characters such as bidi overrides) escaped as Python writes it in a
+    string literal (\\x1b, \\n, \\u202e); printable text is unchanged.
+
+    why: names come from data directories, which may come from anyone; printed raw, a name could
+    drive the terminal (clear it, rewrite earlier lines) or fake extra output lines. Backslashes
+    are left as they are (a literal "\\x1b" then reads like an escaped ESC, but drives nothing),
+    so messages that already quote a name with repr are not escaped twice.
+    """
+    text = str(text)
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+
+
+def format_table(headers: Sequence[str], rows: Iterable[Sequence], right: Sequence[bool] | None = None) -> str:
+    """Return ``rows`` as a plain-text table under ``headers``, every cell through ``printable``.
+
+    Numbers are right-aligned, text left-aligned (or as ``right`` says per column).
+    """
+    headers = [printable(h) for h in headers]
+    rows = [["" if v is None else printable(v) for v in r] for r in rows]
+    if right is None:
+        sample = rows[0] if rows else [""] * len(headers)
+        right = [_numeric(v) for v in sample]
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+
+    def line(cells):
+        return "  ".join(c.rjust(w) if r else c.ljust(w) for c, w, r in zip(cells, widths, right)).rstrip()
+
+    out = [line(headers), line(["-" * w for w in widths])]
+    out += [line(r) for r in rows]
+    return "\n".join(out)
+
+
+def _numeric(v: str) -> bool:
+    try:
+        float(v.replace(",", ""))
+        return True
+    except ValueError:
+        return False
+
+
+def print_table(headers, rows, right=None, title: str | None = None) -> None:
+    """Print ``format_table`` to stdout, with an optional title line (through ``printable``) above it."""
+    if title:
+        print(printable(title))
+    print(format_table(headers, rows, right))
+
+
+def note(message: str) -> None:
+    """Print an informational line to stderr (never mixed into a command's result)."""
+    print(message, file=sys.stderr)
+
+
+def open_catalog(data_dir: str):
+    """Open the catalog of an existing data directory, read-only, and check every row of it.
+
+    Returns a ``store.Catalog``. Raises StoreError naming the path when it is not a directory or
+    holds no catalog (why check first: sqlite would happily create an empty database),
+    CorruptionError naming catalog.sqlite when the catalog is damaged anywhere.
+    why check it whole: then every command reports a damaged catalog the same way (exit 2,
+    before any work), whatever part of it the command happens to need.
+    """
+    from store import Catalog
+
+    if not os.path.isdir(data_dir):
+        raise StoreError(f"{data_dir}: no such data directory")
+    cat = Catalog(data_dir, readonly=True)
+    try:
+        cat.check()
+    except BaseException:
+        cat.close()
+        raise
+    return cat
+
+
+def symbol_names(catalog) -> dict[int, str]:
+    """Return {symbol id: name} from a catalog's checked symbol rows (CorruptionError if one fails)."""
+    return {int(r["id"]): str(r["name"]) for r in catalog.symbols()}
+
+
+def symbol_tick_size(row: dict):
+    """Return a catalog symbol row's tick size as the engine was given it (int or float).
+
+    ``row`` is one of ``Catalog.symbols()`` (info a dict) or a raw table row (info JSON text).
+    why the info JSON: catalogs made before the ``tick_size`` column was REAL hold 0 for 0.01;
+    the engine config kept in ``info`` has the real value.
+    """
+    info = row.get("info")
+    if not isinstance(info, dict):
+        try:
+            info = json.loads(info or "{}")
+        except (TypeError, ValueError):
+            info = {}
+    tick = info.get("tick_size", row.get("tick_size")) if isinstance(info, dict) else None
+    return row.get("tick_size") if tick is None else tick
+
+
+def resolve_symbol(catalog, name: str, data_dir: str) -> int:
+    """Return the id of symbol ``name`` in the catalog.
+
+    Raises UsageError listing the directory's symbols when it has no such symbol.
+    """
+    sid = catalog.symbol_id(name)
+    if sid is None:
+        known = ", ".join(symbol_names(catalog).values()) or "none"
+        raise UsageError(f"{data_dir}: unknown symbol {name!r} (symbols: {known})")
+    return int(sid)
+
+
+def dir_bytes(path: str) -> int:
+    """Return the total size of the files under ``path``."""
+    total = 0
+    for dirpath, _, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.path.getsize(os.path.join(dirpath, f))
+            except OSError:
+                pass   # why: a file may vanish under a concurrent compaction; sizes are informative
+    return total
+
+
+def human_bytes(n: int) -> str:
+    """Return ``n`` bytes as a short human-readable string (1.5 MiB)."""
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
+
+
+def umask() -> int:
+    """Return the process umask (reading it means setting it; it is set straight back)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

@@ -1,0 +1,423 @@
+"""``exsim ls | book | verify | rerun | stats``: read a data directory and report on it.
+
+Invariants:
+- These commands never write to the data directory (the catalog is opened read-only; sqlite may
+  keep its own -wal/-shm files beside it while open).
+- Every string read from the directory is printed through ``printable`` (format_table does it
+  for table cells), so stored names cannot drive the terminal.
+- A symbol is checked against the catalog before any replay work, so a typo is an immediate
+  usage error (exit 2) that lists the directory's symbols.
+- ``verify`` and ``rerun`` exit 1 exactly when their report is not ok or a stored file fails its
+  checksum (the directory cannot be trusted either way); other commands treat a corrupt file as
+  an input error (exit 2) naming the file and offset.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+
+from exchange.errors import CorruptionError, UsageError
+
+from replay.cli.common import (
+    EXIT_FAILED, EXIT_OK, dir_bytes, format_table, human_bytes, open_catalog, parse_range,
+    print_table, printable, resolve_symbol, symbol_tick_size,
+)
+
+__all__ = ["register", "cmd_ls", "cmd_book", "cmd_verify", "cmd_rerun", "cmd_stats"]
+
+
+def register(sub, parents, formatter) -> None:
+    """Add ``ls``, ``book``, ``verify``, ``rerun`` and ``stats`` to the ``sub`` subparsers action."""
+    p = sub.add_parser(
+        "ls", parents=parents, formatter_class=formatter,
+        help="list a data directory's catalog: runs, symbols, segments, sizes",
+        description="List what a data directory holds: the runs that produced it, its symbols, and "
+                    "per table and symbol\nthe sealed segments (count, rows, bytes, seq range), "
+                    "checkpoints and WAL.",
+        epilog="example:\n  exsim ls runs/default\n  exsim ls runs/default --files    # every segment file\n")
+    p.add_argument("dir", metavar="DIR", help="data directory")
+    p.add_argument("--files", action="store_true", help="also list every segment file")
+    p.set_defaults(func=cmd_ls)
+
+    p = sub.add_parser(
+        "book", parents=parents, formatter_class=formatter,
+        help="rebuild a symbol's book as it stood after a seq or at a time",
+        description="Rebuild SYMBOL's order book exactly as it stood after message --seq N (or the "
+                    "last message at or\nbefore --ts T) and print its levels, best first; with "
+                    "--l3, every live order in queue order.\nPrices are in integer ticks.",
+        epilog="example:\n  exsim book runs/default JPM --seq 5000\n"
+               "  exsim book runs/default BTCUSD --ts 2500000000 --depth 5 --l3\n")
+    p.add_argument("dir", metavar="DIR", help="data directory")
+    p.add_argument("symbol", metavar="SYMBOL", help="symbol name")
+    at = p.add_mutually_exclusive_group(required=True)
+    at.add_argument("--seq", type=int, metavar="N", help="after the message with this seq")
+    at.add_argument("--ts", type=int, metavar="T", help="at this timestamp (ns, as in the input)")
+    p.add_argument("--depth", type=int, default=10, metavar="K", help="levels per side (default: %(default)s)")
+    p.add_argument("--l3", action="store_true", help="also list the live orders (L3) in queue order")
+    p.set_defaults(func=cmd_book)
+
+    p = sub.add_parser(
+        "verify", parents=parents, formatter_class=formatter,
+        help="check every deal against the orders behind it (exit 1 on a violation)",
+        description="Check the stored deals against the stored orders with code independent of the "
+                    "engine: both orders\nexisted and were live, opposite sides, price within both "
+                    "limits and equal to the resting\norder's, FIFO at each level, no overfill, "
+                    "quantities conserved, L2 totals equal to the resting\norders. Prints a summary "
+                    "and each violation with its seq; exit status 1 if there is any.",
+        epilog="example:\n  exsim verify runs/default\n  exsim verify runs/default --limit 100\n")
+    p.add_argument("dir", metavar="DIR", help="data directory")
+    p.add_argument("--limit", type=int, default=20, metavar="N",
+                   help="print at most N violations (default: %(default)s; 0: all)")
+    p.set_defaults(func=cmd_verify)
+
+    p = sub.add_parser(
+        "rerun", parents=parents, formatter_class=formatter,
+        help="re-run the journaled orders through a fresh engine, compare every output",
+        description="Feed the journaled orders to a fresh engine and compare every output (fills, "
+                    "L2 updates, events)\nwith what was stored: sealed segments by their "
+                    "xxh3-128 row digests, the rest byte for byte.\nOn a difference, print the "
+                    "first diverging seq and both rows and exit with status 1.",
+        epilog="example:\n  exsim rerun runs/default\n")
+    p.add_argument("dir", metavar="DIR", help="data directory")
+    p.set_defaults(func=cmd_rerun)
+
+    p = sub.add_parser(
+        "stats", parents=parents, formatter_class=formatter,
+        help="time series of mid, spread, microprice, imbalance and VWAP (table or PNG)",
+        description="Compute SYMBOL's mid, spread, microprice, order-book imbalance over the top "
+                    "--levels levels and\nVWAP over --window-ns windows from the stored L2 updates "
+                    "and fills. Prints a table (evenly\nspaced rows across the range), all rows as "
+                    "CSV with --csv, or a plot with --plot (needs\nmatplotlib: pip install "
+                    "'exsim[plot]'). Prices are in ticks.",
+        epilog="example:\n  exsim stats runs/default JPM\n"
+               "  exsim stats runs/default JPM --levels 3 --window-ns 500000000 --plot jpm.png\n")
+    p.add_argument("dir", metavar="DIR", help="data directory")
+    p.add_argument("symbol", metavar="SYMBOL", help="symbol name")
+    p.add_argument("--levels", type=int, default=5, metavar="K",
+                   help="levels per side for the imbalance (default: %(default)s)")
+    p.add_argument("--window-ns", type=int, default=1_000_000_000, metavar="N",
+                   help="VWAP window in ns (default: %(default)s)")
+    p.add_argument("--ts", metavar="LO:HI", help="only this inclusive ts range (ns)")
+    p.add_argument("--rows", type=int, default=25, metavar="N",
+                   help="rows of the printed table (default: %(default)s; 0: all)")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--plot", metavar="PNG", help="write a plot to this PNG file instead of a table")
+    out.add_argument("--csv", action="store_true", help="print every row as CSV instead of a table")
+    p.set_defaults(func=cmd_stats)
+
+
+# -- ls ----------------------------------------------------------------------------------------
+
+def cmd_ls(args) -> int:
+    """``exsim ls``: print the catalog of a data directory; returns 0."""
+    cat = open_catalog(args.dir)
+    try:
+        sym_rows = cat.symbols()
+        names = {int(r["id"]): str(r["name"]) for r in sym_rows}
+        sealed = cat.sealed_through()
+        ckpts = cat.checkpoints()
+        segs = cat.all_segments()
+        runs = cat.runs()
+    finally:
+        cat.close()
+    wal_dir = os.path.join(args.dir, "wal")
+    wal = dir_bytes(wal_dir) if os.path.isdir(wal_dir) else 0
+    print(f"data directory {printable(args.dir)}: {human_bytes(dir_bytes(args.dir))} on disk, sealed through "
+          f"seq {sealed:,}, {len(ckpts)} checkpoint(s)"
+          + (f" (latest at seq {ckpts[-1]['seq']:,})" if ckpts else "") + f", WAL {human_bytes(wal)}")
+    print()
+    run_rows = []
+    for r in runs:
+        info = r["info"]
+        run_rows.append((r["id"], time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r["created"] or 0)),
+                         r["scenario"] or "-", "-" if r["seed"] is None else r["seed"],
+                         info.get("batch", "-"), info.get("durability", "-")))
+    print_table(["run", "created", "scenario", "seed", "batch", "durability"], run_rows,
+                right=[True, False, False, True, True, False], title="runs")
+    print()
+    print_table(["id", "symbol", "tick_size"],
+                [(s["id"], s["name"], symbol_tick_size(s)) for s in sym_rows],
+                right=[True, False, True], title="symbols")
+    print()
+    groups: dict[tuple[str, int], list[dict]] = {}
+    for s in segs:
+        groups.setdefault((s["table_name"], s["symbol"]), []).append(s)
+    order = {t: i for i, t in enumerate(("orders", "fills", "l2", "events"))}
+    rows = []
+    for (table, sym), ss in sorted(groups.items(), key=lambda kv: (order.get(kv[0][0], 9), kv[0][1])):
+        rows.append((table, names.get(sym, sym), len(ss), f"{sum(s['rows'] for s in ss):,}",
+                     human_bytes(sum(s["bytes"] for s in ss)), min(s["seq_lo"] for s in ss),
+                     max(s["seq_hi"] for s in ss), ",".join(sorted({s["codec"] for s in ss}))))
+    rows.append(("total", "", len(segs), f"{sum(s['rows'] for s in segs):,}",
+                 human_bytes(sum(s["bytes"] for s in segs)), "", "", ""))
+    print_table(["table", "symbol", "segments", "rows", "bytes", "seq_lo", "seq_hi", "codec"], rows,
+                right=[False, False, True, True, True, True, True, False], title="segments")
+    if args.files:
+        print()
+        print_table(["path", "rows", "bytes", "seq_lo", "seq_hi", "tier"],
+                    [(s["path"], f"{s['rows']:,}", s["bytes"], s["seq_lo"], s["seq_hi"], s["tier"])
+                     for s in sorted(segs, key=lambda s: s["path"])],
+                    right=[False, True, True, True, True, True], title="segment files")
+    return EXIT_OK
+
+
+# -- book --------------------------------------------------------------------------------------
+
+def cmd_book(args) -> int:
+    """``exsim book``: print a rebuilt book; returns 0."""
+    from exchange import Side
+    from replay import book_at
+
+    if args.depth < 1:
+        raise UsageError(f"--depth must be >= 1, got {args.depth}")
+    cat = open_catalog(args.dir)
+    try:
+        resolve_symbol(cat, args.symbol, args.dir)
+    finally:
+        cat.close()
+    view = book_at(args.dir, args.symbol, seq=args.seq, ts=args.ts, depth=args.depth, l3=args.l3)
+    when = "before its first message" if view.ts is None else f"ts {view.ts:,}"
+    print(f"{printable(args.symbol)} after seq {view.seq:,} ({when})  prices in ticks")
+    n = max(len(view.bids), len(view.asks))
+    rows = []
+    for i in range(n):
+        b = view.bids[i] if i < len(view.bids) else None
+        a = view.asks[i] if i < len(view.asks) else None
+        rows.append(("" if b is None else int(b["count"]), "" if b is None else f"{int(b['qty']):,}",
+                     "" if b is None else int(b["price"]), "|",
+                     "" if a is None else int(a["price"]), "" if a is None else f"{int(a['qty']):,}",
+                     "" if a is None else int(a["count"])))
+    print(format_table(["orders", "bid_qty", "bid", "|", "ask", "ask_qty", "orders"], rows,
+                       right=[True, True, True, False, True, True, True]))
+    if not rows:
+        print("(empty book)")
+    if args.l3 and view.orders is not None:
+        print()
+        # why filter: the table shows --depth levels; the L3 list matches it (queue positions
+        # are still counted within each whole level)
+        shown = {(int(Side.BUY), int(p)) for p in view.bids["price"]}
+        shown |= {(int(Side.SELL), int(p)) for p in view.asks["price"]}
+        rows, pos, last = [], 0, None
+        for o in view.orders:
+            if (int(o["side"]), int(o["price"])) not in shown:
+                continue
+            key = (int(o["side"]), int(o["price"]))
+            pos = pos + 1 if key == last else 1   # queue position within its level
+            last = key
+            rows.append((Side(int(o["side"])).name.lower(), int(o["price"]), pos, int(o["order_id"]),
+                         f"{int(o['qty']):,}", f"{int(o['filled']):,}", int(o["trader"])))
+        print_table(["side", "price", "queue", "order_id", "qty", "filled", "trader"], rows,
+                    right=[False, True, True, True, True, True, True],
+                    title=f"live orders (L3) at these levels: {len(rows):,} of {len(view.orders):,}, "
+                          "bids best first then asks, FIFO")
+    return EXIT_OK
+
+
+# -- verify, rerun -----------------------------------------------------------------------------
+
+def _show_progress(args) -> bool:
+    return not args.quiet and sys.stderr.isatty()
+
+
+def _check_dir(data_dir: str) -> None:
+    # why open the catalog first: a wrong path should say "not a data directory", not whatever
+    # the first file read happens to fail with
+    open_catalog(data_dir).close()
+
+
+def cmd_verify(args) -> int:
+    """``exsim verify``: print the report; returns 0 if it is ok, 1 if there are violations."""
+    from replay import verify
+
+    _check_dir(args.dir)
+    t0 = time.perf_counter()
+    try:
+        report = verify(args.dir, progress=_show_progress(args))
+    except CorruptionError as e:
+        return _corrupt("verify", e)
+    secs = time.perf_counter() - t0
+    summary = dict(report.summary or {})
+    summary.pop("seconds", None)   # printed below, measured here
+    width = max([len(k) for k in summary] + [1])
+    for k, v in summary.items():
+        print(printable(f"{k:>{width}}  {_summary_value(v)}"))
+    if report.violations:
+        limit = args.limit if args.limit > 0 else len(report.violations)
+        print()
+        print_table(["seq", "rule", "detail"],
+                    [(v.seq, v.rule, v.detail) for v in report.violations[:limit]],
+                    right=[True, False, False], title="violations")
+        if len(report.violations) > limit:
+            print(f"... and {len(report.violations) - limit:,} more (--limit 0 shows all)")
+    print()
+    if report.ok:
+        print(f"verify: ok ({secs:.2f} s)")
+        return EXIT_OK
+    by_rule = summary.get("violations")
+    total = (sum(by_rule.values()) if isinstance(by_rule, dict)
+             and all(isinstance(n, int) for n in by_rule.values()) else len(report.violations))
+    # why the summary's count: the report lists only the first violations, the summary counts all
+    print(f"verify: FAILED, {max(total, len(report.violations)):,} violation(s) ({secs:.2f} s)")
+    return EXIT_FAILED
+
+
+def _corrupt(command: str, e: Exception) -> int:
+    """Report a failed checksum as a failed check (exit 1), not a usage error: verify and rerun
+    exist to say whether a directory can be trusted, and a corrupt file is a clear no."""
+    print(f"{command}: FAILED, the store is corrupt: {printable(e)}")
+    return EXIT_FAILED
+
+
+def _summary_value(v) -> str:
+    """A verify summary value on one line: counts with separators, lists joined, dicts of
+    counts as their non-zero entries."""
+    if isinstance(v, bool):
+        return str(v)
+    if isinstance(v, int):
+        return f"{v:,}"
+    if isinstance(v, float):
+        return f"{v:,.2f}"
+    if isinstance(v, (list, tuple)):
+        return ", ".join(str(x) for x in v)
+    if isinstance(v, dict):
+        shown = {k: x for k, x in v.items() if x}
+        return ", ".join(f"{k} {_summary_value(x)}" for k, x in shown.items()) if shown else "all 0"
+    return str(v)
+
+
+def _row_fields(row) -> dict | None:
+    """A stored/rerun row (numpy record, dict or None) as {field: python value}."""
+    if row is None:
+        return None
+    if isinstance(row, dict):
+        return row
+    names = getattr(getattr(row, "dtype", None), "names", None)
+    if names:
+        return {n: row[n].item() if hasattr(row[n], "item") else row[n] for n in names}
+    return {"row": str(row)}
+
+
+def cmd_rerun(args) -> int:
+    """``exsim rerun``: returns 0 if a fresh engine reproduced every row, 1 on a divergence."""
+    from replay import rerun
+
+    _check_dir(args.dir)
+    t0 = time.perf_counter()
+    try:
+        report = rerun(args.dir, progress=_show_progress(args))
+    except CorruptionError as e:
+        return _corrupt("rerun", e)
+    secs = time.perf_counter() - t0
+    for k, v in (report.counts or {}).items():
+        print(f"{k:>12}  {v:,}" if isinstance(v, int) else printable(f"{k:>12}  {v}"))
+    print()
+    if report.ok:
+        how = ("every sealed output segment's row digest (xxh3-128) and the unsealed rows"
+               if report.mode == "digest" else "every stored row, byte for byte,")
+        print(f"rerun: ok, {how} reproduced ({secs:.2f} s)")
+        return EXIT_OK
+    d = report.first_divergence
+    if d is None:
+        print("rerun: FAILED (no divergence detail reported)")
+        return EXIT_FAILED
+    print(f"rerun: FAILED, first divergence in table {printable(d.table)} at seq {d.seq:,}")
+    stored, again = _row_fields(d.stored_row), _row_fields(d.rerun_row)
+    fields = list(dict.fromkeys(list(stored or {}) + list(again or {})))
+    rows = [(f, "(no row)" if stored is None else stored.get(f, ""),
+             "(no row)" if again is None else again.get(f, ""),
+             "" if stored is None or again is None or stored.get(f) == again.get(f) else "<--")
+            for f in fields]
+    print_table(["field", "stored", "rerun", ""], rows or [("(no rows)", "", "", "")],
+                right=[False, True, True, False])
+    return EXIT_FAILED
+
+
+# -- stats -------------------------------------------------------------------------------------
+
+def _fmt(v) -> str:
+    if isinstance(v, float):
+        return "-" if math.isnan(v) else f"{v:.4f}"
+    return str(v)
+
+
+def cmd_stats(args) -> int:
+    """``exsim stats``: print (or plot) the analytics series; returns 0."""
+    import numpy as np
+
+    if args.levels < 1:
+        raise UsageError(f"--levels must be >= 1, got {args.levels}")
+    if args.window_ns < 1:
+        raise UsageError(f"--window-ns must be >= 1, got {args.window_ns}")
+    ts = parse_range(args.ts, "--ts") if args.ts else None
+    cat = open_catalog(args.dir)
+    try:
+        resolve_symbol(cat, args.symbol, args.dir)
+    finally:
+        cat.close()
+    if args.plot:
+        _plot_module()   # why first: a missing extra should fail before the computation
+    from replay import stats
+
+    series = stats(args.dir, args.symbol, ts=ts, levels=args.levels, window_ns=args.window_ns)
+    names = list(series.dtype.names)
+    if args.plot:
+        _plot(series, args.symbol, args.plot)
+        print(f"wrote {printable(args.plot)}: {series.size:,} points of {printable(args.symbol)}")
+        return EXIT_OK
+    if args.csv:
+        print(",".join(names))
+        for row in series.tolist():
+            print(",".join("" if isinstance(v, float) and math.isnan(v) else repr(v) if isinstance(v, float)
+                           else str(v) for v in row))
+        return EXIT_OK
+    n = series.size
+    idx = np.arange(n) if args.rows <= 0 or n <= args.rows else np.unique(
+        np.linspace(0, n - 1, args.rows).round().astype(np.int64))
+    print_table(names, [[_fmt(v) for v in series[i].tolist()] for i in idx],
+                right=[True] * len(names),
+                title=f"{args.symbol}: imbalance over {args.levels} level(s), VWAP over "
+                      f"{args.window_ns:,} ns windows, prices in ticks")
+    if len(idx) < n:
+        print(f"showing {len(idx)} of {n:,} rows, evenly spaced (--rows 0 or --csv for all)")
+    elif n == 0:
+        print("(no rows in range)")
+    return EXIT_OK
+
+
+def _plot_module():
+    try:
+        import matplotlib
+    except ImportError:
+        raise UsageError("--plot needs matplotlib, which is not installed: "
+                         "pip install 'exsim[plot]'") from None
+    matplotlib.use("Agg")   # why: no display is needed to write a PNG, and none may exist
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _plot(series, symbol: str, path: str) -> None:
+    """Write a three-panel PNG: prices (mid, microprice, VWAP), spread, imbalance."""
+    plt = _plot_module()
+    t = (series["ts"] - (series["ts"][0] if series.size else 0)) / 1e9
+    fig, axes = plt.subplots(3, 1, figsize=(10, 8), sharex=True,
+                             gridspec_kw={"height_ratios": [3, 1, 1]})
+    for name in ("mid", "microprice", "vwap"):
+        if name in series.dtype.names:
+            axes[0].plot(t, series[name], label=name, lw=0.8)
+    axes[0].set_ylabel("price (ticks)")
+    axes[0].legend(loc="best")
+    axes[0].set_title(f"{symbol}")
+    axes[1].plot(t, series["spread"], lw=0.8, color="tab:red")
+    axes[1].set_ylabel("spread")
+    axes[2].plot(t, series["imbalance"], lw=0.8, color="tab:green")
+    axes[2].set_ylabel("imbalance")
+    axes[2].set_xlabel("seconds from the first point")
+    fig.tight_layout()
+    try:
+        fig.savefig(path, dpi=100)
+    finally:
+        plt.close(fig)

@@ -1,0 +1,195 @@
+"""The ``exsim`` command line: a thin layer over the exchange, scenarios, store and replay libraries.
+
+Subcommands (each in its own module, each ``--help`` carrying an example)::
+
+    simulate, demo            replay/cli/run.py
+    ls, book, verify, rerun   replay/cli/inspect.py
+    stats                     replay/cli/inspect.py
+    export                    replay/cli/export.py
+    backtest                  replay/cli/backtest.py
+    sweep                     replay/cli/sweep.py
+    bench                     replay/cli/bench.py
+
+Exit status: 0 ok, 1 a verification or determinism check failed, 2 usage or input error.
+
+Invariants:
+- ``main(argv)`` returns the exit status and never raises for a user mistake: argparse errors,
+  ``ExsimError`` and ``OSError`` become one ``exsim: error: ...`` line on stderr and status 2
+  (non-printable characters escaped: a message may quote a stored name). A damaged data
+  directory raises ExsimError from the store, never a raw sqlite3/json/ValueError. Anything
+  else is a bug and keeps its traceback.
+- ``docs/cli.md`` is generated from the parser itself (``render_docs``); a test fails when the
+  committed file differs, so the help text is the single source of the CLI's documentation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from exchange.errors import ExsimError, VerificationError
+
+from replay.cli import backtest as cli_backtest, bench as cli_bench, export as cli_export
+from replay.cli import inspect as cli_inspect, run as cli_run, sweep as cli_sweep
+from replay.cli.common import EXIT_FAILED, EXIT_USAGE, Formatter, printable
+
+__all__ = ["main", "build_parser", "render_docs", "write_docs", "COMMANDS"]
+
+PROG = "exsim"
+DOCS_WIDTH = 100
+# The order commands appear in help and docs.
+COMMANDS = (
+    "simulate", "demo", "ls", "book", "verify", "rerun", "stats", "export", "backtest", "sweep",
+    "bench",
+)
+
+DESCRIPTION = """\
+exsim: a deterministic exchange simulator. Simulate order flow into a journaled, checksummed
+data directory, then rebuild any historical book, verify every deal against its orders, re-run
+the journal byte for byte, export and analyse it.
+
+exit status: 0 ok, 1 verification failed, 2 usage or input error"""
+
+EPILOG = """\
+example:
+  exsim demo                                 # simulate -> store -> replay -> verify, in one go
+  exsim simulate --out runs/first && exsim verify runs/first
+  exsim COMMAND --help                       # details and an example for each command
+"""
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("exsim")
+    except Exception:   # why broad: an uninstalled checkout has no metadata; --version must still work
+        return "unknown"
+
+
+def build_parser(width: int | None = None) -> argparse.ArgumentParser:
+    """Return the ``exsim`` argument parser.
+
+    width: help text width (None: the terminal's, capped at 100); ``render_docs`` fixes it so the
+    generated docs do not depend on the terminal.
+    """
+    if width is None:
+        try:
+            width = min(DOCS_WIDTH, os.get_terminal_size(sys.stdout.fileno()).columns - 2)
+        except (OSError, ValueError):
+            width = DOCS_WIDTH
+
+    def fmt(prog):
+        return Formatter(prog, width=width)
+
+    parser = argparse.ArgumentParser(prog=PROG, description=DESCRIPTION, epilog=EPILOG,
+                                     formatter_class=fmt)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("-q", "--quiet", action="store_true",
+                        help="no progress bars (they are also off when stderr is not a terminal)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    # argparse lists subcommands in the order they are added: the order of COMMANDS
+    cli_run.register(sub, [common], fmt)
+    cli_inspect.register(sub, [common], fmt)
+    cli_export.register(sub, [common], fmt)
+    cli_backtest.register(sub, [common], fmt)
+    cli_sweep.register(sub, [common], fmt)
+    cli_bench.register(sub, [common], fmt)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the ``exsim`` command line with ``argv`` (default ``sys.argv[1:]``).
+
+    Returns the exit status: 0 ok, 1 verification failed, 2 usage or input error. Never raises
+    for a user mistake (bad arguments, missing or malformed files, unknown symbols).
+    """
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:   # --help, --version and argparse usage errors
+        return int(e.code) if isinstance(e.code, int) else (0 if e.code is None else EXIT_USAGE)
+    try:
+        return int(args.func(args))
+    except BrokenPipeError:
+        # `exsim ls DIR | head`: the reader left; silence the interpreter's final flush too
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return 141   # 128 + SIGPIPE, as a shell reports a command killed by the pipe
+    except VerificationError as e:
+        print(f"{PROG}: verification failed: {printable(e)}", file=sys.stderr)
+        return EXIT_FAILED
+    except (ExsimError, OSError) as e:
+        print(f"{PROG}: error: {printable(_describe(e))}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+
+
+def _describe(e: BaseException) -> str:
+    """One line for an error; OSErrors name their file (str(e) already does for most)."""
+    if isinstance(e, OSError) and e.filename and str(e.filename) not in str(e):
+        return f"{e.filename}: {e.strerror or e}"
+    return str(e)
+
+
+# -- documentation -----------------------------------------------------------------------------
+
+DOCS_HEADER = """\
+# The `exsim` command line
+
+<!-- Generated by `python -m replay.cli.docs` from the parser in replay/cli/main.py; do not edit.
+     tests/test_cli_docs.py fails when this file is stale. -->
+
+`exsim` is a thin layer over the Python library (`exchange`, `scenarios`, `store`, `replay`).
+Every command prints its result to stdout and progress bars (only on a terminal, never with
+`--quiet`) and errors to stderr.
+
+Exit status: **0** ok, **1** a verification or determinism check failed, **2** usage or input
+error (the message names the file or argument; no traceback).
+
+Commands: {toc}
+"""
+
+
+def _help_text(parser: argparse.ArgumentParser) -> str:
+    return parser.format_help().rstrip() + "\n"
+
+
+def render_docs() -> str:
+    """Return the Markdown of ``docs/cli.md``: the top-level help and every subcommand's help."""
+    parser = build_parser(width=DOCS_WIDTH)
+    subs = _subparsers(parser)
+    toc = ", ".join(f"[`{c}`](#exsim-{c})" for c in COMMANDS)
+    parts = [DOCS_HEADER.format(toc=toc), "## exsim\n", "```text\n" + _help_text(parser) + "```\n"]
+    for name in COMMANDS:
+        parts.append(f"## exsim {name}\n")
+        parts.append("```text\n" + _help_text(subs[name]) + "```\n")
+    return "\n".join(parts)
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """Return {command name: its parser}."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+def write_docs(path: str | None = None) -> str:
+    """Write ``render_docs()`` to ``path`` (default: docs/cli.md next to this package); return the path."""
+    if path is None:
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        path = os.path.join(root, "docs", "cli.md")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(render_docs())
+    return path
+
+
+if __name__ == "__main__":   # pragma: no cover - `python -m replay.cli.main`
+    sys.exit(main())

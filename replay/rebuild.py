@@ -1,0 +1,239 @@
+"""``book_at``: the book of one symbol exactly as it stood after a given message.
+
+Two views, both starting from the newest checkpoint at or before the target seq:
+
+- **L2** (default): the checkpoint's depth, then every stored L2 update of the symbol with
+  checkpoint seq < seq <= target applied in order (an update sets a level's total quantity and
+  order count; quantity 0 removes the level). The engine is only used to read the checkpoint.
+- **L3** (``l3=True``): the checkpoint restored into an ``Engine``, then the symbol's journaled
+  orders up to the target re-matched; ``orders`` lists the live orders in priority order (bids
+  best first, then asks, FIFO within a level) and the depth comes from the same engine.
+
+Invariants:
+- A symbol's book changes only with that symbol's messages, so the book after global seq N is
+  the book after the symbol's last message at or before N; both views rebuild exactly that.
+- ``ts=T`` targets the symbol's last message with ``ts <= T`` (its seq is ``view.seq``). With
+  nondecreasing timestamps (every exsim generator and loader produces them) that is the book at
+  time T. Before the symbol's first such message the view is the run's starting book.
+- Depth arrays are DEPTH_DTYPE, best level first: bids by falling price, asks by rising price.
+
+The L2 view caches the depth of the last 256 (checkpoint, symbol) pairs it read (per process; checkpoint files are
+immutable), so repeated views near one another skip restoring the checkpoint.
+
+Limits: the cost is one checkpoint read plus the L2 rows (or orders, for L3) between that
+checkpoint and the target, so it grows with the store's ``checkpoint_every`` interval.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+from exchange.errors import UsageError
+from exchange.schema import DEPTH_DTYPE, Side
+from store import Catalog, read
+
+from replay.rundir import (
+    RunInfo, checkpoint_row, load_checkpoint, resolve_symbol, restore, run_info, strip_seq, SEQ_MAX,
+)
+
+__all__ = ["BookView", "book_at", "apply_l2"]
+
+_TS_MIN = -(1 << 63)
+_BUY = int(Side.BUY)
+
+
+@dataclass
+class BookView:
+    """A rebuilt book. ``seq`` is the last message applied; ``ts`` that message's timestamp.
+
+    ``seq``/``ts`` refer to the target: for ``seq=N`` requests ``seq`` is N and ``ts`` the
+    timestamp of the symbol's last message at or before N (None if it had none); for ``ts=T``
+    requests both describe the symbol's last message with ts <= T.
+    """
+
+    seq: int
+    ts: int | None
+    bids: np.ndarray                 # DEPTH_DTYPE, best (highest) price first
+    asks: np.ndarray                 # DEPTH_DTYPE, best (lowest) price first
+    orders: np.ndarray | None = None  # L3_DTYPE in priority order, only when l3=True
+    symbol: str = ""
+
+
+@njit(cache=True)
+def _apply_l2_kernel(keys0, qty0, cnt0, keys1, qty1, cnt1):
+    # open addressing over key = 2 * price + side (price < 2^62, so no overflow); the last row
+    # written for a key is its final state
+    n = keys0.size + keys1.size
+    cap = 16
+    while cap < 2 * n:
+        cap *= 2
+    mask = cap - 1
+    tkeys = np.empty(cap, np.int64)
+    used = np.zeros(cap, np.uint8)
+    tq = np.empty(cap, np.int64)
+    tc = np.empty(cap, np.int64)
+    for part in range(2):
+        keys = keys0 if part == 0 else keys1
+        qty = qty0 if part == 0 else qty1
+        cnt = cnt0 if part == 0 else cnt1
+        for i in range(keys.size):
+            k = keys[i]
+            h = (k * 0x9E3779B97F4A7C1) & mask
+            while used[h] and tkeys[h] != k:
+                h = (h + 1) & mask
+            used[h] = 1
+            tkeys[h] = k
+            tq[h] = qty[i]
+            tc[h] = cnt[i]
+    m = 0
+    for h in range(cap):
+        if used[h] and tq[h] != 0:
+            m += 1
+    ok = np.empty(m, np.int64)
+    oq = np.empty(m, np.int64)
+    oc = np.empty(m, np.int64)
+    j = 0
+    for h in range(cap):
+        if used[h] and tq[h] != 0:
+            ok[j] = tkeys[h]
+            oq[j] = tq[h]
+            oc[j] = tc[h]
+            j += 1
+    return ok, oq, oc
+
+
+def _depth(prices, qty, count, best_high: bool, depth: int | None) -> np.ndarray:
+    order = np.argsort(prices, kind="stable")
+    if best_high:
+        order = order[::-1]
+    if depth is not None:
+        order = order[:depth]
+    out = np.zeros(order.size, DEPTH_DTYPE)
+    out["price"], out["qty"], out["count"] = prices[order], qty[order], count[order]
+    return out
+
+
+def apply_l2(bids: np.ndarray, asks: np.ndarray, updates: np.ndarray,
+             depth: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Return (bids, asks) after applying L2 ``updates`` (L2 rows, in order) to a starting depth.
+
+    ``bids``/``asks`` are DEPTH_DTYPE arrays of the starting book (any order); the result is
+    DEPTH_DTYPE, best level first, at most ``depth`` levels per side (None: all).
+    """
+    keys0 = np.concatenate([bids["price"].astype(np.int64) * 2 + _BUY,
+                            asks["price"].astype(np.int64) * 2 + (1 - _BUY)])
+    qty0 = np.concatenate([bids["qty"], asks["qty"]]).astype(np.int64)
+    cnt0 = np.concatenate([bids["count"], asks["count"]]).astype(np.int64)
+    keys1 = updates["price"].astype(np.int64) * 2 + updates["side"].astype(np.int64)
+    k, q, c = _apply_l2_kernel(keys0, qty0, cnt0, keys1, updates["qty"].astype(np.int64),
+                               updates["count"].astype(np.int64))
+    side, price = k & 1, k >> 1
+    b, a = side == _BUY, side != _BUY
+    return (_depth(price[b], q[b], c[b], True, depth), _depth(price[a], q[a], c[a], False, depth))
+
+
+_DEPTH_CACHE: OrderedDict = OrderedDict()
+# why 256: an entry is one symbol's depth (levels x 24 bytes), tiny next to a checkpoint file
+_DEPTH_CACHE_SIZE = 256
+
+
+def _checkpoint_depth(info: RunInfo, sid: int, target: int) -> tuple[int, np.ndarray, np.ndarray]:
+    """(checkpoint seq, bids, asks) of the newest checkpoint at or before ``target``.
+
+    Cached per process: a checkpoint file is written once and never modified, so its depth is
+    keyed by directory, path, CRC and size. Restoring a large book dominates an L2 view
+    otherwise (the whole engine, every symbol, is rebuilt from the file).
+    """
+    row = checkpoint_row(info, target)
+    key = (os.path.realpath(info.data_dir), row["path"], row["crc"], row["bytes"], sid)
+    hit = _DEPTH_CACHE.get(key)
+    if hit is not None:
+        _DEPTH_CACHE.move_to_end(key)
+        return hit
+    eng = restore(info, row)
+    value = (eng.seq, *eng.depth(sid, levels=1 << 62))
+    _DEPTH_CACHE[key] = value
+    if len(_DEPTH_CACHE) > _DEPTH_CACHE_SIZE:
+        _DEPTH_CACHE.popitem(last=False)
+    return value
+
+
+def _last_message(info: RunInfo, sid: int, seq_hi: int, ts_hi: int) -> tuple[int, int] | None:
+    """(seq, ts) of the symbol's last message with seq <= seq_hi and ts <= ts_hi, or None."""
+    cat = Catalog(info.data_dir, readonly=True)
+    try:
+        sealed, segs = cat.snapshot("orders", sid, seq=(0, seq_hi), ts=(_TS_MIN, ts_hi))
+    finally:
+        cat.close()
+    # why only from the newest such segment on: the answer is the largest qualifying seq, and
+    # every row of that segment with ts <= ts_hi beats every row of an older segment
+    lo = max((int(s["seq_lo"]) for s in segs), default=sealed + 1)
+    rows = read(info.data_dir, "orders", symbol=sid, seq=(lo, seq_hi), ts=(_TS_MIN, ts_hi),
+                columns=["seq", "ts"])
+    if rows.size == 0:
+        return None
+    return int(rows["seq"][-1]), int(rows["ts"][-1])
+
+
+def _target(info: RunInfo, sid: int, seq, ts) -> tuple[int, int | None]:
+    if (seq is None) == (ts is None):
+        raise UsageError("book_at takes exactly one of seq= or ts=")
+    if seq is not None:
+        if isinstance(seq, bool) or not isinstance(seq, (int, np.integer)):
+            raise UsageError(f"seq must be an int; got {seq!r}")
+        seq = int(seq)
+        if seq < info.first_seq or seq > info.last_seq:
+            raise UsageError(f"seq {seq} is outside the stored run {info.first_seq}..{info.last_seq}"
+                             f" of {info.data_dir}")
+        last = _last_message(info, sid, seq, SEQ_MAX)
+        return seq, (last[1] if last else None)
+    if isinstance(ts, bool) or not isinstance(ts, (int, np.integer)):
+        raise UsageError(f"ts must be an int (nanoseconds); got {ts!r}")
+    last = _last_message(info, sid, info.last_seq, int(ts))
+    if last is None:
+        return info.first_seq, None
+    return last
+
+
+def book_at(data_dir, symbol, *, seq: int | None = None, ts: int | None = None,
+            depth: int | None = 10, l3: bool = False) -> BookView:
+    """Return the BookView of ``symbol`` after message ``seq`` (or the last one with ts <= ``ts``).
+
+    ``depth`` caps the levels per side (None: all). With ``l3`` the view also lists the live
+    orders in priority order (``orders``, L3_DTYPE) and is rebuilt by re-matching orders.
+
+    Raises UsageError when both or neither of seq/ts are given, for an unknown symbol, a seq
+    outside the stored run or a negative depth; StoreError if ``data_dir`` is not a data
+    directory; CorruptionError if a file read fails its checksum.
+    """
+    data_dir = os.fspath(data_dir)
+    if depth is not None and (isinstance(depth, bool) or not isinstance(depth, (int, np.integer))
+                              or depth < 0):
+        raise UsageError(f"depth must be a non-negative int or None; got {depth!r}")
+    info = run_info(data_dir)
+    sid, name = resolve_symbol(info, symbol)
+    target, target_ts = _target(info, sid, seq, ts)
+    if l3:
+        eng = load_checkpoint(info, target)
+        lo, hi = eng.seq + 1, target
+        msgs = read(data_dir, "orders", symbol=sid, seq=(lo, hi)) if hi >= lo else None
+        if msgs is not None and msgs.size:
+            eng.process(strip_seq(msgs))
+        levels = 1 << 62 if depth is None else int(depth)
+        bids, asks = eng.depth(sid, levels=levels)
+        return BookView(target, target_ts, bids, asks, eng.orders(sid), name)
+    ck_seq, bids, asks = _checkpoint_depth(info, sid, target)
+    lo, hi = ck_seq + 1, target
+    if hi >= lo:
+        updates = read(data_dir, "l2", symbol=sid, seq=(lo, hi),
+                       columns=["side", "price", "qty", "count"])
+    else:
+        updates = np.zeros(0, np.dtype([("side", "u1"), ("price", "<i8"), ("qty", "<i8"),
+                                        ("count", "<i4")]))
+    bids, asks = apply_l2(bids, asks, updates, depth)
+    return BookView(target, target_ts, bids, asks, None, name)
