@@ -238,7 +238,7 @@ def test_process_many_yields_what_process_returns_and_reopens_identically(tmp_pa
 
 
 def _slow_fsync(monkeypatch, seconds):
-    import store.wal as wal_mod
+    import store.wal.writer as wal_mod
 
     real = os.fsync
     monkeypatch.setattr(wal_mod.os, "fsync", lambda fd: (__import__("time").sleep(seconds), real(fd)))
