@@ -23,6 +23,7 @@ from exchange import Engine
 from exchange.errors import StoreError, UsageError
 from exchange.schema import ORDER_DTYPE
 from store import Catalog, journaled_through, read, read_checkpoint
+from store.catalog import resolve_symbol as store_resolve_symbol
 
 __all__ = ["RunInfo", "run_info", "resolve_symbol", "load_checkpoint", "checkpoint_row", "restore",
            "read_table", "segment_cuts", "output_segments",
@@ -76,14 +77,8 @@ def run_info(data_dir) -> RunInfo:
 
 def resolve_symbol(info: RunInfo, symbol) -> tuple[int, str]:
     """Return (id, name) of ``symbol`` (a name or an id). Raises UsageError if the run lacks it."""
-    if isinstance(symbol, (int, np.integer)) and not isinstance(symbol, bool):
-        for name, sid in info.symbols.items():
-            if sid == int(symbol):
-                return sid, name
-    elif isinstance(symbol, str) and symbol in info.symbols:
-        return info.symbols[symbol], symbol
-    known = ", ".join(info.symbols) or "none"
-    raise UsageError(f"unknown symbol {symbol!r} in {info.data_dir}; known: {known}")
+    sid = store_resolve_symbol(info.symbols, symbol, info.data_dir)
+    return sid, next(name for name, i in info.symbols.items() if i == sid)
 
 
 def checkpoint_row(info: RunInfo, seq: int) -> dict:

@@ -52,11 +52,12 @@ import urllib.parse
 from contextlib import contextmanager
 
 import crc32c
+import numpy as np
 import sqlite_utils
 
-from exchange.errors import CorruptionError, StoreError, WriteError
+from exchange.errors import CorruptionError, StoreError, UsageError, WriteError
 
-__all__ = ["Catalog", "CATALOG_NAME", "FORMAT_VERSION"]
+__all__ = ["Catalog", "CATALOG_NAME", "FORMAT_VERSION", "resolve_symbol"]
 
 CATALOG_NAME = "catalog.sqlite"
 FORMAT_VERSION = 1
@@ -76,6 +77,25 @@ _ROW_COLUMNS = {
 }
 _KEY = {"meta": "key", "symbols": "id", "runs": "id", "segments": "id", "checkpoints": "seq"}
 _SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+
+def resolve_symbol(symbols: dict, symbol, where: str, *, unlisted_ids: bool = False) -> int:
+    """Return the id of ``symbol`` (a name, or an id) among ``symbols`` ({name: id}).
+
+    An id (int or numpy integer, not bool) must be one of the ids, unless ``unlisted_ids``:
+    then it is returned as it is (rows journaled for an id the engine rejected are stored under
+    it). Raises UsageError naming the symbol, ``where`` (the data directory) and the known
+    symbols when there is no such symbol.
+    """
+    if isinstance(symbol, (int, np.integer)) and not isinstance(symbol, (bool, np.bool_)):
+        if unlisted_ids or int(symbol) in symbols.values():
+            return int(symbol)
+    elif isinstance(symbol, str) and symbol in symbols:
+        return int(symbols[symbol])
+    known = ", ".join(symbols) or "none"
+    raise UsageError(f"{where}: unknown symbol {symbol!r} (symbols: {known})")
+
 
 # Raw rows (values + row_crc) already found good -> their dicts, per (table, column layout), so a
 # reader that takes the same snapshot again (a read per chunk) does not recompute every
@@ -555,6 +575,15 @@ class Catalog:
             if r["name"] == name:
                 return r["id"]
         return None
+
+    def resolve_symbol(self, symbol, *, unlisted_ids: bool = False) -> int:
+        """Return the id of ``symbol`` (a name or an id) in this catalog (see ``resolve_symbol``).
+
+        Raises UsageError naming the symbol and the data directory's symbols when it has no
+        such symbol; CorruptionError as ``symbols``.
+        """
+        symbols = {r["name"]: int(r["id"]) for r in self.symbols()}
+        return resolve_symbol(symbols, symbol, os.path.dirname(self.path), unlisted_ids=unlisted_ids)
 
     def add_run(self, scenario: str = "", seed: int | None = None, engine_options: dict | None = None,
                 info: dict | None = None) -> int:

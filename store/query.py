@@ -41,15 +41,6 @@ __all__ = ["read", "read_columns", "iter_columns", "read_checkpoint", "journaled
 _RETRIES = 5
 
 
-def _resolve_symbol(catalog: Catalog, symbol):
-    if symbol is None or isinstance(symbol, (int, np.integer)):
-        return symbol
-    sid = catalog.symbol_id(str(symbol))
-    if sid is None:
-        raise UsageError(f"unknown symbol {symbol!r} in {catalog.path}")
-    return sid
-
-
 def _check_range(name, r):
     if r is None:
         return None
@@ -148,7 +139,7 @@ def _parts(source, table, symbol, seq, ts, need):
     data_dir = os.fspath(source) if own else source.data_dir
     catalog = Catalog(data_dir, readonly=True) if own else source.catalog
     try:
-        sym = _resolve_symbol(catalog, symbol)
+        sym = None if symbol is None else catalog.resolve_symbol(symbol, unlisted_ids=True)
         if own:
             sealed, segs, decoded, records = _snapshot_own(catalog, data_dir, table, sym, seq, ts,
                                                            need)

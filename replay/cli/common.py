@@ -176,15 +176,11 @@ def symbol_tick_size(row: dict):
 
 
 def resolve_symbol(catalog, name: str, data_dir: str) -> int:
-    """Return the id of symbol ``name`` in the catalog.
+    """Return the id of symbol ``name`` (a name or an id) in ``catalog`` (``Catalog.resolve_symbol``).
 
-    Raises UsageError listing the directory's symbols when it has no such symbol.
+    Raises UsageError naming ``data_dir``'s symbols when it has no such symbol.
     """
-    sid = catalog.symbol_id(name)
-    if sid is None:
-        known = ", ".join(symbol_names(catalog).values()) or "none"
-        raise UsageError(f"{data_dir}: unknown symbol {name!r} (symbols: {known})")
-    return int(sid)
+    return catalog.resolve_symbol(name)
 
 
 def dir_bytes(path: str) -> int:
