@@ -30,9 +30,9 @@ import numpy as np
 
 from exchange.errors import CorruptionError, StoreError, UsageError
 from store.catalog import Catalog
+from store.checkpoint_file import read_checkpoint_file
 from store.paths import inside
 from store.segment import read_registered
-from store.session import Session
 from store.tables import orders_with_seq, table_dtype
 from store.wal import scan_wal
 
@@ -322,5 +322,4 @@ def read_checkpoint(data_dir, seq: int | None = None) -> tuple[int, bytes]:
     if row is None:
         where = "" if seq is None else f" at or before seq {int(seq)}"
         raise UsageError(f"{data_dir}: no checkpoint{where}")
-    # why the session's reader: it is the one place that knows the checkpoint file format
-    return int(row["seq"]), Session._read_checkpoint(data_dir, row)
+    return int(row["seq"]), read_checkpoint_file(data_dir, row)

@@ -8,6 +8,10 @@ the WAL tail through the engine, checking that it reproduces the journaled outpu
 on with the next seq.
 
 Data directory: ``catalog.sqlite``, ``wal/``, ``segments/<table>/<symbol>/``, ``checkpoints/``.
+This module holds the lifecycle and the hot path (process, pipelining, acknowledgement); the
+steps it drives live beside it: store.creation (atomic create), store.recovery (open: layout,
+checkpoint restore, WAL tail, orphans), store.sealing (segments, WAL trimming),
+store.checkpoint_file (checkpoint files), store.engine_classes (which classes may be restored).
 
 Invariants:
 - Acknowledged == in the WAL (durably, per policy). Rows with seq <= sealed_through are in
@@ -42,14 +46,9 @@ Hostile directories:
 
 from __future__ import annotations
 
-import errno
 import inspect
 import json
 import os
-import shutil
-import stat
-import tempfile
-import threading
 
 import numpy as np
 
@@ -59,117 +58,17 @@ from store import codecs
 from store.arena import Arena, TableRows
 from store.catalog import CATALOG_NAME, Catalog
 from store.checkpoint_file import (CKPT_HEAD, CKPT_MAGIC, CKPT_VERSION,  # noqa: F401 (re-exported)
-                                   read_checkpoint_file, write_checkpoint_file)
-from store.digest import DIGEST_TABLES, RowDigest, by_symbol
+                                   write_checkpoint_file)
+from store.creation import build_directory
+from store.engine_classes import ENGINE_CLASSES, register_engine_class  # noqa: F401 (re-exported)
 from store.lock import DirLock, LockedError  # noqa: F401 (LockedError re-exported)
-from store.paths import inside, is_plain_dir
-from store.segment import commit_segments, encode_columns
+from store.paths import inside
+from store.recovery import check_layout, journaled_tail, remove_orphans, restore_checkpoint
+from store.sealing import SealJob, trim_wal, write_segments
 from store.tables import STORED_DTYPES, TABLES
-from store.wal import WalRecord, WalReport, WalWriter, fsync_dir, scan_wal
+from store.wal import WalRecord, WalReport, WalWriter
 
 __all__ = ["Session", "ENGINE_CLASSES", "register_engine_class", "LockedError"]
-
-# The engine classes ``Session.open`` may restore by the name a catalog records. A value is the
-# class, or a "module:attr" path written here in code (trusted, imported on first use: importing
-# exchange.engine loads numba). A name read from a catalog is only ever looked up here.
-ENGINE_CLASSES: dict[str, object] = {"exchange.engine:Engine": "exchange.engine:Engine"}
-_registry_lock = threading.Lock()
-
-
-def _class_name(cls) -> str:
-    return f"{cls.__module__}:{cls.__qualname__}"
-
-
-def register_engine_class(cls, name: str | None = None) -> str:
-    """Let ``Session.open`` restore directories whose catalog names ``name`` with ``cls``.
-
-    ``name`` defaults to ``"module:QualName"`` of ``cls`` (what ``Session.create`` records).
-    Returns the name. Raises UsageError if ``cls`` has no ``restore``.
-    """
-    if not callable(getattr(cls, "restore", None)):
-        raise UsageError(f"register_engine_class: {cls!r} has no restore(blob) classmethod")
-    name = name or _class_name(cls)
-    with _registry_lock:
-        ENGINE_CLASSES[name] = cls
-    return name
-
-
-def _registered_engine_class(name, catalog_path: str):
-    """The class ``ENGINE_CLASSES`` holds for the catalog's engine class name.
-
-    Raises StoreError naming the catalog if the name is not registered (nothing is imported).
-    """
-    entry = ENGINE_CLASSES.get(name) if isinstance(name, str) else None
-    if entry is None:
-        shown = repr(name)[:200]
-        raise StoreError(f"{catalog_path}: the catalog names engine class {shown}, which is not a "
-                         f"registered engine class ({', '.join(sorted(ENGINE_CLASSES))}); opening "
-                         "a data directory never imports code it names: pass engine_class= to "
-                         "Session.open, or register the class with "
-                         "store.session.register_engine_class")
-    if isinstance(entry, str):   # a trusted path written in code above, not read from data
-        import importlib
-
-        mod, _, attr = entry.partition(":")
-        cls = importlib.import_module(mod)
-        for part in attr.split("."):
-            cls = getattr(cls, part)
-        with _registry_lock:
-            ENGINE_CLASSES[name] = cls
-        entry = cls
-    return entry
-
-
-def _umask() -> int:
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    mask = os.umask(0o022)   # why the swap only as a fallback: it is process-wide for a moment
-    os.umask(mask)
-    return mask
-
-
-class _SealJob:
-    """Segments of some records being written on a background thread.
-
-    The thread only writes (and fsyncs) segment files; registering them in the catalog, which
-    makes them visible, happens on the session's thread when the job is reaped. A crash before
-    that leaves unregistered files, removed as orphans on open; the WAL still holds the rows.
-    """
-
-    def __init__(self, session: "Session", records: list):
-        self.records = records
-        self.through = records[-1].last_seq
-        self.infos: list = []
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, args=(session,), name="exsim-seal",
-                                       daemon=True)
-        self.thread.start()
-
-    def _run(self, session: "Session") -> None:
-        try:
-            self.infos = session._write_segments(self.records)
-        except BaseException as e:   # why: re-raised on the session's thread when reaped
-            self.error = e
-
-
-def _digests(table: str, arrays: list) -> dict:
-    """{symbol: digest of its rows} over the record arrays of ``table`` (packed schema dtype, in
-    seq order); {} for a table without digests (orders). See store/digest.py."""
-    if table not in DIGEST_TABLES:
-        return {}
-    running = {}
-    for a in arrays:
-        for sym, rows in by_symbol(a):
-            if sym not in running:
-                running[sym] = RowDigest(table)
-            running[sym].update(rows)
-    return {sym: d.hexdigest() for sym, d in running.items()}
-
 
 def _takes_reuse(engine) -> bool:
     try:
@@ -197,7 +96,7 @@ class Session:
         self._wal_exec = None   # the GroupWriter while process_many runs: it owns self.wal
         self.wal_groups = (0, 0)   # (records, fsync groups) of the last process_many
         self._wal_ops: list = []   # WAL rotations queued to it
-        self._sealing: _SealJob | None = None
+        self._sealing: SealJob | None = None
         self._wal_ranges: dict[str, tuple[int, int]] = {}
         self._failed: str | None = None
         self._closed = False
@@ -260,53 +159,7 @@ class Session:
         """
         data_dir = os.fspath(data_dir)
         opts = cls._options(options)
-        target = cls._creation_target(data_dir)
-        parent = os.path.dirname(target)
-        try:
-            os.makedirs(parent, exist_ok=True)
-            tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(target)}.exsim-create-", dir=parent)
-        except OSError as e:
-            raise WriteError(f"cannot create a data directory beside {target}: {e}") from e
-        sync = opts["durability"] != "none"
-        lock = catalog = None
-        try:
-            try:
-                old = os.stat(target)
-                mode = stat.S_IMODE(old.st_mode)   # why: the empty directory it replaces
-            except FileNotFoundError:
-                mode = 0o777 & ~_umask()   # why: mkdtemp makes it private; be like mkdir's
-            os.chmod(tmp, mode)
-            lock = DirLock.acquire(tmp, what="create")
-            catalog = Catalog(tmp, create=True)
-            config = engine.config()
-            info = dict(run_info or {})
-            catalog.set_symbols(config)
-            catalog.add_run(scenario=str(info.pop("scenario", "")), seed=info.pop("seed", None),
-                            engine_options=config, info=info)
-            catalog.set_meta("engine_class", _class_name(type(engine)))
-            catalog.set_meta("sealed_through", engine.seq)   # nothing before the engine's seq is ours
-            seq = engine.seq
-            rel, nbytes, crc = write_checkpoint_file(tmp, seq, engine.checkpoint(), sync=sync)
-            catalog.add_checkpoint(seq, rel, nbytes, crc)
-            catalog.close()
-            catalog = None
-            if sync:
-                fsync_dir(tmp)
-            cls._rename_into_place(tmp, target)
-            if sync:
-                fsync_dir(parent)
-        except BaseException as e:
-            if catalog is not None:
-                catalog.close()
-            if lock is not None:
-                lock.release()
-            shutil.rmtree(tmp, ignore_errors=True)
-            if isinstance(e, OSError):
-                raise WriteError(f"cannot create the data directory {target}: {e}") from e
-            raise
-        # the directory is complete and in place; the lock (on its LOCK file) moved with it
-        lock.data_dir = data_dir
-        lock.path = os.path.join(data_dir, os.path.basename(lock.path))
+        lock = build_directory(data_dir, engine, run_info, sync=opts["durability"] != "none")
         catalog = None
         try:
             catalog = Catalog(data_dir)
@@ -319,52 +172,6 @@ class Session:
         if callable(getattr(type(engine), "restore", None)):
             register_engine_class(type(engine))   # why: the caller handed us this class
         return s
-
-    @staticmethod
-    def _creation_target(data_dir: str) -> str:
-        """The absolute path ``create`` renames the new directory to (a symlinked ``data_dir``
-        resolved). Raises UsageError if it holds a catalog, is not a directory or is not empty."""
-        target = os.path.abspath(data_dir)
-        if os.path.islink(target):
-            target = os.path.realpath(target)
-        if os.path.lexists(os.path.join(target, CATALOG_NAME)):
-            raise UsageError(f"{data_dir} already holds a data directory; use Session.open")
-        if os.path.lexists(target):
-            if not os.path.isdir(target):
-                raise UsageError(f"{data_dir} exists and is not a directory; cannot create a data "
-                                 "directory there")
-            try:
-                entries = os.listdir(target)
-            except OSError as e:
-                raise UsageError(f"{data_dir}: cannot list the directory: {e}") from e
-            if entries:
-                shown = ", ".join(sorted(entries)[:5]) + (", ..." if len(entries) > 5 else "")
-                raise UsageError(f"{data_dir} is not empty ({shown}) and is not a data directory; "
-                                 "create needs a new or empty directory")
-        return target
-
-    @staticmethod
-    def _rename_into_place(tmp: str, target: str) -> None:
-        """Rename the built directory ``tmp`` to ``target`` (absent or an empty directory).
-
-        Raises UsageError if ``target`` became non-empty meanwhile (another create won).
-        """
-        try:
-            in_target = os.path.samefile(os.getcwd(), target)
-        except OSError:
-            in_target = False
-        try:
-            os.rename(tmp, target)
-        except OSError as e:
-            if e.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR, errno.EISDIR):
-                if os.path.lexists(os.path.join(target, CATALOG_NAME)):
-                    raise UsageError(f"{target} already holds a data directory (created meanwhile); "
-                                     "use Session.open") from e
-                raise UsageError(f"{target} is no longer an empty directory; create needs a new "
-                                 "or empty one") from e
-            raise
-        if in_target:   # why: the rename replaced the directory this process was in
-            os.chdir(target)
 
     @classmethod
     def open(cls, data_dir, *, engine_class=None, salvage: bool = False, **options) -> "Session":
@@ -392,7 +199,7 @@ class Session:
         lock = DirLock.acquire(data_dir, supersede=True, what="open")
         catalog = s = None
         try:
-            cls._check_layout(data_dir)
+            check_layout(data_dir)
             catalog = Catalog(data_dir)
             s = cls._restore(data_dir, catalog, lock, engine_class, salvage, opts)
             return s
@@ -405,42 +212,11 @@ class Session:
                 lock.release()
             raise
 
-    @staticmethod
-    def _check_layout(data_dir: str) -> None:
-        """Raise CorruptionError if ``wal/``, ``segments/`` or ``checkpoints/`` exists but is
-        not a plain directory (a symlink would let repair or the sweep touch files elsewhere)."""
-        for sub in ("wal", "segments", "checkpoints"):
-            path = os.path.join(data_dir, sub)
-            if os.path.lexists(path) and not is_plain_dir(path):
-                raise CorruptionError(f"{path}: is a symlink or not a directory; a data directory's "
-                                      "files must be its own (refused before anything was written)",
-                                      path, -1)
-
     @classmethod
     def _restore(cls, data_dir, catalog, lock, engine_class, salvage, opts) -> "Session":
         """The rest of ``open``, under the lock: restore, replay, sweep. Returns the Session."""
-        ck = catalog.latest_checkpoint()
-        if ck is None:
-            raise StoreError(f"{data_dir}: no checkpoint registered; cannot restore an engine")
-        if engine_class is None:
-            engine_class = _registered_engine_class(catalog.get_meta("engine_class"), catalog.path)
-        engine = engine_class.restore(cls._read_checkpoint(data_dir, ck))
-        if engine.seq != ck["seq"]:
-            raise CorruptionError(f"{ck['path']}: checkpoint restores seq {engine.seq}, catalog says "
-                                  f"{ck['seq']}", os.path.join(data_dir, ck["path"]), 0)
-        sealed = catalog.sealed_through()
-        floor = min(sealed, ck["seq"])
-        records, report = scan_wal(os.path.join(data_dir, "wal"), repair=True, salvage=salvage,
-                                   after_seq=floor)
-        if records and records[0].first_seq > floor + 1:
-            raise CorruptionError(f"{data_dir}/wal: WAL starts at seq {records[0].first_seq}, "
-                                  f"but seqs after {floor} are neither sealed nor checkpointed",
-                                  os.path.join(data_dir, "wal"), 0)
-        last = records[-1].last_seq if records else floor
-        if last < max(sealed, ck["seq"]):
-            raise CorruptionError(f"{data_dir}/wal: WAL ends at seq {last} before the sealed/"
-                                  f"checkpointed seq {max(sealed, ck['seq'])} (records lost)",
-                                  os.path.join(data_dir, "wal"), 0)
+        engine, ck = restore_checkpoint(data_dir, catalog, engine_class)
+        records, report, sealed = journaled_tail(data_dir, catalog, ck["seq"], salvage)
         for rec in records:
             if rec.first_seq <= engine.seq:
                 continue
@@ -690,9 +466,6 @@ class Session:
         self._trim_wal()
         return seq
 
-    # why a staticmethod kept here: store.query.read_checkpoint reads checkpoints through it
-    _read_checkpoint = staticmethod(read_checkpoint_file)
-
     # -- sealing -------------------------------------------------------------------------------
     def seal(self) -> list:
         """Seal every unsealed batch into lz4 segments (one per table and symbol) and register
@@ -721,7 +494,7 @@ class Session:
         # why rotate now: the file holding exactly these records can be trimmed once the seal
         # is registered and a checkpoint covers it
         self._rotate_wal()
-        self._sealing = _SealJob(self, recs)
+        self._sealing = SealJob(self, recs)
 
     def _rotate_wal(self) -> None:
         if self._wal_exec is None:
@@ -763,91 +536,18 @@ class Session:
     def _write_segments(self, recs: list) -> list:
         """Write (durably, per policy) the segments of ``recs``; register nothing. Returns the
         SegmentInfos. Runs on the seal thread or the session's, never on both at once."""
-        built = []
-        for table in TABLES:
-            dtype = STORED_DTYPES[table]
-            want = TABLE_DTYPES[table]   # the records' (packed schema) dtype; orders without seq
-            arrays = [r.orders if table == "orders" else getattr(r, table) for r in recs]
-            arrays = [a if a.dtype == want else a.astype(want) for a in arrays]
-            if sum(a.size for a in arrays) == 0:
-                continue
-            # why columns in one pass: each batch's rows are read once, straight into the uint64
-            # columns the encoders take (a pass per field would stream the rows ~10 times)
-            names = [c for c in dtype.names if not (table == "orders" and c == "seq")]
-            total = sum(a.size for a in arrays)
-            if self._scratch.shape[1] < total:   # why reused: fresh pages fault on first write
-                self._scratch = np.empty((self._scratch.shape[0], total + total // 4), np.uint64)
-            cols = codecs.split_u64(arrays, names, self._scratch)
-            if table == "orders":
-                cols["seq"] = codecs.seq_u64([r.first_seq for r in recs], [a.size for a in arrays])
-            syms = cols["symbol"]
-            digests = _digests(table, arrays)
-            if syms.min() == syms.max():
-                built.append(encode_columns(self.data_dir, table, int(syms[0]), cols,
-                                            codec="lz4", chooser=self.chooser))
-                built[-1].info.digest = digests.get(int(syms[0]), "")
-                continue
-            order = np.argsort(syms, kind="stable")   # stable: seq order kept per symbol
-            ss = syms[order]
-            cuts = np.flatnonzero(ss[1:] != ss[:-1]) + 1
-            for lo, hi in zip(np.r_[0, cuts], np.r_[cuts, ss.size]):
-                part = {c: codecs.take_u64(u, order, int(lo), int(hi)) for c, u in cols.items()}
-                built.append(encode_columns(self.data_dir, table, int(ss[lo]), part,
-                                            codec="lz4", chooser=self.chooser))
-                built[-1].info.digest = digests.get(int(ss[lo]), "")
-        self._lock.check()
-        for b in built:   # why: a symlinked segments/<table>/<symbol> must not receive our files
-            inside(self.data_dir, b.info.path, what="segment")
-        # why all at once: one directory fsync per directory after all renames (see there)
-        return commit_segments(self.data_dir, built, sync=self._sync)
+        infos, self._scratch = write_segments(self.data_dir, recs, self.chooser, self._scratch,
+                                              lock=self._lock, sync=self._sync)
+        return infos
 
     def _trim_wal(self) -> None:
-        while self.wal.closed_files:   # why pop: the WAL writer thread may append meanwhile
-            path, lo, hi = self.wal.closed_files.pop(0)
-            self._wal_ranges[path] = (lo, hi)
-        limit = min(self.catalog.sealed_through(), self._last_ckpt)
-        if any(hi <= limit for lo, hi in self._wal_ranges.values()):
-            self._lock.check()
-        removed = False
-        for path, (lo, hi) in list(self._wal_ranges.items()):
-            if hi <= limit:
-                try:
-                    os.unlink(path)
-                except FileNotFoundError:
-                    pass
-                del self._wal_ranges[path]
-                removed = True
-        if removed:
-            fsync_dir(self.wal.wal_dir)
+        trim_wal(self.wal, self._wal_ranges, min(self.catalog.sealed_through(), self._last_ckpt),
+                 self._lock)
 
     def _remove_orphans(self) -> None:
-        """Delete segment/checkpoint files no catalog row names (a crash between write and
-        register, or between a compaction commit and its deletes) and temporary files.
-
-        Never follows a symlink: a symlinked ``segments/`` or ``checkpoints/`` raises
-        CorruptionError, a symlink below them is deleted as a link (never what it points at).
-        """
+        """Delete the files no catalog row names (``store.recovery.remove_orphans``)."""
         self._lock.check()
-        live = {r["path"] for r in self.catalog.all_segments()}
-        live |= {r["path"] for r in self.catalog.checkpoints()}
-        for sub in ("segments", "checkpoints"):
-            root = os.path.join(self.data_dir, sub)
-            if not os.path.lexists(root):
-                continue
-            if not is_plain_dir(root):
-                raise CorruptionError(f"{root}: is a symlink or not a directory; refused (the "
-                                      "orphan sweep deletes only the data directory's own files)",
-                                      root, -1)
-            # why fwalk: it never descends through a symlink and unlinks relative to the
-            # directory's descriptor, so a directory swapped for a link meanwhile is not followed
-            for dirpath, _, files, dirfd in os.fwalk(root, follow_symlinks=False):
-                for name in files:
-                    rel = os.path.relpath(os.path.join(dirpath, name), self.data_dir)
-                    if rel not in live:
-                        try:
-                            os.unlink(name, dir_fd=dirfd)
-                        except FileNotFoundError:
-                            pass
+        remove_orphans(self.data_dir, self.catalog)
 
     # -- end -----------------------------------------------------------------------------------
     def close(self) -> None:

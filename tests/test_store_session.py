@@ -184,7 +184,7 @@ def test_old_catalog_with_a_truncated_tick_size_reads_it_from_the_symbol_info(tm
 
 
 def test_a_failed_background_seal_is_reported_and_its_rows_stay_readable(tmp_path, monkeypatch):
-    import store.session as session_mod
+    import store.sealing as session_mod
     from exchange.errors import WriteError
 
     real = session_mod.commit_segments
