@@ -966,6 +966,3 @@ def decode(block: bytes, n: int, dtype: np.dtype, where: str = "", out: np.ndarr
                               f"values)", where, r.pos)
     return out
 
-
-# The encoding search lives in store/choice.py; its names stay importable from here.
-from store.choice import Chooser, choose, choose_u64  # noqa: E402  (choice imports this module)

@@ -2,7 +2,7 @@
 
 A seal takes the unsealed records, splits each table's rows by symbol (stable: seq order kept
 per symbol), encodes each (table, symbol) as one segment (store.segment, encodings chosen by
-store.codecs.Chooser) with the digest of its rows (store.digest), and commits the files;
+store.choice.Chooser) with the digest of its rows (store.digest), and commits the files;
 ``Session`` then registers them and advances ``sealed_through`` in one catalog transaction.
 ``SealJob`` does the writing on a thread of its own.
 

@@ -54,11 +54,11 @@ import numpy as np
 
 from exchange.errors import CorruptionError, StoreError, UsageError, WriteError
 from exchange.schema import TABLE_DTYPES
-from store import codecs
 from store.arena import Arena, TableRows
 from store.catalog import CATALOG_NAME, Catalog
 from store.checkpoint_file import (CKPT_HEAD, CKPT_MAGIC, CKPT_VERSION,  # noqa: F401 (re-exported)
                                    write_checkpoint_file)
+from store.choice import Chooser
 from store.creation import build_directory
 from store.engine_classes import ENGINE_CLASSES, register_engine_class  # noqa: F401 (re-exported)
 from store.lock import DirLock, LockedError  # noqa: F401 (LockedError re-exported)
@@ -100,7 +100,7 @@ class Session:
         self._wal_ranges: dict[str, tuple[int, int]] = {}
         self._failed: str | None = None
         self._closed = False
-        self.chooser = codecs.Chooser()   # used by one seal at a time (see _reap_seal)
+        self.chooser = Chooser()   # used by one seal at a time (see _reap_seal)
         # why: the engine's reused output buffers avoid an allocation (and page faults) per
         # batch; the session copies each output once anyway, into its pending record
         self._reuse = _takes_reuse(engine)

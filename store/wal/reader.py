@@ -27,8 +27,7 @@ import crc32c
 import numpy as np
 
 from exchange.errors import CorruptionError
-from store.wal import files as files_mod
-from store.wal.files import fsync_dir, truncate, wal_files
+from store.wal.files import fsync_dir, read_file, truncate, wal_files
 from store.wal.format import (FILE_HEADER, FRAME, FRAME4, FRAME4_SIZE, FRAME_SIZE, HCRC, INDEXED_VERSION,
                               MAGIC, MIN_VERSION, READ_VERSIONS, RECORD_TYPES, SEQ_LIMIT)
 from store.wal.payload import DECODE_ERRORS, decode_batch, peek_seqs
@@ -106,7 +105,7 @@ def scan_wal(wal_dir: str, *, repair: bool = False, salvage: bool = False,
     expect = None
     for i, (no, path) in enumerate(files):
         last_file = i == len(files) - 1
-        data = files_mod.read_file(path)
+        data = read_file(path)
         size = len(data)
         view = memoryview(data)   # why: payload slices without copies, however long they claim to be
         report.files.append(path)
