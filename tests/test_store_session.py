@@ -382,3 +382,20 @@ def test_a_catalog_without_the_digest_column_opens_and_gets_it(tmp_path):
     new = [r for r in cat.all_segments() if r["path"] not in old and r["table_name"] != "orders"]
     assert new and all(r["digest"].startswith("xxh3_128:") for r in new)
     cat.close()
+
+
+def test_journaled_through_counts_unsealed_wal_records_without_decoding_them(tmp_path, monkeypatch):
+    import store.wal.reader as reader
+    from store import journaled_through
+
+    s = _session(tmp_path, seal_every=10**9, checkpoint_every=10**9)
+    _feed(s, batches=3)
+    s.seal()
+    _feed(s, batches=4, seed=5)                       # 2000 messages only in the WAL
+    decoded = []
+    real = reader.decode_batch
+    monkeypatch.setattr(reader, "decode_batch", lambda t, p: (decoded.append(t), real(t, p))[1])
+    assert journaled_through(str(tmp_path)) == s.engine.seq == 3500
+    assert decoded == []
+    s.close()
+    assert journaled_through(str(tmp_path)) == 3500
