@@ -16,6 +16,7 @@ Invariants:
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 
@@ -29,7 +30,7 @@ from store.segment import commit_segments, encode_columns
 from store.tables import STORED_DTYPES, TABLES
 from store.wal import fsync_dir
 
-__all__ = ["SealJob", "digests_by_symbol", "write_segments", "trim_wal"]
+__all__ = ["SealJob", "digests_by_symbol", "write_segments", "register_seal", "trim_wal"]
 
 
 class SealJob:
@@ -117,6 +118,16 @@ def write_segments(data_dir: str, recs: list, chooser, scratch: np.ndarray, *, l
         inside(data_dir, b.info.path, what="segment")
     # why all at once: one directory fsync per directory after all renames (see there)
     return commit_segments(data_dir, built, sync=sync), scratch
+
+
+def register_seal(catalog, lock, chooser, infos: list, through: int) -> None:
+    """Register segments ``infos`` and advance ``sealed_through`` to ``through`` in one catalog
+    transaction, with ``chooser``'s state; returns None. Raises StoreError if ``lock`` is no
+    longer held, WriteError if the catalog cannot be written."""
+    lock.check()
+    # why one transaction: segments registered without their sealed_through (or the other
+    # way round) would be sealed again by the next seal: every row stored twice
+    catalog.register_seal(infos, through, meta={"encoding_choices": json.dumps(chooser.state())})
 
 
 def trim_wal(wal, ranges: dict, limit: int, lock) -> None:

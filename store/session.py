@@ -22,32 +22,20 @@ Invariants:
   Reopen the directory to continue from the last acknowledged batch. ``close()`` of such a
   session releases everything and raises StoreError: its last batches are in the WAL only.
 
-Locking (store/lock.py):
-- A Session holds the directory's writer lock (an exclusive ``flock`` on ``LOCK``) from before
-  its first write to ``close``. ``open`` takes it before the catalog is opened, the WAL
-  repaired or any orphan swept; ``create`` takes it in the directory it builds. A second writer
-  (another process) is refused with ``LockedError`` and has written nothing. A failed ``open``
-  or ``create`` closes its catalog and releases the lock before raising.
-- Within one process a later ``open``/``create`` of the same directory supersedes an earlier
-  Session, which from then on refuses to write (it checks the lock before every catalog write,
-  file write and delete).
-- Readers (``store.read``, ``read_checkpoint``, replay) never take the lock.
+Locking (store/lock.py): a Session holds the directory's writer lock from before its first
+write (``open``: before the catalog is opened, the WAL repaired or an orphan swept) to
+``close``, and checks it before every catalog write, file write and delete; a failed ``open``
+or ``create`` closes its catalog and releases the lock before raising.
 
-Hostile directories:
-- ``open`` never imports code the catalog names: the engine class comes from the caller
-  (``engine_class=``) or ``ENGINE_CLASSES`` (``register_engine_class``; ``create`` registers
-  the class of the engine it is given).
-- Every path read from the catalog goes through ``store.paths.inside``; a symlinked ``wal/``,
-  ``segments/`` or ``checkpoints/`` is refused before anything is read or written, and the
-  orphan sweep never follows a symlink (it deletes at most a link, never what it points at).
-- ``create`` is atomic: the catalog and first checkpoint are built in a hidden sibling
-  directory and renamed into place, so a crash leaves no half-made data directory.
+Hostile directories: ``open`` imports nothing a catalog names (store.engine_classes), and
+every path read from disk goes through ``store.paths.inside``, so a symlinked ``wal/``,
+``segments/`` or ``checkpoints/`` is refused before anything is read or written
+(store.recovery); ``create`` is atomic (store.creation).
 """
 
 from __future__ import annotations
 
 import inspect
-import json
 import os
 
 import numpy as np
@@ -64,7 +52,7 @@ from store.engine_classes import ENGINE_CLASSES, register_engine_class  # noqa: 
 from store.lock import DirLock, LockedError  # noqa: F401 (LockedError re-exported)
 from store.paths import inside
 from store.recovery import check_layout, journaled_tail, remove_orphans, restore_checkpoint
-from store.sealing import SealJob, trim_wal, write_segments
+from store.sealing import SealJob, register_seal, trim_wal, write_segments
 from store.tables import STORED_DTYPES, TABLES
 from store.wal import WalRecord, WalReport, WalWriter
 
@@ -145,8 +133,7 @@ class Session:
         writes the batch as one multi-part record. Only for engines whose outputs for a batch
         equal those for its slices in turn, as exchange.Engine's do: recovery replays a record
         as one batch and checks the outputs).
-        run_info: scenario,
-        seed and anything else worth recording in the ``runs`` table.
+        run_info: scenario, seed and anything else worth recording in the ``runs`` table.
 
         Atomic: the catalog and the first checkpoint are written (under the new directory's
         lock) into a hidden sibling directory, which is then renamed to ``data_dir``; a crash
@@ -233,7 +220,8 @@ class Session:
             s._wal_ranges = dict(report.file_ranges)
             s._pending = [r for r in records if r.first_seq > sealed]
             s._pending_rows = sum(r.orders.size for r in s._pending)
-            s._remove_orphans()
+            s._lock.check()
+            remove_orphans(data_dir, catalog)   # files no catalog row names: a crash's leftovers
         except BaseException:
             s._release()
             raise
@@ -480,7 +468,7 @@ class Session:
             return infos
         recs, through = self._pending, self._pending[-1].last_seq
         new = self._write_segments(recs)
-        self._register(new, through)
+        register_seal(self.catalog, self._lock, self.chooser, new, through)
         self._pending = []
         self._pending_rows = 0
         self._rotate_wal()   # why: the file just sealed can be trimmed once a checkpoint covers it
@@ -514,7 +502,7 @@ class Session:
         self._sealing = None
         if job.error is None:
             try:
-                self._register(job.infos, job.through)
+                register_seal(self.catalog, self._lock, self.chooser, job.infos, job.through)
             except BaseException as e:
                 job.error = e
         if job.error is not None:
@@ -526,13 +514,6 @@ class Session:
         self._trim_wal()
         return job.infos
 
-    def _register(self, infos: list, through: int) -> None:
-        self._lock.check()
-        # why one transaction: segments registered without their sealed_through (or the other
-        # way round) would be sealed again by the next seal: every row stored twice
-        self.catalog.register_seal(infos, through,
-                                   meta={"encoding_choices": json.dumps(self.chooser.state())})
-
     def _write_segments(self, recs: list) -> list:
         """Write (durably, per policy) the segments of ``recs``; register nothing. Returns the
         SegmentInfos. Runs on the seal thread or the session's, never on both at once."""
@@ -543,11 +524,6 @@ class Session:
     def _trim_wal(self) -> None:
         trim_wal(self.wal, self._wal_ranges, min(self.catalog.sealed_through(), self._last_ckpt),
                  self._lock)
-
-    def _remove_orphans(self) -> None:
-        """Delete the files no catalog row names (``store.recovery.remove_orphans``)."""
-        self._lock.check()
-        remove_orphans(self.data_dir, self.catalog)
 
     # -- end -----------------------------------------------------------------------------------
     def close(self) -> None:
@@ -567,7 +543,10 @@ class Session:
         if self._failed or not self._lock.held:
             why = (f"the session failed earlier: {self._failed}" if self._failed else
                    "a later Session.open/create of the directory in this process took it over")
-            sealed = self._sealed_through_or_unknown()
+            try:
+                sealed = str(self.catalog.sealed_through())
+            except Exception:   # why broad: only for the message of an error being raised anyway
+                sealed = "(unknown)"
             self._release()
             raise StoreError(f"{self.data_dir}: closed without sealing or checkpointing ({why}); "
                              f"the batches after seq {sealed} were not sealed and are only in the "
@@ -583,12 +562,6 @@ class Session:
         self.wal.close()
         self._trim_wal()
         self._release()
-
-    def _sealed_through_or_unknown(self) -> str:
-        try:
-            return str(self.catalog.sealed_through())
-        except Exception:   # why broad: only for the message of an error being raised anyway
-            return "(unknown)"
 
     def _release(self) -> None:
         """Let go of everything the session holds (seal thread, WAL file, catalog connection,
