@@ -161,13 +161,14 @@ class WalWriter:
                      defer_sync: bool = False) -> int:
         """Append one batch record made of parts (``PartEncoder.encode`` results, consecutive
         sub-batches in seq order, the first starting at ``first_seq``, ``n_orders`` orders in
-        all); return its size once durable, as ``append`` (same errors). A record of type 4:
-        one frame, one CRC, read back as one batch."""
+        all); return its size once durable, as ``append`` (same errors; also UsageError if
+        ``parts`` is empty, not ``PartEncoder.encode`` results, or holds another number of
+        orders). A record of type 4: one frame, one CRC, read back as one batch."""
         self._check_next(first_seq)
         counts = [getattr(part, "counts", None) for part in parts]
-        if None in counts:
-            raise UsageError("append_parts takes the parts PartEncoder.encode returns")
-        counts = tuple(int(sum(c)) for c in zip(*counts)) if counts else (0, 0, 0, 0)
+        if not counts or None in counts:
+            raise UsageError("append_parts takes one or more parts PartEncoder.encode returns")
+        counts = tuple(int(sum(c)) for c in zip(*counts))
         if counts[0] != n_orders:
             raise UsageError(f"append_parts: the parts hold {counts[0]} orders, not {n_orders}")
         payload = [RAW_LEN.pack(len(parts))] + [piece for part in parts for piece in part]
