@@ -312,3 +312,29 @@ def test_multi_part_record_in_a_version_2_file_is_corruption(tmp_path):
     _reframe_as(path, 2)                      # the file header's version, and its frames
     with pytest.raises(CorruptionError, match="bad record checksum"):
         scan_wal(str(tmp_path))
+
+
+def test_a_data_directory_whose_wal_is_version_3_opens_recovers_and_goes_on(tmp_path):
+    from store import Session, read
+    from store_fixtures import FakeEngine, make_orders
+
+    eng = FakeEngine()
+    eng.add_symbol("A")
+    s = Session.create(str(tmp_path), eng, run_info={"scenario": "v3", "seed": 1}, wal_rotate_bytes=1)
+    fed = [make_orders(300, seed=k) for k in range(3)]
+    for o in fed:
+        s.process(o)
+    s.wal.close()                            # a kill: nothing sealed, the batches only in the WAL
+    wal = str(tmp_path / "wal")
+    for _, path in wal_files(wal):
+        _reframe_as(path, 3)                 # as the previous format version wrote them
+    s = Session.open(str(tmp_path))
+    assert s.engine.seq == 900 and s.recovery.last_seq == 900
+    fed.append(make_orders(300, seed=9))
+    s.process(fed[-1])                       # appended as version 4, after the version-3 files
+    versions = {open(p, "rb").read(6)[4] for _, p in wal_files(wal)}
+    assert versions == {3, 4}
+    s.close()
+    got = read(str(tmp_path), "orders")
+    assert np.array_equal(got["seq"], np.arange(1, 1201))
+    assert np.array_equal(got["price"], np.concatenate([o["price"] for o in fed]))
