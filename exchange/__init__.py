@@ -14,6 +14,7 @@ import importlib
 from .errors import (
     CorruptionError, ExsimError, InputError, StoreError, UsageError, VerificationError, WriteError,
 )
+from .protocol import EngineProtocol, OutputBuffers, Result
 from .schema import (
     CHECKPOINT_DTYPE, DEPTH_DTYPE, EVENT_DTYPE, FILL_DTYPE, L2_DTYPE, L3_DTYPE, MAX_LEVEL_QTY,
     MAX_PRICE, MAX_QTY, ORDER_DTYPE, TABLE_DTYPES, Event, Flag, Kind, OrderType, Reason, Side, Stp,
@@ -21,7 +22,7 @@ from .schema import (
 )
 
 __all__ = [
-    "Engine", "Result", "OutputBuffers",
+    "Engine", "EngineProtocol", "Result", "OutputBuffers",
     "ORDER_DTYPE", "FILL_DTYPE", "L2_DTYPE", "EVENT_DTYPE", "L3_DTYPE", "CHECKPOINT_DTYPE",
     "DEPTH_DTYPE", "TABLE_DTYPES", "MAX_QTY", "MAX_PRICE", "MAX_LEVEL_QTY",
     "Side", "Kind", "OrderType", "Tif", "Flag", "Event", "Reason", "Stp",
@@ -31,7 +32,7 @@ __all__ = [
 
 # The engine pulls in numba (~0.4 s); loading it on first use keeps `exsim --help`, the error
 # classes and the dtypes cheap for the CLI and for tools that only read the store.
-_LAZY = {"Engine": ".engine", "Result": ".engine", "OutputBuffers": ".engine"}
+_LAZY = {"Engine": ".engine"}
 
 
 def __getattr__(name):

@@ -43,7 +43,6 @@ Hostile directories:
 from __future__ import annotations
 
 import errno
-import inspect
 import json
 import os
 import shutil
@@ -54,6 +53,7 @@ import threading
 import numpy as np
 
 from exchange.errors import CorruptionError, StoreError, UsageError, WriteError
+from exchange.protocol import OutputBuffers
 from exchange.schema import TABLE_DTYPES
 from store import codecs
 from store.arena import Arena, TableRows
@@ -171,13 +171,6 @@ def _digests(table: str, arrays: list) -> dict:
     return {sym: d.hexdigest() for sym, d in running.items()}
 
 
-def _takes_reuse(engine) -> bool:
-    try:
-        return "reuse" in inspect.signature(engine.process).parameters
-    except (TypeError, ValueError):
-        return False
-
-
 class Session:
     """A journaled engine. Build with ``Session.create`` or ``Session.open``, not directly."""
 
@@ -202,9 +195,9 @@ class Session:
         self._failed: str | None = None
         self._closed = False
         self.chooser = codecs.Chooser()   # used by one seal at a time (see _reap_seal)
-        # why: the engine's reused output buffers avoid an allocation (and page faults) per
-        # batch; the session copies each output once anyway, into its pending record
-        self._reuse = _takes_reuse(engine)
+        # why: reused output buffers avoid an allocation (and page faults) per batch; the
+        # session copies each output once anyway, into its pending record
+        self._out: OutputBuffers | None = None   # sized by the first batch (_outputs)
         # why: durability "none" is pure simulation; fsyncing its segments and checkpoints
         # would pay for a power-loss guarantee its WAL does not give anyway
         self._sync = durability != "none"
@@ -531,7 +524,7 @@ class Session:
         try:
             for a, b in zip(cuts[:-1], cuts[1:]):
                 sub, f0 = orders[a:b], self.engine.seq + 1
-                res = self.engine.process(sub, reuse=True) if self._reuse else self.engine.process(sub)
+                res = self.engine.process(sub, out=self._outputs(sub.size))
                 parts = [o.add(x) for o, x in zip(outs, (res.fills, res.l2, res.events))]
                 futs.append(self._encoder.submit(self._part_encoder.encode, f0, sub, *parts))
             rec = WalRecord(first, self._arena.copy(orders), *(o.rows() for o in outs))
@@ -627,10 +620,17 @@ class Session:
         if self._wal_exec is not None and not inside:
             raise UsageError("Session.process_many is running: finish iterating over it first")
 
+    def _outputs(self, n: int) -> OutputBuffers:
+        """The output buffers every batch is matched into, made for the first batch's ``n``
+        messages (the engine grows them when a later batch needs more)."""
+        if self._out is None:
+            self._out = OutputBuffers(n)
+        return self._out
+
     def _match(self, orders: np.ndarray):
         """Run the engine; return (record with private copies of the batch, Result of them)."""
         first = self.engine.seq + 1
-        res = self.engine.process(orders, reuse=True) if self._reuse else self.engine.process(orders)
+        res = self.engine.process(orders, out=self._outputs(orders.size))
         cp = self._arena.copy
         rec = WalRecord(first, cp(orders), cp(res.fills), cp(res.l2), cp(res.events))
         # the caller gets the record's (read-only) arrays: the engine overwrites its buffers on
