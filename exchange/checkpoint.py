@@ -9,10 +9,10 @@ before it. The header is ``json.dumps(..., sort_keys=True)`` of ``{"config": {"s
 Invariants: ``encode`` is canonical (one byte string per state); ``parse`` accepts only what
 ``encode`` can write, checking the frame before allocating anything (magic, checksum, version,
 a header length and row count that fit the blob) and then every header field, and raises
-CorruptionError ("checkpoint: ...", with the byte offset) naming the first problem. The rows are
-checked against the books by the engine (``kernels.check_rows``), whose findings ``row_problem``
-words. Nothing else in exsim reads these bytes: store keeps them opaque and replay restores them
-through ``Engine.restore``.
+CorruptionError ("checkpoint: ...", with the byte offset) naming the first problem. The rows
+are checked against the books by the engine (``checkpoint_kernels.check_rows``), whose findings
+``row_problem`` words. Nothing else in exsim reads these bytes: store keeps them opaque and
+replay restores them through ``Engine.restore``.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import NamedTuple
 import crc32c
 import numpy as np
 
-from . import kernels
+from . import checkpoint_kernels as ck_kernels
 from .errors import CorruptionError
 from .schema import CHECKPOINT_DTYPE, MAX_LEVEL_QTY, MAX_PRICE, MAX_QTY, Side, Stp
 
@@ -185,30 +185,30 @@ def _parse_header(head: bytes) -> tuple[str, list, tuple]:
 
 
 def row_problem(code: int, i: int, rows: np.ndarray, specs: list) -> str:
-    """Return the message for ``kernels.check_rows``' finding ``code`` at row ``i``."""
+    """Return the message for ``checkpoint_kernels.check_rows``' finding ``code`` at row ``i``."""
     r = rows[i]
     sym, side, price = int(r["symbol"]), int(r["side"]), int(r["price"])
     name = specs[sym][0] if sym < len(specs) else None
     at = f"checkpoint: row {i}: "
-    if code == kernels.ROW_SYMBOL:
+    if code == ck_kernels.ROW_SYMBOL:
         return at + f"symbol {sym} is not one of the engine's {len(specs)} symbols"
-    if code == kernels.ROW_SIDE:
+    if code == ck_kernels.ROW_SIDE:
         return at + f"side {side} is neither BUY (0) nor SELL (1)"
-    if code == kernels.ROW_QTY:
+    if code == ck_kernels.ROW_QTY:
         return at + f"qty {int(r['qty'])} is outside 1..{MAX_QTY}"
-    if code == kernels.ROW_FILLED:
+    if code == ck_kernels.ROW_FILLED:
         return at + f"filled {int(r['filled'])} is outside 0..{MAX_LEVEL_QTY}"
-    if code == kernels.ROW_FLAGS:
+    if code == ck_kernels.ROW_FLAGS:
         return at + f"flags {int(r['flags']):#x} holds bits no order carries"
-    if code == kernels.ROW_PRICE:
+    if code == ck_kernels.ROW_PRICE:
         return at + (f"price {price} is outside the band {specs[sym][2]}..{specs[sym][3]} of "
                      f"symbol {name!r}")
-    if code == kernels.ROW_ORDER:
+    if code == ck_kernels.ROW_ORDER:
         return at + (f"{Side(side).name} {price} of symbol {name!r} is out of priority order "
                      "(symbols ascending, bids then asks, best level first)")
-    if code == kernels.ROW_LEVEL_QTY:
+    if code == ck_kernels.ROW_LEVEL_QTY:
         return at + f"the orders at {Side(side).name} {price} of {name!r} total past {MAX_LEVEL_QTY}"
-    if code == kernels.ROW_CROSSED:
+    if code == ck_kernels.ROW_CROSSED:
         bids = rows[:i][(rows["symbol"][:i] == sym) & (rows["side"][:i] == Side.BUY)]
         return at + (f"symbol {name!r} is crossed: best ask {price} <= best bid "
                      f"{int(bids['price'][0])}")

@@ -26,6 +26,7 @@ import numbers
 import numpy as np
 
 from . import checkpoint as ckpt
+from . import checkpoint_kernels as ck_kernels
 from . import kernels
 from .book import (
     ARENA_DTYPE, BOOK_DTYPE, LEVEL_DTYPE, M_INDEX_COUNT, M_NEED_BOOK, M_NEED_EVENTS,
@@ -426,8 +427,9 @@ class Engine:
 
     def _collect(self, symbols: list[int]) -> np.ndarray:
         out = np.zeros(self.live_orders, CHECKPOINT_DTYPE)
-        k = kernels.collect_orders(self._books, self._levels, self._arena, self._ladder_levels,
-                                   np.asarray(symbols, dtype=np.int64), out)
+        k = ck_kernels.collect_orders(self._books, self._levels, self._arena,
+                                      self._ladder_levels, np.asarray(symbols, dtype=np.int64),
+                                      out)
         return out[:k]
 
     # ---------------------------------------------------------------- checkpoints
@@ -445,9 +447,9 @@ class Engine:
         """Return ``self.checkpoint() == blob`` without serialising the book.
 
         The blob's frame is checked (``checkpoint.frame``), its header compared as bytes, and
-        its rows checked in place against the live orders (``kernels.orders_equal``: one lookup
-        per row, prefetched, instead of walking every queue and copying it out). Anything that
-        is not a checkpoint of this layout is simply unequal: it never raises.
+        its rows checked in place against the live orders (``checkpoint_kernels.orders_equal``:
+        one lookup per row, prefetched, instead of walking every queue and copying it out).
+        Anything that is not a checkpoint of this layout is simply unequal: it never raises.
         """
         try:
             head, rows, _ = ckpt.frame(memoryview(blob).cast("B"))
@@ -455,9 +457,9 @@ class Engine:
             return False
         if len(rows) != self.live_orders or head != ckpt.header_bytes(self._state_header()):
             return False
-        return bool(kernels.orders_equal(rows, self._books, self._levels, self._arena,
-                                         self._index, len(self._names),
-                                         self.prefetch_distance))
+        return bool(ck_kernels.orders_equal(rows, self._books, self._levels, self._arena,
+                                            self._index, len(self._names),
+                                            self.prefetch_distance))
 
     @classmethod
     def restore(cls, blob: bytes) -> "Engine":
@@ -498,8 +500,8 @@ class Engine:
         books["max_price"] = np.repeat(np.array([sp[3] for sp in specs], np.int64), 2)
         level_count = np.zeros(2 * nsym, np.int64)
         rows = np.ascontiguousarray(rows)
-        code, i = kernels.check_rows(rows, books, nsym, level_count)
-        if code != kernels.ROW_OK:
+        code, i = ck_kernels.check_rows(rows, books, nsym, level_count)
+        if code != ck_kernels.ROW_OK:
             raise CorruptionError(ckpt.row_problem(code, int(i), rows, specs),
                                   offset=start + int(i) * CHECKPOINT_DTYPE.itemsize)
         # each ladder region holds its levels with room to double before it must grow
@@ -522,8 +524,8 @@ class Engine:
             self._levels = _grow(self._levels, int(level_count.sum()))
         if len(self._index) < 2 * n + 2:
             self._index = new_index(2 * n + 2)
-        dup = kernels.load_orders(rows, self._arena, self._levels, self._index, self._books,
-                                  self._ladder_keys, self._ladder_levels, self._meta)
+        dup = ck_kernels.load_orders(rows, self._arena, self._levels, self._index, self._books,
+                                     self._ladder_keys, self._ladder_levels, self._meta)
         if dup >= 0:
             r = rows[dup]
             raise CorruptionError(

@@ -524,7 +524,7 @@ class Session:
         try:
             for a, b in zip(cuts[:-1], cuts[1:]):
                 sub, f0 = orders[a:b], self.engine.seq + 1
-                res = self.engine.process(sub, out=self._outputs(sub.size))
+                res = self.engine.process(sub, out=self._outputs(sub))
                 parts = [o.add(x) for o, x in zip(outs, (res.fills, res.l2, res.events))]
                 futs.append(self._encoder.submit(self._part_encoder.encode, f0, sub, *parts))
             rec = WalRecord(first, self._arena.copy(orders), *(o.rows() for o in outs))
@@ -620,17 +620,18 @@ class Session:
         if self._wal_exec is not None and not inside:
             raise UsageError("Session.process_many is running: finish iterating over it first")
 
-    def _outputs(self, n: int) -> OutputBuffers:
-        """The output buffers every batch is matched into, made for the first batch's ``n``
-        messages (the engine grows them when a later batch needs more)."""
+    def _outputs(self, orders) -> OutputBuffers:
+        """The output buffers every batch is matched into, sized for the first batch (the
+        engine grows them when a later batch needs more, and names what is wrong with a batch
+        that is not an array)."""
         if self._out is None:
-            self._out = OutputBuffers(n)
+            self._out = OutputBuffers(orders.size if isinstance(orders, np.ndarray) else 0)
         return self._out
 
     def _match(self, orders: np.ndarray):
         """Run the engine; return (record with private copies of the batch, Result of them)."""
         first = self.engine.seq + 1
-        res = self.engine.process(orders, out=self._outputs(orders.size))
+        res = self.engine.process(orders, out=self._outputs(orders))
         cp = self._arena.copy
         rec = WalRecord(first, cp(orders), cp(res.fills), cp(res.l2), cp(res.events))
         # the caller gets the record's (read-only) arrays: the engine overwrites its buffers on
