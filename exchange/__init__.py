@@ -1,5 +1,10 @@
 """exsim's matching engine: a numba price-time-priority book over batches of numpy messages.
 
+The rest of exsim relies on ``EngineProtocol`` (``exchange.protocol``: what store, replay and
+the backtests call on an engine), ``Engine.state``/``Engine.grow`` (``exchange.state``: the book
+arrays, for kernels that extend the engine) and ``exchange.checkpoint`` (the checkpoint layout's
+one writer and parser); the other modules are the engine's own.
+
 >>> from exchange import Engine
 >>> eng = Engine()
 >>> jpm = eng.add_symbol("JPM")
