@@ -9,7 +9,8 @@ Invariants:
   from, usually 0: an empty engine); ``last_seq`` is the last journaled message, whether sealed,
   checkpointed or only in the WAL. Every seq in ``[first_seq, last_seq]`` can be rebuilt.
 - Checkpoints are read through ``store.read_checkpoint`` (which checks the file's header and
-  CRC32C) and restored with ``Engine.restore`` (which checks its own checksum), never parsed here.
+  CRC32C) and restored with ``Engine.restore`` (whose bytes only ``exchange.checkpoint``
+  parses, checksum and every field checked), never parsed here.
 """
 
 from __future__ import annotations

@@ -35,12 +35,12 @@ every path read from disk goes through ``store.paths.inside``, so a symlinked ``
 
 from __future__ import annotations
 
-import inspect
 import os
 
 import numpy as np
 
 from exchange.errors import CorruptionError, StoreError, UsageError, WriteError
+from exchange.protocol import OutputBuffers
 from exchange.schema import TABLE_DTYPES
 from store.arena import Arena, TableRows
 from store.catalog import CATALOG_NAME, Catalog
@@ -57,13 +57,6 @@ from store.tables import STORED_DTYPES, TABLES
 from store.wal import WalRecord, WalReport, WalWriter
 
 __all__ = ["Session", "ENGINE_CLASSES", "register_engine_class", "LockedError"]
-
-def _takes_reuse(engine) -> bool:
-    try:
-        return "reuse" in inspect.signature(engine.process).parameters
-    except (TypeError, ValueError):
-        return False
-
 
 class Session:
     """A journaled engine. Build with ``Session.create`` or ``Session.open``, not directly."""
@@ -89,9 +82,9 @@ class Session:
         self._failed: str | None = None
         self._closed = False
         self.chooser = Chooser()   # used by one seal at a time (see _reap_seal)
-        # why: the engine's reused output buffers avoid an allocation (and page faults) per
-        # batch; the session copies each output once anyway, into its pending record
-        self._reuse = _takes_reuse(engine)
+        # why: reused output buffers avoid an allocation (and page faults) per batch; the
+        # session copies each output once anyway, into its pending record
+        self._out: OutputBuffers | None = None   # sized by the first batch (_outputs)
         # why: durability "none" is pure simulation; fsyncing its segments and checkpoints
         # would pay for a power-loss guarantee its WAL does not give anyway
         self._sync = durability != "none"
@@ -295,7 +288,7 @@ class Session:
         try:
             for a, b in zip(cuts[:-1], cuts[1:]):
                 sub, f0 = orders[a:b], self.engine.seq + 1
-                res = self.engine.process(sub, reuse=True) if self._reuse else self.engine.process(sub)
+                res = self.engine.process(sub, out=self._outputs(sub))
                 parts = [o.add(x) for o, x in zip(outs, (res.fills, res.l2, res.events))]
                 futs.append(self._encoder.submit(self._part_encoder.encode, f0, sub, *parts))
             rec = WalRecord(first, self._arena.copy(orders), *(o.rows() for o in outs))
@@ -391,10 +384,18 @@ class Session:
         if self._wal_exec is not None and not inside:
             raise UsageError("Session.process_many is running: finish iterating over it first")
 
+    def _outputs(self, orders) -> OutputBuffers:
+        """The output buffers every batch is matched into, sized for the first batch (the
+        engine grows them when a later batch needs more, and names what is wrong with a batch
+        that is not an array)."""
+        if self._out is None:
+            self._out = OutputBuffers(orders.size if isinstance(orders, np.ndarray) else 0)
+        return self._out
+
     def _match(self, orders: np.ndarray):
         """Run the engine; return (record with private copies of the batch, Result of them)."""
         first = self.engine.seq + 1
-        res = self.engine.process(orders, reuse=True) if self._reuse else self.engine.process(orders)
+        res = self.engine.process(orders, out=self._outputs(orders))
         cp = self._arena.copy
         rec = WalRecord(first, cp(orders), cp(res.fills), cp(res.l2), cp(res.events))
         # the caller gets the record's (read-only) arrays: the engine overwrites its buffers on

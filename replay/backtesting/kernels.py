@@ -20,8 +20,11 @@ journal to get them).
 
 Invariants: a message is processed whole or not at all (growth statuses are returned before it
 starts); ``st``/``ds``/``fst`` hold every loop variable, so a return to Python loses nothing.
-Limit: the engine state arrays are taken from the ``Engine`` facade's private fields
-(``_arena`` ...) and grown through its ``_grow_state``; a change there must be mirrored here.
+The engine is reached only through its public kernel surface: ``Engine.state`` (the state
+arrays, passed to the kernels in ``process_batch``'s order), ``Engine.grow`` and the names
+``exchange.state`` exports for kernels that extend the engine (statuses, meta slots, order-index
+lookup, prefetch). Statuses: ``K.OK`` and the engine's ``K.NEED_*`` mean what they mean in the
+engine; the ones below (from 10 up) are this module's own.
 Numba cache: these kernels inline ``exchange.order_index`` (``index_find``/``index_home``),
 link ``exchange.kernels.process_batch`` and freeze ``exchange.book``/``exchange.schema``
 constants, but numba keys their cache on this file only; ``exchange._cache_guard.guard`` (called
@@ -33,24 +36,27 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from exchange import kernels as K
+from exchange import state as K
 from exchange._cache_guard import guard
-from exchange.book import M_NEED_EVENTS, M_NEED_FILLS, M_NEED_L2, M_SEQ
-from exchange.order_index import index_find, index_home
-from exchange.prefetch import prefetch as _prefetch
-from exchange.schema import ORDER_DTYPE, Event, Kind, OrderType, Tif
+from exchange.schema import (
+    EVENT_DTYPE, FILL_DTYPE, L2_DTYPE, ORDER_DTYPE, Event, Kind, OrderType, Tif,
+)
+from exchange.state import M_NEED_EVENTS, M_NEED_FILLS, M_NEED_L2, M_SEQ, index_find, index_home
+from exchange.state import grow_array as _grow
+from exchange.state import prefetch as _prefetch
 
 from replay.backtesting.latency import DRAWS, sample
 
 # the files compiled into these kernels (exchange.kernels brings its own: book, order_index ...)
 guard(__name__, __file__, deps=("exchange.kernels", "exchange.book", "exchange.order_index",
-                                "exchange.prefetch", "exchange.schema", "replay.backtesting.latency"))
+                                "exchange.prefetch", "exchange.schema", "exchange.state",
+                                "replay.backtesting.latency"))
 
 __all__ = ["MARK_DTYPE", "drive", "top_of_book", "run_quotes", "NEED_STRAT", "HIT", "NEED_LOG",
            "NEED_DRAWS", "NEED_LIVE", "WAKE", "TIMER", "NOTE", "CHUNK", "EngineArrays", "st_names",
            "prepared", "arg_types", "check_flow"]
 
-# statuses beyond the engine's own (K.OK, K.NEED_*)
+# this module's statuses, beyond the engine's own (K.OK, K.NEED_*)
 NEED_STRAT = 10   # the strategy's fill/event output arrays are full
 HIT = 11          # advance stopped after a message that filled the strategy
 NEED_LOG = 12     # run_quotes: the order log or the mark array is full
@@ -92,12 +98,11 @@ def st_names() -> list[str]:
 class EngineArrays:
     """The engine's state arrays plus scratch outputs and the strategy's output arrays.
 
-    ``refresh()`` re-reads the engine's arrays after it grew them; ``grow(status)`` handles any
-    growth status of the kernels here.
+    ``state`` is the engine's ``EngineState`` (re-read by ``grow`` whenever the engine grows
+    it); ``grow(status)`` handles any growth status of the kernels here.
     """
 
     def __init__(self, engine):
-        from exchange.schema import EVENT_DTYPE, FILL_DTYPE, L2_DTYPE
         self.engine = engine
         self.fills = np.zeros(64, FILL_DTYPE)
         self.l2 = np.zeros(64, L2_DTYPE)
@@ -108,16 +113,11 @@ class EngineArrays:
         self.scnt = np.zeros(2, np.int64)
         self.live = np.zeros((16, 3), np.int64)    # the strategy's live orders: id, side, price
         self.lcnt = np.zeros(1, np.int64)
-        self.refresh()
-
-    def refresh(self) -> None:
-        e = self.engine
-        self.state = (e._arena, e._levels, e._index, e._books, e._ladder_keys, e._ladder_levels,
-                      e._meta)
+        self.state = engine.state
 
     def grow(self, status: int) -> None:
         """Grow whatever ``status`` names; raises RuntimeError for an unknown status (a bug)."""
-        meta = self.engine._meta
+        meta = self.state.meta
         if status == K.NEED_OUTPUT:
             self.fills = _grow(self.fills, int(meta[M_NEED_FILLS]))
             self.l2 = _grow(self.l2, int(meta[M_NEED_L2]))
@@ -129,17 +129,10 @@ class EngineArrays:
             live = np.zeros((2 * len(self.live), 3), np.int64)
             live[: len(self.live)] = self.live
             self.live = live
-        elif status in (K.NEED_ORDERS, K.NEED_LEVELS, K.NEED_INDEX, K.NEED_LADDER):
-            self.engine._grow_state(status)
-            self.refresh()
+        elif status in K.GROW_STATUSES:
+            self.state = self.engine.grow(status)
         else:  # pragma: no cover - a kernel/driver mismatch is a bug, not input
             raise RuntimeError(f"backtest kernel returned unknown status {status}")
-
-
-def _grow(arr: np.ndarray, at_least: int) -> np.ndarray:
-    new = np.zeros(max(2 * len(arr), at_least, 16), dtype=arr.dtype)
-    new[: len(arr)] = arr
-    return new
 
 
 def arg_types(kernel, args):
