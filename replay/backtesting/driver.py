@@ -42,7 +42,7 @@ import os
 import numpy as np
 
 from exchange import Engine
-from exchange import kernels as K
+from exchange import state as K
 from exchange.errors import UsageError
 from exchange.schema import ORDER_DTYPE
 

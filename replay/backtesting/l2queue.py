@@ -73,11 +73,12 @@ QUEUE_MODELS = {"conservative": 0, "proportional": 1}
 _POST_ONLY = int(Flag.POST_ONLY)
 TAKE_ID_BASE = 1 << 62   # trade ids of the strategy's own takes
 
-# statuses of the kernels (K.OK == 0 is shared with the engine)
+# statuses of the kernels: OK is the engine's (exchange.state); the others are this module's own,
+# named apart from the engine's NEED_* codes
 OK = 0
-NEED_OUT = 20      # the strategy's fill/event arrays need room
-NEED_ORDERS = 21   # the live-order table is full
-HIT = _HIT         # backtest_core's code: stopped after an event that filled the strategy
+NEED_L2_OUT = 20    # the strategy's fill/event arrays need room
+NEED_L2_LIVE = 21   # the live-order table is full
+HIT = _HIT          # backtesting.kernels' HIT: stopped after an event that filled the strategy
 
 # columns of the live-order table ``so`` (rows [0, st[T_NLIVE]) in queue-join order)
 O_ID, O_SIDE, O_PRICE, O_LEAVES, O_FILLED, O_AHEAD = range(6)
@@ -307,11 +308,11 @@ def _market_event(e, px, bqty, best, so, sf, se, scnt, st, trader):
 @njit(cache=True)
 def advance_l2(ev, i, stop, px, bqty, best, so, sf, se, scnt, st, trader, stop_on_fill):
     """Apply market events ev[i:stop]; return (status, next i). HIT: ev[next i - 1] filled the
-    strategy (only with ``stop_on_fill``); OK: reached ``stop``; NEED_OUT: grow sf/se first."""
+    strategy (only with ``stop_on_fill``); OK: reached ``stop``; NEED_L2_OUT: grow sf/se first."""
     while i < stop:
         need = st[T_NLIVE] + 1
         if scnt[0] + need > len(sf) or scnt[1] + need > len(se):
-            return NEED_OUT, i
+            return NEED_L2_OUT, i
         st[T_SEQ] += 1
         st[T_TS] = ev[i].ts
         nf = _market_event(ev[i], px, bqty, best, so, sf, se, scnt, st, trader)
@@ -392,13 +393,13 @@ def _find_live(so, st, oid):
 
 @njit(cache=True)
 def strategy_message(m, px, bqty, best, so, sf, se, scnt, st, trader):
-    """Apply one strategy message (ORDER_DTYPE row); return OK, NEED_OUT or NEED_ORDERS (then
+    """Apply one strategy message (ORDER_DTYPE row); return OK, NEED_L2_OUT or NEED_L2_LIVE (then
     nothing was applied)."""
     need = bqty.shape[1] + 4   # a take fills at most once per level
     if scnt[0] + need > len(sf) or scnt[1] + need > len(se):
-        return NEED_OUT
+        return NEED_L2_OUT
     if st[T_NLIVE] + 1 > so.shape[0]:
-        return NEED_ORDERS
+        return NEED_L2_LIVE
     st[T_SEQ] += 1
     st[T_TS] = m.ts
     oid = np.int64(m.order_id)
@@ -518,11 +519,11 @@ class L2Sim:
 
     def grow(self, status: int) -> None:
         """Make room for what ``status`` names; RuntimeError for an unknown status (a bug)."""
-        if status == NEED_OUT:
+        if status == NEED_L2_OUT:
             need = self.bqty.shape[1] + len(self.so) + 8
             self.sf = _grow(self.sf, int(self.scnt[0]) + need)
             self.se = _grow(self.se, int(self.scnt[1]) + need)
-        elif status == NEED_ORDERS:
+        elif status == NEED_L2_LIVE:
             so = np.zeros((2 * len(self.so), O_COLS), np.int64)
             so[: len(self.so)] = self.so
             self.so = so
