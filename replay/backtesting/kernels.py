@@ -41,14 +41,19 @@ from exchange.prefetch import prefetch as _prefetch
 from exchange.schema import ORDER_DTYPE, Event, Kind, OrderType, Tif
 
 from replay.backtesting.latency import DRAWS, sample
+from replay.backtesting.quoting import NO_ACTION, SLOTS, account, quote_reports, reconcile
 
 # the files compiled into these kernels (exchange.kernels brings its own: book, order_index ...)
 guard(__name__, __file__, deps=("exchange.kernels", "exchange.book", "exchange.order_index",
-                                "exchange.prefetch", "exchange.schema", "replay.backtesting.latency"))
+                                "exchange.prefetch", "exchange.schema", "replay.backtesting.latency",
+                                "replay.backtesting.quoting"))
 
-__all__ = ["MARK_DTYPE", "drive", "top_of_book", "run_quotes", "NEED_STRAT", "HIT", "NEED_LOG",
-           "NEED_DRAWS", "NEED_LIVE", "WAKE", "TIMER", "NOTE", "CHUNK", "EngineArrays", "st_names",
-           "prepared", "arg_types", "check_flow"]
+__all__ = ["ID_BASE", "MARK_DTYPE", "drive", "read_top", "run_quotes", "NEED_STRAT", "HIT",
+           "NEED_LOG", "NEED_DRAWS", "NEED_LIVE", "WAKE", "TIMER", "NOTE", "CHUNK", "EngineArrays",
+           "prepared", "arg_types", "check_flow", "new_order_log"]
+
+# the strategy's order ids (and an L2 backtest's own trade ids) start here; the market's stay below
+ID_BASE = 1 << 62
 
 # statuses beyond the engine's own (K.OK, K.NEED_*)
 NEED_STRAT = 10   # the strategy's fill/event output arrays are full
@@ -70,9 +75,9 @@ MARK_DTYPE = np.dtype([("ts", "<i8"), ("bid", "<i8"), ("bid_qty", "<i8"), ("ask"
 
 # slots of run_quotes' int64 state array ``st``
 S_I, S_NEXT_WAKE, S_QH, S_NORD, S_NMARK, S_NEXT_ID, S_POS, S_LAST_ARR, S_FEED_CUR, S_ORD_CUR = range(10)
-S_SLOT = 10   # per side (BUY at 10, SELL at 14): order id, price, qty, live
-ST_SIZE = 18
-F_CASH = 0    # float state ``fst``: cash after fills (price * qty in ticks * lots), fees
+S_SLOT = 10   # the quote slots (``quoting``): per side (BUY at 10, SELL at 14) id, price, qty, live
+ST_SIZE = S_SLOT + SLOTS
+F_CASH = 0    # float state ``fst`` (``quoting.account``'s money): cash after fills, fees
 F_FEES = 1
 
 # slots of drive's int64 state array ``ds``: the kernel moves I, QH and NMARK; the Python driver
@@ -80,13 +85,6 @@ F_FEES = 1
 D_I, D_QH, D_NORD, D_NEXT_WAKE, D_TOBS, D_NMARK, D_TRADER, D_ID_BASE, D_SYMBOL, D_REACT, \
     D_PREFETCH = range(11)
 D_SIZE = 11
-
-
-def st_names() -> list[str]:
-    """Names of the ``st`` slots (for debugging dumps)."""
-    return ["i", "next_wake", "qh", "nord", "nmark", "next_id", "pos", "last_arr", "feed_cur",
-            "ord_cur", "bid_id", "bid_px", "bid_qty", "bid_live", "ask_id", "ask_px", "ask_qty",
-            "ask_live"]
 
 
 class EngineArrays:
@@ -303,7 +301,7 @@ def _mark(books, levels, ladder_levels, symbol, top, marks, counts, at, obs):
     """Read the top of book into ``top`` and append it to ``marks`` as seen at ``obs``; the
     number of marks is ``counts[at]`` (the Python driver's and the njit path's state arrays
     keep it at different places)."""
-    top_of_book(books, levels, ladder_levels, symbol, top)
+    read_top(books, levels, ladder_levels, symbol, top)
     m = marks[counts[at]]
     m.ts = obs
     m.bid = top[0]
@@ -406,7 +404,7 @@ def drive(msgs, olog, oseq, ds, arena, levels, index, books, ladder_keys, ladder
 
 
 @njit(cache=True)
-def top_of_book(books, levels, ladder_levels, symbol, out):
+def read_top(books, levels, ladder_levels, symbol, out):
     """Write [bid, bid_qty, ask, ask_qty] of ``symbol`` into ``out`` (0, 0 for an empty side)."""
     for side in range(2):
         bk = books[np.int64(symbol) * 2 + side]
@@ -417,34 +415,6 @@ def top_of_book(books, levels, ladder_levels, symbol, out):
         else:
             out[2 * side] = 0
             out[2 * side + 1] = 0
-
-
-@njit(cache=True)
-def _account(sf, first, last, trader, st, fst, fee_rate):
-    """Apply the strategy fills sf[first:last] to position, cash and fees."""
-    for k in range(first, last):
-        f = sf[k]
-        notional = float(f.price) * float(f.qty)
-        if f.buy_trader == trader:
-            st[S_POS] += f.qty
-            fst[F_CASH] -= notional
-            fst[F_FEES] += notional * fee_rate
-        if f.sell_trader == trader:
-            st[S_POS] -= f.qty
-            fst[F_CASH] += notional
-            fst[F_FEES] += notional * fee_rate
-
-
-@njit(cache=True)
-def _slots_from_events(se, first, last, st):
-    """A quote slot stops being live once its order is filled, cancelled or rejected."""
-    for k in range(first, last):
-        e = se[k]
-        if e.event == Event.FILLED or e.event == Event.CANCELLED or e.event == Event.REJECTED:
-            for side in range(2):
-                s = S_SLOT + 4 * side
-                if st[s + 3] == 1 and np.uint64(st[s]) == e.order_id:
-                    st[s + 3] = 0
 
 
 @njit(cache=True)
@@ -472,32 +442,22 @@ def _send(olog, osent, st, kind, side, order_id, price, qty, local, symbol, trad
 
 
 @njit(cache=True)
-def reconcile(olog, osent, st, side, price, qty, local, symbol, trader, ord_mode, ord_times,
-              ord_vals):
-    """Move one side's quote to (price, qty): cancel, modify or place (qty <= 0 or price <= 0:
-    no quote). The Python ``QuoteStrategy`` implements the very same rule."""
-    s = S_SLOT + 4 * side
-    if price <= 0:
-        qty = 0
-    if st[s + 3] == 1:
-        if qty <= 0:
-            _send(olog, osent, st, Kind.CANCEL, side, st[s], 0, 0, local, symbol, trader,
-                  ord_mode, ord_times, ord_vals)
-            st[s + 3] = 0
-        elif price != st[s + 1] or qty != st[s + 2]:
-            _send(olog, osent, st, Kind.MODIFY, side, st[s], price, qty, local, symbol, trader,
-                  ord_mode, ord_times, ord_vals)
-            st[s + 1] = price
-            st[s + 2] = qty
-    elif qty > 0:
-        oid = st[S_NEXT_ID]
-        st[S_NEXT_ID] = oid + 1
-        _send(olog, osent, st, Kind.NEW, side, oid, price, qty, local, symbol, trader, ord_mode,
-              ord_times, ord_vals)
-        st[s] = oid
-        st[s + 1] = price
-        st[s + 2] = qty
-        st[s + 3] = 1
+def _send_quotes(olog, osent, st, slots, actions, local, symbol, trader, ord_mode, ord_times,
+                 ord_vals):
+    """Send the messages ``quoting.reconcile`` decided, BUY side first; a NEW takes the next
+    strategy order id."""
+    for side in range(2):
+        action = actions[side]
+        if action == NO_ACTION:
+            continue
+        s = 4 * side
+        if action == Kind.NEW:
+            slots[s] = st[S_NEXT_ID]
+            st[S_NEXT_ID] += 1
+        price = 0 if action == Kind.CANCEL else slots[s + 1]
+        qty = 0 if action == Kind.CANCEL else slots[s + 2]
+        _send(olog, osent, st, action, side, slots[s], price, qty, local, symbol, trader,
+              ord_mode, ord_times, ord_vals)
 
 
 @njit(cache=True)
@@ -516,6 +476,9 @@ def run_quotes(fn, msgs, st, fst, arena, levels, index, books, ladder_keys, ladd
     """
     n = len(msgs)
     big = np.iinfo(np.int64).max
+    slots = st[S_SLOT:S_SLOT + SLOTS]   # views: the quote rules update ``st`` in place
+    pos = st[S_POS:S_POS + 1]
+    actions = np.empty(2, np.int64)
     while True:
         # room for one step: 1 feed and 2 order samples, 2 logged orders, 1 mark
         if st[S_NORD] + 2 > len(olog) or st[S_NMARK] + 1 > len(marks):
@@ -534,9 +497,9 @@ def run_quotes(fn, msgs, st, fst, arena, levels, index, books, ladder_keys, ladd
             local = obs + lat
             _mark(books, levels, ladder_levels, symbol, top, marks, st, S_NMARK, obs)
             fn(local, top[0], top[1], top[2], top[3], st[S_POS], fst[F_CASH], state, params, quote)
-            for side in range(2):
-                reconcile(olog, osent, st, side, quote[2 * side], quote[2 * side + 1], local,
-                          symbol, trader, ord_mode, ord_times, ord_vals)
+            reconcile(slots, quote, actions)
+            _send_quotes(olog, osent, st, slots, actions, local, symbol, trader, ord_mode,
+                         ord_times, ord_vals)
             st[S_NEXT_WAKE] += every
             continue
         if not has_order:
@@ -559,9 +522,9 @@ def run_quotes(fn, msgs, st, fst, arena, levels, index, books, ladder_keys, ladd
                                     ladder_levels, meta, fills, l2, events, cnt, sf, se, scnt,
                                     trader, id_base, prefetch)
             st[S_I] = j
-            _slots_from_events(se, e0, scnt[1], st)
+            quote_reports(se, e0, scnt[1], slots)
             if scnt[0] > f0:
-                _account(sf, f0, scnt[0], trader, st, fst, fee_rate)
+                account(sf, f0, scnt[0], trader, pos, fst, fee_rate)
                 # one feed sample per message that filled the strategy, at its ts, in order:
                 # exactly the samples the one-message-at-a-time loop (and the Python path) takes
                 last = np.int64(-1)
@@ -582,9 +545,9 @@ def run_quotes(fn, msgs, st, fst, arena, levels, index, books, ladder_keys, ladd
             return status
         oseq[qh] = meta[M_SEQ]
         st[S_QH] = qh + 1
-        _slots_from_events(se, e0, scnt[1], st)
+        quote_reports(se, e0, scnt[1], slots)
         if scnt[0] > f0:
-            _account(sf, f0, scnt[0], trader, st, fst, fee_rate)
+            account(sf, f0, scnt[0], trader, pos, fst, fee_rate)
             # the strategy learns of the fill one feed latency later: a sample per notification,
             # as the Python path takes one, so both paths consume the same latency sequence
             _, st[S_FEED_CUR] = sample(feed_mode, feed_times, feed_vals, st[S_FEED_CUR],

@@ -48,15 +48,18 @@ from numba import njit
 
 from exchange._cache_guard import guard
 from exchange.errors import UsageError
+from exchange.kernels import OK
 from exchange.schema import (DEPTH_DTYPE, EVENT_DTYPE, FILL_DTYPE, L2_DTYPE, Event, Flag, Kind,
                              OrderType, Reason, Side, Tif)
 
-from replay.backtesting.kernels import HIT as _HIT
+from replay.backtesting.kernels import HIT, ID_BASE, NEED_LIVE, NEED_STRAT
 
-# numba freezes schema codes and backtest_core's HIT into these kernels but keys them on this file
+# numba freezes schema codes and the statuses of ``kernels`` into these kernels but keys them on
+# this file
 guard(__name__, __file__, deps=("exchange.schema", "replay.backtesting.kernels"))
 
-__all__ = ["L2Flow", "L2_EVENT_DTYPE", "QUEUE_MODELS", "l2_events", "L2Sim", "TAKE_ID_BASE"]
+__all__ = ["L2Flow", "L2_EVENT_DTYPE", "QUEUE_MODELS", "QueueModel", "ConservativeQueue",
+           "ProportionalQueue", "as_queue_model", "l2_events", "L2Sim", "TAKE_ID_BASE"]
 
 L2_EVENT_DTYPE = np.dtype([
     ("ts", "<i8"),        # non-decreasing exchange time
@@ -69,15 +72,59 @@ L2_EVENT_DTYPE = np.dtype([
 ])
 EV_DEPTH = 0
 EV_TRADE = 1
-QUEUE_MODELS = {"conservative": 0, "proportional": 1}
 _POST_ONLY = int(Flag.POST_ONLY)
-TAKE_ID_BASE = 1 << 62   # trade ids of the strategy's own takes
+# trade ids of the strategy's own takes: the strategy's reserved id range, above every market id
+TAKE_ID_BASE = ID_BASE
 
-# statuses of the kernels (K.OK == 0 is shared with the engine)
-OK = 0
-NEED_OUT = 20      # the strategy's fill/event arrays need room
-NEED_ORDERS = 21   # the live-order table is full
-HIT = _HIT         # backtest_core's code: stopped after an event that filled the strategy
+# The kernels' statuses are ``kernels``' own: OK, HIT (stopped after an event that filled the
+# strategy), NEED_STRAT (the strategy's fill/event arrays need room), NEED_LIVE (the live-order
+# table is full).
+
+
+# -- queue models ----------------------------------------------------------------------------
+# Small objects behind one interface, like the latency models: ``name``, ``code`` (what the
+# kernels branch on, in ``_ahead_after_decrease`` only) and ``describe()``.
+
+class QueueModel:
+    """What a queue model is to the kernels: its ``code``; ``describe()`` names it."""
+
+    name = ""
+    code = -1
+
+    def describe(self) -> dict:
+        """Return {"queue_model": name}."""
+        return {"queue_model": self.name}
+
+
+class ConservativeQueue(QueueModel):
+    """A level decrease without a trade was behind the strategy's order: ``ahead`` is only capped
+    at the new level total plus the strategy's own orders ahead."""
+
+    name = "conservative"
+    code = 0
+
+
+class ProportionalQueue(QueueModel):
+    """A level decrease without a trade was spread evenly over the queue: ``ahead`` falls by
+    ``decrease x ahead / old total`` (rounded down), then the same cap."""
+
+    name = "proportional"
+    code = 1
+
+
+QUEUE_MODELS = {m.name: m for m in (ConservativeQueue, ProportionalQueue)}
+_PROPORTIONAL = ProportionalQueue.code
+
+
+def as_queue_model(model) -> QueueModel:
+    """Return the queue model object for a name in QUEUE_MODELS or a model object (returned as
+    is). Raises UsageError for anything else."""
+    if isinstance(model, QueueModel) and model.name in QUEUE_MODELS:
+        return model
+    if isinstance(model, str) and model in QUEUE_MODELS:
+        return QUEUE_MODELS[model]()
+    raise UsageError(f"queue_model must be one of {sorted(QUEUE_MODELS)}; got {model!r}")
+
 
 # columns of the live-order table ``so`` (rows [0, st[T_NLIVE]) in queue-join order)
 O_ID, O_SIDE, O_PRICE, O_LEAVES, O_FILLED, O_AHEAD = range(6)
@@ -262,6 +309,15 @@ def _own_ahead(so, st, r):
 # -- market events -------------------------------------------------------------------------
 
 @njit(cache=True)
+def _ahead_after_decrease(model, ahead, dec, old):
+    """The queue model's ``ahead`` after its level fell by ``dec`` from ``old`` without a trade
+    (before the cap)."""
+    if model == _PROPORTIONAL and old > 0:
+        return ahead - np.int64(np.floor(float(dec) * (float(ahead) / float(old))))
+    return ahead
+
+
+@njit(cache=True)
 def _market_event(e, px, bqty, best, so, sf, se, scnt, st, trader):
     """Apply one market event; return the number of strategy fills it made."""
     nf0 = scnt[0]
@@ -272,9 +328,7 @@ def _market_event(e, px, bqty, best, so, sf, se, scnt, st, trader):
             dec = old - e.qty
             for r in range(st[T_NLIVE]):
                 if so[r, O_SIDE] == side and so[r, O_PRICE] == e.price:
-                    a = so[r, O_AHEAD]
-                    if st[T_MODEL] == 1 and old > 0:
-                        a -= np.int64(np.floor(float(dec) * (float(a) / float(old))))
+                    a = _ahead_after_decrease(st[T_MODEL], so[r, O_AHEAD], dec, old)
                     cap = e.qty + _own_ahead(so, st, r)
                     so[r, O_AHEAD] = min(max(a, 0), cap)
         return 0
@@ -307,11 +361,11 @@ def _market_event(e, px, bqty, best, so, sf, se, scnt, st, trader):
 @njit(cache=True)
 def advance_l2(ev, i, stop, px, bqty, best, so, sf, se, scnt, st, trader, stop_on_fill):
     """Apply market events ev[i:stop]; return (status, next i). HIT: ev[next i - 1] filled the
-    strategy (only with ``stop_on_fill``); OK: reached ``stop``; NEED_OUT: grow sf/se first."""
+    strategy (only with ``stop_on_fill``); OK: reached ``stop``; NEED_STRAT: grow sf/se first."""
     while i < stop:
         need = st[T_NLIVE] + 1
         if scnt[0] + need > len(sf) or scnt[1] + need > len(se):
-            return NEED_OUT, i
+            return NEED_STRAT, i
         st[T_SEQ] += 1
         st[T_TS] = ev[i].ts
         nf = _market_event(ev[i], px, bqty, best, so, sf, se, scnt, st, trader)
@@ -392,13 +446,13 @@ def _find_live(so, st, oid):
 
 @njit(cache=True)
 def strategy_message(m, px, bqty, best, so, sf, se, scnt, st, trader):
-    """Apply one strategy message (ORDER_DTYPE row); return OK, NEED_OUT or NEED_ORDERS (then
+    """Apply one strategy message (ORDER_DTYPE row); return OK, NEED_STRAT or NEED_LIVE (then
     nothing was applied)."""
     need = bqty.shape[1] + 4   # a take fills at most once per level
     if scnt[0] + need > len(sf) or scnt[1] + need > len(se):
-        return NEED_OUT
+        return NEED_STRAT
     if st[T_NLIVE] + 1 > so.shape[0]:
-        return NEED_ORDERS
+        return NEED_LIVE
     st[T_SEQ] += 1
     st[T_TS] = m.ts
     oid = np.int64(m.order_id)
@@ -487,14 +541,14 @@ def advance_orders(olog, i, stop, px, bqty, best, so, sf, se, scnt, st, trader):
 class L2Sim:
     """The replayed aggregate book and the strategy's live orders, with the strategy's outputs.
 
-    Quacks like the parts of ``Engine``/``backtest_core.EngineArrays`` the backtest driver uses:
+    Quacks like the parts of ``Engine``/``kernels.EngineArrays`` the backtest driver uses:
     ``seq``, ``depth(symbol, levels)``, ``sf``/``se``/``scnt`` (strategy fills, events, counts).
     """
 
-    def __init__(self, events: np.ndarray, model: str, trader: int, symbol: int = 0):
-        """``events`` from ``l2_events`` (its ``rank`` column is filled in here)."""
-        if model not in QUEUE_MODELS:
-            raise UsageError(f"queue_model must be one of {sorted(QUEUE_MODELS)}; got {model!r}")
+    def __init__(self, events: np.ndarray, model, trader: int, symbol: int = 0):
+        """``events`` from ``l2_events`` (its ``rank`` column is filled in here); ``model`` a
+        queue model or its name (UsageError for an unknown one)."""
+        model = as_queue_model(model)
         is_depth = events["kind"] == EV_DEPTH
         p = np.sort(events["price"][is_depth])
         self.px = p[np.concatenate(([True], p[1:] != p[:-1]))] if len(p) else p
@@ -507,7 +561,7 @@ class L2Sim:
         self.scnt = np.zeros(2, np.int64)
         self.st = np.zeros(T_SIZE, np.int64)
         self.st[T_TAKE_ID] = TAKE_ID_BASE
-        self.st[T_MODEL] = QUEUE_MODELS[model]
+        self.st[T_MODEL] = model.code
         self.st[T_SYMBOL] = symbol
         self.trader = int(trader)
 
@@ -518,11 +572,11 @@ class L2Sim:
 
     def grow(self, status: int) -> None:
         """Make room for what ``status`` names; RuntimeError for an unknown status (a bug)."""
-        if status == NEED_OUT:
+        if status == NEED_STRAT:
             need = self.bqty.shape[1] + len(self.so) + 8
             self.sf = _grow(self.sf, int(self.scnt[0]) + need)
             self.se = _grow(self.se, int(self.scnt[1]) + need)
-        elif status == NEED_ORDERS:
+        elif status == NEED_LIVE:
             so = np.zeros((2 * len(self.so), O_COLS), np.int64)
             so[: len(self.so)] = self.so
             self.so = so
