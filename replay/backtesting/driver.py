@@ -227,8 +227,8 @@ class _Driver:
                          or cls.on_fill is not Strategy.on_fill else None)
         self._on_order = self._quote_slots = None
         if "on_order" not in inst and cls.on_order is QuoteStrategy.on_order:
-            # QuoteStrategy.on_order applies quoting.quote_report per event: the driver applies
-            # it to each delivery's events in one call instead
+            # QuoteStrategy.on_order applies quoting.quote_report to one event; the driver
+            # applies it to each delivery's events in one call (``_quote_events``)
             self._quote_slots = self.strategy.slots
         elif "on_order" in inst or cls.on_order is not Strategy.on_order:
             self._on_order = self.strategy.on_order
@@ -390,7 +390,7 @@ class _L2Driver(_Driver):
                 self._fill(row)
 
     def _observe_top(self) -> None:
-        self.engine.top(self.top)
+        self.engine.read_top(self.top)
         if self.nmark == len(self.marks):
             self.marks = C._grow(self.marks, 0)
 

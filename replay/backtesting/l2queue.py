@@ -229,7 +229,7 @@ def _set_rank(bqty, best, side, r, qty):
 
 
 @njit(cache=True)
-def top(px, bqty, best, out):
+def read_top(px, bqty, best, out):
     """Write [bid, bid_qty, ask, ask_qty] into ``out`` (0, 0 for an empty side)."""
     for side in range(2):
         r = best[side]
@@ -601,9 +601,9 @@ class L2Sim:
                 return i
             self.grow(status)
 
-    def top(self, out: np.ndarray) -> np.ndarray:
+    def read_top(self, out: np.ndarray) -> np.ndarray:
         """Write [bid, bid_qty, ask, ask_qty] into ``out`` and return it."""
-        top(self.px, self.bqty, self.best, out)
+        read_top(self.px, self.bqty, self.best, out)
         return out
 
     def depth(self, symbol=0, levels: int = 10):
