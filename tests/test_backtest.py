@@ -265,3 +265,21 @@ def test_a_quote_strategy_overriding_on_order_still_tracks_its_quotes():
     logged = backtest(flow, s, trader=TRADER, fast=False)
     assert s.seen == len(logged.events) > 0
     assert logged.digest() == base.digest()
+
+
+def test_first_due_is_the_one_order_of_work_rule_of_every_loop():
+    from replay.backtesting.kernels import (STEP_MARKET, STEP_ORDER, STEP_TIMER, STEP_WAKE,
+                                            first_due)
+    inf = np.iinfo(np.int64).max
+    assert first_due(10, 9, False, inf, inf) == STEP_ORDER
+    assert first_due(10, 10, False, inf, inf) == STEP_MARKET       # a tie goes to the market
+    assert first_due(inf, 10, False, inf, inf) == STEP_ORDER       # past the end of the flow
+    assert first_due(10, 5, True, 5, inf) == STEP_ORDER            # arrival tied with the wake-up
+    assert first_due(10, 6, True, 5, inf) == STEP_WAKE
+    assert first_due(10, 6, True, 5, 5) == STEP_WAKE               # wake-up before a tied timer
+    assert first_due(10, 6, True, 5, 4) == STEP_TIMER
+    assert first_due(10, 4, True, 5, 4) == STEP_ORDER              # arrival tied with the timer
+    assert first_due(10, inf, False, inf, 10) == STEP_MARKET       # the timer observes later
+    assert first_due(10, inf, False, inf, inf) == STEP_MARKET
+    import replay.backtesting.driver as D
+    assert D.C.first_due is first_due

@@ -406,34 +406,30 @@ class _L2Driver(_Driver):
         while True:
             t_next = int(ts[i]) if i < n else _INF
             tobs = self._timer_obs(last_ts)
-            best = None
-            if self.qh < self.nord and self.olog[self.qh]["ts"] < t_next:
-                best = (int(self.olog[self.qh]["ts"]), 0)
-            if i == next_wake and i > 0:
-                cand = (int(ts[i - 1]), 1)
-                best = cand if best is None or cand < best else best
-            if tobs < t_next:
-                cand = (tobs, 2)
-                best = cand if best is None or cand < best else best
-            if best is not None and best[1] == 0:
+            order_ts = int(self.olog[self.qh]["ts"]) if self.qh < self.nord else _INF
+            wake = i == next_wake and i > 0
+            wake_obs = int(ts[i - 1]) if wake else _INF
+            step = C.first_due(t_next, order_ts, wake, wake_obs, tobs)
+            if step == C.STEP_ORDER:
                 f0, e0 = int(self.arrays.scnt[0]), int(self.arrays.scnt[1])
                 self._advance(self.olog, self.qh, self.qh + 1, False)
                 self.oseq[self.qh] = self.engine.seq
                 self.qh += 1
-                self._notify(f0, e0, best[0])
-            elif best is not None:
+                self._notify(f0, e0, order_ts)
+            elif step != C.STEP_MARKET:
+                obs = wake_obs if step == C.STEP_WAKE else tobs
                 self._observe_top()
-                self.marks[self.nmark] = (best[0], *self.top)
+                self.marks[self.nmark] = (obs, *self.top)
                 self.nmark += 1
-                if best[1] == 1:
-                    self._wake(best[0])
+                if step == C.STEP_WAKE:
+                    self._wake(obs)
                     next_wake += every
                 else:
                     self._fire_timer()
             else:
                 if i >= n:
                     return
-                lim = min(int(self.olog[self.qh]["ts"]) if self.qh < self.nord else _INF, tobs)
+                lim = min(order_ts, tobs)
                 stop = n if lim == _INF else int(np.searchsorted(ts, lim, side="right"))
                 if every:
                     stop = min(stop, next_wake)

@@ -50,7 +50,8 @@ guard(__name__, __file__, deps=("exchange.kernels", "exchange.book", "exchange.o
 
 __all__ = ["ID_BASE", "MARK_DTYPE", "drive", "read_top", "run_quotes", "NEED_STRAT", "HIT",
            "NEED_LOG", "NEED_DRAWS", "NEED_LIVE", "WAKE", "TIMER", "NOTE", "CHUNK", "EngineArrays",
-           "prepared", "arg_types", "check_flow", "new_order_log"]
+           "prepared", "arg_types", "check_flow", "new_order_log", "first_due", "STEP_MARKET",
+           "STEP_ORDER", "STEP_WAKE", "STEP_TIMER"]
 
 # the strategy's order ids (and an L2 backtest's own trade ids) start here; the market's stay below
 ID_BASE = 1 << 62
@@ -64,6 +65,9 @@ NEED_LIVE = 14    # drive: the table of the strategy's live orders is full
 WAKE = 15         # drive: an on_book wake-up is due (top and mark written)
 TIMER = 16        # drive: the first timer is due (top and mark written)
 NOTE = 17         # drive: a strategy message was processed (the strategy reacts to fills)
+
+# what goes next in a loop (``first_due``)
+STEP_MARKET, STEP_ORDER, STEP_WAKE, STEP_TIMER = range(4)
 
 # at most this many market messages per process_batch call: the scratch outputs (~2.5 events and
 # ~1 L2 row per message) then stay in cache, where a longer slice writes (and first touches)
@@ -312,6 +316,26 @@ def _mark(books, levels, ladder_levels, symbol, top, marks, counts, at, obs):
 
 
 @njit(cache=True)
+def first_due(t_next, order_ts, wake, wake_obs, timer_obs):
+    """The order of work of every backtest loop: which strategy event goes before the next market
+    message (exchange time ``t_next``; int64 max past the end). Returns STEP_ORDER, STEP_WAKE,
+    STEP_TIMER or STEP_MARKET (none: the market messages go next).
+
+    ``order_ts``: the next strategy message's arrival (int64 max: none); it goes after every
+    market message with ts <= it. ``wake``: a wake-up is due, observing at ``wake_obs`` (the ts of
+    the message just processed, so <= ``t_next``). ``timer_obs``: the first timer's observation
+    (int64 max: none). Ties go to the strategy message, then the wake-up, then the timer.
+    """
+    if order_ts < t_next and (not wake or order_ts <= wake_obs) and order_ts <= timer_obs:
+        return STEP_ORDER
+    if wake and wake_obs <= timer_obs:
+        return STEP_WAKE
+    if timer_obs < t_next:
+        return STEP_TIMER
+    return STEP_MARKET
+
+
+@njit(cache=True)
 def drive(msgs, olog, oseq, ds, arena, levels, index, books, ladder_keys, ladder_levels, meta,
           fills, l2, events, cnt, sf, se, scnt, live, lcnt, marks, top):
     """Run the merged stream up to the next Python callback; return why it stopped.
@@ -322,9 +346,7 @@ def drive(msgs, olog, oseq, ds, arena, levels, index, books, ladder_keys, ladder
     strategy was just processed. K.OK: the flow and the strategy's messages are all processed.
     Anything else: what to grow (call again afterwards: nothing is lost).
 
-    Order of work, as the Python reference loop (``_L2Driver``) decides it: the earliest of a
-    strategy message arriving before the next market message's ts, a due wake-up, and a due timer
-    goes first, ties in that order; otherwise the market messages up to the next of those.
+    Order of work: ``first_due``; market messages run up to the next strategy event.
     """
     n = len(msgs)
     big = np.iinfo(np.int64).max
@@ -337,33 +359,30 @@ def drive(msgs, olog, oseq, ds, arena, levels, index, books, ladder_keys, ladder
         qh = ds[D_QH]
         t_next = msgs[i].ts if i < n else big
         wake = i == ds[D_NEXT_WAKE] and i > 0
+        wake_obs = msgs[i - 1].ts if wake else big
         tobs = ds[D_TOBS]
-        timer = tobs < t_next
-        if qh < ds[D_NORD] and olog[qh].ts < t_next:
-            a = olog[qh].ts
-            if (not wake or a <= msgs[i - 1].ts) and (not timer or a <= tobs):
-                if react and lcnt[0] + 1 > live.shape[0]:
-                    return NEED_LIVE
-                e0 = scnt[1]
-                status, _ = _proc_batch(olog, qh, qh + 1, arena, levels, index, books,
-                                        ladder_keys, ladder_levels, meta, fills, l2, events, cnt,
-                                        sf, se, scnt, trader, id_base, np.int64(0))
-                if status != K.OK:
-                    return status
-                oseq[qh] = meta[M_SEQ]
-                ds[D_QH] = qh + 1
-                if react:
-                    _track_live(olog, qh, se, e0, scnt[1], live, lcnt)
-                    return NOTE
-                continue
-        if wake or timer:
+        step = first_due(t_next, olog[qh].ts if qh < ds[D_NORD] else big, wake, wake_obs, tobs)
+        if step == STEP_ORDER:
+            if react and lcnt[0] + 1 > live.shape[0]:
+                return NEED_LIVE
+            e0 = scnt[1]
+            status, _ = _proc_batch(olog, qh, qh + 1, arena, levels, index, books, ladder_keys,
+                                    ladder_levels, meta, fills, l2, events, cnt, sf, se, scnt,
+                                    trader, id_base, np.int64(0))
+            if status != K.OK:
+                return status
+            oseq[qh] = meta[M_SEQ]
+            ds[D_QH] = qh + 1
+            if react:
+                _track_live(olog, qh, se, e0, scnt[1], live, lcnt)
+                return NOTE
+            continue
+        if step != STEP_MARKET:
             if ds[D_NMARK] + 1 > len(marks):
                 return NEED_LOG
-            if wake and (not timer or msgs[i - 1].ts <= tobs):
-                _mark(books, levels, ladder_levels, ds[D_SYMBOL], top, marks, ds, D_NMARK, msgs[i - 1].ts)
-                return WAKE
-            _mark(books, levels, ladder_levels, ds[D_SYMBOL], top, marks, ds, D_NMARK, tobs)
-            return TIMER
+            obs = wake_obs if step == STEP_WAKE else tobs
+            _mark(books, levels, ladder_levels, ds[D_SYMBOL], top, marks, ds, D_NMARK, obs)
+            return WAKE if step == STEP_WAKE else TIMER
         if i >= n:
             return K.OK
         # market messages up to the next strategy event: the next wake-up, the next strategy
@@ -469,10 +488,7 @@ def run_quotes(fn, msgs, st, fst, arena, levels, index, books, ladder_keys, ladd
 
     ``fn(local_ts, bid, bid_qty, ask, ask_qty, position, cash, state, params, quote)`` writes
     [bid_px, bid_qty, ask_px, ask_qty] into ``quote``; it runs after every ``every`` market
-    messages, ``feed`` ns after the state it sees. Order of work at each step: a strategy order
-    whose arrival is before the next market message's ts goes first (market messages with
-    ts <= its arrival are ahead of it); a due wake-up goes before an order that arrives later than
-    the wake-up's observation; then the next market message.
+    messages, ``feed`` ns after the state it sees. Order of work: ``first_due`` (no timers).
     """
     n = len(msgs)
     big = np.iinfo(np.int64).max
@@ -489,10 +505,10 @@ def run_quotes(fn, msgs, st, fst, arena, levels, index, books, ladder_keys, ladd
         i = st[S_I]
         t_next = msgs[i].ts if i < n else big
         qh = st[S_QH]
-        has_order = qh < st[S_NORD] and olog[qh].ts < t_next
         wake = every > 0 and i == st[S_NEXT_WAKE] and i > 0
-        if wake and (not has_order or olog[qh].ts > msgs[i - 1].ts):
-            obs = msgs[i - 1].ts
+        obs = msgs[i - 1].ts if wake else big
+        step = first_due(t_next, olog[qh].ts if qh < st[S_NORD] else big, wake, obs, big)
+        if step == STEP_WAKE:
             lat, st[S_FEED_CUR] = sample(feed_mode, feed_times, feed_vals, st[S_FEED_CUR], obs)
             local = obs + lat
             _mark(books, levels, ladder_levels, symbol, top, marks, st, S_NMARK, obs)
@@ -502,7 +518,7 @@ def run_quotes(fn, msgs, st, fst, arena, levels, index, books, ladder_keys, ladd
                          ord_times, ord_vals)
             st[S_NEXT_WAKE] += every
             continue
-        if not has_order:
+        if step == STEP_MARKET:
             if i >= n:
                 return K.OK
             # a whole slice of market messages up to the next strategy event: the next wake-up,
