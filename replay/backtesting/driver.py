@@ -403,13 +403,16 @@ class _L2Driver(_Driver):
         self._start()
         next_wake = every if every else -1
         i = 0
+        # the rule's Python source (numba keeps it as ``py_func``): on plain ints a Python call
+        # costs less than numba's dispatch, and this loop asks once per step
+        first_due = getattr(C.first_due, "py_func", C.first_due)
         while True:
             t_next = int(ts[i]) if i < n else _INF
             tobs = self._timer_obs(last_ts)
             order_ts = int(self.olog[self.qh]["ts"]) if self.qh < self.nord else _INF
             wake = i == next_wake and i > 0
             wake_obs = int(ts[i - 1]) if wake else _INF
-            step = C.first_due(t_next, order_ts, wake, wake_obs, tobs)
+            step = first_due(t_next, order_ts, wake, wake_obs, tobs)
             if step == C.STEP_ORDER:
                 f0, e0 = int(self.arrays.scnt[0]), int(self.arrays.scnt[1])
                 self._advance(self.olog, self.qh, self.qh + 1, False)
