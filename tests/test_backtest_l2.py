@@ -237,8 +237,8 @@ def test_sim_reports_the_quantity_ahead_after_join_trade_and_decrease():
 
 
 def test_queue_models_are_objects_behind_one_interface():
-    from replay.backtesting.l2queue import (QUEUE_MODELS, ConservativeQueue, ProportionalQueue,
-                                            as_queue_model)
+    from replay.backtesting.queue_models import (QUEUE_MODELS, ConservativeQueue,
+                                                 ProportionalQueue, as_queue_model)
     assert sorted(QUEUE_MODELS) == ["conservative", "proportional"]
     for cls in (ConservativeQueue, ProportionalQueue):
         m = cls()

@@ -514,12 +514,13 @@ def backtest(flow, strategy: Strategy, *, latency=None, trader: int = DEFAULT_TR
     ``Engine`` (e.g. ``{"stp": "cancel_resting"}``). ``store_dir``: journal the merged run there.
     ``fast``: run a ``QuoteStrategy`` on the njit path (None: whenever the strategy is one; L3
     flow only). ``queue_model``: for L2-only flow (``L2Flow``, ``BinanceData``, a Binance
-    capture), "conservative" or "proportional", or a ``l2queue.QueueModel`` (see
+    capture), "conservative" or "proportional", or a ``queue_models.QueueModel`` (see
     ``replay.backtesting.l2queue``).
     Raises UsageError for a bad argument, an unsorted flow, a market id in the strategy's range,
     a market row carrying the strategy's trader id, or an L3-only option on L2 flow.
     """
-    from replay.backtesting.l2queue import L2Flow, as_queue_model
+    from replay.backtesting.l2queue import L2Flow
+    from replay.backtesting.queue_models import as_queue_model
     queue_model = as_queue_model(queue_model)
     orders, names, ticks, info = _load_flow(flow)
     if isinstance(orders, L2Flow):

@@ -7,7 +7,7 @@ aggregate behind the strategy's order: optimistic. Here the market book is repla
 recorded (each L2 row sets a level's total), and each strategy order carries ``ahead``, the
 quantity in front of it in its level's queue.
 
-Queue model (``queue_model``):
+Queue model (``queue_model``, one of ``queue_models``):
 - when a strategy order joins a level (a NEW that rests, or a MODIFY that changes price or raises
   the quantity), ``ahead`` = the level's aggregate quantity + the open quantity of the strategy's
   own earlier orders at that price and side;
@@ -17,10 +17,9 @@ Queue model (``queue_model``):
 - a trade *through* the order's price (a buyer paying more than a resting ask, a seller taking a
   bid below a resting bid) means the level was exhausted: ``ahead`` becomes 0 and the order
   fills ``min(leaves, trade qty)`` at its own price;
-- a level decrease without a trade: ``"conservative"`` assumes the cancelled quantity was behind
-  the order (``ahead`` only capped at the new total plus the strategy's own orders ahead);
-  ``"proportional"`` assumes it was spread evenly over the queue, so ``ahead`` falls by
-  ``decrease x ahead / old total`` (rounded down), then the same cap.
+- a level decrease without a trade: the queue model (``queue_models``: "conservative" leaves
+  ``ahead``, "proportional" lowers it by the decrease's share) moves ``ahead``, which is then
+  capped at the new total plus the open quantity of the strategy's own orders ahead;
 - a level increase is always behind the order.
 
 Marketable strategy orders take liquidity from the replayed book at the levels' prices, best
@@ -53,13 +52,14 @@ from exchange.schema import (DEPTH_DTYPE, EVENT_DTYPE, FILL_DTYPE, L2_DTYPE, Eve
                              OrderType, Reason, Side, Tif)
 
 from replay.backtesting.kernels import HIT, ID_BASE, NEED_LIVE, NEED_STRAT
+from replay.backtesting.queue_models import ahead_after_decrease, as_queue_model
 
-# numba freezes schema codes and the statuses of ``kernels`` into these kernels but keys them on
-# this file
-guard(__name__, __file__, deps=("exchange.schema", "replay.backtesting.kernels"))
+# numba freezes schema codes and the statuses of ``kernels`` into these kernels, and inlines the
+# queue models' kernel, but keys them on this file
+guard(__name__, __file__, deps=("exchange.schema", "replay.backtesting.kernels",
+                                "replay.backtesting.queue_models"))
 
-__all__ = ["L2Flow", "L2_EVENT_DTYPE", "QUEUE_MODELS", "QueueModel", "ConservativeQueue",
-           "ProportionalQueue", "as_queue_model", "l2_events", "L2Sim", "TAKE_ID_BASE"]
+__all__ = ["L2Flow", "L2_EVENT_DTYPE", "l2_events", "L2Sim", "TAKE_ID_BASE"]
 
 L2_EVENT_DTYPE = np.dtype([
     ("ts", "<i8"),        # non-decreasing exchange time
@@ -79,51 +79,6 @@ TAKE_ID_BASE = ID_BASE
 # The kernels' statuses are ``kernels``' own: OK, HIT (stopped after an event that filled the
 # strategy), NEED_STRAT (the strategy's fill/event arrays need room), NEED_LIVE (the live-order
 # table is full).
-
-
-# -- queue models ----------------------------------------------------------------------------
-# Small objects behind one interface, like the latency models: ``name``, ``code`` (what the
-# kernels branch on, in ``_ahead_after_decrease`` only) and ``describe()``.
-
-class QueueModel:
-    """What a queue model is to the kernels: its ``code``; ``describe()`` names it."""
-
-    name = ""
-    code = -1
-
-    def describe(self) -> dict:
-        """Return {"queue_model": name}."""
-        return {"queue_model": self.name}
-
-
-class ConservativeQueue(QueueModel):
-    """A level decrease without a trade was behind the strategy's order: ``ahead`` is only capped
-    at the new level total plus the strategy's own orders ahead."""
-
-    name = "conservative"
-    code = 0
-
-
-class ProportionalQueue(QueueModel):
-    """A level decrease without a trade was spread evenly over the queue: ``ahead`` falls by
-    ``decrease x ahead / old total`` (rounded down), then the same cap."""
-
-    name = "proportional"
-    code = 1
-
-
-QUEUE_MODELS = {m.name: m for m in (ConservativeQueue, ProportionalQueue)}
-_PROPORTIONAL = ProportionalQueue.code
-
-
-def as_queue_model(model) -> QueueModel:
-    """Return the queue model object for a name in QUEUE_MODELS or a model object (returned as
-    is). Raises UsageError for anything else."""
-    if isinstance(model, QueueModel) and model.name in QUEUE_MODELS:
-        return model
-    if isinstance(model, str) and model in QUEUE_MODELS:
-        return QUEUE_MODELS[model]()
-    raise UsageError(f"queue_model must be one of {sorted(QUEUE_MODELS)}; got {model!r}")
 
 
 # columns of the live-order table ``so`` (rows [0, st[T_NLIVE]) in queue-join order)
@@ -309,15 +264,6 @@ def _own_ahead(so, st, r):
 # -- market events -------------------------------------------------------------------------
 
 @njit(cache=True)
-def _ahead_after_decrease(model, ahead, dec, old):
-    """The queue model's ``ahead`` after its level fell by ``dec`` from ``old`` without a trade
-    (before the cap)."""
-    if model == _PROPORTIONAL and old > 0:
-        return ahead - np.int64(np.floor(float(dec) * (float(ahead) / float(old))))
-    return ahead
-
-
-@njit(cache=True)
 def _market_event(e, px, bqty, best, so, sf, se, scnt, st, trader):
     """Apply one market event; return the number of strategy fills it made."""
     nf0 = scnt[0]
@@ -328,7 +274,7 @@ def _market_event(e, px, bqty, best, so, sf, se, scnt, st, trader):
             dec = old - e.qty
             for r in range(st[T_NLIVE]):
                 if so[r, O_SIDE] == side and so[r, O_PRICE] == e.price:
-                    a = _ahead_after_decrease(st[T_MODEL], so[r, O_AHEAD], dec, old)
+                    a = ahead_after_decrease(st[T_MODEL], so[r, O_AHEAD], dec, old)
                     cap = e.qty + _own_ahead(so, st, r)
                     so[r, O_AHEAD] = min(max(a, 0), cap)
         return 0
