@@ -182,9 +182,7 @@ def test_arrays_of_another_kind_are_told_apart_before_a_prepared_call():
 
 def _reconcile(slots, bid, bid_qty, ask, ask_qty):
     from replay.backtesting.quoting import reconcile
-    actions = np.zeros(2, np.int64)
-    reconcile(slots, np.array([bid, bid_qty, ask, ask_qty], np.int64), actions)
-    return actions.tolist()
+    return list(reconcile(slots, np.array([bid, bid_qty, ask, ask_qty], np.int64)))
 
 
 def test_reconcile_places_modifies_cancels_or_leaves_each_side():

@@ -251,6 +251,18 @@ def _first_after(msgs, lo, hi, ts):
 
 
 @njit(cache=True)
+def _slice_end(msgs, i, lim, next_wake):
+    """Return the end of the slice of market messages from ``i``: the first message with ts >
+    ``lim`` (the next strategy event's time, int64 max for none; messages with ts <= it go
+    first), the next wake-up ``next_wake`` when after ``i``, or ``i + CHUNK``, whichever is first."""
+    n = len(msgs)
+    stop = n if lim == np.iinfo(np.int64).max else _first_after(msgs, i, n, lim)
+    if next_wake > i:
+        stop = min(stop, next_wake)
+    return min(stop, i + CHUNK)
+
+
+@njit(cache=True)
 def _track_live(msgs, i, se, e0, e1, live, lcnt):
     """Update the table of the strategy's live orders (id, side, price) from its events
     se[e0:e1], made by msgs[i] (ACCEPTED/MODIFIED come only from the strategy's own message,
@@ -385,15 +397,10 @@ def drive(msgs, olog, oseq, ds, arena, levels, index, books, ladder_keys, ladder
             return WAKE if step == STEP_WAKE else TIMER
         if i >= n:
             return K.OK
-        # market messages up to the next strategy event: the next wake-up, the next strategy
-        # message's arrival (messages with ts <= it go first) or the first timer's observation
-        lim = tobs
-        if qh < ds[D_NORD]:
-            lim = min(lim, olog[qh].ts)
-        stop = n if lim == big else _first_after(msgs, i, n, lim)
-        if ds[D_NEXT_WAKE] > i:
-            stop = min(stop, ds[D_NEXT_WAKE])
-        stop = min(stop, i + CHUNK)
+        # market messages up to the next strategy event: the next strategy message's arrival or
+        # the first timer's observation, whichever is first, or the next wake-up
+        lim = min(tobs, olog[qh].ts) if qh < ds[D_NORD] else tobs
+        stop = _slice_end(msgs, i, lim, ds[D_NEXT_WAKE])
         if react:
             # cut the slice right after the first message that might fill the strategy
             k = _harmless_until(msgs, i, stop, live, lcnt)
@@ -494,7 +501,6 @@ def run_quotes(fn, msgs, st, fst, arena, levels, index, books, ladder_keys, ladd
     big = np.iinfo(np.int64).max
     slots = st[S_SLOT:S_SLOT + SLOTS]   # views: the quote rules update ``st`` in place
     pos = st[S_POS:S_POS + 1]
-    actions = np.empty(2, np.int64)
     while True:
         # room for one step: 1 feed and 2 order samples, 2 logged orders, 1 mark
         if st[S_NORD] + 2 > len(olog) or st[S_NMARK] + 1 > len(marks):
@@ -513,7 +519,7 @@ def run_quotes(fn, msgs, st, fst, arena, levels, index, books, ladder_keys, ladd
             local = obs + lat
             _mark(books, levels, ladder_levels, symbol, top, marks, st, S_NMARK, obs)
             fn(local, top[0], top[1], top[2], top[3], st[S_POS], fst[F_CASH], state, params, quote)
-            reconcile(slots, quote, actions)
+            actions = reconcile(slots, quote)
             _send_quotes(olog, osent, st, slots, actions, local, symbol, trader, ord_mode,
                          ord_times, ord_vals)
             st[S_NEXT_WAKE] += every
@@ -521,17 +527,14 @@ def run_quotes(fn, msgs, st, fst, arena, levels, index, books, ladder_keys, ladd
         if step == STEP_MARKET:
             if i >= n:
                 return K.OK
-            # a whole slice of market messages up to the next strategy event: the next wake-up,
-            # the next strategy order's arrival (messages with ts <= it go first), or the end of
-            # the pre-drawn feed samples (one per message that fills the strategy, at most)
-            stop = n
-            if every > 0 and st[S_NEXT_WAKE] > i:
-                stop = st[S_NEXT_WAKE]
-            if qh < st[S_NORD]:
-                stop = _first_after(msgs, i, stop, olog[qh].ts)
+            # a whole slice of market messages up to the next strategy event (the next strategy
+            # order's arrival or the next wake-up), or the end of the pre-drawn feed samples (one
+            # per message that fills the strategy, at most)
+            stop = _slice_end(msgs, i, olog[qh].ts if qh < st[S_NORD] else big,
+                              st[S_NEXT_WAKE] if every > 0 else -1)
             if feed_mode == DRAWS:
                 stop = min(stop, i + len(feed_vals) - st[S_FEED_CUR])
-            stop = max(min(stop, i + CHUNK), i + 1)
+            stop = max(stop, i + 1)
             f0 = scnt[0]
             e0 = scnt[1]
             status, j = _proc_batch(msgs, i, stop, arena, levels, index, books, ladder_keys,

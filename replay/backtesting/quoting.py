@@ -4,7 +4,7 @@ A quote strategy (``strategy.QuoteStrategy``) keeps at most one live order per s
 ``slots``, int64[8]: per side (BUY at 0, SELL at 4) the order id, price, open quantity and a live
 flag (1/0). Three rules act on it:
 
-- ``reconcile(slots, quote, actions)``: the quote function wrote [bid_px, bid_qty, ask_px,
+- ``reconcile(slots, quote)``: the quote function wrote [bid_px, bid_qty, ask_px,
   ask_qty] into ``quote``; per side, decide the one message (``Kind.NEW``, ``Kind.MODIFY``,
   ``Kind.CANCEL`` or ``NO_ACTION``) that moves the live quote there, and update the slot. A price
   <= 0 or a qty <= 0 means no quote on that side. The caller sends the messages, BUY side first,
@@ -37,34 +37,40 @@ __all__ = ["NO_ACTION", "SLOTS", "reconcile", "quote_report", "quote_reports", "
 
 NO_ACTION = -1   # reconcile: this side's quote is already where the quote function wants it
 SLOTS = 8        # length of a slots array: (order id, price, qty, live) per side
+_NEW, _MODIFY, _CANCEL = int(Kind.NEW), int(Kind.MODIFY), int(Kind.CANCEL)
 
 
 @njit(cache=True)
-def reconcile(slots, quote, actions):
-    """Write into ``actions[side]`` the message kind that moves each side's quote to the one in
-    ``quote`` (or NO_ACTION) and update ``slots``; the id of a NEW order is the caller's to set.
-    Returns nothing."""
-    for side in range(2):
-        s = 4 * side
-        price = quote[2 * side]
-        qty = quote[2 * side + 1]
-        if price <= 0:
-            qty = 0
-        action = NO_ACTION
-        if slots[s + 3] == 1:
-            if qty <= 0:
-                action = Kind.CANCEL
-                slots[s + 3] = 0
-            elif price != slots[s + 1] or qty != slots[s + 2]:
-                action = Kind.MODIFY
-                slots[s + 1] = price
-                slots[s + 2] = qty
-        elif qty > 0:
-            action = Kind.NEW
+def _reconcile_side(slots, quote, side):
+    """``reconcile`` for one side: returns its action."""
+    s = 4 * side
+    price = quote[2 * side]
+    qty = quote[2 * side + 1]
+    if price <= 0:
+        qty = 0
+    if slots[s + 3] == 1:
+        if qty <= 0:
+            slots[s + 3] = 0
+            return _CANCEL
+        if price != slots[s + 1] or qty != slots[s + 2]:
             slots[s + 1] = price
             slots[s + 2] = qty
-            slots[s + 3] = 1
-        actions[side] = action
+            return _MODIFY
+        return NO_ACTION
+    if qty > 0:
+        slots[s + 1] = price
+        slots[s + 2] = qty
+        slots[s + 3] = 1
+        return _NEW
+    return NO_ACTION
+
+
+@njit(cache=True)
+def reconcile(slots, quote):
+    """Return (BUY action, SELL action): per side the message kind that moves its quote to the
+    one in ``quote``, or NO_ACTION; updates ``slots`` (the id of a NEW order is the caller's to
+    set)."""
+    return _reconcile_side(slots, quote, 0), _reconcile_side(slots, quote, 1)
 
 
 @njit(cache=True)

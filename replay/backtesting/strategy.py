@@ -249,17 +249,15 @@ class QuoteStrategy(Strategy):
         self.every = int(every)
         self.slots = np.zeros(SLOTS, np.int64)
         self._quote = np.zeros(4, np.int64)
-        self._actions = np.zeros(2, np.int64)
 
     def on_order(self, ctx, event) -> None:
         quote_report(self.slots, int(event["order_id"]), int(event["event"]))
 
     def on_book(self, ctx, book) -> None:
-        q, slots, actions = self._quote, self.slots, self._actions
+        q, slots = self._quote, self.slots
         self.fn(ctx.now, book.bid, book.bid_qty, book.ask, book.ask_qty, ctx.position, ctx.cash,
                 self.state, self.params, q)
-        reconcile(slots, q, actions)
-        todo = actions.tolist()
+        todo = reconcile(slots, q)
         if todo[0] == NO_ACTION and todo[1] == NO_ACTION:
             return
         sl = slots.tolist()
