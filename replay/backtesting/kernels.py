@@ -8,6 +8,9 @@ Both strategy paths use these kernels, so both see exactly the same engine behav
 - ``run_quotes`` (``@njit`` strategies): the same merged loop with a quote function called
   inside numba at each wake-up; it returns to Python only when an array must grow, then resumes
   from the state arrays.
+Both take their order of work from ``first_due`` (which the Python L2 loop of the driver calls
+too) and cut their market slices with ``_slice_end``; ``run_quotes`` applies a quote strategy's
+rules through ``replay.backtesting.quoting``, the functions the Python path calls.
 
 Market messages go to ``exchange.kernels.process_batch`` in slices (one call per run of messages
 between two strategy events, at most ``CHUNK`` messages so the scratch outputs stay in cache);
