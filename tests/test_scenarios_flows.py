@@ -8,7 +8,7 @@ import pytest
 from exchange.errors import InputError, UsageError
 from exchange.schema import ORDER_DTYPE
 from scenarios import Flow, load_scenario, open_flow, symbol_from_file
-from scenarios.data import LOBSTER_AMZN, shared_data_dir, shared_file
+from scenarios.data import BINANCE_BTCUSDT, LOBSTER_AMZN, shared_data_dir, shared_file
 from scenarios.loaders import lobster
 
 from cli_fixtures import write_scenario
@@ -125,3 +125,13 @@ def test_data_dir_round_trip(tmp_path):
     with pytest.raises(UsageError, match="batch must be >= 1"):
         simulate(flow, str(tmp_path / "x"), batch=0, durability="none")
     assert not (tmp_path / "x").exists()
+
+
+@needs_data
+def test_binance_file_and_folder_agree():
+    gz = shared_file(BINANCE_BTCUSDT)
+    f = open_flow(gz)
+    assert f.kind == "binance" and f.l2 is not None and f.symbols == [("BTCUSDT", 0.01)]
+    assert f.run_info() == {"flow": "binance", "files": [str(gz)], "tick": "0.01"}
+    folder = open_flow(gz.parent, fmt="binance")
+    assert np.array_equal(folder.orders, f.orders) and np.array_equal(folder.l2.l2, f.l2.l2)
