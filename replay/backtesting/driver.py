@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import heapq
 import json
-import os
 
 import numpy as np
 
@@ -70,81 +69,24 @@ _MIN = np.iinfo(np.int64).min
 
 
 def _load_flow(flow):
-    """Return (orders, symbol names, tick sizes, description) for any accepted flow input."""
-    from scenarios import (BinanceData, LobsterFlow, Scenario, load_binance, load_lobster,
-                           load_scenario)
+    """Return (orders or L2Flow, symbol names, tick sizes, run description) for any flow input
+    ``scenarios.open_flow`` takes, or an ``L2Flow``. A Binance capture becomes an L2Flow (its
+    aggregate levels); names and ticks are None when the flow names no symbols."""
+    from scenarios import open_flow
     from replay.backtesting.l2queue import L2Flow
-    if isinstance(flow, (str, os.PathLike)):
-        path = os.fspath(flow)
-        binance = _binance_file(path)
-        if binance:
-            flow = L2Flow.from_binance(load_binance(binance), _binance_name(binance))
-            return flow, [flow.name], [flow.tick_size], {"source": path, "kind": "binance_l2"}
-        if os.path.isdir(path) and os.path.exists(os.path.join(path, "catalog.sqlite")):
-            from store import read
-            rows = read(path, "orders")
-            out = np.zeros(len(rows), ORDER_DTYPE)
-            for name in ORDER_DTYPE.names:
-                out[name] = rows[name]
-            names, ticks = _catalog_symbols(path)
-            return out, names, ticks, {"source": path, "kind": "data_dir"}
-        if os.path.isdir(path):
-            msg = sorted(f for f in os.listdir(path) if "_message_" in f and f.endswith(".csv"))
-            book = sorted(f for f in os.listdir(path) if "_orderbook_" in f and f.endswith(".csv"))
-            if msg and book:
-                lf = load_lobster(os.path.join(path, msg[0]), os.path.join(path, book[0]))
-                name = msg[0].split("_")[0]
-                return lf.orders, [name], [0.01], {"source": path, "kind": "lobster"}
-            raise UsageError(f"{path}: neither a data directory nor a LOBSTER directory")
-        flow = load_scenario(path)
-    if isinstance(flow, Scenario):
-        return (flow.generate(), [s.name for s in flow.symbols],
-                [s.tick_size for s in flow.symbols], {"scenario": flow.describe()})
-    if isinstance(flow, LobsterFlow):
-        return flow.orders, None, [0.01], {"kind": "lobster"}
-    if isinstance(flow, BinanceData):
-        flow = L2Flow.from_binance(flow)
-        return flow, [flow.name], [flow.tick_size], {"kind": "binance_l2"}
+
     if isinstance(flow, L2Flow):
         return flow, [flow.name], [flow.tick_size], {"kind": "l2"}
-    if isinstance(flow, np.ndarray) and flow.dtype == ORDER_DTYPE and flow.ndim == 1:
-        return flow, None, None, {"kind": "orders"}
-    raise UsageError("flow must be an ORDER_DTYPE array, a Scenario, a LobsterFlow, a BinanceData "
-                     "or L2Flow, a scenario name or file, a LOBSTER directory, a Binance capture "
-                     f"(.gz file or its directory) or a data directory; got {type(flow)}")
-
-
-def _catalog_symbols(path: str):
-    """(names, tick sizes) of a data directory's symbols by id, so ``symbol="JPM"`` works on a
-    stored run; (None, None) when the ids are not 0..n-1 (the engine numbers symbols that way)."""
-    from store import Catalog
-    cat = Catalog(path, readonly=True)
-    try:
-        syms = cat.symbols()
-    finally:
-        close = getattr(cat, "close", None)
-        if close:
-            close()
-    if [s["id"] for s in syms] != list(range(len(syms))):
-        return None, None
-    return [s["name"] for s in syms], [s["tick_size"] for s in syms]
-
-
-def _binance_file(path: str) -> str | None:
-    """The Binance capture ``path`` names (a .gz file, or a directory holding exactly one), else
-    None (scenario files are .toml/.json; LOBSTER directories hold .csv files)."""
-    if os.path.isfile(path) and path.endswith(".gz"):
-        return path
-    if os.path.isdir(path) and not os.path.exists(os.path.join(path, "catalog.sqlite")):
-        gz = sorted(f for f in os.listdir(path) if f.endswith(".gz"))
-        if len(gz) == 1 and not any(f.endswith(".csv") for f in os.listdir(path)):
-            return os.path.join(path, gz[0])
-    return None
-
-
-def _binance_name(path: str) -> str:
-    """Symbol name from a capture's file name: btcusdt_20240808.gz -> BTCUSDT."""
-    return os.path.basename(path).split("_")[0].split(".")[0].upper() or "L2"
+    f = open_flow(flow)
+    if f.scenario is not None:
+        return f.orders, f.names, f.ticks, {"scenario": f.scenario.describe()}
+    kind = "binance_l2" if f.l2 is not None else f.kind
+    info = {"kind": kind} if f.source is None else {"source": f.source, "kind": kind}
+    if f.l2 is not None:
+        (name, tick), = f.symbols
+        l2 = L2Flow.from_binance(f.l2, name, tick)
+        return l2, [l2.name], [l2.tick_size], info
+    return f.orders, f.names, f.ticks, info
 
 
 class _Driver:
