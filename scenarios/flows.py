@@ -235,11 +235,9 @@ def _data_dir(path: str) -> Flow:
     """The journaled orders of a data directory, with its catalog's symbols when their ids are
     0..n-1 (the engine numbers symbols that way)."""
     from store import Catalog, read
+    from store.tables import orders_without_seq
 
-    rows = read(path, "orders")
-    orders = np.zeros(len(rows), ORDER_DTYPE)
-    for name in ORDER_DTYPE.names:
-        orders[name] = rows[name]
+    orders = orders_without_seq(read(path, "orders"))
     cat = Catalog(path, readonly=True)
     try:
         syms = cat.symbols()
