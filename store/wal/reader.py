@@ -74,6 +74,15 @@ def _decode(rtype: int, payload, path: str, offset: int) -> WalRecord:
     return WalRecord(first_seq, *arrays, path=path, offset=offset)
 
 
+def _cut_short(msg, last_file, path, pos, salvage, report, size, files_left) -> None:
+    """A record cut off by the end of its file: a crash tail in the newest file (reported, cut),
+    corruption in an older one (``_fail``)."""
+    if last_file:
+        report.torn_tail = (path, pos, size - pos)
+    else:
+        _fail(msg, path, pos, salvage, report, size, files_left)
+
+
 def _fail(msg, path, offset, salvage, report, size, files_left):
     if not salvage:
         raise CorruptionError(f"{path}: {msg} at offset {offset}", path, offset)
@@ -129,10 +138,8 @@ def scan_wal(wal_dir: str, *, repair: bool = False, salvage: bool = False,
             indexed = version >= INDEXED_VERSION
             fsize = FRAME4_SIZE if indexed else FRAME_SIZE
             if size - pos < fsize:
-                if last_file:
-                    report.torn_tail = (path, pos, size - pos)
-                else:
-                    _fail("file ends inside a record header", path, pos, salvage, report, size, files[i + 1:])
+                _cut_short("file ends inside a record header", last_file, path, pos, salvage,
+                           report, size, files[i + 1:])
                 cut = pos
                 break
             if indexed:
@@ -148,10 +155,8 @@ def scan_wal(wal_dir: str, *, repair: bool = False, salvage: bool = False,
                 break
             end = pos + fsize + length
             if end > size:
-                if last_file:
-                    report.torn_tail = (path, pos, size - pos)
-                else:
-                    _fail("record runs past the end of the file", path, pos, salvage, report, size, files[i + 1:])
+                _cut_short("record runs past the end of the file", last_file, path, pos, salvage,
+                           report, size, files[i + 1:])
                 cut = pos
                 break
             payload = view[pos + fsize:end]
