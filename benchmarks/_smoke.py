@@ -1,6 +1,6 @@
 """Smoke mode for the benchmark scripts: ``EXSIM_BENCH_SMOKE=1`` makes the exact documented
 command finish in seconds (sizes and repeats shrunk) and write its JSON outside the checkout, so
-tests/test_docs_commands.py can run every documented benchmark command for real without touching
+tests/docs_tests/test_docs_commands.py can run every documented benchmark command for real without touching
 the committed results.
 
 Off (the default), every function returns what the script asked for, unchanged: a real benchmark

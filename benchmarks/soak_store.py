@@ -1,6 +1,6 @@
 """Crash soak for the store: SIGKILL a real-engine journaling child many times, check recovery each time.
 
-Each trial starts ``tests/store_crash_child.py DIR N real`` (a fresh interpreter that reopens the
+Each trial starts ``tests/store_tests/store_crash_child.py DIR N real`` (a fresh interpreter that reopens the
 data directory, or creates it, and journals seeded batches with fsync per batch, sealing,
 checkpointing and WAL rotation as the crash tests configure it), reads its ``ACK first last`` lines,
 and kills it with SIGKILL at a random moment: sometimes before it acknowledges anything (during
@@ -39,7 +39,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "tests"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "store_tests"))
 
 import store_crash_child as child  # noqa: E402
 from store import Session, compact  # noqa: E402
@@ -73,7 +73,7 @@ class Expected:
 def kill_child(data_dir: str, rng: random.Random, trial: int, many: bool = False) -> tuple[int, bool]:
     """Run the child (``many``: through Session.process_many), SIGKILL it at a random moment;
     return (last acknowledged seq, killed early)."""
-    p = subprocess.Popen([sys.executable, os.path.join(ROOT, "tests", "store_crash_child.py"),
+    p = subprocess.Popen([sys.executable, os.path.join(ROOT, "tests", "store_tests", "store_crash_child.py"),
                           data_dir, "1000000", "real"] + (["many"] if many else []),
                          stdout=subprocess.PIPE, text=True)
     early = rng.random() < 0.1

@@ -2,7 +2,7 @@
 
     python -m replay.cli.docs [PATH]      (default: docs/cli.md of this checkout)
 
-tests/test_cli_docs.py fails when the committed file differs from what this writes.
+tests/cli_tests/test_cli_docs.py fails when the committed file differs from what this writes.
 """
 
 import sys

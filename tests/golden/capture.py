@@ -1,7 +1,7 @@
 """Digests of what exsim produces on fixed inputs, through its public API only.
 
 ``python -m tests.golden.capture`` prints them as JSON; ``--write`` stores them in
-``tests/golden/outputs.json``, which ``tests/test_golden_outputs.py`` compares against the code
+``tests/golden/outputs.json``, which ``tests/golden/test_golden_outputs.py`` compares against the code
 of the day. A restructure that keeps behaviour keeps every digest; a change of behaviour shows
 as the names of the jobs whose digest moved (regenerate the file only for a deliberate change,
 and say so in the commit).

@@ -3,7 +3,7 @@
 It holds sealed segments, three checkpoints and an unsealed WAL tail left by a process that
 ended without closing its session (as a crash does), so a later store must read the old
 segment, checkpoint, catalog and WAL formats, recover the tail and verify and rerun the run.
-``tests/test_golden_outputs.py`` checks that it still does, with the digests in outputs.json.
+``tests/golden/test_golden_outputs.py`` checks that it still does, with the digests in outputs.json.
 Kept to show how the directory was made; rerunning it with newer code makes a newer directory.
 """
 

@@ -1,8 +1,8 @@
-"""Child processes of tests/test_store_concurrency.py: a writer, readers, a second writer.
+"""Child processes of tests/store_tests/test_store_concurrency.py: a writer, readers, a second writer.
 
-    python tests/store_concurrency_child.py writer DIR SECONDS
-    python tests/store_concurrency_child.py reader DIR KIND SECONDS
-    python tests/store_concurrency_child.py second DIR
+    python tests/store_tests/store_concurrency_child.py writer DIR SECONDS
+    python tests/store_tests/store_concurrency_child.py reader DIR KIND SECONDS
+    python tests/store_tests/store_concurrency_child.py second DIR
 
 The writer journals a seeded two-symbol flow in small batches (sealing, checkpointing, rotating
 and trimming its WAL all the time) and, after each batch returns (acknowledged), writes the

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-DOCS = Path(__file__).resolve().parents[1] / "docs"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 PAGES = sorted(p.name for p in DOCS.glob("*.md") if "```python" in p.read_text())
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "python-api.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "python-api.md"
 
 
 @pytest.mark.parametrize("package", ["exchange", "store", "replay", "scenarios"])

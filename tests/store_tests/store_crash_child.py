@@ -1,7 +1,7 @@
 """Crash-test child: journals batches into a data directory and reports each acknowledged range.
 
 Used two ways: forked by tests (``run``, writing to a pipe: starting a fresh interpreter per
-trial would cost a second each) and as a script (``python tests/store_crash_child.py DIR N
+trial would cost a second each) and as a script (``python tests/store_tests/store_crash_child.py DIR N
 [fake|real] [many]``, printing to stdout) for subprocess trials and the longer soak. Each line is
 ``ACK first last`` once ``Session.process`` returned, i.e. the batch is durable.
 

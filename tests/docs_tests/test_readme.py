@@ -1,7 +1,7 @@
 """The README's examples run as written: its CLI walk-through and its Python snippet.
 
 Its shell commands (the CLI walk-through, the benchmark commands) run in
-tests/test_docs_commands.py with those of docs/*.md; the two install commands at the top are what
+tests/docs_tests/test_docs_commands.py with those of docs/*.md; the two install commands at the top are what
 CI itself runs (marked "not run by tests" there; the second is checked against .ci/run here).
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def _blocks(lang: str) -> list[str]:

@@ -21,7 +21,7 @@ from conftest import (
     make_book, random_flow, run, split,
 )
 
-TESTS = Path(__file__).parent
+TESTS = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.parametrize("stp", STP_MODES)

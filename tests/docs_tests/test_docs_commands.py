@@ -2,7 +2,7 @@
 
 What is a command (``commands(page)``):
 - each line of a fenced block whose first word is exsim, python, python3, pip or sqlite3 (any
-  info string but python/toml: Python blocks run in tests/test_docs_examples.py); a trailing
+  info string but python/toml: Python blocks run in tests/docs_tests/test_docs_examples.py); a trailing
   backslash or an open quote continues the line, ``# ...`` is a comment, ``a && b`` runs a then b;
 - in docs/cli.md (generated from each command's ``--help``), each line of an example section;
 - an inline code span that starts with ``python `` (the benchmark invocations the prose names);
@@ -42,7 +42,7 @@ import pytest
 
 from cli_fixtures import run
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PAGES = ["README.md"] + sorted(f"docs/{p.name}" for p in (REPO / "docs").glob("*.md"))
 WORDS = ("exsim", "python", "python3", "pip", "sqlite3")
 MARKER = re.compile(r"<!-- not run by tests: (.+?) -->")

@@ -9,7 +9,7 @@ import pytest
 from cli_fixtures import run
 from replay.cli.main import COMMANDS, build_parser, render_docs
 
-DOCS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "cli.md")
+DOCS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "docs", "cli.md")
 
 
 def test_docs_cli_md_is_up_to_date():
