@@ -15,7 +15,15 @@ import json
 
 from exchange.errors import UsageError
 
-__all__ = ["load_strategy"]
+__all__ = ["load_strategy", "MOVED_MODULES"]
+
+# strategy modules that scripts and notebooks name by the path they had before the layout of
+# rooms (scenarios never imports replay, so the examples live in replay.backtesting.strategies)
+MOVED_MODULES = {
+    "scenarios.strategies": "replay.backtesting.strategies",
+    "scenarios.strategies.market_maker": "replay.backtesting.strategies.market_maker",
+    "scenarios.strategies.momentum": "replay.backtesting.strategies.momentum",
+}
 
 
 def load_strategy(spec: str, params: list[str]):
@@ -29,6 +37,7 @@ def load_strategy(spec: str, params: list[str]):
     module_name, _, class_name = spec.partition(":")
     if not module_name or not class_name:
         raise UsageError(f"--strategy must be MODULE:CLASS; got {spec!r}")
+    module_name = MOVED_MODULES.get(module_name, module_name)
     try:
         module = importlib.import_module(module_name)
     except ImportError as e:

@@ -80,3 +80,11 @@ def test_stored_run_keeps_its_symbol_names_and_ticks(tmp_path):
     assert r.meta["symbol_name"] == names[-1] and r.meta["symbol"] == len(names) - 1
     with pytest.raises(UsageError):
         backtest(str(tmp_path / "run"), Strategy(), trader=TRADER + 1, symbol="NOSUCH")
+
+
+def test_a_strategy_named_by_its_path_before_the_rooms_still_loads():
+    from replay.backtesting.loading import load_strategy
+    from replay.backtesting.strategies import InventoryMarketMaker, MomentumTaker
+
+    assert type(load_strategy("scenarios.strategies:InventoryMarketMaker", ["size=3"])) is InventoryMarketMaker
+    assert type(load_strategy("scenarios.strategies.momentum:MomentumTaker", [])) is MomentumTaker
