@@ -200,3 +200,55 @@ def test_damaged_files_raise_input_error(tmp_path, written):
         load_dbn(mbp, tick="0.3")
     with pytest.raises(InputError, match="tick"):
         load_dbn(mbp, tick="abc")
+
+
+def _rec(action, oid=0, price=0, size=0, side="N", flags=128, iid=7, ts=1, seq=0):
+    return dbn.MBOMsg(publisher_id=1, instrument_id=iid, ts_event=ts, order_id=oid,
+                      price=price if action != "R" else dbn.UNDEF_PRICE, size=size,
+                      action=dbn.Action(action), side=dbn.Side(side), ts_recv=ts, flags=flags, sequence=seq)
+
+
+def test_hand_made_mbo_mid_day_start_clear_and_every_action(tmp_path):
+    from scenarios.loaders.dbn_write import write_dbn
+    T = 250_000_000    # 0.25 in DBN units
+    recs = [
+        _rec("C", 99, 100 * T, 1, "B"),                   # names an order from before the file
+        _rec("M", 98, 101 * T, 2, "A", ts=2),             # a modify of an unseen order is an add
+        _rec("R", ts=3),                                  # the clear: synced from here
+        _rec("A", 1, 100 * T, 10, "B", flags=0, ts=4),    # one event of two records ...
+        _rec("A", 2, 102 * T, 5, "A", ts=4),              # ... ends here
+        _rec("C", 1, 100 * T, 4, "B", ts=5),              # partial cancel: MODIFY to 6
+        _rec("M", 1, 99 * T, 6, "B", ts=6),               # price change: MODIFY
+        _rec("T", 0, 102 * T, 2, "B", flags=0, ts=7),     # trade + fill change nothing ...
+        _rec("F", 2, 102 * T, 2, "A", flags=0, ts=7),
+        _rec("C", 2, 102 * T, 2, "A", ts=7),              # ... the C does: MODIFY to 3
+        _rec("C", 2, 102 * T, 9, "A", ts=8),              # more than is left: CANCEL, counted
+        _rec("A", 3, 100 * T, 1, "B", iid=8, ts=9),       # a second instrument, never cleared
+        _rec("N", ts=10),
+    ]
+    p = tmp_path / "hand.dbn"
+    write_dbn(p, recs, schema=dbn.Schema.MBO, symbols={"ESH1": 7, "NQH1": 8}, start=0)
+    d = load_dbn(p, tick="0.25")
+    o = d.orders
+    assert [s.name for s in d.symbols] == ["ESH1", "NQH1"] and d.symbols[0].tick == T
+    assert d.symbols[0].synced and not d.symbols[1].synced
+    assert o["kind"].tolist() == [0, 1, 0, 0, 2, 2, 2, 1, 0]
+    assert o["order_id"].tolist() == [98, 98, 1, 2, 1, 1, 2, 2, 3]
+    assert o["price"].tolist() == [101, 101, 100, 102, 100, 99, 102, 102, 100]
+    assert o["qty"].tolist() == [2, 0, 10, 5, 6, 6, 3, 0, 1]
+    assert o["side"].tolist() == [1, 1, 0, 1, 0, 0, 1, 1, 0]
+    assert d.record.tolist() == [1, 2, 3, 4, 5, 6, 9, 10, 11]
+    assert d.counts["unknown_order"] == 1 and d.counts["modify_as_add"] == 1
+    assert d.counts["over_cancel"] == 1 and d.counts["clears"] == 1
+    # consistent points: engine seq after each F_LAST event
+    assert d.consistent["seq"].tolist() == [0, 1, 2, 4, 5, 6, 7, 8, 9, 9]
+    assert d.trades["aggressor_side"].tolist() == [0] and d.fills["sell_order_id"].tolist() == [2]
+    assert d.trades["seq"].tolist() == [6] and d.trades["price"].tolist() == [102]
+    with pytest.raises(InputError, match="record 0: a record names an order of ESH1"):
+        load_dbn(p, tick="0.25", midday="refuse")
+    with pytest.raises(InputError, match="record 1: price .* not a whole number of ticks"):
+        load_dbn(p, tick="0.5")
+    bad = tmp_path / "noside.dbn"
+    write_dbn(bad, [_rec("R"), _rec("A", 1, 100 * T, 1, "N")], schema=dbn.Schema.MBO, symbols={"X": 7})
+    with pytest.raises(InputError, match="record 1: an A record of X has no side"):
+        load_dbn(bad)
