@@ -4,7 +4,7 @@ alone, and exsim's L2 backtest against hftbacktest on the Binance sample.
 L3 workload: scenarios.uniform_flow(n, seed 7), 1 symbol; the example market maker quoting 5 lots
 (``mm_quotes``) waking every 100 market messages, zero latency. Measured: the engine alone on the
 same flow (``Engine.process`` in one batch, as a user would call it, and in 65,536-message
-batches with ``reuse=True``, the engine's best rate), the njit path
+batches into one ``OutputBuffers`` (``out=``), the engine's best rate), the njit path
 (``QuoteStrategy``, fast=True), the Python path (the same quote function through the Python
 API, fast=False), the same strategy with an ``on_fill`` (the driver then stops after every
 message that fills it instead of running from one wake-up to the next), and the example
@@ -42,7 +42,7 @@ try:
     from benchmarks import _smoke
 except ImportError:          # run as a script: benchmarks/ is sys.path[0]
     import _smoke
-from exchange import Engine
+from exchange import Engine, OutputBuffers
 from replay.backtesting.driver import backtest
 from replay.backtesting.strategy import QuoteStrategy, Strategy
 from scenarios import uniform_flow
@@ -169,8 +169,9 @@ def main() -> None:
     def engine_reuse():
         e = Engine()
         e.add_symbol("S")
+        out = OutputBuffers(65536)
         for k in range(0, len(flow), 65536):
-            e.process(flow[k: k + 65536], reuse=True)
+            e.process(flow[k: k + 65536], out=out)
 
     def run(fast, cls=QuoteStrategy):
         return lambda: backtest(flow, cls(mm_quotes, [5, 20, 200], every=100),

@@ -9,7 +9,7 @@ Workloads:
 
 Each run builds a fresh engine and feeds the workload in batches (default 65,536 messages) with
 fills, L2 updates and events all emitted. "reused" keeps the output buffers between batches
-(``process(reuse=True)``: what the journal does); "fresh" allocates new outputs per batch;
+(``process(out=OutputBuffers)``: what the journal does); "fresh" allocates new outputs per batch;
 "no prefetch" turns the kernel's software prefetch off. Variants run in interleaved rounds. The
 first call of the process (numba compile, or loading the on-disk cache) is timed apart.
 Figures are medians of ``--runs`` runs. Prints a markdown table and writes JSON.
@@ -45,7 +45,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks import _smoke
-from exchange import ORDER_DTYPE, Engine
+from exchange import ORDER_DTYPE, Engine, OutputBuffers
 
 SMOKE_MESSAGES = 20_000   # per seeded workload in smoke mode
 
@@ -125,9 +125,10 @@ def run_once(flow: np.ndarray, n_symbols: int, batch: int, reuse: bool,
         eng.add_symbol(f"S{s}")
     fills = l2 = events = 0
     peak_live = 0
+    out = OutputBuffers(batch) if reuse else None
     t0 = time.perf_counter()
     for lo in range(0, len(flow), batch):
-        res = eng.process(flow[lo: lo + batch], reuse=reuse)
+        res = eng.process(flow[lo: lo + batch], out=out)
         fills += len(res.fills)
         l2 += len(res.l2)
         events += len(res.events)

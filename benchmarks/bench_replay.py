@@ -53,7 +53,7 @@ try:
     from benchmarks import _smoke
 except ImportError:          # run as a script: benchmarks/ is sys.path[0]
     import _smoke
-from exchange import Engine
+from exchange import Engine, OutputBuffers
 from replay import book_at, rerun, verify
 from replay.rundir import run_info, strip_seq
 from scenarios.generators.uniform import BENCH_1M, uniform_flow
@@ -128,9 +128,10 @@ def bench_verify_rerun(data_dir: str, runs: int, chunk: int = 1_000_000,
 
     def engine():
         eng = _engine()
+        out = OutputBuffers(chunk)
         t0 = time.perf_counter()
         for i in range(0, n, chunk):
-            eng.process(orders[i:i + chunk], reuse=True)
+            eng.process(orders[i:i + chunk], out=out)
         return time.perf_counter() - t0
 
     def run_verify():

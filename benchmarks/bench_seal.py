@@ -40,6 +40,7 @@ except ImportError:          # run as a script: benchmarks/ is sys.path[0]
     import _smoke
 from exchange import Engine
 from scenarios.generators.uniform import BENCH_1M, uniform_flow
+from store.choice import Chooser
 from store import codecs
 from store.segment import commit_segments, encode_columns, read_segment
 from store.tables import STORED_DTYPES, TABLES
@@ -68,7 +69,7 @@ def seal_groups(flow: np.ndarray) -> list:
 
 def one_run(groups: list, tmp: str) -> dict:
     """Seal every group once (fresh Chooser and directories); CPU seconds per stage and rows."""
-    chooser = codecs.Chooser()
+    chooser = Chooser()
     scratch = np.empty((16, 1), np.uint64)
     d_nosync, d_sync = tempfile.mkdtemp(dir=tmp), tempfile.mkdtemp(dir=tmp)
     seals = []

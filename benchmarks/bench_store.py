@@ -1,7 +1,7 @@
 """Store benchmark: end-to-end journaling throughput, sealing rate, bytes per row, Binance L2 vs Parquet.
 
 Workloads:
-- Engine only: the same batches through Engine.process(reuse=True), as the session calls it.
+- Engine only: the same batches through Engine.process(out=OutputBuffers), as the session calls it.
 - End to end: the seeded 1M-message flow (scenarios.generators.uniform.bench_1m, seed 7, one symbol) through
   exchange.Engine inside a store.Session, in batches of 65,536 messages, WAL fsync per batch
   (and again with durability "none"), sealing every 262,144 messages (``seal_every``: on the
@@ -51,7 +51,7 @@ try:
     from benchmarks import _smoke
 except ImportError:          # run as a script: benchmarks/ is sys.path[0]
     import _smoke
-from exchange import Engine
+from exchange import Engine, OutputBuffers
 from exchange.schema import L2_DTYPE, Side
 from scenarios.generators.uniform import BENCH_1M, uniform_flow
 from store import Catalog, Session, compact
@@ -124,9 +124,10 @@ def sealing(flow, tmp):
 
 def engine_only(flow):
     eng = _engine()
+    out = OutputBuffers(BATCH)
     t0 = time.perf_counter()
     for i in range(0, flow.size, BATCH):
-        eng.process(flow[i:i + BATCH], reuse=True)   # as the session calls it
+        eng.process(flow[i:i + BATCH], out=out)   # as the session calls it
     return flow.size / (time.perf_counter() - t0)
 
 

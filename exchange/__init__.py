@@ -1,5 +1,10 @@
 """exsim's matching engine: a numba price-time-priority book over batches of numpy messages.
 
+The rest of exsim relies on ``EngineProtocol`` (``exchange.protocol``: what store, replay and
+the backtests call on an engine), ``Engine.state``/``Engine.grow`` (``exchange.state``: the book
+arrays, for kernels that extend the engine) and ``exchange.checkpoint`` (the checkpoint layout's
+one writer and parser); the other modules are the engine's own.
+
 >>> from exchange import Engine
 >>> eng = Engine()
 >>> jpm = eng.add_symbol("JPM")
@@ -14,6 +19,7 @@ import importlib
 from .errors import (
     CorruptionError, ExsimError, InputError, StoreError, UsageError, VerificationError, WriteError,
 )
+from .protocol import EngineProtocol, OutputBuffers, Result
 from .schema import (
     CHECKPOINT_DTYPE, DEPTH_DTYPE, EVENT_DTYPE, FILL_DTYPE, L2_DTYPE, L3_DTYPE, MAX_LEVEL_QTY,
     MAX_PRICE, MAX_QTY, ORDER_DTYPE, TABLE_DTYPES, Event, Flag, Kind, OrderType, Reason, Side, Stp,
@@ -21,7 +27,7 @@ from .schema import (
 )
 
 __all__ = [
-    "Engine", "Result", "OutputBuffers",
+    "Engine", "EngineProtocol", "Result", "OutputBuffers",
     "ORDER_DTYPE", "FILL_DTYPE", "L2_DTYPE", "EVENT_DTYPE", "L3_DTYPE", "CHECKPOINT_DTYPE",
     "DEPTH_DTYPE", "TABLE_DTYPES", "MAX_QTY", "MAX_PRICE", "MAX_LEVEL_QTY",
     "Side", "Kind", "OrderType", "Tif", "Flag", "Event", "Reason", "Stp",
@@ -31,7 +37,7 @@ __all__ = [
 
 # The engine pulls in numba (~0.4 s); loading it on first use keeps `exsim --help`, the error
 # classes and the dtypes cheap for the CLI and for tools that only read the store.
-_LAZY = {"Engine": ".engine", "Result": ".engine", "OutputBuffers": ".engine"}
+_LAZY = {"Engine": ".engine"}
 
 
 def __getattr__(name):

@@ -1,6 +1,7 @@
-"""``Engine``: the Python facade over the numba matching kernels.
+"""``Engine``: the Python facade over the numba matching kernels (``exchange.protocol``'s engine).
 
-The engine owns the book state arrays (``exchange.book``), validates what Python callers hand it
+The engine owns the book state arrays (``exchange.book``; ``Engine.state`` is their public view
+and ``Engine.grow`` grows them, see ``exchange.state``), validates what Python callers hand it
 (dtypes, symbol names, option strings: misuse raises ``UsageError``), and runs
 ``kernels.process_batch`` over whole batches, growing state and output arrays when the kernel
 asks. Message *content* never raises: bad messages come back as REJECTED events.
@@ -11,6 +12,7 @@ Invariants:
 - Output arrays are zero-initialised, so padding bytes are zero and outputs compare byte for byte.
 - ``checkpoint()`` is canonical (live orders in priority order, counters, options): two engines
   with equal checkpoints produce equal outputs from then on, and ``state_hash`` hashes it.
+  Its bytes are ``exchange.checkpoint``'s layout, written and parsed only there.
   ``restore`` checks a blob's every field and row first (a CorruptionError "checkpoint: ..."
   otherwise), so ``restore(b).checkpoint() == b`` for every blob it accepts.
 """
@@ -18,64 +20,32 @@ Invariants:
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import numbers
-import struct
-from typing import NamedTuple
 
-import crc32c
 import numpy as np
 
+from . import checkpoint as ckpt
+from . import checkpoint_kernels as ck_kernels
 from . import kernels
 from .book import (
     ARENA_DTYPE, BOOK_DTYPE, LEVEL_DTYPE, M_INDEX_COUNT, M_NEED_BOOK, M_NEED_EVENTS,
     M_NEED_FILLS, M_NEED_L2, M_NSYM, M_SEQ, M_STP, M_TRADE_ID, new_meta,
 )
+from .checkpoint import MAX_ORDERS as _MAX_ORDERS
+from .checkpoint import positive_number as _positive_number
 from .errors import CorruptionError, UsageError
 from .order_index import index_find, new_index, rehash_into
+from .protocol import OutputBuffers, Result
 from .schema import (
-    CHECKPOINT_DTYPE, DEPTH_DTYPE, EVENT_DTYPE, FILL_DTYPE, L2_DTYPE, L3_DTYPE, MAX_LEVEL_QTY,
-    MAX_PRICE, MAX_QTY, ORDER_DTYPE, Flag, Kind, OrderType, Side, Stp, Tif,
+    CHECKPOINT_DTYPE, DEPTH_DTYPE, L3_DTYPE, MAX_PRICE, ORDER_DTYPE, Flag, Kind, OrderType,
+    Side, Stp, Tif,
 )
+from .state import EngineState, grow_array as _grow
 
 __all__ = ["Engine", "Result", "OutputBuffers"]
 
-_CHECKPOINT_MAGIC = b"EXSIMCKP"
-_CHECKPOINT_VERSION = 1
 _INITIAL_LADDER = 8
-_MAX_ORDERS = (1 << 31) - 1   # arena slots, levels and their links are int32
-
-
-class OutputBuffers:
-    """Arrays an Engine writes a batch's fills, L2 updates and events into (``Engine.process(
-    orders, out=buffers)``): allocated once, so a caller that consumes each Result before it
-    reuses the buffers pays no allocation or page faults per batch. The engine replaces an array
-    by a larger copy when a batch needs more room. Sized for ``n_messages`` as ``process`` sizes
-    fresh outputs (np.zeros maps untouched pages lazily, so generous costs nothing)."""
-
-    __slots__ = ("fills", "l2", "events")
-
-    def __init__(self, n_messages: int = 0):
-        n = max(int(n_messages), 0)
-        self.fills = np.zeros(n // 2 + 1024, FILL_DTYPE)
-        self.l2 = np.zeros(n + n // 2 + 1024, L2_DTYPE)
-        self.events = np.zeros(2 * n + n // 2 + 1024, EVENT_DTYPE)
-
-
-class Result(NamedTuple):
-    """What processing produced: fills, L2 updates and order events, each in engine order."""
-
-    fills: np.ndarray    # FILL_DTYPE
-    l2: np.ndarray       # L2_DTYPE
-    events: np.ndarray   # EVENT_DTYPE
-
-    @staticmethod
-    def concat(results: "list[Result]") -> "Result":
-        """Return one Result holding the rows of ``results`` in order."""
-        if not results:
-            return Result(np.zeros(0, FILL_DTYPE), np.zeros(0, L2_DTYPE), np.zeros(0, EVENT_DTYPE))
-        return Result(*(np.concatenate([getattr(r, f) for r in results]) for f in Result._fields))
 
 
 # the range of each message field a per-order call fills in (its ORDER_DTYPE type)
@@ -126,13 +96,6 @@ def _parse_enum(enum, value, what: str) -> int:
         raise UsageError(f"{what} must be one of {[int(m) for m in enum]}; got {value!r}") from None
 
 
-def _positive_number(value) -> bool:
-    """Whether ``value`` is a plain int or float (not bool), finite and > 0."""
-    if type(value) is int:
-        return value > 0
-    return type(value) is float and math.isfinite(value) and value > 0
-
-
 def _tick_arg(tick_size, name) -> int | float:
     """Return ``tick_size`` as a plain int or float (JSON-able), or raise UsageError unless it
     is a finite real number > 0."""
@@ -145,147 +108,6 @@ def _tick_arg(tick_size, name) -> int | float:
     if not _positive_number(tick):
         raise UsageError(f"tick_size must be a finite number > 0; got {tick_size!r} for {name!r}")
     return tick
-
-
-def _grow(arr: np.ndarray, at_least: int) -> np.ndarray:
-    new = np.zeros(max(2 * len(arr), at_least, 16), dtype=arr.dtype)
-    new[: len(arr)] = arr
-    return new
-
-
-_HEADER_FIELDS = {"config", "seq", "trade_id", "next_auto_id"}
-_CONFIG_FIELDS = {"stp", "symbols"}
-_SYMBOL_FIELDS = {"name", "id", "tick_size", "min_price", "max_price"}
-
-
-def _corrupt_header(what: str) -> CorruptionError:
-    return CorruptionError(f"checkpoint: header: {what}", offset=16)
-
-
-def _short(value) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
-def _checkpoint_frame(blob: bytes) -> tuple[bytes, int, int]:
-    """Check a checkpoint's frame; return (header bytes, row count, offset of the rows).
-
-    Raises CorruptionError for a bad magic, checksum or version, or a header length or row
-    count that does not fit the blob (checked before anything is allocated)."""
-    if len(blob) < 28 or blob[:8] != _CHECKPOINT_MAGIC:
-        raise CorruptionError("checkpoint: not an exsim checkpoint (bad magic or shorter than "
-                              "28 bytes)", offset=0)
-    (crc,) = struct.unpack_from("<I", blob, len(blob) - 4)
-    if crc32c.crc32c(blob[:-4]) != crc:
-        raise CorruptionError("checkpoint: checksum mismatch", offset=len(blob) - 4)
-    version, hlen = struct.unpack_from("<II", blob, 8)
-    if version != _CHECKPOINT_VERSION:
-        raise CorruptionError(f"checkpoint: version {version} is not supported", offset=8)
-    start = 24 + hlen
-    if start + 4 > len(blob):
-        raise CorruptionError(f"checkpoint: header length {hlen} runs past the end of the "
-                              f"{len(blob)}-byte blob", offset=12)
-    (nrows,) = struct.unpack_from("<Q", blob, 16 + hlen)
-    room = len(blob) - 4 - start
-    if nrows * CHECKPOINT_DTYPE.itemsize != room:
-        raise CorruptionError(
-            f"checkpoint: row count {nrows} does not fit the {room} bytes of rows "
-            f"({CHECKPOINT_DTYPE.itemsize} bytes a row)", offset=16 + hlen)
-    if nrows > _MAX_ORDERS:
-        raise CorruptionError(f"checkpoint: {nrows} rows exceed the engine's {_MAX_ORDERS} "
-                              "order slots", offset=16 + hlen)
-    return blob[16:16 + hlen], nrows, start
-
-
-def _header_int(d: dict, key: str, lo: int, hi: int, where: str = "") -> int:
-    v = d[key]
-    if type(v) is not int or not lo <= v <= hi:
-        raise _corrupt_header(f"{where}{key} must be an integer in [{lo}, {hi}]; got {_short(v)}")
-    return v
-
-
-def _exact_fields(d, fields: set, what: str) -> None:
-    if not isinstance(d, dict):
-        raise _corrupt_header(f"{what} must be a JSON object; got {_short(d)}")
-    if d.keys() != fields:
-        missing, extra = sorted(fields - d.keys()), sorted(d.keys() - fields)
-        raise _corrupt_header(f"{what} " + (f"lacks field {missing[0]!r}" if missing
-                                           else f"has unknown field {_short(extra[0])}"))
-
-
-def _checkpoint_header(header_bytes: bytes) -> tuple[str, list, tuple]:
-    """Parse and check a checkpoint header; return (stp name, [(name, tick_size, min_price,
-    max_price) per symbol], (seq, trade_id, next_auto_id)). Raises CorruptionError naming the
-    field."""
-    try:
-        header = json.loads(header_bytes)
-    except (ValueError, RecursionError) as e:   # bad JSON or UTF-8, too deep, too many digits
-        raise CorruptionError(f"checkpoint: header is not JSON ({_short(str(e))})",
-                              offset=16) from None
-    _exact_fields(header, _HEADER_FIELDS, "the header")
-    cfg = header["config"]
-    _exact_fields(cfg, _CONFIG_FIELDS, "config")
-    names = [m.name.lower() for m in Stp]
-    if cfg["stp"] not in names or not isinstance(cfg["stp"], str):
-        raise _corrupt_header(f"config.stp must be one of {', '.join(names)}; "
-                              f"got {_short(cfg['stp'])}")
-    if not isinstance(cfg["symbols"], list):
-        raise _corrupt_header(f"config.symbols must be a list; got {_short(cfg['symbols'])}")
-    specs, seen = [], {}
-    for k, sym in enumerate(cfg["symbols"]):
-        where = f"symbol {k} "
-        _exact_fields(sym, _SYMBOL_FIELDS, f"symbol {k} (config.symbols[{k}])")
-        name = sym["name"]
-        if not isinstance(name, str) or not name:
-            raise _corrupt_header(f"{where}name must be a non-empty string; got {_short(name)}")
-        if name in seen:
-            raise _corrupt_header(f"{where}name {name!r} is also symbol {seen[name]}'s")
-        seen[name] = k
-        _header_int(sym, "id", k, k, where)
-        tick = sym["tick_size"]
-        if not _positive_number(tick):
-            raise _corrupt_header(f"{where}tick_size must be a finite number > 0; "
-                                  f"got {_short(tick)}")
-        lo = _header_int(sym, "min_price", 1, MAX_PRICE, where)
-        hi = _header_int(sym, "max_price", 1, MAX_PRICE, where)
-        if lo > hi:
-            raise _corrupt_header(f"{where}price band [{lo}, {hi}] is empty")
-        specs.append((name, tick, lo, hi))
-    counters = (_header_int(header, "seq", 0, _I64[1]),
-                _header_int(header, "trade_id", 0, _I64[1]),
-                _header_int(header, "next_auto_id", 1, _U64[1] + 1))
-    return cfg["stp"], specs, counters
-
-
-def _row_problem(code: int, i: int, rows: np.ndarray, specs: list) -> str:
-    """The message for ``kernels.check_rows``' finding ``code`` at row ``i``."""
-    r = rows[i]
-    sym, side, price = int(r["symbol"]), int(r["side"]), int(r["price"])
-    name = specs[sym][0] if sym < len(specs) else None
-    at = f"checkpoint: row {i}: "
-    if code == kernels.ROW_SYMBOL:
-        return at + f"symbol {sym} is not one of the engine's {len(specs)} symbols"
-    if code == kernels.ROW_SIDE:
-        return at + f"side {side} is neither BUY (0) nor SELL (1)"
-    if code == kernels.ROW_QTY:
-        return at + f"qty {int(r['qty'])} is outside 1..{MAX_QTY}"
-    if code == kernels.ROW_FILLED:
-        return at + f"filled {int(r['filled'])} is outside 0..{MAX_LEVEL_QTY}"
-    if code == kernels.ROW_FLAGS:
-        return at + f"flags {int(r['flags']):#x} holds bits no order carries"
-    if code == kernels.ROW_PRICE:
-        return at + (f"price {price} is outside the band {specs[sym][2]}..{specs[sym][3]} of "
-                     f"symbol {name!r}")
-    if code == kernels.ROW_ORDER:
-        return at + (f"{Side(side).name} {price} of symbol {name!r} is out of priority order "
-                     "(symbols ascending, bids then asks, best level first)")
-    if code == kernels.ROW_LEVEL_QTY:
-        return at + f"the orders at {Side(side).name} {price} of {name!r} total past {MAX_LEVEL_QTY}"
-    if code == kernels.ROW_CROSSED:
-        bids = rows[:i][(rows["symbol"][:i] == sym) & (rows["side"][:i] == Side.BUY)]
-        return at + (f"symbol {name!r} is crossed: best ask {price} <= best bid "
-                     f"{int(bids['price'][0])}")
-    raise AssertionError(f"unknown check_rows code {code}")  # pragma: no cover
 
 
 class Engine:
@@ -313,7 +135,6 @@ class Engine:
         self._tick_sizes: list[int | float] = []
         self._next_auto_id = 1
         self.prefetch_distance = 16  # messages; 0 turns prefetching off (results identical)
-        self._out: OutputBuffers | None = None  # the buffers process(reuse=True) writes into
 
     # ---------------------------------------------------------------- symbols and options
     def add_symbol(self, name: str, tick_size: float = 1, min_price: int = 1,
@@ -394,33 +215,27 @@ class Engine:
         }
 
     # ---------------------------------------------------------------- processing
-    def process(self, orders: np.ndarray, *, reuse: bool = False,
-                out: OutputBuffers | None = None) -> Result:
+    def process(self, orders: np.ndarray, *, out: OutputBuffers | None = None) -> Result:
         """Match a batch of ORDER_DTYPE messages; return their fills, L2 updates and events.
 
-        Message i of the batch gets seq ``self.seq + 1 + i``. With ``reuse=True`` the Result
-        holds views into output buffers the engine keeps and overwrites on its next
-        ``reuse=True`` call (no allocation or page faults per batch: the fast path for callers
-        that consume each Result before the next batch, such as the journal and benchmarks).
-        With ``out`` (an OutputBuffers) the Result holds views into those instead, valid until
-        they are written again: a caller alternating two sets can read one batch's outputs on
-        another thread while the engine writes the next.
-        Raises UsageError if ``orders`` is not a one-dimensional ORDER_DTYPE array or both
-        ``reuse`` and ``out`` are given; never raises on message content.
+        Message i of the batch gets seq ``self.seq + 1 + i``. Without ``out`` the Result holds
+        fresh arrays. With ``out`` (an OutputBuffers) it holds views into those buffers, valid
+        until they are written again (growing them when the batch needs more room): a caller
+        that consumes each Result before the next batch pays no allocation or page faults per
+        batch, and one alternating two sets can read one batch's outputs on another thread
+        while the engine writes the next. The bytes are the same either way.
+        Raises UsageError if ``orders`` is not a one-dimensional ORDER_DTYPE array or ``out`` is
+        not None or an OutputBuffers; never raises on message content.
         """
         if not isinstance(orders, np.ndarray) or orders.dtype != ORDER_DTYPE or orders.ndim != 1:
             got = getattr(orders, "dtype", type(orders).__name__)
             raise UsageError(f"process() takes a 1-d numpy array of ORDER_DTYPE; got {got}")
-        if reuse and out is not None:
-            raise UsageError("process() takes reuse=True or out=..., not both")
         orders = np.ascontiguousarray(orders)
-        n = len(orders)
-        if reuse:
-            if self._out is None:
-                self._out = OutputBuffers(n)
-            out = self._out
-        buffers = out if out is not None else OutputBuffers(n)
-        fills, l2, events = buffers.fills, buffers.l2, buffers.events
+        if out is None:
+            out = OutputBuffers(len(orders))
+        elif not isinstance(out, OutputBuffers):
+            raise UsageError(f"process(out=...) takes an OutputBuffers; got {type(out).__name__}")
+        fills, l2, events = out.fills, out.l2, out.events
         cnt = np.zeros(3, np.int64)
         start = 0
         while True:
@@ -435,11 +250,21 @@ class Engine:
                 l2 = _grow(l2, int(self._meta[M_NEED_L2]))
                 events = _grow(events, int(self._meta[M_NEED_EVENTS]))
             else:
-                self._grow_state(status)
-        buffers.fills, buffers.l2, buffers.events = fills, l2, events
+                self.grow(status)
+        out.fills, out.l2, out.events = fills, l2, events
         return Result(fills[: cnt[0]], l2[: cnt[1]], events[: cnt[2]])
 
-    def _grow_state(self, status: int) -> None:
+    # ---------------------------------------------------------------- the state arrays
+    @property
+    def state(self) -> EngineState:
+        """Return the book state arrays (the engine's own; see ``exchange.state``)."""
+        return EngineState(self._arena, self._levels, self._index, self._books,
+                           self._ladder_keys, self._ladder_levels, self._meta)
+
+    def grow(self, status: int) -> EngineState:
+        """Grow the state array a kernel's ``status`` (one of ``state.GROW_STATUSES``) names;
+        return the new ``state``. Raises UsageError for any other status (``NEED_OUTPUT``
+        concerns the caller's output arrays, not the engine's state)."""
         if status == kernels.NEED_ORDERS:
             self._arena = _grow(self._arena, 0)
         elif status == kernels.NEED_LEVELS:
@@ -450,8 +275,10 @@ class Engine:
             self._index = bigger
         elif status == kernels.NEED_LADDER:
             self._grow_ladder(int(self._meta[M_NEED_BOOK]))
-        else:  # pragma: no cover - a kernel/facade mismatch is a bug, not input
-            raise RuntimeError(f"kernel returned unknown status {status}")
+        else:
+            raise UsageError(f"Engine.grow takes NEED_ORDERS, NEED_LEVELS, NEED_INDEX or "
+                             f"NEED_LADDER; got status {status!r}")
+        return self.state
 
     def _alloc_ladder(self, cap: int) -> int:
         """Reserve ``cap`` ladder entries at the end of the ladder arrays; return the offset."""
@@ -600,8 +427,9 @@ class Engine:
 
     def _collect(self, symbols: list[int]) -> np.ndarray:
         out = np.zeros(self.live_orders, CHECKPOINT_DTYPE)
-        k = kernels.collect_orders(self._books, self._levels, self._arena, self._ladder_levels,
-                                   np.asarray(symbols, dtype=np.int64), out)
+        k = ck_kernels.collect_orders(self._books, self._levels, self._arena,
+                                      self._ladder_levels, np.asarray(symbols, dtype=np.int64),
+                                      out)
         return out[:k]
 
     # ---------------------------------------------------------------- checkpoints
@@ -610,45 +438,28 @@ class Engine:
                 "trade_id": int(self._meta[M_TRADE_ID]), "next_auto_id": self._next_auto_id}
 
     def checkpoint(self) -> bytes:
-        """Return the engine's exact state as bytes (restore with ``Engine.restore``).
-
-        Layout: magic "EXSIMCKP", u32 version, u32 header length, header JSON (options,
-        symbols, counters), u64 row count, CHECKPOINT_DTYPE rows in priority order, u32 CRC32C of
-        all that precedes it.
-        """
-        header = json.dumps(self._state_header(), sort_keys=True).encode()
-        rows = self._collect(list(range(len(self._names))))
-        body = (_CHECKPOINT_MAGIC + struct.pack("<II", _CHECKPOINT_VERSION, len(header)) + header
-                + struct.pack("<Q", len(rows)) + rows.tobytes())
-        return body + struct.pack("<I", crc32c.crc32c(body))
+        """Return the engine's exact state as bytes (restore with ``Engine.restore``), in the
+        layout ``exchange.checkpoint`` defines: header JSON (options, symbols, counters), then
+        the live orders in priority order, framed and CRC32C-checked."""
+        return ckpt.encode(self._state_header(), self._collect(list(range(len(self._names)))))
 
     def checkpoint_equals(self, blob) -> bool:
         """Return ``self.checkpoint() == blob`` without serialising the book.
 
-        The header and the trailing CRC32C are compared as bytes; the rows are checked in place
-        against the live orders (``kernels.orders_equal``: one lookup per row, prefetched,
-        instead of walking every queue and copying it out). Anything that is not a checkpoint
-        of this layout is simply unequal: it never raises.
+        The blob's frame is checked (``checkpoint.frame``), its header compared as bytes, and
+        its rows checked in place against the live orders (``checkpoint_kernels.orders_equal``:
+        one lookup per row, prefetched, instead of walking every queue and copying it out).
+        Anything that is not a checkpoint of this layout is simply unequal: it never raises.
         """
-        blob = memoryview(blob).cast("B")
-        if len(blob) < 28 or bytes(blob[:8]) != _CHECKPOINT_MAGIC:
+        try:
+            head, rows, _ = ckpt.frame(memoryview(blob).cast("B"))
+        except (CorruptionError, TypeError):
             return False
-        version, hlen = struct.unpack_from("<II", blob, 8)
-        header = json.dumps(self._state_header(), sort_keys=True).encode()
-        if version != _CHECKPOINT_VERSION or hlen != len(header) \
-                or bytes(blob[16:16 + hlen]) != header:
+        if len(rows) != self.live_orders or head != ckpt.header_bytes(self._state_header()):
             return False
-        start = 24 + hlen
-        (nrows,) = struct.unpack_from("<Q", blob, 16 + hlen)
-        if nrows != self.live_orders or start + nrows * CHECKPOINT_DTYPE.itemsize + 4 != len(blob):
-            return False
-        (crc,) = struct.unpack_from("<I", blob, len(blob) - 4)
-        if crc32c.crc32c(blob[:-4]) != crc:
-            return False
-        rows = np.frombuffer(blob, CHECKPOINT_DTYPE, count=nrows, offset=start)
-        return bool(kernels.orders_equal(rows, self._books, self._levels, self._arena,
-                                         self._index, len(self._names),
-                                         self.prefetch_distance))
+        return bool(ck_kernels.orders_equal(rows, self._books, self._levels, self._arena,
+                                            self._index, len(self._names),
+                                            self.prefetch_distance))
 
     @classmethod
     def restore(cls, blob: bytes) -> "Engine":
@@ -670,13 +481,11 @@ class Engine:
         except TypeError:
             raise UsageError(f"restore() takes the bytes of a checkpoint; got "
                              f"{type(blob).__name__}") from None
-        header_bytes, nrows, start = _checkpoint_frame(blob)
-        stp, specs, counters = _checkpoint_header(header_bytes)
-        rows = np.frombuffer(blob, CHECKPOINT_DTYPE, count=nrows, offset=start)
-        eng = cls(stp=stp, capacity=min(max(2 * nrows, 1024), _MAX_ORDERS))
-        eng._load_checkpoint(specs, rows, start)
-        eng._meta[M_SEQ], eng._meta[M_TRADE_ID], eng._next_auto_id = counters
-        if json.dumps(eng._state_header(), sort_keys=True).encode() != header_bytes:
+        ck = ckpt.parse(blob)
+        eng = cls(stp=ck.stp, capacity=min(max(2 * len(ck.rows), 1024), _MAX_ORDERS))
+        eng._load_checkpoint(ck.symbols, ck.rows, ck.rows_at)
+        eng._meta[M_SEQ], eng._meta[M_TRADE_ID], eng._next_auto_id = ck.counters
+        if ckpt.header_bytes(eng._state_header()) != ck.header:
             raise CorruptionError("checkpoint: header is not in canonical form (checkpoint() "
                                   "writes sorted-key JSON with default separators)", offset=16)
         return eng
@@ -691,9 +500,9 @@ class Engine:
         books["max_price"] = np.repeat(np.array([sp[3] for sp in specs], np.int64), 2)
         level_count = np.zeros(2 * nsym, np.int64)
         rows = np.ascontiguousarray(rows)
-        code, i = kernels.check_rows(rows, books, nsym, level_count)
-        if code != kernels.ROW_OK:
-            raise CorruptionError(_row_problem(code, int(i), rows, specs),
+        code, i = ck_kernels.check_rows(rows, books, nsym, level_count)
+        if code != ck_kernels.ROW_OK:
+            raise CorruptionError(ckpt.row_problem(code, int(i), rows, specs),
                                   offset=start + int(i) * CHECKPOINT_DTYPE.itemsize)
         # each ladder region holds its levels with room to double before it must grow
         caps = np.maximum(2 * level_count, _INITIAL_LADDER)
@@ -715,8 +524,8 @@ class Engine:
             self._levels = _grow(self._levels, int(level_count.sum()))
         if len(self._index) < 2 * n + 2:
             self._index = new_index(2 * n + 2)
-        dup = kernels.load_orders(rows, self._arena, self._levels, self._index, self._books,
-                                  self._ladder_keys, self._ladder_levels, self._meta)
+        dup = ck_kernels.load_orders(rows, self._arena, self._levels, self._index, self._books,
+                                     self._ladder_keys, self._ladder_levels, self._meta)
         if dup >= 0:
             r = rows[dup]
             raise CorruptionError(
@@ -730,6 +539,6 @@ class Engine:
         Two engines with equal hashes produce identical outputs for the same future input.
         """
         h = hashlib.blake2b(digest_size=16)
-        h.update(json.dumps(self._state_header(), sort_keys=True).encode())
+        h.update(ckpt.header_bytes(self._state_header()))
         h.update(self._collect(list(range(len(self._names)))).tobytes())
         return h.hexdigest()

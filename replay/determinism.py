@@ -33,9 +33,9 @@ How it keeps up with the engine: a reader thread does the store's work while the
   GIL) matches range k. In digest mode the reader also hashes range k-1's outputs (~14 GB/s)
   while the engine writes range k into the other of two output sets (``Engine.process(out=)``).
 - Outputs are compared column by column with the stored blocks in a nogil kernel. While ranges
-  grow the engine writes fresh output arrays (so it does not regrow its reused buffers at each
-  step) and the reader compares them; full-size ranges use the engine's reused buffers and are
-  compared on the engine's thread before the next range overwrites them.
+  grow the engine writes fresh output arrays and the reader compares them; full-size ranges
+  are written into one reused OutputBuffers set (``process(out=)``) and compared on the
+  engine's thread before the next range overwrites them.
 - At a compared checkpoint the engine's state is compared in place (``Engine.checkpoint_equals``)
   instead of serialising a checkpoint; see ``_same_state``.
 
@@ -57,7 +57,6 @@ orders at the end; 1.2 GB for the rerun it replaced).
 
 from __future__ import annotations
 
-import inspect
 import os
 import time
 from collections import deque
@@ -421,14 +420,6 @@ class _SegmentDigests:
         return None
 
 
-def _takes_out(engine) -> bool:
-    """Whether ``engine.process`` accepts ``out=`` (exchange.Engine does; a stand-in may not)."""
-    try:
-        return "out" in inspect.signature(engine.process).parameters
-    except (TypeError, ValueError):
-        return False
-
-
 def _pipeline(info: RunInfo, eng, plan: list, ck_seqs: set, bar, digests=None,
               through: int = 0) -> tuple[dict, object, str | None]:
     """Run ``plan``'s ranges through ``eng`` and compare; return (counts, first Divergence,
@@ -446,8 +437,8 @@ def _pipeline(info: RunInfo, eng, plan: list, ck_seqs: set, bar, digests=None,
     buffer of range k-1 is free for range k+1. Ranges are settled in order, so the reported
     divergence is the first one.
 
-    Digest mode with an exchange.Engine: the engine's outputs alternate between two
-    OutputBuffers sets (range k writes set k % 2, ``process(out=)``), so the reader hashes range k's outputs while the
+    Digest mode: the engine's outputs alternate between two OutputBuffers sets (range k
+    writes set k % 2, ``process(out=)``), so the reader hashes range k's outputs while the
     engine matches range k+1 into the other set; by the same argument set k % 2 is hashed
     before range k+2 overwrites it. Both sets are sized for the widest range up front, so the
     short first ranges use them too.
@@ -490,11 +481,11 @@ def _pipeline(info: RunInfo, eng, plan: list, ck_seqs: set, bar, digests=None,
 
     divergence, reuse = None, False
     # why two output sets: the reader hashes one range's outputs while the engine writes the
-    # next (an engine class without ``out=`` has the digests fed on its own thread). Sized up
-    # front for the widest range: the short first ranges would otherwise get fresh arrays (a
-    # page fault per 4 KiB written: 5% of the engine's time on the 10 M bench run, interleaved)
-    swap = digests is not None and _takes_out(eng)
-    outsets = [OutputBuffers(width) for _ in range(2)] if swap else None
+    # next. Sized up front for the widest range: the short first ranges would otherwise get
+    # fresh arrays (a page fault per 4 KiB written: 5% of the engine's time on the 10 M bench
+    # run, interleaved)
+    swap = digests is not None
+    outsets = [OutputBuffers(width) for _ in range(2 if swap else 1)]
     try:
         ahead = load(0) if plan else None
         for k, (lo, hi) in enumerate(plan):
@@ -505,25 +496,16 @@ def _pipeline(info: RunInfo, eng, plan: list, ck_seqs: set, bar, digests=None,
             if divergence is not None:
                 break
             ahead = load(k + 1) if k + 1 < len(plan) else None
-            # why fresh outputs while ranges ramp up: the engine sizes its reused buffers
-            # from the first range it reuses them for, so a short one would make it grow
-            # them (copying) at each step; a full-size range sizes them once
+            # why fresh outputs while ranges ramp up (rows mode): the compare of a fresh range
+            # runs on the reader, overlapping the engine; from the first full-size range on
+            # the reused set is compared here (see below)
             reuse = reuse or orders.size == width or swap
-            if swap:
-                res = eng.process(orders, out=outsets[k % 2])
-            else:
-                res = eng.process(orders, reuse=reuse)
+            res = eng.process(orders, out=outsets[k % len(outsets)] if reuse else None)
             mine = {name: getattr(res, name) for name in OUTPUT_TABLES}
-            if stored is None and (swap or not reuse):
-                # the outputs stay intact until range k+2: hashed on the reader meanwhile
+            if stored is None:   # digest mode, so swap: the outputs are intact until range k+2
                 compared = pool.submit(_digest_range, digests, mine, hi == through)
-            elif stored is None:
-                for _, earlier, _ in pending:
-                    earlier.result()   # why: the digests take each range's rows in order
-                compared = Future()
-                compared.set_result(_digest_range(digests, mine, hi == through))
             elif reuse:
-                # why here: the engine overwrites its reused buffers on the next range. Handing
+                # why here: the next range overwrites these buffers. Handing
                 # the compare to the reader would need a copy of them; measured on the shared
                 # 2-core machine that was slower (copy, and the engine slowed by the reader's
                 # extra memory traffic: 18.2 s vs 17.0 s on 10 M messages, interleaved)
@@ -613,13 +595,9 @@ def _same_state(eng, blob: bytes) -> bool:
     Why not just call it: for a large book it copies the rows four times into fresh memory
     (0.5 s at 2 M live orders, after the last message, where nothing overlaps it), while
     ``Engine.checkpoint_equals`` checks the stored rows in place against the live orders
-    (0.17 s). An engine class without it is compared by its bytes; so is an unequal answer,
-    which costs nothing on a clean run.
+    (0.17 s); every engine has it (``exchange.EngineProtocol``).
     """
-    equals = getattr(eng, "checkpoint_equals", None)
-    if equals is not None and equals(blob):
-        return True
-    return eng.checkpoint() == blob
+    return eng.checkpoint_equals(blob)
 
 
 def _compare_checkpoint(info: RunInfo, eng, seq: int, stored: bytes) -> Divergence | None:

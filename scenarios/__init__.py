@@ -1,5 +1,8 @@
 """exsim scenarios: seeded order-flow generators, scenario files, and loaders for real data.
 
+``open_flow`` opens any of them (a preset, a scenario file, a LOBSTER, Binance or QuantCup file or
+folder, a data directory, an array) as one ``Flow``.
+
 Everything returns numpy structured arrays of ``exchange.schema`` dtypes (ORDER_DTYPE for flows,
 L2_DTYPE for Binance depth), with prices in integer ticks and times in integer nanoseconds.
 Generators are deterministic for a seed; loaders raise ``exchange.errors.InputError`` naming the
@@ -13,6 +16,7 @@ file, the line and what was expected. docs/scenarios.md describes each law and f
 """
 
 from scenarios.loaders.binance import BinanceData, load_binance
+from scenarios.flows import Flow, open_flow, symbol_from_file
 from scenarios.generators.hawkes import hawkes_flow, hawkes_times
 from scenarios.loaders.l2book import top_of_book
 from scenarios.loaders.lobster import LobsterFlow, load_lobster
@@ -26,5 +30,5 @@ __all__ = [
     "uniform_flow", "bench_1m", "zi_flow", "hawkes_flow", "hawkes_times",
     "Scenario", "SymbolSpec", "load_scenario", "list_presets", "GENERATORS",
     "load_quantcup", "load_lobster", "LobsterFlow", "check_lobster",
-    "load_binance", "BinanceData", "top_of_book",
+    "load_binance", "BinanceData", "top_of_book", "Flow", "open_flow", "symbol_from_file",
 ]

@@ -22,7 +22,7 @@ rounded up to whole bytes, ``SHUFFLED`` aligned and stored as byte planes: flag 
 byte); the block is the same otherwise, and decoding reads the layout from the stream.
 
 Which encoding and layout a column gets is decided in store/choice.py (``choose``, ``Chooser``:
-smallest after compression, searched on a sample, remembered); they are re-exported here.
+smallest after compression, searched on a sample, remembered), which builds on this module.
 Columns reach the encoders as contiguous arrays (``split_u64``: one cache-blocked pass over a
 batch's rows for all its fields): uint8 fields as uint8 columns, all others as uint64 bit
 patterns; every kernel reads a value through ``_ld`` (its uint64 bit pattern), so a narrow
@@ -966,6 +966,3 @@ def decode(block: bytes, n: int, dtype: np.dtype, where: str = "", out: np.ndarr
                               f"values)", where, r.pos)
     return out
 
-
-# The encoding search lives in store/choice.py; its names stay importable from here.
-from store.choice import Chooser, choose, choose_u64  # noqa: E402  (choice imports this module)

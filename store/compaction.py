@@ -33,6 +33,7 @@ import numpy as np
 from exchange.errors import StoreError, WriteError
 from store import codecs
 from store.catalog import Catalog
+from store.choice import Chooser
 from store.digest import DIGEST_TABLES, digest_rows
 from store.lock import DirLock
 from store.paths import inside
@@ -91,7 +92,7 @@ def compact(source, table: str | None = None, symbol: int | None = None,
     made = []
     try:
         catalog = Catalog(data_dir) if own else source.catalog
-        chooser = source.chooser if not own else codecs.Chooser()
+        chooser = source.chooser if not own else Chooser()
         segs = catalog.all_segments()
         keys = sorted({(s["table_name"], s["symbol"]) for s in segs})
         for tname, sym in keys:

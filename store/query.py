@@ -30,24 +30,16 @@ import numpy as np
 
 from exchange.errors import CorruptionError, StoreError, UsageError
 from store.catalog import Catalog
+from store.checkpoint_file import read_checkpoint_file
 from store.paths import inside
 from store.segment import read_registered
-from store.session import Session
 from store.tables import orders_with_seq, table_dtype
 from store.wal import scan_wal
+from store.wal.format import SEQ_LIMIT
 
 __all__ = ["read", "read_columns", "iter_columns", "read_checkpoint", "journaled_through"]
 
 _RETRIES = 5
-
-
-def _resolve_symbol(catalog: Catalog, symbol):
-    if symbol is None or isinstance(symbol, (int, np.integer)):
-        return symbol
-    sid = catalog.symbol_id(str(symbol))
-    if sid is None:
-        raise UsageError(f"unknown symbol {symbol!r} in {catalog.path}")
-    return sid
 
 
 def _check_range(name, r):
@@ -148,7 +140,7 @@ def _parts(source, table, symbol, seq, ts, need):
     data_dir = os.fspath(source) if own else source.data_dir
     catalog = Catalog(data_dir, readonly=True) if own else source.catalog
     try:
-        sym = _resolve_symbol(catalog, symbol)
+        sym = None if symbol is None else catalog.resolve_symbol(symbol, unlisted_ids=True)
         if own:
             sealed, segs, decoded, records = _snapshot_own(catalog, data_dir, table, sym, seq, ts,
                                                            need)
@@ -303,11 +295,13 @@ def journaled_through(data_dir) -> int:
         for _ in range(_RETRIES):
             sealed = cat.sealed_through()
             try:
-                records, _ = scan_wal(wal_dir, after_seq=sealed)
+                # why after every seq: only the report's last seq is wanted, and records whose
+                # frame carries their seq range (WAL version 4) are then checked, not decoded
+                _, report = scan_wal(wal_dir, after_seq=SEQ_LIMIT)
             except FileNotFoundError as e:
                 problem = f"{e.filename or 'a WAL file'} vanished"
                 continue
-            return max(sealed, records[-1].last_seq if records else 0)
+            return max(sealed, report.last_seq)
     finally:
         cat.close()
     raise StoreError(f"{data_dir}: no consistent view of the WAL after {_RETRIES} tries: {problem}")
@@ -331,5 +325,4 @@ def read_checkpoint(data_dir, seq: int | None = None) -> tuple[int, bytes]:
     if row is None:
         where = "" if seq is None else f" at or before seq {int(seq)}"
         raise UsageError(f"{data_dir}: no checkpoint{where}")
-    # why the session's reader: it is the one place that knows the checkpoint file format
-    return int(row["seq"]), Session._read_checkpoint(data_dir, row)
+    return int(row["seq"]), read_checkpoint_file(data_dir, row)

@@ -41,6 +41,7 @@ import zstandard
 
 from exchange.errors import CorruptionError, WriteError
 from store import codecs
+from store.choice import Chooser
 from store.tables import TABLES, table_dtype
 from store.wal import fsync_dir
 
@@ -152,7 +153,7 @@ def _s(text: str) -> bytes:
 
 
 def write_segment(data_dir: str, table: str, symbol: int, rows: np.ndarray, *,
-                  codec: str = "lz4", chooser: codecs.Chooser | None = None) -> SegmentInfo:
+                  codec: str = "lz4", chooser: Chooser | None = None) -> SegmentInfo:
     """Write ``rows`` (stored dtype of ``table``, one symbol, ordered by seq) as a new segment.
 
     The file lands at ``segments/<table>/<symbol>/<seq lo>-<seq hi>-<token>.seg`` under
@@ -167,7 +168,7 @@ def write_segment(data_dir: str, table: str, symbol: int, rows: np.ndarray, *,
 
 
 def write_columns(data_dir: str, table: str, symbol: int, cols: dict, *, codec: str = "lz4",
-                  chooser: codecs.Chooser | None = None, sync: bool = True) -> SegmentInfo:
+                  chooser: Chooser | None = None, sync: bool = True) -> SegmentInfo:
     """``write_segment`` of rows given column by column: {name: uint64 bit patterns} (see
     ``codecs.gather_u64``), every column of ``table``, equal lengths, ordered by seq.
     ``sync=False`` skips the fsyncs (durability "none": the file survives a process crash, not
@@ -186,14 +187,14 @@ class BuiltSegment:
 
 
 def encode_columns(data_dir: str, table: str, symbol: int, cols: dict, *, codec: str = "lz4",
-                   chooser: codecs.Chooser | None = None) -> BuiltSegment:
+                   chooser: Chooser | None = None) -> BuiltSegment:
     """Encode a segment (arguments as ``write_columns``) without writing it; see
     ``commit_segments``. Raises ValueError for no rows."""
     dtype = table_dtype(table)
     n = cols["seq"].size
     if n == 0:
         raise ValueError("a segment holds at least one row")
-    chooser = chooser or codecs.Chooser()
+    chooser = chooser or Chooser()
     c = {"lz4": LZ4, "zstd": ZSTD, "none": NONE}[codec]
     rel_dir = os.path.join("segments", table, str(symbol))
     seq, ts = cols["seq"].view(np.int64), cols["ts"].view(np.int64)

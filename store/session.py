@@ -8,6 +8,10 @@ the WAL tail through the engine, checking that it reproduces the journaled outpu
 on with the next seq.
 
 Data directory: ``catalog.sqlite``, ``wal/``, ``segments/<table>/<symbol>/``, ``checkpoints/``.
+This module holds the lifecycle and the hot path (process, pipelining, acknowledgement); the
+steps it drives live beside it: store.creation (atomic create), store.recovery (open: layout,
+checkpoint restore, WAL tail, orphans), store.sealing (segments, WAL trimming),
+store.checkpoint_file (checkpoint files), store.engine_classes (which classes may be restored).
 
 Invariants:
 - Acknowledged == in the WAL (durably, per policy). Rows with seq <= sealed_through are in
@@ -18,165 +22,41 @@ Invariants:
   Reopen the directory to continue from the last acknowledged batch. ``close()`` of such a
   session releases everything and raises StoreError: its last batches are in the WAL only.
 
-Locking (store/lock.py):
-- A Session holds the directory's writer lock (an exclusive ``flock`` on ``LOCK``) from before
-  its first write to ``close``. ``open`` takes it before the catalog is opened, the WAL
-  repaired or any orphan swept; ``create`` takes it in the directory it builds. A second writer
-  (another process) is refused with ``LockedError`` and has written nothing. A failed ``open``
-  or ``create`` closes its catalog and releases the lock before raising.
-- Within one process a later ``open``/``create`` of the same directory supersedes an earlier
-  Session, which from then on refuses to write (it checks the lock before every catalog write,
-  file write and delete).
-- Readers (``store.read``, ``read_checkpoint``, replay) never take the lock.
+Locking (store/lock.py): a Session holds the directory's writer lock from before its first
+write (``open``: before the catalog is opened, the WAL repaired or an orphan swept) to
+``close``, and checks it before every catalog write, file write and delete; a failed ``open``
+or ``create`` closes its catalog and releases the lock before raising.
 
-Hostile directories:
-- ``open`` never imports code the catalog names: the engine class comes from the caller
-  (``engine_class=``) or ``ENGINE_CLASSES`` (``register_engine_class``; ``create`` registers
-  the class of the engine it is given).
-- Every path read from the catalog goes through ``store.paths.inside``; a symlinked ``wal/``,
-  ``segments/`` or ``checkpoints/`` is refused before anything is read or written, and the
-  orphan sweep never follows a symlink (it deletes at most a link, never what it points at).
-- ``create`` is atomic: the catalog and first checkpoint are built in a hidden sibling
-  directory and renamed into place, so a crash leaves no half-made data directory.
+Hostile directories: ``open`` imports nothing a catalog names (store.engine_classes), and
+every path read from disk goes through ``store.paths.inside``, so a symlinked ``wal/``,
+``segments/`` or ``checkpoints/`` is refused before anything is read or written
+(store.recovery); ``create`` is atomic (store.creation).
 """
 
 from __future__ import annotations
 
-import errno
-import inspect
-import json
 import os
-import shutil
-import stat
-import tempfile
-import threading
 
 import numpy as np
 
 from exchange.errors import CorruptionError, StoreError, UsageError, WriteError
+from exchange.protocol import OutputBuffers
 from exchange.schema import TABLE_DTYPES
-from store import codecs
 from store.arena import Arena, TableRows
 from store.catalog import CATALOG_NAME, Catalog
 from store.checkpoint_file import (CKPT_HEAD, CKPT_MAGIC, CKPT_VERSION,  # noqa: F401 (re-exported)
-                                   read_checkpoint_file, write_checkpoint_file)
-from store.digest import DIGEST_TABLES, RowDigest, by_symbol
+                                   write_checkpoint_file)
+from store.choice import Chooser
+from store.creation import build_directory
+from store.engine_classes import ENGINE_CLASSES, register_engine_class  # noqa: F401 (re-exported)
 from store.lock import DirLock, LockedError  # noqa: F401 (LockedError re-exported)
-from store.paths import inside, is_plain_dir
-from store.segment import commit_segments, encode_columns
+from store.paths import inside
+from store.recovery import check_layout, journaled_tail, remove_orphans, restore_checkpoint
+from store.sealing import SealJob, register_seal, trim_wal, write_segments
 from store.tables import STORED_DTYPES, TABLES
-from store.wal import WalRecord, WalReport, WalWriter, fsync_dir, scan_wal
+from store.wal import WalRecord, WalReport, WalWriter
 
 __all__ = ["Session", "ENGINE_CLASSES", "register_engine_class", "LockedError"]
-
-# The engine classes ``Session.open`` may restore by the name a catalog records. A value is the
-# class, or a "module:attr" path written here in code (trusted, imported on first use: importing
-# exchange.engine loads numba). A name read from a catalog is only ever looked up here.
-ENGINE_CLASSES: dict[str, object] = {"exchange.engine:Engine": "exchange.engine:Engine"}
-_registry_lock = threading.Lock()
-
-
-def _class_name(cls) -> str:
-    return f"{cls.__module__}:{cls.__qualname__}"
-
-
-def register_engine_class(cls, name: str | None = None) -> str:
-    """Let ``Session.open`` restore directories whose catalog names ``name`` with ``cls``.
-
-    ``name`` defaults to ``"module:QualName"`` of ``cls`` (what ``Session.create`` records).
-    Returns the name. Raises UsageError if ``cls`` has no ``restore``.
-    """
-    if not callable(getattr(cls, "restore", None)):
-        raise UsageError(f"register_engine_class: {cls!r} has no restore(blob) classmethod")
-    name = name or _class_name(cls)
-    with _registry_lock:
-        ENGINE_CLASSES[name] = cls
-    return name
-
-
-def _registered_engine_class(name, catalog_path: str):
-    """The class ``ENGINE_CLASSES`` holds for the catalog's engine class name.
-
-    Raises StoreError naming the catalog if the name is not registered (nothing is imported).
-    """
-    entry = ENGINE_CLASSES.get(name) if isinstance(name, str) else None
-    if entry is None:
-        shown = repr(name)[:200]
-        raise StoreError(f"{catalog_path}: the catalog names engine class {shown}, which is not a "
-                         f"registered engine class ({', '.join(sorted(ENGINE_CLASSES))}); opening "
-                         "a data directory never imports code it names: pass engine_class= to "
-                         "Session.open, or register the class with "
-                         "store.session.register_engine_class")
-    if isinstance(entry, str):   # a trusted path written in code above, not read from data
-        import importlib
-
-        mod, _, attr = entry.partition(":")
-        cls = importlib.import_module(mod)
-        for part in attr.split("."):
-            cls = getattr(cls, part)
-        with _registry_lock:
-            ENGINE_CLASSES[name] = cls
-        entry = cls
-    return entry
-
-
-def _umask() -> int:
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    mask = os.umask(0o022)   # why the swap only as a fallback: it is process-wide for a moment
-    os.umask(mask)
-    return mask
-
-
-class _SealJob:
-    """Segments of some records being written on a background thread.
-
-    The thread only writes (and fsyncs) segment files; registering them in the catalog, which
-    makes them visible, happens on the session's thread when the job is reaped. A crash before
-    that leaves unregistered files, removed as orphans on open; the WAL still holds the rows.
-    """
-
-    def __init__(self, session: "Session", records: list):
-        self.records = records
-        self.through = records[-1].last_seq
-        self.infos: list = []
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, args=(session,), name="exsim-seal",
-                                       daemon=True)
-        self.thread.start()
-
-    def _run(self, session: "Session") -> None:
-        try:
-            self.infos = session._write_segments(self.records)
-        except BaseException as e:   # why: re-raised on the session's thread when reaped
-            self.error = e
-
-
-def _digests(table: str, arrays: list) -> dict:
-    """{symbol: digest of its rows} over the record arrays of ``table`` (packed schema dtype, in
-    seq order); {} for a table without digests (orders). See store/digest.py."""
-    if table not in DIGEST_TABLES:
-        return {}
-    running = {}
-    for a in arrays:
-        for sym, rows in by_symbol(a):
-            if sym not in running:
-                running[sym] = RowDigest(table)
-            running[sym].update(rows)
-    return {sym: d.hexdigest() for sym, d in running.items()}
-
-
-def _takes_reuse(engine) -> bool:
-    try:
-        return "reuse" in inspect.signature(engine.process).parameters
-    except (TypeError, ValueError):
-        return False
-
 
 class Session:
     """A journaled engine. Build with ``Session.create`` or ``Session.open``, not directly."""
@@ -197,14 +77,14 @@ class Session:
         self._wal_exec = None   # the GroupWriter while process_many runs: it owns self.wal
         self.wal_groups = (0, 0)   # (records, fsync groups) of the last process_many
         self._wal_ops: list = []   # WAL rotations queued to it
-        self._sealing: _SealJob | None = None
+        self._sealing: SealJob | None = None
         self._wal_ranges: dict[str, tuple[int, int]] = {}
         self._failed: str | None = None
         self._closed = False
-        self.chooser = codecs.Chooser()   # used by one seal at a time (see _reap_seal)
-        # why: the engine's reused output buffers avoid an allocation (and page faults) per
-        # batch; the session copies each output once anyway, into its pending record
-        self._reuse = _takes_reuse(engine)
+        self.chooser = Chooser()   # used by one seal at a time (see _reap_seal)
+        # why: reused output buffers avoid an allocation (and page faults) per batch; the
+        # session copies each output once anyway, into its pending record
+        self._out: OutputBuffers | None = None   # sized by the first batch (_outputs)
         # why: durability "none" is pure simulation; fsyncing its segments and checkpoints
         # would pay for a power-loss guarantee its WAL does not give anyway
         self._sync = durability != "none"
@@ -246,8 +126,7 @@ class Session:
         writes the batch as one multi-part record. Only for engines whose outputs for a batch
         equal those for its slices in turn, as exchange.Engine's do: recovery replays a record
         as one batch and checks the outputs).
-        run_info: scenario,
-        seed and anything else worth recording in the ``runs`` table.
+        run_info: scenario, seed and anything else worth recording in the ``runs`` table.
 
         Atomic: the catalog and the first checkpoint are written (under the new directory's
         lock) into a hidden sibling directory, which is then renamed to ``data_dir``; a crash
@@ -260,53 +139,7 @@ class Session:
         """
         data_dir = os.fspath(data_dir)
         opts = cls._options(options)
-        target = cls._creation_target(data_dir)
-        parent = os.path.dirname(target)
-        try:
-            os.makedirs(parent, exist_ok=True)
-            tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(target)}.exsim-create-", dir=parent)
-        except OSError as e:
-            raise WriteError(f"cannot create a data directory beside {target}: {e}") from e
-        sync = opts["durability"] != "none"
-        lock = catalog = None
-        try:
-            try:
-                old = os.stat(target)
-                mode = stat.S_IMODE(old.st_mode)   # why: the empty directory it replaces
-            except FileNotFoundError:
-                mode = 0o777 & ~_umask()   # why: mkdtemp makes it private; be like mkdir's
-            os.chmod(tmp, mode)
-            lock = DirLock.acquire(tmp, what="create")
-            catalog = Catalog(tmp, create=True)
-            config = engine.config()
-            info = dict(run_info or {})
-            catalog.set_symbols(config)
-            catalog.add_run(scenario=str(info.pop("scenario", "")), seed=info.pop("seed", None),
-                            engine_options=config, info=info)
-            catalog.set_meta("engine_class", _class_name(type(engine)))
-            catalog.set_meta("sealed_through", engine.seq)   # nothing before the engine's seq is ours
-            seq = engine.seq
-            rel, nbytes, crc = write_checkpoint_file(tmp, seq, engine.checkpoint(), sync=sync)
-            catalog.add_checkpoint(seq, rel, nbytes, crc)
-            catalog.close()
-            catalog = None
-            if sync:
-                fsync_dir(tmp)
-            cls._rename_into_place(tmp, target)
-            if sync:
-                fsync_dir(parent)
-        except BaseException as e:
-            if catalog is not None:
-                catalog.close()
-            if lock is not None:
-                lock.release()
-            shutil.rmtree(tmp, ignore_errors=True)
-            if isinstance(e, OSError):
-                raise WriteError(f"cannot create the data directory {target}: {e}") from e
-            raise
-        # the directory is complete and in place; the lock (on its LOCK file) moved with it
-        lock.data_dir = data_dir
-        lock.path = os.path.join(data_dir, os.path.basename(lock.path))
+        lock = build_directory(data_dir, engine, run_info, sync=opts["durability"] != "none")
         catalog = None
         try:
             catalog = Catalog(data_dir)
@@ -319,52 +152,6 @@ class Session:
         if callable(getattr(type(engine), "restore", None)):
             register_engine_class(type(engine))   # why: the caller handed us this class
         return s
-
-    @staticmethod
-    def _creation_target(data_dir: str) -> str:
-        """The absolute path ``create`` renames the new directory to (a symlinked ``data_dir``
-        resolved). Raises UsageError if it holds a catalog, is not a directory or is not empty."""
-        target = os.path.abspath(data_dir)
-        if os.path.islink(target):
-            target = os.path.realpath(target)
-        if os.path.lexists(os.path.join(target, CATALOG_NAME)):
-            raise UsageError(f"{data_dir} already holds a data directory; use Session.open")
-        if os.path.lexists(target):
-            if not os.path.isdir(target):
-                raise UsageError(f"{data_dir} exists and is not a directory; cannot create a data "
-                                 "directory there")
-            try:
-                entries = os.listdir(target)
-            except OSError as e:
-                raise UsageError(f"{data_dir}: cannot list the directory: {e}") from e
-            if entries:
-                shown = ", ".join(sorted(entries)[:5]) + (", ..." if len(entries) > 5 else "")
-                raise UsageError(f"{data_dir} is not empty ({shown}) and is not a data directory; "
-                                 "create needs a new or empty directory")
-        return target
-
-    @staticmethod
-    def _rename_into_place(tmp: str, target: str) -> None:
-        """Rename the built directory ``tmp`` to ``target`` (absent or an empty directory).
-
-        Raises UsageError if ``target`` became non-empty meanwhile (another create won).
-        """
-        try:
-            in_target = os.path.samefile(os.getcwd(), target)
-        except OSError:
-            in_target = False
-        try:
-            os.rename(tmp, target)
-        except OSError as e:
-            if e.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR, errno.EISDIR):
-                if os.path.lexists(os.path.join(target, CATALOG_NAME)):
-                    raise UsageError(f"{target} already holds a data directory (created meanwhile); "
-                                     "use Session.open") from e
-                raise UsageError(f"{target} is no longer an empty directory; create needs a new "
-                                 "or empty one") from e
-            raise
-        if in_target:   # why: the rename replaced the directory this process was in
-            os.chdir(target)
 
     @classmethod
     def open(cls, data_dir, *, engine_class=None, salvage: bool = False, **options) -> "Session":
@@ -392,7 +179,7 @@ class Session:
         lock = DirLock.acquire(data_dir, supersede=True, what="open")
         catalog = s = None
         try:
-            cls._check_layout(data_dir)
+            check_layout(data_dir)
             catalog = Catalog(data_dir)
             s = cls._restore(data_dir, catalog, lock, engine_class, salvage, opts)
             return s
@@ -405,42 +192,11 @@ class Session:
                 lock.release()
             raise
 
-    @staticmethod
-    def _check_layout(data_dir: str) -> None:
-        """Raise CorruptionError if ``wal/``, ``segments/`` or ``checkpoints/`` exists but is
-        not a plain directory (a symlink would let repair or the sweep touch files elsewhere)."""
-        for sub in ("wal", "segments", "checkpoints"):
-            path = os.path.join(data_dir, sub)
-            if os.path.lexists(path) and not is_plain_dir(path):
-                raise CorruptionError(f"{path}: is a symlink or not a directory; a data directory's "
-                                      "files must be its own (refused before anything was written)",
-                                      path, -1)
-
     @classmethod
     def _restore(cls, data_dir, catalog, lock, engine_class, salvage, opts) -> "Session":
         """The rest of ``open``, under the lock: restore, replay, sweep. Returns the Session."""
-        ck = catalog.latest_checkpoint()
-        if ck is None:
-            raise StoreError(f"{data_dir}: no checkpoint registered; cannot restore an engine")
-        if engine_class is None:
-            engine_class = _registered_engine_class(catalog.get_meta("engine_class"), catalog.path)
-        engine = engine_class.restore(cls._read_checkpoint(data_dir, ck))
-        if engine.seq != ck["seq"]:
-            raise CorruptionError(f"{ck['path']}: checkpoint restores seq {engine.seq}, catalog says "
-                                  f"{ck['seq']}", os.path.join(data_dir, ck["path"]), 0)
-        sealed = catalog.sealed_through()
-        floor = min(sealed, ck["seq"])
-        records, report = scan_wal(os.path.join(data_dir, "wal"), repair=True, salvage=salvage,
-                                   after_seq=floor)
-        if records and records[0].first_seq > floor + 1:
-            raise CorruptionError(f"{data_dir}/wal: WAL starts at seq {records[0].first_seq}, "
-                                  f"but seqs after {floor} are neither sealed nor checkpointed",
-                                  os.path.join(data_dir, "wal"), 0)
-        last = records[-1].last_seq if records else floor
-        if last < max(sealed, ck["seq"]):
-            raise CorruptionError(f"{data_dir}/wal: WAL ends at seq {last} before the sealed/"
-                                  f"checkpointed seq {max(sealed, ck['seq'])} (records lost)",
-                                  os.path.join(data_dir, "wal"), 0)
+        engine, ck = restore_checkpoint(data_dir, catalog, engine_class)
+        records, report, sealed = journaled_tail(data_dir, catalog, ck["seq"], salvage)
         for rec in records:
             if rec.first_seq <= engine.seq:
                 continue
@@ -457,7 +213,8 @@ class Session:
             s._wal_ranges = dict(report.file_ranges)
             s._pending = [r for r in records if r.first_seq > sealed]
             s._pending_rows = sum(r.orders.size for r in s._pending)
-            s._remove_orphans()
+            s._lock.check()
+            remove_orphans(data_dir, catalog)   # files no catalog row names: a crash's leftovers
         except BaseException:
             s._release()
             raise
@@ -531,7 +288,7 @@ class Session:
         try:
             for a, b in zip(cuts[:-1], cuts[1:]):
                 sub, f0 = orders[a:b], self.engine.seq + 1
-                res = self.engine.process(sub, reuse=True) if self._reuse else self.engine.process(sub)
+                res = self.engine.process(sub, out=self._outputs(sub))
                 parts = [o.add(x) for o, x in zip(outs, (res.fills, res.l2, res.events))]
                 futs.append(self._encoder.submit(self._part_encoder.encode, f0, sub, *parts))
             rec = WalRecord(first, self._arena.copy(orders), *(o.rows() for o in outs))
@@ -627,10 +384,18 @@ class Session:
         if self._wal_exec is not None and not inside:
             raise UsageError("Session.process_many is running: finish iterating over it first")
 
+    def _outputs(self, orders) -> OutputBuffers:
+        """The output buffers every batch is matched into, sized for the first batch (the
+        engine grows them when a later batch needs more, and names what is wrong with a batch
+        that is not an array)."""
+        if self._out is None:
+            self._out = OutputBuffers(orders.size if isinstance(orders, np.ndarray) else 0)
+        return self._out
+
     def _match(self, orders: np.ndarray):
         """Run the engine; return (record with private copies of the batch, Result of them)."""
         first = self.engine.seq + 1
-        res = self.engine.process(orders, reuse=True) if self._reuse else self.engine.process(orders)
+        res = self.engine.process(orders, out=self._outputs(orders))
         cp = self._arena.copy
         rec = WalRecord(first, cp(orders), cp(res.fills), cp(res.l2), cp(res.events))
         # the caller gets the record's (read-only) arrays: the engine overwrites its buffers on
@@ -690,9 +455,6 @@ class Session:
         self._trim_wal()
         return seq
 
-    # why a staticmethod kept here: store.query.read_checkpoint reads checkpoints through it
-    _read_checkpoint = staticmethod(read_checkpoint_file)
-
     # -- sealing -------------------------------------------------------------------------------
     def seal(self) -> list:
         """Seal every unsealed batch into lz4 segments (one per table and symbol) and register
@@ -707,7 +469,7 @@ class Session:
             return infos
         recs, through = self._pending, self._pending[-1].last_seq
         new = self._write_segments(recs)
-        self._register(new, through)
+        register_seal(self.catalog, self._lock, self.chooser, new, through)
         self._pending = []
         self._pending_rows = 0
         self._rotate_wal()   # why: the file just sealed can be trimmed once a checkpoint covers it
@@ -721,7 +483,7 @@ class Session:
         # why rotate now: the file holding exactly these records can be trimmed once the seal
         # is registered and a checkpoint covers it
         self._rotate_wal()
-        self._sealing = _SealJob(self, recs)
+        self._sealing = SealJob(self, recs)
 
     def _rotate_wal(self) -> None:
         if self._wal_exec is None:
@@ -741,7 +503,7 @@ class Session:
         self._sealing = None
         if job.error is None:
             try:
-                self._register(job.infos, job.through)
+                register_seal(self.catalog, self._lock, self.chooser, job.infos, job.through)
             except BaseException as e:
                 job.error = e
         if job.error is not None:
@@ -753,101 +515,16 @@ class Session:
         self._trim_wal()
         return job.infos
 
-    def _register(self, infos: list, through: int) -> None:
-        self._lock.check()
-        # why one transaction: segments registered without their sealed_through (or the other
-        # way round) would be sealed again by the next seal: every row stored twice
-        self.catalog.register_seal(infos, through,
-                                   meta={"encoding_choices": json.dumps(self.chooser.state())})
-
     def _write_segments(self, recs: list) -> list:
         """Write (durably, per policy) the segments of ``recs``; register nothing. Returns the
         SegmentInfos. Runs on the seal thread or the session's, never on both at once."""
-        built = []
-        for table in TABLES:
-            dtype = STORED_DTYPES[table]
-            want = TABLE_DTYPES[table]   # the records' (packed schema) dtype; orders without seq
-            arrays = [r.orders if table == "orders" else getattr(r, table) for r in recs]
-            arrays = [a if a.dtype == want else a.astype(want) for a in arrays]
-            if sum(a.size for a in arrays) == 0:
-                continue
-            # why columns in one pass: each batch's rows are read once, straight into the uint64
-            # columns the encoders take (a pass per field would stream the rows ~10 times)
-            names = [c for c in dtype.names if not (table == "orders" and c == "seq")]
-            total = sum(a.size for a in arrays)
-            if self._scratch.shape[1] < total:   # why reused: fresh pages fault on first write
-                self._scratch = np.empty((self._scratch.shape[0], total + total // 4), np.uint64)
-            cols = codecs.split_u64(arrays, names, self._scratch)
-            if table == "orders":
-                cols["seq"] = codecs.seq_u64([r.first_seq for r in recs], [a.size for a in arrays])
-            syms = cols["symbol"]
-            digests = _digests(table, arrays)
-            if syms.min() == syms.max():
-                built.append(encode_columns(self.data_dir, table, int(syms[0]), cols,
-                                            codec="lz4", chooser=self.chooser))
-                built[-1].info.digest = digests.get(int(syms[0]), "")
-                continue
-            order = np.argsort(syms, kind="stable")   # stable: seq order kept per symbol
-            ss = syms[order]
-            cuts = np.flatnonzero(ss[1:] != ss[:-1]) + 1
-            for lo, hi in zip(np.r_[0, cuts], np.r_[cuts, ss.size]):
-                part = {c: codecs.take_u64(u, order, int(lo), int(hi)) for c, u in cols.items()}
-                built.append(encode_columns(self.data_dir, table, int(ss[lo]), part,
-                                            codec="lz4", chooser=self.chooser))
-                built[-1].info.digest = digests.get(int(ss[lo]), "")
-        self._lock.check()
-        for b in built:   # why: a symlinked segments/<table>/<symbol> must not receive our files
-            inside(self.data_dir, b.info.path, what="segment")
-        # why all at once: one directory fsync per directory after all renames (see there)
-        return commit_segments(self.data_dir, built, sync=self._sync)
+        infos, self._scratch = write_segments(self.data_dir, recs, self.chooser, self._scratch,
+                                              lock=self._lock, sync=self._sync)
+        return infos
 
     def _trim_wal(self) -> None:
-        while self.wal.closed_files:   # why pop: the WAL writer thread may append meanwhile
-            path, lo, hi = self.wal.closed_files.pop(0)
-            self._wal_ranges[path] = (lo, hi)
-        limit = min(self.catalog.sealed_through(), self._last_ckpt)
-        if any(hi <= limit for lo, hi in self._wal_ranges.values()):
-            self._lock.check()
-        removed = False
-        for path, (lo, hi) in list(self._wal_ranges.items()):
-            if hi <= limit:
-                try:
-                    os.unlink(path)
-                except FileNotFoundError:
-                    pass
-                del self._wal_ranges[path]
-                removed = True
-        if removed:
-            fsync_dir(self.wal.wal_dir)
-
-    def _remove_orphans(self) -> None:
-        """Delete segment/checkpoint files no catalog row names (a crash between write and
-        register, or between a compaction commit and its deletes) and temporary files.
-
-        Never follows a symlink: a symlinked ``segments/`` or ``checkpoints/`` raises
-        CorruptionError, a symlink below them is deleted as a link (never what it points at).
-        """
-        self._lock.check()
-        live = {r["path"] for r in self.catalog.all_segments()}
-        live |= {r["path"] for r in self.catalog.checkpoints()}
-        for sub in ("segments", "checkpoints"):
-            root = os.path.join(self.data_dir, sub)
-            if not os.path.lexists(root):
-                continue
-            if not is_plain_dir(root):
-                raise CorruptionError(f"{root}: is a symlink or not a directory; refused (the "
-                                      "orphan sweep deletes only the data directory's own files)",
-                                      root, -1)
-            # why fwalk: it never descends through a symlink and unlinks relative to the
-            # directory's descriptor, so a directory swapped for a link meanwhile is not followed
-            for dirpath, _, files, dirfd in os.fwalk(root, follow_symlinks=False):
-                for name in files:
-                    rel = os.path.relpath(os.path.join(dirpath, name), self.data_dir)
-                    if rel not in live:
-                        try:
-                            os.unlink(name, dir_fd=dirfd)
-                        except FileNotFoundError:
-                            pass
+        trim_wal(self.wal, self._wal_ranges, min(self.catalog.sealed_through(), self._last_ckpt),
+                 self._lock)
 
     # -- end -----------------------------------------------------------------------------------
     def close(self) -> None:
@@ -867,7 +544,10 @@ class Session:
         if self._failed or not self._lock.held:
             why = (f"the session failed earlier: {self._failed}" if self._failed else
                    "a later Session.open/create of the directory in this process took it over")
-            sealed = self._sealed_through_or_unknown()
+            try:
+                sealed = str(self.catalog.sealed_through())
+            except Exception:   # why broad: only for the message of an error being raised anyway
+                sealed = "(unknown)"
             self._release()
             raise StoreError(f"{self.data_dir}: closed without sealing or checkpointing ({why}); "
                              f"the batches after seq {sealed} were not sealed and are only in the "
@@ -883,12 +563,6 @@ class Session:
         self.wal.close()
         self._trim_wal()
         self._release()
-
-    def _sealed_through_or_unknown(self) -> str:
-        try:
-            return str(self.catalog.sealed_through())
-        except Exception:   # why broad: only for the message of an error being raised anyway
-            return "(unknown)"
 
     def _release(self) -> None:
         """Let go of everything the session holds (seal thread, WAL file, catalog connection,

@@ -1,7 +1,7 @@
 """Shared helpers for the store tests: synthetic batches and a tiny deterministic fake engine.
 
-The fake engine exists so the session can be tested without exchange/engine.py; it follows the
-Engine API the session uses (process, seq, config, checkpoint, restore, state_hash).
+The fake engine exists so the session can be tested without exchange/engine.py; it implements
+``exchange.protocol.EngineProtocol``, the members the session relies on.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from exchange.errors import UsageError
 from exchange.schema import EVENT_DTYPE, FILL_DTYPE, L2_DTYPE, ORDER_DTYPE
 
 
@@ -77,7 +78,15 @@ class FakeEngine:
         self.symbols.append(name)
         return len(self.symbols) - 1
 
-    def process(self, orders: np.ndarray) -> FakeResult:
+    def symbol_id(self, symbol) -> int:
+        if isinstance(symbol, int) and 0 <= symbol < len(self.symbols):
+            return symbol
+        if symbol in self.symbols:
+            return self.symbols.index(symbol)
+        raise UsageError(f"unknown symbol {symbol!r}")
+
+    def process(self, orders: np.ndarray, *, out=None) -> FakeResult:
+        """Fresh outputs every call: an engine may ignore ``out`` (the protocol allows it)."""
         first = self.seq + 1
         fills, l2, events = make_outputs(orders, first, seed=self.acc % 1000)
         events["filled_qty"] = self.acc
@@ -96,6 +105,9 @@ class FakeEngine:
         e = cls.__new__(cls)
         e.stp, e.seq, e.symbols, e.acc = pickle.loads(blob)
         return e
+
+    def checkpoint_equals(self, blob) -> bool:
+        return self.checkpoint() == bytes(blob)
 
     def state_hash(self) -> str:
         return hashlib.sha256(json.dumps([self.stp, self.seq, self.symbols, self.acc]).encode()).hexdigest()

@@ -176,3 +176,108 @@ def test_arrays_of_another_kind_are_told_apart_before_a_prepared_call():
     assert C.arg_types(C.check_flow, (flow[::2], 1, 2)) != base
     ints = np.zeros(4, np.int64)
     assert C.arg_types(C.check_flow, (flow, ints, 2)) != C.arg_types(C.check_flow, (flow, ints.astype(np.int32), 2))
+
+
+# -- the quote rules (replay.backtesting.quoting), one statement for both paths ----------------
+
+def _reconcile(slots, bid, bid_qty, ask, ask_qty):
+    from replay.backtesting.quoting import reconcile
+    return list(reconcile(slots, np.array([bid, bid_qty, ask, ask_qty], np.int64)))
+
+
+def test_reconcile_places_modifies_cancels_or_leaves_each_side():
+    from exchange import Kind
+    from replay.backtesting.quoting import NO_ACTION, SLOTS
+    slots = np.zeros(SLOTS, np.int64)
+    assert _reconcile(slots, 100, 5, 0, 5) == [Kind.NEW, NO_ACTION]     # ask price 0: no quote
+    assert slots[1:4].tolist() == [100, 5, 1] and slots[7] == 0
+    slots[0] = ID_BASE                                                   # the caller's id
+    assert _reconcile(slots, 100, 5, 102, 3) == [NO_ACTION, Kind.NEW]
+    assert _reconcile(slots, 99, 5, 102, 4) == [Kind.MODIFY, Kind.MODIFY]
+    assert slots[1:3].tolist() == [99, 5] and slots[5:7].tolist() == [102, 4]
+    assert _reconcile(slots, 99, 0, -1, 4) == [Kind.CANCEL, Kind.CANCEL]
+    assert slots[3] == 0 and slots[7] == 0 and slots[0] == ID_BASE      # the id stays for CANCEL
+    assert _reconcile(slots, 0, 0, 0, 0) == [NO_ACTION, NO_ACTION]
+
+
+def test_a_quote_ends_when_its_order_is_filled_cancelled_or_rejected_only():
+    from exchange import EVENT_DTYPE, Event
+    from replay.backtesting.quoting import SLOTS, quote_report, quote_reports
+    slots = np.zeros(SLOTS, np.int64)
+    slots[[0, 3, 4, 7]] = ID_BASE, 1, ID_BASE + 1, 1
+    for ev in (Event.ACCEPTED, Event.PARTIAL, Event.MODIFIED):
+        quote_report(slots, ID_BASE, int(ev))
+    assert slots[[3, 7]].tolist() == [1, 1]
+    quote_report(slots, ID_BASE + 7, int(Event.FILLED))                 # not one of the quotes
+    assert slots[[3, 7]].tolist() == [1, 1]
+    se = np.zeros(2, EVENT_DTYPE)
+    se["order_id"], se["event"] = [ID_BASE + 1, ID_BASE], [Event.REJECTED, Event.CANCELLED]
+    quote_reports(se, 0, 1, slots)
+    assert slots[[3, 7]].tolist() == [1, 0]
+    quote_reports(se, 1, 2, slots)
+    assert slots[[3, 7]].tolist() == [0, 0]
+
+
+def test_fill_effect_and_account_agree_on_a_self_trade():
+    from exchange import FILL_DTYPE
+    from replay.backtesting.quoting import account, fill_effect
+    assert fill_effect(0, 100, 3, 0.001) == (3, -300.0, 300.0 * 0.001)
+    assert fill_effect(1, 100, 3, 0.001) == (-3, 300.0, 300.0 * 0.001)
+    sf = np.zeros(2, FILL_DTYPE)
+    sf["price"], sf["qty"] = [100, 101], [3, 2]
+    sf["buy_trader"], sf["sell_trader"] = [TRADER, TRADER], [7, TRADER]
+    pos, money = np.zeros(1, np.int64), np.zeros(2, np.float64)
+    account(sf, 0, 2, TRADER, pos, money, 0.001)
+    assert pos[0] == 3 and money[0] == -300.0 - 202.0 + 202.0
+    assert money[1] == 300.0 * 0.001 + 202.0 * 0.001 + 202.0 * 0.001
+
+
+def test_both_paths_run_the_same_compiled_quote_rules():
+    import replay.backtesting.kernels as C
+    import replay.backtesting.quoting as Q
+    import replay.backtesting.strategy as S
+    for name in ("reconcile", "quote_report", "fill_effect"):
+        assert getattr(S, name) is getattr(Q, name)
+    for name in ("reconcile", "quote_reports", "account"):
+        assert getattr(C, name) is getattr(Q, name)
+    assert not hasattr(S.QuoteStrategy, "_reconcile") and not hasattr(C, "_account")
+
+
+def test_the_strategy_id_base_is_one_constant():
+    import replay.backtesting.driver as D
+    import replay.backtesting.kernels as C
+    import replay.backtesting.l2queue as L
+    assert D.ID_BASE is C.ID_BASE and L.TAKE_ID_BASE is C.ID_BASE and C.ID_BASE == 1 << 62
+
+
+def test_a_quote_strategy_overriding_on_order_still_tracks_its_quotes():
+    class Logged(QuoteStrategy):
+        def on_order(self, ctx, event):
+            self.seen = getattr(self, "seen", 0) + 1
+            super().on_order(ctx, event)
+
+    flow = uniform_flow(3000, seed=5)
+    base = backtest(flow, QuoteStrategy(mm_quotes, [5, 1, 50], every=50), trader=TRADER,
+                    fast=False)
+    s = Logged(mm_quotes, [5, 1, 50], every=50)
+    logged = backtest(flow, s, trader=TRADER, fast=False)
+    assert s.seen == len(logged.events) > 0
+    assert logged.digest() == base.digest()
+
+
+def test_first_due_is_the_one_order_of_work_rule_of_every_loop():
+    from replay.backtesting.kernels import (STEP_MARKET, STEP_ORDER, STEP_TIMER, STEP_WAKE,
+                                            first_due)
+    inf = np.iinfo(np.int64).max
+    assert first_due(10, 9, False, inf, inf) == STEP_ORDER
+    assert first_due(10, 10, False, inf, inf) == STEP_MARKET       # a tie goes to the market
+    assert first_due(inf, 10, False, inf, inf) == STEP_ORDER       # past the end of the flow
+    assert first_due(10, 5, True, 5, inf) == STEP_ORDER            # arrival tied with the wake-up
+    assert first_due(10, 6, True, 5, inf) == STEP_WAKE
+    assert first_due(10, 6, True, 5, 5) == STEP_WAKE               # wake-up before a tied timer
+    assert first_due(10, 6, True, 5, 4) == STEP_TIMER
+    assert first_due(10, 4, True, 5, 4) == STEP_ORDER              # arrival tied with the timer
+    assert first_due(10, inf, False, inf, 10) == STEP_MARKET       # the timer observes later
+    assert first_due(10, inf, False, inf, inf) == STEP_MARKET
+    import replay.backtesting.driver as D
+    assert D.C.first_due is first_due

@@ -234,3 +234,20 @@ def test_sim_reports_the_quantity_ahead_after_join_trade_and_decrease():
     sim.advance(ev, 3, 4, False)                       # the level drops to 4 with no trade: cap
     assert sim.ahead(1 << 62) == 4 and sim.ahead(7) is None
     assert sim.depth(0, 1)[1]["qty"].tolist() == [4]
+
+
+def test_queue_models_are_objects_behind_one_interface():
+    from replay.backtesting.queue_models import (QUEUE_MODELS, ConservativeQueue,
+                                                 ProportionalQueue, as_queue_model)
+    assert sorted(QUEUE_MODELS) == ["conservative", "proportional"]
+    for cls in (ConservativeQueue, ProportionalQueue):
+        m = cls()
+        assert as_queue_model(m) is m and isinstance(as_queue_model(m.name), cls)
+        assert m.describe() == {"queue_model": m.name}
+    assert _decrease_case(ProportionalQueue()).fills["qty"].tolist() == [1]
+    assert len(_decrease_case(ConservativeQueue()).fills) == 0
+    res = _decrease_case(ProportionalQueue())
+    assert res.meta["queue_model"] == "proportional"
+    assert res.digest() == _decrease_case("proportional").digest()
+    with pytest.raises(UsageError, match="queue_model"):
+        as_queue_model(3)

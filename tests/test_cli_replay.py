@@ -27,8 +27,8 @@ class TamperedEngine:
     def __getattr__(self, name):
         return getattr(self._engine, name)
 
-    def process(self, orders):
-        res = self._engine.process(orders)
+    def process(self, orders, *, out=None):
+        res = self._engine.process(orders, out=out)
         if self.tampered_seq is None and res.fills.size > self._left:
             fills = res.fills.copy()
             fills["price"][self._left] += 1

@@ -358,5 +358,7 @@ def test_outputs_written_into_given_buffers_equal_fresh_ones_and_grow_when_short
         assert [t.tobytes() for t in got] == [t.tobytes() for t in want]
         assert got.events.base is sets[k % 2].events or got.events.base is sets[k % 2].events.base
     assert len(sets[0].events) >= 400
-    with pytest.raises(UsageError, match="not both"):
+    with pytest.raises(UsageError, match="OutputBuffers"):     # out= is the one way to reuse
+        given.process(orders[:1], out=object())
+    with pytest.raises(TypeError, match="reuse"):
         given.process(orders[:1], reuse=True, out=sets[0])

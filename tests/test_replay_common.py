@@ -77,9 +77,9 @@ class TamperingEngine(Engine):
 
     tamper = None
 
-    def process(self, orders):
+    def process(self, orders, *, out=None):
         first = self.seq + 1
-        res = super().process(orders)
+        res = super().process(orders, out=out)
         if type(self).tamper is not None:
             # copies: the engine may hand out buffers it reuses or marks read-only
             res = type(self).tamper(type(res)(*(np.array(t, copy=True) for t in res)), first)

@@ -7,7 +7,8 @@ from hypothesis.extra import numpy as hnp
 
 from exchange.errors import CorruptionError
 from store import codecs
-from store.codecs import ALIGNED, ENCODINGS, PACKED, SHUFFLED, Chooser, choose, decode, encode
+from store.choice import Chooser, choose
+from store.codecs import ALIGNED, ENCODINGS, PACKED, SHUFFLED, decode, encode
 
 DTYPES = [np.int64, np.uint64, np.int32, np.uint32, np.uint8]
 

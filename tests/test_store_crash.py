@@ -178,9 +178,10 @@ def _stalled_seal_child(data_dir, w):
     STALL and then hangs: the process holds unsynced, unregistered segment files when killed."""
     import threading
 
+    import store.sealing as sealing_mod
     import store.session as session_mod
 
-    real = session_mod.commit_segments
+    real = sealing_mod.commit_segments
     out = os.fdopen(w, "w")
 
     def stalled(data_dir, built, **kw):
@@ -191,7 +192,7 @@ def _stalled_seal_child(data_dir, w):
             threading.Event().wait()
         return real(data_dir, built, **kw)
 
-    session_mod.commit_segments = stalled
+    sealing_mod.commit_segments = stalled
     start = session_mod.Session._start_seal
 
     def start_once(self):   # why: a second seal would wait for the stalled one; go on journaling

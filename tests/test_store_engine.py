@@ -37,3 +37,16 @@ def test_reopened_session_matches_an_uninterrupted_engine(tmp_path):
     assert np.array_equal(read(tmp_path, "fills"), fills)
     events = np.concatenate([r.events for r in ref_res])
     assert np.array_equal(read(tmp_path, "events", symbol="BBB"), events[events["symbol"] == 1])
+
+
+def test_orders_with_and_without_seq_are_inverse_conversions():
+    from exchange.schema import ORDER_DTYPE
+    from store.tables import STORED_DTYPES, orders_with_seq, orders_without_seq
+    from store_fixtures import make_orders
+
+    o = make_orders(500, seed=4)
+    stored = orders_with_seq(o, 41)
+    assert stored.dtype == STORED_DTYPES["orders"] and list(stored["seq"][[0, -1]]) == [41, 540]
+    back = orders_without_seq(stored)
+    assert back.dtype == ORDER_DTYPE and back.tobytes() == o.astype(ORDER_DTYPE).tobytes()
+    assert orders_without_seq(stored[::2]).tobytes() == o[::2].astype(ORDER_DTYPE).tobytes()

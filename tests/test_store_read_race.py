@@ -101,11 +101,12 @@ def test_unsealed_rows_missing_from_the_wal_are_corruption_not_a_short_read(tmp_
 
 
 def test_a_wal_file_trimmed_mid_scan_is_retried(tmp_path, monkeypatch):
-    import store.wal
+    import store.wal.files
+    import store.wal.reader
 
     s = _session(tmp_path, wal_rotate_bytes=1)   # one record per WAL file
     _feed(s, 3)
-    real, opened = store.wal._read_file, []
+    real, opened = store.wal.files.read_file, []
 
     def read_file(path):
         opened.append(path)
@@ -113,7 +114,7 @@ def test_a_wal_file_trimmed_mid_scan_is_retried(tmp_path, monkeypatch):
             s.seal()
             s.checkpoint()
         return real(path)
-    monkeypatch.setattr(store.wal, "_read_file", read_file)
+    monkeypatch.setattr(store.wal.reader, "read_file", read_file)
     _feed(s, 1, seed=10)
     assert _contiguous(read(str(tmp_path), "orders"), 4 * N)
     assert [os.path.basename(p) for p in opened] == ["wal-00000001.log", "wal-00000002.log"]

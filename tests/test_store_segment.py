@@ -98,7 +98,7 @@ def test_version_1_segments_still_read():
 
 
 def _packed_only_chooser():
-    from store.codecs import Chooser
+    from store.choice import Chooser
 
     return Chooser()   # without a compressor the search tries bit-packed streams only
 

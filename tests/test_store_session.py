@@ -184,7 +184,7 @@ def test_old_catalog_with_a_truncated_tick_size_reads_it_from_the_symbol_info(tm
 
 
 def test_a_failed_background_seal_is_reported_and_its_rows_stay_readable(tmp_path, monkeypatch):
-    import store.session as session_mod
+    import store.sealing as session_mod
     from exchange.errors import WriteError
 
     real = session_mod.commit_segments
@@ -238,7 +238,7 @@ def test_process_many_yields_what_process_returns_and_reopens_identically(tmp_pa
 
 
 def _slow_fsync(monkeypatch, seconds):
-    import store.wal as wal_mod
+    import store.wal.writer as wal_mod
 
     real = os.fsync
     monkeypatch.setattr(wal_mod.os, "fsync", lambda fd: (__import__("time").sleep(seconds), real(fd)))
@@ -382,3 +382,20 @@ def test_a_catalog_without_the_digest_column_opens_and_gets_it(tmp_path):
     new = [r for r in cat.all_segments() if r["path"] not in old and r["table_name"] != "orders"]
     assert new and all(r["digest"].startswith("xxh3_128:") for r in new)
     cat.close()
+
+
+def test_journaled_through_counts_unsealed_wal_records_without_decoding_them(tmp_path, monkeypatch):
+    import store.wal.reader as reader
+    from store import journaled_through
+
+    s = _session(tmp_path, seal_every=10**9, checkpoint_every=10**9)
+    _feed(s, batches=3)
+    s.seal()
+    _feed(s, batches=4, seed=5)                       # 2000 messages only in the WAL
+    decoded = []
+    real = reader.decode_batch
+    monkeypatch.setattr(reader, "decode_batch", lambda t, p: (decoded.append(t), real(t, p))[1])
+    assert journaled_through(str(tmp_path)) == s.engine.seq == 3500
+    assert decoded == []
+    s.close()
+    assert journaled_through(str(tmp_path)) == 3500

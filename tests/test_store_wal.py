@@ -2,6 +2,7 @@
 
 import os
 
+import crc32c
 import numpy as np
 import pytest
 
@@ -163,7 +164,7 @@ def test_a_newer_file_version_is_rejected_naming_the_file(tmp_path):
 
 
 def test_fsync_policy_syncs_a_new_file_and_its_directory_before_the_first_record_returns(tmp_path, monkeypatch):
-    import store.wal as wal_mod
+    import store.wal.writer as wal_mod
 
     synced = []
     real_fsync = os.fsync
@@ -196,7 +197,7 @@ def test_byte_shuffle_matches_a_transpose_and_inverts(width):
 
 def _traced_group(tmp_path, monkeypatch, fsync):
     """A GroupWriter whose writes, fsyncs and acknowledgements land in one ordered trace."""
-    import store.wal as wal_mod
+    import store.wal.writer as wal_mod
 
     trace = []
     monkeypatch.setattr(wal_mod.os, "fsync", lambda fd: (fsync(fd), trace.append(("fsync",))))
@@ -247,7 +248,7 @@ def test_a_failed_group_fsync_fails_every_record_of_the_group_and_later_appends(
 def test_a_failed_fsync_at_rotation_makes_the_writer_refuse_later_appends(tmp_path, monkeypatch):
     # a record whose fsync failed may be lost: a later record made durable in the next file
     # would leave a seq gap on disk instead of a clean end
-    import store.wal as wal_mod
+    import store.wal.writer as wal_mod
 
     w = WalWriter(str(tmp_path), durability="fsync")
     w.append(1, *make_batch(1, 50), defer_sync=True)
@@ -288,11 +289,52 @@ def test_multi_part_record_with_a_seq_gap_between_parts_is_corruption(tmp_path):
         scan_wal(str(tmp_path))
 
 
+def _reframe_as(path, version):
+    """Rewrite the version-4 WAL file ``path`` as file ``version`` (1-3) frames it: the same
+    records under the older frame header, which carries no seq range."""
+    from store.wal import FRAME, FRAME4, HCRC
+
+    data = open(path, "rb").read()
+    out, pos = [bytearray(data[:FILE_HEADER.size])], FILE_HEADER.size
+    out[0][4:6] = version.to_bytes(2, "little")
+    while pos < len(data):
+        length, crc, rtype, *_ = FRAME4.unpack_from(data, pos)
+        head = FRAME.pack(length, crc, rtype)
+        body = pos + FRAME4.size + HCRC.size
+        out.append(head + HCRC.pack(crc32c.crc32c(head)) + data[body:body + length])
+        pos = body + length
+    open(path, "wb").write(b"".join(out))
+
+
 def test_multi_part_record_in_a_version_2_file_is_corruption(tmp_path):
     _parts_record(tmp_path, [1, 151])
     (_, path), = wal_files(str(tmp_path))
-    data = bytearray(open(path, "rb").read())
-    data[4] = 2                               # the file header's version
-    open(path, "wb").write(bytes(data))
+    _reframe_as(path, 2)                      # the file header's version, and its frames
     with pytest.raises(CorruptionError, match="bad record checksum"):
         scan_wal(str(tmp_path))
+
+
+def test_a_data_directory_whose_wal_is_version_3_opens_recovers_and_goes_on(tmp_path):
+    from store import Session, read
+    from store_fixtures import FakeEngine, make_orders
+
+    eng = FakeEngine()
+    eng.add_symbol("A")
+    s = Session.create(str(tmp_path), eng, run_info={"scenario": "v3", "seed": 1}, wal_rotate_bytes=1)
+    fed = [make_orders(300, seed=k) for k in range(3)]
+    for o in fed:
+        s.process(o)
+    s.wal.close()                            # a kill: nothing sealed, the batches only in the WAL
+    wal = str(tmp_path / "wal")
+    for _, path in wal_files(wal):
+        _reframe_as(path, 3)                 # as the previous format version wrote them
+    s = Session.open(str(tmp_path))
+    assert s.engine.seq == 900 and s.recovery.last_seq == 900
+    fed.append(make_orders(300, seed=9))
+    s.process(fed[-1])                       # appended as version 4, after the version-3 files
+    versions = {open(p, "rb").read(6)[4] for _, p in wal_files(wal)}
+    assert versions == {3, 4}
+    s.close()
+    got = read(str(tmp_path), "orders")
+    assert np.array_equal(got["seq"], np.arange(1, 1201))
+    assert np.array_equal(got["price"], np.concatenate([o["price"] for o in fed]))

@@ -13,21 +13,33 @@ import pytest
 
 from exchange.errors import CorruptionError
 from store import Session, read
-from store.wal import BATCH, FILE_HEADER, FRAME, HCRC, MAGIC, VERSION, WalWriter, scan_wal, wal_files
+from store.wal import BATCH, FILE_HEADER, FRAME, FRAME4, HCRC, MAGIC, VERSION, WalWriter, scan_wal, wal_files
 from store_fixtures import FakeEngine, make_batch, make_orders
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def _frame(rtype, payload):
+    """A record frame as file versions 1-3 write it (no seq range in the header)."""
     head = FRAME.pack(len(payload), crc32c.crc32c(payload, crc32c.crc32c(bytes([rtype]))), rtype)
     return head + HCRC.pack(crc32c.crc32c(head)) + payload
 
 
-def _wal_file(wal_dir, no, body=b""):
+def _frame4(rtype, payload, head=None):
+    """A version-4 record frame; its seq range and counts are ``head`` (first seq, 4 counts),
+    else what the payload's batch header says (or seq 1 and no rows when it has none)."""
+    first, *counts = head or (BATCH.unpack_from(payload) if len(payload) >= BATCH.size else (1, 0, 0, 0, 0))
+    last = max(-2**63, min(2**63 - 1, first + counts[0] - 1))
+    head = FRAME4.pack(len(payload), crc32c.crc32c(payload, crc32c.crc32c(bytes([rtype]))), rtype,
+                       first, last, *counts)
+    return head + HCRC.pack(crc32c.crc32c(head)) + payload
+
+
+def _wal_file(wal_dir, no, body=b"", version=3):
+    """A WAL file of ``version`` (3 by default: the frames ``_frame`` builds) holding ``body``."""
     path = os.path.join(str(wal_dir), f"wal-{no:08d}.log")
     with open(path, "wb") as f:
-        f.write(FILE_HEADER.pack(MAGIC, VERSION, 0, no) + body)
+        f.write(FILE_HEADER.pack(MAGIC, version, 0, no) + body)
     return path
 
 
@@ -66,7 +78,7 @@ def test_batch_counts_beyond_the_payload_are_corruption(tmp_path, counts):
 
 @pytest.mark.parametrize("first_seq", [0, -5, 2**63 - 10])
 def test_a_record_with_seqs_a_reader_cannot_number_is_corruption(tmp_path, first_seq):
-    from store.wal import _wire_bytes
+    from store.wal.payload import wire_bytes as _wire_bytes
 
     o = _wire_bytes("orders", make_orders(20)).tobytes()
     _wal_file(tmp_path, 1, _frame(1, BATCH.pack(first_seq, 20, 0, 0, 0) + o))
@@ -80,6 +92,76 @@ def test_a_multi_part_record_claiming_more_parts_than_fit_is_corruption(tmp_path
     _wal_file(tmp_path, 1, _frame(4, struct.pack("<I", 2**32 - 1) + bytes(20)))
     with pytest.raises(CorruptionError, match="offset 16"):
         scan_wal(str(tmp_path))
+
+
+# -- the version-4 frame header: seq range and row counts -----------------------------------
+
+def _batch_record(first_seq, n=20):
+    from store.wal.payload import wire_bytes
+
+    return BATCH.pack(first_seq, n, 0, 0, 0) + wire_bytes("orders", make_orders(n)).tobytes()
+
+
+@pytest.mark.parametrize("head", [(1, 21, 0, 0, 0), (1, 20, 1, 0, 0), (2, 20, 0, 0, 0), (1, 20, 0, 0, 7)])
+def test_a_version_4_header_disagreeing_with_its_payload_is_corruption(tmp_path, head):
+    _wal_file(tmp_path, 1, _frame4(1, _batch_record(1), head), 4)
+    with pytest.raises(CorruptionError, match="disagrees with its record header.*offset 16"):
+        scan_wal(str(tmp_path))
+
+
+def test_a_version_4_header_whose_seq_range_disagrees_with_its_orders_is_corruption(tmp_path):
+    payload = _batch_record(1)
+    frame = bytearray(_frame4(1, payload))
+    last = FRAME.size + 8
+    frame[last:last + 8] = struct.pack("<q", 25)          # last seq 25 for 20 orders from seq 1
+    frame[FRAME4.size:FRAME4.size + 4] = HCRC.pack(crc32c.crc32c(bytes(frame[:FRAME4.size])))
+    _wal_file(tmp_path, 1, bytes(frame), 4)
+    with pytest.raises(CorruptionError, match="seqs 1..25 disagree with its 20 orders.*offset 16"):
+        scan_wal(str(tmp_path), after_seq=100)
+
+
+def test_a_flipped_bit_in_a_version_4_header_is_corruption_not_a_crash_tail(tmp_path):
+    frame = bytearray(_frame4(1, _batch_record(1)) + _frame4(1, _batch_record(21)))
+    frame[10] ^= 0x40                                      # inside the first record's first seq
+    _wal_file(tmp_path, 1, bytes(frame), 4)
+    with pytest.raises(CorruptionError, match="bad record header checksum at offset 16"):
+        scan_wal(str(tmp_path), after_seq=100)
+
+
+def test_a_version_4_scan_checks_records_at_or_below_after_seq_without_decoding_them(tmp_path, monkeypatch):
+    import store.wal.reader as reader
+
+    w = WalWriter(str(tmp_path), durability="none")
+    batches = [make_batch(1 + 30 * k, 30, seed=k) for k in range(8)]
+    for k, b in enumerate(batches):
+        w.append(1 + 30 * k, *b)
+    w.close()
+    decoded = []
+    real = reader.decode_batch
+    monkeypatch.setattr(reader, "decode_batch", lambda t, p: (decoded.append(t), real(t, p))[1])
+    recs, rep = scan_wal(str(tmp_path), after_seq=5 * 30)
+    assert [r.first_seq for r in recs] == [151, 181, 211] and len(decoded) == 3
+    assert rep.records == 8 and rep.last_seq == 240
+    assert all(_same_batch(r, b) for r, b in zip(recs, batches[5:]))
+    decoded.clear()
+    assert len(scan_wal(str(tmp_path))[0]) == 8 and len(decoded) == 8
+
+
+def test_a_version_4_record_skipped_by_after_seq_still_fails_its_payload_checksum(tmp_path):
+    w = WalWriter(str(tmp_path), durability="none")
+    for k in range(3):
+        w.append(1 + 30 * k, *make_batch(1 + 30 * k, 30, seed=k))
+    w.close()
+    (_, path), = wal_files(str(tmp_path))
+    data = bytearray(open(path, "rb").read())
+    data[FILE_HEADER.size + 60] ^= 1                        # inside the first record's payload
+    open(path, "wb").write(bytes(data))
+    with pytest.raises(CorruptionError, match="bad record checksum at offset 16"):
+        scan_wal(str(tmp_path), after_seq=60)
+
+
+def _same_batch(rec, batch):
+    return all(np.array_equal(getattr(rec, t), a) for t, a in zip(("orders", "fills", "l2", "events"), batch))
 
 
 def _hostile_examples():
@@ -113,7 +195,7 @@ def _hostile_examples():
                             for c, b in parts)
             return 4, struct.pack("<I", draw(st.one_of(st.just(n), u32))) + body
         if kind == "mutant":   # a real record with flipped bytes, its checksum made to match
-            from store.wal import _encode_batch
+            from store.wal.payload import encode_batch as _encode_batch
 
             rtype, pieces = _encode_batch(1, *valid, compress=draw(st.booleans()))
             data = bytearray(b"".join(bytes(memoryview(p).cast("B")) for p in pieces))
@@ -123,14 +205,21 @@ def _hostile_examples():
             return rtype, bytes(data)
         return draw(st.integers(0, 255)), draw(st.binary(max_size=300))
 
+    heads = st.one_of(st.none(), st.tuples(st.integers(-2**63, 2**63 - 1), u32, u32, u32, u32))
+
     @settings(max_examples=400, deadline=None, database=None,
               suppress_health_check=list(HealthCheck))
-    @given(st.lists(payload(), min_size=1, max_size=3), st.booleans())
-    def scan_hostile(frames, repair):
+    @given(st.lists(st.tuples(payload(), heads), min_size=1, max_size=3), st.booleans(),
+           st.sampled_from([3, 4]), st.integers(0, 100))
+    def scan_hostile(frames, repair, version, after_seq):
         with tempfile.TemporaryDirectory() as d:
-            _wal_file(d, 1, b"".join(_frame(t, p) for t, p in frames))
+            if version == 3:
+                body = b"".join(_frame(t, p) for (t, p), _ in frames)
+            else:
+                body = b"".join(_frame4(t, p, h) for (t, p), h in frames)
+            _wal_file(d, 1, body, version)
             try:
-                recs, _ = scan_wal(d, repair=repair)
+                recs, _ = scan_wal(d, repair=repair, after_seq=after_seq)
             except CorruptionError as e:
                 assert e.path.endswith("wal-00000001.log") and e.offset >= FILE_HEADER.size, e
                 return
@@ -157,7 +246,7 @@ def test_a_file_a_kill_left_without_a_record_is_not_left_behind_for_good(tmp_pat
     s.process(make_orders(100, seed=1))
     s.wal.close()                      # a kill: no seal, no final checkpoint
     wal = tmp_path / "wal"
-    stray = _wal_file(wal, wal_files(str(wal))[-1][0] + 1, tail)   # killed right after its header
+    stray = _wal_file(wal, wal_files(str(wal))[-1][0] + 1, tail, VERSION)   # killed right after its header
     s = Session.open(str(tmp_path), wal_rotate_bytes=1)
     s.process(make_orders(100, seed=2))
     s.close()                          # seals, checkpoints and trims every file it covers

@@ -107,18 +107,6 @@ def _hypothesis_over_extreme_runs(examples: int) -> dict:
     return seen
 
 
-def test_verify_passes_an_eight_message_run_with_int64_min_market_prices():
-    with tempfile.TemporaryDirectory() as d:
-        out = _child("run8", d)
-    assert out["ok"], out["violations"]
-    assert out["orders"] == 8 and out["fills"] == 2
-
-
-def test_verify_and_engine_survive_random_flows_at_extreme_prices():
-    out = _child("hypothesis", "200")
-    assert out["examples"] >= 200
-
-
 def _ladder_search_far_below_the_top() -> dict:
     """The checker's ladder search against np.searchsorted for keys far below the top."""
     from numba import njit

@@ -1,7 +1,7 @@
 """exsim itself: the batch engine (match workloads) and the L2 top-of-book kernel (l2 workloads).
 
 Match: one ``Engine``; segment k of the workload runs on its own symbol k (a fresh book, as in
-benchmarks/bench_engine.py), fed in batches of 65,536 messages with ``process(reuse=True)``; fills,
+benchmarks/bench_engine.py), fed in batches of 65,536 messages with ``process(out=OutputBuffers)``; fills,
 L2 updates and events are all emitted. L2: ``scenarios.top_of_book`` replays the level totals
 (a book indexed by price rank, numba: memory follows the distinct prices, not the tick
 range) and reports the final top of book; the rank pass is part of the timed run.
@@ -33,16 +33,17 @@ class ExsimMatch(Peer):
         return flow, len(wl.segments)
 
     def run(self, prepared) -> Outcome:
-        from exchange import Engine
+        from exchange import Engine, OutputBuffers
 
         flow, nsym = prepared
         eng = Engine()
         for s in range(nsym):
             eng.add_symbol(f"S{s}")
         fills = volume = 0
+        out = OutputBuffers(BATCH)
         t0 = time.perf_counter()
         for lo in range(0, len(flow), BATCH):
-            res = eng.process(flow[lo: lo + BATCH], reuse=True)
+            res = eng.process(flow[lo: lo + BATCH], out=out)
             fills += len(res.fills)
             volume += int(res.fills["qty"].sum())
         dt = time.perf_counter() - t0

@@ -4,10 +4,14 @@ Modules (a reader starts at ``driver``):
 
 - ``driver``        ``backtest()``: loads the flow, merges it with the strategy's messages in
                     arrival order and runs them through one ``exchange.Engine``
-- ``kernels``       the numba side of the driver loop (market slices, njit quote strategies)
-- ``strategy``      the strategy API: ``Strategy``, ``QuoteStrategy``, ``Context``
+- ``kernels``       the numba loops (market slices, njit quote strategies), ``first_due`` (the
+                    order of work of every loop), ``ID_BASE``
+- ``quoting``       a ``QuoteStrategy``'s rules, ``@njit``, called by both strategy paths
+- ``strategy``      the strategy API: ``Strategy``, ``QuoteStrategy``, ``Context``, ``MarketView``
 - ``latency``       feed and order-entry latency models behind one interface
-- ``l2queue``       L2-only flows (Binance aggregates): queue-position models for the strategy
+- ``l2queue``       L2-only flows (Binance aggregates): the replayed book and the strategy's queue
+                    positions
+- ``queue_models``  queue models behind one interface (``ConservativeQueue``, ``ProportionalQueue``)
 - ``result``        ``BacktestResult``: arrays, summary, digest; ``plot`` draws it
 - ``counterfactual`` ``whatif()``: the same history with and without the strategy
 - ``grid``          ``sweep()``: a parameter grid, serially or on Dask

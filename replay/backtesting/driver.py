@@ -10,17 +10,26 @@ Timing model (all in int64 ns, see ``replay.backtesting.latency``):
   sends reaches the engine at ``local + order`` (never before its previous message).
 - A strategy message arriving at ``a`` is processed after every market message with
   ``ts <= a`` (ties go to the market: the conservative choice) and before the first with ts > a.
-- Fills of strategy orders are reported right after the message that made them; no later market
-  message is matched before the strategy has reacted (the driver stops there).
+- Fills and execution reports of strategy orders are delivered in engine order; the strategy
+  learns of a message's fills one feed latency after it. A strategy that overrides ``on_fill``
+  or ``on_order`` is stopped right after every message that fills it, so what it sends goes in
+  before any later market message; any other acts only at its wake-ups and timers.
 
-Efficiency: market messages run in numba (``backtest_core.advance``) from one wake-up to the next;
-Python runs only at wake-ups. An ``@njit`` quote strategy (``QuoteStrategy``) runs entirely inside
-numba (``backtest_core.run_quotes``). Both hand the engine whole slices of market messages (one
-``process_batch`` call each): the njit path everything up to the next wake-up or order arrival,
-the Python path every run of messages that cannot trade with the strategy's live orders.
+Three loops run this model, one per kind of strategy and flow, all taking their order of work
+from the rule above:
+- ``_EngineDriver`` (a Python strategy on L3 flow): ``kernels.drive`` runs the merged stream in
+  numba from one Python callback to the next (a wake-up, a timer, or, for a strategy that
+  reacts to fills, each strategy message and each market message that filled it).
+- ``_run_fast`` (a ``QuoteStrategy`` on L3 flow, ``fast``): ``kernels.run_quotes`` runs the whole
+  loop inside numba, the quote function included; Python only grows arrays.
+- ``_L2Driver`` (any strategy on L2 flow): the loop in Python over ``l2queue.L2Sim``.
+The numba loops hand the engine whole slices of market messages (one ``process_batch`` call
+each). A ``QuoteStrategy``'s rules (``replay.backtesting.quoting``) are the same compiled
+functions on every path.
 
-Identifiers: strategy order ids start at ``ID_BASE`` (2^62), above every market id (the flow is
-checked: a market id >= ID_BASE or a market row with the strategy's trader raises UsageError).
+Identifiers: strategy order ids start at ``ID_BASE`` (2^62, ``kernels.ID_BASE``), above every
+market id (the flow is checked: a market id >= ID_BASE or a market row with the strategy's
+trader raises UsageError).
 
 Queue model: exact on L3 flow (generated scenarios, LOBSTER, QuantCup): every market order is an
 order in the engine's FIFO. L2-only flow (Binance aggregates, ``L2Flow``) does not go through the
@@ -37,104 +46,47 @@ from __future__ import annotations
 
 import heapq
 import json
-import os
 
 import numpy as np
 
 from exchange import Engine
-from exchange import kernels as K
+from exchange import state as K
 from exchange.errors import UsageError
 from exchange.schema import ORDER_DTYPE
 
 import replay.backtesting.kernels as C
 from replay.backtesting.result import BacktestResult, build_result
 from replay.backtesting.latency import as_latency
-from replay.backtesting.strategy import _E_EVENT, _E_ID, BookView, Context, QuoteStrategy, Strategy
+from replay.backtesting.kernels import ID_BASE
+from replay.backtesting.quoting import quote_reports
+from replay.backtesting.strategy import Context, MarketView, QuoteStrategy, Strategy
 
 __all__ = ["backtest", "BacktestResult", "ID_BASE", "DEFAULT_TRADER"]
 
-ID_BASE = 1 << 62                 # strategy order ids start here (market ids must stay below)
 DEFAULT_TRADER = 0xFFFF_FFF0      # the strategy's trader id unless one is given
 _INF = np.iinfo(np.int64).max
 _MIN = np.iinfo(np.int64).min
 
 
 def _load_flow(flow):
-    """Return (orders, symbol names, tick sizes, description) for any accepted flow input."""
-    from scenarios import (BinanceData, LobsterFlow, Scenario, load_binance, load_lobster,
-                           load_scenario)
+    """Return (orders or L2Flow, symbol names, tick sizes, run description) for any flow input
+    ``scenarios.open_flow`` takes, or an ``L2Flow``. A Binance capture becomes an L2Flow (its
+    aggregate levels); names and ticks are None when the flow names no symbols."""
+    from scenarios import open_flow
     from replay.backtesting.l2queue import L2Flow
-    if isinstance(flow, (str, os.PathLike)):
-        path = os.fspath(flow)
-        binance = _binance_file(path)
-        if binance:
-            flow = L2Flow.from_binance(load_binance(binance), _binance_name(binance))
-            return flow, [flow.name], [flow.tick_size], {"source": path, "kind": "binance_l2"}
-        if os.path.isdir(path) and os.path.exists(os.path.join(path, "catalog.sqlite")):
-            from store import read
-            rows = read(path, "orders")
-            out = np.zeros(len(rows), ORDER_DTYPE)
-            for name in ORDER_DTYPE.names:
-                out[name] = rows[name]
-            names, ticks = _catalog_symbols(path)
-            return out, names, ticks, {"source": path, "kind": "data_dir"}
-        if os.path.isdir(path):
-            msg = sorted(f for f in os.listdir(path) if "_message_" in f and f.endswith(".csv"))
-            book = sorted(f for f in os.listdir(path) if "_orderbook_" in f and f.endswith(".csv"))
-            if msg and book:
-                lf = load_lobster(os.path.join(path, msg[0]), os.path.join(path, book[0]))
-                name = msg[0].split("_")[0]
-                return lf.orders, [name], [0.01], {"source": path, "kind": "lobster"}
-            raise UsageError(f"{path}: neither a data directory nor a LOBSTER directory")
-        flow = load_scenario(path)
-    if isinstance(flow, Scenario):
-        return (flow.generate(), [s.name for s in flow.symbols],
-                [s.tick_size for s in flow.symbols], {"scenario": flow.describe()})
-    if isinstance(flow, LobsterFlow):
-        return flow.orders, None, [0.01], {"kind": "lobster"}
-    if isinstance(flow, BinanceData):
-        flow = L2Flow.from_binance(flow)
-        return flow, [flow.name], [flow.tick_size], {"kind": "binance_l2"}
+
     if isinstance(flow, L2Flow):
         return flow, [flow.name], [flow.tick_size], {"kind": "l2"}
-    if isinstance(flow, np.ndarray) and flow.dtype == ORDER_DTYPE and flow.ndim == 1:
-        return flow, None, None, {"kind": "orders"}
-    raise UsageError("flow must be an ORDER_DTYPE array, a Scenario, a LobsterFlow, a BinanceData "
-                     "or L2Flow, a scenario name or file, a LOBSTER directory, a Binance capture "
-                     f"(.gz file or its directory) or a data directory; got {type(flow)}")
-
-
-def _catalog_symbols(path: str):
-    """(names, tick sizes) of a data directory's symbols by id, so ``symbol="JPM"`` works on a
-    stored run; (None, None) when the ids are not 0..n-1 (the engine numbers symbols that way)."""
-    from store import Catalog
-    cat = Catalog(path, readonly=True)
-    try:
-        syms = cat.symbols()
-    finally:
-        close = getattr(cat, "close", None)
-        if close:
-            close()
-    if [s["id"] for s in syms] != list(range(len(syms))):
-        return None, None
-    return [s["name"] for s in syms], [s["tick_size"] for s in syms]
-
-
-def _binance_file(path: str) -> str | None:
-    """The Binance capture ``path`` names (a .gz file, or a directory holding exactly one), else
-    None (scenario files are .toml/.json; LOBSTER directories hold .csv files)."""
-    if os.path.isfile(path) and path.endswith(".gz"):
-        return path
-    if os.path.isdir(path) and not os.path.exists(os.path.join(path, "catalog.sqlite")):
-        gz = sorted(f for f in os.listdir(path) if f.endswith(".gz"))
-        if len(gz) == 1 and not any(f.endswith(".csv") for f in os.listdir(path)):
-            return os.path.join(path, gz[0])
-    return None
-
-
-def _binance_name(path: str) -> str:
-    """Symbol name from a capture's file name: btcusdt_20240808.gz -> BTCUSDT."""
-    return os.path.basename(path).split("_")[0].split(".")[0].upper() or "L2"
+    f = open_flow(flow)
+    if f.scenario is not None:
+        return f.orders, f.names, f.ticks, {"scenario": f.scenario.describe()}
+    kind = "binance_l2" if f.l2 is not None else f.kind
+    info = {"kind": kind} if f.source is None else {"source": f.source, "kind": kind}
+    if f.l2 is not None:
+        (name, tick), = f.symbols
+        l2 = L2Flow.from_binance(f.l2, name, tick)
+        return l2, [l2.name], [l2.tick_size], info
+    return f.orders, f.names, f.ticks, info
 
 
 class _Driver:
@@ -194,7 +146,7 @@ class _Driver:
         self.obs_ts = obs
         ctx = self.ctx
         ctx.now = local
-        ctx.book = book = BookView(obs, local, self.top.tolist(), self.engine, self.symbol)
+        ctx.book = book = MarketView(obs, local, self.top.tolist(), self.engine, self.symbol)
         self.strategy.on_book(ctx, book)
 
     def _fire_timer(self) -> None:
@@ -203,7 +155,7 @@ class _Driver:
         obs, _, local = heapq.heappop(ctx._timers)
         self.obs_ts = obs
         ctx.now = local
-        ctx.book = BookView(obs, local, self.top.tolist(), self.engine, self.symbol)
+        ctx.book = MarketView(obs, local, self.top.tolist(), self.engine, self.symbol)
         self.strategy.on_timer(ctx, local)
         if self.timer_ns:
             ctx.set_timer(local + self.timer_ns)
@@ -215,19 +167,25 @@ class _Driver:
         inst = vars(self.strategy)
         self._on_fill = (self.strategy.on_fill if "on_fill" in inst
                          or cls.on_fill is not Strategy.on_fill else None)
-        self._on_order = self._quote_report = None
+        self._on_order = self._quote_slots = None
         if "on_order" not in inst and cls.on_order is QuoteStrategy.on_order:
-            self._quote_report = self.strategy._report
+            # QuoteStrategy.on_order applies quoting.quote_report to one event; the driver
+            # applies it to each delivery's events in one call (``_quote_events``)
+            self._quote_slots = self.strategy.slots
         elif "on_order" in inst or cls.on_order is not Strategy.on_order:
             self._on_order = self.strategy.on_order
+
+    def _quote_events(self, e0: int, e1: int) -> None:
+        """Apply the strategy's events se[e0:e1] to a QuoteStrategy's slots (no-op for any other
+        strategy). Its slots are read only at wake-ups, so a delivery's events go in one call."""
+        if self._quote_slots is not None and e1 > e0:
+            quote_reports(self.arrays.se, e0, e1, self._quote_slots)
 
     def _report(self, row: tuple, k: int) -> None:
         """One execution report (row ``k`` of the strategy's events) to the context and the
         strategy."""
         self.ctx._apply_event(row)
-        if self._quote_report is not None:
-            self._quote_report(row[_E_ID], row[_E_EVENT])
-        elif self._on_order is not None:
+        if self._on_order is not None:
             self._on_order(self.ctx, self.arrays.se[k])
 
     def _fills_seen(self, ts: int) -> None:
@@ -252,7 +210,7 @@ class _Driver:
 
 
 class _EngineDriver(_Driver):
-    """The Python-strategy loop on L3 flow: ``backtest_core.drive`` runs the merged stream in
+    """The Python-strategy loop on L3 flow: ``kernels.drive`` runs the merged stream in
     numba from one callback to the next, so Python runs once per wake-up (and, for a strategy
     that reacts to fills, once per strategy message and per message that filled it)."""
 
@@ -292,6 +250,7 @@ class _EngineDriver(_Driver):
         if f == f1 and e == e1:
             return
         self.fdone, self.edone = f1, e1
+        self._quote_events(e, e1)
         frows = a.sf[f:f1].tolist()
         erows = a.se[e:e1].tolist()
         nf, ne = len(frows), len(erows)
@@ -364,6 +323,7 @@ class _L2Driver(_Driver):
         a fill takes one feed sample at ``ts``."""
         a = self.arrays
         e1, f1 = int(a.scnt[1]), int(a.scnt[0])
+        self._quote_events(e0, e1)
         for k, row in enumerate(a.se[e0:e1].tolist()):
             self._report(row, e0 + k)
         if f1 > f0:
@@ -372,7 +332,7 @@ class _L2Driver(_Driver):
                 self._fill(row)
 
     def _observe_top(self) -> None:
-        self.engine.top(self.top)
+        self.engine.read_top(self.top)
         if self.nmark == len(self.marks):
             self.marks = C._grow(self.marks, 0)
 
@@ -385,37 +345,36 @@ class _L2Driver(_Driver):
         self._start()
         next_wake = every if every else -1
         i = 0
+        # the rule's Python source (numba keeps it as ``py_func``): on plain ints a Python call
+        # costs less than numba's dispatch, and this loop asks once per step
+        first_due = getattr(C.first_due, "py_func", C.first_due)
         while True:
             t_next = int(ts[i]) if i < n else _INF
             tobs = self._timer_obs(last_ts)
-            best = None
-            if self.qh < self.nord and self.olog[self.qh]["ts"] < t_next:
-                best = (int(self.olog[self.qh]["ts"]), 0)
-            if i == next_wake and i > 0:
-                cand = (int(ts[i - 1]), 1)
-                best = cand if best is None or cand < best else best
-            if tobs < t_next:
-                cand = (tobs, 2)
-                best = cand if best is None or cand < best else best
-            if best is not None and best[1] == 0:
+            order_ts = int(self.olog[self.qh]["ts"]) if self.qh < self.nord else _INF
+            wake = i == next_wake and i > 0
+            wake_obs = int(ts[i - 1]) if wake else _INF
+            step = first_due(t_next, order_ts, wake, wake_obs, tobs)
+            if step == C.STEP_ORDER:
                 f0, e0 = int(self.arrays.scnt[0]), int(self.arrays.scnt[1])
                 self._advance(self.olog, self.qh, self.qh + 1, False)
                 self.oseq[self.qh] = self.engine.seq
                 self.qh += 1
-                self._notify(f0, e0, best[0])
-            elif best is not None:
+                self._notify(f0, e0, order_ts)
+            elif step != C.STEP_MARKET:
+                obs = wake_obs if step == C.STEP_WAKE else tobs
                 self._observe_top()
-                self.marks[self.nmark] = (best[0], *self.top)
+                self.marks[self.nmark] = (obs, *self.top)
                 self.nmark += 1
-                if best[1] == 1:
-                    self._wake(best[0])
+                if step == C.STEP_WAKE:
+                    self._wake(obs)
                     next_wake += every
                 else:
                     self._fire_timer()
             else:
                 if i >= n:
                     return
-                lim = min(int(self.olog[self.qh]["ts"]) if self.qh < self.nord else _INF, tobs)
+                lim = min(order_ts, tobs)
                 stop = n if lim == _INF else int(np.searchsorted(ts, lim, side="right"))
                 if every:
                     stop = min(stop, next_wake)
@@ -443,7 +402,7 @@ def _backtest_l2(flow, strategy, model, trader, fee_rate, fast, store_dir, engin
     d.run()
     meta = {"latency": model.describe(), "trader": trader, "symbol": 0,
             "symbol_name": flow.name, "fees_bps": fee_rate * 1e4, "n_market": int(len(events)),
-            "path": "python", "queue_model": queue_model,
+            "path": "python", **queue_model.describe(),
             "strategy": f"{type(strategy).__module__}:{type(strategy).__qualname__}", **info}
     return build_result(d.olog[:d.nord].copy(), d.osent[:d.nord].copy(), d.oseq[:d.nord].copy(),
                         sim.sf[: sim.scnt[0]].copy(), sim.se[: sim.scnt[1]].copy(),
@@ -485,7 +444,7 @@ def _run_fast(engine, msgs, strat: QuoteStrategy, feed, order, trader, symbol, f
 def backtest(flow, strategy: Strategy, *, latency=None, trader: int = DEFAULT_TRADER,
              fees_bps: float = 0.0, symbol: int | str | None = None, engine_options=None,
              store_dir=None, fast: bool | None = None,
-             queue_model: str = "conservative") -> BacktestResult:
+             queue_model="conservative") -> BacktestResult:
     """Run ``strategy`` against ``flow`` through one engine; return a ``BacktestResult``.
 
     ``flow``: ORDER_DTYPE array sorted by ts, a ``Scenario``, a scenario name or file, a
@@ -497,13 +456,14 @@ def backtest(flow, strategy: Strategy, *, latency=None, trader: int = DEFAULT_TR
     ``Engine`` (e.g. ``{"stp": "cancel_resting"}``). ``store_dir``: journal the merged run there.
     ``fast``: run a ``QuoteStrategy`` on the njit path (None: whenever the strategy is one; L3
     flow only). ``queue_model``: for L2-only flow (``L2Flow``, ``BinanceData``, a Binance
-    capture), "conservative" or "proportional" (see ``replay.backtesting.l2queue``).
+    capture), "conservative" or "proportional", or a ``queue_models.QueueModel`` (see
+    ``replay.backtesting.l2queue``).
     Raises UsageError for a bad argument, an unsorted flow, a market id in the strategy's range,
     a market row carrying the strategy's trader id, or an L3-only option on L2 flow.
     """
-    from replay.backtesting.l2queue import QUEUE_MODELS, L2Flow
-    if queue_model not in QUEUE_MODELS:
-        raise UsageError(f"queue_model must be one of {sorted(QUEUE_MODELS)}; got {queue_model!r}")
+    from replay.backtesting.l2queue import L2Flow
+    from replay.backtesting.queue_models import as_queue_model
+    queue_model = as_queue_model(queue_model)
     orders, names, ticks, info = _load_flow(flow)
     if isinstance(orders, L2Flow):
         if not 0 <= int(trader) < 2**32:

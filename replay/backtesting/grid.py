@@ -2,7 +2,7 @@
 
 A grid is ``{name: [values]}`` (every combination, in key order then value order) or an explicit
 list of ``{name: value}`` points. Each point builds a fresh strategy from a ``module:Class`` spec
-(``cli_backtest.load_strategy``: the same rules as ``exsim backtest --param``) or from a picklable
+(``replay.backtesting.loading.load_strategy``: the same rules as ``exsim backtest --param``) or from a picklable
 callable, runs ``replay.backtesting.driver.backtest`` and keeps its ``summary``. Rows come back in grid order:
 ``{**params, ["seed": s,] **summary}``.
 
@@ -101,7 +101,7 @@ def _flows(flow, seeds, symbol):
 def _make_strategy(spec, params: dict):
     """Build the strategy of one grid point (``module:Class`` spec or callable)."""
     if isinstance(spec, str):
-        from replay.cli.backtest import load_strategy
+        from replay.backtesting.loading import load_strategy
 
         return load_strategy(spec, [f"{k}={json.dumps(v)}" for k, v in params.items()])
     return spec(**params)

@@ -8,6 +8,9 @@ Both strategy paths use these kernels, so both see exactly the same engine behav
 - ``run_quotes`` (``@njit`` strategies): the same merged loop with a quote function called
   inside numba at each wake-up; it returns to Python only when an array must grow, then resumes
   from the state arrays.
+Both take their order of work from ``first_due`` (which the Python L2 loop of the driver calls
+too) and cut their market slices with ``_slice_end``; ``run_quotes`` applies a quote strategy's
+rules through ``replay.backtesting.quoting``, the functions the Python path calls.
 
 Market messages go to ``exchange.kernels.process_batch`` in slices (one call per run of messages
 between two strategy events, at most ``CHUNK`` messages so the scratch outputs stay in cache);
@@ -20,8 +23,11 @@ journal to get them).
 
 Invariants: a message is processed whole or not at all (growth statuses are returned before it
 starts); ``st``/``ds``/``fst`` hold every loop variable, so a return to Python loses nothing.
-Limit: the engine state arrays are taken from the ``Engine`` facade's private fields
-(``_arena`` ...) and grown through its ``_grow_state``; a change there must be mirrored here.
+The engine is reached only through its public kernel surface: ``Engine.state`` (the state
+arrays, passed to the kernels in ``process_batch``'s order), ``Engine.grow`` and the names
+``exchange.state`` exports for kernels that extend the engine (statuses, meta slots, order-index
+lookup, prefetch). Statuses: ``K.OK`` and the engine's ``K.NEED_*`` mean what they mean in the
+engine; the ones below (from 10 up) are this module's own.
 Numba cache: these kernels inline ``exchange.order_index`` (``index_find``/``index_home``),
 link ``exchange.kernels.process_batch`` and freeze ``exchange.book``/``exchange.schema``
 constants, but numba keys their cache on this file only; ``exchange._cache_guard.guard`` (called
@@ -33,24 +39,32 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from exchange import kernels as K
+from exchange import state as K
 from exchange._cache_guard import guard
-from exchange.book import M_NEED_EVENTS, M_NEED_FILLS, M_NEED_L2, M_SEQ
-from exchange.order_index import index_find, index_home
-from exchange.prefetch import prefetch as _prefetch
-from exchange.schema import ORDER_DTYPE, Event, Kind, OrderType, Tif
+from exchange.schema import (
+    EVENT_DTYPE, FILL_DTYPE, L2_DTYPE, ORDER_DTYPE, Event, Kind, OrderType, Tif,
+)
+from exchange.state import M_NEED_EVENTS, M_NEED_FILLS, M_NEED_L2, M_SEQ, index_find, index_home
+from exchange.state import grow_array as _grow
+from exchange.state import prefetch as _prefetch
 
 from replay.backtesting.latency import DRAWS, sample
+from replay.backtesting.quoting import NO_ACTION, SLOTS, account, quote_reports, reconcile
 
 # the files compiled into these kernels (exchange.kernels brings its own: book, order_index ...)
 guard(__name__, __file__, deps=("exchange.kernels", "exchange.book", "exchange.order_index",
-                                "exchange.prefetch", "exchange.schema", "replay.backtesting.latency"))
+                                "exchange.prefetch", "exchange.schema", "exchange.state",
+                                "replay.backtesting.latency", "replay.backtesting.quoting"))
 
-__all__ = ["MARK_DTYPE", "drive", "top_of_book", "run_quotes", "NEED_STRAT", "HIT", "NEED_LOG",
-           "NEED_DRAWS", "NEED_LIVE", "WAKE", "TIMER", "NOTE", "CHUNK", "EngineArrays", "st_names",
-           "prepared", "arg_types", "check_flow"]
+__all__ = ["ID_BASE", "MARK_DTYPE", "drive", "read_top", "run_quotes", "NEED_STRAT", "HIT",
+           "NEED_LOG", "NEED_DRAWS", "NEED_LIVE", "WAKE", "TIMER", "NOTE", "CHUNK", "EngineArrays",
+           "prepared", "arg_types", "check_flow", "new_order_log", "first_due", "STEP_MARKET",
+           "STEP_ORDER", "STEP_WAKE", "STEP_TIMER"]
 
-# statuses beyond the engine's own (K.OK, K.NEED_*)
+# the strategy's order ids (and an L2 backtest's own trade ids) start here; the market's stay below
+ID_BASE = 1 << 62
+
+# this module's statuses, beyond the engine's own (K.OK, K.NEED_*)
 NEED_STRAT = 10   # the strategy's fill/event output arrays are full
 HIT = 11          # advance stopped after a message that filled the strategy
 NEED_LOG = 12     # run_quotes: the order log or the mark array is full
@@ -59,6 +73,9 @@ NEED_LIVE = 14    # drive: the table of the strategy's live orders is full
 WAKE = 15         # drive: an on_book wake-up is due (top and mark written)
 TIMER = 16        # drive: the first timer is due (top and mark written)
 NOTE = 17         # drive: a strategy message was processed (the strategy reacts to fills)
+
+# what goes next in a loop (``first_due``)
+STEP_MARKET, STEP_ORDER, STEP_WAKE, STEP_TIMER = range(4)
 
 # at most this many market messages per process_batch call: the scratch outputs (~2.5 events and
 # ~1 L2 row per message) then stay in cache, where a longer slice writes (and first touches)
@@ -70,9 +87,9 @@ MARK_DTYPE = np.dtype([("ts", "<i8"), ("bid", "<i8"), ("bid_qty", "<i8"), ("ask"
 
 # slots of run_quotes' int64 state array ``st``
 S_I, S_NEXT_WAKE, S_QH, S_NORD, S_NMARK, S_NEXT_ID, S_POS, S_LAST_ARR, S_FEED_CUR, S_ORD_CUR = range(10)
-S_SLOT = 10   # per side (BUY at 10, SELL at 14): order id, price, qty, live
-ST_SIZE = 18
-F_CASH = 0    # float state ``fst``: cash after fills (price * qty in ticks * lots), fees
+S_SLOT = 10   # the quote slots (``quoting``): per side (BUY at 10, SELL at 14) id, price, qty, live
+ST_SIZE = S_SLOT + SLOTS
+F_CASH = 0    # float state ``fst`` (``quoting.account``'s money): cash after fills, fees
 F_FEES = 1
 
 # slots of drive's int64 state array ``ds``: the kernel moves I, QH and NMARK; the Python driver
@@ -82,22 +99,14 @@ D_I, D_QH, D_NORD, D_NEXT_WAKE, D_TOBS, D_NMARK, D_TRADER, D_ID_BASE, D_SYMBOL, 
 D_SIZE = 11
 
 
-def st_names() -> list[str]:
-    """Names of the ``st`` slots (for debugging dumps)."""
-    return ["i", "next_wake", "qh", "nord", "nmark", "next_id", "pos", "last_arr", "feed_cur",
-            "ord_cur", "bid_id", "bid_px", "bid_qty", "bid_live", "ask_id", "ask_px", "ask_qty",
-            "ask_live"]
-
-
 class EngineArrays:
     """The engine's state arrays plus scratch outputs and the strategy's output arrays.
 
-    ``refresh()`` re-reads the engine's arrays after it grew them; ``grow(status)`` handles any
-    growth status of the kernels here.
+    ``state`` is the engine's ``EngineState`` (re-read by ``grow`` whenever the engine grows
+    it); ``grow(status)`` handles any growth status of the kernels here.
     """
 
     def __init__(self, engine):
-        from exchange.schema import EVENT_DTYPE, FILL_DTYPE, L2_DTYPE
         self.engine = engine
         self.fills = np.zeros(64, FILL_DTYPE)
         self.l2 = np.zeros(64, L2_DTYPE)
@@ -108,16 +117,11 @@ class EngineArrays:
         self.scnt = np.zeros(2, np.int64)
         self.live = np.zeros((16, 3), np.int64)    # the strategy's live orders: id, side, price
         self.lcnt = np.zeros(1, np.int64)
-        self.refresh()
-
-    def refresh(self) -> None:
-        e = self.engine
-        self.state = (e._arena, e._levels, e._index, e._books, e._ladder_keys, e._ladder_levels,
-                      e._meta)
+        self.state = engine.state
 
     def grow(self, status: int) -> None:
         """Grow whatever ``status`` names; raises RuntimeError for an unknown status (a bug)."""
-        meta = self.engine._meta
+        meta = self.state.meta
         if status == K.NEED_OUTPUT:
             self.fills = _grow(self.fills, int(meta[M_NEED_FILLS]))
             self.l2 = _grow(self.l2, int(meta[M_NEED_L2]))
@@ -129,17 +133,10 @@ class EngineArrays:
             live = np.zeros((2 * len(self.live), 3), np.int64)
             live[: len(self.live)] = self.live
             self.live = live
-        elif status in (K.NEED_ORDERS, K.NEED_LEVELS, K.NEED_INDEX, K.NEED_LADDER):
-            self.engine._grow_state(status)
-            self.refresh()
+        elif status in K.GROW_STATUSES:
+            self.state = self.engine.grow(status)
         else:  # pragma: no cover - a kernel/driver mismatch is a bug, not input
             raise RuntimeError(f"backtest kernel returned unknown status {status}")
-
-
-def _grow(arr: np.ndarray, at_least: int) -> np.ndarray:
-    new = np.zeros(max(2 * len(arr), at_least, 16), dtype=arr.dtype)
-    new[: len(arr)] = arr
-    return new
 
 
 def arg_types(kernel, args):
@@ -249,6 +246,18 @@ def _first_after(msgs, lo, hi, ts):
 
 
 @njit(cache=True)
+def _slice_end(msgs, i, lim, next_wake):
+    """Return the end of the slice of market messages from ``i``: the first message with ts >
+    ``lim`` (the next strategy event's time, int64 max for none; messages with ts <= it go
+    first), the next wake-up ``next_wake`` when after ``i``, or ``i + CHUNK``, whichever is first."""
+    n = len(msgs)
+    stop = n if lim == np.iinfo(np.int64).max else _first_after(msgs, i, n, lim)
+    if next_wake > i:
+        stop = min(stop, next_wake)
+    return min(stop, i + CHUNK)
+
+
+@njit(cache=True)
 def _track_live(msgs, i, se, e0, e1, live, lcnt):
     """Update the table of the strategy's live orders (id, side, price) from its events
     se[e0:e1], made by msgs[i] (ACCEPTED/MODIFIED come only from the strategy's own message,
@@ -303,7 +312,7 @@ def _mark(books, levels, ladder_levels, symbol, top, marks, counts, at, obs):
     """Read the top of book into ``top`` and append it to ``marks`` as seen at ``obs``; the
     number of marks is ``counts[at]`` (the Python driver's and the njit path's state arrays
     keep it at different places)."""
-    top_of_book(books, levels, ladder_levels, symbol, top)
+    read_top(books, levels, ladder_levels, symbol, top)
     m = marks[counts[at]]
     m.ts = obs
     m.bid = top[0]
@@ -311,6 +320,26 @@ def _mark(books, levels, ladder_levels, symbol, top, marks, counts, at, obs):
     m.ask = top[2]
     m.ask_qty = top[3]
     counts[at] += 1
+
+
+@njit(cache=True)
+def first_due(t_next, order_ts, wake, wake_obs, timer_obs):
+    """The order of work of every backtest loop: which strategy event goes before the next market
+    message (exchange time ``t_next``; int64 max past the end). Returns STEP_ORDER, STEP_WAKE,
+    STEP_TIMER or STEP_MARKET (none: the market messages go next).
+
+    ``order_ts``: the next strategy message's arrival (int64 max: none); it goes after every
+    market message with ts <= it. ``wake``: a wake-up is due, observing at ``wake_obs`` (the ts of
+    the message just processed, so <= ``t_next``). ``timer_obs``: the first timer's observation
+    (int64 max: none). Ties go to the strategy message, then the wake-up, then the timer.
+    """
+    if order_ts < t_next and (not wake or order_ts <= wake_obs) and order_ts <= timer_obs:
+        return STEP_ORDER
+    if wake and wake_obs <= timer_obs:
+        return STEP_WAKE
+    if timer_obs < t_next:
+        return STEP_TIMER
+    return STEP_MARKET
 
 
 @njit(cache=True)
@@ -324,9 +353,7 @@ def drive(msgs, olog, oseq, ds, arena, levels, index, books, ladder_keys, ladder
     strategy was just processed. K.OK: the flow and the strategy's messages are all processed.
     Anything else: what to grow (call again afterwards: nothing is lost).
 
-    Order of work, as the Python reference loop (``_L2Driver``) decides it: the earliest of a
-    strategy message arriving before the next market message's ts, a due wake-up, and a due timer
-    goes first, ties in that order; otherwise the market messages up to the next of those.
+    Order of work: ``first_due``; market messages run up to the next strategy event.
     """
     n = len(msgs)
     big = np.iinfo(np.int64).max
@@ -339,44 +366,36 @@ def drive(msgs, olog, oseq, ds, arena, levels, index, books, ladder_keys, ladder
         qh = ds[D_QH]
         t_next = msgs[i].ts if i < n else big
         wake = i == ds[D_NEXT_WAKE] and i > 0
+        wake_obs = msgs[i - 1].ts if wake else big
         tobs = ds[D_TOBS]
-        timer = tobs < t_next
-        if qh < ds[D_NORD] and olog[qh].ts < t_next:
-            a = olog[qh].ts
-            if (not wake or a <= msgs[i - 1].ts) and (not timer or a <= tobs):
-                if react and lcnt[0] + 1 > live.shape[0]:
-                    return NEED_LIVE
-                e0 = scnt[1]
-                status, _ = _proc_batch(olog, qh, qh + 1, arena, levels, index, books,
-                                        ladder_keys, ladder_levels, meta, fills, l2, events, cnt,
-                                        sf, se, scnt, trader, id_base, np.int64(0))
-                if status != K.OK:
-                    return status
-                oseq[qh] = meta[M_SEQ]
-                ds[D_QH] = qh + 1
-                if react:
-                    _track_live(olog, qh, se, e0, scnt[1], live, lcnt)
-                    return NOTE
-                continue
-        if wake or timer:
+        step = first_due(t_next, olog[qh].ts if qh < ds[D_NORD] else big, wake, wake_obs, tobs)
+        if step == STEP_ORDER:
+            if react and lcnt[0] + 1 > live.shape[0]:
+                return NEED_LIVE
+            e0 = scnt[1]
+            status, _ = _proc_batch(olog, qh, qh + 1, arena, levels, index, books, ladder_keys,
+                                    ladder_levels, meta, fills, l2, events, cnt, sf, se, scnt,
+                                    trader, id_base, np.int64(0))
+            if status != K.OK:
+                return status
+            oseq[qh] = meta[M_SEQ]
+            ds[D_QH] = qh + 1
+            if react:
+                _track_live(olog, qh, se, e0, scnt[1], live, lcnt)
+                return NOTE
+            continue
+        if step != STEP_MARKET:
             if ds[D_NMARK] + 1 > len(marks):
                 return NEED_LOG
-            if wake and (not timer or msgs[i - 1].ts <= tobs):
-                _mark(books, levels, ladder_levels, ds[D_SYMBOL], top, marks, ds, D_NMARK, msgs[i - 1].ts)
-                return WAKE
-            _mark(books, levels, ladder_levels, ds[D_SYMBOL], top, marks, ds, D_NMARK, tobs)
-            return TIMER
+            obs = wake_obs if step == STEP_WAKE else tobs
+            _mark(books, levels, ladder_levels, ds[D_SYMBOL], top, marks, ds, D_NMARK, obs)
+            return WAKE if step == STEP_WAKE else TIMER
         if i >= n:
             return K.OK
-        # market messages up to the next strategy event: the next wake-up, the next strategy
-        # message's arrival (messages with ts <= it go first) or the first timer's observation
-        lim = tobs
-        if qh < ds[D_NORD]:
-            lim = min(lim, olog[qh].ts)
-        stop = n if lim == big else _first_after(msgs, i, n, lim)
-        if ds[D_NEXT_WAKE] > i:
-            stop = min(stop, ds[D_NEXT_WAKE])
-        stop = min(stop, i + CHUNK)
+        # market messages up to the next strategy event: the next strategy message's arrival or
+        # the first timer's observation, whichever is first, or the next wake-up
+        lim = min(tobs, olog[qh].ts) if qh < ds[D_NORD] else tobs
+        stop = _slice_end(msgs, i, lim, ds[D_NEXT_WAKE])
         if react:
             # cut the slice right after the first message that might fill the strategy
             k = _harmless_until(msgs, i, stop, live, lcnt)
@@ -406,7 +425,7 @@ def drive(msgs, olog, oseq, ds, arena, levels, index, books, ladder_keys, ladder
 
 
 @njit(cache=True)
-def top_of_book(books, levels, ladder_levels, symbol, out):
+def read_top(books, levels, ladder_levels, symbol, out):
     """Write [bid, bid_qty, ask, ask_qty] of ``symbol`` into ``out`` (0, 0 for an empty side)."""
     for side in range(2):
         bk = books[np.int64(symbol) * 2 + side]
@@ -417,34 +436,6 @@ def top_of_book(books, levels, ladder_levels, symbol, out):
         else:
             out[2 * side] = 0
             out[2 * side + 1] = 0
-
-
-@njit(cache=True)
-def _account(sf, first, last, trader, st, fst, fee_rate):
-    """Apply the strategy fills sf[first:last] to position, cash and fees."""
-    for k in range(first, last):
-        f = sf[k]
-        notional = float(f.price) * float(f.qty)
-        if f.buy_trader == trader:
-            st[S_POS] += f.qty
-            fst[F_CASH] -= notional
-            fst[F_FEES] += notional * fee_rate
-        if f.sell_trader == trader:
-            st[S_POS] -= f.qty
-            fst[F_CASH] += notional
-            fst[F_FEES] += notional * fee_rate
-
-
-@njit(cache=True)
-def _slots_from_events(se, first, last, st):
-    """A quote slot stops being live once its order is filled, cancelled or rejected."""
-    for k in range(first, last):
-        e = se[k]
-        if e.event == Event.FILLED or e.event == Event.CANCELLED or e.event == Event.REJECTED:
-            for side in range(2):
-                s = S_SLOT + 4 * side
-                if st[s + 3] == 1 and np.uint64(st[s]) == e.order_id:
-                    st[s + 3] = 0
 
 
 @njit(cache=True)
@@ -472,32 +463,22 @@ def _send(olog, osent, st, kind, side, order_id, price, qty, local, symbol, trad
 
 
 @njit(cache=True)
-def reconcile(olog, osent, st, side, price, qty, local, symbol, trader, ord_mode, ord_times,
-              ord_vals):
-    """Move one side's quote to (price, qty): cancel, modify or place (qty <= 0 or price <= 0:
-    no quote). The Python ``QuoteStrategy`` implements the very same rule."""
-    s = S_SLOT + 4 * side
-    if price <= 0:
-        qty = 0
-    if st[s + 3] == 1:
-        if qty <= 0:
-            _send(olog, osent, st, Kind.CANCEL, side, st[s], 0, 0, local, symbol, trader,
-                  ord_mode, ord_times, ord_vals)
-            st[s + 3] = 0
-        elif price != st[s + 1] or qty != st[s + 2]:
-            _send(olog, osent, st, Kind.MODIFY, side, st[s], price, qty, local, symbol, trader,
-                  ord_mode, ord_times, ord_vals)
-            st[s + 1] = price
-            st[s + 2] = qty
-    elif qty > 0:
-        oid = st[S_NEXT_ID]
-        st[S_NEXT_ID] = oid + 1
-        _send(olog, osent, st, Kind.NEW, side, oid, price, qty, local, symbol, trader, ord_mode,
-              ord_times, ord_vals)
-        st[s] = oid
-        st[s + 1] = price
-        st[s + 2] = qty
-        st[s + 3] = 1
+def _send_quotes(olog, osent, st, slots, actions, local, symbol, trader, ord_mode, ord_times,
+                 ord_vals):
+    """Send the messages ``quoting.reconcile`` decided, BUY side first; a NEW takes the next
+    strategy order id."""
+    for side in range(2):
+        action = actions[side]
+        if action == NO_ACTION:
+            continue
+        s = 4 * side
+        if action == Kind.NEW:
+            slots[s] = st[S_NEXT_ID]
+            st[S_NEXT_ID] += 1
+        price = 0 if action == Kind.CANCEL else slots[s + 1]
+        qty = 0 if action == Kind.CANCEL else slots[s + 2]
+        _send(olog, osent, st, action, side, slots[s], price, qty, local, symbol, trader,
+              ord_mode, ord_times, ord_vals)
 
 
 @njit(cache=True)
@@ -509,13 +490,12 @@ def run_quotes(fn, msgs, st, fst, arena, levels, index, books, ladder_keys, ladd
 
     ``fn(local_ts, bid, bid_qty, ask, ask_qty, position, cash, state, params, quote)`` writes
     [bid_px, bid_qty, ask_px, ask_qty] into ``quote``; it runs after every ``every`` market
-    messages, ``feed`` ns after the state it sees. Order of work at each step: a strategy order
-    whose arrival is before the next market message's ts goes first (market messages with
-    ts <= its arrival are ahead of it); a due wake-up goes before an order that arrives later than
-    the wake-up's observation; then the next market message.
+    messages, ``feed`` ns after the state it sees. Order of work: ``first_due`` (no timers).
     """
     n = len(msgs)
     big = np.iinfo(np.int64).max
+    slots = st[S_SLOT:S_SLOT + SLOTS]   # views: the quote rules update ``st`` in place
+    pos = st[S_POS:S_POS + 1]
     while True:
         # room for one step: 1 feed and 2 order samples, 2 logged orders, 1 mark
         if st[S_NORD] + 2 > len(olog) or st[S_NMARK] + 1 > len(marks):
@@ -526,42 +506,39 @@ def run_quotes(fn, msgs, st, fst, arena, levels, index, books, ladder_keys, ladd
         i = st[S_I]
         t_next = msgs[i].ts if i < n else big
         qh = st[S_QH]
-        has_order = qh < st[S_NORD] and olog[qh].ts < t_next
         wake = every > 0 and i == st[S_NEXT_WAKE] and i > 0
-        if wake and (not has_order or olog[qh].ts > msgs[i - 1].ts):
-            obs = msgs[i - 1].ts
+        obs = msgs[i - 1].ts if wake else big
+        step = first_due(t_next, olog[qh].ts if qh < st[S_NORD] else big, wake, obs, big)
+        if step == STEP_WAKE:
             lat, st[S_FEED_CUR] = sample(feed_mode, feed_times, feed_vals, st[S_FEED_CUR], obs)
             local = obs + lat
             _mark(books, levels, ladder_levels, symbol, top, marks, st, S_NMARK, obs)
             fn(local, top[0], top[1], top[2], top[3], st[S_POS], fst[F_CASH], state, params, quote)
-            for side in range(2):
-                reconcile(olog, osent, st, side, quote[2 * side], quote[2 * side + 1], local,
-                          symbol, trader, ord_mode, ord_times, ord_vals)
+            actions = reconcile(slots, quote)
+            _send_quotes(olog, osent, st, slots, actions, local, symbol, trader, ord_mode,
+                         ord_times, ord_vals)
             st[S_NEXT_WAKE] += every
             continue
-        if not has_order:
+        if step == STEP_MARKET:
             if i >= n:
                 return K.OK
-            # a whole slice of market messages up to the next strategy event: the next wake-up,
-            # the next strategy order's arrival (messages with ts <= it go first), or the end of
-            # the pre-drawn feed samples (one per message that fills the strategy, at most)
-            stop = n
-            if every > 0 and st[S_NEXT_WAKE] > i:
-                stop = st[S_NEXT_WAKE]
-            if qh < st[S_NORD]:
-                stop = _first_after(msgs, i, stop, olog[qh].ts)
+            # a whole slice of market messages up to the next strategy event (the next strategy
+            # order's arrival or the next wake-up), or the end of the pre-drawn feed samples (one
+            # per message that fills the strategy, at most)
+            stop = _slice_end(msgs, i, olog[qh].ts if qh < st[S_NORD] else big,
+                              st[S_NEXT_WAKE] if every > 0 else -1)
             if feed_mode == DRAWS:
                 stop = min(stop, i + len(feed_vals) - st[S_FEED_CUR])
-            stop = max(min(stop, i + CHUNK), i + 1)
+            stop = max(stop, i + 1)
             f0 = scnt[0]
             e0 = scnt[1]
             status, j = _proc_batch(msgs, i, stop, arena, levels, index, books, ladder_keys,
                                     ladder_levels, meta, fills, l2, events, cnt, sf, se, scnt,
                                     trader, id_base, prefetch)
             st[S_I] = j
-            _slots_from_events(se, e0, scnt[1], st)
+            quote_reports(se, e0, scnt[1], slots)
             if scnt[0] > f0:
-                _account(sf, f0, scnt[0], trader, st, fst, fee_rate)
+                account(sf, f0, scnt[0], trader, pos, fst, fee_rate)
                 # one feed sample per message that filled the strategy, at its ts, in order:
                 # exactly the samples the one-message-at-a-time loop (and the Python path) takes
                 last = np.int64(-1)
@@ -582,9 +559,9 @@ def run_quotes(fn, msgs, st, fst, arena, levels, index, books, ladder_keys, ladd
             return status
         oseq[qh] = meta[M_SEQ]
         st[S_QH] = qh + 1
-        _slots_from_events(se, e0, scnt[1], st)
+        quote_reports(se, e0, scnt[1], slots)
         if scnt[0] > f0:
-            _account(sf, f0, scnt[0], trader, st, fst, fee_rate)
+            account(sf, f0, scnt[0], trader, pos, fst, fee_rate)
             # the strategy learns of the fill one feed latency later: a sample per notification,
             # as the Python path takes one, so both paths consume the same latency sequence
             _, st[S_FEED_CUR] = sample(feed_mode, feed_times, feed_vals, st[S_FEED_CUR],

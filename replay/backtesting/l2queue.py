@@ -7,7 +7,7 @@ aggregate behind the strategy's order: optimistic. Here the market book is repla
 recorded (each L2 row sets a level's total), and each strategy order carries ``ahead``, the
 quantity in front of it in its level's queue.
 
-Queue model (``queue_model``):
+Queue model (``queue_model``, one of ``queue_models``):
 - when a strategy order joins a level (a NEW that rests, or a MODIFY that changes price or raises
   the quantity), ``ahead`` = the level's aggregate quantity + the open quantity of the strategy's
   own earlier orders at that price and side;
@@ -17,10 +17,9 @@ Queue model (``queue_model``):
 - a trade *through* the order's price (a buyer paying more than a resting ask, a seller taking a
   bid below a resting bid) means the level was exhausted: ``ahead`` becomes 0 and the order
   fills ``min(leaves, trade qty)`` at its own price;
-- a level decrease without a trade: ``"conservative"`` assumes the cancelled quantity was behind
-  the order (``ahead`` only capped at the new total plus the strategy's own orders ahead);
-  ``"proportional"`` assumes it was spread evenly over the queue, so ``ahead`` falls by
-  ``decrease x ahead / old total`` (rounded down), then the same cap.
+- a level decrease without a trade: the queue model (``queue_models``: "conservative" leaves
+  ``ahead``, "proportional" lowers it by the decrease's share) moves ``ahead``, which is then
+  capped at the new total plus the open quantity of the strategy's own orders ahead;
 - a level increase is always behind the order.
 
 Marketable strategy orders take liquidity from the replayed book at the levels' prices, best
@@ -48,15 +47,19 @@ from numba import njit
 
 from exchange._cache_guard import guard
 from exchange.errors import UsageError
+from exchange.state import OK
 from exchange.schema import (DEPTH_DTYPE, EVENT_DTYPE, FILL_DTYPE, L2_DTYPE, Event, Flag, Kind,
                              OrderType, Reason, Side, Tif)
 
-from replay.backtesting.kernels import HIT as _HIT
+from replay.backtesting.kernels import HIT, ID_BASE, NEED_LIVE, NEED_STRAT
+from replay.backtesting.queue_models import ahead_after_decrease, as_queue_model
 
-# numba freezes schema codes and backtest_core's HIT into these kernels but keys them on this file
-guard(__name__, __file__, deps=("exchange.schema", "replay.backtesting.kernels"))
+# numba freezes schema codes and the statuses of ``kernels`` into these kernels, and inlines the
+# queue models' kernel, but keys them on this file
+guard(__name__, __file__, deps=("exchange.schema", "replay.backtesting.kernels",
+                                "replay.backtesting.queue_models"))
 
-__all__ = ["L2Flow", "L2_EVENT_DTYPE", "QUEUE_MODELS", "l2_events", "L2Sim", "TAKE_ID_BASE"]
+__all__ = ["L2Flow", "L2_EVENT_DTYPE", "l2_events", "L2Sim", "TAKE_ID_BASE"]
 
 L2_EVENT_DTYPE = np.dtype([
     ("ts", "<i8"),        # non-decreasing exchange time
@@ -69,15 +72,14 @@ L2_EVENT_DTYPE = np.dtype([
 ])
 EV_DEPTH = 0
 EV_TRADE = 1
-QUEUE_MODELS = {"conservative": 0, "proportional": 1}
 _POST_ONLY = int(Flag.POST_ONLY)
-TAKE_ID_BASE = 1 << 62   # trade ids of the strategy's own takes
+# trade ids of the strategy's own takes: the strategy's reserved id range, above every market id
+TAKE_ID_BASE = ID_BASE
 
-# statuses of the kernels (K.OK == 0 is shared with the engine)
-OK = 0
-NEED_OUT = 20      # the strategy's fill/event arrays need room
-NEED_ORDERS = 21   # the live-order table is full
-HIT = _HIT         # backtest_core's code: stopped after an event that filled the strategy
+# The kernels' statuses are ``kernels``' own: OK, HIT (stopped after an event that filled the
+# strategy), NEED_STRAT (the strategy's fill/event arrays need room), NEED_LIVE (the live-order
+# table is full).
+
 
 # columns of the live-order table ``so`` (rows [0, st[T_NLIVE]) in queue-join order)
 O_ID, O_SIDE, O_PRICE, O_LEAVES, O_FILLED, O_AHEAD = range(6)
@@ -182,7 +184,7 @@ def _set_rank(bqty, best, side, r, qty):
 
 
 @njit(cache=True)
-def top(px, bqty, best, out):
+def read_top(px, bqty, best, out):
     """Write [bid, bid_qty, ask, ask_qty] into ``out`` (0, 0 for an empty side)."""
     for side in range(2):
         r = best[side]
@@ -272,9 +274,7 @@ def _market_event(e, px, bqty, best, so, sf, se, scnt, st, trader):
             dec = old - e.qty
             for r in range(st[T_NLIVE]):
                 if so[r, O_SIDE] == side and so[r, O_PRICE] == e.price:
-                    a = so[r, O_AHEAD]
-                    if st[T_MODEL] == 1 and old > 0:
-                        a -= np.int64(np.floor(float(dec) * (float(a) / float(old))))
+                    a = ahead_after_decrease(st[T_MODEL], so[r, O_AHEAD], dec, old)
                     cap = e.qty + _own_ahead(so, st, r)
                     so[r, O_AHEAD] = min(max(a, 0), cap)
         return 0
@@ -307,11 +307,11 @@ def _market_event(e, px, bqty, best, so, sf, se, scnt, st, trader):
 @njit(cache=True)
 def advance_l2(ev, i, stop, px, bqty, best, so, sf, se, scnt, st, trader, stop_on_fill):
     """Apply market events ev[i:stop]; return (status, next i). HIT: ev[next i - 1] filled the
-    strategy (only with ``stop_on_fill``); OK: reached ``stop``; NEED_OUT: grow sf/se first."""
+    strategy (only with ``stop_on_fill``); OK: reached ``stop``; NEED_STRAT: grow sf/se first."""
     while i < stop:
         need = st[T_NLIVE] + 1
         if scnt[0] + need > len(sf) or scnt[1] + need > len(se):
-            return NEED_OUT, i
+            return NEED_STRAT, i
         st[T_SEQ] += 1
         st[T_TS] = ev[i].ts
         nf = _market_event(ev[i], px, bqty, best, so, sf, se, scnt, st, trader)
@@ -392,13 +392,13 @@ def _find_live(so, st, oid):
 
 @njit(cache=True)
 def strategy_message(m, px, bqty, best, so, sf, se, scnt, st, trader):
-    """Apply one strategy message (ORDER_DTYPE row); return OK, NEED_OUT or NEED_ORDERS (then
+    """Apply one strategy message (ORDER_DTYPE row); return OK, NEED_STRAT or NEED_LIVE (then
     nothing was applied)."""
     need = bqty.shape[1] + 4   # a take fills at most once per level
     if scnt[0] + need > len(sf) or scnt[1] + need > len(se):
-        return NEED_OUT
+        return NEED_STRAT
     if st[T_NLIVE] + 1 > so.shape[0]:
-        return NEED_ORDERS
+        return NEED_LIVE
     st[T_SEQ] += 1
     st[T_TS] = m.ts
     oid = np.int64(m.order_id)
@@ -487,14 +487,14 @@ def advance_orders(olog, i, stop, px, bqty, best, so, sf, se, scnt, st, trader):
 class L2Sim:
     """The replayed aggregate book and the strategy's live orders, with the strategy's outputs.
 
-    Quacks like the parts of ``Engine``/``backtest_core.EngineArrays`` the backtest driver uses:
+    Quacks like the parts of ``Engine``/``kernels.EngineArrays`` the backtest driver uses:
     ``seq``, ``depth(symbol, levels)``, ``sf``/``se``/``scnt`` (strategy fills, events, counts).
     """
 
-    def __init__(self, events: np.ndarray, model: str, trader: int, symbol: int = 0):
-        """``events`` from ``l2_events`` (its ``rank`` column is filled in here)."""
-        if model not in QUEUE_MODELS:
-            raise UsageError(f"queue_model must be one of {sorted(QUEUE_MODELS)}; got {model!r}")
+    def __init__(self, events: np.ndarray, model, trader: int, symbol: int = 0):
+        """``events`` from ``l2_events`` (its ``rank`` column is filled in here); ``model`` a
+        queue model or its name (UsageError for an unknown one)."""
+        model = as_queue_model(model)
         is_depth = events["kind"] == EV_DEPTH
         p = np.sort(events["price"][is_depth])
         self.px = p[np.concatenate(([True], p[1:] != p[:-1]))] if len(p) else p
@@ -507,7 +507,7 @@ class L2Sim:
         self.scnt = np.zeros(2, np.int64)
         self.st = np.zeros(T_SIZE, np.int64)
         self.st[T_TAKE_ID] = TAKE_ID_BASE
-        self.st[T_MODEL] = QUEUE_MODELS[model]
+        self.st[T_MODEL] = model.code
         self.st[T_SYMBOL] = symbol
         self.trader = int(trader)
 
@@ -518,11 +518,11 @@ class L2Sim:
 
     def grow(self, status: int) -> None:
         """Make room for what ``status`` names; RuntimeError for an unknown status (a bug)."""
-        if status == NEED_OUT:
+        if status == NEED_STRAT:
             need = self.bqty.shape[1] + len(self.so) + 8
             self.sf = _grow(self.sf, int(self.scnt[0]) + need)
             self.se = _grow(self.se, int(self.scnt[1]) + need)
-        elif status == NEED_ORDERS:
+        elif status == NEED_LIVE:
             so = np.zeros((2 * len(self.so), O_COLS), np.int64)
             so[: len(self.so)] = self.so
             self.so = so
@@ -547,9 +547,9 @@ class L2Sim:
                 return i
             self.grow(status)
 
-    def top(self, out: np.ndarray) -> np.ndarray:
+    def read_top(self, out: np.ndarray) -> np.ndarray:
         """Write [bid, bid_qty, ask, ask_qty] into ``out`` and return it."""
-        top(self.px, self.bqty, self.best, out)
+        read_top(self.px, self.bqty, self.best, out)
         return out
 
     def depth(self, symbol=0, levels: int = 10):

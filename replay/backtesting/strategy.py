@@ -4,7 +4,7 @@ A strategy subclasses ``Strategy`` and overrides the callbacks it needs:
 
 - ``on_start(ctx)``: once, before the first market message (local time = first message's ts).
 - ``on_book(ctx, book)``: after every ``every`` market messages (class or instance attribute;
-  0 = never). ``book`` is a ``BookView`` of the state after the last of them.
+  0 = never). ``book`` is a ``MarketView`` of the state after the last of them.
 - ``on_fill(ctx, fill)``: once per fill of one of its orders (``Fill``), as soon as it happens.
 - ``on_order(ctx, event)``: once per execution report of one of its orders (EVENT_DTYPE row).
 - ``on_timer(ctx, ts)``: every ``timer_ns`` of local time (0 = never), or at times set with
@@ -24,9 +24,9 @@ every market id). ``ctx.position``, ``ctx.cash`` (ticks x lots; a buy lowers it)
 change only when fills are reported; ``ctx.open_orders`` holds orders sent and not yet known to be
 done (filled, cancelled, or rejected before going live / as unknown).
 
-``QuoteStrategy`` runs an ``@njit`` quote function through this Python API with exactly the
-reconcile rule of the njit fast path (``backtest_core.reconcile``): the same function gives the
-same fills on both paths.
+``QuoteStrategy`` runs an ``@njit`` quote function through this Python API with the quote rules
+of ``replay.backtesting.quoting``, the very functions the njit fast path calls: the same function
+gives the same fills on both paths.
 """
 
 from __future__ import annotations
@@ -41,7 +41,9 @@ from exchange.errors import UsageError
 from exchange.schema import (EVENT_DTYPE, FILL_DTYPE, Event, Flag, Kind, OrderType,
                              Reason, Side, Tif)
 
-__all__ = ["Strategy", "Context", "BookView", "Fill", "OpenOrder", "QuoteStrategy"]
+from replay.backtesting.quoting import NO_ACTION, SLOTS, fill_effect, quote_report, reconcile
+
+__all__ = ["Strategy", "Context", "MarketView", "Fill", "OpenOrder", "QuoteStrategy"]
 
 
 class Strategy:
@@ -53,7 +55,7 @@ class Strategy:
     def on_start(self, ctx: "Context") -> None:
         """Called once before the first market message."""
 
-    def on_book(self, ctx: "Context", book: "BookView") -> None:
+    def on_book(self, ctx: "Context", book: "MarketView") -> None:
         """Called after every ``every`` market messages."""
 
     def on_fill(self, ctx: "Context", fill: "Fill") -> None:
@@ -91,7 +93,7 @@ class OpenOrder:
     acked: bool = False
 
 
-class BookView:
+class MarketView:
     """What the strategy sees at a wake-up: top of book at exchange time ``ts``.
 
     ``bid``/``ask`` are 0 (and their qty 0) when that side is empty. ``depth(levels)`` returns the
@@ -132,7 +134,7 @@ class Context:
         self.cash = 0.0
         self.fees = 0.0
         self.open_orders: dict[int, OpenOrder] = {}
-        self.book: BookView | None = None
+        self.book: MarketView | None = None
 
     # -- order entry ----------------------------------------------------------------------
     def buy(self, price: int, qty: int, *, tif: str = "gtc", post_only: bool = False,
@@ -192,20 +194,16 @@ class Context:
         side the strategy is on) when ``want``, else an empty list."""
         out = []
         price, qty = f[_F_PRICE], f[_F_QTY]
-        notional = float(price) * float(qty)
-        for side, tr, oid in ((Side.BUY, f[_F_BUY_TRADER], f[_F_BUY_ID]),
-                              (Side.SELL, f[_F_SELL_TRADER], f[_F_SELL_ID])):
+        for side, tr, oid in ((0, f[_F_BUY_TRADER], f[_F_BUY_ID]),
+                              (1, f[_F_SELL_TRADER], f[_F_SELL_ID])):
             if tr != trader:
                 continue
-            if side == Side.BUY:
-                self.position += qty
-                self.cash -= notional
-            else:
-                self.position -= qty
-                self.cash += notional
-            self.fees += notional * self._fee_rate
+            dpos, dcash, fee = fill_effect(side, price, qty, self._fee_rate)
+            self.position += dpos
+            self.cash += dcash
+            self.fees += fee
             if want:
-                out.append(Fill(f[_F_TS], local_ts, oid, int(side), price, qty, f[_F_TRADE_ID],
+                out.append(Fill(f[_F_TS], local_ts, oid, side, price, qty, f[_F_TRADE_ID],
                                 f[_F_AGGRESSOR] == side))
         return out
 
@@ -234,11 +232,12 @@ _E_ID, _E_EVENT, _E_LEAVES, _E_FILLED, _E_REASON = (EVENT_DTYPE.names.index(k) f
 
 
 class QuoteStrategy(Strategy):
-    """Run an ``@njit`` quote function on the Python path, with the fast path's reconcile rule.
+    """Run an ``@njit`` quote function on the Python path, with the rules of ``quoting``.
 
     ``fn(local_ts, bid, bid_qty, ask, ask_qty, position, cash, state, params, quote)`` writes
     [bid_px, bid_qty, ask_px, ask_qty] into ``quote`` (int64[4]); ``state`` (float64) is the
-    function's memory, ``params`` (float64) its parameters. Raises UsageError if ``every`` < 1.
+    function's memory, ``params`` (float64) its parameters. ``slots`` holds the live quotes
+    (``quoting``'s layout). Raises UsageError if ``every`` < 1.
     """
 
     def __init__(self, fn, params=(), state_size: int = 8, every: int = 100):
@@ -248,40 +247,25 @@ class QuoteStrategy(Strategy):
         self.params = np.asarray(params, np.float64)
         self.state = np.zeros(state_size, np.float64)
         self.every = int(every)
+        self.slots = np.zeros(SLOTS, np.int64)
         self._quote = np.zeros(4, np.int64)
-        self._slots = [[0, 0, 0, False], [0, 0, 0, False]]   # id, price, qty, live (per side)
 
     def on_order(self, ctx, event) -> None:
-        self._report(int(event["order_id"]), int(event["event"]))
-
-    def _report(self, order_id: int, event: int) -> None:
-        """A quote stops being live once its order is filled, cancelled or rejected (the rule of
-        ``backtest_core._slots_from_events``); the driver calls this directly with plain ints."""
-        if event == Event.FILLED or event == Event.CANCELLED or event == Event.REJECTED:
-            for s in self._slots:
-                if s[3] and s[0] == order_id:
-                    s[3] = False
+        quote_report(self.slots, int(event["order_id"]), int(event["event"]))
 
     def on_book(self, ctx, book) -> None:
-        q = self._quote
+        q, slots = self._quote, self.slots
         self.fn(ctx.now, book.bid, book.bid_qty, book.ask, book.ask_qty, ctx.position, ctx.cash,
                 self.state, self.params, q)
-        bid, bid_qty, ask, ask_qty = q.tolist()
-        self._reconcile(ctx, 0, bid, bid_qty)
-        self._reconcile(ctx, 1, ask, ask_qty)
-
-    def _reconcile(self, ctx, side: int, price: int, qty: int) -> None:
-        """Move one side's quote to (price, qty): ``backtest_core.reconcile``'s rule."""
-        s = self._slots[side]
-        if price <= 0:
-            qty = 0
-        if s[3]:
-            if qty <= 0:
-                ctx.cancel(s[0])
-                s[3] = False
-            elif price != s[1] or qty != s[2]:
-                ctx.modify(s[0], price, qty)
-                s[1], s[2] = price, qty
-        elif qty > 0:
-            oid = ctx.buy(price, qty) if side == Side.BUY else ctx.sell(price, qty)
-            self._slots[side] = [oid, price, qty, True]
+        todo = reconcile(slots, q)
+        if todo[0] == NO_ACTION and todo[1] == NO_ACTION:
+            return
+        sl = slots.tolist()
+        for side, action in enumerate(todo):
+            oid, price, qty = sl[4 * side: 4 * side + 3]
+            if action == Kind.NEW:
+                slots[4 * side] = ctx.buy(price, qty) if side == 0 else ctx.sell(price, qty)
+            elif action == Kind.MODIFY:
+                ctx.modify(oid, price, qty)
+            elif action == Kind.CANCEL:
+                ctx.cancel(oid)

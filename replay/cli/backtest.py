@@ -1,8 +1,8 @@
 """``exsim backtest``: run a strategy class against a scenario, a LOBSTER day, a Binance L2 capture
 or a stored run.
 
-A thin layer over ``replay.backtesting.driver.backtest``: it imports the strategy class named on the command
-line, builds it with ``--param`` keyword arguments, runs the backtest and prints the summary as
+A thin layer over ``replay.backtesting.driver.backtest``: it builds the strategy class named on the
+command line with ``--param`` keyword arguments (``replay.backtesting.loading.load_strategy``), runs the backtest and prints the summary as
 a table (or JSON), optionally writing the plot and journaling the merged run.
 
 Invariant: a bad ``--strategy`` (unimportable module, missing class, not a Strategy) or a bad
@@ -11,14 +11,14 @@ Invariant: a bad ``--strategy`` (unimportable module, missing class, not a Strat
 
 from __future__ import annotations
 
-import importlib
 import json
 
 from exchange.errors import UsageError
 
+from replay.backtesting.loading import load_strategy
 from replay.cli.common import EXIT_OK, print_table
 
-__all__ = ["register", "cmd_backtest", "load_strategy", "add_backtest_arguments"]
+__all__ = ["register", "cmd_backtest", "add_backtest_arguments"]
 
 DEFAULT_STRATEGY = "replay.backtesting.strategies:InventoryMarketMaker"
 
@@ -32,42 +32,6 @@ examples:
         --param skew_lots=100000 --param max_position=1000000 --param every=500 \\
         --feed-ns 1000000 --order-ns 1000000 --queue-model proportional   # L2-only flow
 """
-
-
-def load_strategy(spec: str, params: list[str]):
-    """Return an instance of the ``module:Class`` strategy ``spec`` built with ``params``.
-
-    ``params`` are ``key=value`` strings; values are parsed as JSON when they can be (numbers,
-    true/false, lists), else kept as strings. Raises UsageError naming what could not be loaded.
-    """
-    from replay.backtesting.strategy import Strategy
-
-    module_name, _, class_name = spec.partition(":")
-    if not module_name or not class_name:
-        raise UsageError(f"--strategy must be MODULE:CLASS; got {spec!r}")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as e:
-        raise UsageError(f"--strategy {spec}: cannot import {module_name!r}: {e}") from None
-    cls = getattr(module, class_name, None)
-    if cls is None:
-        raise UsageError(f"--strategy {spec}: module {module_name!r} has no {class_name!r}")
-    kwargs = {}
-    for item in params:
-        key, sep, raw = item.partition("=")
-        if not sep or not key:
-            raise UsageError(f"--param must be KEY=VALUE; got {item!r}")
-        try:
-            kwargs[key] = json.loads(raw)
-        except json.JSONDecodeError:
-            kwargs[key] = raw
-    try:
-        strategy = cls(**kwargs)
-    except TypeError as e:
-        raise UsageError(f"--strategy {spec}: {e}") from None
-    if not isinstance(strategy, Strategy):
-        raise UsageError(f"--strategy {spec}: {class_name} is not a replay.Strategy")
-    return strategy
 
 
 def add_backtest_arguments(p) -> None:

@@ -29,7 +29,7 @@ def measure_throughput(messages: int, symbols: int, runs: int, batch: int) -> di
 
     Raises UsageError for non-positive sizes.
     """
-    from exchange import Engine
+    from exchange import Engine, OutputBuffers
     from scenarios.generators.uniform import BENCH_1M, uniform_flow
 
     if min(messages, symbols, runs, batch) < 1:
@@ -42,9 +42,10 @@ def measure_throughput(messages: int, symbols: int, runs: int, batch: int) -> di
         for s in range(symbols):
             eng.add_symbol(f"S{s}")
         counts = {"fills": 0, "l2": 0, "events": 0}
+        out = OutputBuffers(batch)
         t0 = time.perf_counter()
         for lo in range(0, len(flow), batch):
-            res = eng.process(flow[lo: lo + batch], reuse=True)
+            res = eng.process(flow[lo: lo + batch], out=out)
             counts["fills"] += len(res.fills)
             counts["l2"] += len(res.l2)
             counts["events"] += len(res.events)

@@ -15,17 +15,20 @@ Invariants:
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from typing import Iterable, Sequence
 
 from exchange.errors import StoreError, UsageError
 
+from replay.export import symbol_tick_size
+from replay.progress import progress
+from replay.simulation import dir_bytes
+
 __all__ = [
     "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "Formatter", "parse_range", "progress",
     "format_table", "print_table", "open_catalog", "symbol_names", "symbol_tick_size", "resolve_symbol", "note",
-    "dir_bytes", "human_bytes", "umask", "printable",
+    "dir_bytes", "human_bytes", "printable",
 ]
 
 EXIT_OK = 0        # the command did what was asked and every check passed
@@ -61,18 +64,6 @@ def parse_range(text: str, what: str = "--seq") -> tuple[int, int]:
     if lo > hi:
         raise UsageError(f"{what} {text!r}: the low bound is above the high bound")
     return lo, hi
-
-
-def progress(iterable=None, *, total=None, desc: str = "", unit: str = "it", quiet: bool = False):
-    """Return a tqdm progress bar on stderr, disabled when ``quiet`` or stderr is not a terminal.
-
-    why disable off a TTY: bars in CI logs and pipes are noise, and tests compare stderr.
-    """
-    from tqdm import tqdm
-
-    disable = quiet or not sys.stderr.isatty()
-    return tqdm(iterable, total=total, desc=desc, unit=unit, file=sys.stderr, disable=disable,
-                leave=False, dynamic_ncols=True)
 
 
 def printable(text) -> str:
@@ -158,45 +149,12 @@ def symbol_names(catalog) -> dict[int, str]:
     return {int(r["id"]): str(r["name"]) for r in catalog.symbols()}
 
 
-def symbol_tick_size(row: dict):
-    """Return a catalog symbol row's tick size as the engine was given it (int or float).
-
-    ``row`` is one of ``Catalog.symbols()`` (info a dict) or a raw table row (info JSON text).
-    why the info JSON: catalogs made before the ``tick_size`` column was REAL hold 0 for 0.01;
-    the engine config kept in ``info`` has the real value.
-    """
-    info = row.get("info")
-    if not isinstance(info, dict):
-        try:
-            info = json.loads(info or "{}")
-        except (TypeError, ValueError):
-            info = {}
-    tick = info.get("tick_size", row.get("tick_size")) if isinstance(info, dict) else None
-    return row.get("tick_size") if tick is None else tick
-
-
 def resolve_symbol(catalog, name: str, data_dir: str) -> int:
-    """Return the id of symbol ``name`` in the catalog.
+    """Return the id of symbol ``name`` (a name or an id) in ``catalog`` (``Catalog.resolve_symbol``).
 
-    Raises UsageError listing the directory's symbols when it has no such symbol.
+    Raises UsageError naming ``data_dir``'s symbols when it has no such symbol.
     """
-    sid = catalog.symbol_id(name)
-    if sid is None:
-        known = ", ".join(symbol_names(catalog).values()) or "none"
-        raise UsageError(f"{data_dir}: unknown symbol {name!r} (symbols: {known})")
-    return int(sid)
-
-
-def dir_bytes(path: str) -> int:
-    """Return the total size of the files under ``path``."""
-    total = 0
-    for dirpath, _, files in os.walk(path):
-        for f in files:
-            try:
-                total += os.path.getsize(os.path.join(dirpath, f))
-            except OSError:
-                pass   # why: a file may vanish under a concurrent compaction; sizes are informative
-    return total
+    return catalog.resolve_symbol(name)
 
 
 def human_bytes(n: int) -> str:
@@ -207,10 +165,3 @@ def human_bytes(n: int) -> str:
             return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
         size /= 1024
     return f"{n} B"
-
-
-def umask() -> int:
-    """Return the process umask (reading it means setting it; it is set straight back)."""
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask

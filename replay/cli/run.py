@@ -1,5 +1,8 @@
 """``exsim simulate`` and ``exsim demo``: order flow → Engine → journaled Session → sealed data directory.
 
+A layer over ``scenarios.open_flow`` (the scenario or ``--flow`` files) and
+``replay.simulation.simulate`` (the run, built aside and renamed into place).
+
 Invariants:
 - Every input is validated (scenario or flow file parsed, the whole flow generated, the output
   path checked) before anything is written.
@@ -11,24 +14,19 @@ Invariants:
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import shutil
 import sys
 import tempfile
-import time
-from dataclasses import dataclass, field
 
 from exchange.errors import UsageError
 
-from replay.cli.common import (
-    EXIT_FAILED, EXIT_OK, format_table, human_bytes, dir_bytes, note, progress, umask,
-)
+from replay.cli.common import EXIT_FAILED, EXIT_OK, format_table, human_bytes, note
+from replay.simulation import SimSummary, simulate
 
-__all__ = ["register", "cmd_simulate", "cmd_demo", "run_simulation", "SimSummary", "load_flow"]
+__all__ = ["register", "cmd_simulate", "cmd_demo"]
 
 FSYNC_POLICIES = {"batch": "fsync", "interval": "interval", "none": "none"}
-FLOW_FORMATS = {"quantcup": 1, "lobster": 2, "binance": 1}   # format -> number of files
 STP_MODES = ("none", "cancel_resting", "cancel_incoming", "cancel_both")
 
 SIMULATE_EXAMPLES = """\
@@ -46,38 +44,6 @@ example:
   exsim demo                    # in a temporary directory, removed afterwards
   exsim demo --out runs/demo    # keep the data directory
 """
-
-
-@dataclass
-class Flow:
-    """Orders ready for the engine, the symbols to register first, and what produced them."""
-
-    orders: object                               # ORDER_DTYPE array
-    symbols: list[tuple[str, float]]             # (name, tick size) in symbol-id order
-    label: str                                   # e.g. "default" or "quantcup:feed.csv"
-    seed: int | None = None
-    info: dict = field(default_factory=dict)     # recorded in the catalog's runs table
-
-
-@dataclass
-class SimSummary:
-    """What a simulation produced (printed by ``simulate`` and ``demo``)."""
-
-    data_dir: str
-    label: str
-    seed: int | None
-    messages: int
-    fills: int
-    volume: int
-    rejects: int
-    seconds: float
-    top: list[tuple]                             # (symbol, tick, bid, bid qty, ask, ask qty)
-    bytes: int = 0
-
-    @property
-    def rate(self) -> float:
-        """Messages per second through engine, journal and final seal (generation excluded)."""
-        return self.messages / self.seconds if self.seconds > 0 else float("inf")
 
 
 def register(sub, parents, formatter) -> None:
@@ -124,62 +90,36 @@ def register(sub, parents, formatter) -> None:
 
 # -- inputs ------------------------------------------------------------------------------------
 
-def _symbol_from_file(path: str) -> str:
-    """AMZN_2012-06-21_..._message_1.csv -> AMZN; btcusdt_20240808.gz -> BTCUSDT."""
-    base = os.path.basename(path).split(".", 1)[0]
-    return (base.split("_", 1)[0] or base).upper()
+def load_flow(fmt: str, files: list[str], symbol: str | None):
+    """Check a ``--flow FORMAT FILE...`` argument and open it with ``scenarios.open_flow``.
 
-
-def load_flow(fmt: str, files: list[str], symbol: str | None) -> Flow:
-    """Load a real-data flow with the scenarios loaders.
-
-    Returns a Flow with one symbol. Raises UsageError for an unknown format or the wrong number of
-    files, InputError (from the loader, naming file and line) for a malformed file.
+    Returns a Flow with one symbol. Raises UsageError for an unknown format, the wrong number of
+    files or a missing file, InputError (from the loader, naming file and line) for a malformed one.
     """
-    if fmt not in FLOW_FORMATS:
-        raise UsageError(f"--flow: unknown format {fmt!r}; formats: {', '.join(FLOW_FORMATS)}")
-    if len(files) != FLOW_FORMATS[fmt]:
+    from scenarios.flows import FORMATS, open_flow
+
+    if fmt not in FORMATS:
+        raise UsageError(f"--flow: unknown format {fmt!r}; formats: {', '.join(FORMATS)}")
+    if len(files) != FORMATS[fmt]:
         want = "MESSAGES BOOK" if fmt == "lobster" else "FILE"
         raise UsageError(f"--flow {fmt} takes {want}, got {len(files)} file(s)")
     for f in files:
         if not os.path.isfile(f):
             raise UsageError(f"--flow {fmt}: {f}: no such file")
-    name = symbol or _symbol_from_file(files[0])
-    info = {"flow": fmt, "files": [os.path.abspath(f) for f in files]}
-    if fmt == "quantcup":
-        from scenarios import load_quantcup
-
-        # the feed's prices are already integer ticks
-        return Flow(load_quantcup(files[0]), [(name, 1)], f"quantcup:{os.path.basename(files[0])}", info=info)
-    if fmt == "lobster":
-        from scenarios.loaders.lobster import load_lobster
-
-        lf = load_lobster(files[0], files[1])
-        # why 0.01: the loader converts LOBSTER prices to ticks of one cent
-        return Flow(lf.orders, [(name, 0.01)], f"lobster:{os.path.basename(files[0])}", info=info)
-    from scenarios.loaders.binance import load_binance
-
-    tick = "0.01"
-    bd = load_binance(files[0], tick=tick)
-    return Flow(bd.orders, [(name, float(tick))], f"binance:{os.path.basename(files[0])}",
-                info={**info, "tick": tick})
+    return open_flow(files, fmt=fmt, symbol=symbol)
 
 
-def load_scenario_flow(name: str, seed: int | None) -> Flow:
-    """Load a scenario (preset or file), apply a seed override and generate its flow.
+def load_scenario_flow(name: str, seed: int | None):
+    """Open a scenario (preset or file) with a seed override as a Flow (generated whole).
 
     Raises InputError for a missing or invalid scenario, UsageError for a bad seed or parameter.
     """
-    from scenarios import load_scenario
+    from scenarios import load_scenario, open_flow
 
     sc = load_scenario(name)
-    if seed is not None:
-        if seed < 0:
-            raise UsageError(f"--seed must be >= 0, got {seed}")
-        sc = dataclasses.replace(sc, seed=seed)
-    orders = sc.generate()
-    return Flow(orders, [(s.name, s.tick_size) for s in sc.symbols], sc.name, sc.seed,
-                info={"scenario_spec": sc.describe()})
+    if seed is not None and seed < 0:
+        raise UsageError(f"--seed must be >= 0, got {seed}")
+    return open_flow(sc, seed=seed)
 
 
 def check_out_dir(out: str, force: bool) -> bool:
@@ -198,75 +138,6 @@ def check_out_dir(out: str, force: bool) -> bool:
     if not force:
         raise UsageError(f"--out {out}: already holds a data directory (use --force to replace it)")
     return True
-
-
-# -- the run -----------------------------------------------------------------------------------
-
-def run_simulation(flow: Flow, out: str, *, batch: int, durability: str, stp: str = "none",
-                   replace: bool = False, quiet: bool = False, on_batch=None) -> SimSummary:
-    """Run ``flow`` through a fresh Engine journaled by a Session into ``out``; return a SimSummary.
-
-    The directory is written under a temporary sibling name and renamed to ``out`` after the
-    session closed; on any failure the temporary directory is removed. ``replace`` swaps out an
-    existing data directory at ``out``. ``on_batch(engine, seq)`` is called after each batch.
-    Raises UsageError for a bad batch size, WriteError/StoreError if the store fails.
-    """
-    import numpy as np
-
-    from exchange import Engine, Event
-    from store import Session
-
-    if batch < 1:
-        raise UsageError(f"--batch must be >= 1, got {batch}")
-    engine = Engine(stp=stp)
-    for name, tick in flow.symbols:
-        engine.add_symbol(name, tick_size=tick)
-    out = os.path.abspath(out)
-    parent = os.path.dirname(out)
-    os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(out)}.exsim-", dir=parent)
-    os.chmod(tmp, 0o777 & ~umask())   # why: mkdtemp makes it private; DIR should be like mkdir's
-    orders = flow.orders
-    fills = volume = rejects = 0
-    try:
-        run_info = {"scenario": flow.label, "seed": flow.seed, "batch": batch,
-                    "durability": durability, **flow.info}
-        session = Session.create(tmp, engine, run_info=run_info, durability=durability)
-        t0 = time.perf_counter()
-        try:
-            with progress(total=orders.size, desc="simulate", unit="msg", quiet=quiet) as bar:
-                for lo in range(0, orders.size, batch):
-                    res = session.process(orders[lo:lo + batch])
-                    fills += res.fills.size
-                    volume += int(res.fills["qty"].sum())
-                    rejects += int(np.count_nonzero(res.events["event"] == Event.REJECTED))
-                    if on_batch is not None:
-                        on_batch(engine, engine.seq)
-                    bar.update(min(batch, orders.size - lo))
-        finally:
-            session.close()
-        seconds = time.perf_counter() - t0
-        top = []
-        for name, tick in flow.symbols:
-            bids, asks = engine.depth(name, levels=1)
-            top.append((name, tick,
-                        int(bids["price"][0]) if bids.size else None, int(bids["qty"][0]) if bids.size else None,
-                        int(asks["price"][0]) if asks.size else None, int(asks["qty"][0]) if asks.size else None))
-        if replace:
-            # why rename first: the old directory disappears only once the new one is complete
-            trash = tempfile.mkdtemp(prefix=f".{os.path.basename(out)}.old-", dir=parent)
-            os.rename(out, os.path.join(trash, "old"))
-            os.rename(tmp, out)
-            shutil.rmtree(trash, ignore_errors=True)
-        else:
-            if os.path.isdir(out):
-                os.rmdir(out)   # checked empty before the run; rename needs it gone
-            os.rename(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return SimSummary(out, flow.label, flow.seed, int(orders.size), fills, volume, rejects, seconds,
-                      top, dir_bytes(out))
 
 
 def print_summary(s: SimSummary) -> None:
@@ -295,8 +166,10 @@ def cmd_simulate(args) -> int:
         flow = load_scenario_flow(args.scenario or "default", args.seed)
     # why check again: generating a large flow takes a while and the directory may have appeared
     replace = check_out_dir(args.out, args.force) or replace
-    summary = run_simulation(flow, args.out, batch=args.batch, durability=FSYNC_POLICIES[args.fsync],
-                             stp=args.stp, replace=replace, quiet=args.quiet)
+    if args.batch < 1:
+        raise UsageError(f"--batch must be >= 1, got {args.batch}")
+    summary = simulate(flow, args.out, batch=args.batch, durability=FSYNC_POLICIES[args.fsync],
+                       stp=args.stp, replace=replace, quiet=args.quiet)
     print_summary(summary)
     return EXIT_OK
 
@@ -359,8 +232,8 @@ def cmd_demo(args) -> int:
         scratch = tempfile.mkdtemp(prefix="exsim-demo-")
         out = os.path.join(scratch, "data")
     try:
-        summary = run_simulation(flow, out, batch=batch, durability="none", replace=replace,
-                                 quiet=args.quiet, on_batch=capture)
+        summary = simulate(flow, out, batch=batch, durability="none", replace=replace,
+                           quiet=args.quiet, on_batch=capture)
         print_summary(summary)
         steps = [("simulate", True, f"{summary.messages:,} messages, {summary.fills:,} fills, "
                                     f"{summary.rate:,.0f} msgs/s")]

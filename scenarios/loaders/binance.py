@@ -46,7 +46,9 @@ from exchange.schema import FILL_DTYPE, L2_DTYPE, ORDER_DTYPE, Kind, OrderType, 
 
 from scenarios.loaders._parse import column_decimal, read_lines
 
-__all__ = ["load_binance", "BinanceData", "TICKER_DTYPE"]
+__all__ = ["load_binance", "BinanceData", "TICKER_DTYPE", "DEFAULT_TICK"]
+
+DEFAULT_TICK = "0.01"               # price of one tick (USDT) unless the caller gives one
 
 TICKER_DTYPE = np.dtype(
     [("ts", "<i8"), ("update_id", "<i8"), ("bid", "<i8"), ("bid_qty", "<i8"), ("ask", "<i8"),
@@ -76,7 +78,7 @@ def _digits(step: str) -> int:
     return -d.adjusted()
 
 
-def load_binance(path: str | os.PathLike, symbol: int = 0, tick: str = "0.01", lot: str = "0.00000001") -> BinanceData:
+def load_binance(path: str | os.PathLike, symbol: int = 0, tick: str = DEFAULT_TICK, lot: str = "0.00000001") -> BinanceData:
     """Read a Binance capture and return BinanceData (L2 rows, market-by-price flow, trades, tickers).
 
     Raises InputError naming file and line for a line that is not ``<ns> <JSON>``, a record missing

@@ -56,9 +56,10 @@ from exchange.schema import ORDER_DTYPE, Kind, OrderType, Side, Tif
 from scenarios.loaders._parse import column_decimal, column_int, read_lines, split_columns
 
 __all__ = ["load_lobster", "LobsterFlow", "HIDDEN_TRADE_DTYPE", "EXPECTED_TRADE_DTYPE",
-           "LOBSTER_TICK", "SYNTHETIC_ID_BASE", "SEED", "CORRECTION", "unpredictable_rows"]
+           "LOBSTER_TICK", "TICK_SIZE", "SYNTHETIC_ID_BASE", "SEED", "CORRECTION", "unpredictable_rows"]
 
 LOBSTER_TICK = 100                 # LOBSTER prices are dollars x 10000; one tick is one cent
+TICK_SIZE = 0.01                   # the price of one engine tick of a loaded flow, in dollars
 SYNTHETIC_ID_BASE = 1 << 40        # ids the loader invents (seed, re-seed, IOC aggressors)
 EMPTY_ASK, EMPTY_BID = 9999999999, -9999999999   # LOBSTER's dummy prices for empty levels
 _EMPTY_ASK_TICKS = int(np.iinfo(np.int64).max)    # an empty ask level once converted to ticks

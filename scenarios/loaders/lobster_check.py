@@ -26,7 +26,7 @@ import numpy as np
 from exchange.schema import Side
 
 from scenarios.loaders.l2book import top_of_book
-from scenarios.loaders.lobster import LobsterFlow, unpredictable_rows
+from scenarios.loaders.lobster import TICK_SIZE, LobsterFlow, unpredictable_rows
 
 __all__ = ["check_lobster"]
 
@@ -46,7 +46,7 @@ def check_lobster(flow: LobsterFlow, engine=None) -> dict:
 
     if engine is None:
         engine = Engine()
-        engine.add_symbol("LOBSTER", tick_size=0.01)
+        engine.add_symbol("LOBSTER", tick_size=TICK_SIZE)
     res = engine.process(flow.orders)
     top = top_of_book(res.l2, flow.seq_after, flow.depth)
     book = flow.book

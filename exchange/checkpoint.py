@@ -1,0 +1,215 @@
+"""The checkpoint layout: the one writer and the one parser of an engine's state as bytes.
+
+Layout (little-endian): magic "EXSIMCKP", u32 version (1), u32 header length H, H bytes of header
+JSON, u64 row count N, N CHECKPOINT_DTYPE rows (live orders in priority order: symbols
+ascending, bids then asks, best level first, FIFO within a level), u32 CRC32C of everything
+before it. The header is ``json.dumps(..., sort_keys=True)`` of ``{"config": {"stp", "symbols":
+[{"name", "id", "tick_size", "min_price", "max_price"}]}, "seq", "trade_id", "next_auto_id"}``.
+
+Invariants: ``encode`` is canonical (one byte string per state); ``parse`` accepts only what
+``encode`` can write, checking the frame before allocating anything (magic, checksum, version,
+a header length and row count that fit the blob) and then every header field, and raises
+CorruptionError ("checkpoint: ...", with the byte offset) naming the first problem. The rows
+are checked against the books by the engine (``checkpoint_kernels.check_rows``), whose findings
+``row_problem`` words. Nothing else in exsim reads these bytes: store keeps them opaque and
+replay restores them through ``Engine.restore``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+from typing import NamedTuple
+
+import crc32c
+import numpy as np
+
+from . import checkpoint_kernels as ck_kernels
+from .errors import CorruptionError
+from .schema import CHECKPOINT_DTYPE, MAX_LEVEL_QTY, MAX_PRICE, MAX_QTY, Side, Stp
+
+__all__ = ["MAGIC", "VERSION", "MAX_ORDERS", "Checkpoint", "encode", "header_bytes", "frame",
+           "parse", "row_problem", "positive_number"]
+
+MAGIC = b"EXSIMCKP"
+VERSION = 1
+MAX_ORDERS = (1 << 31) - 1   # arena slots, levels and their links are int32
+_I64_MAX = (1 << 63) - 1
+_U64_MAX = (1 << 64) - 1
+
+_HEADER_FIELDS = {"config", "seq", "trade_id", "next_auto_id"}
+_CONFIG_FIELDS = {"stp", "symbols"}
+_SYMBOL_FIELDS = {"name", "id", "tick_size", "min_price", "max_price"}
+
+
+class Checkpoint(NamedTuple):
+    """A parsed checkpoint whose frame and header passed every check (rows not yet checked)."""
+
+    header: bytes      # the header JSON exactly as stored
+    stp: str           # self-trade prevention mode's name
+    symbols: list      # (name, tick_size, min_price, max_price) per symbol id
+    counters: tuple    # (seq, trade_id, next_auto_id)
+    rows: np.ndarray   # CHECKPOINT_DTYPE, a read-only view into the blob
+    rows_at: int       # byte offset of the first row (for error offsets)
+
+
+def positive_number(value) -> bool:
+    """Whether ``value`` is a plain int or float (not bool), finite and > 0."""
+    if type(value) is int:
+        return value > 0
+    return type(value) is float and math.isfinite(value) and value > 0
+
+
+def header_bytes(header: dict) -> bytes:
+    """Return the canonical bytes of a checkpoint header (sorted-key JSON, default separators)."""
+    return json.dumps(header, sort_keys=True).encode()
+
+
+def encode(header: dict, rows: np.ndarray) -> bytes:
+    """Return the checkpoint bytes of ``header`` (see the module) and CHECKPOINT_DTYPE ``rows``."""
+    head = header_bytes(header)
+    body = (MAGIC + struct.pack("<II", VERSION, len(head)) + head
+            + struct.pack("<Q", len(rows)) + rows.tobytes())
+    return body + struct.pack("<I", crc32c.crc32c(body))
+
+
+def frame(blob) -> tuple[bytes, np.ndarray, int]:
+    """Check a checkpoint's frame; return (header bytes, rows view, byte offset of the rows).
+
+    ``blob`` is bytes-like. Raises CorruptionError for a bad magic, checksum or version, or a
+    header length or row count that does not fit the blob (checked before anything is
+    allocated)."""
+    if len(blob) < 28 or bytes(blob[:8]) != MAGIC:
+        raise CorruptionError("checkpoint: not an exsim checkpoint (bad magic or shorter than "
+                              "28 bytes)", offset=0)
+    (crc,) = struct.unpack_from("<I", blob, len(blob) - 4)
+    if crc32c.crc32c(blob[:-4]) != crc:
+        raise CorruptionError("checkpoint: checksum mismatch", offset=len(blob) - 4)
+    version, hlen = struct.unpack_from("<II", blob, 8)
+    if version != VERSION:
+        raise CorruptionError(f"checkpoint: version {version} is not supported", offset=8)
+    start = 24 + hlen
+    if start + 4 > len(blob):
+        raise CorruptionError(f"checkpoint: header length {hlen} runs past the end of the "
+                              f"{len(blob)}-byte blob", offset=12)
+    (nrows,) = struct.unpack_from("<Q", blob, 16 + hlen)
+    room = len(blob) - 4 - start
+    if nrows * CHECKPOINT_DTYPE.itemsize != room:
+        raise CorruptionError(
+            f"checkpoint: row count {nrows} does not fit the {room} bytes of rows "
+            f"({CHECKPOINT_DTYPE.itemsize} bytes a row)", offset=16 + hlen)
+    if nrows > MAX_ORDERS:
+        raise CorruptionError(f"checkpoint: {nrows} rows exceed the engine's {MAX_ORDERS} "
+                              "order slots", offset=16 + hlen)
+    rows = np.frombuffer(blob, CHECKPOINT_DTYPE, count=nrows, offset=start)
+    return bytes(blob[16:16 + hlen]), rows, start
+
+
+def parse(blob) -> Checkpoint:
+    """Check a checkpoint's frame and header; return them parsed (see ``Checkpoint``).
+
+    Raises CorruptionError naming the first problem (frame, then header field)."""
+    head, rows, start = frame(blob)
+    stp, symbols, counters = _parse_header(head)
+    return Checkpoint(head, stp, symbols, counters, rows, start)
+
+
+def _corrupt_header(what: str) -> CorruptionError:
+    return CorruptionError(f"checkpoint: header: {what}", offset=16)
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _header_int(d: dict, key: str, lo: int, hi: int, where: str = "") -> int:
+    v = d[key]
+    if type(v) is not int or not lo <= v <= hi:
+        raise _corrupt_header(f"{where}{key} must be an integer in [{lo}, {hi}]; got {_short(v)}")
+    return v
+
+
+def _exact_fields(d, fields: set, what: str) -> None:
+    if not isinstance(d, dict):
+        raise _corrupt_header(f"{what} must be a JSON object; got {_short(d)}")
+    if d.keys() != fields:
+        missing, extra = sorted(fields - d.keys()), sorted(d.keys() - fields)
+        raise _corrupt_header(f"{what} " + (f"lacks field {missing[0]!r}" if missing
+                                           else f"has unknown field {_short(extra[0])}"))
+
+
+def _parse_header(head: bytes) -> tuple[str, list, tuple]:
+    """Parse and check a checkpoint header; return (stp name, [(name, tick_size, min_price,
+    max_price) per symbol], (seq, trade_id, next_auto_id)). Raises CorruptionError naming the
+    field."""
+    try:
+        header = json.loads(head)
+    except (ValueError, RecursionError) as e:   # bad JSON or UTF-8, too deep, too many digits
+        raise CorruptionError(f"checkpoint: header is not JSON ({_short(str(e))})",
+                              offset=16) from None
+    _exact_fields(header, _HEADER_FIELDS, "the header")
+    cfg = header["config"]
+    _exact_fields(cfg, _CONFIG_FIELDS, "config")
+    names = [m.name.lower() for m in Stp]
+    if cfg["stp"] not in names or not isinstance(cfg["stp"], str):
+        raise _corrupt_header(f"config.stp must be one of {', '.join(names)}; "
+                              f"got {_short(cfg['stp'])}")
+    if not isinstance(cfg["symbols"], list):
+        raise _corrupt_header(f"config.symbols must be a list; got {_short(cfg['symbols'])}")
+    specs, seen = [], {}
+    for k, sym in enumerate(cfg["symbols"]):
+        where = f"symbol {k} "
+        _exact_fields(sym, _SYMBOL_FIELDS, f"symbol {k} (config.symbols[{k}])")
+        name = sym["name"]
+        if not isinstance(name, str) or not name:
+            raise _corrupt_header(f"{where}name must be a non-empty string; got {_short(name)}")
+        if name in seen:
+            raise _corrupt_header(f"{where}name {name!r} is also symbol {seen[name]}'s")
+        seen[name] = k
+        _header_int(sym, "id", k, k, where)
+        tick = sym["tick_size"]
+        if not positive_number(tick):
+            raise _corrupt_header(f"{where}tick_size must be a finite number > 0; "
+                                  f"got {_short(tick)}")
+        lo = _header_int(sym, "min_price", 1, MAX_PRICE, where)
+        hi = _header_int(sym, "max_price", 1, MAX_PRICE, where)
+        if lo > hi:
+            raise _corrupt_header(f"{where}price band [{lo}, {hi}] is empty")
+        specs.append((name, tick, lo, hi))
+    counters = (_header_int(header, "seq", 0, _I64_MAX),
+                _header_int(header, "trade_id", 0, _I64_MAX),
+                _header_int(header, "next_auto_id", 1, _U64_MAX + 1))
+    return cfg["stp"], specs, counters
+
+
+def row_problem(code: int, i: int, rows: np.ndarray, specs: list) -> str:
+    """Return the message for ``checkpoint_kernels.check_rows``' finding ``code`` at row ``i``."""
+    r = rows[i]
+    sym, side, price = int(r["symbol"]), int(r["side"]), int(r["price"])
+    name = specs[sym][0] if sym < len(specs) else None
+    at = f"checkpoint: row {i}: "
+    if code == ck_kernels.ROW_SYMBOL:
+        return at + f"symbol {sym} is not one of the engine's {len(specs)} symbols"
+    if code == ck_kernels.ROW_SIDE:
+        return at + f"side {side} is neither BUY (0) nor SELL (1)"
+    if code == ck_kernels.ROW_QTY:
+        return at + f"qty {int(r['qty'])} is outside 1..{MAX_QTY}"
+    if code == ck_kernels.ROW_FILLED:
+        return at + f"filled {int(r['filled'])} is outside 0..{MAX_LEVEL_QTY}"
+    if code == ck_kernels.ROW_FLAGS:
+        return at + f"flags {int(r['flags']):#x} holds bits no order carries"
+    if code == ck_kernels.ROW_PRICE:
+        return at + (f"price {price} is outside the band {specs[sym][2]}..{specs[sym][3]} of "
+                     f"symbol {name!r}")
+    if code == ck_kernels.ROW_ORDER:
+        return at + (f"{Side(side).name} {price} of symbol {name!r} is out of priority order "
+                     "(symbols ascending, bids then asks, best level first)")
+    if code == ck_kernels.ROW_LEVEL_QTY:
+        return at + f"the orders at {Side(side).name} {price} of {name!r} total past {MAX_LEVEL_QTY}"
+    if code == ck_kernels.ROW_CROSSED:
+        bids = rows[:i][(rows["symbol"][:i] == sym) & (rows["side"][:i] == Side.BUY)]
+        return at + (f"symbol {name!r} is crossed: best ask {price} <= best bid "
+                     f"{int(bids['price'][0])}")
+    raise AssertionError(f"unknown check_rows code {code}")  # pragma: no cover

@@ -1,0 +1,59 @@
+"""The engine's book state as a public view, and what a kernel extending the engine may use.
+
+``Engine.state`` returns an ``EngineState``: the seven arrays ``kernels.process_batch`` takes,
+in its argument order, so ``process_batch(orders, start, *engine.state, fills, l2, events, cnt,
+prefetch)`` is the engine's own call. ``Engine.grow(status)`` grows what a state status names
+and returns the new ``EngineState``. The arrays are the engine's own, not copies: a kernel may
+mutate them only as ``process_batch`` does (whole messages, never allocating), and must take
+``engine.state`` again after every ``grow``, since growing replaces arrays.
+
+Kernels that extend the engine (the backtests') import from here, and only from here, the rest
+of what they need of the engine: the statuses, the meta slots they read, the order-index lookup
+and the prefetch hint. That makes the dependency explicit: a change to these names is a change
+to this module's public surface.
+
+Statuses: ``OK`` (batch done) and the ``NEED_*`` codes below are the engine's and mean the same
+everywhere in exsim; ``NEED_OUTPUT`` is the caller's to handle (it owns the output arrays: grow
+them to the ``M_NEED_*`` row counts in meta), the others are ``GROW_STATUSES``, which
+``Engine.grow`` handles. Kernels beyond the engine number their own statuses from 10 up.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from .book import M_NEED_EVENTS, M_NEED_FILLS, M_NEED_L2, M_SEQ
+from .kernels import (
+    NEED_INDEX, NEED_LADDER, NEED_LEVELS, NEED_ORDERS, NEED_OUTPUT, OK, process_batch,
+)
+from .order_index import index_find, index_home
+from .prefetch import prefetch
+
+__all__ = ["EngineState", "GROW_STATUSES", "grow_array",
+           "OK", "NEED_OUTPUT", "NEED_ORDERS", "NEED_LEVELS", "NEED_INDEX", "NEED_LADDER",
+           "M_SEQ", "M_NEED_FILLS", "M_NEED_L2", "M_NEED_EVENTS",
+           "process_batch", "index_find", "index_home", "prefetch"]
+
+# the statuses Engine.grow handles: the state arrays ran out of room before a message
+GROW_STATUSES = frozenset((NEED_ORDERS, NEED_LEVELS, NEED_INDEX, NEED_LADDER))
+
+
+class EngineState(NamedTuple):
+    """The engine's book state arrays (``exchange.book`` documents their dtypes and links)."""
+
+    arena: np.ndarray          # ARENA_DTYPE: one row per order slot; a level's FIFO is linked here
+    levels: np.ndarray         # LEVEL_DTYPE: one row per occupied price level (qty, count, FIFO)
+    index: np.ndarray          # INDEX_DTYPE: hash table (symbol, order_id) -> arena slot
+    books: np.ndarray          # BOOK_DTYPE: one row per (symbol, side), at symbol * 2 + side
+    ladder_keys: np.ndarray    # int64: each book's region of level keys, sorted, best last
+    ladder_levels: np.ndarray  # int32: the level row of each ladder key
+    meta: np.ndarray           # int64: counters and free-list heads at the M_* slots (M_SEQ ...)
+
+
+def grow_array(arr: np.ndarray, at_least: int) -> np.ndarray:
+    """Return a zeroed copy of ``arr`` with room for max(2 * len, ``at_least``, 16) rows."""
+    new = np.zeros(max(2 * len(arr), at_least, 16), dtype=arr.dtype)
+    new[: len(arr)] = arr
+    return new

@@ -1,0 +1,245 @@
+"""Export: stored tables → CSV, Parquet or an SQLite database a user can query with SQL.
+
+``export(data_dir, tables, out, fmt=...)`` writes a file and returns the row count per table;
+``write_csv`` streams one table as CSV to an open text file (``exsim export --out -``).
+
+Invariants:
+- Rows come from ``store.read`` in seq windows of ``CHUNK_SEQS`` messages, so memory stays bounded
+  on a large run; rows are written in seq order, values unchanged (integer ticks, lots, ns and
+  enum codes; the SQLite file carries the names in ``symbols`` and ``enums`` tables).
+- The output is written under a temporary name next to ``out`` (``replay.atomic``), fsynced and
+  renamed into place: a failed export leaves no partial file.
+- SQLite INTEGER is signed 64-bit: a uint64 value >= 2**63 raises UsageError rather than being
+  stored wrapped.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+
+from exchange.errors import UsageError
+
+from replay.atomic import temp_file_beside
+from replay.progress import progress
+
+__all__ = ["export", "write_csv", "symbol_tick_size", "TABLES", "FORMATS", "CHUNK_SEQS"]
+
+TABLES = ("orders", "fills", "l2", "events")
+FORMATS = ("csv", "parquet", "sqlite")
+CHUNK_SEQS = 1_000_000
+INT64_MAX = (1 << 63) - 1
+
+
+def _windows(data_dir: str, seq: tuple[int, int] | None):
+    """Yield inclusive seq windows covering the run (the last one open-ended, for WAL rows)."""
+    from store import Catalog
+
+    cat = Catalog(data_dir, readonly=True)
+    try:
+        segs = cat.all_segments()
+        ck = cat.latest_checkpoint()
+    finally:
+        cat.close()
+    last = max([s["seq_hi"] for s in segs] + [ck["seq"] if ck else 0])
+    lo, hi = seq if seq else (0, 1 << 62)
+    start = lo
+    while start <= min(hi, last):
+        end = min(start + CHUNK_SEQS - 1, hi)
+        yield start, end
+        start = end + 1
+    if start <= hi:
+        yield start, hi
+
+
+def _chunks(data_dir: str, table: str, symbol, seq, quiet: bool):
+    """Yield non-empty structured-array chunks of ``table`` in seq order."""
+    from store import read
+
+    windows = list(_windows(data_dir, seq))
+    for lo, hi in progress(windows, desc=f"export {table}", unit="chunk", quiet=quiet):
+        rows = read(data_dir, table, symbol=symbol, seq=(lo, hi))
+        if rows.size:
+            yield rows
+
+
+def write_csv(f, data_dir: str, table: str, *, symbol: str | None = None,
+              seq: tuple[int, int] | None = None, quiet: bool = True) -> int:
+    """Write ``table`` (header line, then rows in seq order) as CSV to the text file ``f``;
+    return the number of rows. ``symbol``/``seq`` (inclusive) filter the rows.
+    Raises StoreError/UsageError from ``store.read`` for a bad directory, table or symbol."""
+    from store.tables import table_dtype
+
+    w = csv.writer(f)
+    w.writerow(table_dtype(table).names)
+    n = 0
+    for rows in _chunks(data_dir, table, symbol, seq, quiet):
+        w.writerows(rows.tolist())   # tuples of Python ints: exact, no float formatting
+        n += rows.size
+    return n
+
+
+def export(data_dir: str, tables, out: str, *, fmt: str, symbol: str | None = None,
+           seq: tuple[int, int] | None = None, quiet: bool = True,
+           filter_text: dict | None = None) -> dict[str, int]:
+    """Write ``tables`` (a name of TABLES, or several for sqlite) of ``data_dir`` to the file
+    ``out`` as ``fmt`` (csv, parquet, sqlite), replacing any file there; return {table: rows}.
+
+    ``symbol``/``seq`` filter the rows; an SQLite file records them in its ``meta`` table (as
+    ``filter_text`` when given: the filter as the user wrote it). Raises UsageError for an
+    unknown format or table, several tables outside sqlite, a missing pyarrow (parquet) or a
+    value SQLite cannot hold; StoreError/OSError if reading or writing fails.
+    """
+    tables = (tables,) if isinstance(tables, str) else tuple(tables)
+    if fmt not in FORMATS:
+        raise UsageError(f"format must be one of {', '.join(FORMATS)}; got {fmt!r}")
+    bad = [t for t in tables if t not in TABLES]
+    if bad or not tables:
+        raise UsageError(f"tables must be some of {', '.join(TABLES)}; got {bad or 'none'}")
+    if len(tables) > 1 and fmt != "sqlite":
+        raise UsageError(f"several tables need sqlite (a {fmt} file holds one table)")
+    if fmt == "parquet":
+        _pyarrow()   # fail on the missing extra before reading anything
+    out = os.path.abspath(out)
+    tmp = temp_file_beside(out)
+    try:
+        if fmt == "csv":
+            with open(tmp, "w", newline="", encoding="utf-8") as f:
+                counts = {tables[0]: write_csv(f, data_dir, tables[0], symbol=symbol, seq=seq, quiet=quiet)}
+        elif fmt == "parquet":
+            counts = {tables[0]: _write_parquet(tmp, data_dir, tables[0], symbol, seq, quiet)}
+        else:
+            if filter_text is None:
+                filter_text = {"symbol": symbol, "seq": None if seq is None else f"{seq[0]}:{seq[1]}"}
+            counts = _write_sqlite(tmp, data_dir, tables, symbol, seq, quiet, filter_text)
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, out)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    return counts
+
+
+def _pyarrow():
+    try:
+        import pyarrow
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise UsageError("--format parquet needs pyarrow, which is not installed: "
+                         "pip install 'exsim[bench]'") from None
+    return pyarrow, pq
+
+
+def _write_parquet(path, data_dir, table, symbol, seq, quiet) -> int:
+    import numpy as np
+
+    from store.tables import table_dtype
+
+    dtype = table_dtype(table)
+    pa, pq = _pyarrow()
+    schema = pa.schema([(n, pa.from_numpy_dtype(dtype.fields[n][0])) for n in dtype.names])
+    n = 0
+    with pq.ParquetWriter(path, schema) as writer:
+        for rows in _chunks(data_dir, table, symbol, seq, quiet):
+            writer.write_table(pa.Table.from_arrays(
+                [pa.array(np.ascontiguousarray(rows[c])) for c in dtype.names], schema=schema))
+            n += rows.size
+    return n
+
+
+def _enum_rows() -> list[dict]:
+    from exchange.schema import Event, Flag, Kind, OrderType, Reason, Side, Tif
+
+    out = []
+    for name, enum in (("side", Side), ("kind", Kind), ("order_type", OrderType), ("tif", Tif),
+                       ("flag", Flag), ("event", Event), ("reason", Reason)):
+        out += [{"type": name, "value": int(m), "name": m.name.lower()} for m in enum]
+    return out
+
+
+def _symbol_rows(data_dir: str) -> list[dict]:
+    """The catalog's symbols as the ``symbols`` table: id, name, tick size as the engine got it."""
+    from store import Catalog
+
+    cat = Catalog(data_dir, readonly=True)
+    try:
+        symbols = cat.symbols()
+    finally:
+        cat.close()
+    return [{"id": s["id"], "name": s["name"], "tick_size": symbol_tick_size(s), "info": s.get("info")}
+            for s in symbols]
+
+
+def symbol_tick_size(row: dict):
+    """Return a catalog symbol row's tick size as the engine was given it (int or float).
+
+    ``row`` is one of ``Catalog.symbols()`` (info a dict) or a raw table row (info JSON text).
+    why the info JSON: catalogs made before the ``tick_size`` column was REAL hold 0 for 0.01;
+    the engine config kept in ``info`` has the real value.
+    """
+    info = row.get("info")
+    if not isinstance(info, dict):
+        try:
+            info = json.loads(info or "{}")
+        except (TypeError, ValueError):
+            info = {}
+    tick = info.get("tick_size", row.get("tick_size")) if isinstance(info, dict) else None
+    return row.get("tick_size") if tick is None else tick
+
+
+# why these indexes: they serve the joins a user writes first (a deal to its two orders, one
+# symbol's history in seq order)
+_INDEXES = {
+    "orders": [["symbol", "seq"], ["order_id"]],
+    "fills": [["symbol", "seq"], ["buy_order_id"], ["sell_order_id"]],
+    "l2": [["symbol", "seq"]],
+    "events": [["symbol", "seq"], ["order_id"]],
+}
+
+
+def _write_sqlite(path, data_dir, tables, symbol, seq, quiet, filter_text) -> dict[str, int]:
+    import numpy as np
+    import sqlite_utils
+
+    from store.tables import table_dtype
+
+    symbols = _symbol_rows(data_dir)
+    os.unlink(path)   # sqlite wants to create the file itself; the name stays reserved by us
+    db = sqlite_utils.Database(path)
+    # why no journal: the file is private until the final rename, so a crash cannot expose it
+    db.execute("PRAGMA journal_mode=OFF")
+    db.execute("PRAGMA synchronous=OFF")
+    counts = {}
+    try:
+        db["symbols"].insert_all(symbols, pk="id")
+        db["enums"].insert_all(_enum_rows(), pk=("type", "value"))
+        for table in tables:
+            dtype = table_dtype(table)
+            db[table].create({c: int for c in dtype.names})
+            sql = f"INSERT INTO [{table}] VALUES ({', '.join('?' * len(dtype.names))})"
+            n = 0
+            for rows in _chunks(data_dir, table, symbol, seq, quiet):
+                for c in dtype.names:
+                    if dtype.fields[c][0] == np.uint64 and rows.size and int(rows[c].max()) > INT64_MAX:
+                        raise UsageError(f"{data_dir}: {table}.{c} holds values >= 2**63, which an "
+                                         "SQLite INTEGER cannot store; export as csv or parquet")
+                with db.conn:
+                    db.conn.executemany(sql, rows.tolist())
+                n += rows.size
+            for cols in _INDEXES[table]:
+                db[table].create_index(cols)
+            counts[table] = n
+        if "fills" in tables:
+            db.create_view("deals", "SELECT * FROM fills")   # the issue's word for fills
+        db.conn.execute("PRAGMA user_version = 1")
+        db["meta"].insert_all([{"key": "source", "value": os.path.abspath(data_dir)},
+                               {"key": "filter", "value": json.dumps(filter_text)}],
+                              pk="key")
+    finally:
+        db.close()
+    return counts

@@ -1,0 +1,250 @@
+"""Opening a flow: every source of market messages becomes one ``Flow`` through ``open_flow``.
+
+Sources ``open_flow`` accepts:
+- a ``Scenario``, a preset name or a ``.toml``/``.json`` scenario file: generated whole, with
+  ``seed`` replacing the scenario's seed;
+- a LOBSTER day: its folder (the first ``*_message_*.csv`` and ``*_orderbook_*.csv`` in it) or,
+  with ``fmt="lobster"``, the (messages, book) file pair;
+- a QuantCup feed file (``fmt="quantcup"``);
+- a Binance capture: its ``.gz`` file, or a folder holding exactly one ``.gz`` and no ``.csv``
+  (also with ``fmt="binance"``);
+- an exsim data directory (one holding ``catalog.sqlite``): its journaled orders;
+- objects already loaded: an ORDER_DTYPE array, a ``LobsterFlow``, a ``BinanceData``.
+
+Invariants:
+- ``Flow.orders`` is an ORDER_DTYPE array in the order the engine takes it, prices in integer ticks.
+  A Binance capture also keeps its L2 data in ``Flow.l2`` (its ``orders`` are the market-by-price
+  flow); consumers that replay aggregate levels use ``l2``.
+- ``Flow.symbols`` lists (name, tick size) in symbol-id order, or is None when the source names
+  no symbols (a bare array, a data directory whose ids are not 0..n-1).
+- A file's symbol name comes from ``symbol_from_file`` (``symbol=`` overrides it); LOBSTER ticks
+  are ``lobster.TICK_SIZE``, Binance ticks ``binance.DEFAULT_TICK``.
+- Errors: UsageError for a source of the wrong kind or a ``seed``/``symbol`` it cannot take,
+  InputError (from the loaders, naming file and line) for a malformed file.
+
+This module reads ``exchange`` and ``store`` only; backtest-specific views of a flow (the L2 queue
+replay) are built from a Flow in ``replay.backtesting``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from exchange.errors import InputError, UsageError
+from exchange.schema import ORDER_DTYPE
+
+from scenarios.loaders import binance, lobster
+from scenarios.scenario import Scenario, load_scenario
+
+__all__ = ["Flow", "open_flow", "symbol_from_file", "FORMATS"]
+
+FORMATS = {"quantcup": 1, "lobster": 2, "binance": 1}   # fmt -> number of files it takes
+BINANCE_NAME = "BTCUSDT"    # the symbol of a BinanceData given without a name (the sample's)
+
+
+@dataclass
+class Flow:
+    """Market messages ready for an engine, the symbols to register first, and where they came from."""
+
+    orders: np.ndarray                           # ORDER_DTYPE
+    symbols: list[tuple[str, float]] | None      # (name, tick size) by symbol id; None: unnamed
+    label: str                                   # e.g. "default" or "quantcup:feed.csv"
+    kind: str                                    # scenario, quantcup, lobster, binance, data_dir, orders
+    source: str | None = None                    # the path opened, as given (None: an object)
+    files: list[str] = field(default_factory=list)   # absolute paths of the files read
+    seed: int | None = None                      # the scenario's seed
+    scenario: Scenario | None = None
+    l2: binance.BinanceData | None = None        # a Binance capture's L2 data
+    tick: str | None = None                      # a Binance capture's tick, as a decimal string
+
+    @property
+    def names(self) -> list[str] | None:
+        """Return the symbol names by id, or None when the source names none."""
+        return None if self.symbols is None else [n for n, _ in self.symbols]
+
+    @property
+    def ticks(self) -> list[float] | None:
+        """Return the tick sizes by symbol id, or None when the source names no symbols."""
+        return None if self.symbols is None else [t for _, t in self.symbols]
+
+    def run_info(self) -> dict:
+        """Return the JSON-serialisable description a run records of this flow (its catalog row):
+        the scenario's ``describe()`` for a scenario, else the format and files read."""
+        if self.scenario is not None:
+            return {"scenario_spec": self.scenario.describe()}
+        info = {"flow": self.kind, "files": list(self.files)}
+        if self.tick is not None:
+            info["tick"] = self.tick
+        return info
+
+
+def symbol_from_file(path: str | os.PathLike) -> str:
+    """Return the symbol name a data file's name carries: the part before the first ``_`` of its
+    name up to the first dot, upper-cased (AMZN_2012-06-21_..._message_1.csv -> AMZN,
+    btcusdt_20240808.gz -> BTCUSDT); the whole stem when it starts with ``_``."""
+    base = os.path.basename(os.fspath(path)).split(".", 1)[0]
+    return (base.split("_", 1)[0] or base).upper()
+
+
+def open_flow(source, *, fmt: str | None = None, symbol: str | None = None,
+              seed: int | None = None) -> Flow:
+    """Open ``source`` (see the module docstring for what it may be) and return its Flow.
+
+    ``fmt`` ("quantcup", "lobster", "binance") says how to read a file (or, for "lobster", a
+    (messages, book) pair or a folder); without it a path is recognised as a Binance capture, a
+    data directory, a LOBSTER folder or else a scenario. ``symbol`` names the one symbol of a
+    file flow (default: ``symbol_from_file``). ``seed`` replaces a scenario's seed.
+    Raises UsageError for an unknown format, the wrong number of files, a folder that is none of
+    the above, a ``seed`` for a flow that is not a scenario, a ``symbol`` for a scenario or data
+    directory, or an object of another type; InputError for a missing or malformed file.
+    """
+    flow = _open(source, fmt, symbol)
+    if isinstance(flow, Flow):
+        if seed is not None:
+            raise UsageError("seed= applies to generated scenarios, not to a flow file or array")
+        return flow
+    _no_symbol(symbol, "a scenario")
+    if seed is not None:
+        if seed < 0:
+            raise UsageError(f"seed must be >= 0, got {seed}")
+        flow = dataclasses.replace(flow, seed=seed)
+    return Flow(flow.generate(), [(s.name, s.tick_size) for s in flow.symbols], flow.name,
+                "scenario", source=flow.source or None, seed=flow.seed, scenario=flow)
+
+
+def _open(source, fmt: str | None, symbol: str | None) -> Flow | Scenario:
+    """The Flow of a data source, or the Scenario a source names (generated by the caller)."""
+    if fmt is not None:
+        return _open_format(fmt, source, symbol)
+    if isinstance(source, (str, os.PathLike)):
+        path = os.fspath(source)
+        gz = _binance_file(path)
+        if gz:
+            return _binance(gz, symbol, source=path)
+        if os.path.isdir(path) and os.path.exists(os.path.join(path, "catalog.sqlite")):
+            _no_symbol(symbol, "a data directory")
+            return _data_dir(path)
+        if os.path.isdir(path):
+            pair = _lobster_pair(path)
+            if pair is None:
+                raise UsageError(f"{path}: neither a data directory nor a LOBSTER directory")
+            return _lobster(*pair, symbol, source=path)
+        return load_scenario(path)
+    if isinstance(source, Scenario):
+        return source
+    if isinstance(source, lobster.LobsterFlow):
+        return Flow(source.orders, _loaded_symbols(source.orders, symbol, lobster.TICK_SIZE),
+                    "lobster", "lobster")
+    if isinstance(source, binance.BinanceData):
+        return Flow(source.orders, [(symbol or BINANCE_NAME, float(binance.DEFAULT_TICK))],
+                    "binance", "binance", l2=source, tick=binance.DEFAULT_TICK)
+    if isinstance(source, np.ndarray) and source.dtype == ORDER_DTYPE and source.ndim == 1:
+        return Flow(source, None if symbol is None else _loaded_symbols(source, symbol, 1),
+                    "orders", "orders")
+    raise UsageError("flow must be an ORDER_DTYPE array, a Scenario, a LobsterFlow, a BinanceData "
+                     "or L2Flow, a scenario name or file, a LOBSTER directory, a Binance capture "
+                     f"(.gz file or its directory) or a data directory; got {type(source)}")
+
+
+def _no_symbol(symbol, what: str) -> None:
+    if symbol is not None:
+        raise UsageError(f"symbol= names the symbol of a flow file; {what} names its own")
+
+
+def _loaded_symbols(orders: np.ndarray, symbol: str | None, tick: float) -> list[tuple[str, float]]:
+    """Symbols of an array loaded under one symbol id: ``symbol`` (default S<id>) with ``tick``
+    for the highest id present, S<k> with tick 1 for the unused ids below it."""
+    top = int(orders["symbol"].max()) if orders.size else 0
+    return [(f"S{k}", 1) for k in range(top)] + [(symbol or f"S{top}", tick)]
+
+
+def _open_format(fmt: str, source, symbol: str | None) -> Flow:
+    if fmt not in FORMATS:
+        raise UsageError(f"unknown flow format {fmt!r}; formats: {', '.join(FORMATS)}")
+    files = [os.fspath(source)] if isinstance(source, (str, os.PathLike)) else [os.fspath(f) for f in source]
+    if fmt == "lobster" and len(files) == 1 and os.path.isdir(files[0]):
+        pair = _lobster_pair(files[0])
+        if pair is None:
+            raise UsageError(f"{files[0]}: no *_message_*.csv and *_orderbook_*.csv in it")
+        return _lobster(*pair, symbol, source=files[0])
+    if fmt == "binance" and len(files) == 1 and os.path.isdir(files[0]):
+        gz = _binance_file(files[0])
+        if gz is None:
+            raise UsageError(f"{files[0]}: not a Binance capture directory (one .gz file)")
+        return _binance(gz, symbol, source=files[0])
+    if len(files) != FORMATS[fmt]:
+        raise UsageError(f"a {fmt} flow takes {FORMATS[fmt]} file(s), got {len(files)}")
+    for f in files:
+        if not os.path.isfile(f):
+            raise InputError(f"{f}: no such file")
+    if fmt == "lobster":
+        return _lobster(files[0], files[1], symbol)
+    if fmt == "binance":
+        return _binance(files[0], symbol)
+    from scenarios.loaders.quantcup import load_quantcup
+
+    # the feed's prices are already integer ticks
+    return Flow(load_quantcup(files[0]), [(symbol or symbol_from_file(files[0]), 1)],
+                f"quantcup:{os.path.basename(files[0])}", "quantcup", source=files[0],
+                files=[os.path.abspath(files[0])])
+
+
+def _lobster_pair(path: str) -> tuple[str, str] | None:
+    """The first message and book files of a LOBSTER folder, or None if it lacks either."""
+    names = os.listdir(path)
+    msg = sorted(f for f in names if "_message_" in f and f.endswith(".csv"))
+    book = sorted(f for f in names if "_orderbook_" in f and f.endswith(".csv"))
+    if not (msg and book):
+        return None
+    return os.path.join(path, msg[0]), os.path.join(path, book[0])
+
+
+def _lobster(messages: str, book: str, symbol: str | None, source: str | None = None) -> Flow:
+    lf = lobster.load_lobster(messages, book)
+    return Flow(lf.orders, [(symbol or symbol_from_file(messages), lobster.TICK_SIZE)],
+                f"lobster:{os.path.basename(messages)}", "lobster", source=source or messages,
+                files=[os.path.abspath(messages), os.path.abspath(book)])
+
+
+def _binance_file(path: str) -> str | None:
+    """The Binance capture ``path`` names (a .gz file, or a directory holding exactly one), else
+    None (scenario files are .toml/.json; LOBSTER directories hold .csv files)."""
+    if os.path.isfile(path) and path.endswith(".gz"):
+        return path
+    if os.path.isdir(path) and not os.path.exists(os.path.join(path, "catalog.sqlite")):
+        names = os.listdir(path)
+        gz = sorted(f for f in names if f.endswith(".gz"))
+        if len(gz) == 1 and not any(f.endswith(".csv") for f in names):
+            return os.path.join(path, gz[0])
+    return None
+
+
+def _binance(path: str, symbol: str | None, source: str | None = None) -> Flow:
+    tick = binance.DEFAULT_TICK
+    data = binance.load_binance(path, tick=tick)
+    return Flow(data.orders, [(symbol or symbol_from_file(path), float(tick))],
+                f"binance:{os.path.basename(path)}", "binance", source=source or path,
+                files=[os.path.abspath(path)], l2=data, tick=tick)
+
+
+def _data_dir(path: str) -> Flow:
+    """The journaled orders of a data directory, with its catalog's symbols when their ids are
+    0..n-1 (the engine numbers symbols that way)."""
+    from store import Catalog, read
+    from store.tables import orders_without_seq
+
+    orders = orders_without_seq(read(path, "orders"))
+    cat = Catalog(path, readonly=True)
+    try:
+        syms = cat.symbols()
+    finally:
+        cat.close()
+    symbols = None
+    if [s["id"] for s in syms] == list(range(len(syms))):
+        symbols = [(s["name"], s["tick_size"]) for s in syms]
+    return Flow(orders, symbols, f"data_dir:{os.path.basename(os.path.abspath(path))}", "data_dir",
+                source=path, files=[os.path.abspath(path)])
