@@ -165,16 +165,14 @@ def _write_flow(data_dir, out, symbol, seq, quiet) -> int:
     from exchange.errors import InputError
     from exchange.schema import ORDER_DTYPE
     from scenarios.loaders.generic import write_generic
+    from store.tables import orders_without_seq
 
     symbols = _symbol_rows(data_dir)
     if [s["id"] for s in symbols] != list(range(len(symbols))):
         raise UsageError(f"{data_dir}: symbol ids are not 0..{len(symbols) - 1}; a flow file "
                          "numbers its symbols in table order")
-    parts = list(_chunks(data_dir, "orders", symbol, seq, quiet))
-    rows = np.concatenate(parts) if parts else np.zeros(0, ORDER_DTYPE)
-    orders = np.zeros(rows.size, ORDER_DTYPE)
-    for name in ORDER_DTYPE.names:
-        orders[name] = rows[name]
+    parts = [orders_without_seq(rows) for rows in _chunks(data_dir, "orders", symbol, seq, quiet)]
+    orders = np.concatenate(parts) if parts else np.zeros(0, ORDER_DTYPE)
     try:
         return write_generic(out, orders, [(s["name"], s["tick_size"]) for s in symbols])
     except InputError as exc:
