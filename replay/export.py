@@ -27,7 +27,7 @@ from replay.progress import progress
 __all__ = ["export", "write_csv", "symbol_tick_size", "TABLES", "FORMATS", "CHUNK_SEQS"]
 
 TABLES = ("orders", "fills", "l2", "events")
-FORMATS = ("csv", "parquet", "sqlite")
+FORMATS = ("csv", "parquet", "sqlite", "flow")   # flow: the generic order-flow format
 CHUNK_SEQS = 1_000_000
 INT64_MAX = (1 << 63) - 1
 
@@ -99,6 +99,11 @@ def export(data_dir: str, tables, out: str, *, fmt: str, symbol: str | None = No
         raise UsageError(f"tables must be some of {', '.join(TABLES)}; got {bad or 'none'}")
     if len(tables) > 1 and fmt != "sqlite":
         raise UsageError(f"several tables need sqlite (a {fmt} file holds one table)")
+    if fmt == "flow":
+        if tables != ("orders",):
+            raise UsageError("--format flow writes the orders table, as the generic order-flow "
+                             "format (docs/data-formats.md)")
+        return {"orders": _write_flow(data_dir, os.path.abspath(out), symbol, seq, quiet)}
     if fmt == "parquet":
         _pyarrow()   # fail on the missing extra before reading anything
     out = os.path.abspath(out)
@@ -150,6 +155,28 @@ def _write_parquet(path, data_dir, table, symbol, seq, quiet) -> int:
                 [pa.array(np.ascontiguousarray(rows[c])) for c in dtype.names], schema=schema))
             n += rows.size
     return n
+
+
+def _write_flow(data_dir, out, symbol, seq, quiet) -> int:
+    """The orders table as a generic order-flow file (CSV, CSV.gz or Parquet by ``out``'s name)
+    with the run's symbol table, so ``exsim simulate --flow csv OUT`` runs the same messages."""
+    import numpy as np
+
+    from exchange.errors import InputError
+    from exchange.schema import ORDER_DTYPE
+    from scenarios.loaders.generic import write_generic
+    from store.tables import orders_without_seq
+
+    symbols = _symbol_rows(data_dir)
+    if [s["id"] for s in symbols] != list(range(len(symbols))):
+        raise UsageError(f"{data_dir}: symbol ids are not 0..{len(symbols) - 1}; a flow file "
+                         "numbers its symbols in table order")
+    parts = [orders_without_seq(rows) for rows in _chunks(data_dir, "orders", symbol, seq, quiet)]
+    orders = np.concatenate(parts) if parts else np.zeros(0, ORDER_DTYPE)
+    try:
+        return write_generic(out, orders, [(s["name"], s["tick_size"]) for s in symbols])
+    except InputError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _enum_rows() -> list[dict]:

@@ -24,6 +24,7 @@ examples:
   sqlite3 default.db "SELECT s.name, count(*), sum(qty) FROM deals d JOIN symbols s ON s.id = d.symbol GROUP BY 1"
   exsim export runs/default fills --format csv --out fills.csv --symbol JPM --seq 1000:5000
   exsim export runs/default orders --format parquet --out orders.parquet   # needs exsim[bench]
+  exsim export runs/default orders --format flow --out flow.csv   # exsim simulate --flow csv flow.csv
 """
 
 
@@ -37,6 +38,9 @@ def register(sub, parents, formatter) -> None:
                     "SQLite, TABLE may be 'all'; the database\nalso holds 'symbols' (id, name, "
                     "tick_size), 'enums' (type, value, name) and a view 'deals'\nover 'fills'. "
                     "Values are as stored: prices in ticks, quantities in lots, times in ns.\n"
+                    "--format flow writes the orders table in the generic order-flow format "
+                    "(CSV, .csv.gz or\n.parquet by PATH's name, with the symbol table), which "
+                    "'exsim simulate --flow csv' runs again.\n"
                     "--out - writes CSV to stdout.")
     p.add_argument("dir", metavar="DIR", help="data directory")
     p.add_argument("table", metavar="TABLE", choices=TABLES + ("all",),

@@ -58,8 +58,9 @@ def register(sub, parents, formatter) -> None:
                    help="preset name or .toml/.json scenario file (default: the 'default' preset)")
     p.add_argument("--out", required=True, metavar="DIR", help="data directory to create")
     p.add_argument("--flow", nargs="+", metavar=("FORMAT", "FILE"),
-                   help="instead of a scenario: 'quantcup FILE', 'lobster MESSAGES BOOK' or "
-                        "'binance FILE'")
+                   help="instead of a scenario: 'quantcup FILE', 'lobster MESSAGES BOOK', "
+                        "'binance FILE', 'dbn FILE.dbn[.zst]' (Databento MBO) or 'csv FILE' / "
+                        "'parquet FILE' (the generic order-flow format, docs/data-formats.md)")
     p.add_argument("--symbol", metavar="NAME",
                    help="symbol name for a --flow (default: from the file name)")
     p.add_argument("--seed", type=int, metavar="S", help="override the scenario's seed")
@@ -90,7 +91,7 @@ def register(sub, parents, formatter) -> None:
 
 # -- inputs ------------------------------------------------------------------------------------
 
-def load_flow(fmt: str, files: list[str], symbol: str | None):
+def load_flow(fmt: str, files: list[str], symbol: str | None, quiet: bool = True):
     """Check a ``--flow FORMAT FILE...`` argument and open it with ``scenarios.open_flow``.
 
     Returns a Flow with one symbol. Raises UsageError for an unknown format, the wrong number of
@@ -106,7 +107,14 @@ def load_flow(fmt: str, files: list[str], symbol: str | None):
     for f in files:
         if not os.path.isfile(f):
             raise UsageError(f"--flow {fmt}: {f}: no such file")
-    return open_flow(files, fmt=fmt, symbol=symbol)
+    if fmt != "dbn":
+        return open_flow(files, fmt=fmt, symbol=symbol)
+    from replay.progress import progress
+
+    with progress(total=os.path.getsize(files[0]), desc=f"load {os.path.basename(files[0])}",
+                  unit="B", quiet=quiet) as bar:
+        return open_flow(files, fmt=fmt, symbol=symbol,
+                         progress=lambda done, total: bar.update(done - bar.n))
 
 
 def load_scenario_flow(name: str, seed: int | None):
@@ -161,7 +169,7 @@ def cmd_simulate(args) -> int:
         raise UsageError("--symbol names the symbol of a --flow; a scenario names its own")
     replace = check_out_dir(args.out, args.force)
     if args.flow:
-        flow = load_flow(args.flow[0], args.flow[1:], args.symbol)
+        flow = load_flow(args.flow[0], args.flow[1:], args.symbol, quiet=args.quiet)
     else:
         flow = load_scenario_flow(args.scenario or "default", args.seed)
     # why check again: generating a large flow takes a while and the directory may have appeared

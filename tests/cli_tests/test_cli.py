@@ -88,7 +88,7 @@ def test_unknown_preset_and_bad_batch_are_usage_errors(tmp_path):
 def test_flow_needs_the_right_number_of_files(tmp_path):
     code, _, err = run(["simulate", "--flow", "lobster", tmp_path / "m.csv", "--out", tmp_path / "x"])
     assert code == 2 and "MESSAGES BOOK" in err
-    code, _, err = run(["simulate", "--flow", "csv", tmp_path / "m.csv", "--out", tmp_path / "x"])
+    code, _, err = run(["simulate", "--flow", "xlsx", tmp_path / "m.xlsx", "--out", tmp_path / "x"])
     assert code == 2 and "unknown format" in err
 
 

@@ -71,8 +71,8 @@ def test_quantcup_file(tmp_path):
 
 
 def test_format_errors(tmp_path):
-    with pytest.raises(UsageError, match="unknown flow format 'csv'"):
-        open_flow("x.csv", fmt="csv")
+    with pytest.raises(UsageError, match="unknown flow format 'xlsx'"):
+        open_flow("x.xlsx", fmt="xlsx")
     with pytest.raises(UsageError, match="takes 2 file"):
         open_flow(["only_messages.csv"], fmt="lobster")
     with pytest.raises(InputError, match="no such file"):

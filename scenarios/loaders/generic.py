@@ -1,0 +1,346 @@
+"""The generic order-flow format: anyone's own order messages as CSV or Parquet, read and written.
+
+One row per order message, one column per ORDER_DTYPE field, named as below (any column order;
+a header row is required in CSV; an unknown column name is an error):
+
+=========  ========  ===================================================================
+column     needed    values
+=========  ========  ===================================================================
+ts         always    integer nanoseconds
+symbol     always    a symbol name (no comma); ids follow the symbol table, see below
+kind       always    NEW, CANCEL or MODIFY
+order_id   always    integer in [0, 2^64)
+side       NEW       BUY or SELL (B, S); empty = BUY
+type       no        LIMIT (default) or MARKET
+tif        no        GTC (default), IOC or FOK
+price      LIMIT     integer ticks (or a decimal price with ``decimal_prices``); empty = 0
+qty        NEW/MOD   integer lots; empty = 0
+trader     no        integer in [0, 2^32); default 0
+flags      no        empty, POST_ONLY, or an integer bit set
+=========  ========  ===================================================================
+
+Words are case-insensitive; ``kind``, ``side``, ``type``, ``tif`` also take their integer codes
+(exchange.schema), so a flow holding any byte value round-trips. Validation of the *messages*
+(a limit price <= 0, an unknown id ...) is the engine's, which rejects them with a reason, as for
+every other flow; this module refuses only what is not a message: a missing or unknown column, a
+word or number that does not parse, a value outside its field's range.
+
+Symbol table: a CSV may start with ``# symbols: NAME=TICK_SIZE,NAME=TICK_SIZE`` (ids in that
+order); Parquet keeps the same text in its schema metadata key ``exsim.symbols``. Without one,
+symbols get ids in order of first appearance and tick size 1; with one, a name outside it is an
+error. Other lines starting with ``#`` are comments. ``decimal_prices=True`` reads ``price`` as a
+decimal price and converts it to ticks of the symbol's tick size, exactly (a price that is not a
+whole number of ticks is an error).
+
+Invariants: ``write_generic`` then ``load_generic`` returns the same ORDER_DTYPE bytes and symbol
+table. Errors are InputError naming the file, the line (CSV; a Parquet row is "row N", from 1) and
+the column. Nothing is written on a failed load; the writer replaces its file atomically.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+
+import numpy as np
+
+from exchange.errors import InputError
+from exchange.schema import ORDER_DTYPE, Flag, Kind, OrderType, Side, Tif
+
+from scenarios.loaders._parse import column_decimal
+from scenarios.scenario import SymbolSpec
+
+__all__ = ["load_generic", "write_generic", "GenericFlow", "COLUMNS", "SYMBOLS_KEY"]
+
+COLUMNS = ("ts", "symbol", "kind", "side", "type", "tif", "order_id", "price", "qty", "trader", "flags")
+_REQUIRED = ("ts", "symbol", "kind", "order_id")
+SYMBOLS_KEY = "exsim.symbols"
+_WORDS = {
+    "kind": {k.name: int(k) for k in Kind},
+    "side": {**{s.name: int(s) for s in Side}, "B": 0, "S": 1},
+    "type": {t.name: int(t) for t in OrderType},
+    "tif": {t.name: int(t) for t in Tif},
+    "flags": {"POST_ONLY": int(Flag.POST_ONLY)},
+}
+_FIELD = {"type": "order_type"}          # column name -> ORDER_DTYPE field where they differ
+_RANGE = {"ts": (-(1 << 63), (1 << 63) - 1), "order_id": (0, (1 << 64) - 1), "price": (-(1 << 63), (1 << 63) - 1),
+          "qty": (-(1 << 63), (1 << 63) - 1), "trader": (0, (1 << 32) - 1)}
+
+
+@dataclass
+class GenericFlow:
+    """A loaded generic flow: ORDER_DTYPE rows and the symbol table (SymbolSpec per id)."""
+
+    orders: np.ndarray
+    symbols: list[SymbolSpec]
+
+
+def _parse_symbols(path: str, text: str, where: str) -> list[SymbolSpec]:
+    out, seen = [], set()
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name, eq, tick = part.partition("=")
+        name = name.strip()
+        try:
+            t = Decimal(tick.strip()) if eq else Decimal(1)
+            ok = t.is_finite() and t > 0
+        except InvalidOperation:
+            ok = False
+        if not name or not ok or name in seen:
+            raise InputError(f"{path}, {where}: symbol table entry {part!r} should be NAME=TICK_SIZE "
+                             f"with a unique name and a tick size > 0")
+        seen.add(name)
+        out.append(SymbolSpec(name, _num(t)))
+    return out
+
+
+def _num(t: Decimal):
+    return int(t) if t == t.to_integral_value() else float(t)
+
+
+def _symbols_text(symbols) -> str:
+    specs = [s if isinstance(s, SymbolSpec) else SymbolSpec(*s) for s in symbols]
+    return ",".join(f"{s.name}={Decimal(repr(s.tick_size)).normalize():f}" for s in specs)
+
+
+# ------------------------------------------------------------------------------ reading
+def _read_csv(path: str):
+    try:
+        opener = gzip.open if path.endswith(".gz") else open
+        with opener(path, "rt", encoding="utf-8", newline="") as fh:
+            lines = fh.read().splitlines()
+    except (OSError, EOFError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read ({exc})") from exc
+    table, header, rows, numbers = None, None, [], []
+    for n, ln in enumerate(lines, 1):
+        s = ln.strip()
+        if not s:
+            continue
+        if s.startswith("#"):
+            body = s[1:].strip()
+            if body.lower().startswith("symbols:") and header is None:
+                table = _parse_symbols(path, body[8:], f"line {n}")
+            continue
+        if header is None:
+            header = [c.strip().lower() for c in s.split(",")]
+            header_line = n
+            continue
+        rows.append(ln)
+        numbers.append(n)
+    if header is None:
+        raise InputError(f"{path}, line {len(lines) + 1}: expected a header row naming the columns "
+                         f"({','.join(COLUMNS)}), got end of file")
+    _check_header(path, header, f"line {header_line}")
+    lines_no = np.array(numbers, np.int64)
+    cols = {h: [] for h in header}
+    for ln, n in zip(rows, numbers):
+        parts = ln.split(",")
+        if len(parts) != len(header):
+            raise InputError(f"{path}, line {n}: expected {len(header)} comma-separated columns "
+                             f"({','.join(header)}), got {len(parts)}: {ln[:80]!r}")
+        for h, v in zip(header, parts):
+            cols[h].append(v.strip())
+    cols = {h: np.array(v, dtype=str) if v else np.zeros(0, "U1") for h, v in cols.items()}
+    return cols, table, lambda i: f"line {int(lines_no[i])}"
+
+
+def _read_parquet(path: str):
+    try:
+        import pyarrow.parquet as pq
+    except ImportError as exc:
+        raise InputError(f"{path}: reading Parquet needs pyarrow, which is not installed") from exc
+    try:
+        t = pq.read_table(path)
+    except Exception as exc:   # pyarrow raises its own error types for damaged files
+        raise InputError(f"{path}: cannot read as Parquet ({exc})") from exc
+    header = [c.lower() for c in t.column_names]
+    _check_header(path, header, "schema")
+    meta = t.schema.metadata or {}
+    raw = meta.get(SYMBOLS_KEY.encode())
+    table = _parse_symbols(path, raw.decode("utf-8", "replace"), "schema metadata") if raw is not None else None
+    cols = {}
+    for name, h in zip(t.column_names, header):
+        c = t.column(name).to_numpy(zero_copy_only=False)
+        cols[h] = np.array(["" if v is None else str(v) for v in c.tolist()], dtype=str) \
+            if c.dtype == object or c.dtype.kind in "US" else c.astype(object).astype(str)
+    return cols, table, lambda i: f"row {i + 1}"
+
+
+def _check_header(path: str, header: list[str], where: str):
+    unknown = [h for h in header if h not in COLUMNS]
+    if unknown:
+        raise InputError(f"{path}, {where}: unknown column {unknown[0]!r} (columns: {', '.join(COLUMNS)})")
+    dup = [h for h in header if header.count(h) > 1]
+    if dup:
+        raise InputError(f"{path}, {where}: column {dup[0]!r} appears twice")
+    missing = [h for h in _REQUIRED if h not in header]
+    if missing:
+        raise InputError(f"{path}, {where}: missing column {missing[0]!r} (needed: {', '.join(_REQUIRED)})")
+
+
+def _ints(path, col, where, name, default=0) -> np.ndarray:
+    lo, hi = _RANGE[name]
+    vals = np.where(col == "", str(default), col)
+    dtype = np.uint64 if name == "order_id" else np.int64
+    try:
+        if not np.char.startswith(vals, "-").any() or name != "order_id":
+            out = vals.astype(dtype)
+            if name != "trader" or not ((out < lo).any() or (out > hi).any()):
+                return out
+    except (ValueError, OverflowError):
+        pass
+    # the slow path: find the first bad value so that the error can name it
+    good = []
+    for i, v in enumerate(vals.tolist()):
+        ok = v.lstrip("+-").isdigit() and v.count("-") + v.count("+") <= 1 and lo <= int(v) <= hi
+        if not ok:
+            raise InputError(f"{path}, {where(i)}, column {name!r}: expected an integer in [{lo}, {hi}], got {v!r}")
+        good.append(int(v))
+    return np.array(good, dtype)
+
+
+def _codes(path, col, where, name, default: int) -> np.ndarray:
+    words = _WORDS[name]
+    up = np.char.upper(col)
+    out = np.full(len(col), -1, np.int64)
+    out[up == ""] = default
+    for w, code in words.items():
+        out[up == w] = code
+    digits = np.char.isdigit(col)
+    if digits.any():
+        out[digits] = col[digits].astype(np.int64)
+    bad = np.flatnonzero((out < 0) | (out > 255))
+    if bad.size:
+        i = int(bad[0])
+        raise InputError(f"{path}, {where(i)}, column {name!r}: expected one of {', '.join(words)} or a "
+                         f"code 0-255, got {str(col[i])!r}")
+    return out
+
+
+def load_generic(path: str | os.PathLike, *, symbols=None, decimal_prices: bool = False) -> GenericFlow:
+    """Read a generic flow file (CSV, CSV.gz or Parquet by its name); return a GenericFlow.
+
+    ``symbols`` (names, or SymbolSpec / (name, tick_size)) overrides the file's symbol table.
+    Raises InputError naming file, line (or row) and column for anything that is not a message
+    (module docstring).
+    """
+    path = os.fspath(path)
+    cols, table, where = _read_parquet(path) if path.endswith(".parquet") else _read_csv(path)
+    if symbols is not None:
+        table = [s if isinstance(s, SymbolSpec) else SymbolSpec(s) if isinstance(s, str) else SymbolSpec(*s)
+                 for s in symbols]
+    n = len(cols["ts"])
+    empty = np.full(n, "", dtype="U1")
+    get = lambda h: cols.get(h, empty)   # noqa: E731
+    out = np.zeros(n, ORDER_DTYPE)
+    for name in ("ts", "order_id", "qty", "trader"):
+        out[name] = _ints(path, get(name), where, name)
+    blank = np.flatnonzero(get("ts") == "")
+    if blank.size:
+        raise InputError(f"{path}, {where(int(blank[0]))}, column 'ts': expected an integer, got ''")
+    for name, default in (("kind", -1), ("side", 0), ("type", 0), ("tif", 0), ("flags", 0)):
+        out[_FIELD.get(name, name)] = _codes(path, get(name), where, name, default)
+    names = get("symbol")
+    if table is None:
+        order = list(dict.fromkeys(names.tolist()))
+        table = [SymbolSpec(s) for s in order]
+    ids = {s.name: k for k, s in enumerate(table)}
+    sym = np.array([ids.get(s, -1) for s in names.tolist()], np.int64)
+    bad = np.flatnonzero((sym < 0) | (names == ""))
+    if bad.size:
+        i = int(bad[0])
+        raise InputError(f"{path}, {where(i)}, column 'symbol': {str(names[i])!r} is not in the symbol "
+                         f"table ({', '.join(ids) or 'empty'})")
+    out["symbol"] = sym
+    out["price"] = _prices(path, get("price"), sym, table, where) if decimal_prices \
+        else _ints(path, get("price"), where, "price")
+    return GenericFlow(out, list(table))
+
+
+def _prices(path, col, sym, table, where) -> np.ndarray:
+    ticks = [Decimal(repr(s.tick_size)) for s in table]
+    digits = max([0] + [max(0, -t.as_tuple().exponent) for t in ticks])
+    vals = np.where(col == "", "0", col)
+    try:
+        scaled = column_decimal(path, vals, digits, 1, "price")
+    except InputError:
+        scaled = None
+    unit = np.array([int(t.scaleb(digits)) for t in ticks] or [1], np.int64)[sym]
+    if scaled is not None:
+        q, r = np.divmod(scaled, unit)
+        bad = np.flatnonzero(r != 0)
+        if not bad.size:
+            return q
+    for i, v in enumerate(vals.tolist()):   # name the first value that is not a whole tick
+        try:
+            x = Decimal(v)
+            whole = x.is_finite() and (x.scaleb(digits) % int(unit[i])) == 0
+        except InvalidOperation:
+            raise InputError(f"{path}, {where(i)}, column 'price': expected a decimal price, got {v!r}") from None
+        if not whole:
+            raise InputError(f"{path}, {where(i)}, column 'price': {v!r} is not a whole number of "
+                             f"ticks of {table[int(sym[i])].tick_size}")
+    raise InputError(f"{path}: column 'price' does not fit int64 ticks")   # pragma: no cover
+
+
+# ------------------------------------------------------------------------------ writing
+def _word_column(values: np.ndarray, enum_words: dict[str, int]) -> list[str]:
+    names = {code: w for w, code in enum_words.items() if len(w) > 1}
+    return [names.get(v, str(v)) for v in values.tolist()]
+
+
+def write_generic(path: str | os.PathLike, orders: np.ndarray, symbols) -> int:
+    """Write ORDER_DTYPE ``orders`` as a generic flow (CSV, CSV.gz or Parquet by the name) with its
+    symbol table (SymbolSpec or (name, tick_size) per symbol id); return the rows written.
+
+    The file is written beside its target and renamed into place. Raises InputError for a symbol
+    id outside the table or Parquet without pyarrow; OSError if the file cannot be written.
+    """
+    path = os.fspath(path)
+    specs = [s if isinstance(s, SymbolSpec) else SymbolSpec(*s) for s in symbols]
+    if len(orders) and int(orders["symbol"].max()) >= len(specs):
+        raise InputError(f"{path}: symbol id {int(orders['symbol'].max())} is outside the symbol table "
+                         f"({len(specs)} symbols)")
+    names = np.array([s.name for s in specs] or [""], dtype=object)[orders["symbol"].astype(np.int64)]
+    cols = {
+        "ts": orders["ts"].tolist(), "symbol": names.tolist(),
+        "kind": _word_column(orders["kind"], _WORDS["kind"]),
+        "side": _word_column(orders["side"], _WORDS["side"]),
+        "type": _word_column(orders["order_type"], _WORDS["type"]),
+        "tif": _word_column(orders["tif"], _WORDS["tif"]),
+        "order_id": orders["order_id"].tolist(), "price": orders["price"].tolist(),
+        "qty": orders["qty"].tolist(), "trader": orders["trader"].tolist(),
+        "flags": ["" if f == 0 else _word_column(np.array([f]), _WORDS["flags"])[0]
+                  for f in orders["flags"].tolist()],
+    }
+    tmp = f"{path}.tmp{os.getpid()}"
+    try:
+        if path.endswith(".parquet"):
+            _write_parquet(tmp, cols, specs, path)
+        else:
+            opener = gzip.open if path.endswith(".gz") else open
+            with opener(tmp, "wt", encoding="utf-8", newline="") as fh:
+                fh.write(f"# symbols: {_symbols_text(specs)}\n")
+                fh.write(",".join(COLUMNS) + "\n")
+                rows = zip(*(map(str, cols[c]) for c in COLUMNS))
+                fh.writelines(",".join(r) + "\n" for r in rows)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return len(orders)
+
+
+def _write_parquet(tmp, cols, specs, path):
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError as exc:
+        raise InputError(f"{path}: writing Parquet needs pyarrow, which is not installed") from exc
+    types = {"ts": pa.int64(), "order_id": pa.uint64(), "price": pa.int64(), "qty": pa.int64(),
+             "trader": pa.uint32()}
+    arrays = [pa.array(cols[c], type=types.get(c, pa.string())) for c in COLUMNS]
+    schema = pa.schema([(c, a.type) for c, a in zip(COLUMNS, arrays)],
+                       metadata={SYMBOLS_KEY: _symbols_text(specs)})
+    pq.write_table(pa.Table.from_arrays(arrays, schema=schema), tmp)
