@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from exchange import Engine
-from exchange.errors import StoreError, UsageError
+from exchange.errors import CorruptionError, StoreError, UsageError
 from store import Catalog, journaled_through, read, read_checkpoint
 from store.catalog import resolve_symbol as store_resolve_symbol
 from store.tables import orders_without_seq as strip_seq  # noqa: F401 (exported)
@@ -73,7 +73,31 @@ def run_info(data_dir) -> RunInfo:
         raise StoreError(f"{data_dir}: no checkpoint registered; the run cannot be rebuilt")
     last = max(cks[-1], sealed, journaled_through(data_dir))
     config = runs[0]["engine_options"] if runs else {}
+    _check_config(data_dir, cks[0], config, symbols)
     return RunInfo(data_dir, cks[0], last, cks, symbols, config)
+
+
+def _check_config(data_dir: str, first: int, config: dict, symbols: dict) -> None:
+    """CorruptionError naming the catalog if its run configuration (STP mode, symbols) is not
+    the one the run's first checkpoint records. why: the checkpoint is what the engine actually
+    ran with and sits under its own checksums; a catalog from before row checksums does not, and
+    verify would otherwise judge the run by an edited STP mode."""
+    from exchange.checkpoint import MAGIC, parse
+
+    _, blob = read_checkpoint(data_dir, first)
+    if bytes(blob[:len(MAGIC)]) != MAGIC:
+        return   # another engine's checkpoint: its layout is its own (restore checks it)
+    ck = parse(blob)
+    catalog = os.path.join(data_dir, "catalog.sqlite")
+    stp = config.get("stp", "none") if isinstance(config, dict) else config
+    if stp != ck.stp:
+        raise CorruptionError(f"{catalog}: the run's engine options say stp {stp!r}, but its first "
+                              f"checkpoint (seq {first}) was made with stp {ck.stp!r}: the catalog "
+                              "is damaged", catalog, -1)
+    names = {name: i for i, (name, *_rest) in enumerate(ck.symbols)}
+    if any(names.get(name, sid) != sid for name, sid in symbols.items()):
+        raise CorruptionError(f"{catalog}: the symbols table disagrees with the run's first "
+                              f"checkpoint (seq {first}): the catalog is damaged", catalog, -1)
 
 
 def resolve_symbol(info: RunInfo, symbol) -> tuple[int, str]:

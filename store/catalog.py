@@ -277,12 +277,34 @@ class Catalog(CatalogSchema):
                 raise self._corrupt(f"table {table} row {self._key_text(table, values)}: "
                                     "checksum mismatch (row_crc), the row is damaged")
         row = dict(zip(cols, typed))
+        if table == "segments":
+            self._check_segment_values(row, values)
         for c, v in zip(extra, r[n:n + len(extra)]):
             if not isinstance(v, str):
                 raise self._corrupt(f"table {table} row {self._key_text(table, values)}: "
                                     f"column {c} holds {v!r}, not text")
             row[c] = v
         return row
+
+    def _check_segment_values(self, row: dict, values) -> None:
+        """CorruptionError if a segment row holds values no seal writes (an unknown table, a
+        reversed range, no rows). why: catalogs from before row checksums are read unchecked,
+        and a damaged table name or bound would otherwise hide the row from every read."""
+        problem = None
+        if row["table_name"] not in _SEGMENT_TABLES:
+            problem = f"table_name {row['table_name']!r} is not one of {', '.join(_SEGMENT_TABLES)}"
+        elif not 1 <= row["seq_lo"] <= row["seq_hi"]:
+            problem = f"seq range {row['seq_lo']}..{row['seq_hi']} is empty or reversed"
+        elif row["ts_lo"] > row["ts_hi"]:
+            problem = f"ts range {row['ts_lo']}..{row['ts_hi']} is reversed"
+        elif row["rows"] < 1 or row["rows"] > row["seq_hi"] - row["seq_lo"] + 1 and \
+                row["table_name"] == "orders":
+            problem = f"rows {row['rows']} do not fit its seq range"
+        elif row["symbol"] < 0 or row["bytes"] < 0:
+            problem = "a negative symbol or size"
+        if problem:
+            raise self._corrupt(f"table segments row {self._key_text('segments', values)}: "
+                                f"{problem} (the row is damaged)")
 
     def _values(self, table: str, row: dict, checked: bool | None = None) -> tuple[list[str], list]:
         """(column names, values) to insert for ``row`` of ``table``, with its row_crc if the
@@ -621,4 +643,5 @@ class Catalog(CatalogSchema):
 
 
 _KIND_NAMES = {"t": "text", "f": "a number", "i": "an integer", "i?": "an integer or NULL"}
+_SEGMENT_TABLES = ("orders", "fills", "l2", "events")
 _INT_SEGMENT_COLUMNS = {"id", "symbol", "seq_lo", "seq_hi", "ts_lo", "ts_hi", "rows", "bytes", "tier"}

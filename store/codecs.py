@@ -633,8 +633,8 @@ def _dec_rle(vraw, vw, vsh, vmn, vg, lraw, lw, lsh, lmn, lg, nr, flip, out):
     out exactly; False (nothing past out written) if a run is empty, runs past the column, or
     the lengths end short of it.
     Why the check reads ``ln > n - p`` and never ``p + ln > n``: a stored length near 2**63
-    wraps the sum (the SIGSEGV of issue 13); here 0 <= p <= n always holds, so n - p cannot
-    wrap, and a stored length >= 2**63 is negative as an int64 and fails ``ln < 1``.
+    wraps the sum and the run is written past the column; here 0 <= p <= n always holds, so
+    n - p cannot wrap, and a stored length >= 2**63 is negative as an int64 and fails ``ln < 1``.
     Why a bool and not the bad run's index: returning the index cost 6% of the decode (and
     the dictionary kernel's 9%), measured; the wrapper's message names the block instead."""
     n = out.size

@@ -10,6 +10,8 @@ Invariants:
 - The target is a new or empty directory: one holding a catalog or other files is refused
   (UsageError), also when another create fills it meanwhile.
 - The lock taken in the hidden directory moves with it: the caller holds the target's lock.
+- A create killed before the rename leaves its hidden directory; the next create of the same
+  name removes it once nobody holds its lock (``sweep_abandoned``).
 """
 
 from __future__ import annotations
@@ -19,15 +21,16 @@ import os
 import shutil
 import stat
 import tempfile
+import time
 
-from exchange.errors import UsageError, WriteError
+from exchange.errors import ExsimError, UsageError, WriteError
 from store.catalog import CATALOG_NAME, Catalog
 from store.checkpoint_file import write_checkpoint_file
 from store.engine_classes import class_name
 from store.lock import DirLock
 from store.wal import fsync_dir
 
-__all__ = ["build_directory", "creation_target", "rename_into_place"]
+__all__ = ["build_directory", "creation_target", "rename_into_place", "sweep_abandoned"]
 
 
 def _umask() -> int:
@@ -55,6 +58,7 @@ def build_directory(data_dir: str, engine, run_info: dict | None, *, sync: bool)
     parent = os.path.dirname(target)
     try:
         os.makedirs(parent, exist_ok=True)
+        sweep_abandoned(parent, os.path.basename(target))
         tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(target)}.exsim-create-", dir=parent)
     except OSError as e:
         raise WriteError(f"cannot create a data directory beside {target}: {e}") from e
@@ -98,6 +102,48 @@ def build_directory(data_dir: str, engine, run_info: dict | None, *, sync: bool)
     lock.data_dir = data_dir
     lock.path = os.path.join(data_dir, os.path.basename(lock.path))
     return lock
+
+
+ABANDONED_AFTER_S = 60.0   # a hidden build directory this old and unlocked has no live creator
+
+
+def sweep_abandoned(parent: str, name: str) -> list[str]:
+    """Remove the hidden build directories ``.<name>.exsim-create-*`` in ``parent`` that a killed
+    create left behind; return their paths.
+
+    Only plain directories (not symlinks) older than ``ABANDONED_AFTER_S`` whose writer lock
+    nobody holds are removed: a live create holds its lock from just after making its directory,
+    and the age covers the moment in between. Never raises for a directory it cannot inspect or
+    remove (it is left for the next create).
+    """
+    from store.lock import LockedError
+
+    prefix = f".{name}.exsim-create-"
+    removed = []
+    try:
+        entries = os.listdir(parent)
+    except OSError:
+        return removed
+    now = time.time()
+    for entry in entries:
+        if not entry.startswith(prefix):
+            continue
+        path = os.path.join(parent, entry)
+        try:
+            st = os.lstat(path)
+            if not stat.S_ISDIR(st.st_mode) or now - st.st_mtime < ABANDONED_AFTER_S:
+                continue
+            lock = DirLock.acquire(path, what="remove an abandoned create")
+        except (LockedError, OSError, ExsimError):
+            continue
+        try:
+            shutil.rmtree(path)
+            removed.append(path)
+        except OSError:
+            pass
+        finally:
+            lock.release()
+    return removed
 
 
 def creation_target(data_dir: str) -> str:

@@ -1,10 +1,10 @@
 """The ``exsim`` command line: one module per command group, each a thin layer over the library.
 
-``main`` (replay/cli/main.py) builds the parser from the commands' ``register`` functions and
+``main`` (replay/cli/app.py) builds the parser from the commands' ``register`` functions and
 maps errors to exit statuses; the library (``exchange``, ``store``, ``replay``, ``scenarios``)
 never imports this package.
 """
 
-from replay.cli.main import main
+from replay.cli.app import main
 
 __all__ = ["main"]

@@ -2,6 +2,6 @@
 
 import sys
 
-from replay.cli.main import main
+from replay.cli.app import main
 
 sys.exit(main())

@@ -5,7 +5,7 @@ Invariants:
 - Nothing here prints to stdout except ``print_table``; progress bars and notes go to stderr, so
   a command's stdout is its result and can be piped.
 - A user mistake (bad path, unknown symbol, malformed range) raises ``UsageError`` or
-  ``StoreError`` with a message naming what was wrong; ``replay.cli.main.main`` turns it into
+  ``StoreError`` with a message naming what was wrong; ``replay.cli.app.main`` turns it into
   ``exsim: error: ...`` and exit status 2.
 - Text read from a data directory (symbol names, scenarios, paths) is printed through
   ``printable``: a stored name cannot move the cursor, clear the screen or add a line.

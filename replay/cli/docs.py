@@ -7,7 +7,7 @@ tests/cli_tests/test_cli_docs.py fails when the committed file differs from what
 
 import sys
 
-from replay.cli.main import write_docs
+from replay.cli.app import write_docs
 
 if __name__ == "__main__":
     print(f"wrote {write_docs(sys.argv[1] if len(sys.argv) > 1 else None)}")

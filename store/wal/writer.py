@@ -232,15 +232,6 @@ class WalWriter:
             raise WriteError(f"WAL: {self._broken}") from e
         self._last_sync = time.monotonic()
 
-    def sync(self) -> None:
-        """fsync the current file now (group commit flush). Raises WriteError on failure."""
-        if self._fd >= 0:
-            try:
-                self._sync_now()
-            except OSError as e:
-                raise WriteError(f"WAL: fsync of {self._path} failed: {e}") from e
-            self._last_sync = time.monotonic()
-
     def close(self) -> None:
         """Flush and close the current file (fsync unless durability is none)."""
         if self._fd >= 0:

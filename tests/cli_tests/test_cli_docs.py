@@ -7,7 +7,7 @@ import os
 import pytest
 
 from cli_fixtures import run
-from replay.cli.main import COMMANDS, build_parser, render_docs
+from replay.cli.app import COMMANDS, build_parser, render_docs
 
 DOCS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "docs", "cli.md")
 

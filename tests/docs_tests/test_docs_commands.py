@@ -178,7 +178,7 @@ def _parts(cmd: Command) -> list[list[str]]:
     """argv of each part of ``a && b``; the help's own ``exsim COMMAND --help`` runs for every command."""
     parts = [shlex.split(p, comments=True) for p in re.split(r"\s&&\s", cmd.text)]
     if parts == [["exsim", "COMMAND", "--help"]]:
-        from replay.cli.main import COMMANDS
+        from replay.cli.app import COMMANDS
 
         return [["exsim", c, "--help"] for c in COMMANDS]
     return parts

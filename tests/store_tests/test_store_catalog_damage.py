@@ -1,6 +1,7 @@
 """The catalog against damage: row checksums, damaged files, old catalogs, read-only opens."""
 
 import hashlib
+import shutil
 import os
 import sqlite3
 
@@ -223,3 +224,28 @@ def test_register_seal_sets_checksummed_meta_in_its_transaction(tmp_path):
     _sql(d, """UPDATE meta SET value = '{"x": 2}' WHERE key = 'encoding_choices'""")
     with pytest.raises(CorruptionError, match="key='encoding_choices'"):
         Catalog(d, readonly=True)
+
+
+def _old_dir(tmp_path):
+    """A copy of tests/golden/run_v1: a catalog written before row checksums (read unchecked)."""
+    d = tmp_path / "old"
+    shutil.copytree(os.path.join(os.path.dirname(__file__), "..", "golden", "run_v1"), d)
+    return str(d)
+
+
+def test_a_damaged_table_name_in_a_catalog_without_checksums_is_corruption_not_a_short_read(tmp_path):
+    d = _old_dir(tmp_path)
+    _sql(d, "UPDATE segments SET table_name = 'even4s' WHERE id = (SELECT min(id) FROM segments "
+            "WHERE table_name = 'events')")
+    with pytest.raises(CorruptionError, match="catalog.sqlite.*table_name 'even4s'"):
+        read(d, "events")
+
+
+def test_an_edited_stp_mode_in_a_catalog_without_checksums_is_found_against_the_checkpoint(tmp_path):
+    from replay import verify
+
+    d = _old_dir(tmp_path)
+    _sql(d, "UPDATE runs SET engine_options = replace(engine_options, '\"stp\": \"none\"', "
+            "'\"stp\": \"cancel_both\"')")
+    with pytest.raises(CorruptionError, match="catalog.sqlite.*stp 'cancel_both'.*checkpoint"):
+        verify(d)

@@ -290,3 +290,17 @@ def test_a_with_block_failing_inside_a_failed_session_raises_its_own_error(tmp_p
         with s:
             s.process(make_orders(10))
     _open(tmp_path / "d").close()
+
+
+def test_the_next_create_removes_what_a_killed_create_left_beside_it(tmp_path):
+    old = tmp_path / ".d.exsim-create-abc123"
+    (old / "checkpoints").mkdir(parents=True)
+    (old / "catalog.sqlite").write_bytes(b"half made")
+    os.utime(old, (1, 1))                            # long before: no live creator
+    fresh = tmp_path / ".d.exsim-create-new999"
+    fresh.mkdir()                                    # a create that may still be running
+    other = tmp_path / ".e.exsim-create-zzz"         # another target's: not ours to touch
+    other.mkdir()
+    os.utime(other, (1, 1))
+    _session(tmp_path / "d").close()
+    assert not old.exists() and fresh.exists() and other.exists()
