@@ -11,6 +11,11 @@ Invariants:
   complete; without it ``out`` must not exist or be an empty directory (the caller checks).
 - The flow's symbols are registered in order before the first batch, so the flow's symbol ids
   are the engine's; the run's catalog row records ``Flow.run_info()``.
+- The Session journals arrays of exactly ``batch`` messages (the last may be shorter) cut from the
+  flow's message sequence, whether the flow is loaded whole or streamed (``Flow.iter_batches``:
+  a DBN file opened with ``stream=True``), so both give the same data directory byte for byte.
+  A streamed flow is never held whole: at most one of its batches, plus fewer than ``batch``
+  messages carried over to the next, is in memory.
 """
 
 from __future__ import annotations
@@ -66,12 +71,15 @@ def simulate(flow, out: str, *, batch: int = 10_000, durability: str = "fsync", 
              replace: bool = False, quiet: bool = True, on_batch=None) -> SimSummary:
     """Run ``flow`` through a fresh Engine journaled by a Session into ``out``; return a SimSummary.
 
-    ``flow`` is a ``scenarios.Flow`` or anything ``scenarios.open_flow`` opens; a flow without
-    symbol names gets S0, S1, ... with tick 1. ``durability`` is the Session's ("fsync",
+    ``flow`` is a ``scenarios.Flow`` or anything ``scenarios.open_flow`` opens (a DBN file is
+    opened streamed); a flow without symbol names gets S0, S1, ... with tick 1. ``durability`` is the Session's ("fsync",
     "interval", "none"), ``stp`` the Engine's self-trade prevention. ``replace`` swaps out an
     existing data directory at ``out``. ``on_batch(engine, seq)`` is called after each batch.
-    ``quiet`` False shows a progress bar on a terminal's stderr.
-    Raises UsageError for a bad batch size or flow, WriteError/StoreError if the store fails.
+    ``quiet`` False shows a progress bar on a terminal's stderr (messages, or bytes of the file
+    read for a streamed flow).
+    Raises UsageError for a bad batch size or flow (a streamed one without symbols),
+    WriteError/StoreError if the store fails, InputError for a malformed record of a streamed file
+    (nothing is left at ``out`` then).
     """
     import numpy as np
 
@@ -82,32 +90,41 @@ def simulate(flow, out: str, *, batch: int = 10_000, durability: str = "fsync", 
     if batch < 1:
         raise UsageError(f"batch must be >= 1, got {batch}")
     if not isinstance(flow, Flow):
-        flow = open_flow(flow)
-    orders = flow.orders
+        flow = open_flow(flow, stream=True)
     symbols = flow.symbols
     if symbols is None:
+        if flow.streamed:
+            raise UsageError(f"{flow.label}: a streamed flow must name its symbols")
+        orders = flow.orders
         symbols = [(f"S{k}", 1) for k in range(int(orders["symbol"].max()) + 1 if orders.size else 1)]
     engine = Engine(stp=stp)
     for name, tick in symbols:
         engine.add_symbol(name, tick_size=tick)
     out = os.path.abspath(out)
     tmp = temp_dir_beside(out)
-    fills = volume = rejects = 0
+    messages = fills = volume = rejects = 0
     try:
         run_info = {"scenario": flow.label, "seed": flow.seed, "batch": batch,
                     "durability": durability, **flow.run_info()}
         session = Session.create(tmp, engine, run_info=run_info, durability=durability)
         t0 = time.perf_counter()
         try:
-            with progress(total=orders.size, desc="simulate", unit="msg", quiet=quiet) as bar:
-                for lo in range(0, orders.size, batch):
-                    res = session.process(orders[lo:lo + batch])
+            total, unit = (None, "B") if flow.streamed else (flow.orders.size, "msg")
+            with progress(total=total, desc="simulate", unit=unit, quiet=quiet) as bar:
+                def read(done: int, size: int) -> None:
+                    bar.total = size
+                    bar.update(done - bar.n)
+
+                for part in _slices(flow.iter_batches(read if flow.streamed else None), batch):
+                    res = session.process(part)
+                    messages += part.size
                     fills += res.fills.size
                     volume += int(res.fills["qty"].sum())
                     rejects += int(np.count_nonzero(res.events["event"] == Event.REJECTED))
                     if on_batch is not None:
                         on_batch(engine, engine.seq)
-                    bar.update(min(batch, orders.size - lo))
+                    if not flow.streamed:
+                        bar.update(part.size)
         finally:
             session.close()
         seconds = time.perf_counter() - t0
@@ -116,8 +133,33 @@ def simulate(flow, out: str, *, batch: int = 10_000, durability: str = "fsync", 
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return SimSummary(out, flow.label, flow.seed, int(orders.size), fills, volume, rejects, seconds,
+    return SimSummary(out, flow.label, flow.seed, messages, fills, volume, rejects, seconds,
                       top, dir_bytes(out))
+
+
+def _slices(parts, batch: int):
+    """Yield the messages of the ORDER_DTYPE arrays ``parts`` as arrays of exactly ``batch`` (the
+    last may be shorter), cut from their concatenation without building it: a part's tail
+    shorter than ``batch`` is carried, as a copy, into the next."""
+    import numpy as np
+
+    carry = None
+    for part in parts:
+        start = 0
+        if carry is not None:
+            need = batch - carry.size
+            if part.size < need:
+                carry = np.concatenate([carry, part])
+                continue
+            yield np.concatenate([carry, part[:need]])
+            carry, start = None, need
+        stop = start + (part.size - start) // batch * batch
+        for lo in range(start, stop, batch):
+            yield part[lo:lo + batch]
+        if stop < part.size:
+            carry = part[stop:].copy()
+    if carry is not None and carry.size:
+        yield carry
 
 
 def _top(engine, name: str, tick) -> tuple:

@@ -15,12 +15,22 @@ Sources ``open_flow`` accepts:
 - an exsim data directory (one holding ``catalog.sqlite``): its journaled orders;
 - objects already loaded: an ORDER_DTYPE array, a ``LobsterFlow``, a ``BinanceData``.
 
+Streaming: ``open_flow(..., stream=True)`` opens a DBN file without loading it. Its symbols come
+from a first pass over the file that converts nothing (``loaders.dbn.dbn_symbols``: the metadata's
+symbol mappings, the definitions and each instrument's first record); ``Flow.orders`` is None and
+``Flow.iter_batches()`` converts the file batch by batch, each time it is called, so a consumer
+holds one batch at a time. Every other source is loaded whole whatever ``stream`` says, and
+consumers that need the whole flow at once (backtests) open it without ``stream``.
+
 Invariants:
-- ``Flow.orders`` is an ORDER_DTYPE array in the order the engine takes it, prices in integer ticks.
+- ``Flow.orders`` is an ORDER_DTYPE array in the order the engine takes it, prices in integer ticks,
+  or None for a streamed flow; ``iter_batches()`` yields the same messages in the same order in
+  either case (the concatenation of a streamed flow's batches is the array it would have loaded).
   A Binance capture also keeps its L2 data in ``Flow.l2`` (its ``orders`` are the market-by-price
   flow); consumers that replay aggregate levels use ``l2``.
 - ``Flow.symbols`` lists (name, tick size) in symbol-id order, or is None when the source names
-  no symbols (a bare array, a data directory whose ids are not 0..n-1).
+  no symbols (a bare array, a data directory whose ids are not 0..n-1); a streamed flow's are
+  known before its first batch and are those the whole load would give.
 - A file's symbol name comes from ``symbol_from_file`` (``symbol=`` overrides it); LOBSTER ticks
   are ``lobster.TICK_SIZE``, Binance ticks ``binance.DEFAULT_TICK``.
 - Errors: UsageError for a source of the wrong kind or a ``seed``/``symbol`` it cannot take,
@@ -35,6 +45,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass, field
+from typing import Callable, Iterator
 
 import numpy as np
 
@@ -57,7 +68,7 @@ BINANCE_NAME = "BTCUSDT"    # the symbol of a BinanceData given without a name (
 class Flow:
     """Market messages ready for an engine, the symbols to register first, and where they came from."""
 
-    orders: np.ndarray                           # ORDER_DTYPE
+    orders: np.ndarray | None                    # ORDER_DTYPE; None: streamed (see batches)
     symbols: list[tuple[str, float]] | None      # (name, tick size) by symbol id; None: unnamed
     label: str                                   # e.g. "default" or "quantcup:feed.csv"
     kind: str                                    # scenario, quantcup, lobster, binance, dbn, csv, parquet, data_dir, orders
@@ -67,6 +78,29 @@ class Flow:
     scenario: Scenario | None = None
     l2: binance.BinanceData | None = None        # a Binance capture's L2 data
     tick: str | None = None                      # a Binance capture's tick, as a decimal string
+    batches: Callable[..., Iterator[np.ndarray]] | None = None   # a streamed flow's (iter_batches)
+
+    @property
+    def streamed(self) -> bool:
+        """Return True when the messages come batch by batch (``orders`` is None)."""
+        return self.batches is not None
+
+    def iter_batches(self, progress: Callable[[int, int], None] | None = None) -> Iterator[np.ndarray]:
+        """Return an iterator over the flow's messages as ORDER_DTYPE arrays, in engine order.
+
+        A streamed flow reads its source afresh on every call and yields one array per batch of
+        the file, calling ``progress(bytes_read, total_bytes)`` after each; any other flow yields
+        ``orders`` as one array and calls ``progress(n, n)`` with its message count after it.
+        Raises (while iterating) InputError for a malformed record of a streamed file.
+        """
+        if self.batches is not None:
+            return self.batches(progress)
+        return self._whole(progress)
+
+    def _whole(self, progress):
+        yield self.orders
+        if progress is not None:
+            progress(self.orders.size, self.orders.size)
 
     @property
     def names(self) -> list[str] | None:
@@ -98,19 +132,22 @@ def symbol_from_file(path: str | os.PathLike) -> str:
 
 
 def open_flow(source, *, fmt: str | None = None, symbol: str | None = None,
-              seed: int | None = None, progress=None) -> Flow:
+              seed: int | None = None, progress=None, stream: bool = False,
+              batch_bytes: int | None = None) -> Flow:
     """Open ``source`` (see the module docstring for what it may be) and return its Flow.
 
     ``fmt`` ("quantcup", "lobster", "binance") says how to read a file (or, for "lobster", a
     (messages, book) pair or a folder); without it a path is recognised as a Binance capture, a
     data directory, a LOBSTER folder or else a scenario. ``symbol`` names the one symbol of a
     file flow (default: ``symbol_from_file``). ``seed`` replaces a scenario's seed.
-    ``progress(bytes_read, total_bytes)``, if given, is called as a DBN file is read.
+    ``progress(bytes_read, total_bytes)``, if given, is called as a DBN file is read (with
+    ``stream``, by its first pass). ``stream`` opens a DBN file as a streamed flow (module
+    docstring) read ``batch_bytes`` at a time (default: ``iter_dbn``'s); other sources ignore both.
     Raises UsageError for an unknown format, the wrong number of files, a folder that is none of
     the above, a ``seed`` for a flow that is not a scenario, a ``symbol`` for a scenario or data
     directory, or an object of another type; InputError for a missing or malformed file.
     """
-    flow = _open(source, fmt, symbol, progress)
+    flow = _open(source, fmt, symbol, _DbnOptions(progress, stream, batch_bytes))
     if isinstance(flow, Flow):
         if seed is not None:
             raise UsageError("seed= applies to generated scenarios, not to a flow file or array")
@@ -124,14 +161,23 @@ def open_flow(source, *, fmt: str | None = None, symbol: str | None = None,
                 "scenario", source=flow.source or None, seed=flow.seed, scenario=flow)
 
 
-def _open(source, fmt: str | None, symbol: str | None, progress=None) -> Flow | Scenario:
+@dataclass(frozen=True)
+class _DbnOptions:
+    """How ``open_flow`` reads a DBN file."""
+
+    progress: Callable[[int, int], None] | None = None
+    stream: bool = False
+    batch_bytes: int | None = None
+
+
+def _open(source, fmt: str | None, symbol: str | None, dbn: _DbnOptions) -> Flow | Scenario:
     """The Flow of a data source, or the Scenario a source names (generated by the caller)."""
     if fmt is not None:
-        return _open_format(fmt, source, symbol, progress)
+        return _open_format(fmt, source, symbol, dbn)
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
         if os.path.isfile(path) and path.endswith(DBN_SUFFIXES):
-            return _dbn(path, symbol, progress)
+            return _dbn(path, symbol, dbn)
         ext = os.path.splitext(path)[1]
         if os.path.isfile(path) and ext in GENERIC_SUFFIXES:
             return _generic(path, GENERIC_SUFFIXES[ext], symbol)
@@ -175,7 +221,7 @@ def _loaded_symbols(orders: np.ndarray, symbol: str | None, tick: float) -> list
     return [(f"S{k}", 1) for k in range(top)] + [(symbol or f"S{top}", tick)]
 
 
-def _open_format(fmt: str, source, symbol: str | None, progress=None) -> Flow:
+def _open_format(fmt: str, source, symbol: str | None, dbn: _DbnOptions) -> Flow:
     if fmt not in FORMATS:
         raise UsageError(f"unknown flow format {fmt!r}; formats: {', '.join(FORMATS)}")
     files = [os.fspath(source)] if isinstance(source, (str, os.PathLike)) else [os.fspath(f) for f in source]
@@ -199,7 +245,7 @@ def _open_format(fmt: str, source, symbol: str | None, progress=None) -> Flow:
     if fmt == "binance":
         return _binance(files[0], symbol)
     if fmt == "dbn":
-        return _dbn(files[0], symbol, progress)
+        return _dbn(files[0], symbol, dbn)
     if fmt in ("csv", "parquet"):
         return _generic(files[0], fmt, symbol)
     from scenarios.loaders.quantcup import load_quantcup
@@ -258,13 +304,27 @@ def _one_symbol(symbols: list[tuple[str, float]], symbol: str | None, path: str)
     return [(symbol, symbols[0][1])]
 
 
-def _dbn(path: str, symbol: str | None, progress=None) -> Flow:
-    from scenarios.loaders.dbn import load_dbn
+def _dbn(path: str, symbol: str | None, opts: _DbnOptions) -> Flow:
+    from scenarios.loaders.dbn import dbn_symbols, iter_dbn, load_dbn
 
-    data = load_dbn(path, progress=progress)
-    syms = _one_symbol([(s.name, s.tick_size) for s in data.symbols], symbol, path)
-    return Flow(data.orders, syms, f"dbn:{os.path.basename(path)}", "dbn", source=path,
-                files=[os.path.abspath(path)])
+    size = {} if opts.batch_bytes is None else {"batch_bytes": opts.batch_bytes}
+    label, files = f"dbn:{os.path.basename(path)}", [os.path.abspath(path)]
+    if not opts.stream:
+        data = load_dbn(path, progress=opts.progress, **size)
+        syms = _one_symbol([(s.name, s.tick_size) for s in data.symbols], symbol, path)
+        return Flow(data.orders, syms, label, "dbn", source=path, files=files)
+    scanned = [(s.name, s.tick_size) for s in dbn_symbols(path, progress=opts.progress, **size)]
+    syms = _one_symbol(scanned, symbol, path)
+
+    def batches(progress=None) -> Iterator[np.ndarray]:
+        last = None
+        for last in iter_dbn(path, progress=progress, **size):
+            yield last.orders
+        if [(s.name, s.tick_size) for s in last.symbols] != scanned:
+            raise InputError(f"{path}: its instruments differ from the first pass over it "
+                             f"(was the file changed while it was read?)")
+
+    return Flow(None, syms, label, "dbn", source=path, files=files, batches=batches)
 
 
 def _generic(path: str, fmt: str, symbol: str | None) -> Flow:

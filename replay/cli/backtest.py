@@ -39,7 +39,9 @@ def add_backtest_arguments(p) -> None:
     latencies and fees."""
     p.add_argument("flow", metavar="SCENARIO|DIR",
                    help="scenario preset or file, LOBSTER directory, Binance capture (.gz "
-                        "or its directory), or exsim data directory")
+                        "or its directory), Databento DBN file (.dbn, .dbn.zst: loaded whole, "
+                        "not streamed, since the strategy is merged into the flow), generic "
+                        "flow file (.csv, .parquet), or exsim data directory")
     p.add_argument("--strategy", default=DEFAULT_STRATEGY, metavar="MODULE:CLASS",
                    help="strategy class (default: %(default)s)")
     p.add_argument("--symbol", metavar="NAME", help="symbol to trade (needed with several)")

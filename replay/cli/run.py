@@ -5,7 +5,10 @@ A layer over ``scenarios.open_flow`` (the scenario or ``--flow`` files) and
 
 Invariants:
 - Every input is validated (scenario or flow file parsed, the whole flow generated, the output
-  path checked) before anything is written.
+  path checked) before anything is written. A DBN file is the exception that keeps memory bounded:
+  it is streamed (its symbols read by a first pass that also checks the file decodes, its records
+  converted batch by batch as the run consumes them), so a malformed record fails the run midway,
+  and, as for any failed run, nothing is left at DIR.
 - The data directory is built under a temporary sibling name and renamed into place only after
   the session closed cleanly, so DIR either does not exist or is complete; a failed run removes
   its temporary directory. ``--force`` replaces an existing *data directory* (one holding
@@ -59,7 +62,8 @@ def register(sub, parents, formatter) -> None:
     p.add_argument("--out", required=True, metavar="DIR", help="data directory to create")
     p.add_argument("--flow", nargs="+", metavar=("FORMAT", "FILE"),
                    help="instead of a scenario: 'quantcup FILE', 'lobster MESSAGES BOOK', "
-                        "'binance FILE', 'dbn FILE.dbn[.zst]' (Databento MBO) or 'csv FILE' / "
+                        "'binance FILE', 'dbn FILE.dbn[.zst]' (Databento MBO, streamed: read "
+                        "in batches after a first pass for its symbols) or 'csv FILE' / "
                         "'parquet FILE' (the generic order-flow format, docs/data-formats.md)")
     p.add_argument("--symbol", metavar="NAME",
                    help="symbol name for a --flow (default: from the file name)")
@@ -94,8 +98,10 @@ def register(sub, parents, formatter) -> None:
 def load_flow(fmt: str, files: list[str], symbol: str | None, quiet: bool = True):
     """Check a ``--flow FORMAT FILE...`` argument and open it with ``scenarios.open_flow``.
 
-    Returns a Flow with one symbol. Raises UsageError for an unknown format, the wrong number of
-    files or a missing file, InputError (from the loader, naming file and line) for a malformed one.
+    Returns a Flow; a DBN file's is streamed (its symbols from a first pass over the file, with a
+    progress bar on a terminal, its messages converted as ``simulate`` consumes them). Raises
+    UsageError for an unknown format, the wrong number of files or a missing file, InputError
+    (from the loader, naming file and line) for a malformed one.
     """
     from scenarios.flows import FORMATS, open_flow
 
@@ -111,9 +117,9 @@ def load_flow(fmt: str, files: list[str], symbol: str | None, quiet: bool = True
         return open_flow(files, fmt=fmt, symbol=symbol)
     from replay.progress import progress
 
-    with progress(total=os.path.getsize(files[0]), desc=f"load {os.path.basename(files[0])}",
+    with progress(total=os.path.getsize(files[0]), desc=f"scan {os.path.basename(files[0])}",
                   unit="B", quiet=quiet) as bar:
-        return open_flow(files, fmt=fmt, symbol=symbol,
+        return open_flow(files, fmt=fmt, symbol=symbol, stream=True,
                          progress=lambda done, total: bar.update(done - bar.n))
 
 

@@ -4,6 +4,10 @@ Decoding is the official ``databento-dbn`` package's (``DBNDecoder``; DBN versio
 upgraded to the current record layouts, zstd is recognised by its magic bytes); this module only
 converts its records. The file is fed to the decoder in chunks of ``batch_bytes``, so a file larger
 than memory is converted batch by batch (``iter_dbn``); ``load_dbn`` joins the batches.
+``dbn_symbols`` is the cheap first pass a streaming consumer runs to register every symbol before
+the first batch: it decodes the whole file but converts nothing, only following the metadata's
+symbol mappings, the definitions and each instrument's first record, so its symbols are the ones
+``iter_dbn``'s last batch reports (ids, names, ticks, lot sizes; all but ``synced``).
 
 What each record becomes:
 - MBO ``A`` (add) → NEW LIMIT GTC with the record's order id, side, price and size.
@@ -62,7 +66,7 @@ import numpy as np
 from exchange.errors import InputError
 from exchange.schema import FILL_DTYPE, L2_DTYPE, ORDER_DTYPE, Kind, OrderType, Side, Tif
 
-__all__ = ["load_dbn", "iter_dbn", "DbnData", "DbnSymbol", "CONSISTENT_DTYPE", "MBP_DTYPE",
+__all__ = ["load_dbn", "iter_dbn", "dbn_symbols", "DbnData", "DbnSymbol", "CONSISTENT_DTYPE", "MBP_DTYPE",
            "NO_SIDE", "MBP_LEVELS"]
 
 MBP_LEVELS = 10
@@ -207,6 +211,22 @@ class _Converter:
             if enabled:
                 gc.enable()
 
+    def scan(self, records: list) -> None:
+        """Register the symbols ``records`` create in ``convert``, in the same order, converting
+        nothing (``dbn_symbols``)."""
+        symbols, only_definitions = self.symbols, self.only_definitions
+        for r in records:
+            kind = type(r).__name__
+            if kind in _SYMBOL_KINDS:
+                if not only_definitions and r.instrument_id not in symbols:
+                    self.symbol(r.instrument_id)
+            elif kind.startswith("InstrumentDefMsg"):
+                self.definition(r)
+            elif kind == "Metadata":
+                self.meta(r)
+                self.index -= 1     # the metadata is not a numbered record
+        self.index += len(records)
+
     def _convert(self, records: list) -> DbnData:
         rows, oids, cons = [], [], []
         trades, fills, mbp, l2 = [], [], [], []
@@ -219,7 +239,7 @@ class _Converter:
             if kind == "MBOMsg":
                 counts["mbo"] += 1
                 self.mbo(r, rows, oids, cons, trades, fills)
-            elif kind in ("MBP1Msg", "MBP10Msg", "BBOMsg", "CMBP1Msg", "CBBOMsg"):
+            elif kind in _MBP_KINDS:
                 counts["mbp"] += 1
                 self.book_levels(r, mbp, l2)
                 if kind in _TRADING_MBP and r.action == "T":
@@ -388,6 +408,8 @@ class _Converter:
 _SIDE = {"B": int(Side.BUY), "A": int(Side.SELL)}
 _NEW, _CANCEL, _MODIFY = int(Kind.NEW), int(Kind.CANCEL), int(Kind.MODIFY)
 _TRADING_MBP = ("MBP1Msg", "MBP10Msg", "CMBP1Msg")   # MBP records that carry an action
+_MBP_KINDS = ("MBP1Msg", "MBP10Msg", "BBOMsg", "CMBP1Msg", "CBBOMsg")
+_SYMBOL_KINDS = frozenset(("MBOMsg", "TradeMsg") + _MBP_KINDS)   # records that create their symbol
 
 
 def _chunks(path: str, batch_bytes: int) -> Iterator[bytes]:
@@ -425,16 +447,41 @@ def iter_dbn(path: str | os.PathLike, *, tick: str | None = None, definitions: s
     ``midday="refuse"``.
     """
     path = os.fspath(path)
+    conv = _converter(path, tick, definitions, midday, batch_bytes)
+    yield from _batches(path, conv.convert, conv, batch_bytes, progress)
+
+
+def dbn_symbols(path: str | os.PathLike, *, tick: str | None = None,
+                definitions: str | os.PathLike | None = None, batch_bytes: int = 1 << 24,
+                progress: Callable[[int, int], None] | None = None) -> list[DbnSymbol]:
+    """Return the symbols (in id order) that ``iter_dbn`` with the same arguments reports after its
+    last batch, from one pass that decodes the file batch by batch and converts no record. They
+    are equal but for ``synced``, which only the conversion learns (False here).
+
+    The arguments are ``iter_dbn``'s. Raises InputError for an unreadable, damaged or truncated
+    file or a bad ``tick``; the errors of converting a record (a price off the tick grid, a mid-day
+    start with ``midday="refuse"``) come only from ``iter_dbn``.
+    """
+    path = os.fspath(path)
+    conv = _converter(path, tick, definitions, "drop", batch_bytes)
+    for _ in _batches(path, conv.scan, conv, batch_bytes, progress):
+        pass
+    return conv.symbol_list()
+
+
+def _converter(path: str, tick: str | None, definitions, midday: str, batch_bytes: int) -> _Converter:
+    """A converter for ``path`` that has already read the ``definitions`` file, if any."""
     conv = _Converter(path, _decimal_tick(tick, path), midday)
     if definitions is not None:
         conv.only_definitions = True
-        for _ in _batches(os.fspath(definitions), conv, batch_bytes, None):
+        for _ in _batches(os.fspath(definitions), conv.scan, conv, batch_bytes, None):
             pass
         conv.index, conv.metadata, conv.only_definitions = 0, {}, False
-    yield from _batches(path, conv, batch_bytes, progress)
+    return conv
 
 
-def _batches(path, conv, batch_bytes, progress):
+def _batches(path: str, step, conv: _Converter, batch_bytes: int, progress):
+    """Yield ``step(records)`` for the records of each ``batch_bytes`` chunk of ``path``."""
     try:
         total = os.path.getsize(path)
     except OSError as exc:
@@ -449,7 +496,7 @@ def _batches(path, conv, batch_bytes, progress):
             records = dec.decode()
         except err as exc:
             raise InputError(f"{path}: DBN decoding failed near byte {done} ({exc})") from exc
-        yield conv.convert(records)
+        yield step(records)
         if progress is not None:
             progress(done, total)
     if dec is None:

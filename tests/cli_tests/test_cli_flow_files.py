@@ -72,6 +72,15 @@ def test_simulate_and_backtest_a_dbn_file(tmp_path):
         assert (stored[name] == d.orders[name]).all(), name
     assert [(n, t) for _, n, t in _symbols(tmp_path / "r")] == [("AAA", 0.01), ("BBB", 1)]
     assert len(read(str(tmp_path / "r"), "fills")) == 0       # the flow never crosses
+    # the CLI streams the file; the run equals the fully loaded flow's
+    from replay.simulation import simulate
+    from scenarios import open_flow
+
+    whole = open_flow(f)
+    assert whole.orders is not None
+    simulate(whole, str(tmp_path / "w"))
+    for t in TABLES:
+        assert read(str(tmp_path / "r"), t).tobytes() == read(str(tmp_path / "w"), t).tobytes(), t
     code, out, err = run(["backtest", f, "--symbol", "AAA", "-q"])
     assert code == 0, err
     code, _, err = run(["simulate", "--flow", "dbn", f, "--symbol", "X", "--out", tmp_path / "s"])

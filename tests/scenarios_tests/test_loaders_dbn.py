@@ -16,7 +16,7 @@ from exchange.errors import InputError  # noqa: E402
 from exchange.schema import Kind, OrderType, Tif  # noqa: E402
 from scenarios.data import shared_data_dir  # noqa: E402
 from scenarios.generators.uniform import uniform_flow  # noqa: E402
-from scenarios.loaders.dbn import iter_dbn, load_dbn  # noqa: E402
+from scenarios.loaders.dbn import dbn_symbols, iter_dbn, load_dbn  # noqa: E402
 from scenarios.loaders.dbn_write import INSTRUMENT_BASE, write_mbo  # noqa: E402
 
 _BASE = shared_data_dir()
@@ -38,6 +38,12 @@ def _reference(path: Path):
     except dbn.DBNError as exc:
         return exc
     return out[0], out[1:]
+
+
+def _same_symbols(scanned, loaded) -> bool:
+    """The first pass's symbols are the loaded ones, but for ``synced`` (known only by converting)."""
+    key = lambda s: (s.id, s.name, s.instrument_id, s.tick, s.lot_size, s.defined)   # noqa: E731
+    return [key(s) for s in scanned] == [key(s) for s in loaded]
 
 
 def _schema(name: str) -> str:
@@ -71,6 +77,7 @@ def test_databento_test_files_match_the_official_decoder(name):
     iids = list(dict.fromkeys(r.instrument_id for r in recs if hasattr(r, "instrument_id")
                               and type(r).__name__ not in ("OHLCVMsg", "StatMsg", "StatusMsg", "ImbalanceMsg")))
     assert [s.instrument_id for s in d.symbols] == iids
+    assert _same_symbols(dbn_symbols(path), d.symbols)
     by_iid = {s.instrument_id: s for s in d.symbols}
     # every MBP record: the shown levels equal the decoder's, in ticks
     for row, r in zip(d.mbp, mbp):
@@ -160,7 +167,10 @@ def test_engine_book_after_every_f_last_equals_the_flow_book(written):
     by_sequence = {int(c["sequence"]): c for c in cons if c["sequence"]}
     assert len(by_sequence) == len(cons) - len(d.symbols)     # one per message that wrote records
     checked = 0
-    mbp_rows = {int(r["sequence"]): r for r in load_dbn(mbp, definitions=mbo).mbp}
+    with_defs = load_dbn(mbp, definitions=mbo)
+    assert _same_symbols(dbn_symbols(mbp, definitions=mbo, batch_bytes=4096), with_defs.symbols)
+    assert _same_symbols(dbn_symbols(mbo, batch_bytes=4096), d.symbols)
+    mbp_rows = {int(r["sequence"]): r for r in with_defs.mbp}
     for i in range(len(flow)):
         orig.process(flow[i:i + 1])
         c = by_sequence.get(orig.seq)
@@ -239,6 +249,7 @@ def test_hand_made_mbo_mid_day_start_clear_and_every_action(tmp_path):
     assert o["side"].tolist() == [1, 1, 0, 1, 0, 0, 1, 1, 0]
     assert d.record.tolist() == [1, 2, 3, 4, 5, 6, 9, 10, 11]
     assert d.counts["unknown_order"] == 1 and d.counts["modify_as_add"] == 1
+    assert _same_symbols(dbn_symbols(p, tick="0.25"), d.symbols)
     assert d.counts["over_cancel"] == 1 and d.counts["clears"] == 1
     # consistent points: engine seq after each F_LAST event
     assert d.consistent["seq"].tolist() == [0, 1, 2, 4, 5, 6, 7, 8, 9, 9]
