@@ -16,7 +16,7 @@ file, the line and what was expected. docs/scenarios.md describes each law and f
 """
 
 from scenarios.loaders.binance import BinanceData, load_binance
-from scenarios.loaders.dbn import DbnData, DbnSymbol, iter_dbn, load_dbn
+from scenarios.loaders.dbn import DbnData, DbnSymbol, dbn_symbols, iter_dbn, load_dbn
 from scenarios.loaders.generic import GenericFlow, load_generic, write_generic
 from scenarios.flows import Flow, open_flow, symbol_from_file
 from scenarios.generators.hawkes import hawkes_flow, hawkes_times
@@ -33,5 +33,5 @@ __all__ = [
     "Scenario", "SymbolSpec", "load_scenario", "list_presets", "GENERATORS",
     "load_quantcup", "load_lobster", "LobsterFlow", "check_lobster",
     "load_binance", "BinanceData", "top_of_book", "Flow", "open_flow", "symbol_from_file",
-    "load_dbn", "iter_dbn", "DbnData", "DbnSymbol", "load_generic", "write_generic", "GenericFlow",
+    "load_dbn", "iter_dbn", "dbn_symbols", "DbnData", "DbnSymbol", "load_generic", "write_generic", "GenericFlow",
 ]
