@@ -8,16 +8,18 @@ above ``sealed_through`` and two checkpoints. Each file kind runs in one child p
 cases one after the other, each on its own copy), so a decoder that crashes the interpreter
 (a signal) fails the test naming the case instead of killing pytest.
 
-Kinds and who makes them pass:
+Kinds and the readers that must catch them:
 - ``catalog_value`` (SQL UPDATE of one value, its row_crc left as it was) and ``catalog_page``
   (bytes of catalog.sqlite): store/catalog.py (row checksums, table tallies, wrapped sqlite
   errors).
-- ``checkpoint``: the checkpoint reader (header + CRC32C) in store/session.py.
-- ``segment``: NEEDS the segment reader's fixes (store/segment.py, another helper of issue 13:
-  header/index checks, index against the catalog row); a flip in a segment's header or index
-  may decode wrong rows or raise a non-Exsim error before them.
-- ``wal``: NEEDS the WAL decoder's fixes (store/wal.py, another helper): a flip in a record
-  header must be a CorruptionError naming the WAL file, never an IndexError/ValueError.
+- ``checkpoint``: store/checkpoint_file.py (header, length, CRC32C).
+- ``segment``: store/segment.py (footer, index checked against the file and the catalog row,
+  block CRC32Cs) and the column decoders of store/codecs.py.
+- ``wal``: store/wal/reader.py (frame headers, lengths and checksums before any allocation).
+
+Limit: the directory is written by today's store. A catalog written before row checksums is
+read unchecked until a writer opens it; its segment rows are still value-checked and its run
+configuration is checked against the first checkpoint, but a flipped tick size there is not.
 """
 
 from __future__ import annotations
