@@ -3,8 +3,9 @@
 It times ``Engine.process`` (batches, reused output buffers, fills/L2/events all emitted) on
 ``scenarios.uniform_flow`` with the engine benchmark's parameters, over fresh engines, and prints
 the median. Every timed run excludes compiling: the kernels are warmed up (compiled, or loaded
-from numba's cache) before the first, with a note on stderr when that will take minutes. The full benchmark suite, with the QuantCup workload, variants run side by side and
-JSON output, is ``python -m benchmarks.bench_engine`` in a source checkout (docs/benchmarks.md).
+from numba's cache) before the first, with a note on stderr when that will take minutes. The
+full benchmark suite, with the QuantCup workload, variants run side by side and JSON output,
+is ``python -m benchmarks.bench_engine`` in a source checkout (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -73,7 +74,8 @@ def register(sub, parents, formatter) -> None:
         help="measure matching throughput on the seeded benchmark flow",
         description="Match the seeded benchmark flow (60% passive limits, 30% cancels, 10% "
                     "crossing limits, seed 7)\nthrough fresh engines and print the median "
-                    "throughput. The timing excludes compiling\nthe kernels (a first run compiles them for 1-2 minutes first).")
+                    "throughput. The timing excludes compiling\nthe kernels (a first run compiles them "
+                    "for 1-2 minutes first).")
     p.add_argument("--messages", type=int, default=1_000_000, metavar="N",
                    help="messages in the flow (default: %(default)s)")
     p.add_argument("--symbols", type=int, default=1, metavar="K",

@@ -81,4 +81,3 @@ def cmd_export(args) -> int:
     what = ", ".join(f"{n:,} {t}" for t, n in counts.items())
     print(f"wrote {args.out} ({args.format}): {what}")
     return EXIT_OK
-

@@ -13,6 +13,8 @@ Invariants:
   the session closed cleanly, so DIR either does not exist or is complete; a failed run removes
   its temporary directory. ``--force`` replaces an existing *data directory* (one holding
   ``catalog.sqlite``) and nothing else: a non-empty directory of other files is never deleted.
+- A cold numba cache is announced on stderr before the first kernel call (``compile_note``), and
+  the printed rate excludes the compile (``replay.simulation.warm_up``).
 """
 
 from __future__ import annotations
@@ -162,14 +164,15 @@ COMPILE_SHOWN_S = 1.0   # a warm-up longer than this was a compile, and the summ
 
 
 def print_summary(s: SimSummary) -> None:
-    """Print a simulation summary to stdout (the rate excludes compiling the kernels)."""
+    """Print a simulation summary to stdout (the rate excludes compiling the kernels; a compile
+    longer than COMPILE_SHOWN_S is noted on stderr)."""
     seed = f" (seed {s.seed})" if s.seed is not None else ""
     print(f"simulated {s.label}{seed} -> {s.data_dir}")
     print(f"messages {s.messages:,}  fills {s.fills:,}  volume {s.volume:,}  rejects {s.rejects:,}  "
           f"in {s.seconds:.2f} s ({s.rate:,.0f} msgs/s)  on disk {human_bytes(s.bytes)}")
     if s.compile_seconds > COMPILE_SHOWN_S:
-        print(f"(compiling the kernels took {s.compile_seconds:.1f} s more, not counted above; "
-              "later runs load them from the cache)")
+        note(f"(compiling the kernels took {s.compile_seconds:.1f} s more, not counted in the "
+             "rate; later runs load them from the cache)")
     print(format_table(["symbol", "tick", "bid", "bid_qty", "ask", "ask_qty"],
                        [["-" if v is None else v for v in row] for row in s.top],
                        right=[False, True, True, True, True, True]))
