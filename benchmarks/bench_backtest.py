@@ -24,7 +24,7 @@ model, 100,000-lot quotes at the touch).
 Every round runs each measurement once, interleaved (A B C A B C ...), after one warm-up round
 (compilation excluded); figures are medians over rounds and ratios are taken within the run,
 because the shared machine's speed swings between minutes.
-Writes benchmarks/results/backtest.json. EXSIM_BENCH_SMOKE=1 (benchmarks/_smoke.py): 20,000
+Writes benchmarks/results/local/backtest.json (``--out PATH`` elsewhere). EXSIM_BENCH_SMOKE=1 (benchmarks/_smoke.py): 20,000
 messages, one round, no hftbacktest market maker, JSON to the smoke directory: seconds.
 
     python benchmarks/bench_backtest.py [--n 1000000] [--runs 5]
@@ -156,6 +156,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=1_000_000)
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--out", default=None, help="JSON report (default: benchmarks/results/local/backtest.json; the committed one: --out benchmarks/results/backtest.json)")
     args = ap.parse_args()
     args.n = _smoke.scaled(args.n, 20_000)
     args.runs = _smoke.scaled(args.runs, 1)
@@ -244,7 +245,7 @@ def main() -> None:
            "loadavg_1min": {"start": load0, "end": os.getloadavg()[0]},
            **rows, "ratios": ratios, "targets": targets,
            "hftbacktest": hbt_missing or "measured"}
-    path = _smoke.results_path("backtest.json")
+    path = _smoke.report_path(args.out, "backtest.json")
     with open(path, "w") as fh:
         json.dump(out, fh, indent=2)
     print(f"wrote {path}")

@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--quantcup-messages", type=int, default=10_000_000)
     ap.add_argument("--baseline", metavar="REV", default=None,
                     help="also time the engine of git revision REV (interleaved), e.g. main")
-    ap.add_argument("--out", default="benchmarks/results/engine.json")
+    ap.add_argument("--out", default=None, help="JSON report (default: benchmarks/results/local/engine.json; the committed one: --out benchmarks/results/engine.json)")
     args = ap.parse_args(argv)
     if args.runs < 1 or args.batch < 1:
         ap.error(f"--runs and --batch must be >= 1; got {args.runs} and {args.batch}")
@@ -233,7 +233,7 @@ def main(argv: list[str] | None = None) -> dict:
         for v in versus:
             print(f"| {v['workload']} | {v['speedup']:.2f}x | {v['median_round_ratio']:.2f}x "
                   f"| {'yes' if v['same_output_counts'] else 'NO'} |")
-    out = _smoke.out_path(args.out)
+    out = _smoke.report_path(args.out, "engine.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2))
     print(f"\nwrote {out}")

@@ -12,7 +12,8 @@ instrument, then A/C/M/T/F records; written once, outside the timing). Measured,
   conversion to ORDER_DTYPE messages, consistent points, trades and fills (records/s);
 - ``lobster_load``: ``load_lobster`` on the LOBSTER AMZN level-1 sample (messages/s; skipped
   when the shared sample is absent).
-Rates are per second of process CPU time. Prints a table, writes benchmarks/results/loaders.json.
+Rates are per second of process CPU time. Prints a table, writes benchmarks/results/local/loaders.json
+(``--out PATH`` elsewhere).
 EXSIM_BENCH_SMOKE=1 (benchmarks/_smoke.py): 5,000 messages, one round, JSON to the smoke directory.
 
     python benchmarks/bench_loaders.py [--n 200000] [--runs 5]
@@ -66,10 +67,10 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n", type=int, default=200_000, help="messages of the generated flow")
     ap.add_argument("--runs", type=int, default=5, help="timed rounds (after one warm-up)")
-    ap.add_argument("--out", default=None, help="JSON report (default benchmarks/results/loaders.json)")
+    ap.add_argument("--out", default=None, help="JSON report (default: benchmarks/results/local/loaders.json; the committed one: --out benchmarks/results/loaders.json)")
     args = ap.parse_args(argv)
     n, runs = _smoke.scaled(args.n, 5_000), _smoke.scaled(args.runs, 1)
-    out = args.out or str(_smoke.results_path("loaders.json"))
+    out = str(_smoke.report_path(args.out, "loaders.json"))
     base = shared_data_dir()
     amzn = base / LOBSTER_AMZN if base is not None else None
     lob = None

@@ -25,7 +25,7 @@ Workload: ``scenarios.generators.uniform.uniform_flow(n, seed=7)`` (the bench_1m
   the order rotating between rounds.
 
 Each figure is the median of ``--runs`` runs. Prints a table and writes
-benchmarks/results/replay.json (or ``--out PATH``). The default is a 2M-message run (a few
+benchmarks/results/local/replay.json (or ``--out PATH``). The default is a 2M-message run (a few
 minutes on 2 cores, compiles included); the issue's size is ``--messages 10000000``. Usage:
     python benchmarks/bench_replay.py [--messages 2000000] [--runs 3] [--data-dir DIR] [--out PATH]
         [--rerun-only]
@@ -197,8 +197,7 @@ def main(argv=None) -> int:
     ap.add_argument("--checkpoint-every", type=int, default=100_000)
     ap.add_argument("--seal-every", type=int, default=100_000)
     ap.add_argument("--data-dir", default=None)
-    ap.add_argument("--out", default=str(_smoke.RESULTS / "replay.json"),
-                    help="where the JSON report goes (default benchmarks/results/replay.json)")
+    ap.add_argument("--out", default=None, help="JSON report (default: benchmarks/results/local/replay.json; the committed one: --out benchmarks/results/replay.json)")
     ap.add_argument("--rerun-only", action="store_true",
                     help="time only the engine and the reruns (no book_at, no verify)")
     args = ap.parse_args(argv)
@@ -262,7 +261,7 @@ def main(argv=None) -> int:
         v, t = results[key], TARGETS.get(key)
         ok = "" if t is None else ("yes" if (v <= t if cmp == "<=" else v >= t) else "NO")
         print(f"{label:36s} {v:14,.3f} {'' if t is None else f'{cmp} {t:g}':>10s}  {ok}")
-    with open(_smoke.out_path(args.out), "w") as f:
+    with open(_smoke.report_path(args.out, "replay.json"), "w") as f:
         json.dump(results, f, indent=2)
     return 0
 

@@ -16,7 +16,8 @@ jobs on a shared machine do not count; wall time is reported for the whole seal)
 split + encode + commit with fsync; "after first" leaves out each run's first seal. Decode: each
 table's segments read back column by column (``segment.read_segment``), rows per CPU second.
 
-Each figure is the median over ``--runs`` runs. Prints a table, writes benchmarks/results/seal.json.
+Each figure is the median over ``--runs`` runs. Prints a table, writes benchmarks/results/local/seal.json
+(``--out PATH`` elsewhere).
 EXSIM_BENCH_SMOKE=1 (benchmarks/_smoke.py): 20,000 messages, one run, JSON outside the checkout.
 Usage: python benchmarks/bench_seal.py [--runs 5] [--n 1000000]
 """
@@ -126,6 +127,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--n", type=int, default=BENCH_1M["n"])
+    ap.add_argument("--out", default=None, help="JSON report (default: benchmarks/results/local/seal.json; the committed one: --out benchmarks/results/seal.json)")
     args = ap.parse_args(argv)
     if args.runs < 1 or args.n < 1:
         ap.error("--runs and --n must be positive")
@@ -186,7 +188,7 @@ def main(argv=None):
         print(f"| decode {t} (per CPU s) | {v:,.0f} |")
     print(f"\nfsync'd commit of a seal's 4 segments: {result['fsync_commit_ms_per_seal']:.1f} ms (wall, median); "
           f"encoding searches per run: {result['encoding_searches_per_run']}")
-    with open(_smoke.results_path("seal.json"), "w") as f:
+    with open(_smoke.report_path(args.out, "seal.json"), "w") as f:
         json.dump(result, f, indent=2)
     return 0
 

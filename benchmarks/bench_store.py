@@ -28,7 +28,8 @@ Workloads:
   records under durability "none".
 - Sealing rate overall (the first seal of a directory searches for encodings) and after the first.
 
-Each measurement is the median of ``--runs`` runs. Prints a table, writes benchmarks/results/store.json.
+Each measurement is the median of ``--runs`` runs. Prints a table, writes benchmarks/results/local/store.json
+(``--out PATH`` elsewhere).
 EXSIM_BENCH_SMOKE=1 (benchmarks/_smoke.py): 20,000 messages, one run, JSON outside the checkout.
 Usage: python benchmarks/bench_store.py [--runs 3] [--n 1000000]
 """
@@ -193,6 +194,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--n", type=int, default=BENCH_1M["n"])
+    ap.add_argument("--out", default=None, help="JSON report (default: benchmarks/results/local/store.json; the committed one: --out benchmarks/results/store.json)")
     args = ap.parse_args(argv)
     args.n = _smoke.scaled(args.n, 20_000)
     args.runs = _smoke.scaled(args.runs, 1)
@@ -283,7 +285,7 @@ def main(argv=None):
     print(line.format("Binance L2 store lz4 bytes/row", f"{b['store_lz4_bytes_per_row']:.3f}", ""))
     print(line.format("Binance L2 Parquet zstd bytes/row", f"{b['parquet_zstd_bytes_per_row']:.3f}", ""))
     print(line.format("Binance L2 store / Parquet", f"{b['ratio_to_parquet']:.3f}", "0.8"))
-    with open(_smoke.results_path("store.json"), "w") as f:
+    with open(_smoke.report_path(args.out, "store.json"), "w") as f:
         json.dump(result, f, indent=2)
     return 0
 

@@ -359,7 +359,7 @@ def main(argv: list[str] | None = None) -> dict:
                     help=f"run only these workloads (default: all of {','.join(WORKLOADS)})")
     ap.add_argument("--update", action="store_true",
                     help="merge this run's workloads into the existing --out report instead of replacing it")
-    ap.add_argument("--out", default="benchmarks/results/compare.json")
+    ap.add_argument("--out", default=None, help="JSON report (default: benchmarks/results/local/compare.json; the committed one: --out benchmarks/results/compare.json)")
     ap.add_argument("--write-docs", action="store_true",
                     help=f"write the table into {DOCS.name} and the README's Performance section")
     ap.add_argument("--from-json", metavar="PATH",
@@ -373,8 +373,8 @@ def main(argv: list[str] | None = None) -> dict:
         docs = [_smoke.results_dir() / p.name for p in docs]
         for src, dst in zip((DOCS, README), docs):
             dst.write_text(src.read_text())
-        if not args.from_json:
-            args.out = str(_smoke.out_path(args.out))
+    if not args.from_json:
+        args.out = str(_smoke.report_path(args.out, "compare.json"))
     if args.from_json:
         report = json.loads(Path(args.from_json).read_text())
         text = markdown(report)

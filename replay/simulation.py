@@ -2,6 +2,8 @@
 
 ``simulate(flow, out, ...)`` is what ``exsim simulate`` and ``exsim demo`` run; it returns a
 ``SimSummary`` (messages, fills, volume, rejects, time, top of book per symbol, size on disk).
+``kernels_cold()`` says whether the first engine call of this process will compile the numba
+kernels (1-2 minutes on a new install), so the CLI can say so before it starts.
 
 Invariants:
 - The data directory is built under a temporary sibling name (``replay.atomic``) and renamed into
@@ -9,6 +11,9 @@ Invariants:
   on any failure the temporary directory is removed.
 - With ``replace`` an existing data directory at ``out`` is swapped out only once the new one is
   complete; without it ``out`` must not exist or be an empty directory (the caller checks).
+- ``SimSummary.seconds`` (and so ``rate``) excludes compiling: before the timer starts the same
+  pipeline (Engine, Session, seal) runs once on a few messages in a scratch directory, which
+  compiles or loads every kernel the run calls; that warm-up's time is ``compile_seconds``.
 - The flow's symbols are registered in order before the first batch, so the flow's symbol ids
   are the engine's; the run's catalog row records ``Flow.run_info()``.
 - The Session journals arrays of exactly ``batch`` messages (the last may be shorter) cut from the
@@ -31,7 +36,7 @@ from exchange.errors import UsageError
 from replay.atomic import temp_dir_beside
 from replay.progress import progress
 
-__all__ = ["simulate", "SimSummary", "dir_bytes"]
+__all__ = ["simulate", "SimSummary", "dir_bytes", "kernels_cold", "warm_up"]
 
 
 @dataclass
@@ -48,10 +53,12 @@ class SimSummary:
     seconds: float
     top: list[tuple]                             # (symbol, tick, bid, bid qty, ask, ask qty)
     bytes: int = 0
+    compile_seconds: float = 0.0                 # the warm-up before the timed run (see module)
 
     @property
     def rate(self) -> float:
-        """Messages per second through engine, journal and final seal (generation excluded)."""
+        """Messages per second through engine, journal and final seal (generation and kernel
+        compiling excluded)."""
         return self.messages / self.seconds if self.seconds > 0 else float("inf")
 
 
@@ -65,6 +72,67 @@ def dir_bytes(path: str) -> int:
             except OSError:
                 pass   # why: a file may vanish under a concurrent compaction; sizes are informative
     return total
+
+
+def kernels_cold() -> bool:
+    """Return True when this process's first engine call will compile the matching kernel
+    (``exchange.kernels.process_batch``, the 1-2 minutes of a first run), False when it is
+    already loaded in this process or numba's on-disk cache holds it for today's source.
+
+    How: numba's own cache index of the kernel is read (it is keyed on the source file's stamp,
+    so a stale index counts as cold) without compiling anything. Never raises: if that index
+    cannot be inspected, returns whether no ``*.nbi`` index file of the kernel exists next to
+    the module.
+    """
+    import glob
+
+    from exchange import kernels
+
+    disp = kernels.process_batch
+    if disp.signatures:
+        return False
+    try:
+        return not disp._cache._cache_file._load_index()
+    except Exception:   # why broad: numba internals may change; fall back to the file test
+        folder = os.path.join(os.path.dirname(os.path.abspath(kernels.__file__)), "__pycache__")
+        return not glob.glob(os.path.join(folder, "kernels.process_batch-*.nbi"))
+
+
+def warm_up(stp: str = "none", durability: str = "none") -> float:
+    """Run a few crossing, modified and cancelled orders through a fresh Engine journaled by a
+    Session into a scratch directory (removed afterwards), so that every kernel ``simulate``
+    calls is compiled, or loaded from numba's cache, before a run is timed.
+
+    Returns the seconds it took (about the compile time on a cold cache, milliseconds on a warm
+    one). Raises what Engine or Session raise (a full temporary directory, say).
+    """
+    import numpy as np
+
+    from exchange import ORDER_DTYPE, Engine, Kind, Side
+    from store import Session
+
+    msgs = np.zeros(5, ORDER_DTYPE)
+    msgs["ts"] = np.arange(1, 6)
+    msgs["order_id"] = [1, 2, 3, 1, 3]
+    msgs["price"] = [100, 100, 99, 100, 99]
+    msgs["qty"] = [10, 4, 5, 3, 0]
+    msgs["trader"] = [1, 2, 3, 1, 3]
+    msgs["kind"] = [Kind.NEW, Kind.NEW, Kind.NEW, Kind.MODIFY, Kind.CANCEL]
+    msgs["side"] = [Side.BUY, Side.SELL, Side.BUY, Side.BUY, Side.BUY]
+    t0 = time.perf_counter()
+    scratch = tempfile.mkdtemp(prefix="exsim-warm-")
+    try:
+        engine = Engine(stp=stp)
+        engine.add_symbol("WARM")
+        session = Session.create(os.path.join(scratch, "d"), engine, run_info={"scenario": "warm-up"},
+                                 durability=durability)
+        try:
+            session.process(msgs)
+        finally:
+            session.close()
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return time.perf_counter() - t0
 
 
 def simulate(flow, out: str, *, batch: int = 10_000, durability: str = "fsync", stp: str = "none",
@@ -100,6 +168,7 @@ def simulate(flow, out: str, *, batch: int = 10_000, durability: str = "fsync", 
     engine = Engine(stp=stp)
     for name, tick in symbols:
         engine.add_symbol(name, tick_size=tick)
+    compile_seconds = warm_up(stp, durability)
     out = os.path.abspath(out)
     tmp = temp_dir_beside(out)
     messages = fills = volume = rejects = 0
@@ -134,7 +203,7 @@ def simulate(flow, out: str, *, batch: int = 10_000, durability: str = "fsync", 
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return SimSummary(out, flow.label, flow.seed, messages, fills, volume, rejects, seconds,
-                      top, dir_bytes(out))
+                      top, dir_bytes(out), compile_seconds)
 
 
 def _slices(parts, batch: int):

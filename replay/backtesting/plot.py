@@ -16,7 +16,11 @@ __all__ = ["plot_result"]
 
 
 def plot_result(result, path, title: str | None = None) -> str:
-    """Write ``result``'s plot to ``path`` (.png); return the path. Raises UsageError otherwise."""
+    """Write ``result``'s plot to ``path`` (.png); return the path.
+
+    Raises UsageError if ``path`` does not end in .png or matplotlib fails to write it (one line
+    naming ``path``), OSError if the file cannot be created.
+    """
     path = os.fspath(path)
     if not path.lower().endswith(".png"):
         raise UsageError(f"plot path must end in .png; got {path!r}")
@@ -48,6 +52,13 @@ def plot_result(result, path, title: str | None = None) -> str:
     axes[0].set_title(title or f"{result.meta.get('strategy', '')}  pnl={summ['pnl']:.0f}  "
                                f"volume={summ['volume']}  fills={summ['n_fills']}", fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    try:
+        fig.savefig(path, dpi=110)
+    except OSError:
+        raise
+    except Exception as e:   # why broad: matplotlib raises ValueError, RuntimeError, ... per format
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise UsageError(f"plot {path!r}: cannot write the plot: {first}") from None
+    finally:
+        plt.close(fig)
     return path

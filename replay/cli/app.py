@@ -147,8 +147,10 @@ DOCS_HEADER = """\
      tests/cli_tests/test_cli_docs.py fails when this file is stale. -->
 
 `exsim` is a thin layer over the Python library (`exchange`, `scenarios`, `store`, `replay`).
-Every command prints its result to stdout and progress bars (only on a terminal, never with
-`--quiet`) and errors to stderr.
+Every command prints its result to stdout, and progress bars (only on a terminal, never with
+`--quiet`), notes ("wrote PATH", the first run's "compiling the matching kernels" line) and
+errors to stderr, so `--json` output pipes into `jq`: it is strict JSON, with `null` for a value
+that does not exist (never `NaN`).
 
 Exit status: **0** ok, **1** a verification or determinism check failed, **2** usage or input
 error (the message names the file or argument; no traceback).

@@ -5,18 +5,19 @@ A thin layer over ``replay.backtesting.driver.backtest``: it builds the strategy
 command line with ``--param`` keyword arguments (``replay.backtesting.loading.load_strategy``), runs the backtest and prints the summary as
 a table (or JSON), optionally writing the plot and journaling the merged run.
 
-Invariant: a bad ``--strategy`` (unimportable module, missing class, not a Strategy) or a bad
+Invariants: ``--json`` prints strict JSON (a NaN measure is ``null``) and nothing else on stdout;
+notes such as "wrote PNG" go to stderr. ``--plot`` is checked (format, directory) before the
+backtest runs.
+A bad ``--strategy`` (unimportable module, missing class, not a Strategy) or a bad
 ``--param`` raises UsageError naming it, so ``exsim`` exits 2 with one line and no traceback.
 """
 
 from __future__ import annotations
 
-import json
-
 from exchange.errors import UsageError
 
 from replay.backtesting.loading import load_strategy
-from replay.cli.common import EXIT_OK, print_table
+from replay.cli.common import EXIT_OK, check_plot_path, compile_note, json_text, note, print_table
 
 __all__ = ["register", "cmd_backtest", "add_backtest_arguments"]
 
@@ -86,17 +87,20 @@ def cmd_backtest(args) -> int:
 
     if args.feed_ns < 0 or args.order_ns < 0:
         raise UsageError("--feed-ns and --order-ns must be >= 0")
+    if args.plot:
+        check_plot_path(args.plot, formats=("png",))   # why first: fail before the backtest
     strategy = load_strategy(args.strategy, args.param)
+    compile_note(args.quiet)
     res = backtest(args.flow, strategy, latency=ConstantLatency(args.feed_ns, args.order_ns),
                    fees_bps=args.fees_bps, symbol=args.symbol, store_dir=args.store,
                    queue_model=args.queue_model)
     if args.json:
-        print(json.dumps(res.summary, indent=2, sort_keys=True))
+        print(json_text(res.summary, sort_keys=True))
     else:
         print_table(["measure", "value"],
                     [[k, f"{v:,.6g}" if isinstance(v, float) else f"{v:,}"]
                      for k, v in res.summary.items()])
     if args.plot:
         res.plot(args.plot)
-        print(f"wrote {args.plot}")
+        note(f"wrote {args.plot}")
     return EXIT_OK

@@ -15,6 +15,8 @@ Invariants:
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import os
 import sys
 from typing import Iterable, Sequence
@@ -23,12 +25,13 @@ from exchange.errors import StoreError, UsageError
 
 from replay.export import symbol_tick_size
 from replay.progress import progress
-from replay.simulation import dir_bytes
+from replay.simulation import dir_bytes, kernels_cold
 
 __all__ = [
     "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "Formatter", "parse_range", "progress",
     "format_table", "print_table", "open_catalog", "symbol_names", "symbol_tick_size", "resolve_symbol", "note",
-    "dir_bytes", "human_bytes", "printable",
+    "dir_bytes", "human_bytes", "printable", "json_text", "check_plot_path", "plot_failed",
+    "need_pyarrow", "compile_note", "COMPILE_NOTE",
 ]
 
 EXIT_OK = 0        # the command did what was asked and every check passed
@@ -165,3 +168,85 @@ def human_bytes(n: int) -> str:
             return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
         size /= 1024
     return f"{n} B"
+
+
+def _finite(value):
+    """Return ``value`` with every NaN or infinite float (in dicts, lists, tuples) as None."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def json_text(value, **kwargs) -> str:
+    """Return ``value`` as strict JSON text (indent 2 unless ``kwargs`` say otherwise).
+
+    NaN and infinite floats become ``null`` (why: ``NaN`` is not JSON, and ``jq`` or a strict
+    parser rejects it). Raises ValueError only for a value ``json`` cannot encode.
+    """
+    kwargs.setdefault("indent", 2)
+    return json.dumps(_finite(value), allow_nan=False, **kwargs)
+
+
+def check_plot_path(path: str, option: str = "--plot", formats: Sequence[str] | None = None) -> str:
+    """Check, before any work, that a plot can be written to ``path``; return ``path``.
+
+    ``formats``: the allowed suffixes without the dot (default: every format matplotlib
+    writes). Raises UsageError naming ``path`` when matplotlib is not installed, the suffix is
+    not an allowed format, ``path`` is a directory, or its directory does not exist or is not
+    writable.
+    """
+    path = os.fspath(path)
+    try:
+        from matplotlib.backend_bases import FigureCanvasBase
+    except ImportError:
+        raise UsageError(f"{option} needs matplotlib, which is not installed: "
+                         "pip install 'exsim[plot]'") from None
+    if formats is None:
+        formats = sorted(FigureCanvasBase.get_supported_filetypes())
+    suffix = os.path.splitext(path)[1].lower().lstrip(".")
+    if suffix not in formats:
+        raise UsageError(f"{option} {printable(path)}: cannot write a plot as "
+                         f"{'.' + suffix if suffix else 'a file without a suffix'}; "
+                         f"use {', '.join('.' + f for f in formats)}")
+    if os.path.isdir(path):
+        raise UsageError(f"{option} {printable(path)}: is a directory")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise UsageError(f"{option} {printable(path)}: directory {printable(folder)} does not exist")
+    if not os.access(folder, os.W_OK):
+        raise UsageError(f"{option} {printable(path)}: directory {printable(folder)} is not writable")
+    return path
+
+
+def plot_failed(path: str, error: BaseException, option: str = "--plot") -> UsageError:
+    """Return the UsageError (one line, naming ``path``) for a plot that matplotlib failed to
+    write."""
+    first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    return UsageError(f"{option} {printable(path)}: cannot write the plot: {printable(first)}")
+
+
+def need_pyarrow() -> None:
+    """Return None if pyarrow (Parquet) can be imported; else raise UsageError naming the
+    ``parquet`` extra (a small install, unlike ``bench``)."""
+    try:
+        import pyarrow.parquet  # noqa: F401 - only its presence is checked
+    except ImportError:
+        raise UsageError("Parquet needs pyarrow, which is not installed: "
+                         "pip install 'exsim[parquet]'") from None
+
+
+COMPILE_NOTE = "compiling the matching kernels (first run only, 1-2 minutes)..."
+
+
+def compile_note(quiet: bool) -> bool:
+    """Print COMPILE_NOTE on stderr when the numba cache is cold (``kernels_cold``: the engine's
+    kernel is neither loaded nor cached for today's source) and not ``quiet``; return whether it
+    was cold. Commands call it before their first kernel call."""
+    cold = kernels_cold()
+    if cold and not quiet:
+        note(COMPILE_NOTE)
+    return cold

@@ -13,7 +13,7 @@ import sys
 
 from exchange.errors import UsageError
 
-from replay.cli.common import EXIT_OK, open_catalog, parse_range, resolve_symbol
+from replay.cli.common import EXIT_OK, need_pyarrow, open_catalog, parse_range, resolve_symbol
 from replay.export import FORMATS, TABLES, export, write_csv
 
 __all__ = ["register", "cmd_export"]
@@ -23,7 +23,7 @@ examples:
   exsim export runs/default all --format sqlite --out default.db
   sqlite3 default.db "SELECT s.name, count(*), sum(qty) FROM deals d JOIN symbols s ON s.id = d.symbol GROUP BY 1"
   exsim export runs/default fills --format csv --out fills.csv --symbol JPM --seq 1000:5000
-  exsim export runs/default orders --format parquet --out orders.parquet   # needs exsim[bench]
+  exsim export runs/default orders --format parquet --out orders.parquet   # needs exsim[parquet]
   exsim export runs/default orders --format flow --out flow.csv   # exsim simulate --flow csv flow.csv
 """
 
@@ -34,7 +34,7 @@ def register(sub, parents, formatter) -> None:
         "export", parents=parents, formatter_class=formatter, epilog=EXPORT_EXAMPLES,
         help="write a stored table as CSV, Parquet or an SQLite database",
         description="Write the rows of a stored table (orders, fills, l2, events) in seq order as "
-                    "CSV, Parquet (needs\npyarrow: pip install 'exsim[bench]') or SQLite. For "
+                    "CSV, Parquet (needs\npyarrow: pip install 'exsim[parquet]') or SQLite. For "
                     "SQLite, TABLE may be 'all'; the database\nalso holds 'symbols' (id, name, "
                     "tick_size), 'enums' (type, value, name) and a view 'deals'\nover 'fills'. "
                     "Values are as stored: prices in ticks, quantities in lots, times in ns.\n"
@@ -59,6 +59,8 @@ def cmd_export(args) -> int:
         raise UsageError(f"TABLE 'all' needs --format sqlite (a {args.format} file holds one table)")
     if args.out == "-" and args.format != "csv":
         raise UsageError("--out - (stdout) works with --format csv only")
+    if args.format == "parquet" or (args.format == "flow" and args.out.lower().endswith(".parquet")):
+        need_pyarrow()   # why first: the missing extra fails before anything is read
     seq = parse_range(args.seq, "--seq") if args.seq else None
     cat = open_catalog(args.dir)
     try:

@@ -22,8 +22,9 @@ import time
 from exchange.errors import CorruptionError, UsageError
 
 from replay.cli.common import (
-    EXIT_FAILED, EXIT_OK, dir_bytes, format_table, human_bytes, open_catalog, parse_range,
-    print_table, printable, resolve_symbol, symbol_tick_size,
+    EXIT_FAILED, EXIT_OK, check_plot_path, dir_bytes, format_table, human_bytes, note,
+    open_catalog, parse_range, plot_failed, print_table, printable, resolve_symbol,
+    symbol_tick_size,
 )
 
 __all__ = ["register", "cmd_ls", "cmd_book", "cmd_verify", "cmd_rerun", "cmd_stats"]
@@ -358,14 +359,15 @@ def cmd_stats(args) -> int:
     finally:
         cat.close()
     if args.plot:
-        _plot_module()   # why first: a missing extra should fail before the computation
+        # why first: a missing extra, an unwritable format or directory fails before the work
+        check_plot_path(args.plot)
     from replay import stats
 
     series = stats(args.dir, args.symbol, ts=ts, levels=args.levels, window_ns=args.window_ns)
     names = list(series.dtype.names)
     if args.plot:
         _plot(series, args.symbol, args.plot)
-        print(f"wrote {printable(args.plot)}: {series.size:,} points of {printable(args.symbol)}")
+        note(f"wrote {printable(args.plot)}: {series.size:,} points of {printable(args.symbol)}")
         return EXIT_OK
     if args.csv:
         print(",".join(names))
@@ -419,5 +421,9 @@ def _plot(series, symbol: str, path: str) -> None:
     fig.tight_layout()
     try:
         fig.savefig(path, dpi=100)
+    except OSError:
+        raise
+    except Exception as e:   # why broad: matplotlib raises ValueError, RuntimeError, ... per format
+        raise plot_failed(path, e) from None
     finally:
         plt.close(fig)

@@ -13,6 +13,8 @@ Invariants:
   the session closed cleanly, so DIR either does not exist or is complete; a failed run removes
   its temporary directory. ``--force`` replaces an existing *data directory* (one holding
   ``catalog.sqlite``) and nothing else: a non-empty directory of other files is never deleted.
+- A cold numba cache is announced on stderr before the first kernel call (``compile_note``), and
+  the printed rate excludes the compile (``replay.simulation.warm_up``).
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ import tempfile
 
 from exchange.errors import UsageError
 
-from replay.cli.common import EXIT_FAILED, EXIT_OK, format_table, human_bytes, note
+from replay.cli.common import (
+    EXIT_FAILED, EXIT_OK, compile_note, format_table, human_bytes, need_pyarrow, note,
+)
 from replay.simulation import SimSummary, simulate
 
 __all__ = ["register", "cmd_simulate", "cmd_demo"]
@@ -113,6 +117,8 @@ def load_flow(fmt: str, files: list[str], symbol: str | None, quiet: bool = True
     for f in files:
         if not os.path.isfile(f):
             raise UsageError(f"--flow {fmt}: {f}: no such file")
+    if fmt == "parquet":
+        need_pyarrow()
     if fmt != "dbn":
         return open_flow(files, fmt=fmt, symbol=symbol)
     from replay.progress import progress
@@ -154,12 +160,19 @@ def check_out_dir(out: str, force: bool) -> bool:
     return True
 
 
+COMPILE_SHOWN_S = 1.0   # a warm-up longer than this was a compile, and the summary says so
+
+
 def print_summary(s: SimSummary) -> None:
-    """Print a simulation summary to stdout."""
+    """Print a simulation summary to stdout (the rate excludes compiling the kernels; a compile
+    longer than COMPILE_SHOWN_S is noted on stderr)."""
     seed = f" (seed {s.seed})" if s.seed is not None else ""
     print(f"simulated {s.label}{seed} -> {s.data_dir}")
     print(f"messages {s.messages:,}  fills {s.fills:,}  volume {s.volume:,}  rejects {s.rejects:,}  "
           f"in {s.seconds:.2f} s ({s.rate:,.0f} msgs/s)  on disk {human_bytes(s.bytes)}")
+    if s.compile_seconds > COMPILE_SHOWN_S:
+        note(f"(compiling the kernels took {s.compile_seconds:.1f} s more, not counted in the "
+             "rate; later runs load them from the cache)")
     print(format_table(["symbol", "tick", "bid", "bid_qty", "ask", "ask_qty"],
                        [["-" if v is None else v for v in row] for row in s.top],
                        right=[False, True, True, True, True, True]))
@@ -174,6 +187,7 @@ def cmd_simulate(args) -> int:
     if args.symbol and not args.flow:
         raise UsageError("--symbol names the symbol of a --flow; a scenario names its own")
     replace = check_out_dir(args.out, args.force)
+    compile_note(args.quiet)
     if args.flow:
         flow = load_flow(args.flow[0], args.flow[1:], args.symbol, quiet=args.quiet)
     else:
@@ -225,6 +239,9 @@ def _demo_steps(data_dir: str, captured: dict, mid_seq: int, quiet: bool) -> lis
 
 def cmd_demo(args) -> int:
     """``exsim demo``: returns 0 if every step passed, 1 otherwise."""
+    if args.out is not None:
+        check_out_dir(args.out, args.force)   # why first: before minutes of compiling
+    compile_note(args.quiet)
     flow = load_scenario_flow("default", None)
     batch = 1000
     # why a batch boundary: the live engine can only be observed between batches

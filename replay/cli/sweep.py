@@ -6,7 +6,8 @@ summary, one per grid point and seed) print as a table, or go out as JSON or CSV
 in ``exsim backtest --param`` (JSON when they can, else strings); a grid value cannot itself hold a
 comma.
 
-Invariant: a bad ``--grid``, ``--seeds``, ``--workers`` or strategy raises UsageError (exit 2, one
+Invariants: ``--json`` prints strict JSON (a NaN measure is ``null``); notes go to stderr.
+A bad ``--grid``, ``--seeds``, ``--workers`` or strategy raises UsageError (exit 2, one
 line); a missing dask.distributed says how to install it and that ``--scheduler serial`` works
 without it.
 """
@@ -19,7 +20,7 @@ import json
 from exchange.errors import UsageError
 
 from replay.cli.backtest import add_backtest_arguments
-from replay.cli.common import EXIT_OK, print_table
+from replay.cli.common import EXIT_OK, json_text, note, print_table
 
 __all__ = ["register", "cmd_sweep", "parse_grid"]
 
@@ -118,14 +119,14 @@ def cmd_sweep(args) -> int:
                  latency=ConstantLatency(args.feed_ns, args.order_ns), fees_bps=args.fees_bps,
                  symbol=args.symbol)
     if args.json:
-        print(json.dumps(rows, indent=2))
+        print(json_text(rows))
         return EXIT_OK
     if args.csv:
         with open(args.csv, "w", newline="", encoding="utf-8") as f:
             w = csv.DictWriter(f, fieldnames=list(rows[0]))
             w.writeheader()
             w.writerows(rows)
-        print(f"wrote {len(rows)} rows to {args.csv}")
+        note(f"wrote {len(rows)} rows to {args.csv}")
         return EXIT_OK
     keys = list(grid) + (["seed"] if args.seeds else [])
     headers = keys + list(TABLE_COLUMNS)

@@ -153,7 +153,7 @@ def test_export_parquet_round_trips(run_dir, tmp_path):
 def test_export_parquet_without_pyarrow_names_the_extra(run_dir, tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "pyarrow", None)   # makes `import pyarrow` fail
     code, _, err = run(["export", run_dir, "fills", "--format", "parquet", "--out", tmp_path / "f.parquet"])
-    assert code == 2 and "exsim[bench]" in err and not (tmp_path / "f.parquet").exists()
+    assert code == 2 and "exsim[parquet]" in err and not (tmp_path / "f.parquet").exists()
 
 
 def test_export_refuses_bad_combinations(run_dir, tmp_path):
