@@ -136,7 +136,7 @@ def _pyarrow():
         import pyarrow.parquet as pq
     except ImportError:
         raise UsageError("--format parquet needs pyarrow, which is not installed: "
-                         "pip install 'exsim[bench]'") from None
+                         "pip install 'exsim[parquet]'") from None
     return pyarrow, pq
 
 

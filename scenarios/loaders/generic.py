@@ -149,7 +149,8 @@ def _read_parquet(path: str):
     try:
         import pyarrow.parquet as pq
     except ImportError as exc:
-        raise InputError(f"{path}: reading Parquet needs pyarrow, which is not installed") from exc
+        raise InputError(f"{path}: reading Parquet needs pyarrow, which is not installed "
+                         "(pip install 'exsim[parquet]')") from exc
     try:
         t = pq.read_table(path)
     except Exception as exc:   # pyarrow raises its own error types for damaged files
