@@ -17,7 +17,8 @@ from __future__ import annotations
 from exchange.errors import UsageError
 
 from replay.backtesting.loading import load_strategy
-from replay.cli.common import EXIT_OK, check_plot_path, compile_note, json_text, note, print_table
+from replay.cli.common import (EXIT_OK, check_plot_path, compile_note, format_number, json_text,
+                               note, print_table)
 
 __all__ = ["register", "cmd_backtest", "add_backtest_arguments"]
 
@@ -98,7 +99,7 @@ def cmd_backtest(args) -> int:
         print(json_text(res.summary, sort_keys=True))
     else:
         print_table(["measure", "value"],
-                    [[k, f"{v:,.6g}" if isinstance(v, float) else f"{v:,}"]
+                    [[k, format_number(v)]
                      for k, v in res.summary.items()])
     if args.plot:
         res.plot(args.plot)

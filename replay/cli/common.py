@@ -31,7 +31,7 @@ __all__ = [
     "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "Formatter", "parse_range", "progress",
     "format_table", "print_table", "open_catalog", "symbol_names", "symbol_tick_size", "resolve_symbol", "note",
     "dir_bytes", "human_bytes", "printable", "json_text", "check_plot_path", "plot_failed",
-    "need_pyarrow", "compile_note", "COMPILE_NOTE",
+    "need_pyarrow", "compile_note", "COMPILE_NOTE", "format_number",
 ]
 
 EXIT_OK = 0        # the command did what was asked and every check passed
@@ -111,6 +111,22 @@ def _numeric(v: str) -> bool:
         return True
     except ValueError:
         return False
+
+
+def format_number(v) -> str:
+    """Return a number as a table cell: ints with thousands separators; floats with separators and
+    up to 6 decimals (trailing zeros dropped), so no digit left of the point is ever rounded away;
+    floats under 0.001 in 6 significant digits; NaN and infinities as ``nan``/``inf``."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return str(v)
+    if isinstance(v, int):
+        return f"{v:,}"
+    if not math.isfinite(v):
+        return str(v)
+    if v != 0 and abs(v) < 1e-3:
+        return f"{v:.6g}"
+    text = f"{v:,.6f}".rstrip("0").rstrip(".")
+    return "0" if text in ("-0", "") else text
 
 
 def print_table(headers, rows, right=None, title: str | None = None) -> None:

@@ -20,7 +20,7 @@ import json
 from exchange.errors import UsageError
 
 from replay.cli.backtest import add_backtest_arguments
-from replay.cli.common import EXIT_OK, json_text, note, print_table
+from replay.cli.common import EXIT_OK, format_number, json_text, note, print_table
 
 __all__ = ["register", "cmd_sweep", "parse_grid"]
 
@@ -130,13 +130,5 @@ def cmd_sweep(args) -> int:
         return EXIT_OK
     keys = list(grid) + (["seed"] if args.seeds else [])
     headers = keys + list(TABLE_COLUMNS)
-    print_table(headers, [[_cell(r[k]) for k in headers] for r in rows])
+    print_table(headers, [[format_number(r[k]) for k in headers] for r in rows])
     return EXIT_OK
-
-
-def _cell(v) -> str:
-    if isinstance(v, float):
-        return f"{v:,.6g}"
-    if isinstance(v, int) and not isinstance(v, bool):
-        return f"{v:,}"
-    return str(v)
