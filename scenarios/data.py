@@ -3,6 +3,8 @@
 The samples are not part of the repository: they sit in ``../shared/data`` beside the checkout.
 ``shared_data_dir`` looks, in order, at the EXSIM_SHARED_DATA environment variable, ``shared/data``
 next to the repository (and next to its parents, for clones in a subfolder), then /work/shared/data.
+``find_sample`` turns a bare sample name that is not a path (``lobster_AMZN_2012-06-21_level1``,
+``quantcup_score_feed.csv``) into its path in that directory; an existing path always wins.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from pathlib import Path
 from exchange.errors import InputError
 
 __all__ = ["shared_data_dir", "shared_file", "QUANTCUP_FEED", "LOBSTER_AMZN", "LOBSTER_AAPL",
-           "BINANCE_BTCUSDT"]
+           "BINANCE_BTCUSDT", "find_sample"]
 
 QUANTCUP_FEED = "quantcup_score_feed/quantcup_score_feed.csv"
 LOBSTER_AMZN = "lobster_AMZN_2012-06-21_level1"
@@ -44,3 +46,21 @@ def shared_file(relative: str) -> Path:
         raise InputError("shared data directory not found: set EXSIM_SHARED_DATA to the folder "
                          "holding the LOBSTER, Binance and QuantCup samples")
     return base / relative
+
+
+def find_sample(name: str) -> str:
+    """Return ``name`` itself if it exists or is absolute; else its path in the shared data
+    directory (``DIR/name``, or ``DIR/*/name`` for a bare file name found in exactly one sample
+    folder) when there is one; else ``name`` unchanged. Never raises."""
+    if os.path.isabs(name) or os.path.exists(name):
+        return name
+    base = shared_data_dir()
+    if base is None:
+        return name
+    if (base / name).exists():
+        return str(base / name)
+    if os.sep not in name and "/" not in name:
+        found = [p for p in base.glob(f"*/{name}") if p.exists()] if name not in ("", ".", "..") else []
+        if len(found) == 1:
+            return str(found[0])
+    return name

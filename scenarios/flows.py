@@ -52,6 +52,7 @@ import numpy as np
 from exchange.errors import InputError, UsageError
 from exchange.schema import ORDER_DTYPE
 
+from scenarios.data import find_sample
 from scenarios.loaders import binance, lobster
 from scenarios.scenario import Scenario, load_scenario
 
@@ -175,7 +176,7 @@ def _open(source, fmt: str | None, symbol: str | None, dbn: _DbnOptions) -> Flow
     if fmt is not None:
         return _open_format(fmt, source, symbol, dbn)
     if isinstance(source, (str, os.PathLike)):
-        path = os.fspath(source)
+        path = find_sample(os.fspath(source))
         if os.path.isfile(path) and path.endswith(DBN_SUFFIXES):
             return _dbn(path, symbol, dbn)
         ext = os.path.splitext(path)[1]
@@ -225,6 +226,7 @@ def _open_format(fmt: str, source, symbol: str | None, dbn: _DbnOptions) -> Flow
     if fmt not in FORMATS:
         raise UsageError(f"unknown flow format {fmt!r}; formats: {', '.join(FORMATS)}")
     files = [os.fspath(source)] if isinstance(source, (str, os.PathLike)) else [os.fspath(f) for f in source]
+    files = [find_sample(f) for f in files]
     if fmt == "lobster" and len(files) == 1 and os.path.isdir(files[0]):
         pair = _lobster_pair(files[0])
         if pair is None:

@@ -107,8 +107,10 @@ def load_flow(fmt: str, files: list[str], symbol: str | None, quiet: bool = True
     UsageError for an unknown format, the wrong number of files or a missing file, InputError
     (from the loader, naming file and line) for a malformed one.
     """
+    from scenarios.data import find_sample
     from scenarios.flows import FORMATS, open_flow
 
+    files = [find_sample(f) for f in files]
     if fmt not in FORMATS:
         raise UsageError(f"--flow: unknown format {fmt!r}; formats: {', '.join(FORMATS)}")
     if len(files) != FORMATS[fmt]:

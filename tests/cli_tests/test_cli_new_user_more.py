@@ -27,3 +27,37 @@ def test_table_numbers_are_not_rounded_to_six_significant_digits():
     assert format_number(0.5) == "0.5" and format_number(0.0) == "0"
     assert format_number(float("nan")) == "nan"
     assert format_number(1.5e-5) == "1.5e-05"
+
+
+# -- 8: bare sample names in the help examples are found in the shared data folder -----------
+
+def _shared():
+    from scenarios.data import shared_data_dir
+
+    base = shared_data_dir()
+    if base is None:
+        pytest.skip("shared data directory not found")
+    return base
+
+
+def test_bare_sample_names_resolve_to_the_shared_data_folder(tmp_path, monkeypatch):
+    from scenarios.data import find_sample
+
+    base = _shared()
+    monkeypatch.chdir(tmp_path)
+    assert find_sample("quantcup_score_feed.csv") == str(base / "quantcup_score_feed" / "quantcup_score_feed.csv")
+    assert find_sample("lobster_AMZN_2012-06-21_level1") == str(base / "lobster_AMZN_2012-06-21_level1")
+    (tmp_path / "quantcup_score_feed.csv").write_text("x")
+    assert find_sample("quantcup_score_feed.csv") == "quantcup_score_feed.csv"   # a path wins
+    assert find_sample("no_such_sample") == "no_such_sample"
+
+
+def test_simulate_help_example_with_a_bare_lobster_name_runs(tmp_path, monkeypatch):
+    _shared()
+    monkeypatch.chdir(tmp_path)
+    d = "lobster_AAPL_2012-06-21_level10_head"
+    msg = f"{d}/AAPL_2012-06-21_34200000_57600000_message_10_head.csv"
+    book = f"{d}/AAPL_2012-06-21_34200000_57600000_orderbook_10_head.csv"
+    code, _, err = run(["simulate", "--flow", "lobster", msg, book, "--out", tmp_path / "r",
+                        "--fsync", "none", "-q"])
+    assert code == 0, err
