@@ -33,6 +33,8 @@ from dataclasses import dataclass
 
 from exchange.errors import UsageError
 
+from store.creation import sweep_abandoned
+
 from replay.atomic import temp_dir_beside
 from replay.progress import progress
 
@@ -170,7 +172,11 @@ def simulate(flow, out: str, *, batch: int = 10_000, durability: str = "fsync", 
         engine.add_symbol(name, tick_size=tick)
     compile_seconds = warm_up(stp, durability)
     out = os.path.abspath(out)
-    tmp = temp_dir_beside(out)
+    # why the create tag: a killed simulate leaves its hidden directory behind; named like a
+    # create's build directory, the next run of the same name removes it once it is unlocked
+    # and a minute old (store.creation.sweep_abandoned)
+    sweep_abandoned(os.path.dirname(out), os.path.basename(out))
+    tmp = temp_dir_beside(out, tag="exsim-create")
     messages = fills = volume = rejects = 0
     try:
         run_info = {"scenario": flow.label, "seed": flow.seed, "batch": batch,

@@ -61,3 +61,35 @@ def test_simulate_help_example_with_a_bare_lobster_name_runs(tmp_path, monkeypat
     code, _, err = run(["simulate", "--flow", "lobster", msg, book, "--out", tmp_path / "r",
                         "--fsync", "none", "-q"])
     assert code == 0, err
+
+
+# -- 12: a killed simulate's hidden directory is removed by the next run of the same name ---
+
+def test_next_simulate_removes_an_abandoned_hidden_directory(tmp_path, monkeypatch):
+    import shutil
+
+    import store
+    import replay.simulation as sim
+
+    scenario = write_scenario(tmp_path)
+    out = tmp_path / "run"
+
+    def killed(*args, **kwargs):
+        raise RuntimeError("SIGKILL")
+
+    # a SIGKILL runs no cleanup: what is left is whatever simulate names its hidden directory
+    with monkeypatch.context() as m:
+        m.setattr(sim, "warm_up", lambda *a: 0.0)
+        m.setattr(store.Session, "create", killed)
+        m.setattr(shutil, "rmtree", lambda *a, **k: None)
+        with pytest.raises(RuntimeError):
+            sim.simulate(scenario, str(out), durability="none")
+    left = [e for e in os.listdir(tmp_path) if e.startswith(".run.")]
+    assert len(left) == 1
+    old = tmp_path / left[0]
+    fresh = tmp_path / (left[0] + "x")
+    os.mkdir(fresh)                       # a second one, too young to be abandoned
+    os.utime(old, (time.time() - 3600, time.time() - 3600))
+    code, _, err = run(["simulate", scenario, "--out", out, "--fsync", "none", "-q"])
+    assert code == 0, err
+    assert not old.exists() and fresh.exists()
