@@ -20,6 +20,8 @@ Outputs (BinanceData):
   level a CANCEL. Within a diff, removals and decreases come before increases and new levels, so
   the flow never crosses the book on its way (a stale level is gone before its replacement).
   ``flow_update_id[k]`` is the update id of order row k, for mapping engine seqs to update ids.
+  Its ts never decreases: a row takes effect no earlier than the rows before it (the diffs
+  received while the snapshot was fetched take the snapshot's ts); ``l2`` keeps receive times.
 - ``trades`` (FILL_DTYPE): ``trade_id`` = Binance ``t``, ``aggressor_side`` SELL when the buyer
   was the maker (``m``), ``seq`` the update id of the last diff applied before it, order ids 0.
 - ``tickers``: structured array (ts, update_id, bid, bid_qty, ask, ask_qty).
@@ -232,7 +234,11 @@ def _mbp_flow(l2: np.ndarray, symbol: int) -> tuple[np.ndarray, np.ndarray]:
                 out.append((seq, ts, cur[0], price, qty, int(Kind.MODIFY), side))
     a = np.array(out, np.int64).reshape(-1, 7)
     orders = np.zeros(len(a), ORDER_DTYPE)
-    orders["ts"], orders["order_id"], orders["price"], orders["qty"] = a[:, 1], a[:, 2], a[:, 3], a[:, 4]
+    # why the running maximum: diffs buffered while the snapshot was fetched were received
+    # before it (the sample's first applied diff, 69 ms) but apply to it, so they take effect
+    # when it arrives; an engine flow must not step back in time
+    orders["ts"] = np.maximum.accumulate(a[:, 1])
+    orders["order_id"], orders["price"], orders["qty"] = a[:, 2], a[:, 3], a[:, 4]
     orders["kind"], orders["side"] = a[:, 5], a[:, 6]
     orders["order_type"], orders["tif"], orders["symbol"] = OrderType.LIMIT, Tif.GTC, symbol
     return orders, a[:, 0].copy()

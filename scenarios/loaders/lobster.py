@@ -33,7 +33,7 @@ What the files do not say, and how it is filled in:
 
 Invariants: prices convert once, LOBSTER units / 100 = ticks of one cent (InputError if a message
 of type 1-4 or a book price is not a whole cent); timestamps are exact int64 ns from the decimal
-seconds; synthetic ids start at SYNTHETIC_ID_BASE, above every LOBSTER id. Every row of
+seconds and never decrease (InputError naming the line that goes back); synthetic ids start at SYNTHETIC_ID_BASE, above every LOBSTER id. Every row of
 ``orders`` carries ``symbol``; ``seq_after[i]`` is the number of flow rows up to the end of message
 i's own rows, i.e. the engine's seq after message i when the flow is processed from a fresh engine.
 
@@ -153,6 +153,11 @@ def _check_messages(path, first, ts, typ, oid, size, price, dirn):
             f"{path}, line {first + i}: a type {typ[i]} message needs Size > 0, Direction 1 or -1 and a "
             f"Price that is a whole cent (a multiple of {LOBSTER_TICK}); got Size {size[i]}, "
             f"Price {price[i]}, Direction {dirn[i]}")
+    back = np.flatnonzero(np.diff(ts) < 0)
+    if back.size:
+        i = int(back[0]) + 1
+        raise InputError(f"{path}, line {first + i}: column 'Time' goes back in time "
+                         f"(the line before has a later Time); LOBSTER messages are in time order")
     return ts, typ, oid, size, price, dirn
 
 
