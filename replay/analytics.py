@@ -1,7 +1,8 @@
 """``stats``: book aggregates over time for one symbol, from stored L2 updates and fills.
 
-One row per message that changed the symbol's book (every distinct seq of its L2 updates), after
-that message:
+One row per timestamp at which the symbol's book changed, after the last message of that
+timestamp (its ``seq``): messages sharing one ts (a Binance depth update split into one message
+per level, a burst) are one change, so no row shows a half-applied update:
 
 - ``mid``        (best bid + best ask) / 2
 - ``spread``     best ask - best bid
@@ -57,7 +58,7 @@ def _series(bid_px, bid_q, ask_px, ask_q, seq, ts, side, price, qty, f_ts, f_px,
     n[0], n[1] = bid_px.size, ask_px.size
     rows = 0
     for i in range(seq.size):
-        if i == seq.size - 1 or seq[i + 1] != seq[i]:
+        if i == seq.size - 1 or ts[i + 1] != ts[i]:
             rows += 1
     out_ts = np.empty(rows, np.int64)
     out_seq = np.empty(rows, np.int64)
@@ -94,7 +95,7 @@ def _series(bid_px, bid_q, ask_px, ask_q, seq, ts, side, price, qty, f_ts, f_px,
             lp[s, lo] = price[i]
             lq[s, lo] = qty[i]
             n[s] += 1
-        if i < seq.size - 1 and seq[i + 1] == seq[i]:
+        if i < seq.size - 1 and ts[i + 1] == ts[i]:
             continue
         t = ts[i]
         out_ts[r] = t
@@ -138,7 +139,7 @@ def stats_arrays(bids: np.ndarray, asks: np.ndarray, l2: np.ndarray, fills: np.n
     """Return the STATS_DTYPE series for one symbol from arrays.
 
     ``bids``/``asks``: DEPTH_DTYPE book before the first update (best first); ``l2``: that
-    symbol's L2 rows in seq order; ``fills``: its fills in ts order (those with ts up to
+    symbol's L2 rows in seq order (one output row per run of equal ts); ``fills``: its fills in ts order (those with ts up to
     ``window_ns`` before the first row are needed for the first VWAPs).
     Raises UsageError for levels < 1 or window_ns < 1.
     """
@@ -160,7 +161,8 @@ def stats_arrays(bids: np.ndarray, asks: np.ndarray, l2: np.ndarray, fills: np.n
 
 def stats(data_dir, symbol, *, ts=None, levels: int = 5,
           window_ns: int = 1_000_000_000) -> np.ndarray:
-    """Return a STATS_DTYPE array: one row per message that changed ``symbol``'s book.
+    """Return a STATS_DTYPE array: one row per timestamp at which ``symbol``'s book changed,
+    after its last message (module docstring).
 
     ``ts``: an inclusive ``(lo, hi)`` nanosecond range of rows (None: the whole run).
     Raises UsageError for an unknown symbol, a malformed range, levels < 1 or window_ns < 1;

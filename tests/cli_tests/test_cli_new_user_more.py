@@ -93,3 +93,25 @@ def test_next_simulate_removes_an_abandoned_hidden_directory(tmp_path, monkeypat
     code, _, err = run(["simulate", scenario, "--out", out, "--fsync", "none", "-q"])
     assert code == 0, err
     assert not old.exists() and fresh.exists()
+
+
+# -- 5: stats rows describe consistent books: one row per timestamp, after its last message --
+
+def test_stats_has_one_row_per_timestamp_after_its_last_message():
+    import numpy as np
+
+    from exchange.schema import DEPTH_DTYPE, FILL_DTYPE, L2_DTYPE
+    from replay.analytics import stats_arrays
+
+    bids = np.zeros(1, DEPTH_DTYPE)
+    bids["price"], bids["qty"] = 100, 5
+    asks = np.zeros(1, DEPTH_DTYPE)
+    asks["price"], asks["qty"] = 101, 5
+    # one depth update at ts 10 in two messages: the ask moves from 101 to 103 (its new level
+    # first), then a lone message at ts 20
+    l2 = np.zeros(3, L2_DTYPE)
+    l2["seq"], l2["ts"], l2["side"] = [2, 3, 4], [10, 10, 20], [1, 1, 0]
+    l2["price"], l2["qty"] = [103, 101, 100], [5, 0, 7]
+    rows = stats_arrays(bids, asks, l2, np.zeros(0, FILL_DTYPE))
+    assert list(rows["ts"]) == [10, 20] and list(rows["seq"]) == [3, 4]
+    assert list(rows["spread"]) == [3.0, 3.0]
