@@ -139,8 +139,9 @@ def stats_arrays(bids: np.ndarray, asks: np.ndarray, l2: np.ndarray, fills: np.n
     """Return the STATS_DTYPE series for one symbol from arrays.
 
     ``bids``/``asks``: DEPTH_DTYPE book before the first update (best first); ``l2``: that
-    symbol's L2 rows in seq order (one output row per run of equal ts); ``fills``: its fills in ts order (those with ts up to
-    ``window_ns`` before the first row are needed for the first VWAPs).
+    symbol's L2 rows in seq order (one output row per run of equal ts); ``fills``: its fills in
+    ts order (those with ts up to ``window_ns`` before the first row are needed for the first
+    VWAPs).
     Raises UsageError for levels < 1 or window_ns < 1.
     """
     if levels < 1 or window_ns < 1:
