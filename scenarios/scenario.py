@@ -39,7 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
-from exchange.errors import InputError
+from exchange.errors import InputError, UsageError
 
 __all__ = ["Scenario", "SymbolSpec", "load_scenario", "list_presets", "GENERATORS"]
 
@@ -83,7 +83,8 @@ class Scenario:
     def generate(self) -> np.ndarray:
         """Return the scenario's order messages (ORDER_DTYPE); the same scenario gives the same bytes.
 
-        Raises UsageError (from the generator) when a parameter value is out of range.
+        Raises UsageError naming the scenario's source and the parameter when a parameter value is
+        out of range.
         """
         kwargs = dict(self.params)
         mids = [s.mid for s in self.symbols]
@@ -91,7 +92,10 @@ class Scenario:
             if any(m is None for m in mids):
                 raise InputError(f"{self.source or self.name}: give 'mid' for every symbol or for none")
             kwargs["mid_start"] = np.array(mids, np.int64)
-        return self._function()(seed=self.seed, n_symbols=len(self.symbols), **kwargs)
+        try:
+            return self._function()(seed=self.seed, n_symbols=len(self.symbols), **kwargs)
+        except UsageError as e:
+            raise UsageError(f"{self.source or self.name}: [params]: {e}") from None
 
     def add_symbols(self, engine) -> list[int]:
         """Register the scenario's symbols on ``engine`` in order; return their symbol ids."""

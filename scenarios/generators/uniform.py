@@ -52,7 +52,8 @@ PASSIVE, CANCEL, CROSS = 0, 1, 2
 
 def _draw_sizes(rng, n, size_law, size_min, size_max, size_mean):
     if not 1 <= size_min <= size_max:
-        raise UsageError(f"sizes need 1 <= size_min <= size_max, got {size_min}, {size_max}")
+        raise UsageError(f"size_min and size_max need 1 <= size_min <= size_max, got size_min "
+                         f"{size_min}, size_max {size_max}")
     if size_law == "uniform":
         return rng.integers(size_min, size_max + 1, n)
     if size_law == "geometric":
@@ -72,8 +73,11 @@ def uniform_flow(n: int, seed: int, n_symbols: int = 1, *, p_passive: float = 0.
     ``mid_start`` is one price in ticks or one per symbol. Raises UsageError when the mix does not
     sum to 1, a size or count argument is out of range, or the mid path would reach prices <= 0.
     """
-    if n < 0 or n_symbols < 1 or span < 1 or cross_depth < 1 or n_traders < 1:
-        raise UsageError("need n >= 0, n_symbols >= 1, span >= 1, cross_depth >= 1, n_traders >= 1")
+    limits = {"n": (n, 0), "n_symbols": (n_symbols, 1), "span": (span, 1),
+              "cross_depth": (cross_depth, 1), "n_traders": (n_traders, 1)}
+    broken = [f"{k} >= {lo}, got {v}" for k, (v, lo) in limits.items() if v < lo]
+    if broken:
+        raise UsageError("need " + "; ".join(broken))
     mix = np.array([p_passive, p_cancel, p_cross], float)
     if np.any(mix < 0) or abs(mix.sum() - 1.0) > 1e-9:
         raise UsageError(f"p_passive + p_cancel + p_cross must be 1, got {mix.sum()}")

@@ -115,3 +115,21 @@ def test_stats_has_one_row_per_timestamp_after_its_last_message():
     rows = stats_arrays(bids, asks, l2, np.zeros(0, FILL_DTYPE))
     assert list(rows["ts"]) == [10, 20] and list(rows["seq"]) == [3, 4]
     assert list(rows["spread"]) == [3.0, 3.0]
+
+
+# -- 9: errors name the file and the broken argument -----------------------------------------
+
+@pytest.mark.parametrize("change, words", [
+    (("size_min = 1", "size_min = -5"), ["size_min -5"]),
+    (("n = 2_000", "n = -1000"), ["n >= 0, got -1000"]),
+])
+def test_scenario_parameter_errors_name_the_file_and_the_parameter(tmp_path, change, words):
+    from cli_fixtures import SMALL_SCENARIO
+
+    text = SMALL_SCENARIO.replace("[params]\n", "[params]\nsize_min = 1\nsize_max = 10\n")
+    path = tmp_path / "bad.toml"
+    path.write_text(text.replace(*change))
+    code, _, err = run(["simulate", path, "--out", tmp_path / "r", "--fsync", "none", "-q"])
+    assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert str(path) in err and all(w in err for w in words), err
+    assert "span" not in err and "n_traders" not in err
