@@ -32,6 +32,7 @@ __all__ = [
     "format_table", "print_table", "open_catalog", "symbol_names", "symbol_tick_size", "resolve_symbol", "note",
     "dir_bytes", "human_bytes", "printable", "json_text", "check_plot_path", "plot_failed",
     "need_pyarrow", "compile_note", "COMPILE_NOTE", "format_number",
+    "out_failed",
 ]
 
 EXIT_OK = 0        # the command did what was asked and every check passed
@@ -243,6 +244,20 @@ def plot_failed(path: str, error: BaseException, option: str = "--plot") -> Usag
     write."""
     first = (str(error).strip().splitlines() or [type(error).__name__])[0]
     return UsageError(f"{option} {printable(path)}: cannot write the plot: {printable(first)}")
+
+
+def out_failed(out: str, error: OSError, option: str = "--out") -> OSError | UsageError:
+    """Return the error to raise for ``error`` met while writing ``out``: a UsageError naming
+    ``option`` and ``out`` when ``error`` is about ``out``'s hidden temporary sibling (a name the
+    user never gave) or its directory, else ``error`` itself."""
+    name = os.path.basename(os.path.abspath(out))
+    failed = os.fspath(error.filename) if error.filename is not None else ""
+    if os.path.basename(failed).startswith(f".{name}.") or os.path.abspath(failed or out) in (
+            os.path.abspath(out), os.path.dirname(os.path.abspath(out))):
+        parent = os.path.dirname(os.path.abspath(out))
+        why = error.strerror or str(error)
+        return UsageError(f"{option} {out}: cannot write it in {parent} ({why})")
+    return error
 
 
 def need_pyarrow() -> None:

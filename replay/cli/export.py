@@ -13,7 +13,8 @@ import sys
 
 from exchange.errors import UsageError
 
-from replay.cli.common import EXIT_OK, need_pyarrow, open_catalog, parse_range, resolve_symbol
+from replay.cli.common import (EXIT_OK, need_pyarrow, open_catalog, out_failed, parse_range,
+                               resolve_symbol)
 from replay.export import FORMATS, TABLES, export, write_csv
 
 __all__ = ["register", "cmd_export"]
@@ -75,9 +76,15 @@ def cmd_export(args) -> int:
         raise UsageError(f"--out {args.out}: is a directory")
     if os.path.exists(args.out) and not args.force:
         raise UsageError(f"--out {args.out}: exists (use --force to replace it)")
-    counts = export(args.dir, TABLES if args.table == "all" else args.table, args.out,
-                    fmt=args.format, symbol=args.symbol, seq=seq, quiet=args.quiet,
-                    filter_text={"symbol": args.symbol, "seq": args.seq})
+    parent = os.path.dirname(os.path.abspath(args.out))
+    if not os.path.isdir(parent):   # why first: fail before the table is read
+        raise UsageError(f"--out {args.out}: directory {parent} does not exist")
+    try:
+        counts = export(args.dir, TABLES if args.table == "all" else args.table, args.out,
+                        fmt=args.format, symbol=args.symbol, seq=seq, quiet=args.quiet,
+                        filter_text={"symbol": args.symbol, "seq": args.seq})
+    except OSError as e:
+        raise out_failed(args.out, e) from None
     what = ", ".join(f"{n:,} {t}" for t, n in counts.items())
     print(f"wrote {args.out} ({args.format}): {what}")
     return EXIT_OK

@@ -28,6 +28,7 @@ from exchange.errors import UsageError
 
 from replay.cli.common import (
     EXIT_FAILED, EXIT_OK, compile_note, format_table, human_bytes, need_pyarrow, note,
+    out_failed,
 )
 from replay.simulation import SimSummary, simulate
 
@@ -198,8 +199,11 @@ def cmd_simulate(args) -> int:
     replace = check_out_dir(args.out, args.force) or replace
     if args.batch < 1:
         raise UsageError(f"--batch must be >= 1, got {args.batch}")
-    summary = simulate(flow, args.out, batch=args.batch, durability=FSYNC_POLICIES[args.fsync],
-                       stp=args.stp, replace=replace, quiet=args.quiet)
+    try:
+        summary = simulate(flow, args.out, batch=args.batch, durability=FSYNC_POLICIES[args.fsync],
+                           stp=args.stp, replace=replace, quiet=args.quiet)
+    except OSError as e:
+        raise out_failed(args.out, e) from None
     print_summary(summary)
     return EXIT_OK
 

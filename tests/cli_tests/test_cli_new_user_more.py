@@ -133,3 +133,25 @@ def test_scenario_parameter_errors_name_the_file_and_the_parameter(tmp_path, cha
     assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1
     assert str(path) in err and all(w in err for w in words), err
     assert "span" not in err and "n_traders" not in err
+
+
+def test_simulate_out_that_cannot_be_created_names_out_not_a_temporary(tmp_path, monkeypatch):
+    import replay.atomic
+
+    def refuse(out, tag="exsim"):
+        name = os.path.join(os.path.dirname(out), f".{os.path.basename(out)}.{tag}-abcd")
+        raise FileNotFoundError(2, "No such file or directory", name)
+
+    monkeypatch.setattr("replay.simulation.temp_dir_beside", refuse)
+    out = tmp_path / "nope"
+    code, _, err = run(["simulate", write_scenario(tmp_path), "--out", out, "--fsync", "none", "-q"])
+    assert code == 2 and f"--out {out}" in err and ".exsim" not in err, err
+
+
+def test_export_into_a_missing_directory_names_out(tmp_path):
+    scenario = write_scenario(tmp_path)
+    code, _, err = run(["simulate", scenario, "--out", tmp_path / "r", "--fsync", "none", "-q"])
+    assert code == 0, err
+    out = tmp_path / "nonexistent" / "f.csv"
+    code, _, err = run(["export", tmp_path / "r", "fills", "--format", "csv", "--out", out])
+    assert code == 2 and f"--out {out}" in err and "does not exist" in err and ".tmp" not in err
