@@ -131,11 +131,24 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+# why a table: the library's errors name its Python arguments; at the command line the same
+# advice is an option (each library phrase maps to the option that does the same)
+CLI_WORDING = (
+    ("pass symbol=", "give --symbol"),
+    ("use scheduler='serial'", "use --scheduler serial"),
+    ("use Session.open", "use --force to replace it"),
+)
+
+
 def _describe(e: BaseException) -> str:
-    """One line for an error; OSErrors name their file (str(e) already does for most)."""
+    """One line for an error, in the command line's words (``CLI_WORDING``); OSErrors name their
+    file (str(e) already does for most)."""
     if isinstance(e, OSError) and e.filename and str(e.filename) not in str(e):
         return f"{e.filename}: {e.strerror or e}"
-    return str(e)
+    text = str(e)
+    for library, cli in CLI_WORDING:
+        text = text.replace(library, cli)
+    return text
 
 
 # -- documentation -----------------------------------------------------------------------------

@@ -155,3 +155,20 @@ def test_export_into_a_missing_directory_names_out(tmp_path):
     out = tmp_path / "nonexistent" / "f.csv"
     code, _, err = run(["export", tmp_path / "r", "fills", "--format", "csv", "--out", out])
     assert code == 2 and f"--out {out}" in err and "does not exist" in err and ".tmp" not in err
+
+
+def test_backtest_on_a_two_symbol_flow_asks_for_the_option_not_the_python_argument(tmp_path):
+    code, _, err = run(["backtest", write_scenario(tmp_path), "-q"])
+    assert code == 2 and "--symbol" in err and "symbol=" not in err, err
+
+
+@pytest.mark.parametrize("library, cli", [
+    ("use scheduler='serial'", "--scheduler serial"),
+    ("; use Session.open", "--force"),
+])
+def test_library_wording_becomes_the_cli_option(library, cli):
+    from exchange.errors import UsageError
+    from replay.cli.app import _describe
+
+    text = _describe(UsageError(f"something {library}"))
+    assert cli in text and library.strip("; ") not in text
