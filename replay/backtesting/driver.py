@@ -482,7 +482,11 @@ def backtest(flow, strategy: Strategy, *, latency=None, trader: int = DEFAULT_TR
     msgs = np.ascontiguousarray(orders)
     unsorted, high_id, has_trader, top_symbol = C.check_flow(msgs, int(trader), ID_BASE)
     if unsorted:
-        raise UsageError("flow must be sorted by ts (the merge is by arrival time)")
+        i = int(np.flatnonzero(np.diff(msgs["ts"]) < 0)[0]) + 1
+        where = info.get("source") or info.get("kind") or "the flow"
+        raise UsageError(f"{where}: flow must be sorted by ts (the merge is by arrival time); "
+                         f"message {i + 1} (ts {int(msgs['ts'][i])}) comes before message {i} "
+                         f"(ts {int(msgs['ts'][i - 1])})")
     if high_id:
         raise UsageError("market order ids must be below ID_BASE (2^62), the strategy's range")
     if has_trader:

@@ -88,3 +88,14 @@ def test_a_strategy_named_by_its_path_before_the_rooms_still_loads():
 
     assert type(load_strategy("scenarios.strategies:InventoryMarketMaker", ["size=3"])) is InventoryMarketMaker
     assert type(load_strategy("scenarios.strategies.momentum:MomentumTaker", [])) is MomentumTaker
+
+
+def test_an_unsorted_flow_is_refused_naming_the_message_that_steps_back():
+    from replay import backtest
+    from replay.backtesting.strategies import InventoryMarketMaker
+    from scenarios import load_scenario
+
+    orders = load_scenario("default").generate()[:100].copy()
+    orders["ts"][40] = orders["ts"][39] - 1
+    with pytest.raises(UsageError, match=r"sorted by ts.*message 41 \(ts \d+\) comes before message 40"):
+        backtest(orders, InventoryMarketMaker(), symbol=0)
