@@ -14,10 +14,11 @@ __all__ = ["umask", "temp_dir_beside", "temp_file_beside"]
 
 
 def umask() -> int:
-    """Return the process umask (reading it means setting it; it is set straight back)."""
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+    """Return the process umask (``store.creation.process_umask``: read from /proc where it can
+    be, so other threads never see it changed)."""
+    from store.creation import process_umask
+
+    return process_umask()
 
 
 def temp_dir_beside(out: str, tag: str = "exsim") -> str:

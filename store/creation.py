@@ -30,10 +30,11 @@ from store.engine_classes import class_name
 from store.lock import DirLock
 from store.wal import fsync_dir
 
-__all__ = ["build_directory", "creation_target", "rename_into_place", "sweep_abandoned"]
+__all__ = ["build_directory", "creation_target", "rename_into_place", "sweep_abandoned",
+           "process_umask"]
 
 
-def _umask() -> int:
+def process_umask() -> int:
     """Return the process umask, read without changing it where /proc allows."""
     try:
         with open("/proc/self/status") as f:
@@ -68,7 +69,7 @@ def build_directory(data_dir: str, engine, run_info: dict | None, *, sync: bool)
             old = os.stat(target)
             mode = stat.S_IMODE(old.st_mode)   # why: the empty directory it replaces
         except FileNotFoundError:
-            mode = 0o777 & ~_umask()   # why: mkdtemp makes it private; be like mkdir's
+            mode = 0o777 & ~process_umask()   # why: mkdtemp makes it private; be like mkdir's
         os.chmod(tmp, mode)
         lock = DirLock.acquire(tmp, what="create")
         catalog = Catalog(tmp, create=True)

@@ -48,6 +48,7 @@ from numba import njit
 from exchange._cache_guard import guard
 from exchange.errors import UsageError
 from exchange.state import OK
+from exchange.state import grow_array as _grow
 from exchange.schema import (DEPTH_DTYPE, EVENT_DTYPE, FILL_DTYPE, L2_DTYPE, Event, Flag, Kind,
                              OrderType, Reason, Side, Tif)
 
@@ -572,8 +573,3 @@ class L2Sim:
         rows = np.nonzero(self.so[:n, O_ID] == order_id)[0]
         return int(self.so[rows[0], O_AHEAD]) if len(rows) else None
 
-
-def _grow(arr: np.ndarray, at_least: int) -> np.ndarray:
-    new = np.zeros(max(2 * len(arr), at_least, 16), dtype=arr.dtype)
-    new[: len(arr)] = arr
-    return new
