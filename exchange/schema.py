@@ -43,18 +43,25 @@ class Kind(IntEnum):
 
 
 class OrderType(IntEnum):
-    """LIMIT rests at its price; MARKET never rests and takes any price."""
+    """LIMIT rests at its price; MARKET never rests and takes any price; STOP and STOP_LIMIT wait
+    outside the book until the last trade price reaches ``stop_price``, then enter as a MARKET or
+    a LIMIT at ``price``."""
 
     LIMIT = 0
     MARKET = 1
+    STOP = 2
+    STOP_LIMIT = 3
 
 
 class Tif(IntEnum):
-    """Time in force: GTC rests, IOC cancels what does not fill at once, FOK fills whole or not at all."""
+    """Time in force: GTC rests, IOC cancels what does not fill at once, FOK fills whole or not at
+    all, DAY rests until the symbol's session close, GTD until the message's ``expire_ts``."""
 
     GTC = 0
     IOC = 1
     FOK = 2
+    DAY = 3
+    GTD = 4
 
 
 class Flag(IntEnum):
@@ -75,6 +82,7 @@ class Event(IntEnum):
     FILLED = 3     # a fill completed the order
     CANCELLED = 4  # the order left the book (or never rested); reason says why
     MODIFIED = 5   # a MODIFY was applied; leaves_qty = the new open quantity
+    TRIGGERED = 6  # a pending stop was released into the book (as MARKET or LIMIT); leaves = qty
 
 
 class Reason(IntEnum):
@@ -94,14 +102,25 @@ class Reason(IntEnum):
     DUPLICATE_ID = 10      # order_id already live on this symbol
     UNKNOWN_ID = 11        # cancel/modify of an id that is not live on this symbol
     OVERFLOW = 12          # qty above MAX_QTY, or a level total would pass MAX_LEVEL_QTY
+    NOT_OWNER = 13         # cancel/modify by a trader other than the order's (engine option)
+    OFF_TICK = 14          # a price or stop price not on the symbol's tick table
+    OFF_LOT = 15           # a quantity not a multiple of the symbol's lot size
+    BELOW_MIN_QTY = 16     # a quantity below the symbol's minimum order quantity
+    BAD_STOP_PRICE = 17    # a stop's stop_price <= 0, outside the band or off tick
+    BAD_DISPLAY_QTY = 18   # display_qty < 0, > qty, off lot, or on an order that cannot rest
+    BAD_EXPIRY = 19        # GTD whose expire_ts <= ts, or expire_ts on anything but GTD
+    BAD_MIN_QTY = 20       # min_qty < 0, > qty, off lot, or on FOK or a stop
     # 32-63: matching rejects (valid message, refused by the state of the book)
     POST_ONLY_WOULD_CROSS = 32
     FOK_CANNOT_FILL = 33
+    STOP_PRICE_REACHED = 34   # buy stop at or below the last trade price (sell: at or above)
+    MIN_QTY_CANNOT_FILL = 35  # less than min_qty would fill at once
     # 64-95: why a live or incoming order was cancelled
     USER_CANCEL = 64
     NO_LIQUIDITY = 65      # a MARKET order's unfilled rest
     IOC_UNFILLED = 66      # an IOC order's unfilled rest
     SELF_TRADE = 67        # self-trade prevention removed it
+    EXPIRED = 68           # a DAY or GTD order reached its expiry (engine clock = message ts)
 
 
 class Stp(IntEnum):
@@ -147,6 +166,11 @@ ORDER_DTYPE = np.dtype(
         ("tif", "u1"),          # Tif
         ("flags", "u1"),        # Flag bits
         ("side", "u1"),         # Side (ignored for CANCEL, MODIFY)
+        # appended (not widest-first) so the 45-byte rows of older journals are a prefix
+        ("stop_price", "<i8"),  # STOP / STOP_LIMIT trigger in ticks (MODIFY of a stop: new one)
+        ("display_qty", "<i8"), # iceberg: largest quantity shown at once (0: all shown)
+        ("min_qty", "<i8"),     # NEW: fill at least this much at once or reject (0: none)
+        ("expire_ts", "<i8"),   # GTD: expiry timestamp, ns (0 for every other tif)
     ],
 )
 
@@ -191,20 +215,27 @@ EVENT_DTYPE = np.dtype(
     ],
 )
 
-# One live order as depth()/orders() report it (L3), in priority order.
+# One live order as orders()/stops() report it (L3), in priority order.
 L3_DTYPE = np.dtype(
     [
         ("order_id", "<u8"),
-        ("price", "<i8"),
-        ("qty", "<i8"),      # open (leaves) quantity
-        ("filled", "<i8"),   # filled so far
+        ("price", "<i8"),       # limit price (0 for a pending STOP)
+        ("qty", "<i8"),         # displayed open quantity (a pending stop: its whole quantity)
+        ("filled", "<i8"),      # filled so far
         ("trader", "<u4"),
         ("side", "u1"),
         ("flags", "u1"),
+        ("hidden", "<i8"),      # iceberg reserve not shown (open = qty + hidden)
+        ("stop_price", "<i8"),  # a pending stop's trigger (0: not a stop)
+        ("display_qty", "<i8"), # iceberg slice size (0: not an iceberg)
+        ("expire_ts", "<i8"),   # when it expires (DAY: the session close computed at entry; 0: never)
+        ("order_type", "u1"),   # OrderType (a released STOP_LIMIT rests as LIMIT, stop_price 0)
+        ("tif", "u1"),
     ],
 )
 
-# A checkpoint row: an L3 row with its symbol, so one array holds every book of an engine.
+# A checkpoint row: an L3 row with its symbol and whether it is a pending stop, so one array
+# holds every book and stop book of an engine.
 CHECKPOINT_DTYPE = np.dtype(
     [
         ("order_id", "<u8"),
@@ -215,6 +246,13 @@ CHECKPOINT_DTYPE = np.dtype(
         ("trader", "<u4"),
         ("side", "u1"),
         ("flags", "u1"),
+        ("hidden", "<i8"),
+        ("stop_price", "<i8"),
+        ("display_qty", "<i8"),
+        ("expire_ts", "<i8"),
+        ("order_type", "u1"),
+        ("tif", "u1"),
+        ("pending", "u1"),      # 1: a stop waiting for its trigger; 0: resting in the book
     ],
 )
 
