@@ -12,6 +12,18 @@ State (owned by ``Engine``, passed to kernels as arrays):
   and the best level is always the last entry: removing it is O(1), inserting near the top moves
   only the few better levels.
 - ``meta`` (int64): counters and free-list heads, indexed by the ``M_*`` constants.
+- ``symbols`` (SYMBOL_DTYPE): one row per symbol: lot size, minimum order quantity, session
+  close, last trade price and its region ``[tick_off, tick_off + tick_n)`` of ``ticks``.
+- ``ticks`` (TICK_DTYPE): every symbol's tick table rows, ``from_price`` ascending per symbol.
+- ``stops`` (BOOK_DTYPE): the pending-stop books, one row per (symbol, side) at
+  ``symbol * 2 + side``, laid out like ``books`` (ladder regions in the same ladder arrays,
+  levels in the same level table, FIFO through the arena). A trigger price's key is the key of
+  the opposite book side (``ladder_key(1 - side, stop_price)``): BUY stops are released lowest
+  trigger first, like asks, SELL stops highest first, like bids; so the next stop to release is
+  always the last ladder entry.
+- ``expiry`` (EXPIRY_DTYPE): a binary min-heap of the live orders that expire, ordered by
+  ``(expire_ts, symbol, order_id)``, ``meta[M_EXPIRY_N]`` entries; each such order's arena
+  ``xpos`` is its heap position (-1: none), so removing it is O(log n).
 
 Invariants after every message: a level's ``qty`` is the sum of its orders' ``leaves`` and
 ``count`` their number; no level is empty; a book's ``live`` is its order count; every live order
@@ -36,12 +48,35 @@ ARENA_DTYPE = np.dtype(
         ("level", "<i4"),
         ("side", "u1"),
         ("flags", "u1"),
+        ("hidden", "<i8"),      # iceberg reserve (not in the level's qty)
+        ("display", "<i8"),     # iceberg slice size (0: not an iceberg)
+        ("stop_price", "<i8"),  # a pending stop's trigger
+        ("expire_ts", "<i8"),   # expiry (0: never)
+        ("xpos", "<i4"),        # position in the expiry heap (-1: not in it)
+        ("order_type", "u1"),
+        ("tif", "u1"),
+        ("pending", "u1"),      # 1: in a stop book, not in the order book
     ],
     align=True,
 )
 
 LEVEL_DTYPE = np.dtype(
-    [("price", "<i8"), ("qty", "<i8"), ("head", "<i4"), ("tail", "<i4"), ("count", "<i4")],
+    [("price", "<i8"), ("qty", "<i8"), ("head", "<i4"), ("tail", "<i4"), ("count", "<i4"),
+     ("hidden", "<i8")],   # hidden: the reserve of the level's icebergs (qty is displayed only)
+    align=True,
+)
+
+SYMBOL_DTYPE = np.dtype(
+    [("lot_size", "<i8"), ("min_order_qty", "<i8"), ("session_close", "<i8"),
+     ("last_price", "<i8"),   # last trade price (0: no trade yet)
+     ("tick_off", "<i8"), ("tick_n", "<i8")],
+    align=True,
+)
+
+TICK_DTYPE = np.dtype([("from_price", "<i8"), ("tick", "<i8")], align=True)
+
+EXPIRY_DTYPE = np.dtype(
+    [("expire_ts", "<i8"), ("order_id", "<u8"), ("symbol", "<u4"), ("slot", "<i4")],
     align=True,
 )
 
@@ -61,19 +96,23 @@ M_LEVEL_HW = 5
 M_INDEX_COUNT = 6    # live keys in the order index
 M_STP = 7            # Stp mode
 M_NSYM = 8           # symbols added
-M_NEED_BOOK = 9      # which book's ladder ran out of room (status NEED_LADDER)
+M_NEED_BOOK = 9      # whose ladder ran out of room (NEED_LADDER): b of books, -1 - b of stops
 M_NEED_FILLS = 10    # output rows a message may need (status NEED_OUTPUT)
 M_NEED_L2 = 11
 M_NEED_EVENTS = 12
+M_OWNERSHIP = 13     # 1: cancel/modify only by the order's trader
+M_EXPIRY_N = 14      # entries in the expiry heap
+M_STOPS_LIVE = 15    # pending stops over all symbols
 META_SIZE = 16
 
 
-def new_meta(stp: int) -> np.ndarray:
+def new_meta(stp: int, ownership: bool = True) -> np.ndarray:
     """Return a fresh meta array for an empty engine with self-trade mode ``stp``."""
     meta = np.zeros(META_SIZE, dtype=np.int64)
     meta[M_FREE_ORDER] = -1
     meta[M_FREE_LEVEL] = -1
     meta[M_STP] = stp
+    meta[M_OWNERSHIP] = 1 if ownership else 0
     return meta
 
 
@@ -156,6 +195,7 @@ def find_or_add_level(books, levels, ladder_keys, ladder_levels, meta, b, side, 
     L.head = -1
     L.tail = -1
     L.count = 0
+    L.hidden = 0
     # shift the better levels up by one to open the slot
     for k in range(bk.off + bk.n, bk.off + pos, -1):
         ladder_keys[k] = ladder_keys[k - 1]

@@ -148,6 +148,7 @@ def load_orders(rows, arena, levels, index, books, ladder_keys, ladder_levels, m
             L.head = -1
             L.tail = -1
             L.count = 0
+            L.hidden = 0
             ladder_keys[pos] = ladder_key(side, row.price)
             ladder_levels[pos] = lv
             pos -= 1
@@ -161,6 +162,7 @@ def load_orders(rows, arena, levels, index, books, ladder_keys, ladder_levels, m
         o.trader = row.trader
         o.side = row.side
         o.flags = row.flags
+        o.xpos = -1
         append_to_level(arena, levels, r, lv)
         books[b].live += 1
         index_put(index, -1 - p, row.symbol, row.order_id, r)

@@ -29,8 +29,9 @@ from . import checkpoint as ckpt
 from . import checkpoint_kernels as ck_kernels
 from . import kernels
 from .book import (
-    ARENA_DTYPE, BOOK_DTYPE, LEVEL_DTYPE, M_INDEX_COUNT, M_NEED_BOOK, M_NEED_EVENTS,
-    M_NEED_FILLS, M_NEED_L2, M_NSYM, M_SEQ, M_STP, M_TRADE_ID, new_meta,
+    ARENA_DTYPE, BOOK_DTYPE, EXPIRY_DTYPE, LEVEL_DTYPE, M_INDEX_COUNT, M_NEED_BOOK,
+    M_NEED_EVENTS, M_NEED_FILLS, M_NEED_L2, M_NSYM, M_OWNERSHIP, M_SEQ, M_STP, M_TRADE_ID,
+    SYMBOL_DTYPE, TICK_DTYPE, new_meta,
 )
 from .checkpoint import MAX_ORDERS as _MAX_ORDERS
 from .checkpoint import positive_number as _positive_number
@@ -114,12 +115,15 @@ class Engine:
     """A multi-symbol price-time-priority matching engine.
 
     ``stp`` is the self-trade prevention mode: "none", "cancel_resting", "cancel_incoming" or
-    "cancel_both" (or an ``Stp``). Raises UsageError for an unknown mode.
+    "cancel_both" (or an ``Stp``). ``ownership``: refuse a CANCEL or MODIFY from any trader but
+    the order's (NOT_OWNER). Raises UsageError for an unknown mode or a non-bool ownership.
     """
 
-    def __init__(self, stp: str | int = "none", *, capacity: int = 1024):
+    def __init__(self, stp: str | int = "none", *, ownership: bool = True, capacity: int = 1024):
         capacity = _int_arg(capacity, "capacity", 0, _MAX_ORDERS)
-        self._meta = new_meta(_parse_enum(Stp, stp, "stp"))
+        if not _is_bool(ownership):
+            raise UsageError(f"ownership must be a bool; got {ownership!r}")
+        self._meta = new_meta(_parse_enum(Stp, stp, "stp"), bool(ownership))
         self._arena = np.zeros(max(capacity, 16), ARENA_DTYPE)
         self._levels = np.zeros(max(capacity // 4, 16), LEVEL_DTYPE)
         self._index = new_index(2 * max(capacity, 16))
@@ -127,6 +131,14 @@ class Engine:
         # (a concatenate per symbol made adding n symbols O(n^2))
         self._book_rows = np.zeros(0, BOOK_DTYPE)
         self._books = self._book_rows[:0]
+        # the pending-stop books and the per-symbol rows grow with the books (same views)
+        self._stop_rows = np.zeros(0, BOOK_DTYPE)
+        self._stops = self._stop_rows[:0]
+        self._symbol_rows = np.zeros(0, SYMBOL_DTYPE)
+        self._symbols = self._symbol_rows[:0]
+        self._ticks = np.zeros(16, TICK_DTYPE)
+        self._ticks_used = 0
+        self._expiry = np.zeros(16, EXPIRY_DTYPE)
         self._ladder_keys = np.zeros(64, np.int64)
         self._ladder_levels = np.zeros(64, np.int32)
         self._ladder_used = 0
@@ -159,22 +171,42 @@ class Engine:
         tick = _tick_arg(tick_size, name)
         sid = len(self._names)
         if 2 * sid + 2 > len(self._book_rows):
-            rows = np.zeros(max(2 * len(self._book_rows), 16), BOOK_DTYPE)
-            rows[: 2 * sid] = self._books
-            self._book_rows = rows
-            self._books = rows[: 2 * sid]
-        off = self._alloc_ladder(2 * _INITIAL_LADDER)  # before the new rows: a repack moves regions
+            self._book_rows = _grow(self._book_rows[: 2 * sid], 2 * sid + 2)
+            self._stop_rows = _grow(self._stop_rows[: 2 * sid], 2 * sid + 2)
+            self._symbol_rows = _grow(self._symbol_rows[:sid], sid + 1)
+            self._books = self._book_rows[: 2 * sid]
+            self._stops = self._stop_rows[: 2 * sid]
+        # before the new rows: a repack moves regions
+        off = self._alloc_ladder(4 * _INITIAL_LADDER)
         self._books = self._book_rows[: 2 * sid + 2]
-        new = self._books[2 * sid:]
-        new["min_price"] = lo
-        new["max_price"] = hi
-        new["off"] = [off, off + _INITIAL_LADDER]
-        new["cap"] = _INITIAL_LADDER
+        self._stops = self._stop_rows[: 2 * sid + 2]
+        self._symbols = self._symbol_rows[: sid + 1]
+        for rows, at in ((self._books[2 * sid:], off), (self._stops[2 * sid:],
+                                                         off + 2 * _INITIAL_LADDER)):
+            rows["min_price"] = lo
+            rows["max_price"] = hi
+            rows["off"] = [at, at + _INITIAL_LADDER]
+            rows["cap"] = _INITIAL_LADDER
+        self._set_symbol_row(sid, [(1, 1)], 1, 1, 0)
         self._names.append(name)
         self._ids[name] = sid
         self._tick_sizes.append(tick)
         self._meta[M_NSYM] = len(self._names)
         return sid
+
+    def _set_symbol_row(self, sid: int, tick_table, lot_size: int, min_order_qty: int,
+                        session_close: int) -> None:
+        """Write symbol ``sid``'s kernel row and append its tick table to ``ticks``."""
+        n = len(tick_table)
+        if self._ticks_used + n > len(self._ticks):
+            self._ticks = _grow(self._ticks[: self._ticks_used], self._ticks_used + n)
+        at = self._ticks_used
+        self._ticks[at: at + n] = tick_table
+        self._ticks_used += n
+        row = self._symbols[sid]
+        row["lot_size"], row["min_order_qty"], row["session_close"] = (
+            lot_size, min_order_qty, session_close)
+        row["tick_off"], row["tick_n"] = at, n
 
     def symbol_id(self, symbol: str | int) -> int:
         """Return the id of ``symbol`` (a name or an id). Raises UsageError if unknown."""
@@ -240,9 +272,7 @@ class Engine:
         start = 0
         while True:
             status, start = kernels.process_batch(
-                orders, start, self._arena, self._levels, self._index, self._books,
-                self._ladder_keys, self._ladder_levels, self._meta, fills, l2, events, cnt,
-                self.prefetch_distance)
+                orders, start, *self.state, fills, l2, events, cnt, self.prefetch_distance)
             if status == kernels.OK:
                 break
             if status == kernels.NEED_OUTPUT:
@@ -259,7 +289,8 @@ class Engine:
     def state(self) -> EngineState:
         """Return the book state arrays (the engine's own; see ``exchange.state``)."""
         return EngineState(self._arena, self._levels, self._index, self._books,
-                           self._ladder_keys, self._ladder_levels, self._meta)
+                           self._ladder_keys, self._ladder_levels, self._meta, self._symbols,
+                           self._ticks, self._stops, self._expiry)
 
     def grow(self, status: int) -> EngineState:
         """Grow the state array a kernel's ``status`` (one of ``state.GROW_STATUSES``) names;
@@ -274,10 +305,13 @@ class Engine:
             rehash_into(self._index, bigger)
             self._index = bigger
         elif status == kernels.NEED_LADDER:
-            self._grow_ladder(int(self._meta[M_NEED_BOOK]))
+            b = int(self._meta[M_NEED_BOOK])
+            self._grow_ladder(self._books if b >= 0 else self._stops, b if b >= 0 else -1 - b)
+        elif status == kernels.NEED_EXPIRY:
+            self._expiry = _grow(self._expiry, 0)
         else:
-            raise UsageError(f"Engine.grow takes NEED_ORDERS, NEED_LEVELS, NEED_INDEX or "
-                             f"NEED_LADDER; got status {status!r}")
+            raise UsageError(f"Engine.grow takes NEED_ORDERS, NEED_LEVELS, NEED_INDEX, "
+                             f"NEED_LADDER or NEED_EXPIRY; got status {status!r}")
         return self.state
 
     def _alloc_ladder(self, cap: int) -> int:
@@ -290,8 +324,10 @@ class Engine:
 
     def _repack_ladder(self, extra: int) -> None:
         # regions abandoned by growth are dropped here, so the ladder stays within 2x its use;
-        # vectorised: a loop over the books cost a Python step per symbol on every repack
-        books = self._books
+        # vectorised: a loop over the books cost a Python step per symbol on every repack.
+        # The order books and the stop books share the ladder arrays: repack both as one.
+        nb = len(self._books)
+        books = np.concatenate([self._books, self._stops])
         caps = books["cap"]
         total = int(caps.sum()) + extra
         keys = np.zeros(2 * total + 64, np.int64)
@@ -304,18 +340,20 @@ class Engine:
             src, dst = books["off"][book] + within, new_off[book] + within
             keys[dst] = self._ladder_keys[src]
             lvls[dst] = self._ladder_levels[src]
-        books["off"] = new_off
+        self._books["off"] = new_off[:nb]
+        self._stops["off"] = new_off[nb:]
         self._ladder_keys, self._ladder_levels = keys, lvls
         self._ladder_used = int(caps.sum())
 
-    def _grow_ladder(self, b: int) -> None:
-        cap = int(self._books[b]["cap"]) * 2
-        off = self._alloc_ladder(cap)
-        o, n = int(self._books[b]["off"]), int(self._books[b]["n"])
+    def _grow_ladder(self, books: np.ndarray, b: int) -> None:
+        """Move book row ``b`` of ``books`` (the order or the stop books) to a region twice as big."""
+        cap = int(books[b]["cap"]) * 2
+        off = self._alloc_ladder(cap)   # may repack, which rewrites every row's off
+        o, n = int(books[b]["off"]), int(books[b]["n"])
         self._ladder_keys[off: off + n] = self._ladder_keys[o: o + n]
         self._ladder_levels[off: off + n] = self._ladder_levels[o: o + n]
-        self._books[b]["off"] = off
-        self._books[b]["cap"] = cap
+        books[b]["off"] = off
+        books[b]["cap"] = cap
 
     # ---------------------------------------------------------------- per-order API
     def submit(self, symbol: str | int, side: str | int, *, qty: int, price: int = 0,
@@ -504,16 +542,25 @@ class Engine:
         if code != ck_kernels.ROW_OK:
             raise CorruptionError(ckpt.row_problem(code, int(i), rows, specs),
                                   offset=start + int(i) * CHECKPOINT_DTYPE.itemsize)
-        # each ladder region holds its levels with room to double before it must grow
-        caps = np.maximum(2 * level_count, _INITIAL_LADDER)
-        books["off"] = np.cumsum(caps) - caps
-        books["cap"] = caps
+        # each ladder region holds its levels with room to double before it must grow; the
+        # stop books' regions follow the order books'
+        stops = books.copy()
+        stops["n"] = 0
+        caps = np.maximum(np.concatenate([2 * level_count, np.zeros(2 * nsym, np.int64)]),
+                          _INITIAL_LADDER)
+        offs = np.cumsum(caps) - caps
+        books["off"], stops["off"] = offs[: 2 * nsym], offs[2 * nsym:]
+        books["cap"], stops["cap"] = caps[: 2 * nsym], caps[2 * nsym:]
         books["n"] = level_count
         used = int(caps.sum())
         self._ladder_keys = np.zeros(used + 64, np.int64)
         self._ladder_levels = np.zeros(used + 64, np.int32)
         self._ladder_used = used
         self._book_rows = self._books = books
+        self._stop_rows = self._stops = stops
+        self._symbol_rows = self._symbols = np.zeros(nsym, SYMBOL_DTYPE)
+        for sid in range(nsym):
+            self._set_symbol_row(sid, [(1, 1)], 1, 1, 0)
         self._names = [sp[0] for sp in specs]
         self._ids = {name: k for k, name in enumerate(self._names)}
         self._tick_sizes = [sp[1] for sp in specs]

@@ -41,6 +41,7 @@ NEED_ORDERS = 2
 NEED_LEVELS = 3
 NEED_INDEX = 4
 NEED_LADDER = 5
+NEED_EXPIRY = 6
 
 _BUY = int(Side.BUY)
 _SELL = int(Side.SELL)
@@ -243,6 +244,14 @@ def _rest(seq, ts, symbol, side, price, qty, filled, order_id, trader, flags, at
     o.trader = trader
     o.side = side
     o.flags = flags
+    o.hidden = 0
+    o.display = 0
+    o.stop_price = 0
+    o.expire_ts = 0
+    o.xpos = -1
+    o.order_type = 0
+    o.tif = 0
+    o.pending = 0
     append_to_level(arena, levels, r, lv)
     books[b].live += 1
     if at >= 0:
@@ -496,7 +505,7 @@ def _prefetch_ahead(msgs, i, n, ahead, arena, levels, index):
 # thread while it matches (the store and rerun can overlap with it)
 @njit(cache=True, _nrt=False, nogil=True)
 def process_batch(msgs, start, arena, levels, index, books, ladder_keys, ladder_levels, meta,
-                  fills, l2, events, cnt, ahead=0):
+                  symbols, ticks, stops, expiry, fills, l2, events, cnt, ahead=0):
     """Process ``msgs[start:]`` in order, writing outputs at ``cnt`` = [fills, l2, events].
 
     ``ahead`` is the prefetch distance in messages (0: no prefetching; results are identical

@@ -1,6 +1,6 @@
 """The engine's book state as a public view, and what a kernel extending the engine may use.
 
-``Engine.state`` returns an ``EngineState``: the seven arrays ``kernels.process_batch`` takes,
+``Engine.state`` returns an ``EngineState``: the eleven arrays ``kernels.process_batch`` takes,
 in its argument order, so ``process_batch(orders, start, *engine.state, fills, l2, events, cnt,
 prefetch)`` is the engine's own call. ``Engine.grow(status)`` grows what a state status names
 and returns the new ``EngineState``. The arrays are the engine's own, not copies: a kernel may
@@ -26,18 +26,20 @@ import numpy as np
 
 from .book import M_NEED_EVENTS, M_NEED_FILLS, M_NEED_L2, M_SEQ
 from .kernels import (
-    NEED_INDEX, NEED_LADDER, NEED_LEVELS, NEED_ORDERS, NEED_OUTPUT, OK, process_batch,
+    NEED_EXPIRY, NEED_INDEX, NEED_LADDER, NEED_LEVELS, NEED_ORDERS, NEED_OUTPUT, OK,
+    process_batch,
 )
 from .order_index import index_find, index_home
 from .prefetch import prefetch
 
 __all__ = ["EngineState", "GROW_STATUSES", "grow_array",
            "OK", "NEED_OUTPUT", "NEED_ORDERS", "NEED_LEVELS", "NEED_INDEX", "NEED_LADDER",
+           "NEED_EXPIRY",
            "M_SEQ", "M_NEED_FILLS", "M_NEED_L2", "M_NEED_EVENTS",
            "process_batch", "index_find", "index_home", "prefetch"]
 
 # the statuses Engine.grow handles: the state arrays ran out of room before a message
-GROW_STATUSES = frozenset((NEED_ORDERS, NEED_LEVELS, NEED_INDEX, NEED_LADDER))
+GROW_STATUSES = frozenset((NEED_ORDERS, NEED_LEVELS, NEED_INDEX, NEED_LADDER, NEED_EXPIRY))
 
 
 class EngineState(NamedTuple):
@@ -50,6 +52,10 @@ class EngineState(NamedTuple):
     ladder_keys: np.ndarray    # int64: each book's region of level keys, sorted, best last
     ladder_levels: np.ndarray  # int32: the level row of each ladder key
     meta: np.ndarray           # int64: counters and free-list heads at the M_* slots (M_SEQ ...)
+    symbols: np.ndarray        # SYMBOL_DTYPE: one row per symbol (lot, minimum, close, last price)
+    ticks: np.ndarray          # TICK_DTYPE: the symbols' tick tables
+    stops: np.ndarray          # BOOK_DTYPE: pending-stop books, at symbol * 2 + side
+    expiry: np.ndarray         # EXPIRY_DTYPE: min-heap of expiring orders (M_EXPIRY_N entries)
 
 
 def grow_array(arr: np.ndarray, at_least: int) -> np.ndarray:

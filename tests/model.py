@@ -30,7 +30,7 @@ assert FILL_DTYPE.names == ("seq", "ts", "trade_id", "price", "qty", "buy_order_
 assert L2_DTYPE.names == ("seq", "ts", "price", "qty", "symbol", "count", "side")
 assert EVENT_DTYPE.names == ("seq", "ts", "order_id", "filled_qty", "leaves_qty", "symbol",
                              "event", "reason")
-assert L3_DTYPE.names == ("order_id", "price", "qty", "filled", "trader", "side", "flags")
+assert L3_DTYPE.names[:7] == ("order_id", "price", "qty", "filled", "trader", "side", "flags")
 
 
 class _Order:
@@ -114,7 +114,8 @@ class Model:
     def orders(self, symbol):
         """Live orders as an L3_DTYPE array: bids best first, then asks best first, FIFO in a level."""
         book = self._book(symbol)
-        rows = [(o.order_id, o.price, o.leaves, o.filled, o.trader, o.side, o.flags)
+        rows = [(o.order_id, o.price, o.leaves, o.filled, o.trader, o.side, o.flags,
+                 0, 0, 0, 0, 0, 0)
                 for side in (Side.BUY, Side.SELL) for p in book.prices(side)
                 for o in book.sides[side][p]]
         return _array(rows, L3_DTYPE)

@@ -126,7 +126,7 @@ class _Driver:
             self._logs_moved()
         # one tuple assignment, in ORDER_DTYPE's field order (a field at a time costs 10x more)
         self.olog[k] = (arrival, oid, price, qty, self.symbol, self.trader, kind, otype, tif,
-                        flags, side)
+                        flags, side, 0, 0, 0, 0)
         self.osent[k] = local
         self.nord = k + 1
 

@@ -187,7 +187,7 @@ def check_flow(msgs, trader, id_base):
 
 @njit(cache=True)
 def _proc_batch(msgs, i, stop, arena, levels, index, books, ladder_keys, ladder_levels, meta,
-                fills, l2, events, cnt, sf, se, scnt, trader, id_base, prefetch):
+                symbols, ticks, stops, expiry, fills, l2, events, cnt, sf, se, scnt, trader, id_base, prefetch):
     """Process msgs[i:stop] in one ``process_batch`` call; copy the strategy's fills/events out.
 
     Returns (status, next i): K.OK with next i == stop, or what to grow and the first message not
@@ -215,7 +215,7 @@ def _proc_batch(msgs, i, stop, arena, levels, index, books, ladder_keys, ladder_
     # ``prefetch`` an int64 like its prefetch distance), so numba reuses the engine's compilation
     # of process_batch; it stops at ``stop`` because the view ends there
     status, j = K.process_batch(msgs[:stop], i, arena, levels, index, books, ladder_keys,
-                                ladder_levels, meta, fills, l2, events, cnt, prefetch)
+                                ladder_levels, meta, symbols, ticks, stops, expiry, fills, l2, events, cnt, prefetch)
     if prefetch > 0 and status == K.OK:
         # the next slice's buckets load while the strategy works (it starts at ``stop``)
         for t in range(stop, min(len(msgs), stop + prefetch)):
@@ -344,7 +344,7 @@ def first_due(t_next, order_ts, wake, wake_obs, timer_obs):
 
 @njit(cache=True)
 def drive(msgs, olog, oseq, ds, arena, levels, index, books, ladder_keys, ladder_levels, meta,
-          fills, l2, events, cnt, sf, se, scnt, live, lcnt, marks, top):
+          symbols, ticks, stops, expiry, fills, l2, events, cnt, sf, se, scnt, live, lcnt, marks, top):
     """Run the merged stream up to the next Python callback; return why it stopped.
 
     WAKE: ``msgs[ds[D_I] - 1]`` was the ``every``-th message (observation at its ts); TIMER: the
@@ -374,7 +374,7 @@ def drive(msgs, olog, oseq, ds, arena, levels, index, books, ladder_keys, ladder
                 return NEED_LIVE
             e0 = scnt[1]
             status, _ = _proc_batch(olog, qh, qh + 1, arena, levels, index, books, ladder_keys,
-                                    ladder_levels, meta, fills, l2, events, cnt, sf, se, scnt,
+                                    ladder_levels, meta, symbols, ticks, stops, expiry, fills, l2, events, cnt, sf, se, scnt,
                                     trader, id_base, np.int64(0))
             if status != K.OK:
                 return status
@@ -405,7 +405,7 @@ def drive(msgs, olog, oseq, ds, arena, levels, index, books, ladder_keys, ladder
                 f0 = scnt[0]
                 e0 = scnt[1]
                 status, j = _proc_batch(msgs, i, k + 1, arena, levels, index, books,
-                                        ladder_keys, ladder_levels, meta, fills, l2, events, cnt,
+                                        ladder_keys, ladder_levels, meta, symbols, ticks, stops, expiry, fills, l2, events, cnt,
                                         sf, se, scnt, trader, id_base, pf)
                 ds[D_I] = j
                 if status != K.OK:
@@ -417,7 +417,7 @@ def drive(msgs, olog, oseq, ds, arena, levels, index, books, ladder_keys, ladder
                     return HIT
                 continue
         status, j = _proc_batch(msgs, i, stop, arena, levels, index, books, ladder_keys,
-                                ladder_levels, meta, fills, l2, events, cnt, sf, se, scnt,
+                                ladder_levels, meta, symbols, ticks, stops, expiry, fills, l2, events, cnt, sf, se, scnt,
                                 trader, id_base, pf)
         ds[D_I] = j
         if status != K.OK:
@@ -483,7 +483,7 @@ def _send_quotes(olog, osent, st, slots, actions, local, symbol, trader, ord_mod
 
 @njit(cache=True)
 def run_quotes(fn, msgs, st, fst, arena, levels, index, books, ladder_keys, ladder_levels, meta,
-               fills, l2, events, cnt, sf, se, scnt, olog, osent, oseq, marks, feed_mode,
+               symbols, ticks, stops, expiry, fills, l2, events, cnt, sf, se, scnt, olog, osent, oseq, marks, feed_mode,
                feed_times, feed_vals, ord_mode, ord_times, ord_vals, state, params, quote,
                top, trader, id_base, symbol, every, fee_rate, prefetch):
     """The merged loop of an ``@njit`` quote strategy; returns K.OK when done or what to grow.
@@ -533,7 +533,7 @@ def run_quotes(fn, msgs, st, fst, arena, levels, index, books, ladder_keys, ladd
             f0 = scnt[0]
             e0 = scnt[1]
             status, j = _proc_batch(msgs, i, stop, arena, levels, index, books, ladder_keys,
-                                    ladder_levels, meta, fills, l2, events, cnt, sf, se, scnt,
+                                    ladder_levels, meta, symbols, ticks, stops, expiry, fills, l2, events, cnt, sf, se, scnt,
                                     trader, id_base, prefetch)
             st[S_I] = j
             quote_reports(se, e0, scnt[1], slots)
@@ -553,7 +553,7 @@ def run_quotes(fn, msgs, st, fst, arena, levels, index, books, ladder_keys, ladd
         f0 = scnt[0]
         e0 = scnt[1]
         status, _ = _proc_batch(olog, qh, qh + 1, arena, levels, index, books, ladder_keys,
-                                ladder_levels, meta, fills, l2, events, cnt, sf, se, scnt, trader,
+                                ladder_levels, meta, symbols, ticks, stops, expiry, fills, l2, events, cnt, sf, se, scnt, trader,
                                 id_base, np.int64(0))
         if status != K.OK:
             return status
