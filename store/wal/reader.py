@@ -64,10 +64,11 @@ class WalReport:
     removed: list = field(default_factory=list)       # files without a whole record (repair)
 
 
-def _decode(rtype: int, payload, path: str, offset: int) -> WalRecord:
-    """Return the WalRecord of a payload; CorruptionError naming file and offset if it is bad."""
+def _decode(rtype: int, payload, version: int, path: str, offset: int) -> WalRecord:
+    """Return the WalRecord of a payload in a file of format ``version``; CorruptionError naming
+    file and offset if it is bad."""
     try:
-        first_seq, arrays = decode_batch(rtype, payload)
+        first_seq, arrays = decode_batch(rtype, payload, version)
     except DECODE_ERRORS as e:
         raise CorruptionError(f"{path}: record at offset {offset} has a bad payload ({e})",
                               path, offset) from None
@@ -176,7 +177,7 @@ def scan_wal(wal_dir: str, *, repair: bool = False, salvage: bool = False,
                 first_seq, n_orders = peek_seqs(rtype, payload) or (None, None)
             rec = None
             if first_seq is None or first_seq + n_orders - 1 > after_seq or (expect is None and counts is None):
-                rec = _decode(rtype, payload, path, pos)
+                rec = _decode(rtype, payload, version, path, pos)
                 got = (rec.first_seq, rec.orders.size, rec.fills.size, rec.l2.size, rec.events.size)
                 if counts is not None and got != (first_seq, *counts):
                     _fail(f"payload (seq {got[0]}, rows {got[1:]}) disagrees with its record "
