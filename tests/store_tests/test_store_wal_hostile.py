@@ -249,7 +249,9 @@ def _hostile_examples():
 
 
 def test_hostile_frames_with_matching_checksums_only_ever_raise_corruption_errors(tmp_path):
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.path.dirname(HERE), HERE])}
+    # why the repo root first: the venv may also see another checkout of exsim
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.path.dirname(os.path.dirname(HERE)),
+                                                        os.path.dirname(HERE), HERE])}
     code = "import test_store_wal_hostile as t; t._hostile_examples(); print('OK')"
     p = subprocess.run([sys.executable, "-c", code], cwd=str(tmp_path), env=env, timeout=300,
                        capture_output=True, text=True)
