@@ -124,7 +124,7 @@ def orders_without_seq(stored: np.ndarray) -> np.ndarray:
                         "itemsize": stored.dtype.itemsize})
         dst = np.dtype({"names": names, "formats": fmts, "offsets": [r[1] for r in runs],
                         "itemsize": ORDER_DTYPE.itemsize})
-        out, view = np.empty(n, dst), stored.view(src)
+        out, view = np.zeros(n, dst), stored.view(src)   # zeros: no byte left undefined
         for name in names:
             out[name] = view[name]
         return out.view(ORDER_DTYPE)
