@@ -14,7 +14,9 @@ Invariants:
 - Decoding checks every length, count and claimed size against the bytes that hold it before
   allocating anything for it, and raises ValueError (or struct.error, OverflowError,
   LZ4BlockError) when a payload does not add up; the reader turns that into CorruptionError.
-- Decoded arrays are writeable, in the stored dtypes (orders without seq).
+- Decoded arrays are writeable, in the stored dtypes (orders without seq: ORDER_DTYPE), whatever
+  the file's version: the 45-byte order rows of versions 1-4 come back widened, the fields they
+  lack 0. The row width a count is checked against is the file version's.
 """
 
 from __future__ import annotations

@@ -10,6 +10,8 @@ batch header).
 Invariants:
 - Lengths, counts and claimed sizes read from a file are checked against the bytes that hold
   them before anything is allocated; a decoded payload must agree with its version-4 header.
+- Each file is decoded with its own version's row layout (store.wal.format.wire), so files of
+  several versions (older ones, then those a newer writer appended) read as one journal.
 - A record cut off at the end of the last file is a crash tail: truncated (when repairing) and
   reported. Anything else that fails a check is corruption: CorruptionError naming file and
   offset, unless salvage mode was asked for, which truncates there and reports what it dropped.
