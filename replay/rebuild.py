@@ -6,8 +6,13 @@ Two views, both starting from the newest checkpoint at or before the target seq:
   checkpoint seq < seq <= target applied in order (an update sets a level's total quantity and
   order count; quantity 0 removes the level). The engine is only used to read the checkpoint.
 - **L3** (``l3=True``): the checkpoint restored into an ``Engine``, then the symbol's journaled
-  orders up to the target re-matched; ``orders`` lists the live orders in priority order (bids
-  best first, then asks, FIFO within a level) and the depth comes from the same engine.
+  orders up to the target re-matched; ``orders`` lists the resting orders in priority order
+  (bids best first, then asks, FIFO within a level) and the depth comes from the same engine.
+  An iceberg's row shows its displayed quantity (``qty``) and its reserve (``hidden``) apart,
+  with its ``display_qty``; every row carries its ``order_type``, ``tif`` and ``expire_ts``.
+  ``stops`` lists the pending stops, which are outside the book (``Engine.stops``): BUY stops
+  by rising ``stop_price``, then SELL stops by falling ``stop_price``, FIFO among equal prices
+  (the order they would be released in).
 
 Invariants:
 - A symbol's book changes only with that symbol's messages, so the book after global seq N is
@@ -16,6 +21,8 @@ Invariants:
   nondecreasing timestamps (every exsim generator and loader produces them) that is the book at
   time T. Before the symbol's first such message the view is the run's starting book.
 - Depth arrays are DEPTH_DTYPE, best level first: bids by falling price, asks by rising price.
+  They hold displayed quantity only (as L2 updates do): neither an iceberg's reserve nor a
+  pending stop is in them, in either view.
 
 The L2 view caches the depth of the last 256 (checkpoint, symbol) pairs it read (per process; checkpoint files are
 immutable), so repeated views near one another skip restoring the checkpoint.
@@ -60,8 +67,11 @@ class BookView:
     ts: int | None
     bids: np.ndarray                 # DEPTH_DTYPE, best (highest) price first
     asks: np.ndarray                 # DEPTH_DTYPE, best (lowest) price first
-    orders: np.ndarray | None = None  # L3_DTYPE in priority order, only when l3=True
+    orders: np.ndarray | None = None  # L3_DTYPE resting orders in priority order, only when l3=True
     symbol: str = ""
+    # L3_DTYPE pending stops in release order (BUY by rising stop_price, then SELL by falling),
+    # only when l3=True: L2 updates do not carry stops, so the L2 view has none (None)
+    stops: np.ndarray | None = None
 
 
 @njit(cache=True)
@@ -204,8 +214,10 @@ def book_at(data_dir, symbol, *, seq: int | None = None, ts: int | None = None,
             depth: int | None = 10, l3: bool = False) -> BookView:
     """Return the BookView of ``symbol`` after message ``seq`` (or the last one with ts <= ``ts``).
 
-    ``depth`` caps the levels per side (None: all). With ``l3`` the view also lists the live
-    orders in priority order (``orders``, L3_DTYPE) and is rebuilt by re-matching orders.
+    ``depth`` caps the levels per side (None: all) of the displayed depth. With ``l3`` the view
+    also lists the resting orders in priority order (``orders``, L3_DTYPE: displayed ``qty`` and
+    reserve ``hidden`` apart) and the pending stops in release order (``stops``, L3_DTYPE), and
+    is rebuilt by re-matching orders; without it ``orders`` and ``stops`` are None.
 
     Raises UsageError when both or neither of seq/ts are given, for an unknown symbol, a seq
     outside the stored run or a negative depth; StoreError if ``data_dir`` is not a data
@@ -226,7 +238,7 @@ def book_at(data_dir, symbol, *, seq: int | None = None, ts: int | None = None,
             eng.process(strip_seq(msgs))
         levels = 1 << 62 if depth is None else int(depth)
         bids, asks = eng.depth(sid, levels=levels)
-        return BookView(target, target_ts, bids, asks, eng.orders(sid), name)
+        return BookView(target, target_ts, bids, asks, eng.orders(sid), name, stops=eng.stops(sid))
     ck_seq, bids, asks = _checkpoint_depth(info, sid, target)
     lo, hi = ck_seq + 1, target
     if hi >= lo:

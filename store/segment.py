@@ -22,6 +22,9 @@ Invariants:
   FileNotFoundError / OSError for the file itself) leaves the readers.
 - ``read_registered``/``check_registered`` also compare a catalog row with the file's index.
 - Readers fetch only the blocks of the columns they ask for.
+- A segment written before a column of its table existed (``store.tables.ADDED_COLUMNS``:
+  orders segments without stop_price, display_qty, min_qty, expire_ts) reads that column as
+  zeros, whether asked for by name or with every column; any other missing column is corrupt.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ import zstandard
 from exchange.errors import CorruptionError, WriteError
 from store import codecs
 from store.choice import Chooser
-from store.tables import TABLES, table_dtype
+from store.tables import ADDED_COLUMNS, TABLES, table_dtype
 from store.wal import fsync_dir
 
 __all__ = ["SegmentInfo", "BuiltSegment", "write_segment", "write_columns", "encode_columns",
@@ -329,7 +332,7 @@ def commit_segments(data_dir: str, built: list, *, sync: bool = True) -> list:
 # flows, lz4 or zstd); the floor lets a seal of a million constant rows through; a writer
 # whose rows would exceed the bound stores the seq column plain (8 bytes a row, see
 # encode_columns), so it never writes a file a reader refuses. Decoded, a file of b bytes thus
-# takes at most max(2^20, 16 b) rows x the table's row width (69 bytes at most, fills).
+# takes at most max(2^20, 16 b) rows x the table's field bytes (85 at most: orders with seq).
 ROWS_FLOOR = 1 << 20
 ROWS_PER_BYTE = 16
 # column dtypes a segment may hold: the integer types the codecs decode, little-endian
@@ -467,7 +470,8 @@ def read_segment(path: str, columns=None) -> dict:
     """Decode the named columns (all if None) of a segment file.
 
     Returns {column name: 1-D array of the index's row count}; only those columns' blocks are
-    read. Raises CorruptionError (naming file and offset) on any failed check: checksums, the
+    read. A column the table gained after the file was written (``store.tables.ADDED_COLUMNS``)
+    is returned as zeros of its stored dtype when asked for or when all are (None). Raises CorruptionError (naming file and offset) on any failed check: checksums, the
     index's fields (``read_index``), a block whose encoding byte differs from the index's or
     that does not decompress or decode to exactly the index's rows; StoreError subclasses on
     unreadable files; FileNotFoundError if the file is gone (a reader may then re-read the
@@ -481,11 +485,19 @@ def _read(path: str, columns, row) -> dict:
         meta = read_index(f, path)
         if row is not None:
             _cross_check(path, meta, row)
+        added = ADDED_COLUMNS.get(meta["table"], ())
+        if columns is None:
+            columns = list(meta["columns"]) + [c for c in added if c not in meta["columns"]]
         out = {}
-        for name in (columns if columns is not None else meta["columns"]):
+        for name in columns:
             try:
                 dt, enc, codec, off, stored, raw, crc = meta["columns"][name]
             except KeyError:
+                if name in added:
+                    # why zeros: the column did not exist when the file was written, and 0 is
+                    # what the field means for an order without the features it describes
+                    out[name] = np.zeros(meta["rows"], table_dtype(meta["table"]).fields[name][0])
+                    continue
                 raise CorruptionError(f"{path}: no column {name!r} in the index", path, 0) from None
             block = _decompress(codec, _checked_block(f, path, name, off, stored, crc), raw,
                                 path, off)

@@ -5,7 +5,7 @@ number) followed by records. How a record is framed depends on the file's versio
 
 - versions 1-3 (read only): ``FRAME`` ``u32 length | u32 crc32c(type + payload) | u8 type``
   then ``u32 crc32c`` of those 9 bytes (``HCRC``), then the payload;
-- version 4 (written today): ``FRAME4`` ``u32 length | u32 crc32c(type + payload) | u8 type |
+- versions 4 and 5 (5 written today): ``FRAME4`` ``u32 length | u32 crc32c(type + payload) | u8 type |
   i64 first seq | i64 last seq | u32 rows of orders, fills, l2, events`` then ``u32 crc32c`` of
   those 41 bytes, then the payload. The header says which seqs and how many rows the record
   holds, so a scan that only needs the seq range (``scan_wal(after_seq=)``, recovery's
@@ -13,7 +13,9 @@ number) followed by records. How a record is framed depends on the file's versio
 
 The payload is a batch: ``BATCH`` (first seq, row counts of orders, fills, l2, events), then
 the four arrays packed (no padding), in that order; record types say how it is encoded
-(store.wal.payload). Byte layout: docs/formats.md.
+(store.wal.payload). An order row is ``ORDER_DTYPE`` packed (77 bytes) in version 5 files and
+the 45-byte ``store.tables.LEGACY_ORDER_DTYPE`` in versions 1-4 (``wire(version)``): the
+readers widen those with zeros in the fields added since. Byte layout: docs/formats.md.
 
 Invariants:
 - A version-4 header is checked before anything is read through it (last seq is first seq +
@@ -30,11 +32,13 @@ from __future__ import annotations
 import struct
 
 from exchange.schema import TABLE_DTYPES
-from store.tables import STORED_DTYPES, TABLES, packed
+from store.tables import LEGACY_ORDER_DTYPE, STORED_DTYPES, TABLES, packed
 
 MAGIC = b"EXWL"
-VERSION = 4     # 2 added record type 3, 3 type 4, 4 the seq range and row counts in the frame
-READ_VERSIONS = (1, 2, 3, 4)
+# 2 added record type 3, 3 type 4, 4 the seq range and row counts in the frame, 5 the order
+# fields stop_price, display_qty, min_qty and expire_ts (77-byte order rows instead of 45)
+VERSION = 5
+READ_VERSIONS = (1, 2, 3, 4, 5)
 FILE_HEADER = struct.Struct("<4sHHQ")     # magic, version, reserved, file number
 FRAME = struct.Struct("<IIB")             # versions 1-3: length, crc32c(type + payload), type
 FRAME4 = struct.Struct("<IIBqqIIII")      # version 4: FRAME + first seq, last seq, 4 row counts
@@ -48,6 +52,7 @@ T_BATCH, T_BATCH_LZ4, T_BATCH_SHUF, T_BATCH_PARTS = 1, 2, 3, 4
 RECORD_TYPES = (T_BATCH, T_BATCH_LZ4, T_BATCH_SHUF, T_BATCH_PARTS)
 MIN_VERSION = {T_BATCH_SHUF: 2, T_BATCH_PARTS: 3}   # the file version that introduced a type
 INDEXED_VERSION = 4                       # the first file version whose frames carry FRAME4
+WIDE_ORDERS_VERSION = 5                   # the first file version whose order rows are ORDER_DTYPE
 # why 8: on the seeded 1M flow, session with fsync per batch, 10 interleaved rounds: 0.973x the
 # process CPU and 0.973x the wall time of acceleration 1 (paired medians), for 29.7 instead of
 # 28.5 WAL bytes per message; the lz4 call alone costs 0.78x (the byte shuffle is untouched).
@@ -59,7 +64,15 @@ LZ4_ACCELERATION = 8
 LZ4_MAX_RATIO = 255
 LZ4_MAX_RAW = 0x7E000000
 SEQ_LIMIT = 1 << 62   # seqs stay below it (replay's SEQ_MAX): int64 arithmetic on them never wraps
-# Wire forms: the schema dtypes packed; orders without seq (it is implied by the first seq).
+# Wire forms (what VERSION writes): the schema dtypes packed; orders without seq (it is implied
+# by the first seq). OUT: the dtypes decoded rows come back in, whatever the file's version.
 WIRE = {"orders": packed(TABLE_DTYPES["orders"]), **{t: packed(STORED_DTYPES[t]) for t in TABLES[1:]}}
+LEGACY_WIRE = {**WIRE, "orders": LEGACY_ORDER_DTYPE}
 OUT = {"orders": TABLE_DTYPES["orders"], **{t: STORED_DTYPES[t] for t in TABLES[1:]}}
 WIRE_SIZES = tuple(WIRE[t].itemsize for t in TABLES)
+
+
+def wire(version: int) -> dict:
+    """Return {table: packed row dtype} of the records of a WAL file of format ``version``
+    (one of READ_VERSIONS; older versions' order rows are LEGACY_ORDER_DTYPE)."""
+    return WIRE if version >= WIDE_ORDERS_VERSION else LEGACY_WIRE

@@ -14,7 +14,9 @@ Invariants:
 - Decoding checks every length, count and claimed size against the bytes that hold it before
   allocating anything for it, and raises ValueError (or struct.error, OverflowError,
   LZ4BlockError) when a payload does not add up; the reader turns that into CorruptionError.
-- Decoded arrays are writeable, in the stored dtypes (orders without seq).
+- Decoded arrays are writeable, in the stored dtypes (orders without seq: ORDER_DTYPE), whatever
+  the file's version: the 45-byte order rows of versions 1-4 come back widened, the fields they
+  lack 0. The row width a count is checked against is the file version's.
 """
 
 from __future__ import annotations
@@ -25,9 +27,10 @@ import lz4.block
 import numpy as np
 
 from store.shuffle import shuffle as _shuffle, unshuffle as _unshuffle
-from store.tables import TABLES
+from store.tables import LEGACY_ORDER_DTYPE, TABLES, widen_legacy_orders
 from store.wal.format import (BATCH, LZ4_ACCELERATION, LZ4_MAX_RATIO, LZ4_MAX_RAW, OUT, PART,
-                              RAW_LEN, T_BATCH, T_BATCH_LZ4, T_BATCH_PARTS, T_BATCH_SHUF, WIRE)
+                              RAW_LEN, T_BATCH, T_BATCH_LZ4, T_BATCH_PARTS, T_BATCH_SHUF, VERSION,
+                              WIRE, wire as wire_of)
 
 DECODE_ERRORS = (ValueError, OverflowError, struct.error, lz4.block.LZ4BlockError)
 
@@ -102,16 +105,24 @@ class PartEncoder:
         return part
 
 
-def _rows(rtype: int, payload, pos: int = 0, end: int | None = None) -> tuple[int, list]:
-    """Parse one (decompressed) batch payload of type 1 or 3 in payload[pos:end]; return
-    (first seq, [orders, fills, l2, events]). Raises ValueError when it does not add up."""
+def _out_rows(name: str, a: np.ndarray) -> np.ndarray:
+    """Rows ``a`` of table ``name`` as decoded from the wire, in their OUT dtype (writeable)."""
+    if a.dtype == LEGACY_ORDER_DTYPE:
+        return widen_legacy_orders(a)
+    return a if a.dtype == OUT[name] and a.flags.writeable else a.astype(OUT[name])
+
+
+def _rows(rtype: int, payload, wires: dict, pos: int = 0, end: int | None = None) -> tuple[int, list]:
+    """Parse one (decompressed) batch payload of type 1 or 3 in payload[pos:end], rows in the
+    packed dtypes ``wires`` (store.wal.format.wire of the file's version); return (first seq,
+    [orders, fills, l2, events]). Raises ValueError when it does not add up."""
     end = len(payload) if end is None else end
     first_seq, *counts = BATCH.unpack_from(payload, pos)
     pos += BATCH.size
     arrays = []
     src = np.frombuffer(payload, np.uint8)
     for name, n in zip(TABLES, counts):
-        wire = WIRE[name]
+        wire = wires[name]
         size = n * wire.itemsize
         if pos + size > end:
             raise ValueError(f"{name} rows run past the payload")
@@ -122,7 +133,7 @@ def _rows(rtype: int, payload, pos: int = 0, end: int | None = None) -> tuple[in
         else:
             a = np.frombuffer(payload, wire, count=n, offset=pos)
         pos += size
-        arrays.append(a if wire == OUT[name] and a.flags.writeable else a.astype(OUT[name]))
+        arrays.append(_out_rows(name, a))
     if pos != end:
         raise ValueError(f"{end - pos} unexpected trailing bytes")
     return first_seq, arrays
@@ -139,7 +150,7 @@ def _lz4(block, n: int) -> bytes:
     return out
 
 
-def _decode_parts(payload) -> tuple[int, list]:
+def _decode_parts(payload, wires: dict) -> tuple[int, list]:
     (count,) = RAW_LEN.unpack_from(payload)
     if count == 0:
         raise ValueError("a multi-part record without parts")
@@ -152,7 +163,7 @@ def _decode_parts(payload) -> tuple[int, list]:
         pos += PART.size
         if pos + comp_n > len(payload):
             raise ValueError(f"part {k} runs past the payload")
-        seq, arrays = _rows(T_BATCH_SHUF, _lz4(view[pos:pos + comp_n], raw_n))
+        seq, arrays = _rows(T_BATCH_SHUF, _lz4(view[pos:pos + comp_n], raw_n), wires)
         pos += comp_n
         if expect is not None and seq != expect:
             raise ValueError(f"part {k} starts at seq {seq}, expected {expect}")
@@ -165,17 +176,20 @@ def _decode_parts(payload) -> tuple[int, list]:
     return first, [p[0] if len(p) == 1 else np.concatenate(p) for p in per_table]
 
 
-def decode_batch(rtype: int, payload) -> tuple[int, list]:
-    """Return (first seq, [orders, fills, l2, events]) of a payload of record type ``rtype``.
+def decode_batch(rtype: int, payload, version: int = VERSION) -> tuple[int, list]:
+    """Return (first seq, [orders, fills, l2, events]) of a payload of record type ``rtype`` in
+    a WAL file of format ``version`` (its order rows: store.wal.format.wire); orders come back
+    as ORDER_DTYPE whatever the version, the fields an older version lacks set to 0.
 
     Raises one of DECODE_ERRORS when the payload does not add up (never allocates more than
     its bytes can hold)."""
+    wires = wire_of(version)
     if rtype == T_BATCH_PARTS:
-        return _decode_parts(payload)
+        return _decode_parts(payload, wires)
     if rtype in (T_BATCH_LZ4, T_BATCH_SHUF):
         (n,) = RAW_LEN.unpack_from(payload)
-        return _rows(rtype, _lz4(memoryview(payload)[4:], n))
-    return _rows(rtype, payload)
+        return _rows(rtype, _lz4(memoryview(payload)[4:], n), wires)
+    return _rows(rtype, payload, wires)
 
 
 def peek_seqs(rtype: int, payload) -> tuple[int, int] | None:

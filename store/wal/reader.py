@@ -10,6 +10,8 @@ batch header).
 Invariants:
 - Lengths, counts and claimed sizes read from a file are checked against the bytes that hold
   them before anything is allocated; a decoded payload must agree with its version-4 header.
+- Each file is decoded with its own version's row layout (store.wal.format.wire), so files of
+  several versions (older ones, then those a newer writer appended) read as one journal.
 - A record cut off at the end of the last file is a crash tail: truncated (when repairing) and
   reported. Anything else that fails a check is corruption: CorruptionError naming file and
   offset, unless salvage mode was asked for, which truncates there and reports what it dropped.
@@ -64,10 +66,11 @@ class WalReport:
     removed: list = field(default_factory=list)       # files without a whole record (repair)
 
 
-def _decode(rtype: int, payload, path: str, offset: int) -> WalRecord:
-    """Return the WalRecord of a payload; CorruptionError naming file and offset if it is bad."""
+def _decode(rtype: int, payload, version: int, path: str, offset: int) -> WalRecord:
+    """Return the WalRecord of a payload in a file of format ``version``; CorruptionError naming
+    file and offset if it is bad."""
     try:
-        first_seq, arrays = decode_batch(rtype, payload)
+        first_seq, arrays = decode_batch(rtype, payload, version)
     except DECODE_ERRORS as e:
         raise CorruptionError(f"{path}: record at offset {offset} has a bad payload ({e})",
                               path, offset) from None
@@ -176,7 +179,7 @@ def scan_wal(wal_dir: str, *, repair: bool = False, salvage: bool = False,
                 first_seq, n_orders = peek_seqs(rtype, payload) or (None, None)
             rec = None
             if first_seq is None or first_seq + n_orders - 1 > after_seq or (expect is None and counts is None):
-                rec = _decode(rtype, payload, path, pos)
+                rec = _decode(rtype, payload, version, path, pos)
                 got = (rec.first_seq, rec.orders.size, rec.fills.size, rec.l2.size, rec.events.size)
                 if counts is not None and got != (first_seq, *counts):
                     _fail(f"payload (seq {got[0]}, rows {got[1:]}) disagrees with its record "

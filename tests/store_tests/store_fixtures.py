@@ -158,3 +158,64 @@ def forge_catalog(data_dir, table: str, key, **values) -> None:
         con.commit()
     finally:
         con.close()
+
+
+def legacy_orders(orders: np.ndarray) -> np.ndarray:
+    """``orders`` (ORDER_DTYPE) as the 45-byte rows WAL files of versions 1-4 hold: the legacy
+    fields only (store.tables.LEGACY_ORDER_DTYPE)."""
+    from store.tables import LEGACY_ORDER_DTYPE
+
+    out = np.zeros(orders.size, LEGACY_ORDER_DTYPE)
+    for name in LEGACY_ORDER_DTYPE.names:
+        out[name] = orders[name]
+    return out
+
+
+def without_added_fields(orders: np.ndarray) -> np.ndarray:
+    """A copy of ``orders`` (ORDER_DTYPE) with the fields added after the legacy row set to 0:
+    what a reader returns for rows an older exsim journaled."""
+    from store.tables import ADDED_COLUMNS
+
+    out = orders.copy()
+    for name in ADDED_COLUMNS["orders"]:
+        out[name] = 0
+    return out
+
+
+def old_wal_file(path: str, version: int, file_no: int, batches, rtype: int = 3) -> str:
+    """Write a WAL file as format ``version`` (1-4) wrote it: one record of type ``rtype`` (1 raw,
+    2 lz4, 3 shuffled lz4) per ``(first_seq, (orders, fills, l2, events))`` of ``batches``, its
+    order rows the legacy 45-byte row and its frames those of that version. Returns ``path``."""
+    import crc32c
+    import lz4.block
+
+    from store.shuffle import shuffle
+    from store.wal.format import BATCH, FILE_HEADER, FRAME, FRAME4, HCRC, INDEXED_VERSION, MAGIC, WIRE
+
+    body = []
+    for first, (orders, *outs) in batches:
+        arrays = [legacy_orders(orders)] + [np.ascontiguousarray(a).astype(WIRE[t])
+                                            for t, a in zip(("fills", "l2", "events"), outs)]
+        head = BATCH.pack(first, *(a.size for a in arrays))
+        planes = [a.view(np.uint8).reshape(-1) for a in arrays]
+        if rtype == 3:
+            raw = np.empty(len(head) + sum(p.size for p in planes), np.uint8)
+            raw[:len(head)] = np.frombuffer(head, np.uint8)
+            pos = len(head)
+            for a, p in zip(arrays, planes):
+                pos = shuffle(p, a.dtype.itemsize, raw, pos)
+            raw = raw.tobytes()
+        else:
+            raw = head + b"".join(p.tobytes() for p in planes)
+        payload = raw if rtype == 1 else \
+            len(raw).to_bytes(4, "little") + lz4.block.compress(raw, store_size=False)
+        crc = crc32c.crc32c(payload, crc32c.crc32c(bytes([rtype])))
+        if version >= INDEXED_VERSION:
+            frame = FRAME4.pack(len(payload), crc, rtype, first, first + orders.size - 1,
+                                *(a.size for a in arrays))
+        else:
+            frame = FRAME.pack(len(payload), crc, rtype)
+        body.append(frame + HCRC.pack(crc32c.crc32c(frame)) + payload)
+    with open(path, "wb") as f:
+        f.write(FILE_HEADER.pack(MAGIC, version, 0, file_no) + b"".join(body))
+    return path

@@ -394,7 +394,7 @@ def test_journaled_through_counts_unsealed_wal_records_without_decoding_them(tmp
     _feed(s, batches=4, seed=5)                       # 2000 messages only in the WAL
     decoded = []
     real = reader.decode_batch
-    monkeypatch.setattr(reader, "decode_batch", lambda t, p: (decoded.append(t), real(t, p))[1])
+    monkeypatch.setattr(reader, "decode_batch", lambda t, p, *v: (decoded.append(t), real(t, p, *v))[1])
     assert journaled_through(str(tmp_path)) == s.engine.seq == 3500
     assert decoded == []
     s.close()

@@ -8,8 +8,9 @@ import pytest
 
 from exchange.errors import CorruptionError, UsageError
 from exchange.errors import WriteError
-from store.wal import FILE_HEADER, GroupWriter, WalWriter, scan_wal, wal_files
-from store_fixtures import make_batch
+from store.wal import FILE_HEADER, VERSION, GroupWriter, WalWriter, scan_wal, wal_files
+from exchange.schema import ORDER_DTYPE
+from store_fixtures import make_batch, old_wal_file, without_added_fields
 
 
 def _write(wal_dir, batches=5, n=200, **kw):
@@ -25,7 +26,11 @@ def _write(wal_dir, batches=5, n=200, **kw):
 
 
 def _same(rec, batch):
-    return all(np.array_equal(a, b) for a, b in zip((rec.orders, rec.fills, rec.l2, rec.events), batch))
+    """Whether a record holds ``batch``: its order rows as a reader returns them (the fields a
+    legacy file lacks read as 0) and its outputs."""
+    want = (without_added_fields(batch[0]) if rec.path and open(rec.path, "rb").read(6)[4] < 5
+            else batch[0], *batch[1:])
+    return all(np.array_equal(a, b) for a, b in zip((rec.orders, rec.fills, rec.l2, rec.events), want))
 
 
 @pytest.mark.parametrize("compress", [True, False])
@@ -130,27 +135,59 @@ def test_append_must_continue_the_seq(tmp_path):
         w.append(5, *make_batch(5, 10))
 
 
-def _v1_file(path, first_seq, batch):
-    """A WAL file as format version 1 wrote it: one type-2 record (lz4 of the packed rows)."""
-    import struct
-
-    import crc32c
-    import lz4.block
-
-    from store.wal import BATCH, FRAME, HCRC, MAGIC
-
-    raw = BATCH.pack(first_seq, *(a.size for a in batch)) + b"".join(a.tobytes() for a in batch)
-    payload = struct.pack("<I", len(raw)) + lz4.block.compress(raw, store_size=False)
-    head = FRAME.pack(len(payload), crc32c.crc32c(payload, crc32c.crc32c(b"\x02")), 2)
-    with open(path, "wb") as f:
-        f.write(FILE_HEADER.pack(MAGIC, 1, 0, 1) + head + HCRC.pack(crc32c.crc32c(head)) + payload)
-
-
 def test_version_1_files_still_read(tmp_path):
     batch = make_batch(1, 300)
-    _v1_file(str(tmp_path / "wal-00000001.log"), 1, batch)
+    old_wal_file(str(tmp_path / "wal-00000001.log"), 1, 1, [(1, batch)], rtype=2)
     (rec,), rep = scan_wal(str(tmp_path))
     assert _same(rec, batch) and rep.last_seq == 300
+
+
+def _with_added_fields(orders, seed):
+    """``orders`` with every field added after the legacy row set to seeded nonzero values."""
+    from store.tables import ADDED_COLUMNS
+
+    rng = np.random.default_rng(seed)
+    out = orders.copy()
+    for name in ADDED_COLUMNS["orders"]:
+        out[name] = rng.integers(1, 1 << 50, orders.size)
+    return out
+
+
+@pytest.mark.parametrize("version,rtype", [(1, 1), (1, 2), (2, 3), (3, 1), (3, 3), (4, 1), (4, 3)])
+def test_old_version_files_read_their_45_byte_order_rows_with_zeros_in_the_added_fields(tmp_path, version, rtype):
+    from store.wal import VERSION
+
+    batches = [(1, make_batch(1, 200, seed=1)), (201, make_batch(201, 150, seed=2))]
+    journaled = [(f, (_with_added_fields(b[0], f), *b[1:])) for f, b in batches]
+    old_wal_file(str(tmp_path / "wal-00000001.log"), version, 1, journaled, rtype=rtype)
+    recs, rep = scan_wal(str(tmp_path))
+    assert rep.last_seq == 350 and [r.first_seq for r in recs] == [1, 201]
+    for rec, (_, b) in zip(recs, batches):
+        assert rec.orders.dtype == ORDER_DTYPE and rec.orders.flags.writeable
+        assert rec.orders.tobytes() == without_added_fields(b[0]).tobytes()
+        assert _same(rec, b)
+    # the header-only scan of indexed versions reads nothing it does not need and agrees
+    assert scan_wal(str(tmp_path), after_seq=350)[1].last_seq == 350 and version <= VERSION
+
+
+@pytest.mark.parametrize("compress", [True, False])
+def test_the_added_order_fields_round_trip_bit_for_bit_in_the_current_version(tmp_path, compress):
+    from store.wal import VERSION, PartEncoder
+
+    w = WalWriter(str(tmp_path), compress=compress)
+    b = make_batch(1, 300, seed=3)
+    b = (_with_added_fields(b[0], 3), *b[1:])
+    w.append(1, *b)
+    parts = [make_batch(301 + 100 * k, 100, seed=k) for k in range(3)]
+    parts = [(_with_added_fields(p[0], 10 + k), *p[1:]) for k, p in enumerate(parts)]
+    enc = PartEncoder()
+    w.append_parts(301, 300, [enc.encode(301 + 100 * k, *p) for k, p in enumerate(parts)])
+    w.close()
+    (_, path), = wal_files(str(tmp_path))
+    assert open(path, "rb").read(6)[4] == VERSION
+    recs, _ = scan_wal(str(tmp_path))
+    assert recs[0].orders.tobytes() == b[0].tobytes() and _same(recs[0], b)
+    assert recs[1].orders.tobytes() == np.concatenate([p[0] for p in parts]).tobytes()
 
 
 def test_a_newer_file_version_is_rejected_naming_the_file(tmp_path):
@@ -290,8 +327,9 @@ def test_multi_part_record_with_a_seq_gap_between_parts_is_corruption(tmp_path):
 
 
 def _reframe_as(path, version):
-    """Rewrite the version-4 WAL file ``path`` as file ``version`` (1-3) frames it: the same
-    records under the older frame header, which carries no seq range."""
+    """Rewrite the frames of the current-version WAL file ``path`` as file ``version`` (1-3)
+    frames them: the same payloads under the older frame header, which carries no seq range
+    (their order rows are not made legacy: for records a scan must refuse before decoding)."""
     from store.wal import FRAME, FRAME4, HCRC
 
     data = open(path, "rb").read()
@@ -326,14 +364,16 @@ def test_a_data_directory_whose_wal_is_version_3_opens_recovers_and_goes_on(tmp_
         s.process(o)
     s.wal.close()                            # a kill: nothing sealed, the batches only in the WAL
     wal = str(tmp_path / "wal")
-    for _, path in wal_files(wal):
-        _reframe_as(path, 3)                 # as the previous format version wrote them
+    for no, path in wal_files(wal):          # as format version 3 wrote them: legacy order rows
+        recs, _ = scan_wal(wal)
+        rec = next(r for r in recs if r.path == path)
+        old_wal_file(path, 3, no, [(rec.first_seq, (rec.orders, rec.fills, rec.l2, rec.events))])
     s = Session.open(str(tmp_path))
     assert s.engine.seq == 900 and s.recovery.last_seq == 900
     fed.append(make_orders(300, seed=9))
-    s.process(fed[-1])                       # appended as version 4, after the version-3 files
+    s.process(fed[-1])                       # appended as the current version, after the version-3 files
     versions = {open(p, "rb").read(6)[4] for _, p in wal_files(wal)}
-    assert versions == {3, 4}
+    assert versions == {3, VERSION}
     s.close()
     got = read(str(tmp_path), "orders")
     assert np.array_equal(got["seq"], np.arange(1, 1201))

@@ -14,7 +14,7 @@ import pytest
 from exchange.errors import CorruptionError
 from store import Session, read
 from store.wal import BATCH, FILE_HEADER, FRAME, FRAME4, HCRC, MAGIC, VERSION, WalWriter, scan_wal, wal_files
-from store_fixtures import FakeEngine, make_batch, make_orders
+from store_fixtures import FakeEngine, legacy_orders, make_batch, make_orders
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -36,7 +36,8 @@ def _frame4(rtype, payload, head=None):
 
 
 def _wal_file(wal_dir, no, body=b"", version=3):
-    """A WAL file of ``version`` (3 by default: the frames ``_frame`` builds) holding ``body``."""
+    """A WAL file of ``version`` (3 by default: the frames ``_frame`` builds; ``_frame4`` builds
+    those of versions 4 and later) holding ``body``."""
     path = os.path.join(str(wal_dir), f"wal-{no:08d}.log")
     with open(path, "wb") as f:
         f.write(FILE_HEADER.pack(MAGIC, version, 0, no) + body)
@@ -67,20 +68,38 @@ def test_an_uncompressed_record_shorter_than_its_batch_header_is_corruption(tmp_
         scan_wal(str(tmp_path))
 
 
+@pytest.mark.parametrize("version", [3, VERSION])
 @pytest.mark.parametrize("counts", [(2**32 - 1, 0, 0, 0), (1, 2**32 - 1, 0, 0), (0, 0, 0, 2**31)])
-def test_batch_counts_beyond_the_payload_are_corruption(tmp_path, counts):
+def test_batch_counts_beyond_the_payload_are_corruption(tmp_path, counts, version):
     raw = BATCH.pack(1, *counts) + bytes(64)
-    _wal_file(tmp_path, 1, _frame(1, raw) + _frame(3, struct.pack("<I", len(raw)) +
-                                                   lz4.block.compress(raw, store_size=False)))
-    with pytest.raises(CorruptionError, match="offset 16"):
+    frame = _frame if version == 3 else (lambda t, p: _frame4(t, p, (1, *counts)))
+    path = _wal_file(tmp_path, 1, frame(1, raw) + frame(3, struct.pack("<I", len(raw)) +
+                                                        lz4.block.compress(raw, store_size=False)),
+                     version)
+    with pytest.raises(CorruptionError, match="wal-00000001.log.*offset 16") as e:
+        scan_wal(str(tmp_path), after_seq=-1)   # -1: also decode a record of no orders
+    assert e.value.path == path
+
+
+@pytest.mark.parametrize("version", [4, VERSION])
+@pytest.mark.parametrize("rtype", [1, 3])
+def test_order_rows_of_the_other_version_s_width_are_corruption_naming_the_file(tmp_path, version, rtype):
+    from store.wal.payload import wire_bytes
+
+    o = make_orders(20)
+    # a version-4 file holding 77-byte rows, a version-5 file holding 45-byte ones
+    rows = legacy_orders(o).tobytes() if version == VERSION else wire_bytes("orders", o).tobytes()
+    raw = BATCH.pack(1, 20, 0, 0, 0) + rows
+    payload = raw if rtype == 1 else struct.pack("<I", len(raw)) + lz4.block.compress(raw, store_size=False)
+    path = _wal_file(tmp_path, 1, _frame4(rtype, payload, (1, 20, 0, 0, 0)), version)
+    with pytest.raises(CorruptionError, match="wal-00000001.log: record at offset 16 has a bad payload") as e:
         scan_wal(str(tmp_path))
+    assert e.value.path == path and e.value.offset == FILE_HEADER.size
 
 
 @pytest.mark.parametrize("first_seq", [0, -5, 2**63 - 10])
 def test_a_record_with_seqs_a_reader_cannot_number_is_corruption(tmp_path, first_seq):
-    from store.wal.payload import wire_bytes as _wire_bytes
-
-    o = _wire_bytes("orders", make_orders(20)).tobytes()
+    o = legacy_orders(make_orders(20)).tobytes()   # version 3: 45-byte order rows
     _wal_file(tmp_path, 1, _frame(1, BATCH.pack(first_seq, 20, 0, 0, 0) + o))
     with pytest.raises(CorruptionError, match="implausible seqs.*offset 16"):
         scan_wal(str(tmp_path))
@@ -104,7 +123,7 @@ def _batch_record(first_seq, n=20):
 
 @pytest.mark.parametrize("head", [(1, 21, 0, 0, 0), (1, 20, 1, 0, 0), (2, 20, 0, 0, 0), (1, 20, 0, 0, 7)])
 def test_a_version_4_header_disagreeing_with_its_payload_is_corruption(tmp_path, head):
-    _wal_file(tmp_path, 1, _frame4(1, _batch_record(1), head), 4)
+    _wal_file(tmp_path, 1, _frame4(1, _batch_record(1), head), VERSION)
     with pytest.raises(CorruptionError, match="disagrees with its record header.*offset 16"):
         scan_wal(str(tmp_path))
 
@@ -115,7 +134,7 @@ def test_a_version_4_header_whose_seq_range_disagrees_with_its_orders_is_corrupt
     last = FRAME.size + 8
     frame[last:last + 8] = struct.pack("<q", 25)          # last seq 25 for 20 orders from seq 1
     frame[FRAME4.size:FRAME4.size + 4] = HCRC.pack(crc32c.crc32c(bytes(frame[:FRAME4.size])))
-    _wal_file(tmp_path, 1, bytes(frame), 4)
+    _wal_file(tmp_path, 1, bytes(frame), VERSION)
     with pytest.raises(CorruptionError, match="seqs 1..25 disagree with its 20 orders.*offset 16"):
         scan_wal(str(tmp_path), after_seq=100)
 
@@ -123,7 +142,7 @@ def test_a_version_4_header_whose_seq_range_disagrees_with_its_orders_is_corrupt
 def test_a_flipped_bit_in_a_version_4_header_is_corruption_not_a_crash_tail(tmp_path):
     frame = bytearray(_frame4(1, _batch_record(1)) + _frame4(1, _batch_record(21)))
     frame[10] ^= 0x40                                      # inside the first record's first seq
-    _wal_file(tmp_path, 1, bytes(frame), 4)
+    _wal_file(tmp_path, 1, bytes(frame), VERSION)
     with pytest.raises(CorruptionError, match="bad record header checksum at offset 16"):
         scan_wal(str(tmp_path), after_seq=100)
 
@@ -138,7 +157,7 @@ def test_a_version_4_scan_checks_records_at_or_below_after_seq_without_decoding_
     w.close()
     decoded = []
     real = reader.decode_batch
-    monkeypatch.setattr(reader, "decode_batch", lambda t, p: (decoded.append(t), real(t, p))[1])
+    monkeypatch.setattr(reader, "decode_batch", lambda t, p, *v: (decoded.append(t), real(t, p, *v))[1])
     recs, rep = scan_wal(str(tmp_path), after_seq=5 * 30)
     assert [r.first_seq for r in recs] == [151, 181, 211] and len(decoded) == 3
     assert rep.records == 8 and rep.last_seq == 240
@@ -210,7 +229,7 @@ def _hostile_examples():
     @settings(max_examples=400, deadline=None, database=None,
               suppress_health_check=list(HealthCheck))
     @given(st.lists(st.tuples(payload(), heads), min_size=1, max_size=3), st.booleans(),
-           st.sampled_from([3, 4]), st.integers(0, 100))
+           st.sampled_from([3, 4, 5]), st.integers(0, 100))
     def scan_hostile(frames, repair, version, after_seq):
         with tempfile.TemporaryDirectory() as d:
             if version == 3:
@@ -230,7 +249,9 @@ def _hostile_examples():
 
 
 def test_hostile_frames_with_matching_checksums_only_ever_raise_corruption_errors(tmp_path):
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.path.dirname(HERE), HERE])}
+    # why the repo root first: the venv may also see another checkout of exsim
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.path.dirname(os.path.dirname(HERE)),
+                                                        os.path.dirname(HERE), HERE])}
     code = "import test_store_wal_hostile as t; t._hostile_examples(); print('OK')"
     p = subprocess.run([sys.executable, "-c", code], cwd=str(tmp_path), env=env, timeout=300,
                        capture_output=True, text=True)
