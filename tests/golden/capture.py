@@ -30,13 +30,38 @@ SHARED = os.path.abspath(os.path.join(HERE, "..", "..", "..", "shared", "data"))
 CUT = 200_000   # messages kept of the 1 M benchmark presets
 
 
+# The digests cover the fields each row had when they were recorded; the fields added since
+# (issue 15's stop, iceberg and expiry fields of orders and L3 rows) are zero on every golden
+# input and have tests of their own, so a row hashes as its recorded fields, packed.
+_ORDER_FIELDS = ("ts", "order_id", "price", "qty", "symbol", "trader", "kind", "order_type",
+                 "tif", "flags", "side")
+_L3_FIELDS = ("order_id", "price", "qty", "filled", "trader", "side", "flags")
+
+
+def _recorded(a: np.ndarray) -> np.ndarray:
+    """``a`` with only the fields its kind of row had when the digests were recorded."""
+    names = a.dtype.names or ()
+    if "kind" in names:
+        keep = [n for n in names if n == "seq" or n in _ORDER_FIELDS]
+    elif "filled" in names and "hidden" in names:
+        keep = [n for n in names if n in _L3_FIELDS]
+    else:
+        return a
+    if tuple(keep) == names:
+        return a
+    out = np.zeros(len(a), np.dtype([(n, a.dtype.fields[n][0]) for n in keep]))
+    for n in keep:
+        out[n] = a[n]
+    return out
+
+
 def _h(*arrays) -> str:
     h = hashlib.blake2b(digest_size=16)
     for a in arrays:
         if isinstance(a, (bytes, str)):
             h.update(a.encode() if isinstance(a, str) else a)
         else:
-            h.update(np.ascontiguousarray(a).tobytes())
+            h.update(np.ascontiguousarray(_recorded(np.asarray(a))).tobytes())
     return h.hexdigest()
 
 
