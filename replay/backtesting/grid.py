@@ -109,10 +109,13 @@ def _make_strategy(spec, params: dict):
 
 
 def _run_point(orders, spec, params: dict, kwargs: dict) -> dict:
-    """One task: build the strategy, backtest it, return its summary (plain ints and floats)."""
+    """One task: build the strategy, backtest it, return its summary (plain ints and floats),
+    with "currency" when the money is in one (``BacktestResult.unit``)."""
     from replay.backtesting.driver import backtest
 
-    return backtest(orders, _make_strategy(spec, params), **kwargs).summary
+    res = backtest(orders, _make_strategy(spec, params), **kwargs)
+    currency = res.meta["money"]["currency"]
+    return {**res.summary, "currency": currency} if currency else res.summary
 
 
 def sweep(flow, strategy_factory_spec, grid, *, seeds=None, scheduler=None, n_workers: int = 2,
@@ -129,7 +132,9 @@ def sweep(flow, strategy_factory_spec, grid, *, seeds=None, scheduler=None, n_wo
     engine_options, fast, symbols; not store_dir); the flow's symbols (a scenario's with its
     options: money, grid ...) go to every run unless ``symbols`` is given.
 
-    Returns ``[{**params, "seed": s (only with seeds), **summary}]``.
+    Returns ``[{**params, "seed": s (only with seeds), **summary}]``; when the traded symbol
+    has a currency, each row also has ``"currency"`` (its money values are in it; else in ticks
+    x lots).
     Raises UsageError for a bad grid, spec, seeds or scheduler, when dask.distributed is needed
     but not installed, or when a parameter name collides with a summary field; a backtest's own
     UsageError (e.g. a bad strategy parameter) propagates.

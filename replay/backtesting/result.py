@@ -35,9 +35,12 @@ import numpy as np
 
 from exchange.schema import Event, Kind
 
-from replay.backtesting.money import Money
+from replay.backtesting.money import TICKS_X_LOTS, Money
 
-__all__ = ["BacktestResult", "SERIES_DTYPE", "build_result", "summarize"]
+__all__ = ["BacktestResult", "SERIES_DTYPE", "MONEY_KEYS", "build_result", "summarize"]
+
+# the summary values that are money, in the result's unit (``meta["money"]["unit"]``)
+MONEY_KEYS = ("pnl", "gross_pnl", "fees", "turnover", "max_drawdown")
 
 SERIES_DTYPE = np.dtype([("ts", "<i8"), ("position", "<i8"), ("cash", "<f8"), ("fees", "<f8"),
                          ("mark", "<f8"), ("pnl", "<f8")])
@@ -65,6 +68,11 @@ class BacktestResult:
             h.update(np.ascontiguousarray(a).tobytes())
         h.update(json.dumps(self.summary, sort_keys=True).encode())
         return h.hexdigest()
+
+    @property
+    def unit(self) -> str:
+        """Return the unit of the money values (the symbol's currency, or "ticks x lots")."""
+        return self.meta.get("money", {}).get("unit", TICKS_X_LOTS)
 
     def plot(self, path, title: str | None = None) -> str:
         """Write a PNG: price with the strategy's buys/sells, position, PnL. Returns ``path``.
