@@ -65,6 +65,12 @@ def _h(*arrays) -> str:
     return h.hexdigest()
 
 
+def _bt(res) -> str:
+    """``BacktestResult.digest()`` over the recorded fields of its rows (see ``_recorded``)."""
+    return _h(res.orders, res.sent_ts, res.order_seq, res.fills, res.events, res.marks,
+              res.series, json.dumps(res.summary, sort_keys=True))
+
+
 def _sample(*parts) -> str | None:
     path = os.path.join(SHARED, *parts)
     return path if os.path.exists(path) else None
@@ -158,24 +164,24 @@ def backtest_jobs(flows: dict) -> dict:
 
     out = {}
     sc = load_scenario("default")
-    out["backtest:mm:default"] = backtest(sc, InventoryMarketMaker(), symbol="JPM").digest()
-    out["backtest:mm_fast:default"] = backtest(sc, market_maker_fast(), symbol="JPM").digest()
-    out["backtest:momentum:default:latency"] = backtest(
-        sc, MomentumTaker(), symbol="JPM", latency=ConstantLatency(20_000, 50_000)).digest()
-    out["backtest:mm:default:fees"] = backtest(sc, InventoryMarketMaker(size=3), symbol="BTCUSD",
-                                               fees_bps=1.5).digest()
+    out["backtest:mm:default"] = _bt(backtest(sc, InventoryMarketMaker(), symbol="JPM"))
+    out["backtest:mm_fast:default"] = _bt(backtest(sc, market_maker_fast(), symbol="JPM"))
+    out["backtest:momentum:default:latency"] = _bt(backtest(
+        sc, MomentumTaker(), symbol="JPM", latency=ConstantLatency(20_000, 50_000)))
+    out["backtest:mm:default:fees"] = _bt(backtest(sc, InventoryMarketMaker(size=3), symbol="BTCUSD",
+                                               fees_bps=1.5))
     amzn = _sample("lobster_AMZN_2012-06-21_level1")
     if amzn:
-        out["backtest:mm:lobster_AMZN"] = backtest(
-            amzn, InventoryMarketMaker(size=100, skew_lots=200)).digest()
+        out["backtest:mm:lobster_AMZN"] = _bt(backtest(
+            amzn, InventoryMarketMaker(size=100, skew_lots=200)))
     bn = _sample("binance_spot_btcusdt_20240808_hftbacktest", "btcusdt_20240808.gz")
     if bn:
         data = load_binance(bn)
         for qm in ("conservative", "proportional"):
-            out[f"backtest:mm:binance:{qm}"] = backtest(
+            out[f"backtest:mm:binance:{qm}"] = _bt(backtest(
                 data, InventoryMarketMaker(size=100_000, skew_lots=100_000, max_position=1_000_000,
                                            every=500),
-                latency=ConstantLatency(1_000_000, 1_000_000), queue_model=qm).digest()
+                latency=ConstantLatency(1_000_000, 1_000_000), queue_model=qm))
     w = whatif(sc, InventoryMarketMaker(), symbol="JPM")
     out["whatif:mm:default"] = _h(*(np.asarray(getattr(w, k)) for k in ("displaced", "added")))
     rows = sweep("default", "replay.backtesting.strategies:InventoryMarketMaker",
