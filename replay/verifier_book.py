@@ -48,9 +48,10 @@ NOF = 16
 E_RESERVE, E_LIMIT, E_STOP, E_REFILLS = range(4)
 NEF = 4
 # ``cfg``: the symbol's options (ownership is the engine's): ownership on, lot size, minimum
-# order quantity, session close, whether the tick table is more than every integer, tick rows,
+# order quantity, session close, whether the tick table is more than every integer, whether
+# the symbol has no tick table, lot or minimum at all (no tick_lot check to make), tick rows,
 # then the rows as (from_price, tick) pairs
-C_OWNER, C_LOT, C_MINQ, C_CLOSE, C_GRID, C_NTICK, C_TICKS = range(7)
+C_OWNER, C_LOT, C_MINQ, C_CLOSE, C_GRID, C_PLAIN, C_NTICK, C_TICKS = range(8)
 MAX_TICK_ROWS = 64
 NCFG = C_TICKS + 2 * MAX_TICK_ROWS
 _ROW_ALIGN = 128
@@ -60,11 +61,12 @@ NLF = 5
 # meta fields
 # (M_NB + side for side 0..3: bids, asks, BUY stops, SELL stops; M_LAST_PX the symbol's last
 # trade price, M_TRADED whether it has traded; M_PREV_TS the ts of the latest message seen;
-# M_EXP_SEQ/E/ID the last expiry checked (its seq, expiry and id) for the expiry order)
+# M_EXP_SEQ/E/ID the last expiry checked (its seq, expiry and id) for the expiry order;
+# M_TS_BACK set once a message's ts steps back: "expired late" is then not decidable)
 (M_FREE_O, M_FREE_L, M_NB, M_NA, M_NSB, M_NSS, M_VN, M_LAST_TRADE, M_NT, M_FP, M_LP, M_EP, M_I,
  M_ORDERS, M_FILLS, M_FINISHED, M_LIVE_O, M_LIVE_L, M_LAST_SEQ, M_LAST_PX, M_TRADED, M_PREV_TS,
- M_PENDING, M_EXP_SEQ, M_EXP_E, M_EXP_ID) = range(26)
-NMETA = 26
+ M_PENDING, M_EXP_SEQ, M_EXP_E, M_EXP_ID, M_TS_BACK) = range(27)
+NMETA = 27
 # touched-level fields
 T_SIDE, T_PRICE, T_QTY, T_COUNT, T_ROW = range(5)
 
@@ -107,7 +109,7 @@ def new_state(capacity: int, violations: int, n_rules: int, level_capacity: int 
     touched = np.zeros((lcap + 4, 5), np.int64)
     ext = np.zeros((cap, NEF), np.int64)
     cfg = np.zeros(NCFG, np.int64)
-    cfg[C_LOT] = cfg[C_MINQ] = cfg[C_NTICK] = 1
+    cfg[C_LOT] = cfg[C_MINQ] = cfg[C_NTICK] = cfg[C_PLAIN] = 1
     cfg[C_TICKS] = cfg[C_TICKS + 1] = 1        # the default table [(1, 1)]: every price
     meta = np.zeros(NMETA, np.int64)
     vrows = np.zeros((max(int(violations), 1), 7), np.int64)
@@ -130,6 +132,7 @@ def set_config(state: tuple, ownership: bool, tick_table, lot_size: int, min_ord
     for j, (a, b) in enumerate(rows):
         cfg[C_TICKS + 2 * j], cfg[C_TICKS + 2 * j + 1] = a, b
     cfg[C_GRID] = 0 if rows == [(1, 1)] else 1
+    cfg[C_PLAIN] = 1 if cfg[C_GRID] == 0 and cfg[C_LOT] == 1 and cfg[C_MINQ] == 1 else 0
 
 
 

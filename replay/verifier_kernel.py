@@ -46,7 +46,7 @@ from exchange._cache_guard import guard
 from replay.verifier_book import (
     E_LIMIT, E_REFILLS, E_RESERVE, E_STOP, L_HEAD, L_PRICE, L_TAIL, M_EP, M_FILLS, M_FP,
     M_FREE_O, M_I, M_LAST_PX, M_LAST_SEQ, M_LAST_TRADE, M_LIVE_L, M_LIVE_O, M_LP, M_NA, M_NB,
-    M_NT, M_ORDERS, M_PENDING, M_PREV_TS, M_TRADED, M_VN, C_CLOSE, C_OWNER, O_CANCELLED,
+    M_NT, M_ORDERS, M_PENDING, M_PREV_TS, M_TRADED, M_TS_BACK, M_VN, C_CLOSE, C_OWNER, C_PLAIN, O_CANCELLED,
     O_DISPLAY, O_EXPIRE, O_FILLED, O_FILLSUM, O_FLAGS, O_LEAVES, O_LEVEL, O_MARKET, O_NEXT,
     O_PRICE, O_SIDE, O_TIF, O_TOTAL, O_TRADER, T_PRICE, T_ROW, T_SIDE, _append, _best_level,
     _detach, _find_level, _hash_put, _prefetch_id, _prefetch_order, _set_leaves, _slot_of,
@@ -264,9 +264,9 @@ def _walk(x, seq, ts, stp, fills, fp, f_hi, events, k, e_hi, ost, ext, lst, oid,
                 ended = True
             if k < e_hi and (events[k].event == _PARTIAL or events[k].event == _FILLED) \
                     and events[k].order_id != xid:
-                room = room and _resting_report(events[k], r, have, q, seq, ost, ext, lst, oid,
-                                                htab, ladder, ladlv, touched, meta, vrows, vids,
-                                                counts)
+                fits = _resting_report(events[k], r, have, q, seq, ost, ext, lst, oid, htab,
+                                       ladder, ladlv, touched, meta, vrows, vids, counts)
+                room = room and fits
                 k += 1
             elif have:
                 rid = np.uint64(fills[fp - 1].sell_order_id) if xside == 0 \
@@ -282,8 +282,8 @@ def _walk(x, seq, ts, stp, fills, fp, f_hi, events, k, e_hi, ost, ext, lst, oid,
                         ext[r, E_RESERVE] = 0
                         _finish(ost, htab, meta, vrows, vids, counts, seq, r, rid)
                     elif ost[r, O_DISPLAY] > 0:
-                        room = room and _iceberg_filled(ost, ext, lst, ladder, ladlv, meta, r, q,
-                                                        left)
+                        fits = _iceberg_filled(ost, ext, lst, ladder, ladlv, meta, r, q, left)
+                        room = room and fits
                     else:
                         _set_leaves(ost, lst, r, left)
             continue
@@ -488,10 +488,11 @@ def _new_order(m, x, ts, ost, ext, cfg):
     ost[x, O_LEVEL] = -1
     ost[x, O_DISPLAY] = np.int64(m.display_qty) if ot == _LIMIT else 0
     ost[x, O_EXPIRE] = _expiry_of(np.int64(m.tif), ts, np.int64(m.expire_ts), cfg[C_CLOSE])
-    ext[x, E_RESERVE] = 0
-    ext[x, E_REFILLS] = 0
-    ext[x, E_STOP] = 0
-    ext[x, E_LIMIT] = 0
+    # why only for icebergs and stops: ``ext`` is read only for them (see verifier_book), and
+    # a row written for every order is one more cache miss per order in a deep book
+    if ost[x, O_DISPLAY] > 0:
+        ext[x, E_RESERVE] = 0
+        ext[x, E_REFILLS] = 0
     if ot == _STOP or ot == _STOP_LIMIT:
         ext[x, E_STOP] = np.int64(m.stop_price)
         ext[x, E_LIMIT] = np.int64(m.price) if ot == _STOP_LIMIT else 0
@@ -625,10 +626,11 @@ def check_symbol(orders, fills, l2, events, i_end, known, stp, final, ost, lst, 
                     meta[M_LIVE_O] += 1
                     oid[x] = m.order_id
                     ot = np.int64(m.order_type)
-                    _check_grid(cfg, seq, m.order_id, ot == _LIMIT or ot == _STOP_LIMIT,
-                                ot == _STOP or ot == _STOP_LIMIT, np.int64(m.price),
-                                np.int64(m.stop_price), qty, np.int64(m.display_qty),
-                                np.int64(m.min_qty), meta, vrows, vids, counts)
+                    if cfg[C_PLAIN] == 0:
+                        _check_grid(cfg, seq, m.order_id, ot == _LIMIT or ot == _STOP_LIMIT,
+                                    ot == _STOP or ot == _STOP_LIMIT, np.int64(m.price),
+                                    np.int64(m.stop_price), qty, np.int64(m.display_qty),
+                                    np.int64(m.min_qty), meta, vrows, vids, counts)
                     _hash_put(htab, m.order_id, x)
                     if _new_order(m, x, ts, ost, ext, cfg):      # a stop: it waits
                         if _stop_reached(meta, ost[x, O_SIDE] - 2, ext[x, E_STOP]):
@@ -681,8 +683,9 @@ def check_symbol(orders, fills, l2, events, i_end, known, stp, final, ost, lst, 
                     if pending:
                         newstop = np.int64(m.stop_price)
                         limit = ost[x, O_MARKET] == 0
-                        _check_grid(cfg, seq, m.order_id, limit, True, np.int64(m.price),
-                                    newstop, q, 0, 0, meta, vrows, vids, counts)
+                        if cfg[C_PLAIN] == 0:
+                            _check_grid(cfg, seq, m.order_id, limit, True, np.int64(m.price),
+                                        newstop, q, 0, 0, meta, vrows, vids, counts)
                         if _stop_reached(meta, ost[x, O_SIDE] - 2, newstop):
                             _viol(vrows, vids, counts, meta, R_STOPS, D_STOP_REACHED_ACCEPTED,
                                   seq, m.order_id, newstop, meta[M_LAST_PX], 0, 0)
@@ -701,8 +704,9 @@ def check_symbol(orders, fills, l2, events, i_end, known, stp, final, ost, lst, 
                                counts)
                         fp, x = f_hi, -1
                     else:
-                        _check_grid(cfg, seq, m.order_id, True, False, np.int64(m.price), 0, q,
-                                    0, 0, meta, vrows, vids, counts)
+                        if cfg[C_PLAIN] == 0:
+                            _check_grid(cfg, seq, m.order_id, True, False, np.int64(m.price), 0,
+                                        q, 0, 0, meta, vrows, vids, counts)
                         _touch(touched, lst, ladder, ladlv, meta, ost[x, O_SIDE], ost[x, O_PRICE])
                         if np.int64(m.price) == ost[x, O_PRICE]:
                             if q > old:   # more quantity loses priority: to the back of the level
@@ -768,6 +772,8 @@ def check_symbol(orders, fills, l2, events, i_end, known, stp, final, ost, lst, 
                   -ladder[1, na - 1], 0, 0)
         if ts > meta[M_PREV_TS]:
             meta[M_PREV_TS] = ts
+        elif ts < meta[M_PREV_TS]:
+            meta[M_TS_BACK] = 1
         fp, lp, ep = f_hi, l_hi, e_hi
         i += 1
     meta[M_I], meta[M_FP], meta[M_LP], meta[M_EP] = i, fp, lp, ep
@@ -796,7 +802,7 @@ def check_symbol(orders, fills, l2, events, i_end, known, stp, final, ost, lst, 
 @njit(cache=True, _nrt=False)
 def check_live(seq, ost, ext, oid, meta, vrows, vids, counts):
     """Quantities of the orders still live at the end of the run must balance too, and none may
-    be past its expiry at the symbol's last ts.
+    be past its expiry at the symbol's latest ts (unless its ts ever stepped back).
 
     Why a scan of every row rather than a walk of the queues: rows not live have O_LEVEL
     -1, and a sequential scan streams memory where a queue walk misses the cache per order
@@ -808,6 +814,6 @@ def check_live(seq, ost, ext, oid, meta, vrows, vids, counts):
                 _viol(vrows, vids, counts, meta, R_CONSERVE, D_CONSERVE, seq, oid[s],
                       ost[s, O_FILLSUM], ost[s, O_CANCELLED], _open(ost, ext, s),
                       ost[s, O_TOTAL])
-            if ost[s, O_EXPIRE] > 0 and ost[s, O_EXPIRE] <= now:
+            if ost[s, O_EXPIRE] > 0 and ost[s, O_EXPIRE] <= now and meta[M_TS_BACK] == 0:
                 _viol(vrows, vids, counts, meta, R_EXPIRY, D_NOT_EXPIRED, seq, oid[s],
                       ost[s, O_EXPIRE], now, 0, 0)

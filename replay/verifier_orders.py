@@ -35,7 +35,7 @@ from exchange._cache_guard import guard
 from replay.verifier_book import (
     C_CLOSE, C_GRID, C_LOT, C_MINQ, C_NTICK, C_TICKS, E_LIMIT, E_REFILLS, E_RESERVE, E_STOP,
     L_COUNT, L_HEAD, L_PRICE, L_QTY, M_EXP_E, M_EXP_ID, M_EXP_SEQ, M_FINISHED, M_FREE_O,
-    M_LAST_PX, M_LIVE_O, M_NT, M_PENDING, M_PREV_TS, M_TRADED, O_CANCELLED, O_DISPLAY, O_EXPIRE,
+    M_LAST_PX, M_LIVE_O, M_NT, M_PENDING, M_PREV_TS, M_TRADED, M_TS_BACK, O_CANCELLED, O_DISPLAY, O_EXPIRE,
     O_FILLED, O_FILLSUM, O_LEAVES, O_LEVEL, O_MARKET, O_NEXT, O_PRICE, O_SIDE, O_TOTAL, T_COUNT,
     T_PRICE, T_QTY, T_ROW, T_SIDE, _append, _best_level, _detach, _find_level, _hash_del,
     _slot_of, _touch,
@@ -279,7 +279,9 @@ def _stops_settled(seq, ost, oid, lst, ladlv, meta, vrows, vids, counts):
 def _expire(ev, seq, ts, ost, ext, lst, htab, ladder, ladlv, touched, meta, vrows, vids, counts):
     """A CANCELLED/EXPIRED report ``ev`` before the message ``seq`` (at ``ts``): the order was
     live and its expiry is at or before ``ts``, after the ts of every earlier message of the
-    symbol, and not before the expiry reported just before it at this seq."""
+    symbol (unless the symbol's ts ever stepped back: an order entered after a later-stamped
+    message was not live at it), and not before the expiry reported just before it at this
+    seq."""
     key = ev.order_id
     s = _slot_of(htab, key)
     if s < 0 or ost[s, O_LEVEL] < 0:
@@ -288,7 +290,7 @@ def _expire(ev, seq, ts, ost, ext, lst, htab, ladder, ladlv, touched, meta, vrow
     e = ost[s, O_EXPIRE]
     if e == 0 or e > ts:
         _viol(vrows, vids, counts, meta, R_EXPIRY, D_EXPIRED_EARLY, seq, key, e, ts, 0, 0)
-    elif e <= meta[M_PREV_TS]:
+    elif e <= meta[M_PREV_TS] and meta[M_TS_BACK] == 0:
         _viol(vrows, vids, counts, meta, R_EXPIRY, D_EXPIRED_LATE, seq, key, e, meta[M_PREV_TS],
               0, 0)
     if meta[M_EXP_SEQ] == seq and (e < meta[M_EXP_E] or (
