@@ -1,8 +1,8 @@
 """verify on engine runs with every new order type: a correct run verifies clean.
 
 NEEDS THE NEW ENGINE (issue 15: ownership, stops, icebergs, DAY/GTD, tick tables and lots):
-every test here is skipped until ``Engine`` takes ``ownership`` and ``add_symbol`` takes
-``tick_table``. The flows mix stops and stop-limits (cascades included), icebergs refilling
+the engine tests are skipped until ``Engine`` takes ``ownership`` and ``add_symbol`` takes
+``tick_table``; the reference-model test until ``tests/model.py`` takes them. The flows mix stops and stop-limits (cascades included), icebergs refilling
 while being swept, GTD and DAY orders expiring (before messages of other symbols too), cancels
 and modifies by owners and by other traders, on two symbols with tick tables and lots.
 """
@@ -22,8 +22,8 @@ from test_replay_common import store_run
 
 _NEW_ENGINE = "tick_table" in inspect.signature(Engine.add_symbol).parameters and \
     "ownership" in inspect.signature(Engine.__init__).parameters
-pytestmark = pytest.mark.skipif(not _NEW_ENGINE, reason="needs the issue-15 engine "
-                                "(ownership, stops, icebergs, expiry, tick tables)")
+needs_engine = pytest.mark.skipif(not _NEW_ENGINE, reason="needs the issue-15 engine "
+                                  "(ownership, stops, icebergs, expiry, tick tables)")
 
 DAY_NS = 86_400 * 10**9
 TABLE = [(1, 1), (105, 5)]
@@ -82,6 +82,7 @@ def venue_engine() -> Engine:
     return eng
 
 
+@needs_engine
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_engine_runs_with_every_new_order_type_verify_clean(seed):
     orders = venue_flow(6000, seed)
@@ -93,6 +94,7 @@ def test_engine_runs_with_every_new_order_type_verify_clean(seed):
     assert report.summary["fills"] == res.fills.size > 0
 
 
+@needs_engine
 def test_a_stored_run_with_every_new_order_type_verifies_clean(tmp_path):
     """verify reads ownership, tick tables, lots and session closes from the run config, and
     checks in small seq ranges the same as in one."""
@@ -100,3 +102,25 @@ def test_a_stored_run_with_every_new_order_type_verifies_clean(tmp_path):
     report = verify(tmp_path)
     assert report.ok, report.violations[:5]
     assert verify(tmp_path, chunk=97).ok
+
+
+def test_reference_model_runs_with_every_new_order_type_verify_clean():
+    """The same flows through tests/model.py (the reference model of docs/semantics.md); skipped
+    until the model takes the new options."""
+    import model as reference
+
+    if "tick_table" not in inspect.signature(reference.Model.add_symbol).parameters:
+        pytest.skip("needs the issue-15 tests/model.py")
+    for seed in (5, 6):
+        orders = venue_flow(3000, seed)
+        m = reference.Model(stp="cancel_resting", ownership=True)
+        m.add_symbol("A", tick_table=TABLE, session_close=16 * 3600 * 10**9)
+        m.add_symbol("B", lot_size=2, min_order_qty=2)
+        res = m.process(orders)
+        config = {"stp": "cancel_resting", "ownership": True, "symbols": [
+            {"name": "A", "id": 0, "tick_table": TABLE, "session_close": 16 * 3600 * 10**9},
+            {"name": "B", "id": 1, "lot_size": 2, "min_order_qty": 2}]}
+        report = verify_arrays(orders, res.fills, res.l2, res.events, stp="cancel_resting",
+                               symbols=[0, 1], config=config)
+        assert report.ok, report.violations[:5]
+        assert (res.events["event"] == 6).sum() > 0 and (res.events["reason"] == 68).sum() > 0
