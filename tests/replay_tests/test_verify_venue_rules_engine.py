@@ -107,8 +107,10 @@ def test_a_stored_run_with_every_new_order_type_verifies_clean(tmp_path):
 def test_reference_model_runs_with_every_new_order_type_verify_clean():
     """The same flows through tests/model.py (the reference model of docs/semantics.md); skipped
     until the model takes the new options."""
-    import model as reference
-
+    try:
+        import model as reference
+    except Exception as exc:       # the model of before issue 15 refuses the new schema
+        pytest.skip(f"needs the issue-15 tests/model.py ({type(exc).__name__})")
     if "tick_table" not in inspect.signature(reference.Model.add_symbol).parameters:
         pytest.skip("needs the issue-15 tests/model.py")
     for seed in (5, 6):
