@@ -426,3 +426,11 @@ def test_expiries_at_other_symbols_seqs_check_the_same_in_seq_ranges(size):
     parts = _in_ranges((orders, fills, l2, events), size, [0, 1])
     assert parts.violations == whole.violations and not whole.ok
     assert parts.summary["violations"] == whole.summary["violations"]
+
+
+@pytest.mark.parametrize("config", [
+    {"ownership": "yes", "symbols": []}, {"symbols": [{"name": "A", "id": "0"}]}, ["A"],
+])
+def test_a_malformed_engine_config_is_a_usage_error(config):
+    with pytest.raises(UsageError, match="config"):
+        _verify(_tick_run(), config)
