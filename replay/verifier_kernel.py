@@ -7,6 +7,8 @@ happened (fills, execution reports, L2 updates) and checks each against its own 
 message, for one symbol at a time:
 
 - book: ``replay.verifier_book`` (slot arena, id hash, FIFO levels, sorted ladders).
+- one order's walk through the book (its fills and the reports they cause):
+  ``replay.verifier_walk``.
 - look-ahead: before each message the kernel prefetches the id buckets, order rows and queue
   neighbours that the messages and fills a few rows ahead will touch (``_look_ahead``; a hint
   only, results never depend on it). A deep book's misses otherwise dominate (measured 1.6x).
@@ -44,29 +46,30 @@ from numba import njit
 from exchange._cache_guard import guard
 
 from replay.verifier_book import (
-    E_LIMIT, E_REFILLS, E_RESERVE, E_STOP, L_HEAD, L_PRICE, L_TAIL, M_EP, M_FILLS, M_FP,
-    M_FREE_O, M_I, M_LAST_PX, M_LAST_SEQ, M_LAST_TRADE, M_LIVE_L, M_LIVE_O, M_LP, M_NA, M_NB,
-    M_NT, M_ORDERS, M_PENDING, M_PREV_TS, M_TRADED, M_TS_BACK, M_VN, C_CLOSE, C_OWNER, C_PLAIN, O_CANCELLED,
-    O_DISPLAY, O_EXPIRE, O_FILLED, O_FILLSUM, O_FLAGS, O_LEAVES, O_LEVEL, O_MARKET, O_NEXT,
-    O_PRICE, O_SIDE, O_TIF, O_TOTAL, O_TRADER, T_PRICE, T_ROW, T_SIDE, _append, _best_level,
-    _detach, _find_level, _hash_put, _prefetch_id, _prefetch_order, _set_leaves, _slot_of,
-    MAX_TICK_ROWS, _touch, grow_state, new_state as _new_state, prefetch, set_config,
+    C_CLOSE, C_OWNER, C_PLAIN, E_LIMIT, E_REFILLS, E_RESERVE, E_STOP, L_TAIL, MAX_TICK_ROWS,
+    M_EP, M_FP, M_FREE_O, M_I, M_LAST_PX, M_LAST_SEQ, M_LIVE_L, M_LIVE_O, M_LP, M_NA, M_NB,
+    M_NT, M_ORDERS, M_PENDING, M_PREV_TS, M_TS_BACK, M_VN, O_CANCELLED, O_DISPLAY, O_EXPIRE,
+    O_FILLED, O_FILLSUM, O_FLAGS, O_LEAVES, O_LEVEL, O_MARKET, O_NEXT, O_PRICE, O_SIDE, O_TIF,
+    O_TOTAL, O_TRADER, T_PRICE, T_ROW, T_SIDE, grow_state, new_state as _new_state, prefetch,
+    set_config, _append, _detach, _find_level, _hash_put, _prefetch_id, _prefetch_order,
+    _set_leaves, _slot_of, _touch,
 )
 from replay.verifier_rules import *          # noqa: F403 (rule, detail and schema codes)
 from replay.verifier_rules import _viol      # noqa: F401
 from replay.verifier_rules import (
-    _ACCEPTED, _BAD_KIND, _CANCEL, _CANCELLED, _DAY, _DUPLICATE_ID, _EXPIRED, _FILLED, _FOK,
-    _GTC, _GTD, _IOC_UNFILLED, _LIMIT, _MARKET, _MODIFIED, _MODIFY, _NEW, _NO_LIQUIDITY,
-    _NOT_OWNER, _OVERFLOW, _PARTIAL, _POST_ONLY, _REJECTED, _SELF_TRADE, _STOP, _STOP_LIMIT,
-    _STP_BOTH, _STP_NONE, _STP_RESTING, _TRIGGERED, _UNKNOWN_ID, _UNKNOWN_SYMBOL,
+    _ACCEPTED, _BAD_KIND, _CANCEL, _CANCELLED, _DUPLICATE_ID, _EXPIRED, _LIMIT, _MARKET,
+    _MODIFIED, _MODIFY, _NEW, _NOT_OWNER, _REJECTED, _STOP, _STOP_LIMIT, _TRIGGERED,
+    _UNKNOWN_ID, _UNKNOWN_SYMBOL,
 )
 from replay.verifier_orders import (
-    _check_grid, _expire, _expiry_of, _finish, _iceberg_filled, _iceberg_reduce, _l2_missing,
-    _l2_phase, _l2_row, _open, _release, _remove, _split, _stop_reached, _stops_settled,
+    _check_grid, _expire, _expiry_of, _iceberg_reduce, _l2_missing, _l2_phase, _l2_row, _open,
+    _release, _remove, _split, _stop_reached, _stops_settled,
 )
+from replay.verifier_walk import _end_incoming, _walk
 
 guard(__name__, __file__, deps=("replay.verifier_book", "replay.verifier_rules",
-                                "replay.verifier_orders", "exchange.schema"))
+                                "replay.verifier_orders", "replay.verifier_walk",
+                                "exchange.schema"))
 
 __all__ = ["RULES", "DETAILS", "check_symbol", "check_live", "new_state", "grow_state",
            "set_config", "MAX_TICK_ROWS", "OK", "NEED_CAPACITY", "M_VN", "M_I", "M_FP", "M_LP", "M_EP", "MORE",
@@ -79,261 +82,6 @@ MORE, FLUSH, FINAL = 0, 1, 2     # check_symbol's ``final``: see there
 def new_state(capacity: int, violations: int, level_capacity: int = 256) -> tuple:
     """Fresh checker state (see ``replay.verifier_book.new_state``) with one counter per rule."""
     return _new_state(capacity, violations, len(RULES), level_capacity)
-
-
-# ------------------------------------------------------------------ one fill, one walk
-@njit(cache=True, _nrt=False, inline="always")
-def _check_fill(x, f, seq, ts, stp, ost, ext, lst, oid, htab, ladlv, meta, vrows, vids, counts):
-    """Check fill ``f`` of incoming order ``x``; return the resting order's slot (or -1)."""
-    xid = oid[x]
-    xside = ost[x, O_SIDE]
-    q = np.int64(f.qty)
-    price = np.int64(f.price)
-    z = np.uint64(0)
-    if np.int64(f.aggressor_side) != xside:
-        _viol(vrows, vids, counts, meta, R_SIDES, D_AGGRESSOR_SIDE, seq, xid,
-              np.int64(f.aggressor_side), xside, 0, 0)
-    if xside == 0:
-        mine, rid = f.buy_order_id, f.sell_order_id
-    else:
-        mine, rid = f.sell_order_id, f.buy_order_id
-    if mine != xid:
-        _viol(vrows, vids, counts, meta, R_SIDES, D_INCOMING_NOT_NAMED, seq, xid, 0, 0, 0, 0)
-    r = _slot_of(htab, rid)
-    if r >= 0 and ost[r, O_LEVEL] < 0:
-        r = -1
-    if r >= 0 and ost[r, O_SIDE] >= 2:
-        _viol(vrows, vids, counts, meta, R_STOPS, D_FILL_PENDING, seq, rid, 0, 0, 0, 0)
-        r = -2
-    if r == -1:
-        _viol(vrows, vids, counts, meta, R_LIVE, D_RESTING_NOT_LIVE, seq, rid, 0, 0, 0, 0)
-    elif r >= 0:
-        rside = ost[r, O_SIDE]
-        rprice = ost[r, O_PRICE]
-        if rside == xside:
-            _viol(vrows, vids, counts, meta, R_SIDES, D_RESTING_SAME_SIDE, seq, rid, 0, 0, 0, 0)
-        lv = ost[r, O_LEVEL]
-        best = _best_level(ladlv, meta, rside)
-        if lv != best or lst[lv, L_HEAD] != r:
-            if lv == best and ost[r, O_DISPLAY] > 0 and ext[r, E_REFILLS] > 0:
-                _viol(vrows, vids, counts, meta, R_ICE, D_ICE_FIFO, seq, rid, rprice, 0, 0, 0)
-            else:
-                _viol(vrows, vids, counts, meta, R_FIFO, D_FIFO, seq, rid, rprice,
-                      lst[best, L_PRICE] if best >= 0 else 0, 0, 0)
-        if price != rprice:
-            _viol(vrows, vids, counts, meta, R_RPRICE, D_RESTING_PRICE, seq, rid, price, rprice,
-                  0, 0)
-        if (rside == 0 and price > rprice) or (rside == 1 and price < rprice):
-            _viol(vrows, vids, counts, meta, R_LIMITS, D_LIMIT, seq, rid, price, rprice, rside, 0)
-        if q > ost[r, O_LEAVES]:
-            if ost[r, O_DISPLAY] > 0 and q <= _open(ost, ext, r):
-                _viol(vrows, vids, counts, meta, R_ICE, D_ICE_FILL, seq, rid, q,
-                      ost[r, O_LEAVES], 0, 0)
-            else:
-                _viol(vrows, vids, counts, meta, R_OVERFILL, D_OVERFILL, seq, rid, q,
-                      ost[r, O_LEAVES], 0, 0)
-        if ost[r, O_EXPIRE] > 0 and ts >= ost[r, O_EXPIRE]:
-            _viol(vrows, vids, counts, meta, R_EXPIRY, D_FILLED_EXPIRED, seq, rid,
-                  ost[r, O_EXPIRE], ts, 0, 0)
-        bt = ost[x, O_TRADER] if xside == 0 else ost[r, O_TRADER]
-        st = ost[r, O_TRADER] if xside == 0 else ost[x, O_TRADER]
-        if np.int64(f.buy_trader) != bt or np.int64(f.sell_trader) != st:
-            _viol(vrows, vids, counts, meta, R_FIELDS, D_TRADERS, seq, z,
-                  np.int64(f.buy_trader), np.int64(f.sell_trader), bt, st)
-        if stp != _STP_NONE and ost[r, O_TRADER] == ost[x, O_TRADER]:
-            _viol(vrows, vids, counts, meta, R_STP, D_SELF_TRADE, seq, xid, ost[x, O_TRADER],
-                  0, 0, 0)
-        ost[r, O_FILLSUM] += q
-    if r < 0:
-        r = -1
-    if ost[x, O_MARKET] == 0:
-        if (xside == 0 and price > ost[x, O_PRICE]) or (xside == 1 and price < ost[x, O_PRICE]):
-            _viol(vrows, vids, counts, meta, R_LIMITS, D_LIMIT, seq, xid, price, ost[x, O_PRICE],
-                  xside, 0)
-    if q <= 0 or q > ost[x, O_LEAVES]:
-        _viol(vrows, vids, counts, meta, R_OVERFILL, D_OVERFILL, seq, xid, q, ost[x, O_LEAVES],
-              0, 0)
-    if ost[x, O_FLAGS] & _POST_ONLY:
-        _viol(vrows, vids, counts, meta, R_OTYPE, D_POST_ONLY, seq, xid, 0, 0, 0, 0)
-    if ost[x, O_EXPIRE] > 0 and ts >= ost[x, O_EXPIRE]:
-        _viol(vrows, vids, counts, meta, R_EXPIRY, D_FILLED_EXPIRED, seq, xid, ost[x, O_EXPIRE],
-              ts, 0, 0)
-    ost[x, O_FILLSUM] += q
-    tid = np.int64(f.trade_id)
-    if tid <= meta[M_LAST_TRADE]:
-        _viol(vrows, vids, counts, meta, R_STREAM, D_TRADE_ID, seq, z, tid, meta[M_LAST_TRADE],
-              0, 0)
-    meta[M_LAST_TRADE] = tid
-    meta[M_FILLS] += 1
-    # the last trade price moves with every fill: stops are checked against it after each order
-    meta[M_LAST_PX] = price
-    meta[M_TRADED] = 1
-    return r
-
-
-@njit(cache=True, _nrt=False, inline="always")
-def _resting_report(er, r, have, q, seq, ost, ext, lst, oid, htab, ladder, ladlv, touched,
-                    meta, vrows, vids, counts):
-    """Apply the resting order's PARTIAL/FILLED report ``er`` (paired with fill qty ``q``).
-    Returns False when no level slot is free (an iceberg's refill)."""
-    rr = _slot_of(htab, er.order_id)
-    if rr >= 0 and ost[rr, O_LEVEL] < 0:
-        rr = -1
-    if rr >= 0 and ost[rr, O_SIDE] >= 2:
-        return True    # a pending stop: its fill was flagged (stops) and changes nothing
-    if have and r >= 0 and rr != r:
-        _viol(vrows, vids, counts, meta, R_EVENTS, D_RESTING_REPORT_ORDER, seq, er.order_id,
-              np.int64(oid[r]), 0, 0, 0)
-    if rr < 0:
-        _viol(vrows, vids, counts, meta, R_LIVE, D_REPORT_NOT_LIVE, seq, er.order_id, 0, 0, 0, 0)
-        return True
-    f_new, l_new = np.int64(er.filled_qty), np.int64(er.leaves_qty)
-    ice = ost[rr, O_DISPLAY] > 0
-    if have and rr == r:
-        ef, el = ost[rr, O_FILLED] + q, _open(ost, ext, rr) - q
-        if f_new != ef or l_new != el or (er.event == _FILLED) != (l_new == 0):
-            _viol(vrows, vids, counts, meta, R_EVENTS, D_REPORT_QTY, seq, er.order_id, f_new,
-                  l_new, ef, el)
-    _touch(touched, lst, ladder, ladlv, meta, ost[rr, O_SIDE], ost[rr, O_PRICE])
-    ost[rr, O_FILLED] = f_new
-    if l_new <= 0:
-        _detach(ost, lst, ladder, ladlv, meta, rr)
-        ost[rr, O_LEAVES] = 0
-        ext[rr, E_RESERVE] = 0
-        _finish(ost, htab, meta, vrows, vids, counts, seq, rr, er.order_id)
-    elif ice:
-        return _iceberg_filled(ost, ext, lst, ladder, ladlv, meta, rr,
-                               q if have and rr == r else 0, l_new)
-    else:
-        _set_leaves(ost, lst, rr, l_new)
-    return True
-
-
-@njit(cache=True, _nrt=False, inline="always")
-def _hands_over(ev, xid, htab, ost):
-    """Whether report ``ev`` ends the walk of order ``xid``: a stop's release (TRIGGERED), or a
-    fill report of a stop still pending (released without its TRIGGERED report)."""
-    et = ev.event
-    if et == _TRIGGERED:
-        return True
-    if (et == _PARTIAL or et == _FILLED) and ev.order_id != xid:
-        s = _slot_of(htab, ev.order_id)
-        return s >= 0 and ost[s, O_LEVEL] >= 0 and ost[s, O_SIDE] >= 2
-    return False
-
-
-@njit(cache=True, _nrt=False, inline="always")
-def _walk(x, seq, ts, stp, fills, fp, f_hi, events, k, e_hi, ost, ext, lst, oid, htab, ladder,
-          ladlv, touched, meta, vrows, vids, counts):
-    """Follow an incoming order's reports from event ``k``: fills, resting reports, STP cancels
-    and its own end, up to the release of a stop (see ``_hands_over``). Returns (next fill
-    index, whether the order ended, next report index, False when no level slot was free)."""
-    xid = oid[x]
-    xside = ost[x, O_SIDE]
-    opp = 1 - xside
-    ended = False
-    room = True
-    while k < e_hi:
-        ev = events[k]
-        et = np.int64(ev.event)
-        if _hands_over(ev, xid, htab, ost):
-            break
-        k += 1
-        if ended:
-            _viol(vrows, vids, counts, meta, R_EVENTS, D_UNEXPECTED_EVENT, seq, ev.order_id, et,
-                  0, 0, 0)
-            continue
-        if (et == _PARTIAL or et == _FILLED) and ev.order_id == xid:
-            q, r, have = np.int64(0), np.int64(-1), False
-            if fp < f_hi:
-                have = True
-                q = np.int64(fills[fp].qty)
-                r = _check_fill(x, fills[fp], seq, ts, stp, ost, ext, lst, oid, htab, ladlv,
-                                meta, vrows, vids, counts)
-                fp += 1
-            else:
-                _viol(vrows, vids, counts, meta, R_EVENTS, D_REPORT_NO_FILL, seq, xid, 0, 0, 0, 0)
-            f_new, l_new = np.int64(ev.filled_qty), np.int64(ev.leaves_qty)
-            ef, el = ost[x, O_FILLED] + q, ost[x, O_LEAVES] - q
-            if have and (f_new != ef or l_new != el or (et == _FILLED) != (l_new == 0)):
-                _viol(vrows, vids, counts, meta, R_EVENTS, D_REPORT_QTY, seq, xid, f_new, l_new,
-                      ef, el)
-            ost[x, O_FILLED] = f_new
-            ost[x, O_LEAVES] = l_new
-            if l_new <= 0:
-                ended = True
-            if k < e_hi and (events[k].event == _PARTIAL or events[k].event == _FILLED) \
-                    and events[k].order_id != xid:
-                fits = _resting_report(events[k], r, have, q, seq, ost, ext, lst, oid, htab,
-                                       ladder, ladlv, touched, meta, vrows, vids, counts)
-                room = room and fits
-                k += 1
-            elif have:
-                rid = np.uint64(fills[fp - 1].sell_order_id) if xside == 0 \
-                    else np.uint64(fills[fp - 1].buy_order_id)
-                _viol(vrows, vids, counts, meta, R_EVENTS, D_NO_RESTING_REPORT, seq, rid, 0, 0,
-                      0, 0)
-                if r >= 0:   # the deal happened: take its quantity off the resting order
-                    _touch(touched, lst, ladder, ladlv, meta, ost[r, O_SIDE], ost[r, O_PRICE])
-                    left = _open(ost, ext, r) - q
-                    if left <= 0:
-                        _detach(ost, lst, ladder, ladlv, meta, r)
-                        ost[r, O_LEAVES] = 0
-                        ext[r, E_RESERVE] = 0
-                        _finish(ost, htab, meta, vrows, vids, counts, seq, r, rid)
-                    elif ost[r, O_DISPLAY] > 0:
-                        fits = _iceberg_filled(ost, ext, lst, ladder, ladlv, meta, r, q, left)
-                        room = room and fits
-                    else:
-                        _set_leaves(ost, lst, r, left)
-            continue
-        if et == _CANCELLED and ev.order_id == xid:
-            if ev.leaves_qty != 0 or np.int64(ev.filled_qty) != ost[x, O_FILLED]:
-                _viol(vrows, vids, counts, meta, R_EVENTS, D_REPORT_QTY, seq, xid,
-                      np.int64(ev.filled_qty), np.int64(ev.leaves_qty), ost[x, O_FILLED], 0)
-            rs = np.int64(ev.reason)
-            mk, tif = ost[x, O_MARKET], ost[x, O_TIF]
-            if rs == _NO_LIQUIDITY:
-                bad = mk == 0
-            elif rs == _IOC_UNFILLED:
-                bad = mk == 1 or tif == _GTC or tif == _DAY or tif == _GTD
-            elif rs == _SELF_TRADE:
-                bad = stp == _STP_NONE or stp == _STP_RESTING
-            else:
-                bad = rs != _OVERFLOW
-            if tif == _FOK:
-                bad = True   # an accepted FOK always ends FILLED
-            if bad:
-                _viol(vrows, vids, counts, meta, R_OTYPE, D_CANCEL_REASON, seq, xid, mk, tif, rs,
-                      0)
-            ost[x, O_CANCELLED] += ost[x, O_LEAVES]
-            ost[x, O_LEAVES] = 0
-            ended = True
-            continue
-        if et == _CANCELLED and ev.reason == _SELF_TRADE:
-            r = _slot_of(htab, ev.order_id)
-            if r < 0 or ost[r, O_LEVEL] < 0 or ost[r, O_SIDE] >= 2:
-                _viol(vrows, vids, counts, meta, R_LIVE, D_REPORT_NOT_LIVE, seq, ev.order_id, 0,
-                      0, 0, 0)
-                continue
-            lv = ost[r, O_LEVEL]
-            best = _best_level(ladlv, meta, opp)
-            if ost[r, O_SIDE] != opp or lv != best or lst[lv, L_HEAD] != r:
-                _viol(vrows, vids, counts, meta, R_FIFO, D_STP_FIFO, seq, ev.order_id,
-                      ost[r, O_PRICE], lst[best, L_PRICE] if best >= 0 else 0, 0, 0)
-            if ost[r, O_TRADER] != ost[x, O_TRADER] or not (stp == _STP_RESTING
-                                                           or stp == _STP_BOTH):
-                _viol(vrows, vids, counts, meta, R_STP, D_STP_TRADERS, seq, ev.order_id,
-                      ost[r, O_TRADER], ost[x, O_TRADER], 0, 0)
-            if ev.leaves_qty != 0 or np.int64(ev.filled_qty) != ost[r, O_FILLED]:
-                _viol(vrows, vids, counts, meta, R_EVENTS, D_REPORT_QTY, seq, ev.order_id,
-                      np.int64(ev.filled_qty), np.int64(ev.leaves_qty), ost[r, O_FILLED], 0)
-            _remove(ost, ext, lst, htab, ladder, ladlv, touched, meta, vrows, vids, counts, seq,
-                    r, ev.order_id)
-            continue
-        _viol(vrows, vids, counts, meta, R_EVENTS, D_UNEXPECTED_EVENT, seq, ev.order_id, et, 0, 0,
-              0)
-    return fp, ended, k, room
 
 
 @njit(cache=True, _nrt=False, inline="always")
@@ -379,25 +127,6 @@ def _look_ahead(orders, i, i_end, fills, fp, nf, ost, lst, oid, htab, ladder, la
         _prefetch_order(ost, oid, htab, _resting_id(fills, fp + PF_ROW), False)
     if fp + PF_NEXT < nf:
         _prefetch_order(ost, oid, htab, _resting_id(fills, fp + PF_NEXT), True)
-
-@njit(cache=True, _nrt=False, inline="always")
-def _end_incoming(x, ended, seq, ost, ext, lst, oid, htab, ladder, ladlv, touched, meta, vrows,
-                  vids, counts):
-    """After its reports: an incoming order rests (a GTC, DAY or GTD limit with quantity left;
-    an iceberg showing its first slice) or is done. Returns False when no level slot is free."""
-    if ended or ost[x, O_LEAVES] <= 0:
-        _finish(ost, htab, meta, vrows, vids, counts, seq, x, oid[x])
-        return True
-    tif = ost[x, O_TIF]
-    if ost[x, O_MARKET] == 1 or not (tif == _GTC or tif == _DAY or tif == _GTD):
-        _viol(vrows, vids, counts, meta, R_OTYPE, D_LEFT_OPEN, seq, oid[x], ost[x, O_MARKET],
-              tif, 0, 0)
-        _finish(ost, htab, meta, vrows, vids, counts, seq, x, oid[x])
-        return True
-    _touch(touched, lst, ladder, ladlv, meta, ost[x, O_SIDE], ost[x, O_PRICE])
-    _split(ost, ext, x)
-    return _append(ost, lst, ladder, ladlv, meta, x)
-
 
 @njit(cache=True, _nrt=False, inline="always")
 def _check_l2(seq, l2, lp, l_hi, ost, ext, lst, ladder, ladlv, touched, meta, vrows, vids,
