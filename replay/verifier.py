@@ -47,8 +47,9 @@ Speed (10M-message bench_replay run, 1.98M fills, one symbol): the checking kern
 about 0.35 us (store decoding); the read of range k+1 overlaps the check of range k, so with two
 free cores verify runs at about the kernel's rate (~1.5M msgs/s, ~0.3M fills/s), and on a busy
 machine at the sum of both. The checks of stops, icebergs, expiry and tick tables cost plain
-flows about 5-7% of kernel CPU (2M-message uniform flow, 0.39M fills: 0.324 s against
-0.30-0.31 s before them, best of three, same machine).
+flows about 5-8% of kernel CPU (2M-message uniform flow, 0.39M fills, best of three runs, old
+and new code alternating on one busy machine: 0.354-0.358 s against 0.329-0.332 s; an earlier
+pair 0.324 against 0.30-0.31).
 
 Configuration: the STP mode, the ``ownership`` option (absent: off, as for runs written before
 it existed) and each symbol's tick table, lot size, minimum order quantity and session close
