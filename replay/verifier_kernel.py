@@ -13,7 +13,9 @@ message, for one symbol at a time:
   neighbours that the messages and fills a few rows ahead will touch (``_look_ahead``; a hint
   only, results never depend on it). A deep book's misses otherwise dominate (measured 1.6x).
 - calls: every helper on the per-message path is ``inline="always"``; only ``_viol`` (the rare
-  violation path, 60 call sites) stays a call. A call passing a dozen arrays pushes ~100 words:
+  violation path, 60 call sites) and the helpers of messages plain flows never have (tick/lot
+  checks of symbols with a table or lot, expiries, stop releases, the L2 check between phases)
+  stay calls. A call passing a dozen arrays pushes ~100 words:
   push instructions were 14% of the kernel's samples. Inlined, the 10 M-message bench run
   verifies in 4.5-5.1 s instead of 6.1-6.2 s (kernel CPU 1.2-1.4x less, fourth session, two
   runs each), for ~21 s more of a cold first compile (48 -> 69 s for a fresh process's first
