@@ -459,14 +459,17 @@ class Engine:
             order_id = _int_arg(order_id, "order_id", *_U64)
         return self.process(self._message(Kind.NEW, sid, order_id, price, qty, ts, **fields))
 
-    def cancel(self, symbol: str | int, order_id: int, *, ts: int | None = None) -> Result:
-        """Cancel a live order; return the Result (a REJECTED event if it is not live).
+    def cancel(self, symbol: str | int, order_id: int, *, trader: int = 0,
+               ts: int | None = None) -> Result:
+        """Cancel a live order for ``trader``; return the Result (a REJECTED event if it is not
+        live, or NOT_OWNER if ownership is on and ``trader`` is not the order's).
 
-        Raises UsageError for an unknown symbol, an order_id that is not an integer in uint64
-        or a ts that is not one in int64."""
+        Raises UsageError for an unknown symbol, an order_id that is not an integer in uint64,
+        a trader not in uint32 or a ts that is not an integer in int64."""
         sid = self.symbol_id(symbol)
         order_id = _int_arg(order_id, "order_id", *_U64)
-        return self.process(self._message(Kind.CANCEL, sid, order_id, 0, 0, self._ts_arg(ts)))
+        return self.process(self._message(Kind.CANCEL, sid, order_id, 0, 0, self._ts_arg(ts),
+                                          trader=_int_arg(trader, "trader", *_U32)))
 
     def modify(self, symbol: str | int, order_id: int, *, price: int, qty: int,
                ts: int | None = None) -> Result:
