@@ -472,16 +472,19 @@ class Engine:
                                           trader=_int_arg(trader, "trader", *_U32)))
 
     def modify(self, symbol: str | int, order_id: int, *, price: int, qty: int,
-               ts: int | None = None) -> Result:
-        """Change a live order's price and open quantity; return the Result (see semantics.md).
+               trader: int = 0, ts: int | None = None) -> Result:
+        """Change a live order's price and open quantity for ``trader``; return the Result (see
+        semantics.md; NOT_OWNER if ownership is on and ``trader`` is not the order's).
 
         Raises UsageError for an unknown symbol or an argument its field cannot hold (order_id
-        uint64; price, qty, ts int64); refused values in range come back as a REJECTED event."""
+        uint64; price, qty, ts int64; trader uint32); refused values in range come back as a
+        REJECTED event."""
         sid = self.symbol_id(symbol)
         order_id = _int_arg(order_id, "order_id", *_U64)
         price, qty = _int_arg(price, "price", *_I64), _int_arg(qty, "qty", *_I64)
         return self.process(self._message(Kind.MODIFY, sid, order_id, price, qty,
-                                          self._ts_arg(ts)))
+                                          self._ts_arg(ts),
+                                          trader=_int_arg(trader, "trader", *_U32)))
 
     @staticmethod
     def _ts_arg(ts) -> int:
@@ -603,9 +606,9 @@ class Engine:
         return eng
 
     def _load_checkpoint(self, specs: list, rows: np.ndarray, start: int) -> None:
-        """Build this (new, empty) engine's symbols from ``specs`` (name, tick, min, max, options)
-        and its books from checkpoint ``rows`` (at byte ``start`` of the blob), in one pass each: every
-        array is sized once. Raises CorruptionError naming the first bad row."""
+        """Build this (new, empty) engine's symbols from ``specs`` (name, tick, min, max,
+        options) and its books from checkpoint ``rows`` (at byte ``start`` of the blob), in one
+        pass each: every array is sized once. Raises CorruptionError naming the first bad row."""
         nsym, n = len(specs), len(rows)
         books = np.zeros(2 * nsym, BOOK_DTYPE)
         books["min_price"] = np.repeat(np.array([sp[2] for sp in specs], np.int64), 2)
