@@ -184,9 +184,9 @@ def _parse_header(head: bytes) -> tuple[str, list, tuple, bool, list]:
     except (ValueError, RecursionError) as e:   # bad JSON or UTF-8, too deep, too many digits
         raise CorruptionError(f"checkpoint: header is not JSON ({_short(str(e))})",
                               offset=16) from None
-    # the new form is told by config.ownership; then every new key must be there
-    new = isinstance(header, dict) and isinstance(header.get("config"), dict) \
-        and "ownership" in header["config"]
+    # either new key tells the new form; then every new key must be there
+    new = isinstance(header, dict) and ("last_prices" in header or (
+        isinstance(header.get("config"), dict) and "ownership" in header["config"]))
     _exact_fields(header, _NEW_HEADER_FIELDS if new else _HEADER_FIELDS, "the header")
     cfg = header["config"]
     _exact_fields(cfg, _NEW_CONFIG_FIELDS if new else _CONFIG_FIELDS, "config")

@@ -198,15 +198,17 @@ def check_new(m, books, arena, levels, index, ladder_levels, symbols, ticks, stp
     if is_stop and _bad_stop_price(books, ticks, sym_row, own_b, m.stop_price):
         return Reason.BAD_STOP_PRICE, -1
     display = m.display_qty
-    if display != 0 and (display < 0 or display > qty or off_lot(sym_row, display)
-                         or ot != _LIMIT or not rests):
-        return Reason.BAD_DISPLAY_QTY, -1
     min_qty = m.min_qty
-    if min_qty != 0 and (min_qty < 0 or min_qty > qty or off_lot(sym_row, min_qty)
-                         or tif == _FOK or is_stop):
-        return Reason.BAD_MIN_QTY, -1
-    if (m.expire_ts <= m.ts) if tif == _GTD else (m.expire_ts != 0):
-        return Reason.BAD_EXPIRY, -1
+    # one test for the common message that has none of these fields (steps 15-17)
+    if (display | min_qty | m.expire_ts) != 0 or tif == _GTD:
+        if display != 0 and (display < 0 or display > qty or off_lot(sym_row, display)
+                             or ot != _LIMIT or not rests):
+            return Reason.BAD_DISPLAY_QTY, -1
+        if min_qty != 0 and (min_qty < 0 or min_qty > qty or off_lot(sym_row, min_qty)
+                             or tif == _FOK or is_stop):
+            return Reason.BAD_MIN_QTY, -1
+        if (m.expire_ts <= m.ts) if tif == _GTD else (m.expire_ts != 0):
+            return Reason.BAD_EXPIRY, -1
     p = index_probe(index, m.symbol, m.order_id)
     if p >= 0:
         return Reason.DUPLICATE_ID, -1

@@ -581,7 +581,7 @@ def _edit_new(fn):
     (lambda h: h["config"]["symbols"][0].update(maker_bps=1e9), "maker_bps"),
     (lambda h: h["config"]["symbols"][1].update(taker_bps="x"), "taker_bps"),
     (lambda h: h["config"]["symbols"][1].update(extra=1), "extra"),
-    (lambda h: h["config"].pop("ownership"), "last_prices"),   # half old, half new
+    (lambda h: h["config"].pop("ownership"), "ownership"),   # half old, half new
 ])
 def test_a_corrupt_new_header_field_is_named(edit, field):
     with pytest.raises(CorruptionError, match=field) as err:
@@ -592,7 +592,7 @@ def test_a_corrupt_new_header_field_is_named(edit, field):
 def test_an_old_form_header_with_a_new_key_is_refused():
     header, r = parts(old_form_blob())
     header["last_prices"] = [0]
-    with pytest.raises(CorruptionError, match="last_prices"):
+    with pytest.raises(CorruptionError, match="ownership"):
         Engine.restore(build(header, r))
     header, r = parts(old_form_blob())
     header["config"]["symbols"][0]["lot_size"] = 1
