@@ -619,3 +619,19 @@ def test_a_non_canonical_option_value_is_refused():
     with pytest.raises(CorruptionError, match="canonical"):
         Engine.restore(_edit_new(edit))
 
+
+
+def test_off_tick_agrees_with_the_rule_on_a_64_row_table():
+    rng = np.random.default_rng(15)
+    starts = np.concatenate([[1], np.sort(rng.choice(np.arange(2, 100_000), 63, replace=False))])
+    table = [(int(s), int(t)) for s, t in zip(starts, rng.integers(1, 40, 64))]
+    e = engine(tick_table=table)
+    prices = np.concatenate([rng.integers(1, 110_000, 400), starts, starts - 1, starts + 1])
+    prices = prices[prices >= 1]
+    m = np.concatenate([buy(k + 1, int(p), 1)
+                        for k, p in enumerate(prices)])
+    got = e.process(m).events
+    for p, row in zip(prices, got):
+        tick = [t for s, t in table if s <= p][-1]
+        want = Reason.NONE if p % tick == 0 else Reason.OFF_TICK
+        assert (int(row["reason"]) if row["event"] == REJ else Reason.NONE) == want, (p, tick)
