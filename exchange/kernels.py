@@ -27,12 +27,15 @@ from .order_index import (
 )
 from .prefetch import prefetch
 from .schema import (
-    KNOWN_FLAGS, MAX_LEVEL_QTY, MAX_QTY, Event, Flag, Kind, OrderType, Reason, Side, Stp, Tif,
+    MAX_LEVEL_QTY, Event, Flag, Kind, OrderType, Reason, Side, Stp, Tif,
 )
+from .validation import best_crosses as _best_crosses
+from .validation import check_modify, check_new, not_owner
+from .validation import crosses as _crosses
 
 # numba keys this module's cache on this file only; these files are compiled into its kernels
 guard(__name__, __file__, deps=("exchange.book", "exchange.order_index", "exchange.prefetch",
-                                "exchange.schema"))
+                                "exchange.schema", "exchange.validation"))
 
 # statuses returned by process_batch
 OK = 0
@@ -74,51 +77,6 @@ def _l2(l2, cnt, seq, ts, symbol, side, price, qty, count):
     u.count = count
     u.side = side
     cnt[1] += 1
-
-
-@njit(cache=True, _nrt=False, inline="always")
-def _crosses(side, is_market, limit, level_price):
-    if is_market:
-        return True
-    if side == _BUY:
-        return level_price <= limit
-    return level_price >= limit
-
-
-@njit(cache=True, _nrt=False, inline="always")
-def _best_crosses(books, levels, ladder_levels, opp_b, side, limit):
-    bk = books[opp_b]
-    if bk.n == 0:
-        return False
-    return _crosses(side, False, limit, levels[ladder_levels[bk.off + bk.n - 1]].price)
-
-
-@njit(cache=True, _nrt=False, inline="always")
-def _fok_fillable(books, levels, arena, ladder_levels, opp_b, side, is_market, limit, qty,
-                  trader, stp):
-    """True if matching would fill ``qty`` now (walking exactly as matching would under STP)."""
-    bk = books[opp_b]
-    acc = 0
-    for k in range(bk.off + bk.n - 1, bk.off - 1, -1):
-        L = levels[ladder_levels[k]]
-        if not _crosses(side, is_market, limit, L.price):
-            break
-        if stp == Stp.NONE:
-            acc += L.qty
-            if acc >= qty:
-                return True
-            continue
-        r = L.head
-        while r >= 0:
-            if arena[r].trader == trader:
-                if stp != Stp.CANCEL_RESTING:
-                    return acc >= qty
-            else:
-                acc += arena[r].leaves
-                if acc >= qty:
-                    return True
-            r = arena[r].next
-    return acc >= qty
 
 
 @njit(cache=True, _nrt=False, inline="always")
@@ -293,70 +251,13 @@ def _execute(seq, ts, symbol, side, is_market, tif, price, qty, filled, order_id
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _validate_new(m, books, arena, levels, index, ladder_levels, stp):
-    """Return (reject reason, -1) for a NEW message, or (Reason.NONE, the empty index bucket its
-    id probe stopped at) if it may be accepted."""
-    if m.side > _SELL:
-        return Reason.BAD_SIDE, -1
-    if m.order_type > OrderType.MARKET:
-        return Reason.BAD_ORDER_TYPE, -1
-    if m.tif > Tif.FOK:
-        return Reason.BAD_TIF, -1
-    if m.flags & ~KNOWN_FLAGS:
-        return Reason.BAD_FLAGS, -1
-    post_only = (m.flags & _POST_ONLY) != 0
-    if post_only and (m.order_type != OrderType.LIMIT or m.tif != Tif.GTC):
-        return Reason.BAD_FLAGS, -1
-    if m.qty <= 0:
-        return Reason.BAD_QTY, -1
-    if m.qty > MAX_QTY:
-        return Reason.OVERFLOW, -1
-    is_market = m.order_type == OrderType.MARKET
-    own_b = np.int64(m.symbol) * 2 + m.side
-    if not is_market:
-        if m.price <= 0:
-            return Reason.BAD_PRICE, -1
-        if m.price < books[own_b].min_price or m.price > books[own_b].max_price:
-            return Reason.PRICE_OUT_OF_BAND, -1
-    p = index_probe(index, m.symbol, m.order_id)
-    if p >= 0:
-        return Reason.DUPLICATE_ID, -1
-    opp_b = np.int64(m.symbol) * 2 + 1 - m.side
-    if post_only and _best_crosses(books, levels, ladder_levels, opp_b, m.side, m.price):
-        return Reason.POST_ONLY_WOULD_CROSS, -1
-    if m.tif == Tif.FOK and not _fok_fillable(books, levels, arena, ladder_levels, opp_b, m.side,
-                                               is_market, m.price, m.qty, m.trader, stp):
-        return Reason.FOK_CANNOT_FILL, -1
-    return Reason.NONE, -1 - p
-
-
-@njit(cache=True, _nrt=False, inline="always")
-def _modify(m, seq, arena, levels, index, books, ladder_keys, ladder_levels, meta, fills, l2,
-            events, cnt):
+def _modify(m, seq, arena, levels, index, books, ladder_keys, ladder_levels, meta, symbols, ticks,
+            fills, l2, events, cnt):
     """Apply a MODIFY message (semantics.md, MODIFY)."""
     sym = m.symbol
     bucket = index_probe(index, sym, m.order_id)
     r = np.int64(index[bucket].slot) if bucket >= 0 else -1
-    reason = Reason.NONE
-    if r < 0:
-        reason = Reason.UNKNOWN_ID
-    elif m.qty <= 0:
-        reason = Reason.BAD_QTY
-    elif m.qty > MAX_QTY:
-        reason = Reason.OVERFLOW
-    elif m.price <= 0:
-        reason = Reason.BAD_PRICE
-    if reason == Reason.NONE:
-        o = arena[r]
-        own_b = np.int64(sym) * 2 + o.side
-        if m.price < books[own_b].min_price or m.price > books[own_b].max_price:
-            reason = Reason.PRICE_OUT_OF_BAND
-        elif m.price == o.price:
-            if levels[o.level].qty - o.leaves > MAX_LEVEL_QTY - m.qty:
-                reason = Reason.OVERFLOW
-        elif (o.flags & _POST_ONLY) and _best_crosses(books, levels, ladder_levels,
-                                                       own_b ^ 1, o.side, m.price):
-            reason = Reason.POST_ONLY_WOULD_CROSS
+    reason = check_modify(m, r, books, arena, levels, ladder_levels, symbols, ticks, meta)
     if reason != Reason.NONE:
         _event(events, cnt, seq, m.ts, sym, m.order_id, Event.REJECTED, reason, 0, 0)
         return
@@ -394,8 +295,8 @@ def _modify(m, seq, arena, levels, index, books, ladder_keys, ladder_levels, met
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _process_one(m, seq, arena, levels, index, books, ladder_keys, ladder_levels, meta, fills,
-                 l2, events, cnt):
+def _process_one(m, seq, arena, levels, index, books, ladder_keys, ladder_levels, meta, symbols,
+                 ticks, fills, l2, events, cnt):
     sym = m.symbol
     if m.kind > Kind.MODIFY:
         _event(events, cnt, seq, m.ts, sym, m.order_id, Event.REJECTED, Reason.BAD_KIND, 0, 0)
@@ -405,7 +306,8 @@ def _process_one(m, seq, arena, levels, index, books, ladder_keys, ladder_levels
                0, 0)
         return
     if m.kind == Kind.NEW:
-        reason, at = _validate_new(m, books, arena, levels, index, ladder_levels, meta[M_STP])
+        reason, at = check_new(m, books, arena, levels, index, ladder_levels, symbols, ticks,
+                               meta[M_STP])
         if reason != Reason.NONE:
             _event(events, cnt, seq, m.ts, sym, m.order_id, Event.REJECTED, reason, 0, 0)
             return
@@ -421,6 +323,10 @@ def _process_one(m, seq, arena, levels, index, books, ladder_keys, ladder_levels
                    0, 0)
             return
         r = np.int64(index[bucket].slot)
+        if not_owner(m, arena, r, meta):
+            _event(events, cnt, seq, m.ts, sym, m.order_id, Event.REJECTED, Reason.NOT_OWNER,
+                   0, 0)
+            return
         o = arena[r]
         side = np.int64(o.side)
         lv = o.level
@@ -433,8 +339,8 @@ def _process_one(m, seq, arena, levels, index, books, ladder_keys, ladder_levels
             remove_level(books, levels, ladder_keys, ladder_levels, meta,
                          np.int64(sym) * 2 + side, side, lv)
     else:
-        _modify(m, seq, arena, levels, index, books, ladder_keys, ladder_levels, meta, fills, l2,
-                events, cnt)
+        _modify(m, seq, arena, levels, index, books, ladder_keys, ladder_levels, meta, symbols,
+                ticks, fills, l2, events, cnt)
 
 
 @njit(cache=True, _nrt=False, inline="always")
@@ -523,5 +429,5 @@ def process_batch(msgs, start, arena, levels, index, books, ladder_keys, ladder_
             return status, i
         meta[M_SEQ] += 1
         _process_one(m, meta[M_SEQ], arena, levels, index, books, ladder_keys, ladder_levels,
-                     meta, fills, l2, events, cnt)
+                     meta, symbols, ticks, fills, l2, events, cnt)
     return OK, n
