@@ -578,17 +578,6 @@ def backtest(flow, strategy: Strategy, *, latency=None, trader: int = DEFAULT_TR
     return result
 
 
-def _fresh_engine(cfg: dict) -> Engine:
-    """A new engine with ``cfg``'s options and symbols (``Engine.config()``), nothing in it."""
-    if hasattr(Engine, "from_config"):
-        return Engine.from_config(cfg)
-    # an engine without from_config knows only these symbol options
-    fresh = Engine(stp=cfg["stp"])
-    for s in cfg["symbols"]:
-        fresh.add_symbol(s["name"], s["tick_size"], s["min_price"], s["max_price"])
-    return fresh
-
-
 def _journal(store_dir, engine, msgs, olog, oseq, meta, batch: int = 65536) -> None:
     """Journal the merged stream (market + strategy messages at the seqs they got) in a data dir.
 
@@ -601,7 +590,7 @@ def _journal(store_dir, engine, msgs, olog, oseq, meta, batch: int = 65536) -> N
     is_strat[oseq - 1] = True
     merged[is_strat] = olog
     merged[~is_strat] = msgs
-    fresh = _fresh_engine(engine.config())
+    fresh = Engine.from_config(engine.config())
     info = {"scenario": "backtest", "backtest": json.loads(json.dumps(meta, default=str))}
     with Session.create(store_dir, fresh, run_info=info, durability="none") as s:
         for k in range(0, len(merged), batch):
