@@ -26,11 +26,19 @@ UNKNOWN_SYMBOLS = [len(SYMBOLS), 2**32 - 1]
 
 # ---- building books ------------------------------------------------------------------------------
 
-def make_book(impl, stp="none", symbols=SYMBOLS):
-    """An Engine or a Model ("engine" | "model") with the given symbols added in order."""
-    book = Engine(stp=stp) if impl == "engine" else Model(stp=stp)
-    for name, lo, hi in symbols:
-        book.add_symbol(name, tick_size=1, min_price=lo, max_price=hi)
+def make_book(impl, stp="none", symbols=SYMBOLS, ownership=True):
+    """An Engine or a Model ("engine" | "model") with the given symbols added in order.
+
+    A symbol is (name, min_price, max_price) or (name, min_price, max_price, options), options
+    being add_symbol's keyword options (tick_table, lot_size, ...). `ownership` is passed to the
+    engine only when off (on is its default), so the call stays valid for every engine version.
+    """
+    if impl == "engine":
+        book = Engine(stp=stp) if ownership else Engine(stp=stp, ownership=False)
+    else:
+        book = Model(stp=stp, ownership=ownership)
+    for name, lo, hi, *options in symbols:
+        book.add_symbol(name, tick_size=1, min_price=lo, max_price=hi, **(options[0] if options else {}))
     return book
 
 
@@ -55,10 +63,12 @@ def engine():
 # ---- messages ------------------------------------------------------------------------------------
 
 def msg(kind=Kind.NEW, side=Side.BUY, price=100, qty=10, order_id=1, symbol=0, trader=1,
-        order_type=OrderType.LIMIT, tif=Tif.GTC, flags=0, ts=0):
+        order_type=OrderType.LIMIT, tif=Tif.GTC, flags=0, ts=0, stop_price=0, display_qty=0,
+        min_qty=0, expire_ts=0):
     """One ORDER_DTYPE row (as a 1-element array) with readable defaults."""
     a = np.zeros(1, dtype=ORDER_DTYPE)
-    a[0] = (ts, order_id, price, qty, symbol, trader, kind, order_type, tif, flags, side)
+    a[0] = (ts, order_id, price, qty, symbol, trader, kind, order_type, tif, flags, side,
+            stop_price, display_qty, min_qty, expire_ts)
     return a
 
 
@@ -118,7 +128,7 @@ def assert_same_outputs(got, want):
 
 def assert_same_books(a, b, symbols=SYMBOLS):
     """Two implementations hold the same books: depth and L3 orders of every symbol."""
-    for name, _, _ in symbols:
+    for name, *_ in symbols:
         for side_a, side_b in zip(a.depth(name, levels=10**6), b.depth(name, levels=10**6)):
             assert levels(side_a) == levels(side_b), f"depth of {name}"
         assert_table_equal(f"orders({name})", a.orders(name), b.orders(name))
@@ -197,11 +207,28 @@ def messages(draw, dense=False):
 
 
 def to_orders(msgs):
-    """A list of message tuples as an ORDER_DTYPE array."""
+    """A list of message tuples as an ORDER_DTYPE array (short tuples: the fields after them are
+    0); cancels and modifies carry the owner (see `carry_owners`), half the modifies the price."""
     out = np.zeros(len(msgs), dtype=ORDER_DTYPE)
+    width = len(ORDER_DTYPE.names)
     if msgs:
-        out[:] = msgs
-    return anchor_modifies(out)
+        out[:] = [tuple(m) + (0,) * (width - len(m)) for m in msgs]
+    return anchor_modifies(carry_owners(out))
+
+
+def carry_owners(orders):
+    """Give every CANCEL and MODIFY the trader of the last NEW of its (symbol, id), as the
+    exsim loaders do, so that the old flows run with ownership on and give the outputs they gave
+    before ownership existed (a NEW rejected as a duplicate can still make a later cancel a
+    non-owner's: NOT_OWNER then, in both implementations)."""
+    last = {}
+    for m in orders:
+        key = (int(m["symbol"]), int(m["order_id"]))
+        if m["kind"] == Kind.NEW:
+            last[key] = int(m["trader"])
+        elif m["kind"] in (Kind.CANCEL, Kind.MODIFY) and key in last:
+            m["trader"] = last[key]
+    return orders
 
 
 def anchor_modifies(orders):
@@ -242,7 +269,7 @@ def random_flow(seed, n, n_symbols=len(SYMBOLS) + 1):  # the last symbol id is u
     o["qty"] = rng.integers(-1, 21, n)
     o["order_id"] = rng.integers(0, 25, n)
     o["trader"] = rng.integers(1, 4, n)
-    return anchor_modifies(o)
+    return anchor_modifies(carry_owners(o))
 
 
 # ---- independent bookkeeping for the property tests ----------------------------------------------
@@ -263,7 +290,7 @@ class Ledger:
     """
 
     def __init__(self, symbols=SYMBOLS):
-        self.symbols = [name for name, _, _ in symbols]
+        self.symbols = [name for name, *_ in symbols]
         self.live = {}   # (symbol, order_id) -> _Entry, for resting orders
         self.l2 = {}     # (symbol, side, price) -> (qty, count) from the last L2 row
         self.seq = 0
