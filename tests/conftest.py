@@ -272,6 +272,116 @@ def random_flow(seed, n, n_symbols=len(SYMBOLS) + 1):  # the last symbol id is u
     return anchor_modifies(carry_owners(o))
 
 
+# ---- venue flows: the order types of issue 15 mixed with the old ones --------------------------
+
+DAY_NS = 86_400 * 10**9
+# A plain symbol; one with a tick table (any price below 100, even prices from 100 up), lots of 2
+# and a minimum of 2; one with a narrow band whose session closes at 01:00 UTC.
+SESSION_CLOSE = 3_600 * 10**9
+VENUE_SYMBOLS = [
+    ("A", 1, MAX_PRICE),
+    ("T", 1, 10**6, dict(tick_table=[(1, 1), (100, 2)], lot_size=2, min_order_qty=2)),
+    ("D", 94, 106, dict(session_close=SESSION_CLOSE)),
+]
+VENUE_UNKNOWN_SYMBOL = len(VENUE_SYMBOLS)
+# flows start a little before a session close of symbol D, so DAY orders expire mid-flow
+VENUE_T0 = 20_000 * DAY_NS + SESSION_CLOSE - 300
+
+
+@st.composite
+def venue_messages(draw):
+    """One message of a venue flow as a dict of ORDER_DTYPE fields, plus `dt` (the ts step),
+    `ttl` (a GTD's expiry relative to its ts) and `foreign` (a cancel/modify by a non-owner).
+
+    Prices and stop prices sit near 100 so stops trigger (and cascade) often; icebergs show 1-4
+    lots; ids come from a small pool so cancels and modifies hit live orders and pending stops.
+    """
+    k = draw(st.integers(0, 59))
+    kind = Kind.NEW if k < 36 else Kind.CANCEL if k < 46 else Kind.MODIFY if k < 59 else 9
+    s = draw(st.integers(0, 29))
+    symbol = 0 if s < 14 else 1 if s < 21 else 2 if s < 29 else VENUE_UNKNOWN_SYMBOL
+    t = draw(st.integers(0, 19))
+    order_type = (OrderType.LIMIT if t < 11 else OrderType.MARKET if t < 13
+                  else OrderType.STOP if t < 15 else OrderType.STOP_LIMIT)
+    if order_type == OrderType.LIMIT:
+        tif = draw(st.sampled_from([Tif.GTC, Tif.GTC, Tif.GTC, Tif.DAY, Tif.GTD, Tif.IOC, Tif.FOK]))
+    elif order_type == OrderType.MARKET:
+        tif = draw(st.sampled_from([Tif.IOC, Tif.GTC, Tif.FOK]))
+    else:
+        tif = draw(st.sampled_from([Tif.GTC, Tif.DAY, Tif.GTD, Tif.IOC]))
+    lot = 2 if symbol == 1 else 1
+    qty = lot * draw(st.integers(1, 12))
+    m = dict(kind=kind, symbol=symbol, order_type=order_type, tif=tif, qty=qty,
+             side=draw(st.sampled_from([Side.BUY, Side.SELL])),
+             price=draw(st.integers(96, 104)), stop_price=draw(st.integers(96, 104)),
+             order_id=draw(st.integers(0, 15)), trader=draw(st.integers(1, 3)),
+             flags=0, display_qty=0, min_qty=0, expire_ts=0,
+             dt=draw(st.sampled_from([0, 1, 1, 2, 5, 20])), ttl=draw(st.integers(1, 300)),
+             foreign=draw(st.integers(0, 9)) == 0)
+    rests = order_type == OrderType.LIMIT and tif in (Tif.GTC, Tif.DAY, Tif.GTD)
+    extra = draw(st.integers(0, 9))
+    if rests and extra < 4:
+        m["display_qty"] = lot * draw(st.integers(1, 2))      # small slices: many refills
+    elif order_type in (OrderType.LIMIT, OrderType.MARKET) and tif != Tif.FOK and extra == 4:
+        m["min_qty"] = lot * draw(st.integers(1, qty // lot))
+    elif rests and extra == 5:
+        m["flags"] = Flag.POST_ONLY
+    # Now and then break one field (every new reject code is reachable).
+    bad = draw(st.integers(0, 39))
+    if bad == 1:
+        m["qty"] = qty + 1 if symbol == 1 else draw(st.sampled_from([0, -1, MAX_QTY + 1]))
+    elif bad == 2:
+        m["display_qty"] = draw(st.sampled_from([-1, qty + 1, 1]))
+    elif bad == 3:
+        m["min_qty"] = draw(st.sampled_from([-1, qty + 1, 1]))
+    elif bad == 4:
+        m["ttl"] = draw(st.integers(-3, 0))                  # GTD expiring at or before its ts
+    elif bad == 5:
+        m["expire_ts"] = 1                                    # an expiry on a tif other than GTD
+    elif bad == 6:
+        m["stop_price"] = draw(st.sampled_from([0, -5, 93, 107, 101]))
+    elif bad == 7:
+        m["price"] = draw(st.sampled_from([0, 93, 107, 101]))
+    elif bad == 8:
+        m["tif"] = draw(st.sampled_from([Tif.FOK, Tif.DAY, 7]))
+    elif bad == 9:
+        m["order_type"] = 4
+    return m
+
+
+def venue_orders(msgs, t0=VENUE_T0):
+    """Venue message dicts as an ORDER_DTYPE array: ts advance by each `dt` from `t0`, a GTD
+    expires `ttl` after its ts, most cancels and modifies of an id never entered aim at the last
+    NEW instead, they carry the owner unless `foreign`, and half the modifies keep the price and
+    stop price of the last NEW of their id."""
+    out = np.zeros(len(msgs), dtype=ORDER_DTYPE)
+    last, ts = {}, t0
+    for row, m in zip(out, msgs):
+        ts += m["dt"]
+        m = {**m, "ts": ts}
+        if m["tif"] == Tif.GTD and m["kind"] == Kind.NEW:
+            m["expire_ts"] = ts + m["ttl"]
+        key = (m["symbol"], m["order_id"])
+        if m["kind"] in (Kind.CANCEL, Kind.MODIFY) and key not in last and last and m["ttl"] % 3:
+            key = next(reversed(last))  # most cancels and modifies aim at an order entered before
+            m["symbol"], m["order_id"] = key
+        if m["kind"] == Kind.NEW:
+            last.pop(key, None)
+            last[key] = m
+        elif key in last:
+            m["trader"] = last[key]["trader"] + (1 if m["foreign"] else 0)
+            if m["kind"] == Kind.MODIFY and m["ttl"] % 2:
+                m["price"], m["stop_price"] = last[key]["price"], last[key]["stop_price"]
+        for f in ORDER_DTYPE.names:
+            row[f] = m[f]
+    return out
+
+
+def venue_flows(min_size=20, max_size=80):
+    """Random venue flows as ORDER_DTYPE arrays (see `venue_messages`)."""
+    return st.lists(venue_messages(), min_size=min_size, max_size=max_size).map(venue_orders)
+
+
 # ---- independent bookkeeping for the property tests ----------------------------------------------
 
 class _Entry:
