@@ -12,7 +12,7 @@ import pytest
 from hypothesis import strategies as st
 
 from exchange.schema import (
-    MAX_PRICE, MAX_QTY, ORDER_DTYPE, Event, Flag, Kind, OrderType, Side, Tif,
+    MAX_PRICE, MAX_QTY, ORDER_DTYPE, Event, Flag, Kind, OrderType, Reason, Side, Tif,
 )
 from model import Model
 
@@ -189,9 +189,9 @@ def messages(draw, dense=False):
     if bad == 1:
         side = draw(st.integers(2, 255))
     elif bad == 2:
-        order_type = draw(st.integers(2, 255))
+        order_type = draw(st.integers(4, 255))  # 2, 3 are the stops: venue_messages has them
     elif bad == 3:
-        tif = draw(st.integers(3, 255))
+        tif = draw(st.integers(5, 255))         # 3, 4 are DAY, GTD: venue_messages has them
     elif bad == 4:
         flags = draw(st.integers(1, 255))  # unknown bits, or POST_ONLY on any order
     elif bad == 5:
@@ -512,3 +512,169 @@ def resting_flow(*rows):
     for k, (ts, oid, side, price, qty) in enumerate(rows):
         out[k] = (ts, oid, price, qty, 0, 1, Kind.NEW, OrderType.LIMIT, Tif.GTC, 0, side)
     return out
+
+
+class VenueChecker:
+    """Checks an implementation message by message on venue flows, from its outputs and its
+    public books alone (``orders``, ``stops``, ``depth``), without trusting its bookkeeping.
+
+    `step(book, message)` processes one message and checks: outputs carry its seq and ts; a
+    reject is one row and changes nothing; quantity is conserved per order (accepted = filled +
+    cancelled + open, open = displayed + reserve for a resting order, the whole qty for a pending
+    stop) and the fills agree with the events; no book is crossed; no resting order shows more
+    than its display size; no pending stop is left triggered by the last trade price; nothing
+    fills after its expiry; a refilled iceberg slice is behind every order that was at its level
+    before the message and did not move; the last L2 row of a level equals its displayed total.
+    """
+
+    def __init__(self, symbols=VENUE_SYMBOLS):
+        self.symbols = [name for name, *_ in symbols]
+        self.open = {}   # (symbol, order_id) -> [accepted and modified total, filled, open]
+        self.last = {}   # symbol -> last trade price
+        self.l2 = {}     # (symbol, side, price) -> (qty, count) of the last L2 row
+        self.seq = 0
+
+    def snapshot(self, book):
+        """{symbol: (orders rows, stops rows)} of every symbol."""
+        return {s: (book.orders(n), book.stops(n)) for s, n in enumerate(self.symbols)}
+
+    def step(self, book, m):
+        """Process message `m` (a 1-row ORDER_DTYPE array) and check it; returns the result."""
+        before = self.snapshot(book)
+        res = book.process(m)
+        self.seq += 1
+        fills, l2, events = res.fills, res.l2, res.events
+        ts = int(m[0]["ts"])
+        for t in (fills, l2, events):
+            assert np.all(t["seq"] == self.seq) and np.all(t["ts"] == ts), "seq/ts of the message"
+        after = self.snapshot(book)
+        self._expiries_and_fills(m[0], before, fills, events)
+        self._ledger(fills, events)
+        for r in l2:
+            self.l2[(int(r["symbol"]), int(r["side"]), int(r["price"]))] = (int(r["qty"]), int(r["count"]))
+        for s in range(len(self.symbols)):
+            self._book(s, book, *after[s])
+            self._refills_at_back(s, before[s][0], after[s][0], m[0])
+        expired = int(np.sum(events["reason"] == Reason.EXPIRED))
+        assert np.all(events["reason"][:expired] == Reason.EXPIRED), "expiries come first"
+        if events[-1]["event"] == Event.REJECTED:
+            assert len(events) == expired + 1 and len(fills) == 0 and len(l2) <= expired
+            if not expired:
+                assert all(before[s][i].tobytes() == after[s][i].tobytes()
+                           for s in before for i in (0, 1)), "a reject changed a book"
+        return res
+
+    def _expiries_and_fills(self, m, before, fills, events):
+        ts = int(m["ts"])
+        rows_before = {(s, int(r["order_id"])): r for s, (o, st_) in before.items()
+                       for table in (o, st_) for r in table}
+        for f in fills:
+            for oid in (int(f["buy_order_id"]), int(f["sell_order_id"])):
+                r = rows_before.get((int(f["symbol"]), oid))
+                if r is not None and r["expire_ts"]:
+                    assert r["expire_ts"] > ts, f"order {oid} filled after its expiry"
+        for e in events:
+            if e["reason"] == Reason.EXPIRED:
+                r = rows_before[(int(e["symbol"]), int(e["order_id"]))]
+                assert 0 < r["expire_ts"] <= ts, "expired before its time"
+
+    def _ledger(self, fills, events):
+        sums = {}
+        for f in fills:
+            for side in ("buy_order_id", "sell_order_id"):
+                key = (int(f["symbol"]), int(f[side]))
+                sums[key] = sums.get(key, 0) + int(f["qty"])
+            self.last[int(f["symbol"])] = int(f["price"])
+        start, final = {}, {}  # filled of each order before the message and after its last event
+        for e in events:
+            key = (int(e["symbol"]), int(e["order_id"]))
+            ev, filled, leaves = int(e["event"]), int(e["filled_qty"]), int(e["leaves_qty"])
+            if ev == Event.REJECTED:
+                assert filled == leaves == 0
+                continue
+            if ev == Event.ACCEPTED:
+                assert key not in self.open, "accepted an id that is live"
+                self.open[key] = [leaves, 0, leaves]
+            ent = self.open[key]
+            start.setdefault(key, ent[1])
+            if ev in (Event.PARTIAL, Event.FILLED):
+                assert filled > ent[1] and filled + leaves == ent[1] + ent[2], "fill conserves"
+                assert (leaves == 0) == (ev == Event.FILLED)
+            elif ev == Event.MODIFIED:
+                assert filled == ent[1]
+                ent[0] += leaves - ent[2]
+            elif ev == Event.TRIGGERED:
+                assert (filled, leaves) == (ent[1], ent[2])
+            elif ev == Event.CANCELLED:
+                assert leaves == 0 and filled == ent[1]
+                ent[0] -= ent[2]
+            ent[1], ent[2] = filled, leaves
+            final[key] = filled
+            assert ent[1] + ent[2] == ent[0], "accepted = filled + cancelled + open"
+            if ev in (Event.FILLED, Event.CANCELLED):
+                del self.open[key]
+        for key, filled0 in start.items():
+            assert final[key] - filled0 == sums.pop(key, 0), f"fills vs events of {key}"
+        assert not sums, f"fills of orders without events: {sums}"
+
+    def _book(self, s, book, orders, stops):
+        name = self.symbols[s]
+        live = {o: e for (sym, o), e in self.open.items() if sym == s}
+        got = {int(r["order_id"]): r for table in (orders, stops) for r in table}
+        assert sorted(got) == sorted(live), f"live orders of {name}"
+        for oid, r in got.items():
+            assert int(r["qty"]) + int(r["hidden"]) == live[oid][2], f"open qty of {oid}"
+            assert int(r["filled"]) == live[oid][1], f"filled of {oid}"
+        for r in orders:
+            assert r["qty"] > 0 and r["hidden"] >= 0 and r["stop_price"] == 0
+            assert r["order_type"] == OrderType.LIMIT
+            if r["display_qty"]:
+                assert r["qty"] <= r["display_qty"], "shows more than its display size"
+            else:
+                assert r["hidden"] == 0
+        last = self.last.get(s)
+        for r in stops:
+            assert r["hidden"] == 0 and r["filled"] == 0 and r["order_type"] in (2, 3)
+            if last is not None:
+                if r["side"] == Side.BUY:
+                    assert r["stop_price"] > last, f"buy stop {r['order_id']} left triggered"
+                else:
+                    assert r["stop_price"] < last, f"sell stop {r['order_id']} left triggered"
+        totals = {}
+        for r in orders:
+            t = totals.setdefault((s, int(r["side"]), int(r["price"])), [0, 0])
+            t[0] += int(r["qty"])
+            t[1] += 1
+        for level, (qty, count) in totals.items():
+            assert self.l2.get(level) == (qty, count), f"L2 total at {level}"
+        stale = [k for k, v in self.l2.items() if k[0] == s and v[0] and k not in totals]
+        assert not stale, f"L2 shows levels with no orders: {stale}"
+        bids, asks = book.depth(name, levels=10**6)
+        assert levels(bids) == sorted(((p, q, c) for (_, sd, p), (q, c) in totals.items()
+                                       if sd == Side.BUY), reverse=True)
+        assert levels(asks) == sorted((p, q, c) for (_, sd, p), (q, c) in totals.items()
+                                      if sd == Side.SELL)
+        if len(bids) and len(asks):
+            assert bids[0]["price"] < asks[0]["price"], f"{name} crossed"
+
+    @staticmethod
+    def _refills_at_back(s, before, after, m):
+        """A slice refilled in this message (reserve down, price and side kept) is behind every
+        order that was at its level before and is unchanged (the message's own order aside)."""
+        old = {int(r["order_id"]): r for r in before}
+        mine = int(m["order_id"]) if int(m["symbol"]) == s else None
+        by_level = {}
+        for pos, r in enumerate(after):
+            by_level.setdefault((int(r["side"]), int(r["price"])), []).append(r)
+        for queue in by_level.values():
+            kept, refilled = [], []
+            for pos, r in enumerate(queue):
+                oid, o = int(r["order_id"]), old.get(int(r["order_id"]))
+                if o is None or oid == mine or (o["side"], o["price"]) != (r["side"], r["price"]):
+                    continue
+                if r["hidden"] < o["hidden"]:
+                    refilled.append(pos)
+                elif (r["qty"], r["hidden"]) == (o["qty"], o["hidden"]):
+                    kept.append(pos)
+            if kept and refilled:
+                assert max(kept) < min(refilled), "a refilled slice is ahead of an older order"
