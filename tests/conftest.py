@@ -217,17 +217,17 @@ def to_orders(msgs):
 
 
 def carry_owners(orders):
-    """Give every CANCEL and MODIFY the trader of the last NEW of its (symbol, id), as the
-    exsim loaders do, so that the old flows run with ownership on and give the outputs they gave
-    before ownership existed (a NEW rejected as a duplicate can still make a later cancel a
-    non-owner's: NOT_OWNER then, in both implementations)."""
-    last = {}
+    """Give every message of one (symbol, order_id) the trader of the first NEW of that key, so
+    that cancels and modifies always carry the owner (as the exsim loaders do) and the old flows
+    run with ownership on exactly as they ran before ownership existed; traders stay random
+    across keys, so self-trade prevention still triggers."""
+    owner = {}
     for m in orders:
         key = (int(m["symbol"]), int(m["order_id"]))
         if m["kind"] == Kind.NEW:
-            last[key] = int(m["trader"])
-        elif m["kind"] in (Kind.CANCEL, Kind.MODIFY) and key in last:
-            m["trader"] = last[key]
+            owner.setdefault(key, int(m["trader"]))
+        if key in owner:
+            m["trader"] = owner[key]
     return orders
 
 
@@ -352,8 +352,9 @@ def venue_messages(draw):
 def venue_orders(msgs, t0=VENUE_T0):
     """Venue message dicts as an ORDER_DTYPE array: ts advance by each `dt` from `t0`, a GTD
     expires `ttl` after its ts, most cancels and modifies of an id never entered aim at the last
-    NEW instead, they carry the owner unless `foreign`, and half the modifies keep the price and
-    stop price of the last NEW of their id."""
+    NEW instead, every message of a (symbol, id) has one trader (its owner) except the cancels
+    and modifies marked `foreign`, and half the modifies keep the price and stop price of the
+    last NEW of their id."""
     out = np.zeros(len(msgs), dtype=ORDER_DTYPE)
     last, ts = {}, t0
     for row, m in zip(out, msgs):
@@ -366,6 +367,7 @@ def venue_orders(msgs, t0=VENUE_T0):
             key = next(reversed(last))  # most cancels and modifies aim at an order entered before
             m["symbol"], m["order_id"] = key
         if m["kind"] == Kind.NEW:
+            m["trader"] = last[key]["trader"] if key in last else m["trader"]  # one owner per key
             last.pop(key, None)
             last[key] = m
         elif key in last:
