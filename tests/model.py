@@ -268,12 +268,11 @@ class Model:
                      if o.expire and o.expire <= ts)
         for _, sid, oid, o, book in due:
             self._sym = sid
+            self._event(oid, Event.CANCELLED, Reason.EXPIRED, o.filled, 0)
             if oid in book.pending:
                 del book.pending[oid]
-                self._event(oid, Event.CANCELLED, Reason.EXPIRED, o.filled, 0)
             else:
                 book.remove(o)
-                self._event(oid, Event.CANCELLED, Reason.EXPIRED, o.filled, 0)
                 self._level_row(book, o.side, o.price)
 
     def _message(self, ts, oid, price, qty, symbol, trader, kind, otype, tif, flags, side,
