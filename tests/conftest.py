@@ -297,7 +297,7 @@ def venue_messages(draw):
     lots; ids come from a small pool so cancels and modifies hit live orders and pending stops.
     """
     k = draw(st.integers(0, 59))
-    kind = Kind.NEW if k < 36 else Kind.CANCEL if k < 46 else Kind.MODIFY if k < 59 else 9
+    kind = Kind.NEW if k < 40 else Kind.CANCEL if k < 48 else Kind.MODIFY if k < 59 else 9
     s = draw(st.integers(0, 29))
     symbol = 0 if s < 14 else 1 if s < 21 else 2 if s < 29 else VENUE_UNKNOWN_SYMBOL
     t = draw(st.integers(0, 19))
@@ -313,7 +313,7 @@ def venue_messages(draw):
     qty = lot * draw(st.integers(1, 12))
     m = dict(kind=kind, symbol=symbol, order_type=order_type, tif=tif, qty=qty,
              side=draw(st.sampled_from([Side.BUY, Side.SELL])),
-             price=draw(st.integers(96, 104)), stop_price=draw(st.integers(96, 104)),
+             price=draw(st.integers(97, 103)), stop_price=draw(st.integers(97, 103)),
              order_id=draw(st.integers(0, 15)), trader=draw(st.integers(1, 3)),
              flags=0, display_qty=0, min_qty=0, expire_ts=0,
              dt=draw(st.sampled_from([0, 1, 1, 2, 5, 20])), ttl=draw(st.integers(1, 300)),
