@@ -260,3 +260,77 @@ def test_stop_with_fok_is_bad_tif_and_with_min_qty_bad_min_qty():
 
 def test_kind_check_still_comes_first():
     assert rejected(model().process(msg(kind=Kind.NEW + 7))) == Reason.BAD_KIND
+
+
+# ---- validation order: the first failing step wins --------------------------------------------
+
+S = OrderType.STOP
+FIRST_FAILURE = {  # a NEW failing the named step and a later one, on symbol X (lot 2, min 4,
+    # band 10..1000, ticks of 5 from 500 up); a live order 1 rests at 20 and X has traded at 30
+    "BAD_SIDE": dict(side=2, order_type=9),
+    "BAD_ORDER_TYPE": dict(order_type=9, tif=9),
+    "BAD_TIF": dict(tif=9, flags=4),
+    "BAD_FLAGS": dict(flags=4, qty=0),
+    "BAD_QTY": dict(qty=0, price=0),
+    "OVERFLOW": dict(qty=(1 << 40) + 2, price=0),
+    "OFF_LOT": dict(qty=3, price=0),
+    "BELOW_MIN_QTY": dict(qty=2, price=0),
+    "BAD_PRICE": dict(price=0, order_type=OrderType.STOP_LIMIT, stop_price=0),
+    "PRICE_OUT_OF_BAND": dict(price=1001, display_qty=-1),
+    "OFF_TICK": dict(price=502, order_type=OrderType.STOP_LIMIT, stop_price=0),
+    "BAD_STOP_PRICE": dict(order_type=S, stop_price=502, display_qty=2),
+    "BAD_DISPLAY_QTY": dict(display_qty=3, min_qty=-1),
+    "BAD_MIN_QTY": dict(min_qty=3, expire_ts=5),
+    "BAD_EXPIRY": dict(expire_ts=5, order_id=1),
+    "DUPLICATE_ID": dict(order_id=1, order_type=S, stop_price=35, side=Side.SELL),
+    "STOP_PRICE_REACHED": dict(order_type=S, stop_price=30),
+    "POST_ONLY_WOULD_CROSS": dict(side=Side.SELL, price=15, flags=1),
+    "FOK_CANNOT_FILL": dict(side=Side.SELL, price=15, tif=Tif.FOK, qty=40),
+    "MIN_QTY_CANNOT_FILL": dict(side=Side.SELL, price=15, qty=40, min_qty=30),
+}
+
+
+@pytest.mark.parametrize("reason", list(FIRST_FAILURE))
+def test_new_validation_steps_run_in_the_documented_order(reason):
+    m = model(min_price=10, max_price=1000, lot_size=2, min_order_qty=4,
+              tick_table=[(1, 1), (500, 5)])
+    m.process(flow(sell(7, 30, 4, trader=2), buy(8, 30, 4), buy(1, 20, 10)))
+    before = (l3(m), l3(m, "stops"))
+    fields = {**dict(order_id=2, price=100, qty=10), **FIRST_FAILURE[reason]}
+    assert rejected(m.process(msg(**fields))) == Reason[reason]
+    assert (l3(m), l3(m, "stops")) == before
+
+
+MODIFY_FIRST_FAILURE = {  # a MODIFY of resting order 1 (trader 1, at 20) or pending stop 3
+    "UNKNOWN_ID": dict(order_id=9, trader=2),
+    "NOT_OWNER": dict(trader=2, qty=0),
+    "BAD_QTY": dict(qty=0, price=0),
+    "OFF_LOT": dict(qty=5, price=0),
+    "BELOW_MIN_QTY": dict(qty=2, price=0),
+    "BAD_PRICE": dict(price=0),
+    "PRICE_OUT_OF_BAND": dict(price=5),
+    "OFF_TICK": dict(price=503),
+    "BAD_STOP_PRICE": dict(order_id=3, stop_price=503),
+    "STOP_PRICE_REACHED": dict(order_id=3, stop_price=30),
+}
+
+
+@pytest.mark.parametrize("reason", list(MODIFY_FIRST_FAILURE))
+def test_modify_validation_steps_run_in_the_documented_order(reason):
+    m = model(min_price=10, max_price=1000, lot_size=2, min_order_qty=4,
+              tick_table=[(1, 1), (500, 5)])
+    m.process(flow(sell(7, 30, 4, trader=2), buy(8, 30, 4), buy(1, 20, 10),
+                   stop(Side.BUY, 3, 40, 4)))
+    before = (l3(m), l3(m, "stops"))
+    fields = {**dict(order_id=1, price=20, qty=10, stop_price=40), **MODIFY_FIRST_FAILURE[reason]}
+    assert rejected(m.process(modify(fields.pop("order_id"), fields.pop("price"),
+                                     fields.pop("qty"), **fields))) == Reason[reason]
+    assert (l3(m), l3(m, "stops")) == before
+
+
+def test_a_pending_stop_modify_ignores_price_but_a_stop_limit_checks_it():
+    m = model(min_price=10, max_price=1000)
+    m.process(flow(stop(Side.BUY, 3, 40, 4), stop(Side.BUY, 4, 40, 4, price=41)))
+    assert events(m.process(modify(3, 0, 4, stop_price=45)))[0][1] == Event.MODIFIED
+    assert rejected(m.process(modify(4, 0, 4, stop_price=45))) == Reason.BAD_PRICE
+    assert l3(m, "stops") == [(4, 41, 4, 0), (3, 0, 4, 0)]
