@@ -310,13 +310,14 @@ def venue_messages(draw):
     else:
         tif = draw(st.sampled_from([Tif.GTC, Tif.DAY, Tif.GTD, Tif.IOC]))
     lot = 2 if symbol == 1 else 1
-    qty = lot * draw(st.integers(1, 12))
+    qty = lot * draw(st.sampled_from([1, 1, 2, 2, 3, 4, 6, 12]))  # equal sizes meet often
     m = dict(kind=kind, symbol=symbol, order_type=order_type, tif=tif, qty=qty,
              side=draw(st.sampled_from([Side.BUY, Side.SELL])),
              price=draw(st.integers(97, 103)), stop_price=draw(st.integers(97, 103)),
              order_id=draw(st.integers(0, 15)), trader=draw(st.integers(1, 3)),
              flags=0, display_qty=0, min_qty=0, expire_ts=0,
-             dt=draw(st.sampled_from([0, 1, 1, 2, 5, 20])), ttl=draw(st.integers(1, 300)),
+             dt=draw(st.sampled_from([0, 1, 1, 2, 5, 20])),
+             ttl=draw(st.sampled_from([1, 2, 3, 5, 10, 20, 50, 300])),
              foreign=draw(st.integers(0, 9)) == 0)
     rests = order_type == OrderType.LIMIT and tif in (Tif.GTC, Tif.DAY, Tif.GTD)
     extra = draw(st.integers(0, 9))
@@ -382,6 +383,37 @@ def venue_orders(msgs, t0=VENUE_T0):
 def venue_flows(min_size=20, max_size=80):
     """Random venue flows as ORDER_DTYPE arrays (see `venue_messages`)."""
     return st.lists(venue_messages(), min_size=min_size, max_size=max_size).map(venue_orders)
+
+
+@st.composite
+def sweep_flows(draw):
+    """Icebergs refilling while swept: sells (many of them icebergs with 1-3 lot slices) rest at
+    100 and 101 on symbol A, then small buys (limits, IOC and market, some of them stops near
+    the trade price) sweep them, so refilled slices meet older orders at the same level."""
+    msgs, oid, ts = [], 0, VENUE_T0
+    for _ in range(draw(st.integers(2, 10))):
+        oid += 1
+        qty = draw(st.integers(1, 9))
+        display = draw(st.sampled_from([0, 1, 1, 2, 3]))
+        msgs.append(dict(kind=Kind.NEW, side=Side.SELL, order_type=OrderType.LIMIT, tif=Tif.GTC,
+                         price=draw(st.sampled_from([100, 100, 101])), qty=qty,
+                         display_qty=min(display, qty), trader=draw(st.integers(1, 3))))
+    for _ in range(draw(st.integers(1, 12))):
+        oid += 1
+        t = draw(st.integers(0, 5))
+        otype = (OrderType.LIMIT if t < 3 else OrderType.MARKET if t == 3 else OrderType.STOP)
+        msgs.append(dict(kind=Kind.NEW, side=Side.BUY, order_type=otype,
+                         tif=Tif.IOC if otype == OrderType.MARKET else
+                         draw(st.sampled_from([Tif.GTC, Tif.IOC])),
+                         price=draw(st.sampled_from([100, 101])), qty=draw(st.integers(1, 4)),
+                         stop_price=draw(st.sampled_from([100, 101, 102])),
+                         trader=draw(st.integers(1, 3))))
+    out = np.zeros(len(msgs), dtype=ORDER_DTYPE)
+    for k, (row, m) in enumerate(zip(out, msgs)):
+        m.update(ts=ts + k, order_id=k + 1, symbol=0)
+        for f, v in m.items():
+            row[f] = v
+    return out
 
 
 # ---- independent bookkeeping for the property tests ----------------------------------------------
@@ -525,8 +557,9 @@ class VenueChecker:
     cancelled + open, open = displayed + reserve for a resting order, the whole qty for a pending
     stop) and the fills agree with the events; no book is crossed; no resting order shows more
     than its display size; no pending stop is left triggered by the last trade price; nothing
-    fills after its expiry; a refilled iceberg slice is behind every order that was at its level
-    before the message and did not move; the last L2 row of a level equals its displayed total.
+    fills after its expiry and no live order is past it; a refilled iceberg slice is behind every
+    order that was at its level before the message and did not move; the last L2 row of a level
+    equals its displayed total.
     """
 
     def __init__(self, symbols=VENUE_SYMBOLS):
@@ -555,6 +588,9 @@ class VenueChecker:
         for r in l2:
             self.l2[(int(r["symbol"]), int(r["side"]), int(r["price"]))] = (int(r["qty"]), int(r["count"]))
         for s in range(len(self.symbols)):
+            for table in after[s]:
+                assert np.all((table["expire_ts"] == 0) | (table["expire_ts"] > ts)), \
+                    "a live order is past its expiry"
             self._book(s, book, *after[s])
             self._refills_at_back(s, before[s][0], after[s][0], m[0])
         expired = int(np.sum(events["reason"] == Reason.EXPIRED))

@@ -9,7 +9,7 @@ run on the engine in test_model_vs_engine_venue.py.
 import pytest
 from hypothesis import given, settings
 
-from conftest import STP_MODES, VENUE_SYMBOLS, VenueChecker, make_book, venue_flows
+from conftest import STP_MODES, VENUE_SYMBOLS, VenueChecker, make_book, sweep_flows, venue_flows
 
 
 @pytest.mark.parametrize("stp", STP_MODES)
@@ -29,3 +29,12 @@ def test_model_outputs_are_deterministic_and_independent_of_batching(orders):
     parts = [again.process(orders[i:i + 3]) for i in range(0, len(orders), 3)]
     for i in range(3):
         assert whole[i].tobytes() == b"".join(p[i].tobytes() for p in parts)
+
+
+@pytest.mark.parametrize("stp", STP_MODES)
+@settings(max_examples=60, deadline=None)
+@given(orders=sweep_flows())
+def test_model_refills_iceberg_slices_behind_older_orders_while_swept(stp, orders):
+    model, checker = make_book("model", stp, VENUE_SYMBOLS), VenueChecker()
+    for i in range(len(orders)):
+        checker.step(model, orders[i:i + 1])

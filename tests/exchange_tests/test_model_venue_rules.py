@@ -334,3 +334,21 @@ def test_a_pending_stop_modify_ignores_price_but_a_stop_limit_checks_it():
     assert events(m.process(modify(3, 0, 4, stop_price=45)))[0][1] == Event.MODIFIED
     assert rejected(m.process(modify(4, 0, 4, stop_price=45))) == Reason.BAD_PRICE
     assert l3(m, "stops") == [(4, 41, 4, 0), (3, 0, 4, 0)]
+
+
+def test_modify_down_keeps_a_partly_filled_slice_and_cuts_the_reserve():
+    m = model()
+    m.process(flow(sell(1, 100, 10, display_qty=3), buy(2, 100, 2, trader=2)))
+    assert l3(m) == [(1, 100, 1, 7)]
+    res = m.process(modify(1, 100, 5))
+    assert l3(m) == [(1, 100, 1, 4)] and not len(res.l2)
+    assert events(res) == [(1, Event.MODIFIED, 0, 2, 5)]
+
+
+def test_modify_up_loses_place_and_shows_a_fresh_slice():
+    m = model()
+    m.process(flow(sell(1, 100, 10, display_qty=3), sell(2, 100, 1, trader=2),
+                   buy(3, 100, 2, trader=3)))
+    res = m.process(modify(1, 100, 12))
+    assert l3(m) == [(2, 100, 1, 0), (1, 100, 3, 9)]
+    assert l2(res) == [(Side.SELL, 100, 4, 2)]
