@@ -17,7 +17,7 @@ from hypothesis import given, settings, strategies as st
 
 from conftest import (
     STP_MODES, VENUE_SYMBOLS, VenueChecker, assert_same_outputs, assert_table_equal, cut_points,
-    levels, make_book, run, venue_flows,
+    levels, make_book, run, sweep_flows, venue_flows,
 )
 
 
@@ -60,6 +60,15 @@ def test_engine_matches_model_on_venue_flows_split_into_batches(stp, orders, dat
 def test_engine_matches_model_on_venue_flows_one_message_per_call(stp, orders):
     engine, model = both(stp)
     assert_same_outputs(run(engine, orders, range(len(orders))), run(model, orders))
+    assert_same_venue_books(engine, model)
+
+
+@pytest.mark.parametrize("stp", STP_MODES)
+@settings(max_examples=40, deadline=None)
+@given(orders=sweep_flows())
+def test_engine_matches_model_while_icebergs_refill_under_a_sweep(stp, orders):
+    engine, model = both(stp)
+    assert_same_outputs(run(engine, orders), run(model, orders))
     assert_same_venue_books(engine, model)
 
 
