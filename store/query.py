@@ -133,6 +133,9 @@ class Reader:
         self._snaps: dict = {}      # table -> (sealed_through, segment rows)
         self._symbols = None        # {name: id}
         self._files: OrderedDict = OrderedDict()   # catalog row (as a tuple) -> SegmentFile
+        # callers' state derived from the catalog (run bounds, checkpoint lists), emptied
+        # whenever the catalog changes
+        self.cache: dict = {}
 
     def close(self) -> None:
         """Close the catalog and every open segment file; returns None."""
@@ -189,11 +192,59 @@ class Reader:
         # only makes the next call take the snapshot again, never keeps a stale one
         v = self.catalog.data_version()
         if v != self._version:
-            self._version, self._snaps, self._symbols = v, {}, None
+            self._version, self._snaps, self._symbols, self.cache = v, {}, None, {}
 
     def _forget(self) -> None:
         """Drop the cached snapshot (a listed file vanished: the catalog moved on)."""
-        self._version, self._snaps, self._symbols = None, {}, None
+        self._version, self._snaps, self._symbols, self.cache = None, {}, None, {}
+
+    def last_row(self, table: str, symbol=None, seq=None, ts=None, columns=("seq", "ts")):
+        """The row with the highest seq among those ``read`` would return for these arguments,
+        as {column: numpy scalar}, or None if there is none.
+
+        Cheap: rows above ``sealed_through`` are read first; then segments are searched newest
+        first and, inside each, blocks newest first by their zone maps, decoding one block at a
+        time (the highest block whose zone map overlaps the ranges holds a matching row when
+        only one of seq/ts is given). Raises as ``read``.
+        """
+        _, cols = _columns_wanted(table, list(columns))
+        cols = cols or ["seq"]
+        seq, ts = _check_range("seq", seq), _check_range("ts", ts)
+        sym = None if symbol is None else self.resolve_symbol(symbol)
+        lo, hi = (-(1 << 63), SEQ_LIMIT) if seq is None else seq
+        problem = ""
+        for _ in range(_RETRIES):
+            sealed, _ = self.snapshot(table)
+            if hi > sealed:
+                tail = read_columns(self, table, sym, (max(lo, sealed + 1), hi), ts, cols)
+                if tail[cols[0]].size:
+                    return {c: tail[c][-1] for c in cols}
+            if lo > sealed:
+                return None
+            window = (lo, min(hi, sealed))
+            want = list(dict.fromkeys(cols + ["seq"]))
+            try:
+                best = None
+                _, rows = self.snapshot(table)
+                segs = [r for r in rows if (sym is None or r["symbol"] == sym)
+                        and r["seq_hi"] >= window[0] and r["seq_lo"] <= window[1]
+                        and (ts is None or (r["ts_hi"] >= ts[0] and r["ts_lo"] <= ts[1]))]
+                for r in sorted(segs, key=lambda r: -r["seq_hi"]):
+                    if best is not None and r["seq_hi"] <= best["seq"]:
+                        break   # why: no row of this or any older-ending segment can beat it
+                    f = self._open(r)
+                    for b in f.blocks(window, ts)[::-1]:
+                        got = f.read(want, window, ts, blocks=[b])
+                        if got["seq"].size:
+                            if best is None or got["seq"][-1] > best["seq"]:
+                                best = {c: got[c][-1] for c in want}
+                            break
+                return None if best is None else {c: best[c] for c in cols}
+            except FileNotFoundError as e:
+                problem = f"{e.filename or 'a listed file'} vanished while reading {table}"
+                self._forget()
+        raise StoreError(f"{self.data_dir}: no consistent snapshot of {table} after {_RETRIES} "
+                         f"tries: {problem}")
 
     def _open(self, row: dict):
         key = tuple(sorted(row.items()))   # why the whole row: ids can be reused

@@ -651,9 +651,10 @@ class SegmentFile:
             m &= (sh >= seq[0]) & (sl <= seq[1])
         return np.flatnonzero(m)
 
-    def read(self, columns=None, seq=None, ts=None) -> dict:
+    def read(self, columns=None, seq=None, ts=None, blocks=None) -> dict:
         """Decode the rows with seq and ts inside the inclusive ranges (None: all rows) of the
-        named columns (None: every column, added ones included).
+        named columns (None: every column, added ones included); ``blocks`` (block indexes,
+        ascending) restricts the read to those blocks.
 
         Returns {column name: 1-D array of the kept rows, in file (seq) order}. Only blocks
         whose zone map overlaps the ranges are read; rows are cut by a binary search on seq
@@ -665,6 +666,8 @@ class SegmentFile:
         if columns is None:
             columns = list(meta["columns"]) + [c for c in self._added if c not in meta["columns"]]
         ids = self.blocks(seq, ts)
+        if blocks is not None:
+            ids = np.intersect1d(ids, blocks)
         sl, sh, tl, th = self._zones
         cut_seq = seq is not None and ids.size > 0 and \
             not (sl[ids[0]] >= seq[0] and sh[ids[-1]] <= seq[1])
