@@ -658,8 +658,8 @@ class SegmentFile:
 
         Returns {column name: 1-D array of the kept rows, in file (seq) order}. Only blocks
         whose zone map overlaps the ranges are read; rows are cut by a binary search on seq
-        and a ts mask in the blocks the ranges only partly cover, and seq/ts are decoded only
-        for that. Every decoded seq and ts block is checked against its zone map entry.
+        (it never decreases) and a ts mask. Every decoded seq and ts block is checked against
+        its zone map entry (first/last seq, least/greatest ts).
         Raises as ``read_segment``.
         """
         meta, path = self.meta, self.path
@@ -668,11 +668,11 @@ class SegmentFile:
         ids = self.blocks(seq, ts)
         if blocks is not None:
             ids = np.intersect1d(ids, blocks)
-        sl, sh, tl, th = self._zones
-        cut_seq = seq is not None and ids.size > 0 and \
-            not (sl[ids[0]] >= seq[0] and sh[ids[-1]] <= seq[1])
-        cut_ts = ts is not None and ids.size > 0 and \
-            not (tl[ids].min() >= ts[0] and th[ids].max() <= ts[1])
+        # why seq/ts decoded even where the zone map puts a block wholly inside the range: the
+        # check against the zone map (``_check_zone``) then covers every block the read
+        # returns rows of; they are one column of the few the window decodes
+        cut_seq = seq is not None and ids.size > 0
+        cut_ts = ts is not None and ids.size > 0
         need = list(dict.fromkeys(list(columns) + (["seq"] if cut_seq else [])
                                   + (["ts"] if cut_ts else [])))
         br, rows = meta["block_rows"], meta["rows"]
