@@ -73,7 +73,7 @@ def test_windowed_reads_never_drop_or_add_a_row(data, n, block_rows, codec, ts_s
             m = np.ones(n, bool)
             for c, r in (("seq", seq), ("ts", ts)):
                 if r is not None:
-                    pass
+                    m &= (rows[c] >= r[0]) & (rows[c] <= r[1])
             assert set((np.flatnonzero(m) // block_rows).tolist()) <= set(f.blocks(seq, ts).tolist())
 
 
