@@ -3,11 +3,15 @@
 Layout (byte by byte in docs/formats.md, "Segment file"):
 
     header   "EXSG" | u16 version | u16 reserved
-    blocks   per column: stored bytes | u32 crc32c(stored bytes)
-    index    table, symbol, rows, seq/ts ranges, then per column: name, dtype, encoding, codec,
-             offset, stored length, raw length, crc32c
+    blocks   per column, per row block of ``block_rows`` rows: stored bytes | u32 crc32c
+    index    table, symbol, rows, seq/ts ranges, rows per block, the zone map (per row block:
+             first/last seq, least/greatest ts), then per column: name, dtype, and per block:
+             encoding, codec, offset, stored length, raw length, crc32c
     footer   u64 index offset | u32 index length | u32 crc32c(index) | u16 version |
              u16 reserved | "EXSGFOOT"            (28 bytes, fixed)
+
+Version 3 is the layout above; versions 1-2 (still read) hold one block per column and no zone
+map, read as one block whose zone is the segment's own ranges.
 
 Invariants:
 - A segment is written to a temporary name, fsynced, renamed into place and its directory fsynced
@@ -21,7 +25,11 @@ Invariants:
   and lz4 never produce more than the declared raw length. No error but CorruptionError (or
   FileNotFoundError / OSError for the file itself) leaves the readers.
 - ``read_registered``/``check_registered`` also compare a catalog row with the file's index.
-- Readers fetch only the blocks of the columns they ask for.
+- Readers fetch only the blocks of the columns they ask for, and of those only the row blocks
+  whose zone map overlaps the requested seq/ts ranges. The zone map sits under the index
+  checksum and must tile the segment (``read_index``); every seq or ts block a read decodes is
+  checked against its zone map entry, so a zone map never silently drops or adds a row in the
+  blocks read.
 - A segment written before a column of its table existed (``store.tables.ADDED_COLUMNS``:
   orders segments without stop_price, display_qty, min_qty, expire_ts) reads that column as
   zeros, whether asked for by name or with every column; any other missing column is corrupt.
