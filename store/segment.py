@@ -630,6 +630,9 @@ class SegmentFile:
         z = self.meta["zones"]
         self._zones = tuple(z[f].copy() for f in ZONE_DTYPE.names)
         self._added = ADDED_COLUMNS.get(self.meta["table"], ())
+        # why only from version 3: an older file has no zone map, only the index's own ranges,
+        # which readers of those versions never compared with the rows
+        self._zoned = self.meta["version"] >= BLOCKED_VERSION
 
     def close(self) -> None:
         """Close the file (idempotent); returns None."""
@@ -747,7 +750,7 @@ class SegmentFile:
             except CorruptionError as e:
                 # why re-raised: codecs name the place but know no file offset
                 raise CorruptionError(f"{e} (block at offset {off})", path, off) from None
-            if name == "seq" or name == "ts":
+            if self._zoned and (name == "seq" or name == "ts"):
                 self._check_zone(name, int(ids[k]), dest, off)
             pos += n
         return out
