@@ -173,6 +173,10 @@ class Reader:
         ``Catalog.snapshot`` of the whole table, cached until the catalog changes. The rows are
         shared: read-only by contract. Raises as ``Catalog.snapshot``."""
         self._fresh()
+        return self._snapshot(table)
+
+    def _snapshot(self, table: str) -> tuple[int, list]:
+        """``snapshot`` as of the last ``_fresh``."""
         snap = self._snaps.get(table)
         if snap is None:
             snap = self._snaps[table] = self.catalog.snapshot(table)
@@ -183,6 +187,10 @@ class Reader:
         as it is: rows journaled for an id the engine rejected are stored under it). Raises
         UsageError for an unknown name, CorruptionError as ``Catalog.symbols``."""
         self._fresh()
+        return self._resolve(symbol)
+
+    def _resolve(self, symbol) -> int:
+        """``resolve_symbol`` as of the last ``_fresh``."""
         if self._symbols is None:
             self._symbols = {r["name"]: int(r["id"]) for r in self.catalog.symbols()}
         return resolve_symbol(self._symbols, symbol, self.data_dir, unlisted_ids=True)
@@ -225,7 +233,7 @@ class Reader:
             want = list(dict.fromkeys(cols + ["seq"]))
             try:
                 best = None
-                _, rows = self.snapshot(table)
+                _, rows = self._snapshot(table)
                 segs = [r for r in rows if (sym is None or r["symbol"] == sym)
                         and r["seq_hi"] >= window[0] and r["seq_lo"] <= window[1]
                         and (ts is None or (r["ts_hi"] >= ts[0] and r["ts_lo"] <= ts[1]))]
@@ -260,10 +268,10 @@ class Reader:
     def _view(self, table, sym, seq, ts):
         """(sealed, segments overlapping the request, WAL records above sealed), consistent:
         the WAL (when the request reaches above sealed_through) is scanned before the snapshot
-        is brought up to date. Raises FileNotFoundError for a WAL file trimmed mid-scan;
-        returns records None when the WAL misses rows no seal accounts for (the caller
-        retries)."""
-        sealed, _ = self.snapshot(table)
+        is brought up to date (the caller brought it up to date before). Raises
+        FileNotFoundError for a WAL file trimmed mid-scan; when the WAL misses rows no seal
+        accounts for, the records returned start above sealed + 1 (the caller retries)."""
+        sealed, _ = self._snapshot(table)   # the caller brought it up to date
         records = []
         if seq is None or seq[1] > sealed:
             if self._wal_dir is None:
@@ -273,7 +281,7 @@ class Reader:
             records = [r for r in records if r.last_seq > sealed]
             if records and records[0].first_seq > sealed + 1:
                 return sealed, [], records
-        _, rows = self.snapshot(table)
+        _, rows = self._snapshot(table)
         segs = [r for r in rows
                 if (sym is None or r["symbol"] == sym)
                 and (seq is None or (r["seq_hi"] >= seq[0] and r["seq_lo"] <= seq[1]))
@@ -285,7 +293,8 @@ class Reader:
         snapshot when a listed file vanished (compaction or a WAL trim retired it). Raises
         StoreError naming the vanished file after ``_RETRIES`` tries, CorruptionError if the
         WAL misses rows no seal accounts for."""
-        sym = None if symbol is None else self.resolve_symbol(symbol)
+        self._fresh()
+        sym = None if symbol is None else self._resolve(symbol)
         problem, gap = "", None
         for _ in range(_RETRIES):
             try:
@@ -296,11 +305,13 @@ class Reader:
                                f"{gap.offset}), but seqs {sealed + 1}..{gap.first_seq - 1} are "
                                "neither sealed nor in it")
                     self._forget()
+                    self._fresh()
                     continue
                 decoded = [self._open(s).read(need, seq, ts) for s in segs]
             except FileNotFoundError as e:
                 problem, gap = f"{e.filename or 'a listed file'} vanished while reading {table}", None
                 self._forget()
+                self._fresh()
                 continue
             return _assemble(table, sym, seq, ts, sealed, segs, decoded, records)
         if gap is not None:
