@@ -25,7 +25,12 @@ Invariants:
   pending stop is in them, in either view.
 
 The L2 view caches the depth of the last 256 (checkpoint, symbol) pairs it read (per process; checkpoint files are
-immutable), so repeated views near one another skip restoring the checkpoint.
+immutable), so repeated views near one another skip restoring the checkpoint. It reads through a
+``store.Reader``: the caller's (``book_at(reader, ...)``: its catalog snapshot, open segment
+files, the run's bounds and checkpoint list are kept between calls, until the catalog changes)
+or one made for the call (``book_at(data_dir, ...)``). Only the L2 blocks between the checkpoint
+and the target are decoded (the segments' zone maps), and the symbol's last message at or
+before the target is found from the newest block backwards (``Reader.last_row``).
 
 Limits: the cost is one checkpoint read plus the L2 rows (or orders, for L3) between that
 checkpoint and the target, so it grows with the store's ``checkpoint_every`` interval.
