@@ -67,7 +67,9 @@ VERSION = 3                     # 3: columns stored as row blocks, a zone map pe
 READ_VERSIONS = (1, 2, 3)       # a version 1 file is a version 2 file without shuffled streams;
 #                                 a version 2 file is one block per column, no zone map
 BLOCKED_VERSION = 3             # the first version with row blocks and zone maps
-BLOCK_ROWS = 8192               # rows per block written (why this size: docs/formats.md)
+# rows per block written, by table (why these sizes: docs/formats.md, "Row blocks"): a windowed
+# read decodes about one block more than it keeps, a whole-segment read pays per block
+BLOCK_ROWS = {"orders": 32_768, "fills": 16_384, "l2": 16_384, "events": 32_768}
 HEADER = struct.Struct("<4sHH")
 FOOTER = struct.Struct("<QIIHH8s")
 CRC = struct.Struct("<I")
@@ -198,7 +200,7 @@ def write_columns(data_dir: str, table: str, symbol: int, cols: dict, *, codec: 
     ``codecs.gather_u64``), every column of ``table``, equal lengths, ordered by seq.
     ``sync=False`` skips the fsyncs (durability "none": the file survives a process crash, not
     a power loss; a lost file is then reported as corruption, never read as data).
-    ``block_rows``: rows per block (0: BLOCK_ROWS); ``version``: the segment format to write
+    ``block_rows``: rows per block (0: the table's BLOCK_ROWS); ``version``: the segment format to write
     (VERSION; 2, without zone maps, only to make old files for tests)."""
     built = encode_columns(data_dir, table, symbol, cols, codec=codec, chooser=chooser,
                            block_rows=block_rows, version=version)
@@ -263,13 +265,13 @@ def _zones(cols, n: int, block_rows: int) -> np.ndarray:
 def _encode(table, symbol, cols, dtype, n, c, chooser, rel, ranges, plain=None,
             block_rows: int = 0, version: int = VERSION) -> BuiltSegment:
     """The BuiltSegment of ``encode_columns``; column ``plain`` (if any) stored PLAIN, raw.
-    Each column is stored as blocks of ``block_rows`` rows (0: BLOCK_ROWS), column after
+    Each column is stored as blocks of ``block_rows`` rows (0: the table's BLOCK_ROWS), column after
     column, each block encoded, compressed and checksummed on its own; ``version`` 2 writes
     the layout before zone maps (one block per column)."""
     seq_lo, seq_hi, ts_lo, ts_hi = ranges
     head = INDEX_HEAD.pack(symbol, n, seq_lo, seq_hi, ts_lo, ts_hi, len(dtype.names))
     if version >= BLOCKED_VERSION:
-        block_rows = block_rows or BLOCK_ROWS
+        block_rows = block_rows or BLOCK_ROWS[table]
         index = [_s(table), head, ZONE_HEAD.pack(block_rows), _zones(cols, n, block_rows).tobytes()]
     else:
         block_rows, index = n, [_s(table), head]
