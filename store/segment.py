@@ -627,7 +627,7 @@ class SegmentFile:
             if row is not None:
                 _cross_check(path, self.meta, row)
         except BaseException:
-            os.close(self.fd)
+            self.close()
             raise
         z = self.meta["zones"]
         self._zones = tuple(z[f].copy() for f in ZONE_DTYPE.names)
@@ -638,9 +638,11 @@ class SegmentFile:
 
     def close(self) -> None:
         """Close the file (idempotent); returns None."""
-        if self.fd >= 0:
+        if getattr(self, "fd", -1) >= 0:
             os.close(self.fd)
             self.fd = -1
+
+    __del__ = close   # why: a reader dropped without close() must not keep the descriptor
 
     def __enter__(self):
         return self
