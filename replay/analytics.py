@@ -28,10 +28,10 @@ import numpy as np
 from numba import njit
 
 from exchange.errors import UsageError
-from store import read
+from store import Reader, read
 
 from replay.rundir import SEQ_MAX, resolve_symbol, run_info
-from replay.rebuild import book_at
+from replay.rebuild import _run, book_at
 
 __all__ = ["STATS_DTYPE", "stats", "stats_arrays"]
 
@@ -160,17 +160,24 @@ def stats_arrays(bids: np.ndarray, asks: np.ndarray, l2: np.ndarray, fills: np.n
     return out
 
 
-def stats(data_dir, symbol, *, ts=None, levels: int = 5,
+def stats(source, symbol, *, ts=None, levels: int = 5,
           window_ns: int = 1_000_000_000) -> np.ndarray:
     """Return a STATS_DTYPE array: one row per timestamp at which ``symbol``'s book changed,
     after its last message (module docstring).
 
+    ``source``: a data directory or a ``store.Reader`` of one (kept between calls).
     ``ts``: an inclusive ``(lo, hi)`` nanosecond range of rows (None: the whole run).
     Raises UsageError for an unknown symbol, a malformed range, levels < 1 or window_ns < 1;
-    StoreError if ``data_dir`` is not a data directory.
+    StoreError if ``source`` is not a data directory.
     """
-    data_dir = os.fspath(data_dir)
-    info = run_info(data_dir)
+    if isinstance(source, Reader):
+        return _stats(source, _run(source), symbol, ts, levels, window_ns)
+    info = run_info(os.fspath(source))   # why first: its errors name a missing directory
+    with Reader(info.data_dir) as reader:
+        return _stats(reader, info, symbol, ts, levels, window_ns)
+
+
+def _stats(reader, info, symbol, ts, levels, window_ns) -> np.ndarray:
     sid, name = resolve_symbol(info, symbol)
     if ts is None:
         lo_ts, hi_ts = _TS_MIN, (1 << 63) - 1
@@ -181,13 +188,13 @@ def stats(data_dir, symbol, *, ts=None, levels: int = 5,
             raise UsageError(f"ts must be an inclusive (lo, hi) pair; got {ts!r}") from None
     if levels < 1 or window_ns < 1:
         raise UsageError(f"levels and window_ns must be >= 1; got {levels}, {window_ns}")
-    l2 = read(data_dir, "l2", symbol=sid, ts=(lo_ts, hi_ts))
+    l2 = read(reader, "l2", symbol=sid, ts=(lo_ts, hi_ts))
     if l2.size == 0:
         return np.zeros(0, STATS_DTYPE)
     first = int(l2["seq"][0])
-    start = book_at(data_dir, sid, seq=max(first - 1, info.first_seq), depth=None)
+    start = book_at(reader, sid, seq=max(first - 1, info.first_seq), depth=None)
     # why max(..., -2^63): the window reaches back before lo_ts without underflowing int64
     f_lo = max(int(l2["ts"][0]) - int(window_ns), _TS_MIN)
-    fills = read(data_dir, "fills", symbol=sid, seq=(1, SEQ_MAX), ts=(f_lo, hi_ts),
+    fills = read(reader, "fills", symbol=sid, seq=(1, SEQ_MAX), ts=(f_lo, hi_ts),
                  columns=["ts", "price", "qty"])
     return stats_arrays(start.bids, start.asks, l2, fills, levels=levels, window_ns=window_ns)

@@ -4,7 +4,7 @@
 ``write_csv`` streams one table as CSV to an open text file (``exsim export --out -``).
 
 Invariants:
-- Rows come from ``store.read`` in seq windows of ``CHUNK_SEQS`` messages, so memory stays bounded
+- Rows come from ``store.read`` (through one ``store.Reader``) in seq windows of ``CHUNK_SEQS`` messages, so memory stays bounded
   on a large run; rows are written in seq order, values unchanged (integer ticks, lots, ns and
   enum codes; the SQLite file carries the names in ``symbols`` and ``enums`` tables).
 - The output is written under a temporary name next to ``out`` (``replay.atomic``), fsynced and
@@ -54,14 +54,16 @@ def _windows(data_dir: str, seq: tuple[int, int] | None):
 
 
 def _chunks(data_dir: str, table: str, symbol, seq, quiet: bool):
-    """Yield non-empty structured-array chunks of ``table`` in seq order."""
-    from store import read
+    """Yield non-empty structured-array chunks of ``table`` in seq order (one ``store.Reader``
+    for all of them: the catalog is opened once and a segment's index read once)."""
+    from store import Reader, read
 
     windows = list(_windows(data_dir, seq))
-    for lo, hi in progress(windows, desc=f"export {table}", unit="chunk", quiet=quiet):
-        rows = read(data_dir, table, symbol=symbol, seq=(lo, hi))
-        if rows.size:
-            yield rows
+    with Reader(data_dir) as reader:
+        for lo, hi in progress(windows, desc=f"export {table}", unit="chunk", quiet=quiet):
+            rows = read(reader, table, symbol=symbol, seq=(lo, hi))
+            if rows.size:
+                yield rows
 
 
 def write_csv(f, data_dir: str, table: str, *, symbol: str | None = None,

@@ -25,7 +25,12 @@ Invariants:
   pending stop is in them, in either view.
 
 The L2 view caches the depth of the last 256 (checkpoint, symbol) pairs it read (per process; checkpoint files are
-immutable), so repeated views near one another skip restoring the checkpoint.
+immutable), so repeated views near one another skip restoring the checkpoint. It reads through a
+``store.Reader``: the caller's (``book_at(reader, ...)``: its catalog snapshot, open segment
+files, the run's bounds and checkpoint list are kept between calls, until the catalog changes)
+or one made for the call (``book_at(data_dir, ...)``). Only the L2 blocks between the checkpoint
+and the target are decoded (the segments' zone maps), and the symbol's last message at or
+before the target is found from the newest block backwards (``Reader.last_row``).
 
 Limits: the cost is one checkpoint read plus the L2 rows (or orders, for L3) between that
 checkpoint and the target, so it grows with the store's ``checkpoint_every`` interval.
@@ -33,6 +38,8 @@ checkpoint and the target, so it grows with the store's ``checkpoint_every`` int
 
 from __future__ import annotations
 
+import bisect
+import dataclasses
 import os
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -42,11 +49,9 @@ from numba import njit
 
 from exchange.errors import UsageError
 from exchange.schema import DEPTH_DTYPE, Side
-from store import Catalog, read
+from store import Reader, journaled_through, read
 
-from replay.rundir import (
-    RunInfo, checkpoint_row, load_checkpoint, resolve_symbol, restore, run_info, strip_seq, SEQ_MAX,
-)
+from replay.rundir import RunInfo, resolve_symbol, restore, run_info, strip_seq, SEQ_MAX
 
 __all__ = ["BookView", "book_at", "apply_l2"]
 
@@ -152,14 +157,15 @@ _DEPTH_CACHE: OrderedDict = OrderedDict()
 _DEPTH_CACHE_SIZE = 256
 
 
-def _checkpoint_depth(info: RunInfo, sid: int, target: int) -> tuple[int, np.ndarray, np.ndarray]:
+def _checkpoint_depth(reader: Reader, info: RunInfo, sid: int,
+                      target: int) -> tuple[int, np.ndarray, np.ndarray]:
     """(checkpoint seq, bids, asks) of the newest checkpoint at or before ``target``.
 
     Cached per process: a checkpoint file is written once and never modified, so its depth is
     keyed by directory, path, CRC and size. Restoring a large book dominates an L2 view
     otherwise (the whole engine, every symbol, is rebuilt from the file).
     """
-    row = checkpoint_row(info, target)
+    row = _checkpoint_row(reader, info, target)
     key = (os.path.realpath(info.data_dir), row["path"], row["crc"], row["bytes"], sid)
     hit = _DEPTH_CACHE.get(key)
     if hit is not None:
@@ -173,76 +179,113 @@ def _checkpoint_depth(info: RunInfo, sid: int, target: int) -> tuple[int, np.nda
     return value
 
 
-def _last_message(info: RunInfo, sid: int, seq_hi: int, ts_hi: int) -> tuple[int, int] | None:
+def _run(reader: Reader) -> RunInfo:
+    """The RunInfo of the reader's directory, kept in the reader's cache until its catalog
+    changes. Raises as ``run_info``."""
+    reader.version()   # why first: a commit after this empties the cache, never keeps it stale
+    info = reader.cache.get("replay.rebuild.run_info")
+    if info is None:
+        info = reader.cache["replay.rebuild.run_info"] = run_info(reader.data_dir)
+    return info
+
+
+def _journaled(reader: Reader, info: RunInfo, seq: int) -> RunInfo:
+    """``info``, its ``last_seq`` brought up to the WAL when ``seq`` is above it (rows
+    journaled since ``info`` was taken change the WAL only, not the catalog)."""
+    if seq > info.last_seq:
+        info = dataclasses.replace(info, last_seq=max(info.last_seq,
+                                                      journaled_through(info.data_dir)))
+        reader.cache["replay.rebuild.run_info"] = info
+    return info
+
+
+def _checkpoint_row(reader: Reader, info: RunInfo, seq: int) -> dict:
+    """The catalog row of the newest checkpoint at or before ``seq`` (the reader's checkpoint
+    list, kept until its catalog changes). Raises UsageError if ``seq`` is before the run's
+    first checkpoint."""
+    rows = reader.cache.get("replay.rebuild.checkpoints")
+    if rows is None:
+        rows = sorted(reader.catalog.checkpoints(), key=lambda r: int(r["seq"]))
+        reader.cache["replay.rebuild.checkpoints"] = rows
+    k = bisect.bisect_right([int(r["seq"]) for r in rows], seq)
+    if k == 0:
+        raise UsageError(f"seq {seq} is before the first checkpoint (seq {info.first_seq}) of "
+                         f"{info.data_dir}")
+    return rows[k - 1]
+
+
+def _last_message(reader: Reader, sid: int, seq_hi: int, ts_hi: int) -> tuple[int, int] | None:
     """(seq, ts) of the symbol's last message with seq <= seq_hi and ts <= ts_hi, or None."""
-    cat = Catalog(info.data_dir, readonly=True)
-    try:
-        sealed, segs = cat.snapshot("orders", sid, seq=(0, seq_hi), ts=(_TS_MIN, ts_hi))
-    finally:
-        cat.close()
-    # why only from the newest such segment on: the answer is the largest qualifying seq, and
-    # every row of that segment with ts <= ts_hi beats every row of an older segment
-    lo = max((int(s["seq_lo"]) for s in segs), default=sealed + 1)
-    rows = read(info.data_dir, "orders", symbol=sid, seq=(lo, seq_hi), ts=(_TS_MIN, ts_hi),
-                columns=["seq", "ts"])
-    if rows.size == 0:
-        return None
-    return int(rows["seq"][-1]), int(rows["ts"][-1])
+    last = reader.last_row("orders", sid, seq=(0, seq_hi), ts=(_TS_MIN, ts_hi),
+                           columns=["seq", "ts"])
+    return None if last is None else (int(last["seq"]), int(last["ts"]))
 
 
-def _target(info: RunInfo, sid: int, seq, ts) -> tuple[int, int | None]:
+def _target(reader: Reader, info: RunInfo, sid: int, seq, ts) -> tuple[int, int | None]:
     if (seq is None) == (ts is None):
         raise UsageError("book_at takes exactly one of seq= or ts=")
     if seq is not None:
         if isinstance(seq, bool) or not isinstance(seq, (int, np.integer)):
             raise UsageError(f"seq must be an int; got {seq!r}")
         seq = int(seq)
+        info = _journaled(reader, info, seq)
         if seq < info.first_seq or seq > info.last_seq:
             raise UsageError(f"seq {seq} is outside the stored run {info.first_seq}..{info.last_seq}"
                              f" of {info.data_dir}")
-        last = _last_message(info, sid, seq, SEQ_MAX)
+        last = _last_message(reader, sid, seq, SEQ_MAX)
         return seq, (last[1] if last else None)
     if isinstance(ts, bool) or not isinstance(ts, (int, np.integer)):
         raise UsageError(f"ts must be an int (nanoseconds); got {ts!r}")
-    last = _last_message(info, sid, info.last_seq, int(ts))
+    # why up to SEQ_MAX: every journaled message counts, also those after ``info`` was taken
+    last = _last_message(reader, sid, SEQ_MAX, int(ts))
     if last is None:
         return info.first_seq, None
     return last
 
 
-def book_at(data_dir, symbol, *, seq: int | None = None, ts: int | None = None,
+def book_at(source, symbol, *, seq: int | None = None, ts: int | None = None,
             depth: int | None = 10, l3: bool = False) -> BookView:
     """Return the BookView of ``symbol`` after message ``seq`` (or the last one with ts <= ``ts``).
 
-    ``depth`` caps the levels per side (None: all) of the displayed depth. With ``l3`` the view
-    also lists the resting orders in priority order (``orders``, L3_DTYPE: displayed ``qty`` and
-    reserve ``hidden`` apart) and the pending stops in release order (``stops``, L3_DTYPE), and
-    is rebuilt by re-matching orders; without it ``orders`` and ``stops`` are None.
+    ``source``: a data directory, or a ``store.Reader`` of one (what repeated calls should
+    pass: its catalog snapshot, open files, run bounds and checkpoint list are kept between
+    calls). ``depth`` caps the levels per side (None: all) of the displayed depth. With ``l3``
+    the view also lists the resting orders in priority order (``orders``, L3_DTYPE: displayed
+    ``qty`` and reserve ``hidden`` apart) and the pending stops in release order (``stops``,
+    L3_DTYPE), and is rebuilt by re-matching orders; without it ``orders`` and ``stops`` are
+    None.
 
     Raises UsageError when both or neither of seq/ts are given, for an unknown symbol, a seq
-    outside the stored run or a negative depth; StoreError if ``data_dir`` is not a data
+    outside the stored run or a negative depth; StoreError if ``source`` is not a data
     directory; CorruptionError if a file read fails its checksum.
     """
-    data_dir = os.fspath(data_dir)
     if depth is not None and (isinstance(depth, bool) or not isinstance(depth, (int, np.integer))
                               or depth < 0):
         raise UsageError(f"depth must be a non-negative int or None; got {depth!r}")
-    info = run_info(data_dir)
+    if isinstance(source, Reader):
+        return _book_at(source, _run(source), symbol, seq, ts, depth, l3)
+    info = run_info(os.fspath(source))   # why first: its errors name a missing directory
+    with Reader(info.data_dir) as reader:
+        return _book_at(reader, info, symbol, seq, ts, depth, l3)
+
+
+def _book_at(reader: Reader, info: RunInfo, symbol, seq, ts, depth, l3) -> BookView:
     sid, name = resolve_symbol(info, symbol)
-    target, target_ts = _target(info, sid, seq, ts)
+    target, target_ts = _target(reader, info, sid, seq, ts)
     if l3:
-        eng = load_checkpoint(info, target)
+        eng = restore(info, _checkpoint_row(reader, info, target))
         lo, hi = eng.seq + 1, target
-        msgs = read(data_dir, "orders", symbol=sid, seq=(lo, hi)) if hi >= lo else None
+        msgs = read(reader, "orders", symbol=sid, seq=(lo, hi)) if hi >= lo else None
         if msgs is not None and msgs.size:
             eng.process(strip_seq(msgs))
         levels = 1 << 62 if depth is None else int(depth)
         bids, asks = eng.depth(sid, levels=levels)
         return BookView(target, target_ts, bids, asks, eng.orders(sid), name, stops=eng.stops(sid))
-    ck_seq, bids, asks = _checkpoint_depth(info, sid, target)
+    ck_seq, bids, asks = _checkpoint_depth(reader, info, sid, target)
     lo, hi = ck_seq + 1, target
     if hi >= lo:
-        updates = read(data_dir, "l2", symbol=sid, seq=(lo, hi),
+        # only the L2 blocks after the checkpoint are decoded (their zone maps), of 4 columns
+        updates = read(reader, "l2", symbol=sid, seq=(lo, hi),
                        columns=["side", "price", "qty", "count"])
     else:
         updates = np.zeros(0, np.dtype([("side", "u1"), ("price", "<i8"), ("qty", "<i8"),

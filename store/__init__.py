@@ -11,13 +11,15 @@ Public surface::
     cols = read_columns("data/run1", "fills", columns=["price", "qty"])  # {name: array}
     seq, blob = read_checkpoint("data/run1", seq=5_000)   # newest at or before; Engine.restore(blob)
     compact("data/run1")                 # merge small segments into zstd ones
+    with Reader("data/run1") as r:       # keeps catalog snapshot, open files, zone maps
+        w = r.read("l2", symbol="JPM", ts=(t0, t1))   # read(r, ...) is the same
 """
 
 from store.catalog import Catalog
 from store.compaction import compact
-from store.query import iter_columns, journaled_through, read, read_checkpoint, read_columns
+from store.query import Reader, iter_columns, journaled_through, read, read_checkpoint, read_columns
 from store.session import Session
 from store.tables import STORED_DTYPES, TABLES
 from store.wal import WalReport, scan_wal
 
-__all__ = ["Session", "read", "read_columns", "iter_columns", "read_checkpoint", "journaled_through", "compact", "Catalog", "scan_wal", "WalReport", "STORED_DTYPES", "TABLES"]
+__all__ = ["Session", "Reader", "read", "read_columns", "iter_columns", "read_checkpoint", "journaled_through", "compact", "Catalog", "scan_wal", "WalReport", "STORED_DTYPES", "TABLES"]

@@ -591,6 +591,13 @@ class Catalog(CatalogSchema):
         out.sort(key=lambda r: (r["symbol"], r["seq_lo"]))
         return sealed, [dict(r) for r in out]
 
+    def data_version(self) -> int:
+        """Return SQLite's ``data_version`` of this connection: it changes whenever another
+        connection (any process) commits to the catalog, so a reader that cached what it read
+        knows when to read again. Raises StoreError/CorruptionError naming the catalog."""
+        with self._reading("read the data version"):
+            return int(self.db.conn.execute("PRAGMA data_version").fetchone()[0])
+
     def all_segments(self) -> list[dict]:
         """Return every live segment row, each checked; CorruptionError if one fails."""
         with self._reading("read segments"):

@@ -5,13 +5,21 @@ Invariants:
   no gap: rows with seq <= ``sealed_through`` come from the segments live in one catalog
   snapshot, rows above it from the WAL (or the session's unsealed batches). Sealing and
   compaction change the catalog atomically and delete files only afterwards, so a data
-  directory's WAL is scanned before the snapshot is taken (``_snapshot_own`` says why); a reader
-  that finds a listed file gone retries on a fresh scan and snapshot, and one that still cannot
-  find it raises StoreError naming it.
+  directory's WAL is scanned BEFORE the catalog snapshot is taken: a trim deletes only WAL
+  files whose rows are all sealed, and commits nothing, so every record the scan misses is
+  sealed by the time of the snapshot that follows, and the WAL it returns starts at or before
+  that snapshot's ``sealed_through`` + 1 (a snapshot first and a scan second can miss a seal
+  plus trim in between: rows neither in the snapshot's segments nor in the WAL any more). The
+  WAL is still checked to start there. A read whose seq range ends at or below
+  ``sealed_through`` needs no WAL. A reader that finds a listed file gone retries on a fresh
+  scan and snapshot, and one that still cannot find it raises StoreError naming it.
+- A ``Reader`` keeps the snapshot between calls only while the catalog's ``data_version`` is
+  unchanged (no commit by anyone), so it reads exactly what a fresh reader would.
 - Files are reached only through ``store.paths`` checks: a symlinked ``wal/`` or segment path
   is refused (CorruptionError), never followed.
-- Only segments whose seq/ts ranges overlap the request are opened, and only the requested
-  columns (plus seq/ts when filtering needs them) are decoded.
+- Only segments whose seq/ts ranges overlap the request are opened; inside them only the
+  blocks whose zone map overlaps it, and of those only the requested columns (plus seq/ts in
+  the blocks a range only partly covers, to cut rows: store/segment.py) are decoded.
 - Rows come in seq order. Within one symbol's segments and the WAL they already are, so a seq
   range is cut with a binary search and each decoded column is copied once, straight into its
   place in the result; only a read of several symbols at once sorts (a stable merge by seq).
@@ -25,6 +33,7 @@ bytes after checking them.
 from __future__ import annotations
 
 import os
+from collections import OrderedDict
 
 import numpy as np
 
@@ -32,12 +41,14 @@ from exchange.errors import CorruptionError, StoreError, UsageError
 from store.catalog import Catalog
 from store.checkpoint_file import read_checkpoint_file
 from store.paths import inside
-from store.segment import read_registered
+from store.catalog import resolve_symbol
+from store.segment import open_registered, read_registered
 from store.tables import orders_with_seq, table_dtype
 from store.wal import scan_wal
 from store.wal.format import SEQ_LIMIT
 
-__all__ = ["read", "read_columns", "iter_columns", "read_checkpoint", "journaled_through"]
+__all__ = ["Reader", "read", "read_columns", "iter_columns", "read_checkpoint",
+           "journaled_through"]
 
 _RETRIES = 5
 
@@ -92,83 +103,229 @@ def _select(seqs: np.ndarray, ts_col, seq, ts, sym_col, sym):
     return idx, idx.size
 
 
-def _snapshot_own(catalog, data_dir, table, sym, seq, ts, need):
-    """One consistent view of a data directory: (sealed, segments, decoded, WAL records).
+class Reader:
+    """Reads one data directory call after call, keeping what stays valid between calls.
 
-    Why the WAL is scanned BEFORE the catalog snapshot: a trim deletes only WAL files whose rows
-    are all sealed, and commits nothing, so every record the scan misses is sealed by the time
-    of the snapshot that follows, and the WAL it returns starts at or before that snapshot's
-    ``sealed_through`` + 1. (A snapshot first and a scan second can miss a seal plus trim in
-    between: rows neither in the snapshot's segments nor in the WAL any more.) The WAL is still
-    checked to start there, and a file that vanished (trimmed mid-scan, or a segment retired by
-    compaction) makes it try again; segments already decoded are kept across tries, as the
-    file a catalog row names never changes. Raises StoreError naming the vanished file after
-    ``_RETRIES`` tries, CorruptionError if the WAL misses rows no seal accounts for.
+    Kept: the catalog connection (opened read-only), the snapshot of each table's live
+    segments and ``sealed_through``, the symbols, and open segment files with their checked
+    indexes and zone maps (at most ``MAX_OPEN`` files, least recently used closed first).
+    The snapshot and symbols are taken again whenever the catalog's ``data_version`` shows
+    another connection committed (a seal, a compaction, a checkpoint), checked before every
+    call; an open file stays valid (segments are immutable and an open descriptor survives its
+    deletion), so only files the new snapshot lists and the old one did not are opened.
+    The WAL is scanned on every call whose seq range reaches above ``sealed_through`` (ts-only
+    and unbounded reads included), before the snapshot is taken again: the read is then
+    exactly what a fresh ``read`` would return (the module docstring says why the order).
+
+    Use ``read``/``read_columns``/``iter_columns`` of this module with the Reader as the
+    source, or its methods of the same names; close it when done (or use ``with``). Not to be
+    shared between threads. Raises on creation as ``Catalog`` (StoreError if ``data_dir`` is
+    not a data directory, CorruptionError if its catalog is damaged).
     """
-    wal_dir = inside(data_dir, "wal", what="WAL directory")
-    cache, problem, gap = {}, "", None
-    for _ in range(_RETRIES):
-        try:
-            # why the sealed seq read first: records at or below it need not be decoded
-            records, _ = scan_wal(wal_dir, after_seq=catalog.sealed_through())
-            sealed, segs = catalog.snapshot(table, sym, seq, ts)
-            keys = [tuple(sorted(s.items())) for s in segs]   # why the whole row: ids can be reused
-            for k, s in zip(keys, segs):
-                if k not in cache:
-                    cache[k] = read_registered(data_dir, s, need)
-        except FileNotFoundError as e:
-            # why: compaction or WAL trimming retired a file after it was listed; a fresh
-            # scan and snapshot list what replaced it
-            problem, gap = f"{e.filename or 'a listed file'} vanished while reading {table}", None
-            continue
-        records = [r for r in records if r.last_seq > sealed]
-        if records and records[0].first_seq > sealed + 1:
-            gap = records[0]
-            problem = (f"the WAL starts at seq {gap.first_seq} ({gap.path}, offset {gap.offset}), "
-                       f"but seqs {sealed + 1}..{gap.first_seq - 1} are neither sealed nor in it")
-            continue
-        return sealed, segs, [cache[k] for k in keys], records
-    if gap is not None:
-        raise CorruptionError(f"{data_dir}: {problem}", gap.path, gap.offset)
-    raise StoreError(f"{data_dir}: no consistent snapshot of {table} after {_RETRIES} tries: "
-                     f"{problem}")
+
+    MAX_OPEN = 256
+
+    def __init__(self, data_dir):
+        self.data_dir = os.fspath(data_dir)
+        self.catalog = Catalog(self.data_dir, readonly=True)
+        self._wal_dir = None
+        self._version = None        # catalog data_version the cached state below belongs to
+        self._snaps: dict = {}      # table -> (sealed_through, segment rows)
+        self._symbols = None        # {name: id}
+        self._files: OrderedDict = OrderedDict()   # catalog row (as a tuple) -> SegmentFile
+        # callers' state derived from the catalog (run bounds, checkpoint lists), emptied
+        # whenever the catalog changes
+        self.cache: dict = {}
+
+    def close(self) -> None:
+        """Close the catalog and every open segment file; returns None."""
+        for f in self._files.values():
+            f.close()
+        self._files.clear()
+        self.catalog.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def read(self, table: str, symbol=None, seq=None, ts=None, columns=None) -> np.ndarray:
+        """``store.read`` of this data directory (same arguments, result and errors)."""
+        return read(self, table, symbol, seq, ts, columns)
+
+    def read_columns(self, table: str, symbol=None, seq=None, ts=None, columns=None) -> dict:
+        """``store.read_columns`` of this data directory (same arguments, result and errors)."""
+        return read_columns(self, table, symbol, seq, ts, columns)
+
+    def iter_columns(self, table: str, symbol=None, seq=None, ts=None, columns=None):
+        """``store.iter_columns`` of this data directory (same arguments, result and errors)."""
+        return iter_columns(self, table, symbol, seq, ts, columns)
+
+    def version(self) -> int:
+        """The catalog's current ``data_version`` after bringing the cached snapshot up to it
+        (a caller may key its own caches by it). Raises as ``Catalog.data_version``."""
+        self._fresh()
+        return self._version
+
+    def snapshot(self, table: str) -> tuple[int, list]:
+        """(sealed_through, live segment rows of ``table`` ordered by symbol, seq) as of now:
+        ``Catalog.snapshot`` of the whole table, cached until the catalog changes. The rows are
+        shared: read-only by contract. Raises as ``Catalog.snapshot``."""
+        self._fresh()
+        return self._snapshot(table)
+
+    def _snapshot(self, table: str) -> tuple[int, list]:
+        """``snapshot`` as of the last ``_fresh``."""
+        snap = self._snaps.get(table)
+        if snap is None:
+            snap = self._snaps[table] = self.catalog.snapshot(table)
+        return snap
+
+    def resolve_symbol(self, symbol) -> int:
+        """The id of ``symbol`` (a name or an id; an id the catalog does not list is returned
+        as it is: rows journaled for an id the engine rejected are stored under it). Raises
+        UsageError for an unknown name, CorruptionError as ``Catalog.symbols``."""
+        self._fresh()
+        return self._resolve(symbol)
+
+    def _resolve(self, symbol) -> int:
+        """``resolve_symbol`` as of the last ``_fresh``."""
+        if self._symbols is None:
+            self._symbols = {r["name"]: int(r["id"]) for r in self.catalog.symbols()}
+        return resolve_symbol(self._symbols, symbol, self.data_dir, unlisted_ids=True)
+
+    def _fresh(self) -> None:
+        # why the version read before any snapshot it keys: a commit landing in between then
+        # only makes the next call take the snapshot again, never keeps a stale one
+        v = self.catalog.data_version()
+        if v != self._version:
+            self._version, self._snaps, self._symbols, self.cache = v, {}, None, {}
+
+    def _forget(self) -> None:
+        """Drop the cached snapshot (a listed file vanished: the catalog moved on)."""
+        self._version, self._snaps, self._symbols, self.cache = None, {}, None, {}
+
+    def last_row(self, table: str, symbol=None, seq=None, ts=None, columns=("seq", "ts")):
+        """The row with the highest seq among those ``read`` would return for these arguments,
+        as {column: numpy scalar}, or None if there is none.
+
+        Cheap: rows above ``sealed_through`` are read first; then segments are searched newest
+        first and, inside each, blocks newest first by their zone maps, decoding one block at a
+        time (the highest block whose zone map overlaps the ranges holds a matching row when
+        only one of seq/ts is given). Raises as ``read``.
+        """
+        _, cols = _columns_wanted(table, list(columns))
+        cols = cols or ["seq"]
+        seq, ts = _check_range("seq", seq), _check_range("ts", ts)
+        sym = None if symbol is None else self.resolve_symbol(symbol)
+        lo, hi = (-(1 << 63), SEQ_LIMIT) if seq is None else seq
+        problem = ""
+        for _ in range(_RETRIES):
+            sealed, _ = self.snapshot(table)
+            if hi > sealed:
+                tail = read_columns(self, table, sym, (max(lo, sealed + 1), hi), ts, cols)
+                if tail[cols[0]].size:
+                    return {c: tail[c][-1] for c in cols}
+            if lo > sealed:
+                return None
+            window = (lo, min(hi, sealed))
+            want = list(dict.fromkeys(cols + ["seq"]))
+            try:
+                best = None
+                _, rows = self._snapshot(table)
+                segs = [r for r in rows if (sym is None or r["symbol"] == sym)
+                        and r["seq_hi"] >= window[0] and r["seq_lo"] <= window[1]
+                        and (ts is None or (r["ts_hi"] >= ts[0] and r["ts_lo"] <= ts[1]))]
+                for r in sorted(segs, key=lambda r: -r["seq_hi"]):
+                    if best is not None and r["seq_hi"] <= best["seq"]:
+                        break   # why: no row of this or any older-ending segment can beat it
+                    f = self._open(r)
+                    for b in f.blocks(window, ts)[::-1]:
+                        got = f.read(want, window, ts, blocks=[b])
+                        if got["seq"].size:
+                            if best is None or got["seq"][-1] > best["seq"]:
+                                best = {c: got[c][-1] for c in want}
+                            break
+                return None if best is None else {c: best[c] for c in cols}
+            except FileNotFoundError as e:
+                problem = f"{e.filename or 'a listed file'} vanished while reading {table}"
+                self._forget()
+        raise StoreError(f"{self.data_dir}: no consistent snapshot of {table} after {_RETRIES} "
+                         f"tries: {problem}")
+
+    def _open(self, row: dict):
+        key = tuple(sorted(row.items()))   # why the whole row: ids can be reused
+        f = self._files.get(key)
+        if f is not None:
+            self._files.move_to_end(key)
+            return f
+        f = self._files[key] = open_registered(self.data_dir, row)
+        if len(self._files) > self.MAX_OPEN:
+            self._files.popitem(last=False)[1].close()
+        return f
+
+    def _view(self, table, sym, seq, ts):
+        """(sealed, segments overlapping the request, WAL records above sealed), consistent:
+        the WAL (when the request reaches above sealed_through) is scanned before the snapshot
+        is brought up to date (the caller brought it up to date before). Raises
+        FileNotFoundError for a WAL file trimmed mid-scan; when the WAL misses rows no seal
+        accounts for, the records returned start above sealed + 1 (the caller retries)."""
+        sealed, _ = self._snapshot(table)   # the caller brought it up to date
+        records = []
+        if seq is None or seq[1] > sealed:
+            if self._wal_dir is None:
+                self._wal_dir = inside(self.data_dir, "wal", what="WAL directory")
+            records, _ = scan_wal(self._wal_dir, after_seq=sealed)
+            sealed, _ = self.snapshot(table)
+            records = [r for r in records if r.last_seq > sealed]
+            if records and records[0].first_seq > sealed + 1:
+                return sealed, [], records
+        _, rows = self._snapshot(table)
+        segs = [r for r in rows
+                if (sym is None or r["symbol"] == sym)
+                and (seq is None or (r["seq_hi"] >= seq[0] and r["seq_lo"] <= seq[1]))
+                and (ts is None or (r["ts_hi"] >= ts[0] and r["ts_lo"] <= ts[1]))]
+        return sealed, segs, records
+
+    def _parts(self, table, symbol, seq, ts, need):
+        """The segment and WAL parts of a request (see ``_parts``). Retries on a fresh
+        snapshot when a listed file vanished (compaction or a WAL trim retired it). Raises
+        StoreError naming the vanished file after ``_RETRIES`` tries, CorruptionError if the
+        WAL misses rows no seal accounts for."""
+        self._fresh()
+        sym = None if symbol is None else self._resolve(symbol)
+        problem, gap = "", None
+        for _ in range(_RETRIES):
+            try:
+                sealed, segs, records = self._view(table, sym, seq, ts)
+                if records and records[0].first_seq > sealed + 1:
+                    gap = records[0]
+                    problem = (f"the WAL starts at seq {gap.first_seq} ({gap.path}, offset "
+                               f"{gap.offset}), but seqs {sealed + 1}..{gap.first_seq - 1} are "
+                               "neither sealed nor in it")
+                    self._forget()
+                    self._fresh()
+                    continue
+                decoded = [self._open(s).read(need, seq, ts) for s in segs]
+            except FileNotFoundError as e:
+                problem, gap = f"{e.filename or 'a listed file'} vanished while reading {table}", None
+                self._forget()
+                self._fresh()
+                continue
+            return _assemble(table, sym, seq, ts, sealed, segs, decoded, records)
+        if gap is not None:
+            raise CorruptionError(f"{self.data_dir}: {problem}", gap.path, gap.offset)
+        raise StoreError(f"{self.data_dir}: no consistent snapshot of {table} after {_RETRIES} "
+                         f"tries: {problem}")
 
 
-def _parts(source, table, symbol, seq, ts, need):
-    """Decode the overlapping segments and WAL batches: ([(columns, selection, rows)], merge?)."""
-    own = isinstance(source, (str, os.PathLike))
-    data_dir = os.fspath(source) if own else source.data_dir
-    catalog = Catalog(data_dir, readonly=True) if own else source.catalog
-    try:
-        sym = None if symbol is None else catalog.resolve_symbol(symbol, unlisted_ids=True)
-        if own:
-            sealed, segs, decoded, records = _snapshot_own(catalog, data_dir, table, sym, seq, ts,
-                                                           need)
-        else:
-            for attempt in range(_RETRIES):
-                sealed, segs = catalog.snapshot(table, sym, seq, ts)
-                try:
-                    decoded = [read_registered(data_dir, s, need) for s in segs]
-                    break
-                except FileNotFoundError as e:
-                    # why: a compaction retired a segment after our snapshot
-                    if attempt == _RETRIES - 1:
-                        raise StoreError(f"{data_dir}: {e.filename or 'a listed segment'} "
-                                         f"vanished while reading {table}, {_RETRIES} times") from None
-            records = source.unsealed_records()
-    finally:
-        if own:
-            catalog.close()
+def _assemble(table, sym, seq, ts, sealed, segs, decoded, records):
+    """([(columns, selection, rows)], merge?) from decoded segment windows and WAL records."""
     parts = []
-    for s, cols in zip(segs, decoded):
-        whole = (seq is None or (seq[0] <= s["seq_lo"] and s["seq_hi"] <= seq[1])) and \
-                (ts is None or (ts[0] <= s["ts_lo"] and s["ts_hi"] <= ts[1]))
-        if whole:   # the whole segment: no search, no mask
-            n = cols["seq"].size
-            parts.append((cols, slice(0, n), n))
-        else:
-            sel, n = _select(cols["seq"], cols.get("ts"), seq, ts, None, None)
-            parts.append((cols, sel, n))
+    for cols in decoded:
+        n = next(iter(cols.values())).size
+        parts.append((cols, slice(0, n), n))
     for rows in _wal_rows(records, table, sealed):
         sel, n = _select(rows["seq"], rows["ts"], seq, ts, rows["symbol"], sym)
         parts.append((rows, sel, n))
@@ -176,6 +333,36 @@ def _parts(source, table, symbol, seq, ts, need):
     # only segments of several symbols need a merge back into seq order
     merge = sym is None and len({s["symbol"] for s in segs}) > 1
     return [p for p in parts if p[2]], merge
+
+
+def _parts(source, table, symbol, seq, ts, need):
+    """Decode the overlapping windows of segments and WAL batches of ``source`` (a Reader, a
+    data directory or a live Session): ([(columns, selection, rows)], merge?)."""
+    if isinstance(source, Reader):
+        return source._parts(table, symbol, seq, ts, need)
+    if isinstance(source, (str, os.PathLike)):
+        with Reader(source) as reader:
+            return reader._parts(table, symbol, seq, ts, need)
+    data_dir, catalog = source.data_dir, source.catalog
+    sym = None if symbol is None else catalog.resolve_symbol(symbol, unlisted_ids=True)
+    for attempt in range(_RETRIES):
+        sealed, segs = catalog.snapshot(table, sym, seq, ts)
+        try:
+            decoded = [read_registered(data_dir, s, need, seq, ts) for s in segs]
+            break
+        except FileNotFoundError as e:
+            # why: a compaction retired a segment after our snapshot
+            if attempt == _RETRIES - 1:
+                raise StoreError(f"{data_dir}: {e.filename or 'a listed segment'} "
+                                 f"vanished while reading {table}, {_RETRIES} times") from None
+    return _assemble(table, sym, seq, ts, sealed, segs, decoded, source.unsealed_records())
+
+
+def _need(cols, symbol) -> list:
+    """The columns to decode from segments for ``cols``: seq too when rows of several symbols
+    may need merging by it (or no column is asked for: it counts the rows). Segments filter by
+    seq and ts themselves, decoding those only where a window cuts a block."""
+    return cols if cols and symbol is not None else list(dict.fromkeys(cols + ["seq"]))
 
 
 def _fill(parts, cols, dest) -> None:
@@ -203,7 +390,7 @@ def iter_columns(source, table: str, symbol=None, seq=None, ts=None, columns=Non
     """
     dtype, cols = _columns_wanted(table, columns)
     seq, ts = _check_range("seq", seq), _check_range("ts", ts)
-    need = list(dict.fromkeys(cols + ["seq"] + (["ts"] if ts else [])))
+    need = _need(cols, symbol)
     parts, merge = _parts(source, table, symbol, seq, ts, need)
     if merge:
         return iter([_merged(parts, cols, dtype)] if parts else [])
@@ -229,7 +416,7 @@ def read_columns(source, table: str, symbol=None, seq=None, ts=None, columns=Non
     """
     dtype, cols = _columns_wanted(table, columns)
     seq, ts = _check_range("seq", seq), _check_range("ts", ts)
-    need = list(dict.fromkeys(cols + ["seq"] + (["ts"] if ts else [])))
+    need = _need(cols, symbol)
     parts, merge = _parts(source, table, symbol, seq, ts, need)
     n = sum(p[2] for p in parts)
     if len(parts) == 1 and not merge and isinstance(parts[0][1], slice) \
@@ -261,7 +448,7 @@ def read(source, table: str, symbol=None, seq=None, ts=None, columns=None) -> np
     """
     dtype, cols = _columns_wanted(table, columns)
     seq, ts = _check_range("seq", seq), _check_range("ts", ts)
-    need = list(dict.fromkeys(cols + ["seq"] + (["ts"] if ts else [])))
+    need = _need(cols, symbol)
     parts, merge = _parts(source, table, symbol, seq, ts, need)
     out_dtype = dtype if columns is None else np.dtype([(c, dtype.fields[c][0]) for c in cols],
                                                        align=True)
