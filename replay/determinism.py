@@ -70,7 +70,7 @@ from exchange.engine import OutputBuffers
 from exchange.schema import ORDER_DTYPE
 from numba import njit
 
-from store import iter_columns, read_checkpoint
+from store import Reader, iter_columns, read_checkpoint
 from store.digest import RowDigest, by_symbol, is_digest
 from store.segment import check_registered
 
@@ -450,13 +450,15 @@ def _pipeline(info: RunInfo, eng, plan: list, ck_seqs: set, bar, digests=None,
     width = max((hi - lo + 1 for lo, hi in plan), default=0)
     buffers = (np.zeros(width, ORDER_DTYPE), np.zeros(width, ORDER_DTYPE))
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rerun-read")
+    # one Reader keeps the catalog snapshot and open segments across ranges (pool thread only)
+    reader = pool.submit(Reader, data_dir).result()   # its sqlite connection lives on that thread
     pending = []                 # (range index, compare future, checkpoint Divergence or None)
 
     def load(k):
         lo, hi = plan[k]
         by_rows = digests is None or hi > through
         loaded = pool.submit(_load, data_dir, lo, hi, buffers[k % 2], by_rows,
-                             () if by_rows else digests.files(lo, hi))
+                             () if by_rows else digests.files(lo, hi), reader)
         ck = pool.submit(_stored_checkpoint, data_dir, hi) if hi in ck_seqs else None
         return loaded, ck
 
@@ -522,6 +524,7 @@ def _pipeline(info: RunInfo, eng, plan: list, ck_seqs: set, bar, digests=None,
         if divergence is None:
             divergence = settle(len(plan))
     finally:
+        pool.submit(reader.close).result()
         pool.shutdown(wait=True, cancel_futures=True)
     if isinstance(divergence, str):   # a digest differs: the caller compares row by row
         return counts, None, divergence
@@ -549,7 +552,7 @@ _ROWS_PER_COPY = 16_384   # rows per field copy: the destination rows (45 B each
 
 
 def _load(data_dir: str, lo: int, hi: int, buf: np.ndarray, outputs: bool = True,
-          check=()) -> tuple[np.ndarray, dict | None]:
+          check=(), source=None) -> tuple[np.ndarray, dict | None]:
     """The orders of seq lo..hi as an engine batch (a view of ``buf``), and the stored outputs
     as column blocks (None unless ``outputs``). ``check``: catalog rows of segments whose files
     are checked without decoding them (digest mode: checksums, and the file's index against the
@@ -557,7 +560,8 @@ def _load(data_dir: str, lo: int, hi: int, buf: np.ndarray, outputs: bool = True
     table lacks one of those seqs, CorruptionError if a file fails a check."""
     for row in check:
         check_registered(data_dir, row)
-    blocks = list(iter_columns(data_dir, "orders", seq=(lo, hi)))
+    source = source or data_dir   # a Reader over data_dir, or the path
+    blocks = list(iter_columns(source, "orders", seq=(lo, hi)))
     n = sum(b["seq"].size for b in blocks)
     if n != hi - lo + 1 or (n and (blocks[0]["seq"][0] != lo or blocks[-1]["seq"][-1] != hi)):
         raise StoreError(f"{data_dir}: the orders table holds {n} messages for "
@@ -576,7 +580,7 @@ def _load(data_dir: str, lo: int, hi: int, buf: np.ndarray, outputs: bool = True
         pos += k
     if not outputs:
         return orders, None
-    stored = {name: list(iter_columns(data_dir, name, seq=(lo, hi))) for name in OUTPUT_TABLES}
+    stored = {name: list(iter_columns(source, name, seq=(lo, hi))) for name in OUTPUT_TABLES}
     return orders, stored
 
 

@@ -76,7 +76,7 @@ import numpy as np
 
 from exchange.errors import CorruptionError, UsageError, VerificationError
 from exchange.schema import MAX_PRICE, Event, Reason, Side, Stp
-from store import Catalog, read
+from store import Catalog, Reader, read
 from store.tables import STORED_DTYPES, orders_with_seq
 
 import replay.verifier_kernel as K
@@ -373,8 +373,9 @@ def _stored_symbols(data_dir: str) -> list[int]:
     return sorted(ids | {int(s) for s in np.unique(tail["symbol"])})
 
 
-def _read_range(data_dir: str, sid: int, lo: int, hi: int) -> dict:
-    return {n: read(data_dir, n, symbol=sid, seq=(lo, hi)) for n in ("orders", "fills", "l2", "events")}
+def _read_range(source, sid: int, lo: int, hi: int) -> dict:
+    """The four tables of symbol ``sid`` over seqs lo..hi from ``source`` (a path or a Reader)."""
+    return {n: read(source, n, symbol=sid, seq=(lo, hi)) for n in ("orders", "fills", "l2", "events")}
 
 
 def _ranges(first: int, last: int, chunk: int) -> list[tuple[int, int]]:
@@ -421,12 +422,15 @@ def verify(data_dir, *, progress: bool = False, max_violations: int = 1000,
     # why a thread: reading and decoding the next range runs while the kernel (which releases
     # the GIL) checks this one; with two free cores verify costs about max(read, check)
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="verify-read")
+    # one Reader keeps the catalog snapshot and open segments across ranges; it is used only
+    # on the pool's one thread (a Reader is not thread-safe)
+    reader = pool.submit(Reader, data_dir).result()   # its sqlite connection lives on that thread
     try:
-        ahead = pool.submit(_read_range, data_dir, *jobs[0]) if jobs else None
+        ahead = pool.submit(_read_range, reader, *jobs[0]) if jobs else None
         state = None
         for k, (sid, lo, hi) in enumerate(jobs):
             t = ahead.result()
-            ahead = pool.submit(_read_range, data_dir, *jobs[k + 1]) if k + 1 < len(jobs) else None
+            ahead = pool.submit(_read_range, reader, *jobs[k + 1]) if k + 1 < len(jobs) else None
             last = k + 1 == len(jobs) or jobs[k + 1][0] != sid
             state = state if state is not None else \
                 run.begin(options.get(sid, options.get(None)))
@@ -439,6 +443,7 @@ def verify(data_dir, *, progress: bool = False, max_violations: int = 1000,
                 run.end(state)
                 state = None
     finally:
+        pool.submit(reader.close).result()
         pool.shutdown(wait=True, cancel_futures=True)
     if info.last_seq > info.first_seq:
         run.stream(np.concatenate(seqs) if seqs else np.zeros(0, np.int64), info.first_seq + 1,

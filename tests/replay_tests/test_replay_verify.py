@@ -19,7 +19,8 @@ def tables():
 
 
 def _check(orders, fills, l2, events, stp=STP):
-    return verify_arrays(orders, fills, l2, events, stp=stp, symbols=range(len(SYMBOLS)))
+    return verify_arrays(orders, fills, l2, events, stp=stp, symbols=range(len(SYMBOLS)),
+                         ownership=True)   # make_engine enforces ownership, as Engine does
 
 
 def _rules_at(report, seq):

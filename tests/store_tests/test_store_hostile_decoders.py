@@ -214,7 +214,7 @@ def _segment(path: str, *, table: str = "l2", rows: int = 10, seq=(1, 1), ts=(0,
         for name in dt.names:
             b = _const_block(dt.fields[name][0].kind == "i")
             cols.append((name, dt.fields[name][0].str, codecs.FOR, sg.NONE, b, len(b)))
-    parts, pos = [sg.HEADER.pack(sg.MAGIC, sg.VERSION, 0)], sg.HEADER.size
+    parts, pos = [sg.HEADER.pack(sg.MAGIC, 2, 0)], sg.HEADER.size
     index = [sg._s(table), sg.INDEX_HEAD.pack(symbol, rows, *seq, *ts,
                                                        len(cols) if ncols is None else ncols)]
     for name, dts, enc, codec, stored, raw in cols:
@@ -224,7 +224,7 @@ def _segment(path: str, *, table: str = "l2", rows: int = 10, seq=(1, 1), ts=(0,
         index += [name, sg._s(dts), sg.INDEX_COL.pack(enc, codec, pos, len(stored), raw, crc)]
         pos += len(stored) + sg.CRC.size
     idx = b"".join(index)
-    parts += [idx, sg.FOOTER.pack(pos, len(idx), crc32c.crc32c(idx), sg.VERSION, 0, sg.FOOT_MAGIC)]
+    parts += [idx, sg.FOOTER.pack(pos, len(idx), crc32c.crc32c(idx), 2, 0, sg.FOOT_MAGIC)]
     data = b"".join(parts)
     with open(path, "wb") as f:
         f.write(data)

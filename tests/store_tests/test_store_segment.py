@@ -89,7 +89,7 @@ def test_version_1_segments_still_read():
 
     with tempfile.TemporaryDirectory() as d:
         rows = _rows("fills")
-        info = write_segment(d, "fills", 0, rows, codec="none",
+        info = write_segment(d, "fills", 0, rows, codec="none", version=2,
                              chooser=_packed_only_chooser())
         path = os.path.join(d, info.path)
         _set_version(path, 1)
