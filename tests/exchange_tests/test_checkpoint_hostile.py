@@ -18,6 +18,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from exchange import Engine
+from exchange.checkpoint import V1_ROW_DTYPE, VERSION
 from exchange.errors import CorruptionError, ExsimError, UsageError
 from exchange.schema import CHECKPOINT_DTYPE, MAX_PRICE, MAX_QTY
 
@@ -44,10 +45,10 @@ def parts(blob: bytes):
     return header, np.frombuffer(blob, CHECKPOINT_DTYPE, count=n, offset=24 + hlen).copy()
 
 
-def build(header, rows, *, nrows=None, header_bytes=None, hlen=None) -> bytes:
+def build(header, rows, *, nrows=None, header_bytes=None, hlen=None, version=VERSION) -> bytes:
     """A checkpoint of these parts with a correct CRC (``nrows``/``hlen`` may lie)."""
     h = json.dumps(header, sort_keys=True).encode() if header_bytes is None else header_bytes
-    body = (b"EXSIMCKP" + struct.pack("<II", 1, len(h) if hlen is None else hlen) + h
+    body = (b"EXSIMCKP" + struct.pack("<II", version, len(h) if hlen is None else hlen) + h
             + struct.pack("<Q", len(rows) if nrows is None else nrows) + rows.tobytes())
     return body + struct.pack("<I", crc32c.crc32c(body))
 
@@ -91,7 +92,69 @@ ROW_CASES = [
     (lambda: _swap(1, 2), r"row 2.*priority order"),     # a worse level before a better one
     (lambda: _swap(0, 5), r"row \d.*priority order"),     # symbol B's row among A's
     (lambda: _row(3, price=99), r"crossed"),               # A's best ask at its best bid
+    # the fields of stops, icebergs and expiry
+    (lambda: _row(0, hidden=3), r"row 0.*reserve 3.*display_qty 0"),   # reserve, no display
+    (lambda: _row(0, hidden=-1, display_qty=5), r"row 0.*reserve -1"),
+    (lambda: _row(0, display_qty=2), r"row 0.*shown qty 5 and display_qty 2"),
+    (lambda: _row(0, display_qty=-1), r"row 0.*display_qty -1"),
+    (lambda: _row(1, expire_ts=10), r"row 1.*expire_ts 10 with tif 0"),  # GTC with an expiry
+    (lambda: _row(1, tif=4), r"row 1.*expire_ts 0 with tif 4"),        # GTD without one
+    (lambda: _row(1, tif=1), r"row 1.*tif 1 of a resting order"),       # IOC cannot rest
+    (lambda: _row(2, order_type=1), r"row 2.*order_type 1 of a resting order"),
+    (lambda: _row(2, stop_price=99), r"row 2.*stop_price 99 of a resting order"),
+    (lambda: _row(4, pending=3), r"row 4.*pending 3"),
+    (lambda: _row(6, pending=1), r"row 6.*order_type 0 of a pending stop"),
+    (lambda: _row(6, pending=1, order_type=3), r"row 6.*filled|row 6.*stop_price 0"),
+    (lambda: _row(6, pending=1, order_type=2), r"row 6.*price 105 of a pending STOP"),
+    (lambda: _row(6, pending=1, order_type=3, stop_price=200), r"row 6.*stop_price 200"),
+    (lambda: _row(5, pending=1, order_type=3, stop_price=100, price=100, flags=0),
+     r"row 6.*out of priority order \(resting orders first"),   # a resting row after a stop
+    (lambda: _stops(0, 1), r"row 1.*BUY stop at 100.*out of order"),   # BUY stops must rise
+    (lambda: _stops(1, 1), r"row 1.*SELL stop at 105.*out of order"),  # SELL stops must fall
+    (lambda: _stops(0, 0, filled=1), r"row 0.*filled 1.*pending stop"),
+    (lambda: _stops(0, 0, flags=1), r"row 0.*flags 0x1.*pending stop"),
+    (lambda: _stops(0, 0, tif=2), r"row 0.*tif 2 of a pending stop"),   # a stop cannot be FOK
+    (lambda: _stops(0, 0, hidden=1), r"row 0.*reserve 1 of a pending stop"),
 ]
+
+
+def _stops(side, swap, **fields):
+    """Symbol B with two pending stops of ``side`` (trigger 100 and 105), in release order
+    unless ``swap``; ``fields`` edit the first."""
+    rows = np.zeros(2, CHECKPOINT_DTYPE)
+    rows["symbol"], rows["side"], rows["pending"], rows["order_type"] = 1, side, 1, 2
+    rows["order_id"], rows["qty"] = [1, 2], 5
+    triggers = [100, 105] if side == 0 else [105, 100]
+    rows["stop_price"] = triggers[::-1] if swap else triggers
+    for f, v in fields.items():
+        rows[0][f] = v
+    return build(HEADER, rows)
+
+
+def test_pending_stops_in_release_order_restore_exactly():
+    blob = _stops(0, 0)
+    eng = Engine.restore(blob)
+    assert eng.checkpoint() == blob and eng.stops("B")["order_id"].tolist() == [1, 2]
+
+
+def test_a_version_1_checkpoint_of_42_byte_rows_restores_with_the_new_fields_zero():
+    old = np.zeros(len(ROWS), V1_ROW_DTYPE)
+    for name in V1_ROW_DTYPE.names:
+        old[name] = ROWS[name]
+    assert V1_ROW_DTYPE.itemsize == 42
+    eng = Engine.restore(build(HEADER, old, version=1))
+    assert eng.checkpoint() == BLOB
+
+
+def test_a_version_1_checkpoint_with_a_bad_row_names_its_byte_offset():
+    old = np.zeros(len(ROWS), V1_ROW_DTYPE)
+    for name in V1_ROW_DTYPE.names:
+        old[name] = ROWS[name]
+    old[3]["qty"] = 0
+    blob = build(HEADER, old, version=1)
+    with pytest.raises(CorruptionError, match="row 3.*qty") as err:
+        Engine.restore(blob)
+    assert err.value.offset == len(blob) - 4 - (len(old) - 3) * 42
 
 
 @pytest.mark.parametrize("make,match", ROW_CASES)
