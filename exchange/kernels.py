@@ -136,6 +136,49 @@ def _fok_fillable(books, levels, arena, ladder_levels, opp_b, side, is_market, l
     return acc >= qty
 
 
+@njit(cache=True, _nrt=False)
+def fillable_reaches(books, levels, arena, ladder_levels, opp_b, side, is_market, limit, qty,
+                     trader, stp):
+    """Whether the quantity matching would fill now reaches ``qty`` (semantics.md, "FOK and
+    minimum quantity"): the FOK test, and the min_qty test with ``qty = min_qty``.
+
+    Walks the opposite book ``opp_b`` in priority order within the limit. Without a self-trade
+    in the way a level gives its displayed and reserve quantity (refills come back to the same
+    aggressor); under CANCEL_RESTING the trader's own orders are skipped; under CANCEL_INCOMING
+    and CANCEL_BOTH the walk stops at the first of them, counting only the displayed quantity
+    of the orders before it at that level (their refills would queue behind it).
+    The validation module calls this in place of its reserve-blind walk.
+    """
+    bk = books[opp_b]
+    acc = np.int64(0)
+    for k in range(bk.off + bk.n - 1, bk.off - 1, -1):
+        L = levels[ladder_levels[k]]
+        if not _crosses(side, is_market, limit, L.price):
+            break
+        if stp == Stp.NONE:
+            acc += L.qty + L.hidden
+            if acc >= qty:
+                return True
+            continue
+        # the orders of this level before the trader's first own order, displayed only
+        shown = np.int64(0)
+        reserve = np.int64(0)
+        r = L.head
+        while r >= 0:
+            o = arena[r]
+            if o.trader == trader:
+                if stp != Stp.CANCEL_RESTING:
+                    return acc + shown >= qty
+            else:
+                shown += o.leaves
+                reserve += o.hidden
+            r = o.next
+        acc += shown + reserve
+        if acc >= qty:
+            return True
+    return acc >= qty
+
+
 @njit(cache=True, _nrt=False, inline="always")
 def _remove_order(arena, levels, books, index, expiry, meta, r, bucket=-1):
     """Unlink live order ``r`` from its level, the index, the expiry heap and its book; free its

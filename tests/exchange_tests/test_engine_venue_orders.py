@@ -517,3 +517,35 @@ def test_iceberg_refills_swept_by_a_big_order_fit_tiny_buffers():
                   buy(100, 200, 800, trader=2))
     whole = _one_by_one_equals_batch(flow, make)
     assert len(whole.fills) == 800
+
+
+# ---- the FOK / min_qty walk (exchange.kernels.fillable_reaches) ----------------------------------
+
+def _reaches(e, qty, trader=9, stp=0, limit=100):
+    from exchange.kernels import fillable_reaches
+    s = e.state
+    return bool(fillable_reaches(s.books, s.levels, s.arena, s.ladder_levels, 1, Side.BUY,
+                                 False, limit, qty, trader, stp))
+
+
+def test_the_fok_walk_counts_reserve_when_no_self_trade_is_in_the_way():
+    e = eng()
+    e.process(cat(sell(1, 100, 30, display_qty=5, trader=1), sell(2, 101, 5, trader=1)))
+    assert _reaches(e, 30) and not _reaches(e, 31)
+    assert _reaches(e, 35, limit=101)
+
+
+def test_the_fok_walk_under_cancel_resting_skips_own_orders_and_their_reserve():
+    e = eng()
+    e.process(cat(sell(1, 100, 30, display_qty=5, trader=9), sell(2, 100, 7, trader=1)))
+    assert _reaches(e, 7, stp=1) and not _reaches(e, 8, stp=1)
+
+
+def test_the_fok_walk_under_cancel_incoming_stops_at_own_order_counting_shown_before_it():
+    """The iceberg ahead of the trader's own order refills behind it, so only its shown 5
+    count; matching would stop at the own order."""
+    e = eng()
+    e.process(cat(sell(1, 100, 30, display_qty=5, trader=1), sell(2, 100, 7, trader=9),
+                  sell(3, 100, 50, trader=1)))
+    for stp in (2, 3):
+        assert _reaches(e, 5, stp=stp) and not _reaches(e, 6, stp=stp)
