@@ -796,19 +796,15 @@ def _room(m, arena, levels, index, books, ladder_levels, meta, stops, expiry, fi
                 opp_b = sym * 2 + 1 - side
                 opp = books[opp_b]
                 stp = meta[M_STP]
-                crosses = opp.n > 0 and _crosses(
-                    side, is_market, m.price, levels[ladder_levels[opp.off + opp.n - 1]].price)
-                nstops = stops[sym * 2].live + stops[sym * 2 + 1].live
-                if crosses and nstops > 0:
-                    status = _cascade_room(m, sym, side, qty, levels, books, ladder_levels,
-                                           meta, stops, fills, l2, events, cnt)
-                    if status != OK:
-                        return status
-                    return OK
+                if stops[sym * 2].live + stops[sym * 2 + 1].live > 0 and opp.n > 0 and _crosses(
+                        side, is_market, m.price,
+                        levels[ladder_levels[opp.off + opp.n - 1]].price):
+                    return _cascade_room(m, sym, side, qty, levels, books, ladder_levels,
+                                         meta, stops, fills, l2, events, cnt)
                 bound = opp.live
                 if stp != Stp.CANCEL_RESTING and qty < bound:
                     bound = max(qty, 0)  # each fill takes at least one lot
-                elif crosses:
+                elif opp.n > 0:
                     # refills add fills: at most the reserve of the levels it can reach
                     h = np.int64(0)
                     acc = np.int64(0)
