@@ -10,11 +10,12 @@ Invariants:
 - ``process`` on a batch and the same messages one at a time (or through ``submit``, ``cancel``,
   ``modify``) produce byte-identical outputs: the per-order calls build a one-row batch.
 - Output arrays are zero-initialised, so padding bytes are zero and outputs compare byte for byte.
-- ``checkpoint()`` is canonical (live orders in priority order, counters, options): two engines
-  with equal checkpoints produce equal outputs from then on, and ``state_hash`` hashes it.
-  Its bytes are ``exchange.checkpoint``'s layout, written and parsed only there.
-  ``restore`` checks a blob's every field and row first (a CorruptionError "checkpoint: ..."
-  otherwise), so ``restore(b).checkpoint() == b`` for every blob it accepts.
+- ``checkpoint()`` is canonical (resting orders in priority order, then pending stops in release
+  order, counters, options): two engines with equal checkpoints produce equal outputs from then
+  on, and ``state_hash`` hashes it. Its bytes are ``exchange.checkpoint``'s layout, written and
+  parsed only there. ``restore`` checks a blob's every field and row first (a CorruptionError
+  "checkpoint: ..." otherwise), so ``restore(b).checkpoint() == b`` for every blob of the
+  current version it accepts.
 """
 
 from __future__ import annotations
@@ -537,12 +538,16 @@ class Engine:
         """Return a new engine in exactly the state ``blob`` (from ``checkpoint``) describes.
 
         Everything is checked before state is built, so ``restore(b).checkpoint() == b`` for
-        every blob it accepts: the frame (magic, CRC32C, version, a header length and row count
-        that fit the blob, checked before allocating), the header (the canonical JSON of
-        ``checkpoint``: known stp, symbols with ids 0, 1 ..., distinct names, finite tick sizes
-        > 0, integer bands within 1..MAX_PRICE, counters in range) and every row (``check_rows``:
-        known symbol and side, quantities in range, price in band, priority order, no crossed
-        book; no duplicate order id per symbol). Linear in symbols and rows.
+        every blob of the current version it accepts (a version 1 blob restores to the same
+        state, written back in the current version): the frame (magic, CRC32C, version, a
+        header length and row count that fit the blob, checked before allocating), the header
+        (the canonical JSON of ``checkpoint``: known stp, symbols with ids 0, 1 ..., distinct
+        names, finite tick sizes > 0, integer bands within 1..MAX_PRICE, counters in range) and
+        every row (``check_rows``: known symbol and side, quantities in range, price in band,
+        the fields of stops, icebergs and expiry consistent, resting orders in priority order
+        then pending stops in release order, no crossed book; no duplicate order id per
+        symbol). Pending stops go back into their stop books and DAY/GTD orders into the expiry
+        heap. Linear in symbols and rows.
         Raises UsageError if ``blob`` is not bytes-like; CorruptionError ("checkpoint: ...",
         with the row index or header field, and the byte offset) for anything else wrong.
         """
