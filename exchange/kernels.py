@@ -904,7 +904,8 @@ def process_batch(msgs, start, arena, levels, index, books, ladder_keys, ladder_
     ``ahead`` is the prefetch distance in messages (0: no prefetching; results are identical
     either way). Returns (status, next): status OK with next == len(msgs) when done; otherwise
     the state or output array to grow (NEED_*) and the index of the first message not yet
-    processed.
+    processed (the orders expiring before it may already be out, their rows written: the call
+    from ``next`` goes on with the rest).
     """
     n = len(msgs)
     for i in range(start, n):
