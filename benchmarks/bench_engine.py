@@ -6,6 +6,9 @@ Workloads:
   uniform1   the seeded 1 M flow (scenarios.bench_1m: 60% passive limits within 50 ticks of a
              random-walk mid, 30% cancels of live orders, 10% crossing limits, sizes 1-100, seed 7)
   uniform100 the same over 100 symbols
+  venue      uniform1 with 10% of its NEW limits turned into stops, 10% into icebergs and 10%
+             into GTD orders (scenarios.generators.venue_mix, seed 7): the order types of a real
+             venue; not run on a --baseline engine that predates them
 
 Each run builds a fresh engine and feeds the workload in batches (default 65,536 messages) with
 fills, L2 updates and events all emitted. "reused" keeps the output buffers between batches
@@ -80,8 +83,8 @@ def quantcup_workload(target: int) -> tuple[np.ndarray, int]:
     return flow, reps
 
 
-def load_baseline(rev: str) -> type:
-    """Return the ``Engine`` class of this repository's ``exchange/`` at git revision ``rev``.
+def load_baseline(rev: str):
+    """Return the ``exchange`` package of this repository at git revision ``rev`` (a module).
 
     The package is extracted once per commit to <tmp>/exsim-engine-baseline-<sha> and imported
     as ``exchange_baseline`` (its numba cache lives there, apart from the working tree's).
@@ -112,12 +115,25 @@ def load_baseline(rev: str) -> type:
     module = importlib.util.module_from_spec(spec)
     sys.modules["exchange_baseline"] = module
     spec.loader.exec_module(module)
-    return module.Engine
+    return module
+
+
+def in_dtype(flow: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Return ``flow`` as an array of ``dtype`` (an older engine's ORDER_DTYPE: its fields only)."""
+    if flow.dtype == dtype:
+        return flow
+    out = np.zeros(len(flow), dtype)
+    for name in dtype.names:
+        out[name] = flow[name]
+    return out
 
 
 def run_once(flow: np.ndarray, n_symbols: int, batch: int, reuse: bool,
-             prefetch: int | None = None, engine_cls: type = Engine) -> dict:
-    """Feed ``flow`` to a fresh ``engine_cls`` in batches; return timing and output counts."""
+             prefetch: int | None = None, package=None) -> dict:
+    """Feed ``flow`` to a fresh engine of ``package`` (default: this ``exchange``) in batches;
+    return timing and output counts."""
+    engine_cls = Engine if package is None else package.Engine
+    buffers = OutputBuffers if package is None else package.OutputBuffers
     eng = engine_cls()
     if prefetch is not None:
         eng.prefetch_distance = prefetch
@@ -125,7 +141,7 @@ def run_once(flow: np.ndarray, n_symbols: int, batch: int, reuse: bool,
         eng.add_symbol(f"S{s}")
     fills = l2 = events = 0
     peak_live = 0
-    out = OutputBuffers(batch) if reuse else None
+    out = buffers(batch) if reuse else None
     t0 = time.perf_counter()
     for lo in range(0, len(flow), batch):
         res = eng.process(flow[lo: lo + batch], out=out)
@@ -138,12 +154,12 @@ def run_once(flow: np.ndarray, n_symbols: int, batch: int, reuse: bool,
             "live_end": eng.live_orders, "state_bytes": eng.memory_bytes()}
 
 
-def first_call_seconds(engine_cls: type = Engine) -> float:
+def first_call_seconds(package=None) -> float:
     """Time the process's first engine call: numba compile, or loading its on-disk cache."""
     t0 = time.perf_counter()
-    eng = engine_cls()
+    eng = (Engine if package is None else package.Engine)()
     eng.add_symbol("X")
-    eng.process(np.zeros(1, ORDER_DTYPE))
+    eng.process(np.zeros(1, ORDER_DTYPE if package is None else package.ORDER_DTYPE))
     return time.perf_counter() - t0
 
 
@@ -161,29 +177,34 @@ def main(argv: list[str] | None = None) -> dict:
         ap.error(f"--runs and --batch must be >= 1; got {args.runs} and {args.batch}")
 
     from scenarios.generators.uniform import BENCH_1M, uniform_flow
+    from scenarios.generators.venue_mix import venue_mix
 
     args.runs = _smoke.scaled(args.runs, 1)
     law = {**BENCH_1M, "n": _smoke.scaled(BENCH_1M["n"], SMOKE_MESSAGES)}   # scenarios.bench_1m
     first = first_call_seconds()
-    baseline_cls = load_baseline(args.baseline) if args.baseline else None
-    baseline_first = first_call_seconds(baseline_cls) if baseline_cls else None
+    baseline = load_baseline(args.baseline) if args.baseline else None
+    baseline_first = first_call_seconds(baseline) if baseline else None
     qc, qc_syms = quantcup_workload(_smoke.scaled(args.quantcup_messages, 1))
-    workloads = {"quantcup": (qc, qc_syms), "uniform1": (uniform_flow(n_symbols=1, **law), 1),
-                 "uniform100": (uniform_flow(n_symbols=100, **law), 100)}
+    uniform1 = uniform_flow(n_symbols=1, **law)
+    workloads = {"quantcup": (qc, qc_syms), "uniform1": (uniform1, 1),
+                 "uniform100": (uniform_flow(n_symbols=100, **law), 100),
+                 "venue": (venue_mix(uniform1, seed=7), 1)}
     rows = []
     versus = []
     for name, (flow, nsym) in workloads.items():
         # interleaved rounds, so machine noise hits every variant alike
-        variants = [("reused", True, None, Engine), ("fresh", False, None, Engine),
-                    ("reused, no prefetch", True, 0, Engine)]
-        if baseline_cls is not None:
-            variants.append(("reused, baseline", True, None, baseline_cls))
+        variants = [("reused", True, None, None, flow), ("fresh", False, None, None, flow),
+                    ("reused, no prefetch", True, 0, None, flow)]
+        with_baseline = baseline is not None and name != "venue"
+        if with_baseline:
+            variants.append(("reused, baseline", True, None, baseline,
+                             in_dtype(flow, baseline.ORDER_DTYPE)))
         timed: dict[str, list[dict]] = {v[0]: [] for v in variants}
         for rnd in range(args.runs):
             # alternate the order too: the variant run right after another may find warmer caches
-            for label, reuse, prefetch, cls in (variants if rnd % 2 == 0 else variants[::-1]):
-                timed[label].append(run_once(flow, nsym, args.batch, reuse, prefetch, cls))
-        if baseline_cls is not None:
+            for label, reuse, prefetch, pkg, f in (variants if rnd % 2 == 0 else variants[::-1]):
+                timed[label].append(run_once(f, nsym, args.batch, reuse, prefetch, pkg))
+        if with_baseline:
             new, old = timed["reused"], timed["reused, baseline"]
             versus.append({
                 "workload": name,
@@ -212,7 +233,7 @@ def main(argv: list[str] | None = None) -> dict:
               "runs": args.runs, "machine": machine(),
               "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
               "rows": rows}
-    if baseline_cls is not None:
+    if baseline is not None:
         report["baseline"] = {"rev": args.baseline, "first_call_seconds": baseline_first,
                               "versus": versus}
     print(f"first call (compile or cache load): {first:.2f} s; batch {args.batch}; "

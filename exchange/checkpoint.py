@@ -6,8 +6,18 @@ ascending, bids then asks, best level first, FIFO within a level; then every pen
 symbols ascending, BUY stops by rising then SELL stops by falling stop price, FIFO among equal),
 u32 CRC32C of everything before it. Version 1 (before stops, icebergs and expiry) wrote the
 42-byte ``V1_ROW_DTYPE`` rows, a prefix of today's fields: ``frame`` still reads them, every new
-field zero (a resting GTC LIMIT without reserve or expiry). The header is ``json.dumps(..., sort_keys=True)`` of ``{"config": {"stp", "symbols":
-[{"name", "id", "tick_size", "min_price", "max_price"}]}, "seq", "trade_id", "next_auto_id"}``.
+field zero (a resting GTC LIMIT without reserve or expiry). The header is
+``json.dumps(..., sort_keys=True)`` of ``{"config": {"stp", "ownership",
+"symbols": [{"name", "id", "tick_size", "min_price", "max_price", "tick_table", "lot_size",
+"min_order_qty", "session_close", "currency", "tick_value", "maker_bps", "taker_bps"}]}, "seq",
+"trade_id", "next_auto_id", "last_prices"}`` (``last_prices``: each symbol's last trade price, 0
+before its first trade).
+
+Headers written before ownership, the symbol options and last prices existed lack all of those
+keys (the "old form"); they parse with ownership off, default options and no trade yet. An
+engine in exactly that state (``old_form``) writes the old form again, so such a checkpoint
+restores and re-encodes to the same header bytes; any other state writes every key. A header
+has all the new keys or none of them.
 
 Invariants: ``encode`` is canonical (one byte string per state); ``parse`` accepts only what
 ``encode`` can write, checking the frame before allocating anything (magic, checksum, version,
@@ -31,9 +41,13 @@ import numpy as np
 from . import checkpoint_kernels as ck_kernels
 from .errors import CorruptionError
 from .schema import CHECKPOINT_DTYPE, MAX_LEVEL_QTY, MAX_PRICE, MAX_QTY, Side, Stp
+from .symbol_options import DEFAULTS as _DEFAULT_OPTIONS
+from .symbol_options import OPTIONS as _OPTIONS
+from .symbol_options import OptionError, normalize as _normalize_options
 
 __all__ = ["MAGIC", "VERSION", "V1_ROW_DTYPE", "MAX_ORDERS", "Checkpoint", "encode",
-           "header_bytes", "frame", "row_size", "parse", "row_problem", "positive_number"]
+           "header_bytes", "frame", "row_size", "parse", "row_problem", "positive_number",
+           "make_header"]
 
 MAGIC = b"EXSIMCKP"
 VERSION = 2
@@ -46,9 +60,13 @@ MAX_ORDERS = (1 << 31) - 1   # arena slots, levels and their links are int32
 _I64_MAX = (1 << 63) - 1
 _U64_MAX = (1 << 64) - 1
 
+# the old form's fields; the new form adds the _NEW ones
 _HEADER_FIELDS = {"config", "seq", "trade_id", "next_auto_id"}
 _CONFIG_FIELDS = {"stp", "symbols"}
 _SYMBOL_FIELDS = {"name", "id", "tick_size", "min_price", "max_price"}
+_NEW_HEADER_FIELDS = _HEADER_FIELDS | {"last_prices"}
+_NEW_CONFIG_FIELDS = _CONFIG_FIELDS | {"ownership"}
+_NEW_SYMBOL_FIELDS = _SYMBOL_FIELDS | set(_OPTIONS)
 
 
 class Checkpoint(NamedTuple):
@@ -56,10 +74,13 @@ class Checkpoint(NamedTuple):
 
     header: bytes      # the header JSON exactly as stored
     stp: str           # self-trade prevention mode's name
-    symbols: list      # (name, tick_size, min_price, max_price) per symbol id
+    symbols: list      # (name, tick_size, min_price, max_price, options) per symbol id; options
+                       # in symbol_options' normal form
     counters: tuple    # (seq, trade_id, next_auto_id)
     rows: np.ndarray   # CHECKPOINT_DTYPE, a read-only view into the blob
     rows_at: int       # byte offset of the first row (for error offsets)
+    ownership: bool    # the engine's ownership option (False in an old-form header)
+    last_prices: list  # each symbol's last trade price (0: none yet; all 0 in an old form)
 
 
 def positive_number(value) -> bool:
@@ -67,6 +88,22 @@ def positive_number(value) -> bool:
     if type(value) is int:
         return value > 0
     return type(value) is float and math.isfinite(value) and value > 0
+
+
+def make_header(config: dict, seq: int, trade_id: int, next_auto_id: int,
+                last_prices: list) -> dict:
+    """Return the checkpoint header of an engine with ``Engine.config()`` ``config``, its
+    counters and its symbols' last trade prices: the old form (see the module) when ownership
+    is off, every symbol option is at its default and no symbol has traded, else the new."""
+    old = (not config["ownership"] and not any(last_prices)
+           and all(sym[k] == v for sym in config["symbols"] for k, v in _DEFAULT_OPTIONS.items()))
+    if old:
+        config = {"stp": config["stp"],
+                  "symbols": [{k: sym[k] for k in _SYMBOL_FIELDS} for sym in config["symbols"]]}
+    header = {"config": config, "seq": seq, "trade_id": trade_id, "next_auto_id": next_auto_id}
+    if not old:
+        header["last_prices"] = [int(p) for p in last_prices]
+    return header
 
 
 def header_bytes(header: dict) -> bytes:
@@ -132,8 +169,8 @@ def parse(blob) -> Checkpoint:
 
     Raises CorruptionError naming the first problem (frame, then header field)."""
     head, rows, start = frame(blob)
-    stp, symbols, counters = _parse_header(head)
-    return Checkpoint(head, stp, symbols, counters, rows, start)
+    stp, symbols, counters, ownership, last_prices = _parse_header(head)
+    return Checkpoint(head, stp, symbols, counters, rows, start, ownership, last_prices)
 
 
 def _corrupt_header(what: str) -> CorruptionError:
@@ -161,18 +198,24 @@ def _exact_fields(d, fields: set, what: str) -> None:
                                            else f"has unknown field {_short(extra[0])}"))
 
 
-def _parse_header(head: bytes) -> tuple[str, list, tuple]:
-    """Parse and check a checkpoint header; return (stp name, [(name, tick_size, min_price,
-    max_price) per symbol], (seq, trade_id, next_auto_id)). Raises CorruptionError naming the
-    field."""
+def _parse_header(head: bytes) -> tuple[str, list, tuple, bool, list]:
+    """Parse and check a checkpoint header, old form or new; return (stp name, [(name,
+    tick_size, min_price, max_price, options) per symbol], (seq, trade_id, next_auto_id),
+    ownership, last prices). Raises CorruptionError naming the field."""
     try:
         header = json.loads(head)
     except (ValueError, RecursionError) as e:   # bad JSON or UTF-8, too deep, too many digits
         raise CorruptionError(f"checkpoint: header is not JSON ({_short(str(e))})",
                               offset=16) from None
-    _exact_fields(header, _HEADER_FIELDS, "the header")
+    # either new key tells the new form; then every new key must be there
+    new = isinstance(header, dict) and ("last_prices" in header or (
+        isinstance(header.get("config"), dict) and "ownership" in header["config"]))
+    _exact_fields(header, _NEW_HEADER_FIELDS if new else _HEADER_FIELDS, "the header")
     cfg = header["config"]
-    _exact_fields(cfg, _CONFIG_FIELDS, "config")
+    _exact_fields(cfg, _NEW_CONFIG_FIELDS if new else _CONFIG_FIELDS, "config")
+    ownership = cfg.get("ownership", False)
+    if type(ownership) is not bool:
+        raise _corrupt_header(f"config.ownership must be true or false; got {_short(ownership)}")
     names = [m.name.lower() for m in Stp]
     if cfg["stp"] not in names or not isinstance(cfg["stp"], str):
         raise _corrupt_header(f"config.stp must be one of {', '.join(names)}; "
@@ -182,7 +225,8 @@ def _parse_header(head: bytes) -> tuple[str, list, tuple]:
     specs, seen = [], {}
     for k, sym in enumerate(cfg["symbols"]):
         where = f"symbol {k} "
-        _exact_fields(sym, _SYMBOL_FIELDS, f"symbol {k} (config.symbols[{k}])")
+        _exact_fields(sym, _NEW_SYMBOL_FIELDS if new else _SYMBOL_FIELDS,
+                      f"symbol {k} (config.symbols[{k}])")
         name = sym["name"]
         if not isinstance(name, str) or not name:
             raise _corrupt_header(f"{where}name must be a non-empty string; got {_short(name)}")
@@ -198,11 +242,25 @@ def _parse_header(head: bytes) -> tuple[str, list, tuple]:
         hi = _header_int(sym, "max_price", 1, MAX_PRICE, where)
         if lo > hi:
             raise _corrupt_header(f"{where}price band [{lo}, {hi}] is empty")
-        specs.append((name, tick, lo, hi))
+        try:
+            opts = _normalize_options({key: sym[key] for key in _OPTIONS if key in sym})
+        except OptionError as e:
+            raise _corrupt_header(f"{where}{e.option}: {e}") from None
+        specs.append((name, tick, lo, hi, opts))
     counters = (_header_int(header, "seq", 0, _I64_MAX),
                 _header_int(header, "trade_id", 0, _I64_MAX),
                 _header_int(header, "next_auto_id", 1, _U64_MAX + 1))
-    return cfg["stp"], specs, counters
+    last_prices = header.get("last_prices", [0] * len(specs))
+    if not isinstance(last_prices, list) or len(last_prices) != len(specs):
+        raise _corrupt_header(f"last_prices must be a list of {len(specs)} prices (one per "
+                              f"symbol); got {_short(last_prices)}")
+    for k, (p, spec) in enumerate(zip(last_prices, specs)):
+        # a trade happens at a resting order's price, which lay in the band
+        if type(p) is not int or not (p == 0 or spec[2] <= p <= spec[3]):
+            raise _corrupt_header(f"last_prices[{k}] (symbol {k}'s last trade price) must be 0 "
+                                  f"or an integer in its band [{spec[2]}, {spec[3]}]; "
+                                  f"got {_short(p)}")
+    return cfg["stp"], specs, counters, ownership, last_prices
 
 
 def row_problem(code: int, i: int, rows: np.ndarray, specs: list) -> str:

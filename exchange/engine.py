@@ -39,6 +39,8 @@ from .checkpoint import positive_number as _positive_number
 from .errors import CorruptionError, UsageError
 from .order_index import index_find, new_index, rehash_into
 from .protocol import OutputBuffers, Result
+from .symbol_options import OPTIONS as _OPTIONS
+from .symbol_options import OptionError, normalize as _normalize_options
 from .schema import (
     CHECKPOINT_DTYPE, DEPTH_DTYPE, L3_DTYPE, MAX_PRICE, ORDER_DTYPE, Flag, Kind, OrderType,
     Side, Stp, Tif,
@@ -146,23 +148,41 @@ class Engine:
         self._names: list[str] = []
         self._ids: dict[str, int] = {}
         self._tick_sizes: list[int | float] = []
+        self._options: list[dict] = []   # each symbol's options in symbol_options' normal form
         self._next_auto_id = 1
         self.prefetch_distance = 16  # messages; 0 turns prefetching off (results identical)
 
     # ---------------------------------------------------------------- symbols and options
     def add_symbol(self, name: str, tick_size: float = 1, min_price: int = 1,
-                   max_price: int = MAX_PRICE) -> int:
+                   max_price: int = MAX_PRICE, *, tick_table=None, lot_size: int = 1,
+                   min_order_qty: int = 1, session_close: int = 0, currency: str = "",
+                   tick_value: float | None = None, maker_bps: float = 0.0,
+                   taker_bps: float = 0.0) -> int:
         """Add a symbol and return its id (0, 1, 2 ... in order of adding).
 
         ``tick_size`` is kept as metadata for converting prices at the edges; the engine itself
-        works in integer ticks. ``min_price``/``max_price`` bound accepted limit prices (ticks).
-        Raises UsageError for a duplicate name, a tick size that is not a finite number > 0,
-        bounds that are not integers, or an empty or inverted price band.
+        works in integer ticks. ``min_price``/``max_price`` bound accepted prices (ticks).
+        ``tick_table`` (rows ``(from_price, tick)``; None: ``[(1, 1)]``), ``lot_size``,
+        ``min_order_qty`` and ``session_close`` (ns after midnight UTC) decide what the engine
+        accepts and when DAY orders expire; ``currency``, ``tick_value``, ``maker_bps`` and
+        ``taker_bps`` are money metadata for backtests (docs/semantics.md, "Symbols").
+        Raises UsageError naming the symbol and the option for a duplicate name, a tick size
+        that is not a finite number > 0, bounds that are not integers, an empty or inverted
+        price band, or any option ``symbol_options.normalize`` refuses.
         """
         if not isinstance(name, str) or not name:
             raise UsageError(f"symbol name must be a non-empty string; got {name!r}")
         if name in self._ids:
             raise UsageError(f"symbol {name!r} already added (id {self._ids[name]})")
+        opts = dict(lot_size=lot_size, min_order_qty=min_order_qty, session_close=session_close,
+                    currency=currency, tick_value=tick_value, maker_bps=maker_bps,
+                    taker_bps=taker_bps)
+        if tick_table is not None:
+            opts["tick_table"] = tick_table
+        try:
+            opts = _normalize_options(opts, name)
+        except OptionError as e:
+            raise UsageError(str(e)) from None
         lo = _int_arg(min_price, f"min_price of {name!r}", *_I64)
         hi = _int_arg(max_price, f"max_price of {name!r}", *_I64)
         if not (1 <= lo <= hi <= MAX_PRICE):
@@ -188,25 +208,28 @@ class Engine:
             rows["max_price"] = hi
             rows["off"] = [at, at + _INITIAL_LADDER]
             rows["cap"] = _INITIAL_LADDER
-        self._set_symbol_row(sid, [(1, 1)], 1, 1, 0)
+        self._set_symbol_row(sid, opts)
         self._names.append(name)
         self._ids[name] = sid
         self._tick_sizes.append(tick)
+        self._options.append(opts)
         self._meta[M_NSYM] = len(self._names)
         return sid
 
-    def _set_symbol_row(self, sid: int, tick_table, lot_size: int, min_order_qty: int,
-                        session_close: int) -> None:
-        """Write symbol ``sid``'s kernel row and append its tick table to ``ticks``."""
-        n = len(tick_table)
+    def _set_symbol_row(self, sid: int, opts: dict) -> None:
+        """Write symbol ``sid``'s kernel row from its normalized options ``opts`` and append its
+        tick table to ``ticks`` (the last trade price is left as it is)."""
+        table = opts["tick_table"]
+        n = len(table)
         if self._ticks_used + n > len(self._ticks):
             self._ticks = _grow(self._ticks[: self._ticks_used], self._ticks_used + n)
         at = self._ticks_used
-        self._ticks[at: at + n] = tick_table
+        self._ticks["from_price"][at: at + n] = [r[0] for r in table]
+        self._ticks["tick"][at: at + n] = [r[1] for r in table]
         self._ticks_used += n
         row = self._symbols[sid]
         row["lot_size"], row["min_order_qty"], row["session_close"] = (
-            lot_size, min_order_qty, session_close)
+            opts["lot_size"], opts["min_order_qty"], opts["session_close"])
         row["tick_off"], row["tick_n"] = at, n
 
     def symbol_id(self, symbol: str | int) -> int:
@@ -235,17 +258,63 @@ class Engine:
         """The self-trade prevention mode's name."""
         return Stp(int(self._meta[M_STP])).name.lower()
 
+    @property
+    def ownership(self) -> bool:
+        """Whether a CANCEL or MODIFY from a trader other than the order's is refused."""
+        return bool(self._meta[M_OWNERSHIP])
+
     def config(self) -> dict:
-        """Return the engine's options and symbols as a JSON-able dict (enough to rebuild it)."""
+        """Return the engine's options and symbols as a JSON-able dict (enough to rebuild it
+        with ``Engine.from_config``): "stp", "ownership" and per symbol its name, id,
+        tick_size, min_price, max_price and every ``add_symbol`` option."""
         return {
             "stp": self.stp,
+            "ownership": self.ownership,
             "symbols": [
                 {"name": n, "id": i, "tick_size": self._tick_sizes[i],
                  "min_price": int(self._books[2 * i]["min_price"]),
-                 "max_price": int(self._books[2 * i]["max_price"])}
+                 "max_price": int(self._books[2 * i]["max_price"]),
+                 **{k: (list(map(list, v)) if k == "tick_table" else v)
+                    for k, v in self._options[i].items()}}
                 for i, n in enumerate(self._names)
             ],
         }
+
+    @classmethod
+    def from_config(cls, cfg: dict) -> "Engine":
+        """Return a fresh engine (no orders) with the options and symbols of ``cfg`` (what
+        ``config()`` returns, or one written before some options existed: a missing symbol
+        option takes its default and a missing "ownership" is False, as before the option
+        existed).
+
+        Raises UsageError naming the key for anything else: a non-dict, an unknown or missing
+        key, an id out of order, or a value ``add_symbol`` or ``Engine()`` refuses."""
+        if not isinstance(cfg, dict):
+            raise UsageError(f"from_config takes a dict (Engine.config()); got "
+                             f"{type(cfg).__name__}")
+        extra = sorted(str(k) for k in cfg.keys() - {"stp", "ownership", "symbols"})
+        if extra:
+            raise UsageError(f"config has unknown key {extra[0]!r}")
+        for key in ("stp", "symbols"):
+            if key not in cfg:
+                raise UsageError(f"config lacks key {key!r}")
+        if not isinstance(cfg["symbols"], list):
+            raise UsageError(f"config key 'symbols' must be a list; got {cfg['symbols']!r}")
+        eng = cls(stp=cfg["stp"], ownership=cfg.get("ownership", False))
+        known = {"name", "id", "tick_size", "min_price", "max_price", *_OPTIONS}
+        for k, sym in enumerate(cfg["symbols"]):
+            if not isinstance(sym, dict):
+                raise UsageError(f"config symbols[{k}] must be a dict; got {sym!r}")
+            extra = sorted(str(x) for x in sym.keys() - known)
+            if extra:
+                raise UsageError(f"config symbols[{k}] has unknown key {extra[0]!r}")
+            if "name" not in sym:
+                raise UsageError(f"config symbols[{k}] lacks key 'name'")
+            if sym.get("id", k) != k or _is_bool(sym.get("id", k)):
+                raise UsageError(f"config symbols[{k}] key 'id' must be {k} (symbols in id "
+                                 f"order); got {sym['id']!r}")
+            eng.add_symbol(**{x: v for x, v in sym.items() if x != "id"})
+        return eng
 
     # ---------------------------------------------------------------- processing
     def process(self, orders: np.ndarray, *, out: OutputBuffers | None = None) -> Result:
@@ -401,28 +470,34 @@ class Engine:
             order_id = _int_arg(order_id, "order_id", *_U64)
         return self.process(self._message(Kind.NEW, sid, order_id, price, qty, ts, **fields))
 
-    def cancel(self, symbol: str | int, order_id: int, *, ts: int | None = None) -> Result:
-        """Cancel a live order; return the Result (a REJECTED event if it is not live).
+    def cancel(self, symbol: str | int, order_id: int, *, trader: int = 0,
+               ts: int | None = None) -> Result:
+        """Cancel a live order for ``trader``; return the Result (a REJECTED event if it is not
+        live, or NOT_OWNER if ownership is on and ``trader`` is not the order's).
 
-        Raises UsageError for an unknown symbol, an order_id that is not an integer in uint64
-        or a ts that is not one in int64."""
+        Raises UsageError for an unknown symbol, an order_id that is not an integer in uint64,
+        a trader not in uint32 or a ts that is not an integer in int64."""
         sid = self.symbol_id(symbol)
         order_id = _int_arg(order_id, "order_id", *_U64)
-        return self.process(self._message(Kind.CANCEL, sid, order_id, 0, 0, self._ts_arg(ts)))
+        return self.process(self._message(Kind.CANCEL, sid, order_id, 0, 0, self._ts_arg(ts),
+                                          trader=_int_arg(trader, "trader", *_U32)))
 
     def modify(self, symbol: str | int, order_id: int, *, price: int, qty: int,
-               ts: int | None = None, stop_price: int = 0) -> Result:
+               trader: int = 0, ts: int | None = None, stop_price: int = 0) -> Result:
         """Change a live order's price and open quantity (displayed plus reserve), and a pending
-        stop's ``stop_price``; return the Result (see semantics.md, MODIFY).
+        stop's ``stop_price``, for ``trader``; return the Result (see semantics.md, MODIFY;
+        NOT_OWNER if ownership is on and ``trader`` is not the order's).
 
         Raises UsageError for an unknown symbol or an argument its field cannot hold (order_id
-        uint64; price, qty, ts, stop_price int64); refused values in range come back as a
+        uint64; price, qty, ts, stop_price int64; trader uint32); refused values in range come
+        back as a
         REJECTED event."""
         sid = self.symbol_id(symbol)
         order_id = _int_arg(order_id, "order_id", *_U64)
         price, qty = _int_arg(price, "price", *_I64), _int_arg(qty, "qty", *_I64)
         return self.process(self._message(Kind.MODIFY, sid, order_id, price, qty,
                                           self._ts_arg(ts),
+                                          trader=_int_arg(trader, "trader", *_U32),
                                           stop_price=_int_arg(stop_price, "stop_price", *_I64)))
 
     @staticmethod
@@ -502,8 +577,8 @@ class Engine:
 
     # ---------------------------------------------------------------- checkpoints
     def _state_header(self) -> dict:
-        return {"config": self.config(), "seq": self.seq,
-                "trade_id": int(self._meta[M_TRADE_ID]), "next_auto_id": self._next_auto_id}
+        return ckpt.make_header(self.config(), self.seq, int(self._meta[M_TRADE_ID]),
+                                self._next_auto_id, self._symbols["last_price"].tolist())
 
     def checkpoint(self) -> bytes:
         """Return the engine's exact state as bytes (restore with ``Engine.restore``), in the
@@ -558,8 +633,10 @@ class Engine:
             raise UsageError(f"restore() takes the bytes of a checkpoint; got "
                              f"{type(blob).__name__}") from None
         ck = ckpt.parse(blob)
-        eng = cls(stp=ck.stp, capacity=min(max(2 * len(ck.rows), 1024), _MAX_ORDERS))
+        eng = cls(stp=ck.stp, ownership=ck.ownership,
+                  capacity=min(max(2 * len(ck.rows), 1024), _MAX_ORDERS))
         eng._load_checkpoint(ck.symbols, ck.rows, ck.rows_at, ckpt.row_size(blob))
+        eng._symbols["last_price"] = ck.last_prices
         eng._meta[M_SEQ], eng._meta[M_TRADE_ID], eng._next_auto_id = ck.counters
         if ckpt.header_bytes(eng._state_header()) != ck.header:
             raise CorruptionError("checkpoint: header is not in canonical form (checkpoint() "
@@ -568,10 +645,10 @@ class Engine:
 
     def _load_checkpoint(self, specs: list, rows: np.ndarray, start: int,
                          row_size: int = CHECKPOINT_DTYPE.itemsize) -> None:
-        """Build this (new, empty) engine's symbols from ``specs`` (name, tick, min, max) and its
-        books, stop books and expiry heap from checkpoint ``rows`` (at byte ``start`` of the
-        blob, ``row_size`` bytes each there), in one pass each: every array is sized once.
-        Raises CorruptionError naming the first bad row."""
+        """Build this (new, empty) engine's symbols from ``specs`` (name, tick, min, max,
+        options) and its books, stop books and expiry heap from checkpoint ``rows`` (at byte
+        ``start`` of the blob, ``row_size`` bytes each there), in one pass each: every array is
+        sized once. Raises CorruptionError naming the first bad row."""
         nsym, n = len(specs), len(rows)
         books = np.zeros(2 * nsym, BOOK_DTYPE)
         books["min_price"] = np.repeat(np.array([sp[2] for sp in specs], np.int64), 2)
@@ -599,7 +676,8 @@ class Engine:
         self._stop_rows = self._stops = stops
         self._symbol_rows = self._symbols = np.zeros(nsym, SYMBOL_DTYPE)
         for sid in range(nsym):
-            self._set_symbol_row(sid, [(1, 1)], 1, 1, 0)
+            self._set_symbol_row(sid, specs[sid][4])
+        self._options = [sp[4] for sp in specs]
         self._names = [sp[0] for sp in specs]
         self._ids = {name: k for k, name in enumerate(self._names)}
         self._tick_sizes = [sp[1] for sp in specs]

@@ -35,12 +35,15 @@ from .order_index import (
 )
 from .prefetch import prefetch
 from .schema import (
-    KNOWN_FLAGS, MAX_LEVEL_QTY, MAX_QTY, Event, Flag, Kind, OrderType, Reason, Side, Stp, Tif,
+    MAX_LEVEL_QTY, Event, Flag, Kind, OrderType, Reason, Side, Stp, Tif,
 )
+from .validation import best_crosses as _best_crosses
+from .validation import check_modify, check_new, not_owner
+from .validation import crosses as _crosses
 
 # numba keys this module's cache on this file only; these files are compiled into its kernels
 guard(__name__, __file__, deps=("exchange.book", "exchange.expiry", "exchange.order_index",
-                                "exchange.prefetch", "exchange.schema"))
+                                "exchange.prefetch", "exchange.schema", "exchange.validation"))
 
 # statuses returned by process_batch
 OK = 0
@@ -89,94 +92,6 @@ def _l2(l2, cnt, seq, ts, symbol, side, price, qty, count):
     u.count = count
     u.side = side
     cnt[1] += 1
-
-
-@njit(cache=True, _nrt=False, inline="always")
-def _crosses(side, is_market, limit, level_price):
-    if is_market:
-        return True
-    if side == _BUY:
-        return level_price <= limit
-    return level_price >= limit
-
-
-@njit(cache=True, _nrt=False, inline="always")
-def _best_crosses(books, levels, ladder_levels, opp_b, side, limit):
-    bk = books[opp_b]
-    if bk.n == 0:
-        return False
-    return _crosses(side, False, limit, levels[ladder_levels[bk.off + bk.n - 1]].price)
-
-
-@njit(cache=True, _nrt=False, inline="always")
-def _fok_fillable(books, levels, arena, ladder_levels, opp_b, side, is_market, limit, qty,
-                  trader, stp):
-    """True if matching would fill ``qty`` now (walking exactly as matching would under STP)."""
-    bk = books[opp_b]
-    acc = 0
-    for k in range(bk.off + bk.n - 1, bk.off - 1, -1):
-        L = levels[ladder_levels[k]]
-        if not _crosses(side, is_market, limit, L.price):
-            break
-        if stp == Stp.NONE:
-            acc += L.qty
-            if acc >= qty:
-                return True
-            continue
-        r = L.head
-        while r >= 0:
-            if arena[r].trader == trader:
-                if stp != Stp.CANCEL_RESTING:
-                    return acc >= qty
-            else:
-                acc += arena[r].leaves
-                if acc >= qty:
-                    return True
-            r = arena[r].next
-    return acc >= qty
-
-
-@njit(cache=True, _nrt=False)
-def fillable_reaches(books, levels, arena, ladder_levels, opp_b, side, is_market, limit, qty,
-                     trader, stp):
-    """Whether the quantity matching would fill now reaches ``qty`` (semantics.md, "FOK and
-    minimum quantity"): the FOK test, and the min_qty test with ``qty = min_qty``.
-
-    Walks the opposite book ``opp_b`` in priority order within the limit. Without a self-trade
-    in the way a level gives its displayed and reserve quantity (refills come back to the same
-    aggressor); under CANCEL_RESTING the trader's own orders are skipped; under CANCEL_INCOMING
-    and CANCEL_BOTH the walk stops at the first of them, counting only the displayed quantity
-    of the orders before it at that level (their refills would queue behind it).
-    The validation module calls this in place of its reserve-blind walk.
-    """
-    bk = books[opp_b]
-    acc = np.int64(0)
-    for k in range(bk.off + bk.n - 1, bk.off - 1, -1):
-        L = levels[ladder_levels[k]]
-        if not _crosses(side, is_market, limit, L.price):
-            break
-        if stp == Stp.NONE:
-            acc += L.qty + L.hidden
-            if acc >= qty:
-                return True
-            continue
-        # the orders of this level before the trader's first own order, displayed only
-        shown = np.int64(0)
-        reserve = np.int64(0)
-        r = L.head
-        while r >= 0:
-            o = arena[r]
-            if o.trader == trader:
-                if stp != Stp.CANCEL_RESTING:
-                    return acc + shown >= qty
-            else:
-                shown += o.leaves
-                reserve += o.hidden
-            r = o.next
-        acc += shown + reserve
-        if acc >= qty:
-            return True
-    return acc >= qty
 
 
 @njit(cache=True, _nrt=False, inline="always")
@@ -495,70 +410,13 @@ def _release_stops(seq, ts, sym, arena, levels, index, books, ladder_keys, ladde
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _validate_new(m, books, arena, levels, index, ladder_levels, stp):
-    """Return (reject reason, -1) for a NEW message, or (Reason.NONE, the empty index bucket its
-    id probe stopped at) if it may be accepted."""
-    if m.side > _SELL:
-        return Reason.BAD_SIDE, -1
-    if m.order_type > OrderType.STOP_LIMIT:
-        return Reason.BAD_ORDER_TYPE, -1
-    if m.tif > Tif.GTD:
-        return Reason.BAD_TIF, -1
-    if m.flags & ~KNOWN_FLAGS:
-        return Reason.BAD_FLAGS, -1
-    post_only = (m.flags & _POST_ONLY) != 0
-    if post_only and (m.order_type != OrderType.LIMIT or m.tif == Tif.IOC or m.tif == Tif.FOK):
-        return Reason.BAD_FLAGS, -1
-    if m.qty <= 0:
-        return Reason.BAD_QTY, -1
-    if m.qty > MAX_QTY:
-        return Reason.OVERFLOW, -1
-    is_market = m.order_type == OrderType.MARKET or m.order_type == OrderType.STOP
-    own_b = np.int64(m.symbol) * 2 + m.side
-    if not is_market:
-        if m.price <= 0:
-            return Reason.BAD_PRICE, -1
-        if m.price < books[own_b].min_price or m.price > books[own_b].max_price:
-            return Reason.PRICE_OUT_OF_BAND, -1
-    p = index_probe(index, m.symbol, m.order_id)
-    if p >= 0:
-        return Reason.DUPLICATE_ID, -1
-    opp_b = np.int64(m.symbol) * 2 + 1 - m.side
-    if post_only and _best_crosses(books, levels, ladder_levels, opp_b, m.side, m.price):
-        return Reason.POST_ONLY_WOULD_CROSS, -1
-    if m.tif == Tif.FOK and not _fok_fillable(books, levels, arena, ladder_levels, opp_b, m.side,
-                                               is_market, m.price, m.qty, m.trader, stp):
-        return Reason.FOK_CANNOT_FILL, -1
-    return Reason.NONE, -1 - p
-
-
-@njit(cache=True, _nrt=False, inline="always")
-def _modify(m, seq, arena, levels, index, books, ladder_keys, ladder_levels, meta, symbols, stops,
-            expiry, fills, l2, events, cnt):
+def _modify(m, seq, arena, levels, index, books, ladder_keys, ladder_levels, meta, symbols, ticks,
+            stops, expiry, fills, l2, events, cnt):
     """Apply a MODIFY message (semantics.md, MODIFY)."""
     sym = m.symbol
     bucket = index_probe(index, sym, m.order_id)
     r = np.int64(index[bucket].slot) if bucket >= 0 else -1
-    reason = Reason.NONE
-    if r < 0:
-        reason = Reason.UNKNOWN_ID
-    elif m.qty <= 0:
-        reason = Reason.BAD_QTY
-    elif m.qty > MAX_QTY:
-        reason = Reason.OVERFLOW
-    elif m.price <= 0:
-        reason = Reason.BAD_PRICE
-    if reason == Reason.NONE:
-        o = arena[r]
-        own_b = np.int64(sym) * 2 + o.side
-        if m.price < books[own_b].min_price or m.price > books[own_b].max_price:
-            reason = Reason.PRICE_OUT_OF_BAND
-        elif m.price == o.price:
-            if levels[o.level].qty - o.leaves > MAX_LEVEL_QTY - m.qty:
-                reason = Reason.OVERFLOW
-        elif (o.flags & _POST_ONLY) and _best_crosses(books, levels, ladder_levels,
-                                                       own_b ^ 1, o.side, m.price):
-            reason = Reason.POST_ONLY_WOULD_CROSS
+    reason = check_modify(m, r, books, arena, levels, ladder_levels, symbols, ticks, meta)
     if reason != Reason.NONE:
         _event(events, cnt, seq, m.ts, sym, m.order_id, Event.REJECTED, reason, 0, 0)
         return
@@ -646,7 +504,7 @@ def _modify_pending(m, seq, r, arena, levels, stops, ladder_keys, ladder_levels,
 
 @njit(cache=True, _nrt=False, inline="always")
 def _process_one(m, seq, arena, levels, index, books, ladder_keys, ladder_levels, meta, symbols,
-                 stops, expiry, fills, l2, events, cnt):
+                 ticks, stops, expiry, fills, l2, events, cnt):
     sym = m.symbol
     if m.kind > Kind.MODIFY:
         _event(events, cnt, seq, m.ts, sym, m.order_id, Event.REJECTED, Reason.BAD_KIND, 0, 0)
@@ -657,7 +515,8 @@ def _process_one(m, seq, arena, levels, index, books, ladder_keys, ladder_levels
         return
     fills_before = cnt[0]
     if m.kind == Kind.NEW:
-        reason, at = _validate_new(m, books, arena, levels, index, ladder_levels, meta[M_STP])
+        reason, at = check_new(m, books, arena, levels, index, ladder_levels, symbols, ticks,
+                               meta[M_STP])
         if reason != Reason.NONE:
             _event(events, cnt, seq, m.ts, sym, m.order_id, Event.REJECTED, reason, 0, 0)
             return
@@ -680,6 +539,10 @@ def _process_one(m, seq, arena, levels, index, books, ladder_keys, ladder_levels
                    0, 0)
             return
         r = np.int64(index[bucket].slot)
+        if not_owner(m, arena, r, meta):
+            _event(events, cnt, seq, m.ts, sym, m.order_id, Event.REJECTED, Reason.NOT_OWNER,
+                   0, 0)
+            return
         o = arena[r]
         side = np.int64(o.side)
         lv = o.level
@@ -698,7 +561,7 @@ def _process_one(m, seq, arena, levels, index, books, ladder_keys, ladder_levels
         return
     else:
         _modify(m, seq, arena, levels, index, books, ladder_keys, ladder_levels, meta, symbols,
-                stops, expiry, fills, l2, events, cnt)
+                ticks, stops, expiry, fills, l2, events, cnt)
     # only trades move the last price, so only a message that traded can trigger stops
     if cnt[0] != fills_before and stops[np.int64(sym) * 2].live + stops[np.int64(sym) * 2 + 1].live > 0:
         _release_stops(seq, m.ts, np.int64(sym), arena, levels, index, books, ladder_keys,
@@ -924,5 +787,5 @@ def process_batch(msgs, start, arena, levels, index, books, ladder_keys, ladder_
             return status, i
         meta[M_SEQ] += 1
         _process_one(m, meta[M_SEQ], arena, levels, index, books, ladder_keys, ladder_levels,
-                     meta, symbols, stops, expiry, fills, l2, events, cnt)
+                     meta, symbols, ticks, stops, expiry, fills, l2, events, cnt)
     return OK, n

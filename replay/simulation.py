@@ -168,8 +168,12 @@ def simulate(flow, out: str, *, batch: int = 10_000, durability: str = "fsync", 
         orders = flow.orders
         symbols = [(f"S{k}", 1) for k in range(int(orders["symbol"].max()) + 1 if orders.size else 1)]
     engine = Engine(stp=stp)
-    for name, tick in symbols:
-        engine.add_symbol(name, tick_size=tick)
+    if flow.scenario is not None:
+        # a scenario file's symbols carry their tick tables, lots, session close and money
+        flow.scenario.add_symbols(engine)
+    else:
+        for name, tick in symbols:
+            engine.add_symbol(name, tick_size=tick)
     compile_seconds = warm_up(stp, durability)
     out = os.path.abspath(out)
     # why the create tag: a killed simulate leaves its hidden directory behind; named like a

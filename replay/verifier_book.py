@@ -9,7 +9,11 @@ Written from docs/semantics.md, sharing no code with ``exchange`` (only the idea
 - a level is a row of ``lst`` (``L_*``) holding a doubly linked FIFO of order rows; free level
   rows are chained through ``L_HEAD``.
 - per side, ``ladder[side, :n]`` holds level keys in ascending order with the best at the end
-  (bids keyed by price, asks by -price), ``ladlv`` the level row of each key.
+  (bids keyed by price, asks by -price), ``ladlv`` the level row of each key. Sides 2 and 3 are
+  the stop book: pending BUY stops keyed by -stop_price (the lowest trigger is released first),
+  SELL stops by stop_price (the highest first), each stop level a FIFO of acceptance.
+- icebergs: a resting order's ``O_LEAVES`` is its displayed part (what levels and L2 count); the
+  reserve is ``ext[row, E_RESERVE]`` (only read when ``O_DISPLAY > 0``).
 - ``touched`` remembers each level's totals before the current message first changed it, so the
   L2 check can tell which levels changed.
 
@@ -34,17 +38,35 @@ from numba.extending import intrinsic
 # order slot fields: a row is 16 int64 (128 bytes, rows aligned to 128), so an order is exactly
 # two cache lines; the fields a cancel or a fill reads first (links, level, side, price, leaves,
 # filled, trader) share the first line, and a queue neighbour's link is one line
+# (O_SIDE 2 and 3 are pending BUY and SELL stops, queued in the stop book: see below); a resting
+# order's O_LEAVES is its displayed part, an iceberg's reserve is in ``ext``
 (O_LEVEL, O_PREV, O_NEXT, O_SIDE, O_PRICE, O_LEAVES, O_FILLED, O_TRADER, O_FILLSUM, O_TOTAL,
- O_CANCELLED, O_FLAGS, O_MARKET, O_TIF) = range(14)
+ O_CANCELLED, O_FLAGS, O_MARKET, O_TIF, O_DISPLAY, O_EXPIRE) = range(16)
 NOF = 16
+# fields only icebergs and stops use (``ext``, one row per order row): the reserve not shown,
+# a pending STOP_LIMIT's limit price, a pending stop's trigger, how many slices were refilled
+E_RESERVE, E_LIMIT, E_STOP, E_REFILLS = range(4)
+NEF = 4
+# ``cfg``: the symbol's options (ownership is the engine's): ownership on, lot size, minimum
+# order quantity, session close, whether the tick table is more than every integer, whether
+# the symbol has no tick table, lot or minimum at all (no tick_lot check to make), tick rows,
+# then the rows as (from_price, tick) pairs
+C_OWNER, C_LOT, C_MINQ, C_CLOSE, C_GRID, C_PLAIN, C_NTICK, C_TICKS = range(8)
+MAX_TICK_ROWS = 64
+NCFG = C_TICKS + 2 * MAX_TICK_ROWS
 _ROW_ALIGN = 128
 # level slot fields
 L_PRICE, L_QTY, L_COUNT, L_HEAD, L_TAIL = range(5)
 NLF = 5
 # meta fields
-(M_FREE_O, M_FREE_L, M_NB, M_NA, M_VN, M_LAST_TRADE, M_NT, M_FP, M_LP, M_EP, M_I, M_ORDERS,
- M_FILLS, M_FINISHED, M_LIVE_O, M_LIVE_L, M_LAST_SEQ) = range(17)
-NMETA = 17
+# (M_NB + side for side 0..3: bids, asks, BUY stops, SELL stops; M_LAST_PX the symbol's last
+# trade price, M_TRADED whether it has traded; M_PREV_TS the ts of the latest message seen;
+# M_EXP_SEQ/E/ID the last expiry checked (its seq, expiry and id) for the expiry order;
+# M_TS_BACK set once a message's ts steps back: "expired late" is then not decidable)
+(M_FREE_O, M_FREE_L, M_NB, M_NA, M_NSB, M_NSS, M_VN, M_LAST_TRADE, M_NT, M_FP, M_LP, M_EP, M_I,
+ M_ORDERS, M_FILLS, M_FINISHED, M_LIVE_O, M_LIVE_L, M_LAST_SEQ, M_LAST_PX, M_TRADED, M_PREV_TS,
+ M_PENDING, M_EXP_SEQ, M_EXP_E, M_EXP_ID, M_TS_BACK) = range(27)
+NMETA = 27
 # touched-level fields
 T_SIDE, T_PRICE, T_QTY, T_COUNT, T_ROW = range(5)
 
@@ -81,15 +103,36 @@ def new_state(capacity: int, violations: int, n_rules: int, level_capacity: int 
     oid = np.zeros(cap, np.uint64)
     # one 16-byte bucket per id: (key, row + 1), 0 = empty, so a probe reads one cache line
     htab = np.zeros((hcap, 2), np.uint64)
-    ladder = np.zeros((2, lcap), np.int64)    # level keys (bids: price, asks: -price), ascending
-    ladlv = np.zeros((2, lcap), np.int64)     # level slot of each ladder entry
+    ladder = np.zeros((4, lcap), np.int64)    # level keys (see the module docstring), ascending
+    ladlv = np.zeros((4, lcap), np.int64)     # level slot of each ladder entry
     # a message touches at most every live level plus the one it may add
     touched = np.zeros((lcap + 4, 5), np.int64)
+    ext = np.zeros((cap, NEF), np.int64)
+    cfg = np.zeros(NCFG, np.int64)
+    cfg[C_LOT] = cfg[C_MINQ] = cfg[C_NTICK] = cfg[C_PLAIN] = 1
+    cfg[C_TICKS] = cfg[C_TICKS + 1] = 1        # the default table [(1, 1)]: every price
     meta = np.zeros(NMETA, np.int64)
     vrows = np.zeros((max(int(violations), 1), 7), np.int64)
     vids = np.zeros(max(int(violations), 1), np.uint64)
     counts = np.zeros(n_rules, np.int64)
-    return ost, lst, oid, htab, ladder, ladlv, touched, meta, vrows, vids, counts
+    return ost, lst, oid, htab, ladder, ladlv, touched, ext, cfg, meta, vrows, vids, counts
+
+
+def set_config(state: tuple, ownership: bool, tick_table, lot_size: int, min_order_qty: int,
+               session_close: int) -> None:
+    """Write a symbol's options into ``state``'s ``cfg`` (before its first message is checked).
+
+    ``tick_table``: rows (from_price, tick), as docs/semantics.md "Symbols" states them (the
+    caller validated them). Returns None."""
+    cfg = state[8]
+    rows = [(int(a), int(b)) for a, b in tick_table] or [(1, 1)]
+    cfg[C_OWNER] = 1 if ownership else 0
+    cfg[C_LOT], cfg[C_MINQ], cfg[C_CLOSE] = int(lot_size), int(min_order_qty), int(session_close)
+    cfg[C_NTICK] = len(rows)
+    for j, (a, b) in enumerate(rows):
+        cfg[C_TICKS + 2 * j], cfg[C_TICKS + 2 * j + 1] = a, b
+    cfg[C_GRID] = 0 if rows == [(1, 1)] else 1
+    cfg[C_PLAIN] = 1 if cfg[C_GRID] == 0 and cfg[C_LOT] == 1 and cfg[C_MINQ] == 1 else 0
 
 
 
@@ -236,9 +279,15 @@ def _lad_pos(ladder, side, n, key):
 
 
 @njit(cache=True, _nrt=False, inline="always")
+def _key(side, price):
+    """A level's ladder key: ascending with the best (first to match or release) at the end."""
+    return price if side == 0 or side == 3 else -price
+
+
+@njit(cache=True, _nrt=False, inline="always")
 def _find_level(ladder, ladlv, meta, side, price):
     n = meta[M_NB + side]
-    key = price if side == 0 else -price
+    key = _key(side, price)
     p = _lad_pos(ladder, side, n, key)
     if p < n and ladder[side, p] == key:
         return ladlv[side, p]
@@ -259,7 +308,7 @@ def _add_level(lst, ladder, ladlv, meta, side, price):
     lst[lv, L_COUNT] = 0
     lst[lv, L_HEAD] = -1
     lst[lv, L_TAIL] = -1
-    key = price if side == 0 else -price
+    key = _key(side, price)
     p = _lad_pos(ladder, side, n, key)
     for j in range(n, p, -1):
         ladder[side, j] = ladder[side, j - 1]
@@ -274,7 +323,7 @@ def _add_level(lst, ladder, ladlv, meta, side, price):
 def _drop_level(lst, ladder, ladlv, meta, side, lv):
     n = meta[M_NB + side]
     price = lst[lv, L_PRICE]
-    key = price if side == 0 else -price
+    key = _key(side, price)
     p = _lad_pos(ladder, side, n, key)
     for j in range(p, n - 1):
         ladder[side, j] = ladder[side, j + 1]
@@ -374,21 +423,21 @@ def rehash(old, new):
 def grow_state(state: tuple) -> tuple:
     """Return the state arrays with twice the order capacity, or the level capacity, or both
     (whichever is short of room for one more message: see ``check_symbol``), contents kept."""
-    ost, lst, oid, htab, ladder, ladlv, touched, meta, vrows, vids, counts = state
+    ost, lst, oid, htab, ladder, ladlv, touched, ext, cfg, meta, vrows, vids, counts = state
     cap, lcap = ost.shape[0], lst.shape[0]
     more_o = meta[M_LIVE_O] + 2 > cap or meta[M_FREE_O] < 0
-    more_l = meta[M_LIVE_L] + 2 > lcap or meta[M_FREE_L] < 0
+    more_l = meta[M_LIVE_L] + meta[M_PENDING] + 2 > lcap or meta[M_FREE_L] < 0
     if not (more_o or more_l):   # never expected; growing both guarantees progress
         more_o = more_l = True
     if more_o:
         big = new_state(2 * cap, 1, 1, 16)
-        nost, noid, nhtab = big[0], big[2], big[3]
-        nost[:cap], noid[:cap] = ost, oid
+        nost, noid, nhtab, next_ = big[0], big[2], big[3], big[7]
+        nost[:cap], noid[:cap], next_[:cap] = ost, oid, ext
         # the new rows cap..2cap-1 are chained by new_state; prepend them to the old free list
         nost[2 * cap - 1, O_NEXT] = meta[M_FREE_O]
         meta[M_FREE_O] = cap
         rehash(htab, nhtab)
-        ost, oid, htab = nost, noid, nhtab
+        ost, oid, htab, ext = nost, noid, nhtab, next_
     if more_l:
         big = new_state(16, 1, 1, 2 * lcap)
         nlst, nladder, nladlv, touched = big[1], big[4], big[5], big[6]
@@ -397,4 +446,4 @@ def grow_state(state: tuple) -> tuple:
         nlst[2 * lcap - 1, L_HEAD] = meta[M_FREE_L]
         meta[M_FREE_L] = lcap
         lst, ladder, ladlv = nlst, nladder, nladlv
-    return ost, lst, oid, htab, ladder, ladlv, touched, meta, vrows, vids, counts
+    return ost, lst, oid, htab, ladder, ladlv, touched, ext, cfg, meta, vrows, vids, counts

@@ -7,26 +7,34 @@ happened (fills, execution reports, L2 updates) and checks each against its own 
 message, for one symbol at a time:
 
 - book: ``replay.verifier_book`` (slot arena, id hash, FIFO levels, sorted ladders).
+- one order's walk through the book (its fills and the reports they cause):
+  ``replay.verifier_walk``.
 - look-ahead: before each message the kernel prefetches the id buckets, order rows and queue
   neighbours that the messages and fills a few rows ahead will touch (``_look_ahead``; a hint
   only, results never depend on it). A deep book's misses otherwise dominate (measured 1.6x).
 - calls: every helper on the per-message path is ``inline="always"``; only ``_viol`` (the rare
-  violation path, 60 call sites) stays a call. A call passing a dozen arrays pushes ~100 words:
+  violation path, 60 call sites) and the helpers of messages plain flows never have (tick/lot
+  checks of symbols with a table or lot, expiries, stop releases, the L2 check between phases)
+  stay calls. A call passing a dozen arrays pushes ~100 words:
   push instructions were 14% of the kernel's samples. Inlined, the 10 M-message bench run
   verifies in 4.5-5.1 s instead of 6.1-6.2 s (kernel CPU 1.2-1.4x less, fourth session, two
   runs each), for ~21 s more of a cold first compile (48 -> 69 s for a fresh process's first
   verify; the third session had measured only ~7% for doubling the compile and kept the calls).
+- orders beyond plain limits (stops, icebergs, expiry, ownership, tick tables and lots) are
+  checked by the helpers of ``replay.verifier_orders``; a message is then a sequence of phases
+  (expiries before it, its own order, each stop it releases) walked in the order of its reports.
 - state follows the deals: a fill moves quantity between the two orders it names; when an
   execution report disagrees, the violation is recorded and the order is re-synchronised to the
   report, so one defect yields violations at its own seq and not a cascade over later messages.
   ``fillsum`` (quantity summed from fills alone) is never re-synchronised: conservation checks it.
 
-Rule codes (``RULES`` names them, in this order) and detail codes (``DETAILS``) are plain ints;
-``replay.verifier`` formats them. Violation rows are (seq, rule, detail, a, b, c, d) + order id.
+Rule codes (``RULES`` names them, in this order) and detail codes (``DETAILS``) are plain ints
+kept in ``replay.verifier_rules``; ``replay.verifier`` formats them. Violation rows are (seq, rule, detail, a, b, c, d) + order id.
 
 Caching: numba's cache keys a kernel on this file only, yet the kernels inline the field numbers
-and helpers of ``_verify_book`` and freeze ``exchange.schema`` codes; ``exchange._cache_guard.guard``
-(called below) deletes this module's cached kernels whenever one of those two files changes.
+and helpers of ``replay.verifier_book``, ``replay.verifier_rules`` and ``replay.verifier_orders``
+and freeze ``exchange.schema`` codes; ``exchange._cache_guard.guard`` (called below) deletes this
+module's cached kernels whenever one of those files changes.
 
 Limits: capacities are fixed per call; before a message that might not fit, the kernel returns
 ``NEED_CAPACITY`` and the caller grows the arrays (``grow_state``) and resumes at that message.
@@ -38,347 +46,44 @@ import numpy as np
 from numba import njit
 
 from exchange._cache_guard import guard
-from exchange.schema import Event, Flag, Kind, OrderType, Reason, Stp, Tif
 
 from replay.verifier_book import (
-    L_COUNT, L_HEAD, L_PRICE, L_QTY, L_TAIL, M_EP, M_FILLS, M_FINISHED, M_FP, M_FREE_O, M_I,
-    M_LAST_SEQ, M_LAST_TRADE, M_LIVE_L, M_LIVE_O, M_LP, M_NA, M_NB, M_NT, M_ORDERS, M_VN, O_CANCELLED,
-    O_FILLED, O_FILLSUM, O_FLAGS, O_LEAVES, O_LEVEL, O_MARKET, O_NEXT, O_PRICE, O_SIDE, O_TIF, O_TOTAL, O_TRADER,
-    T_COUNT, T_PRICE, T_QTY, T_ROW, T_SIDE, _append, _best_level, _detach, _find_level, _hash_del,
-    _hash_put, _prefetch_id, _prefetch_order, _set_leaves, _slot_of, _touch, grow_state,
-    new_state as _new_state, prefetch,
+    C_CLOSE, C_OWNER, C_PLAIN, E_LIMIT, E_REFILLS, E_RESERVE, E_STOP, L_TAIL, MAX_TICK_ROWS,
+    M_EP, M_FP, M_FREE_O, M_I, M_LAST_PX, M_LAST_SEQ, M_LIVE_L, M_LIVE_O, M_LP, M_NA, M_NB,
+    M_NT, M_ORDERS, M_PENDING, M_PREV_TS, M_TS_BACK, M_VN, O_CANCELLED, O_DISPLAY, O_EXPIRE,
+    O_FILLED, O_FILLSUM, O_FLAGS, O_LEAVES, O_LEVEL, O_MARKET, O_NEXT, O_PRICE, O_SIDE, O_TIF,
+    O_TOTAL, O_TRADER, T_PRICE, T_ROW, T_SIDE, grow_state, new_state as _new_state, prefetch,
+    set_config, _append, _detach, _find_level, _hash_put, _prefetch_id, _prefetch_order,
+    _set_leaves, _slot_of, _touch,
 )
+from replay.verifier_rules import *          # noqa: F403 (rule, detail and schema codes)
+from replay.verifier_rules import _viol      # noqa: F401
+from replay.verifier_rules import (
+    _ACCEPTED, _BAD_KIND, _CANCEL, _CANCELLED, _DUPLICATE_ID, _EXPIRED, _LIMIT, _MARKET,
+    _MODIFIED, _MODIFY, _NEW, _NOT_OWNER, _REJECTED, _STOP, _STOP_LIMIT, _TRIGGERED,
+    _UNKNOWN_ID, _UNKNOWN_SYMBOL,
+)
+from replay.verifier_orders import (
+    _check_grid, _expire, _expiry_of, _iceberg_reduce, _l2_missing, _l2_phase, _l2_row, _open,
+    _release, _remove, _split, _stop_reached, _stops_settled,
+)
+from replay.verifier_walk import _end_incoming, _walk
 
-guard(__name__, __file__, deps=("replay.verifier_book", "exchange.schema"))
+guard(__name__, __file__, deps=("replay.verifier_book", "replay.verifier_rules",
+                                "replay.verifier_orders", "replay.verifier_walk",
+                                "exchange.schema"))
 
-__all__ = ["RULES", "DETAILS", "check_symbol", "check_live", "new_state", "grow_state", "OK",
-           "NEED_CAPACITY", "M_VN", "M_I", "M_FP", "M_LP", "M_EP", "MORE", "FLUSH", "FINAL"]
+__all__ = ["RULES", "DETAILS", "check_symbol", "check_live", "new_state", "grow_state",
+           "set_config", "MAX_TICK_ROWS", "OK", "NEED_CAPACITY", "M_VN", "M_I", "M_FP", "M_LP", "M_EP", "MORE",
+           "FLUSH", "FINAL"]
 
 OK, NEED_CAPACITY = 0, 1
 MORE, FLUSH, FINAL = 0, 1, 2     # check_symbol's ``final``: see there
 
-RULES = ("stream", "row_fields", "order_live", "opposite_sides", "price_limits", "resting_price",
-         "fifo", "overfill", "conservation", "l2_totals", "events_fills", "crossed_book",
-         "reject", "order_type", "self_trade")
-(R_STREAM, R_FIELDS, R_LIVE, R_SIDES, R_LIMITS, R_RPRICE, R_FIFO, R_OVERFILL, R_CONSERVE, R_L2,
- R_EVENTS, R_CROSSED, R_REJECT, R_OTYPE, R_STP) = range(len(RULES))
-
 
 def new_state(capacity: int, violations: int, level_capacity: int = 256) -> tuple:
-    """Fresh checker state (see ``_verify_book.new_state``) with one counter per rule."""
+    """Fresh checker state (see ``replay.verifier_book.new_state``) with one counter per rule."""
     return _new_state(capacity, violations, len(RULES), level_capacity)
-
-
-# detail code -> (rule, template over order_id, a, b, c, d); formatted by replay.verifier
-DETAILS = (
-    (R_STREAM, "a {table} row has seq {seq}, which has no message of this symbol (or is out of order)"),
-    (R_STREAM, "trade id {a} does not follow trade id {b}"),
-    (R_FIELDS, "a {table} row carries ts {b}, its message has ts {c}"),
-    (R_FIELDS, "fill traders (buy {a}, sell {b}) are not the orders' traders ({c}, {d})"),
-    (R_EVENTS, "the message has no execution report"),
-    (R_EVENTS, "first report is for order {oid}, the message names another order"),
-    (R_REJECT, "a rejected message has fills, L2 updates, further reports or quantities"),
-    (R_REJECT, "rejected as UNKNOWN_SYMBOL, but the symbol is in the engine"),
-    (R_REJECT, "rejected as UNKNOWN_ID, but order {oid} is live"),
-    (R_REJECT, "rejected as DUPLICATE_ID, but order {oid} is not live"),
-    (R_REJECT, "a message for a symbol the engine does not have was not rejected as such "
-               "(event {a}, reason {b})"),
-    (R_EVENTS, "first report of a {a} message is event {b}"),
-    (R_REJECT, "accepted a NEW whose id {oid} is live"),
-    (R_EVENTS, "report of order {oid}: filled {a}, leaves {b}; expected filled {c}, leaves {d}"),
-    (R_REJECT, "accepted a cancel/modify of order {oid}, which is not live"),
-    (R_EVENTS, "unexpected report (event {a}) for order {oid}"),
-    (R_EVENTS, "fill (trade {a}) has no execution report"),
-    (R_EVENTS, "report of a fill for order {oid} without a fill row"),
-    (R_SIDES, "fill aggressor side {a} is not the incoming order's side {b}"),
-    (R_SIDES, "fill does not name the incoming order {oid} on its side"),
-    (R_LIVE, "fill names resting order {oid}, which is not live"),
-    (R_SIDES, "fill's resting order {oid} is on the incoming order's side"),
-    (R_FIFO, "resting order {oid} at {a} filled before the first order at the best price {b}"),
-    (R_RPRICE, "fill price {a} is not resting order {oid}'s price {b}"),
-    (R_LIMITS, "fill price {a} is outside the {cside} limit {b} of order {oid}"),
-    (R_OVERFILL, "fill of {a} exceeds the open quantity {b} of order {oid}"),
-    (R_STP, "order {oid} traded with its own trader {a} under self-trade prevention"),
-    (R_OTYPE, "post-only order {oid} took liquidity"),
-    (R_EVENTS, "resting report names order {oid}, the fill names {ua}"),
-    (R_LIVE, "report for order {oid}, which is not live"),
-    (R_EVENTS, "fill against order {oid} has no resting report"),
-    (R_FIFO, "self-trade cancel of order {oid} at {a}, not the first order at the best price {b}"),
-    (R_STP, "self-trade cancel of order {oid}: traders {a} and {b} differ or STP is off"),
-    (R_OTYPE, "order {oid} (market {a}, tif {b}) was cancelled with reason {c}"),
-    (R_OTYPE, "order {oid} (market {a}, tif {b}) was left open instead of cancelled"),
-    (R_CONSERVE, "order {oid}: filled {a} + cancelled {b} + leaves {c} != quantity {d}"),
-    (R_L2, "L2 row {aside} {b}: qty {c}, the resting orders sum to {d}"),
-    (R_L2, "L2 row {aside} {b}: count {c}, the level holds {d} orders"),
-    (R_L2, "level {aside} {b} changed (now qty {c}) without an L2 row"),
-    (R_CROSSED, "book crossed after the message: best bid {a} >= best ask {b}"),
-    (R_STREAM, "L2 row with side {a}"),
-    (R_REJECT, "accepted a message with an invalid kind or side ({a})"),
-)
-(D_ROW_NO_MSG, D_TRADE_ID, D_TS, D_TRADERS, D_NO_EVENT, D_FIRST_WRONG_ORDER, D_REJECT_EFFECTS,
- D_REJ_UNKNOWN_SYMBOL, D_REJ_UNKNOWN_ID, D_REJ_DUPLICATE, D_UNKNOWN_SYMBOL_NOT_REJECTED,
- D_BAD_FIRST_EVENT, D_DUPLICATE_ACCEPTED, D_REPORT_QTY, D_NOT_LIVE_ACCEPTED, D_UNEXPECTED_EVENT,
- D_FILL_NO_REPORT, D_REPORT_NO_FILL, D_AGGRESSOR_SIDE, D_INCOMING_NOT_NAMED, D_RESTING_NOT_LIVE,
- D_RESTING_SAME_SIDE, D_FIFO, D_RESTING_PRICE, D_LIMIT, D_OVERFILL, D_SELF_TRADE, D_POST_ONLY,
- D_RESTING_REPORT_ORDER, D_REPORT_NOT_LIVE, D_NO_RESTING_REPORT, D_STP_FIFO, D_STP_TRADERS,
- D_CANCEL_REASON, D_LEFT_OPEN, D_CONSERVE, D_L2_QTY, D_L2_COUNT, D_L2_MISSING, D_CROSSED,
- D_L2_SIDE, D_BAD_FIELD_ACCEPTED) = range(len(DETAILS))
-
-_ACCEPTED, _REJECTED, _PARTIAL, _FILLED, _CANCELLED, _MODIFIED = (
-    int(Event.ACCEPTED), int(Event.REJECTED), int(Event.PARTIAL), int(Event.FILLED),
-    int(Event.CANCELLED), int(Event.MODIFIED))
-_NEW, _CANCEL, _MODIFY = int(Kind.NEW), int(Kind.CANCEL), int(Kind.MODIFY)
-_MARKET, _GTC = int(OrderType.MARKET), int(Tif.GTC)
-_POST_ONLY = int(Flag.POST_ONLY)
-_UNKNOWN_SYMBOL, _UNKNOWN_ID, _DUPLICATE_ID, _BAD_KIND = (
-    int(Reason.UNKNOWN_SYMBOL), int(Reason.UNKNOWN_ID), int(Reason.DUPLICATE_ID),
-    int(Reason.BAD_KIND))
-_NO_LIQUIDITY, _IOC_UNFILLED, _SELF_TRADE = (
-    int(Reason.NO_LIQUIDITY), int(Reason.IOC_UNFILLED), int(Reason.SELF_TRADE))
-_STP_NONE, _STP_RESTING, _STP_BOTH = int(Stp.NONE), int(Stp.CANCEL_RESTING), int(Stp.CANCEL_BOTH)
-
-@njit(cache=True, _nrt=False)
-def _viol(vrows, vids, counts, meta, rule_detail_rule, detail, seq, oid, a, b, c, d):
-    counts[rule_detail_rule] += 1
-    vn = meta[M_VN]
-    if vn < vrows.shape[0]:
-        vrows[vn, 0] = seq
-        vrows[vn, 1] = rule_detail_rule
-        vrows[vn, 2] = detail
-        vrows[vn, 3] = a
-        vrows[vn, 4] = b
-        vrows[vn, 5] = c
-        vrows[vn, 6] = d
-        vids[vn] = oid
-    meta[M_VN] = vn + 1
-
-
-@njit(cache=True, _nrt=False, inline="always")
-def _finish(ost, htab, meta, vrows, vids, counts, seq, s, key):
-    """Order ``key`` (in row ``s``) left the book for good: check its quantities, free its row.
-
-    Why the caller passes the id: it just looked the order up by it, and ``oid[s]`` of a
-    resting order would be one more cache miss (the look-ahead no longer fetches it)."""
-    if ost[s, O_FILLSUM] + ost[s, O_CANCELLED] + ost[s, O_LEAVES] != ost[s, O_TOTAL]:
-        _viol(vrows, vids, counts, meta, R_CONSERVE, D_CONSERVE, seq, key, ost[s, O_FILLSUM],
-              ost[s, O_CANCELLED], ost[s, O_LEAVES], ost[s, O_TOTAL])
-    _hash_del(htab, key)
-    ost[s, O_NEXT] = meta[M_FREE_O]
-    ost[s, O_LEVEL] = -1
-    meta[M_FREE_O] = s
-    meta[M_FINISHED] += 1
-    meta[M_LIVE_O] -= 1
-
-
-# ------------------------------------------------------------------ one fill, one walk
-@njit(cache=True, _nrt=False, inline="always")
-def _check_fill(x, f, seq, stp, ost, lst, oid, htab, ladlv, meta, vrows, vids, counts):
-    """Check fill ``f`` of incoming order ``x``; return the resting order's slot (or -1)."""
-    xid = oid[x]
-    xside = ost[x, O_SIDE]
-    q = np.int64(f.qty)
-    price = np.int64(f.price)
-    z = np.uint64(0)
-    if np.int64(f.aggressor_side) != xside:
-        _viol(vrows, vids, counts, meta, R_SIDES, D_AGGRESSOR_SIDE, seq, xid,
-              np.int64(f.aggressor_side), xside, 0, 0)
-    if xside == 0:
-        mine, rid = f.buy_order_id, f.sell_order_id
-    else:
-        mine, rid = f.sell_order_id, f.buy_order_id
-    if mine != xid:
-        _viol(vrows, vids, counts, meta, R_SIDES, D_INCOMING_NOT_NAMED, seq, xid, 0, 0, 0, 0)
-    r = _slot_of(htab, rid)
-    if r >= 0 and ost[r, O_LEVEL] < 0:
-        r = -1
-    if r < 0:
-        _viol(vrows, vids, counts, meta, R_LIVE, D_RESTING_NOT_LIVE, seq, rid, 0, 0, 0, 0)
-    else:
-        rside = ost[r, O_SIDE]
-        rprice = ost[r, O_PRICE]
-        if rside == xside:
-            _viol(vrows, vids, counts, meta, R_SIDES, D_RESTING_SAME_SIDE, seq, rid, 0, 0, 0, 0)
-        lv = ost[r, O_LEVEL]
-        best = _best_level(ladlv, meta, rside)
-        if lv != best or lst[lv, L_HEAD] != r:
-            _viol(vrows, vids, counts, meta, R_FIFO, D_FIFO, seq, rid, rprice,
-                  lst[best, L_PRICE] if best >= 0 else 0, 0, 0)
-        if price != rprice:
-            _viol(vrows, vids, counts, meta, R_RPRICE, D_RESTING_PRICE, seq, rid, price, rprice,
-                  0, 0)
-        if (rside == 0 and price > rprice) or (rside == 1 and price < rprice):
-            _viol(vrows, vids, counts, meta, R_LIMITS, D_LIMIT, seq, rid, price, rprice, rside, 0)
-        if q > ost[r, O_LEAVES]:
-            _viol(vrows, vids, counts, meta, R_OVERFILL, D_OVERFILL, seq, rid, q,
-                  ost[r, O_LEAVES], 0, 0)
-        bt = ost[x, O_TRADER] if xside == 0 else ost[r, O_TRADER]
-        st = ost[r, O_TRADER] if xside == 0 else ost[x, O_TRADER]
-        if np.int64(f.buy_trader) != bt or np.int64(f.sell_trader) != st:
-            _viol(vrows, vids, counts, meta, R_FIELDS, D_TRADERS, seq, z,
-                  np.int64(f.buy_trader), np.int64(f.sell_trader), bt, st)
-        if stp != _STP_NONE and ost[r, O_TRADER] == ost[x, O_TRADER]:
-            _viol(vrows, vids, counts, meta, R_STP, D_SELF_TRADE, seq, xid, ost[x, O_TRADER],
-                  0, 0, 0)
-        ost[r, O_FILLSUM] += q
-    if ost[x, O_MARKET] == 0:
-        if (xside == 0 and price > ost[x, O_PRICE]) or (xside == 1 and price < ost[x, O_PRICE]):
-            _viol(vrows, vids, counts, meta, R_LIMITS, D_LIMIT, seq, xid, price, ost[x, O_PRICE],
-                  xside, 0)
-    if q <= 0 or q > ost[x, O_LEAVES]:
-        _viol(vrows, vids, counts, meta, R_OVERFILL, D_OVERFILL, seq, xid, q, ost[x, O_LEAVES],
-              0, 0)
-    if ost[x, O_FLAGS] & _POST_ONLY:
-        _viol(vrows, vids, counts, meta, R_OTYPE, D_POST_ONLY, seq, xid, 0, 0, 0, 0)
-    ost[x, O_FILLSUM] += q
-    tid = np.int64(f.trade_id)
-    if tid <= meta[M_LAST_TRADE]:
-        _viol(vrows, vids, counts, meta, R_STREAM, D_TRADE_ID, seq, z, tid, meta[M_LAST_TRADE],
-              0, 0)
-    meta[M_LAST_TRADE] = tid
-    meta[M_FILLS] += 1
-    return r
-
-
-@njit(cache=True, _nrt=False, inline="always")
-def _resting_report(er, r, have, q, seq, ost, lst, oid, htab, ladder, ladlv, touched,
-                    meta, vrows, vids, counts):
-    """Apply the resting order's PARTIAL/FILLED report ``er`` (paired with fill qty ``q``)."""
-    rr = _slot_of(htab, er.order_id)
-    if rr >= 0 and ost[rr, O_LEVEL] < 0:
-        rr = -1
-    if have and r >= 0 and rr != r:
-        _viol(vrows, vids, counts, meta, R_EVENTS, D_RESTING_REPORT_ORDER, seq, er.order_id,
-              np.int64(oid[r]), 0, 0, 0)
-    if rr < 0:
-        _viol(vrows, vids, counts, meta, R_LIVE, D_REPORT_NOT_LIVE, seq, er.order_id, 0, 0, 0, 0)
-        return
-    f_new, l_new = np.int64(er.filled_qty), np.int64(er.leaves_qty)
-    if have and rr == r:
-        ef, el = ost[rr, O_FILLED] + q, ost[rr, O_LEAVES] - q
-        if f_new != ef or l_new != el or (er.event == _FILLED) != (l_new == 0):
-            _viol(vrows, vids, counts, meta, R_EVENTS, D_REPORT_QTY, seq, er.order_id, f_new,
-                  l_new, ef, el)
-    _touch(touched, lst, ladder, ladlv, meta, ost[rr, O_SIDE], ost[rr, O_PRICE])
-    ost[rr, O_FILLED] = f_new
-    if l_new <= 0:
-        _detach(ost, lst, ladder, ladlv, meta, rr)
-        ost[rr, O_LEAVES] = 0
-        _finish(ost, htab, meta, vrows, vids, counts, seq, rr, er.order_id)
-    else:
-        _set_leaves(ost, lst, rr, l_new)
-
-
-@njit(cache=True, _nrt=False, inline="always")
-def _walk(x, seq, stp, fills, fp, f_hi, events, k, e_hi, ost, lst, oid, htab, ladder,
-          ladlv, touched, meta, vrows, vids, counts):
-    """Follow an incoming order's reports from event ``k``: fills, resting reports, STP cancels
-    and its own end. Returns (next fill index, whether the order ended)."""
-    xid = oid[x]
-    xside = ost[x, O_SIDE]
-    opp = 1 - xside
-    ended = False
-    z = np.uint64(0)
-    while k < e_hi:
-        ev = events[k]
-        et = np.int64(ev.event)
-        k += 1
-        if ended:
-            _viol(vrows, vids, counts, meta, R_EVENTS, D_UNEXPECTED_EVENT, seq, ev.order_id, et,
-                  0, 0, 0)
-            continue
-        if (et == _PARTIAL or et == _FILLED) and ev.order_id == xid:
-            q, r, have = np.int64(0), np.int64(-1), False
-            if fp < f_hi:
-                have = True
-                q = np.int64(fills[fp].qty)
-                r = _check_fill(x, fills[fp], seq, stp, ost, lst, oid, htab, ladlv, meta,
-                                vrows, vids, counts)
-                fp += 1
-            else:
-                _viol(vrows, vids, counts, meta, R_EVENTS, D_REPORT_NO_FILL, seq, xid, 0, 0, 0, 0)
-            f_new, l_new = np.int64(ev.filled_qty), np.int64(ev.leaves_qty)
-            ef, el = ost[x, O_FILLED] + q, ost[x, O_LEAVES] - q
-            if have and (f_new != ef or l_new != el or (et == _FILLED) != (l_new == 0)):
-                _viol(vrows, vids, counts, meta, R_EVENTS, D_REPORT_QTY, seq, xid, f_new, l_new,
-                      ef, el)
-            ost[x, O_FILLED] = f_new
-            ost[x, O_LEAVES] = l_new
-            if l_new <= 0:
-                ended = True
-            if k < e_hi and (events[k].event == _PARTIAL or events[k].event == _FILLED) \
-                    and events[k].order_id != xid:
-                _resting_report(events[k], r, have, q, seq, ost, lst, oid, htab, ladder,
-                                ladlv, touched, meta, vrows, vids, counts)
-                k += 1
-            elif have:
-                rid = np.uint64(fills[fp - 1].sell_order_id) if xside == 0 \
-                    else np.uint64(fills[fp - 1].buy_order_id)
-                _viol(vrows, vids, counts, meta, R_EVENTS, D_NO_RESTING_REPORT, seq, rid, 0, 0,
-                      0, 0)
-                if r >= 0:   # the deal happened: take its quantity off the resting order
-                    _touch(touched, lst, ladder, ladlv, meta, ost[r, O_SIDE], ost[r, O_PRICE])
-                    left = ost[r, O_LEAVES] - q
-                    if left <= 0:
-                        _detach(ost, lst, ladder, ladlv, meta, r)
-                        ost[r, O_LEAVES] = 0
-                        _finish(ost, htab, meta, vrows, vids, counts, seq, r, rid)
-                    else:
-                        _set_leaves(ost, lst, r, left)
-            continue
-        if et == _CANCELLED and ev.order_id == xid:
-            if ev.leaves_qty != 0 or np.int64(ev.filled_qty) != ost[x, O_FILLED]:
-                _viol(vrows, vids, counts, meta, R_EVENTS, D_REPORT_QTY, seq, xid,
-                      np.int64(ev.filled_qty), np.int64(ev.leaves_qty), ost[x, O_FILLED], 0)
-            rs = np.int64(ev.reason)
-            mk, tif = ost[x, O_MARKET], ost[x, O_TIF]
-            if rs == _NO_LIQUIDITY:
-                bad = mk == 0
-            elif rs == _IOC_UNFILLED:
-                bad = mk == 1 or tif == _GTC
-            elif rs == _SELF_TRADE:
-                bad = stp == _STP_NONE or stp == _STP_RESTING
-            else:
-                bad = rs != np.int64(Reason.OVERFLOW)
-            if tif == np.int64(Tif.FOK):
-                bad = True   # an accepted FOK always ends FILLED
-            if bad:
-                _viol(vrows, vids, counts, meta, R_OTYPE, D_CANCEL_REASON, seq, xid, mk, tif, rs,
-                      0)
-            ost[x, O_CANCELLED] += ost[x, O_LEAVES]
-            ost[x, O_LEAVES] = 0
-            ended = True
-            continue
-        if et == _CANCELLED and ev.reason == _SELF_TRADE:
-            r = _slot_of(htab, ev.order_id)
-            if r < 0 or ost[r, O_LEVEL] < 0:
-                _viol(vrows, vids, counts, meta, R_LIVE, D_REPORT_NOT_LIVE, seq, ev.order_id, 0,
-                      0, 0, 0)
-                continue
-            lv = ost[r, O_LEVEL]
-            best = _best_level(ladlv, meta, opp)
-            if ost[r, O_SIDE] != opp or lv != best or lst[lv, L_HEAD] != r:
-                _viol(vrows, vids, counts, meta, R_FIFO, D_STP_FIFO, seq, ev.order_id,
-                      ost[r, O_PRICE], lst[best, L_PRICE] if best >= 0 else 0, 0, 0)
-            if ost[r, O_TRADER] != ost[x, O_TRADER] or not (stp == _STP_RESTING
-                                                           or stp == _STP_BOTH):
-                _viol(vrows, vids, counts, meta, R_STP, D_STP_TRADERS, seq, ev.order_id,
-                      ost[r, O_TRADER], ost[x, O_TRADER], 0, 0)
-            if ev.leaves_qty != 0 or np.int64(ev.filled_qty) != ost[r, O_FILLED]:
-                _viol(vrows, vids, counts, meta, R_EVENTS, D_REPORT_QTY, seq, ev.order_id,
-                      np.int64(ev.filled_qty), np.int64(ev.leaves_qty), ost[r, O_FILLED], 0)
-            _touch(touched, lst, ladder, ladlv, meta, ost[r, O_SIDE], ost[r, O_PRICE])
-            _detach(ost, lst, ladder, ladlv, meta, r)
-            ost[r, O_CANCELLED] += ost[r, O_LEAVES]
-            ost[r, O_LEAVES] = 0
-            _finish(ost, htab, meta, vrows, vids, counts, seq, r, ev.order_id)
-            continue
-        _viol(vrows, vids, counts, meta, R_EVENTS, D_UNEXPECTED_EVENT, seq, ev.order_id, et, 0, 0,
-              0)
-    while fp < f_hi:
-        _viol(vrows, vids, counts, meta, R_EVENTS, D_FILL_NO_REPORT, seq, z,
-              np.int64(fills[fp].trade_id), 0, 0, 0)
-        fp += 1
-    return fp, ended
 
 
 @njit(cache=True, _nrt=False, inline="always")
@@ -426,24 +131,10 @@ def _look_ahead(orders, i, i_end, fills, fp, nf, ost, lst, oid, htab, ladder, la
         _prefetch_order(ost, oid, htab, _resting_id(fills, fp + PF_NEXT), True)
 
 @njit(cache=True, _nrt=False, inline="always")
-def _end_incoming(x, ended, seq, ost, lst, oid, htab, ladder, ladlv, touched, meta, vrows,
-                  vids, counts):
-    """After its reports: an incoming order rests (GTC limit with quantity left) or is done.
-    Returns False when no level slot is free."""
-    if ended or ost[x, O_LEAVES] <= 0:
-        _finish(ost, htab, meta, vrows, vids, counts, seq, x, oid[x])
-        return True
-    if ost[x, O_MARKET] == 1 or ost[x, O_TIF] != _GTC:
-        _viol(vrows, vids, counts, meta, R_OTYPE, D_LEFT_OPEN, seq, oid[x], ost[x, O_MARKET],
-              ost[x, O_TIF], 0, 0)
-        _finish(ost, htab, meta, vrows, vids, counts, seq, x, oid[x])
-        return True
-    _touch(touched, lst, ladder, ladlv, meta, ost[x, O_SIDE], ost[x, O_PRICE])
-    return _append(ost, lst, ladder, ladlv, meta, x)
-
-
-@njit(cache=True, _nrt=False, inline="always")
-def _check_l2(seq, l2, lp, l_hi, lst, ladder, ladlv, touched, meta, vrows, vids, counts):
+def _check_l2(seq, l2, lp, l_hi, ost, ext, lst, ladder, ladlv, touched, meta, vrows, vids,
+              counts):
+    """The last phase of a message: its remaining L2 rows against the book it left, and every
+    level it changed has a row."""
     z = np.uint64(0)
     nt = meta[M_NT]
     for k in range(lp, l_hi):
@@ -453,65 +144,127 @@ def _check_l2(seq, l2, lp, l_hi, lst, ladder, ladlv, touched, meta, vrows, vids,
         if side > 1:
             _viol(vrows, vids, counts, meta, R_STREAM, D_L2_SIDE, seq, z, side, 0, 0, 0)
             continue
-        lv = _find_level(ladder, ladlv, meta, side, price)
-        q = lst[lv, L_QTY] if lv >= 0 else 0
-        c = lst[lv, L_COUNT] if lv >= 0 else 0
-        if row.qty != q:
-            _viol(vrows, vids, counts, meta, R_L2, D_L2_QTY, seq, z, side, price,
-                  np.int64(row.qty), q)
-        if row.count != c:
-            _viol(vrows, vids, counts, meta, R_L2, D_L2_COUNT, seq, z, side, price,
-                  np.int64(row.count), c)
+        _l2_row(seq, row, ost, ext, lst, ladder, ladlv, meta, vrows, vids, counts)
         for t in range(nt):
             if touched[t, T_SIDE] == side and touched[t, T_PRICE] == price:
                 touched[t, T_ROW] = 1
-    for t in range(nt):
-        if touched[t, T_ROW] == 0:
-            side, price = touched[t, T_SIDE], touched[t, T_PRICE]
-            lv = _find_level(ladder, ladlv, meta, side, price)
-            q = lst[lv, L_QTY] if lv >= 0 else 0
-            c = lst[lv, L_COUNT] if lv >= 0 else 0
-            if q != touched[t, T_QTY] or c != touched[t, T_COUNT]:
-                _viol(vrows, vids, counts, meta, R_L2, D_L2_MISSING, seq, z, side, price, q, 0)
+    _l2_missing(seq, lst, ladder, ladlv, touched, meta, vrows, vids, counts)
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _foreign(limit, fills, fp, nf, l2, lp, nl, events, ep, ne, ost, ext, lst, htab, ladder,
+             ladlv, touched, meta, vrows, vids, counts):
+    """Rows of seqs before ``limit`` that no message of this symbol has: expiries of its orders
+    before another symbol's message (their CANCELLED/EXPIRED reports and L2 rows) are checked;
+    any other row is a ``stream`` violation. Returns the next (fill, L2, event) indices."""
+    z = np.uint64(0)
+    while ep < ne and events[ep].seq < limit:
+        sq, ts = np.int64(events[ep].seq), np.int64(events[ep].ts)
+        while fp < nf and fills[fp].seq <= sq:
+            _viol(vrows, vids, counts, meta, R_STREAM, D_ROW_NO_MSG, np.int64(fills[fp].seq), z,
+                  0, 0, 0, 0)
+            fp += 1
+        while lp < nl and l2[lp].seq < sq:
+            _viol(vrows, vids, counts, meta, R_STREAM, D_ROW_NO_MSG, np.int64(l2[lp].seq), z, 1,
+                  0, 0, 0)
+            lp += 1
+        l_hi = lp
+        while l_hi < nl and l2[l_hi].seq == sq:
+            l_hi += 1
+        meta[M_NT] = 0
+        while ep < ne and events[ep].seq == sq:
+            ev = events[ep]
+            if ev.event == _CANCELLED and ev.reason == _EXPIRED:
+                _expire(ev, sq, ts, ost, ext, lst, htab, ladder, ladlv, touched, meta, vrows,
+                        vids, counts)
+                lp = _l2_phase(sq, l2, lp, l_hi, ost, ext, lst, ladder, ladlv, touched, meta,
+                               vrows, vids, counts)
+            else:
+                _viol(vrows, vids, counts, meta, R_STREAM, D_ROW_NO_MSG, sq, z, 2, 0, 0, 0)
+            ep += 1
+        _check_l2(sq, l2, lp, l_hi, ost, ext, lst, ladder, ladlv, touched, meta, vrows, vids,
+                  counts)
+        meta[M_NT] = 0
+        lp = l_hi
+        if ts > meta[M_PREV_TS]:
+            meta[M_PREV_TS] = ts
+    while fp < nf and fills[fp].seq < limit:
+        _viol(vrows, vids, counts, meta, R_STREAM, D_ROW_NO_MSG, np.int64(fills[fp].seq), z,
+              0, 0, 0, 0)
+        fp += 1
+    while lp < nl and l2[lp].seq < limit:
+        _viol(vrows, vids, counts, meta, R_STREAM, D_ROW_NO_MSG, np.int64(l2[lp].seq), z, 1,
+              0, 0, 0)
+        lp += 1
+    return fp, lp, ep
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _new_order(m, x, ts, ost, ext, cfg):
+    """Fill order row ``x`` from accepted NEW ``m`` (a stop keeps its side + 2 and its trigger
+    as price until released; see ``replay.verifier_orders``)."""
+    ot = np.int64(m.order_type)
+    qty = np.int64(m.qty)
+    ost[x, O_SIDE] = np.int64(m.side)
+    ost[x, O_MARKET] = 1 if ot == _MARKET or ot == _STOP else 0
+    ost[x, O_PRICE] = 0 if ost[x, O_MARKET] == 1 else np.int64(m.price)
+    ost[x, O_LEAVES] = qty
+    ost[x, O_FILLED] = 0
+    ost[x, O_FILLSUM] = 0
+    ost[x, O_TOTAL] = qty
+    ost[x, O_CANCELLED] = 0
+    ost[x, O_TRADER] = np.int64(m.trader)
+    ost[x, O_FLAGS] = np.int64(m.flags)
+    ost[x, O_TIF] = np.int64(m.tif)
+    ost[x, O_LEVEL] = -1
+    ost[x, O_DISPLAY] = np.int64(m.display_qty) if ot == _LIMIT else 0
+    ost[x, O_EXPIRE] = _expiry_of(np.int64(m.tif), ts, np.int64(m.expire_ts), cfg[C_CLOSE])
+    # why only for icebergs and stops: ``ext`` is read only for them (see verifier_book), and
+    # a row written for every order is one more cache miss per order in a deep book
+    if ost[x, O_DISPLAY] > 0:
+        ext[x, E_RESERVE] = 0
+        ext[x, E_REFILLS] = 0
+    if ot == _STOP or ot == _STOP_LIMIT:
+        ext[x, E_STOP] = np.int64(m.stop_price)
+        ext[x, E_LIMIT] = np.int64(m.price) if ot == _STOP_LIMIT else 0
+        ost[x, O_SIDE] = 2 + np.int64(m.side)
+        ost[x, O_PRICE] = np.int64(m.stop_price)
+        return True
+    return False
 
 
 @njit(cache=True, _nrt=False, nogil=True)
 def check_symbol(orders, fills, l2, events, i_end, known, stp, final, ost, lst, oid, htab,
-                 ladder, ladlv, touched, meta, vrows, vids, counts):
+                 ladder, ladlv, touched, ext, cfg, meta, vrows, vids, counts):
     """Check the messages ``meta[M_I]..i_end-1`` of one symbol and their output rows.
 
     orders/fills/l2/events are the symbol's stored rows in seq order. State persists in the
     arrays between calls (so the caller can show progress, or pass the next seq range's rows,
     with ``meta[M_I]``, ``M_FP``, ``M_LP``, ``M_EP`` reset to 0). ``final``: 0 for a call more
     rows of the same arrays follow; FLUSH when these arrays end (rows left after their last
-    message have no message); FINAL at the run's end (FLUSH, then the quantities of the orders
-    still live). Returns OK or NEED_CAPACITY. Releases the GIL, so a caller can read the next
-    rows meanwhile.
+    message have no message, unless they are expiries); FINAL at the run's end (FLUSH, then the
+    quantities and expiries of the orders still live). Returns OK or NEED_CAPACITY. Releases
+    the GIL, so a caller can read the next rows meanwhile.
     """
     nf, nl, ne = fills.size, l2.size, events.size
     i, fp, lp, ep = meta[M_I], meta[M_FP], meta[M_LP], meta[M_EP]
     z = np.uint64(0)
+    owner = cfg[C_OWNER] != 0
     while i < i_end:
-        # why here: a message needs at most one new order slot and one new level; checking
-        # before it starts lets the caller grow the arrays and resume at this very message
-        if meta[M_LIVE_O] + 2 > ost.shape[0] or meta[M_LIVE_L] + 2 > lst.shape[0]:
+        # why here: a message needs at most one new order slot, and one new level for itself
+        # and for each stop it may release; checking before it starts lets the caller grow the
+        # arrays and resume at this very message
+        if meta[M_LIVE_O] + 2 > ost.shape[0] or \
+                meta[M_LIVE_L] + meta[M_PENDING] + 2 > lst.shape[0]:
             meta[M_I], meta[M_FP], meta[M_LP], meta[M_EP] = i, fp, lp, ep
             return NEED_CAPACITY
         _look_ahead(orders, i, i_end, fills, fp, nf, ost, lst, oid, htab, ladder, ladlv, meta)
         m = orders[i]
         seq, ts = np.int64(m.seq), np.int64(m.ts)
-        while fp < nf and fills[fp].seq < seq:
-            _viol(vrows, vids, counts, meta, R_STREAM, D_ROW_NO_MSG, np.int64(fills[fp].seq), z,
-                  0, 0, 0, 0)
-            fp += 1
-        while lp < nl and l2[lp].seq < seq:
-            _viol(vrows, vids, counts, meta, R_STREAM, D_ROW_NO_MSG, np.int64(l2[lp].seq), z, 1,
-                  0, 0, 0)
-            lp += 1
-        while ep < ne and events[ep].seq < seq:
-            _viol(vrows, vids, counts, meta, R_STREAM, D_ROW_NO_MSG, np.int64(events[ep].seq), z,
-                  2, 0, 0, 0)
-            ep += 1
+        if (ep < ne and events[ep].seq < seq) or (fp < nf and fills[fp].seq < seq) \
+                or (lp < nl and l2[lp].seq < seq):
+            fp, lp, ep = _foreign(seq, fills, fp, nf, l2, lp, nl, events, ep, ne, ost, ext, lst,
+                                  htab, ladder, ladlv, touched, meta, vrows, vids, counts)
         f_hi, l_hi, e_hi = fp, lp, ep
         while f_hi < nf and fills[f_hi].seq == seq:
             if fills[f_hi].ts != ts:
@@ -530,7 +283,16 @@ def check_symbol(orders, fills, l2, events, i_end, known, stp, final, ost, lst, 
             e_hi += 1
         meta[M_NT] = 0
         meta[M_ORDERS] += 1
+        # expiries before the message: each is a phase with its own L2 row
+        while ep < e_hi and events[ep].event == _CANCELLED and events[ep].reason == _EXPIRED:
+            _expire(events[ep], seq, ts, ost, ext, lst, htab, ladder, ladlv, touched, meta,
+                    vrows, vids, counts)
+            lp = _l2_phase(seq, l2, lp, l_hi, ost, ext, lst, ladder, ladlv, touched, meta,
+                           vrows, vids, counts)
+            ep += 1
         kind = np.int64(m.kind)
+        fp0 = fp
+        k, x = e_hi, np.int64(-1)     # k: the next report to follow; x: the order walking
         if e_hi == ep:
             _viol(vrows, vids, counts, meta, R_EVENTS, D_NO_EVENT, seq, m.order_id, 0, 0, 0, 0)
         else:
@@ -540,6 +302,7 @@ def check_symbol(orders, fills, l2, events, i_end, known, stp, final, ost, lst, 
                 _viol(vrows, vids, counts, meta, R_EVENTS, D_FIRST_WRONG_ORDER, seq, ev0.order_id,
                       0, 0, 0, 0)
             x = _slot_of(htab, m.order_id)
+            live = x >= 0 and ost[x, O_LEVEL] >= 0
             if et == _REJECTED:
                 rs = np.int64(ev0.reason)
                 if e_hi - ep != 1 or f_hi != fp or l_hi != lp or ev0.filled_qty != 0 \
@@ -559,20 +322,29 @@ def check_symbol(orders, fills, l2, events, i_end, known, stp, final, ost, lst, 
                 elif rs == _DUPLICATE_ID and kind == _NEW and x < 0:
                     _viol(vrows, vids, counts, meta, R_REJECT, D_REJ_DUPLICATE, seq, m.order_id,
                           0, 0, 0, 0)
+                elif rs == _NOT_OWNER and (kind == _CANCEL or kind == _MODIFY) and live and (
+                        not owner or ost[x, O_TRADER] == np.int64(m.trader)):
+                    _viol(vrows, vids, counts, meta, R_OWNER, D_NOT_OWNER_WRONG, seq, m.order_id,
+                          np.int64(m.trader), ost[x, O_TRADER], 0, 0)
+                x = -1
             elif not known:
                 _viol(vrows, vids, counts, meta, R_REJECT, D_UNKNOWN_SYMBOL_NOT_REJECTED, seq,
                       m.order_id, et, np.int64(ev0.reason), 0, 0)
+                x = -1
             elif kind > 2 or (kind == _NEW and m.side > 1):
                 _viol(vrows, vids, counts, meta, R_REJECT, D_BAD_FIELD_ACCEPTED, seq, m.order_id,
                       kind, 0, 0, 0)
+                x = -1
             elif (kind == _NEW and et != _ACCEPTED) or (kind == _CANCEL and et != _CANCELLED) \
                     or (kind == _MODIFY and et != _MODIFIED):
                 _viol(vrows, vids, counts, meta, R_EVENTS, D_BAD_FIRST_EVENT, seq, ev0.order_id,
                       kind, et, 0, 0)
+                x = -1
             elif kind == _NEW:
                 if x >= 0:
                     _viol(vrows, vids, counts, meta, R_REJECT, D_DUPLICATE_ACCEPTED, seq,
                           m.order_id, 0, 0, 0, 0)
+                    x = -1
                 else:
                     qty = np.int64(m.qty)
                     if ev0.leaves_qty != qty or ev0.filled_qty != 0:
@@ -584,77 +356,162 @@ def check_symbol(orders, fills, l2, events, i_end, known, stp, final, ost, lst, 
                     meta[M_FREE_O] = ost[x, O_NEXT]
                     meta[M_LIVE_O] += 1
                     oid[x] = m.order_id
-                    ost[x, O_SIDE] = np.int64(m.side)
-                    ost[x, O_MARKET] = 1 if m.order_type == _MARKET else 0
-                    ost[x, O_PRICE] = 0 if m.order_type == _MARKET else np.int64(m.price)
-                    ost[x, O_LEAVES] = qty
-                    ost[x, O_FILLED] = 0
-                    ost[x, O_FILLSUM] = 0
-                    ost[x, O_TOTAL] = qty
-                    ost[x, O_CANCELLED] = 0
-                    ost[x, O_TRADER] = np.int64(m.trader)
-                    ost[x, O_FLAGS] = np.int64(m.flags)
-                    ost[x, O_TIF] = np.int64(m.tif)
-                    ost[x, O_LEVEL] = -1
+                    ot = np.int64(m.order_type)
+                    if cfg[C_PLAIN] == 0:
+                        _check_grid(cfg, seq, m.order_id, ot == _LIMIT or ot == _STOP_LIMIT,
+                                    ot == _STOP or ot == _STOP_LIMIT, np.int64(m.price),
+                                    np.int64(m.stop_price), qty, np.int64(m.display_qty),
+                                    np.int64(m.min_qty), meta, vrows, vids, counts)
                     _hash_put(htab, m.order_id, x)
-                    fp2, ended = _walk(x, seq, stp, fills, fp, f_hi, events, ep + 1, e_hi, ost,
-                                       lst, oid, htab, ladder, ladlv, touched, meta, vrows,
-                                       vids, counts)
-                    if not _end_incoming(x, ended, seq, ost, lst, oid, htab, ladder, ladlv,
-                                         touched, meta, vrows, vids, counts):
-                        return NEED_CAPACITY
-            elif x < 0 or ost[x, O_LEVEL] < 0:
-                _viol(vrows, vids, counts, meta, R_REJECT, D_NOT_LIVE_ACCEPTED, seq, m.order_id,
-                      0, 0, 0, 0)
-            elif kind == _CANCEL:
-                if ev0.leaves_qty != 0 or np.int64(ev0.filled_qty) != ost[x, O_FILLED]:
-                    _viol(vrows, vids, counts, meta, R_EVENTS, D_REPORT_QTY, seq, m.order_id,
-                          np.int64(ev0.filled_qty), np.int64(ev0.leaves_qty), ost[x, O_FILLED],
-                          0)
-                _touch(touched, lst, ladder, ladlv, meta, ost[x, O_SIDE], ost[x, O_PRICE])
-                _detach(ost, lst, ladder, ladlv, meta, x)
-                ost[x, O_CANCELLED] += ost[x, O_LEAVES]
-                ost[x, O_LEAVES] = 0
-                _finish(ost, htab, meta, vrows, vids, counts, seq, x, m.order_id)
-                _extra(seq, events, ep + 1, e_hi, fills, fp, f_hi, meta, vrows, vids, counts)
-            else:   # MODIFY of a live order
-                q = np.int64(m.qty)
-                if ev0.leaves_qty != q or np.int64(ev0.filled_qty) != ost[x, O_FILLED]:
-                    _viol(vrows, vids, counts, meta, R_EVENTS, D_REPORT_QTY, seq, m.order_id,
-                          np.int64(ev0.filled_qty), np.int64(ev0.leaves_qty), ost[x, O_FILLED], q)
-                old = ost[x, O_LEAVES]
-                _touch(touched, lst, ladder, ladlv, meta, ost[x, O_SIDE], ost[x, O_PRICE])
-                ost[x, O_TOTAL] += q - old
-                if np.int64(m.price) == ost[x, O_PRICE]:
-                    if q > old:   # more quantity loses priority: to the back of the level
-                        _detach(ost, lst, ladder, ladlv, meta, x)
-                        ost[x, O_LEAVES] = q
+                    if _new_order(m, x, ts, ost, ext, cfg):      # a stop: it waits
+                        if _stop_reached(meta, ost[x, O_SIDE] - 2, ext[x, E_STOP]):
+                            _viol(vrows, vids, counts, meta, R_STOPS, D_STOP_REACHED_ACCEPTED,
+                                  seq, m.order_id, ext[x, E_STOP], meta[M_LAST_PX], 0, 0)
+                        meta[M_PENDING] += 1
                         if not _append(ost, lst, ladder, ladlv, meta, x):
                             return NEED_CAPACITY
+                        _extra(seq, events, ep + 1, e_hi, fills, fp, f_hi, meta, vrows, vids,
+                               counts)
+                        fp, k, x = f_hi, e_hi, -1
                     else:
-                        _set_leaves(ost, lst, x, q)
+                        fp, ended, k, room = _walk(x, seq, ts, stp, fills, fp, f_hi, events,
+                                                   ep + 1, e_hi, ost, ext, lst, oid, htab,
+                                                   ladder, ladlv, touched, meta, vrows, vids,
+                                                   counts)
+                        if not (room and _end_incoming(x, ended, seq, ost, ext, lst, oid, htab,
+                                                       ladder, ladlv, touched, meta, vrows,
+                                                       vids, counts)):
+                            return NEED_CAPACITY
+            elif not live:
+                _viol(vrows, vids, counts, meta, R_REJECT, D_NOT_LIVE_ACCEPTED, seq, m.order_id,
+                      0, 0, 0, 0)
+                x = -1
+            else:
+                if owner and np.int64(m.trader) != ost[x, O_TRADER]:
+                    _viol(vrows, vids, counts, meta, R_OWNER, D_NOT_OWNER_ACCEPTED, seq,
+                          m.order_id, np.int64(m.trader), ost[x, O_TRADER], 0, 0)
+                if ost[x, O_EXPIRE] > 0 and ts >= ost[x, O_EXPIRE]:
+                    _viol(vrows, vids, counts, meta, R_EXPIRY, D_ACTED_EXPIRED, seq, m.order_id,
+                          ost[x, O_EXPIRE], ts, 0, 0)
+                pending = ost[x, O_SIDE] >= 2
+                if kind == _CANCEL:
+                    if ev0.leaves_qty != 0 or np.int64(ev0.filled_qty) != ost[x, O_FILLED]:
+                        _viol(vrows, vids, counts, meta, R_EVENTS, D_REPORT_QTY, seq, m.order_id,
+                              np.int64(ev0.filled_qty), np.int64(ev0.leaves_qty),
+                              ost[x, O_FILLED], 0)
+                    _remove(ost, ext, lst, htab, ladder, ladlv, touched, meta, vrows, vids,
+                            counts, seq, x, m.order_id)
                     _extra(seq, events, ep + 1, e_hi, fills, fp, f_hi, meta, vrows, vids, counts)
-                else:         # a new price: out of the book, then handled as an incoming GTC
-                    _detach(ost, lst, ladder, ladlv, meta, x)
-                    ost[x, O_LEAVES] = q
-                    ost[x, O_PRICE] = np.int64(m.price)
-                    ost[x, O_MARKET] = 0
-                    ost[x, O_TIF] = _GTC
-                    fp2, ended = _walk(x, seq, stp, fills, fp, f_hi, events, ep + 1, e_hi, ost,
-                                       lst, oid, htab, ladder, ladlv, touched, meta, vrows,
-                                       vids, counts)
-                    if not _end_incoming(x, ended, seq, ost, lst, oid, htab, ladder, ladlv,
-                                         touched, meta, vrows, vids, counts):
-                        return NEED_CAPACITY
-        _check_l2(seq, l2, lp, l_hi, lst, ladder, ladlv, touched, meta, vrows, vids, counts)
+                    fp, x = f_hi, -1
+                else:   # MODIFY of a live order
+                    q = np.int64(m.qty)
+                    if ev0.leaves_qty != q or np.int64(ev0.filled_qty) != ost[x, O_FILLED]:
+                        _viol(vrows, vids, counts, meta, R_EVENTS, D_REPORT_QTY, seq, m.order_id,
+                              np.int64(ev0.filled_qty), np.int64(ev0.leaves_qty),
+                              ost[x, O_FILLED], q)
+                    old = _open(ost, ext, x)
+                    ost[x, O_TOTAL] += q - old
+                    if pending:
+                        newstop = np.int64(m.stop_price)
+                        limit = ost[x, O_MARKET] == 0
+                        if cfg[C_PLAIN] == 0:
+                            _check_grid(cfg, seq, m.order_id, limit, True, np.int64(m.price),
+                                        newstop, q, 0, 0, meta, vrows, vids, counts)
+                        if _stop_reached(meta, ost[x, O_SIDE] - 2, newstop):
+                            _viol(vrows, vids, counts, meta, R_STOPS, D_STOP_REACHED_ACCEPTED,
+                                  seq, m.order_id, newstop, meta[M_LAST_PX], 0, 0)
+                        if limit:
+                            ext[x, E_LIMIT] = np.int64(m.price)
+                        if newstop == ext[x, E_STOP] and q <= old:
+                            _set_leaves(ost, lst, x, q)
+                        else:     # to the back of its (new) trigger price
+                            _detach(ost, lst, ladder, ladlv, meta, x)
+                            ext[x, E_STOP] = newstop
+                            ost[x, O_PRICE] = newstop
+                            ost[x, O_LEAVES] = q
+                            if not _append(ost, lst, ladder, ladlv, meta, x):
+                                return NEED_CAPACITY
+                        _extra(seq, events, ep + 1, e_hi, fills, fp, f_hi, meta, vrows, vids,
+                               counts)
+                        fp, x = f_hi, -1
+                    else:
+                        if cfg[C_PLAIN] == 0:
+                            _check_grid(cfg, seq, m.order_id, True, False, np.int64(m.price), 0,
+                                        q, 0, 0, meta, vrows, vids, counts)
+                        _touch(touched, lst, ladder, ladlv, meta, ost[x, O_SIDE], ost[x, O_PRICE])
+                        if np.int64(m.price) == ost[x, O_PRICE]:
+                            if q > old:   # more quantity loses priority: to the back of the level
+                                _detach(ost, lst, ladder, ladlv, meta, x)
+                                ost[x, O_LEAVES] = q
+                                _split(ost, ext, x)
+                                if not _append(ost, lst, ladder, ladlv, meta, x):
+                                    return NEED_CAPACITY
+                            elif ost[x, O_DISPLAY] > 0:
+                                _iceberg_reduce(ost, ext, lst, x, q)
+                            else:
+                                _set_leaves(ost, lst, x, q)
+                            _extra(seq, events, ep + 1, e_hi, fills, fp, f_hi, meta, vrows, vids,
+                                   counts)
+                            fp, x = f_hi, -1
+                        else:     # a new price: out of the book, then handled as an incoming limit
+                            _detach(ost, lst, ladder, ladlv, meta, x)
+                            ost[x, O_LEAVES] = q
+                            ext[x, E_RESERVE] = 0
+                            ost[x, O_PRICE] = np.int64(m.price)
+                            ost[x, O_MARKET] = 0
+                            fp, ended, k, room = _walk(x, seq, ts, stp, fills, fp, f_hi, events,
+                                                       ep + 1, e_hi, ost, ext, lst, oid, htab,
+                                                       ladder, ladlv, touched, meta, vrows, vids,
+                                                       counts)
+                            if not (room and _end_incoming(x, ended, seq, ost, ext, lst, oid,
+                                                           htab, ladder, ladlv, touched, meta,
+                                                           vrows, vids, counts)):
+                                return NEED_CAPACITY
+        # stops released by the message's trades (a cascade included), one phase each
+        while x >= 0 and k < e_hi:
+            ev = events[k]
+            lp = _l2_phase(seq, l2, lp, l_hi, ost, ext, lst, ladder, ladlv, touched, meta,
+                           vrows, vids, counts)
+            checked = ev.event == _TRIGGERED
+            if not checked:
+                _viol(vrows, vids, counts, meta, R_STOPS, D_FILLED_BEFORE_TRIGGER, seq,
+                      ev.order_id, 0, 0, 0, 0)
+            x = _release(ev, seq, checked, ost, ext, lst, oid, htab, ladder, ladlv, meta, vrows,
+                         vids, counts)
+            if checked:
+                k += 1
+            if x >= 0:
+                fp, ended, k, room = _walk(x, seq, ts, stp, fills, fp, f_hi, events, k, e_hi,
+                                           ost, ext, lst, oid, htab, ladder, ladlv, touched,
+                                           meta, vrows, vids, counts)
+                if not (room and _end_incoming(x, ended, seq, ost, ext, lst, oid, htab, ladder,
+                                               ladlv, touched, meta, vrows, vids, counts)):
+                    return NEED_CAPACITY
+        for j in range(k, e_hi):
+            _viol(vrows, vids, counts, meta, R_EVENTS, D_UNEXPECTED_EVENT, seq,
+                  events[j].order_id, np.int64(events[j].event), 0, 0, 0)
+        for j in range(fp, f_hi):
+            _viol(vrows, vids, counts, meta, R_EVENTS, D_FILL_NO_REPORT, seq, z,
+                  np.int64(fills[j].trade_id), 0, 0, 0)
+        _check_l2(seq, l2, lp, l_hi, ost, ext, lst, ladder, ladlv, touched, meta, vrows, vids,
+                  counts)
+        if f_hi > fp0 and meta[M_PENDING] > 0:
+            _stops_settled(seq, ost, oid, lst, ladlv, meta, vrows, vids, counts)
         nb, na = meta[M_NB], meta[M_NA]
         if nb > 0 and na > 0 and ladder[0, nb - 1] >= -ladder[1, na - 1]:
             _viol(vrows, vids, counts, meta, R_CROSSED, D_CROSSED, seq, z, ladder[0, nb - 1],
                   -ladder[1, na - 1], 0, 0)
+        if ts > meta[M_PREV_TS]:
+            meta[M_PREV_TS] = ts
+        elif ts < meta[M_PREV_TS]:
+            meta[M_TS_BACK] = 1
         fp, lp, ep = f_hi, l_hi, e_hi
         i += 1
     meta[M_I], meta[M_FP], meta[M_LP], meta[M_EP] = i, fp, lp, ep
     if final >= FLUSH:
+        big = np.int64(0x7FFFFFFFFFFFFFFF)
+        fp, lp, ep = _foreign(big, fills, fp, nf, l2, lp, nl, events, ep, ne, ost, ext, lst,
+                              htab, ladder, ladlv, touched, meta, vrows, vids, counts)
         for j in range(fp, nf):
             _viol(vrows, vids, counts, meta, R_STREAM, D_ROW_NO_MSG, np.int64(fills[j].seq), z, 0,
                   0, 0, 0)
@@ -664,24 +521,30 @@ def check_symbol(orders, fills, l2, events, i_end, known, stp, final, ost, lst, 
         for j in range(ep, ne):
             _viol(vrows, vids, counts, meta, R_STREAM, D_ROW_NO_MSG, np.int64(events[j].seq), z,
                   2, 0, 0, 0)
+        meta[M_FP], meta[M_LP], meta[M_EP] = nf, nl, ne
     if final >= FINAL:
         last = np.int64(orders[i_end - 1].seq) if i_end > 0 else meta[M_LAST_SEQ]
-        check_live(last, ost, oid, meta, vrows, vids, counts)
+        check_live(last, ost, ext, oid, meta, vrows, vids, counts)
     if i_end > 0:
         meta[M_LAST_SEQ] = np.int64(orders[i_end - 1].seq)
     return OK
 
 
 @njit(cache=True, _nrt=False)
-def check_live(seq, ost, oid, meta, vrows, vids, counts):
-    """Quantities of the orders still resting at the end of the run must balance too.
+def check_live(seq, ost, ext, oid, meta, vrows, vids, counts):
+    """Quantities of the orders still live at the end of the run must balance too, and none may
+    be past its expiry at the symbol's latest ts (unless its ts ever stepped back).
 
-    Why a scan of every row rather than a walk of the queues: rows not resting have O_LEVEL
+    Why a scan of every row rather than a walk of the queues: rows not live have O_LEVEL
     -1, and a sequential scan streams memory where a queue walk misses the cache per order
     (millions of live orders at the end of a long run)."""
+    now = meta[M_PREV_TS]
     for s in range(ost.shape[0]):
-        if ost[s, O_LEVEL] >= 0 and \
-                ost[s, O_FILLSUM] + ost[s, O_CANCELLED] + ost[s, O_LEAVES] != ost[s, O_TOTAL]:
-            _viol(vrows, vids, counts, meta, R_CONSERVE, D_CONSERVE, seq, oid[s],
-                  ost[s, O_FILLSUM], ost[s, O_CANCELLED], ost[s, O_LEAVES], ost[s, O_TOTAL])
-
+        if ost[s, O_LEVEL] >= 0:
+            if ost[s, O_FILLSUM] + ost[s, O_CANCELLED] + _open(ost, ext, s) != ost[s, O_TOTAL]:
+                _viol(vrows, vids, counts, meta, R_CONSERVE, D_CONSERVE, seq, oid[s],
+                      ost[s, O_FILLSUM], ost[s, O_CANCELLED], _open(ost, ext, s),
+                      ost[s, O_TOTAL])
+            if ost[s, O_EXPIRE] > 0 and ost[s, O_EXPIRE] <= now and meta[M_TS_BACK] == 0:
+                _viol(vrows, vids, counts, meta, R_EXPIRY, D_NOT_EXPIRED, seq, oid[s],
+                      ost[s, O_EXPIRE], now, 0, 0)

@@ -26,10 +26,11 @@ from scenarios.loaders.lobster_check import check_lobster
 from scenarios.loaders.quantcup import load_quantcup
 from scenarios.scenario import GENERATORS, Scenario, SymbolSpec, list_presets, load_scenario
 from scenarios.generators.uniform import bench_1m, uniform_flow
+from scenarios.generators.venue_mix import venue_mix
 from scenarios.generators.zero_intelligence import zi_flow
 
 __all__ = [
-    "uniform_flow", "bench_1m", "zi_flow", "hawkes_flow", "hawkes_times",
+    "uniform_flow", "bench_1m", "venue_mix", "zi_flow", "hawkes_flow", "hawkes_times",
     "Scenario", "SymbolSpec", "load_scenario", "list_presets", "GENERATORS",
     "load_quantcup", "load_lobster", "LobsterFlow", "check_lobster",
     "load_binance", "BinanceData", "top_of_book", "Flow", "open_flow", "symbol_from_file",

@@ -15,14 +15,26 @@ File format (TOML shown; JSON has the same keys)::
     name = "JPM"
     tick_size = 0.01                 # price of one tick (the engine's prices are int ticks)
     mid = 10_000                     # optional: start mid in ticks, for generators that have one
+    # optional engine options of the symbol (Engine.add_symbol; docs/semantics.md, "Symbols"):
+    tick_table = [[1, 1], [10_000, 5]]   # (from_price, tick) rows, the first from price 1
+    lot_size = 1                     # every quantity a multiple of it
+    min_order_qty = 1                # NEW / MODIFY qty below it is rejected
+    session_close = 75_600_000_000_000   # DAY orders end here: ns after midnight UTC
+    currency = "USD"                 # money: backtests report PnL, fees, turnover in it
+    tick_value = 0.01                # value of one tick on one lot, in currency
+    maker_bps = -0.2                 # fee of a resting fill, bps of notional (negative: rebate)
+    taker_bps = 0.5                  # fee of an aggressing fill
     [[symbols]]                      # ``count = k`` expands one table into k symbols
     name = "S"                       # named S000, S001, ... (zero-padded to the width of k-1)
     count = 100
 
 Invariants: symbols get engine ids in file order, so ``add_symbols`` on a fresh engine maps the
-generator's symbol ids 0..k-1 onto them. A file is validated whole before anything is generated:
-unknown keys, an unknown generator or a parameter the generator does not take raise InputError
-naming the file (and the line, for TOML syntax errors).
+generator's symbol ids 0..k-1 onto them, with every engine option the file gives (an option the
+file leaves out is the engine's default and is not passed, nor written by ``describe``, so files
+without options describe and digest as before). A file is validated whole before anything is generated:
+unknown keys, an unknown generator, a parameter the generator does not take or a bad symbol
+option value raise InputError naming the file, the symbol table and the key (and the line, for
+TOML syntax errors).
 """
 
 from __future__ import annotations
@@ -31,6 +43,7 @@ import hashlib
 import importlib
 import inspect
 import json
+import math
 import os
 import tomllib
 from dataclasses import dataclass, field
@@ -52,16 +65,39 @@ GENERATORS: dict[str, tuple[str, str]] = {
 }
 
 _TOP_KEYS = {"name", "description", "generator", "seed", "params", "symbols"}
-_SYMBOL_KEYS = {"name", "tick_size", "mid", "count"}
+# the engine options of a symbol a file may give, in Engine.add_symbol's order
+ENGINE_OPTIONS = ("tick_table", "lot_size", "min_order_qty", "session_close", "currency",
+                  "tick_value", "maker_bps", "taker_bps")
+_SYMBOL_KEYS = {"name", "tick_size", "mid", "count", *ENGINE_OPTIONS}
+_DAY_NS = 86_400 * 10**9
+_MAX_TICK_ROWS = 64
 
 
 @dataclass(frozen=True)
 class SymbolSpec:
-    """One symbol of a scenario: engine name, tick size (price of one tick) and optional start mid."""
+    """One symbol of a scenario: engine name, tick size (price of one tick), optional start mid
+    and the engine options the file gives (``options``: (key, value) pairs in ENGINE_OPTIONS
+    order; a tick table as a tuple of (from_price, tick) pairs)."""
 
     name: str
     tick_size: float = 1
     mid: int | None = None
+    options: tuple = ()
+
+    def engine_options(self) -> dict:
+        """Return the ``Engine.add_symbol`` keyword arguments of this symbol: name, tick_size
+        and the options the file gives (a tick table as a list of (from_price, tick) tuples)."""
+        out = {"name": self.name, "tick_size": self.tick_size}
+        for key, value in self.options:
+            out[key] = [tuple(r) for r in value] if key == "tick_table" else value
+        return out
+
+    def describe(self) -> dict:
+        """Return the JSON-able table of this symbol (``Scenario.describe``'s "symbols" rows)."""
+        d = {"name": self.name, "tick_size": self.tick_size, "mid": self.mid}
+        for key, value in self.options:
+            d[key] = [list(r) for r in value] if key == "tick_table" else value
+        return d
 
 
 @dataclass(frozen=True)
@@ -99,7 +135,7 @@ class Scenario:
 
     def add_symbols(self, engine) -> list[int]:
         """Register the scenario's symbols on ``engine`` in order; return their symbol ids."""
-        return [engine.add_symbol(s.name, tick_size=s.tick_size) for s in self.symbols]
+        return [engine.add_symbol(**s.engine_options()) for s in self.symbols]
 
     def describe(self) -> dict:
         """Return a JSON-serialisable description that regenerates this flow, with its sha256 digest."""
@@ -109,7 +145,7 @@ class Scenario:
             "generator": self.generator,
             "seed": self.seed,
             "params": dict(self.params),
-            "symbols": [{"name": s.name, "tick_size": s.tick_size, "mid": s.mid} for s in self.symbols],
+            "symbols": [s.describe() for s in self.symbols],
             "source": self.source,
         }
         canon = {k: d[k] for k in ("generator", "seed", "params", "symbols")}
@@ -179,15 +215,69 @@ def _parse_symbols(raw, source: str) -> tuple[SymbolSpec, ...]:
         count = s.get("count", 1)
         if not isinstance(count, int) or count < 1:
             raise InputError(f"{where}: 'count' should be an integer >= 1, got {count!r}")
+        options = tuple((k, _symbol_option(k, s[k], where)) for k in ENGINE_OPTIONS if k in s)
+        if "tick_value" in s and "currency" not in s:
+            raise InputError(f"{where}: 'tick_value' is the value of a tick in 'currency'; "
+                             f"give 'currency' too")
         if count == 1 and "count" not in s:
-            out.append(SymbolSpec(s["name"], tick, mid))
+            out.append(SymbolSpec(s["name"], tick, mid, options))
         else:
             width = len(str(count - 1))
-            out.extend(SymbolSpec(f"{s['name']}{k:0{width}d}", tick, mid) for k in range(count))
+            out.extend(SymbolSpec(f"{s['name']}{k:0{width}d}", tick, mid, options)
+                       for k in range(count))
     names = [s.name for s in out]
     if len(set(names)) != len(names):
         raise InputError(f"{source}: symbol names must be unique")
     return tuple(out)
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _symbol_option(key: str, value, where: str):
+    """Return the checked value of engine option ``key`` of a [[symbols]] table (a tick table as
+    a tuple of (from_price, tick) int pairs). Raises InputError naming ``where`` and ``key``
+    for a value the engine would refuse."""
+    def bad(expected: str):
+        return InputError(f"{where}: {key!r} should be {expected}, got {value!r}")
+
+    if key == "tick_table":
+        if not isinstance(value, list) or not 1 <= len(value) <= _MAX_TICK_ROWS:
+            raise bad(f"a list of 1 to {_MAX_TICK_ROWS} [from_price, tick] pairs")
+        rows = []
+        for r in value:
+            if not (isinstance(r, list) and len(r) == 2 and all(_is_int(x) for x in r)
+                    and r[1] >= 1):
+                raise bad("a list of [from_price, tick] integer pairs with tick >= 1")
+            rows.append((r[0], r[1]))
+        froms = [r[0] for r in rows]
+        if froms[0] != 1 or any(b <= a for a, b in zip(froms, froms[1:])):
+            raise bad("rows whose from_price starts at 1 and strictly increases")
+        return tuple(rows)
+    if key in ("lot_size", "min_order_qty"):
+        if not _is_int(value) or value < 1:
+            raise bad("an integer >= 1")
+        return value
+    if key == "session_close":
+        if not _is_int(value) or not 0 <= value < _DAY_NS:
+            raise bad(f"an integer number of ns after midnight UTC in [0, {_DAY_NS})")
+        return value
+    if key == "currency":
+        if not isinstance(value, str) or not value or not value.isprintable() or value != value.strip():
+            raise bad("a non-empty currency code such as \"USD\"")
+        return value
+    if key == "tick_value":
+        if not _is_number(value) or value <= 0:
+            raise bad("a number > 0 (value of one tick on one lot, in the currency)")
+        return value
+    if not _is_number(value):   # maker_bps, taker_bps
+        raise bad("a finite number of basis points (negative: a rebate)")
+    return value
 
 
 def _preset_dir():

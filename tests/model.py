@@ -1,13 +1,17 @@
 """Pure-Python reference model of the matching engine: obviously correct, deliberately slow.
 
 It implements docs/semantics.md with plain dicts and lists so that a reader can check it against
-the document line by line. The numba engine (`exchange/`) is a second, independent implementation;
-the differential tests require both to emit byte-identical fills, L2 updates and events.
+the document line by line (the section a method follows is named in its docstring). The numba
+engine (`exchange/`) is a second, independent implementation; the differential tests require both
+to emit byte-identical fills, L2 updates and events and to hold the same books.
 
 Invariants kept by the model (and checked by the property tests on the engine):
 - a book side is ``{price: [order, ...]}`` with the oldest order first; no empty level is kept;
-- ``live`` holds exactly the orders that rest in the levels, keyed by order id;
-- the book is never crossed after a message;
+- ``live`` holds exactly the orders that rest in the levels, ``pending`` exactly the stops that
+  wait in the stop book, both keyed by order id; an id is never in both;
+- a resting order shows ``0 < shown <= leaves`` (``shown <= display`` for an iceberg); its
+  reserve is ``leaves - shown``; L2 and ``depth`` count ``shown`` only;
+- the book is never crossed after a message, and no pending stop is triggered after a message;
 - every output row carries the seq and ts of the message that caused it.
 """
 
@@ -18,38 +22,92 @@ from collections import namedtuple
 import numpy as np
 
 from exchange.schema import (
-    DEPTH_DTYPE, EVENT_DTYPE, FILL_DTYPE, KNOWN_FLAGS, L2_DTYPE, L3_DTYPE, MAX_LEVEL_QTY, MAX_PRICE, MAX_QTY,
-    Event, Flag, Kind, OrderType, Reason, Side, Stp, Tif,
+    DEPTH_DTYPE, EVENT_DTYPE, FILL_DTYPE, KNOWN_FLAGS, L2_DTYPE, L3_DTYPE, MAX_LEVEL_QTY, MAX_PRICE,
+    MAX_QTY, ORDER_DTYPE, Event, Flag, Kind, OrderType, Reason, Side, Stp, Tif,
 )
 
 ModelResult = namedtuple("ModelResult", "fills l2 events")
 
-# The model writes output rows as tuples in dtype field order: fail loudly if the schema moves.
+DAY_NS = 86_400 * 10**9
+
+# The model reads messages and writes output rows as tuples in dtype field order: fail loudly if
+# the schema moves.
+assert ORDER_DTYPE.names == ("ts", "order_id", "price", "qty", "symbol", "trader", "kind",
+                             "order_type", "tif", "flags", "side", "stop_price", "display_qty",
+                             "min_qty", "expire_ts")
 assert FILL_DTYPE.names == ("seq", "ts", "trade_id", "price", "qty", "buy_order_id",
                             "sell_order_id", "symbol", "buy_trader", "sell_trader", "aggressor_side")
 assert L2_DTYPE.names == ("seq", "ts", "price", "qty", "symbol", "count", "side")
 assert EVENT_DTYPE.names == ("seq", "ts", "order_id", "filled_qty", "leaves_qty", "symbol",
                              "event", "reason")
-assert L3_DTYPE.names[:7] == ("order_id", "price", "qty", "filled", "trader", "side", "flags")
+assert L3_DTYPE.names == ("order_id", "price", "qty", "filled", "trader", "side", "flags",
+                          "hidden", "stop_price", "display_qty", "expire_ts", "order_type", "tif")
+
+_RESTING_TIFS = (Tif.GTC, Tif.DAY, Tif.GTD)
+_STOPS = (OrderType.STOP, OrderType.STOP_LIMIT)
+_PRICED = (OrderType.LIMIT, OrderType.STOP_LIMIT)
 
 
 class _Order:
-    """One order, incoming or resting. ``leaves`` is its open quantity, ``filled`` cumulative."""
+    """One order: incoming, resting or a pending stop.
 
-    __slots__ = ("order_id", "side", "price", "leaves", "filled", "trader", "flags", "market", "tif")
+    ``leaves`` is its whole open quantity, ``shown`` the displayed part of a resting order (the
+    rest is reserve), ``filled`` cumulative. ``expire`` is its expiry instant (0: never).
+    ``otype`` is what it is now: a released stop becomes a MARKET or a LIMIT. ``key`` orders
+    pending stops of one stop price (FIFO).
+    """
 
-    def __init__(self, order_id, side, price, leaves, trader, flags, market, tif):
+    __slots__ = ("order_id", "side", "price", "leaves", "shown", "filled", "trader", "flags",
+                 "otype", "tif", "stop_price", "display", "min_qty", "expire", "key")
+
+    def __init__(self, order_id, side, price, leaves, trader, flags, otype, tif, stop_price,
+                 display, min_qty, expire):
         self.order_id, self.side, self.price, self.leaves = order_id, side, price, leaves
-        self.filled, self.trader, self.flags, self.market, self.tif = 0, trader, flags, market, tif
+        self.shown, self.filled, self.trader, self.flags = 0, 0, trader, flags
+        self.otype, self.tif, self.stop_price, self.display = otype, tif, stop_price, display
+        self.min_qty, self.expire, self.key = min_qty, expire, 0
+
+    @property
+    def market(self):
+        return self.otype == OrderType.MARKET
+
+    def slice(self):
+        """The displayed part a fresh slice (entry, refill, or a loss of place) shows."""
+        return min(self.display, self.leaves) if self.display else self.leaves
 
 
 class _Book:
-    """One symbol: two sides of FIFO levels, the live orders by id, and the price band."""
+    """One symbol: its options, two sides of FIFO levels, the live orders and the stop book."""
 
-    def __init__(self, min_price, max_price):
+    def __init__(self, sid, min_price, max_price, tick_table, lot_size, min_order_qty,
+                 session_close):
+        self.sid = sid
         self.min_price, self.max_price = min_price, max_price
+        self.tick_table = [(int(f), int(t)) for f, t in tick_table]
+        self.lot_size, self.min_order_qty, self.session_close = lot_size, min_order_qty, session_close
         self.sides = ({}, {})  # Side.BUY, Side.SELL -> {price: [order, ...]}
-        self.live = {}
+        self.live = {}         # resting orders by id
+        self.pending = {}      # pending stops by id
+        self.last = 0          # last trade price; 0: the symbol has not traded
+
+    # ---- the price grid and lots (semantics.md, Symbols) ----
+
+    def tick(self, price):
+        """The tick of the last tick-table row whose from_price <= price."""
+        tick = self.tick_table[0][1]
+        for from_price, t in self.tick_table:
+            if from_price <= price:
+                tick = t
+        return tick
+
+    def on_grid(self, price):
+        """A positive price inside the band and on the tick table."""
+        return 0 < price and self.min_price <= price <= self.max_price and price % self.tick(price) == 0
+
+    def off_lot(self, qty):
+        return qty % self.lot_size != 0
+
+    # ---- levels ----
 
     def prices(self, side):
         """Occupied prices of one side, best first."""
@@ -61,10 +119,14 @@ class _Book:
             return None
         return max(prices) if side == Side.BUY else min(prices)
 
-    def totals(self, side, price):
-        """(total open quantity, order count) at one level; (0, 0) if the level is empty."""
+    def shown_totals(self, side, price):
+        """(displayed quantity, order count) at one level; (0, 0) if the level is empty."""
         queue = self.sides[side].get(price, [])
-        return sum(o.leaves for o in queue), len(queue)
+        return sum(o.shown for o in queue), len(queue)
+
+    def open_total(self, side, price):
+        """Displayed plus reserve quantity at one level (what MAX_LEVEL_QTY bounds)."""
+        return sum(o.leaves for o in self.sides[side].get(price, []))
 
     def remove(self, o):
         """Take a live order out of its level (and the level out of the book if it empties)."""
@@ -74,6 +136,36 @@ class _Book:
             del self.sides[o.side][o.price]
         del self.live[o.order_id]
 
+    def rest(self, o):
+        """Put an order at the back of its level showing a fresh slice."""
+        o.shown = o.slice()
+        self.sides[o.side].setdefault(o.price, []).append(o)
+        self.live[o.order_id] = o
+
+    # ---- the stop book (semantics.md, Stops) ----
+
+    def stop_order(self):
+        """Pending stops in release priority: BUY by rising stop price, then SELL by falling, FIFO."""
+        buys = sorted((s for s in self.pending.values() if s.side == Side.BUY),
+                      key=lambda s: (s.stop_price, s.key))
+        sells = sorted((s for s in self.pending.values() if s.side == Side.SELL),
+                       key=lambda s: (-s.stop_price, s.key))
+        return buys + sells
+
+    def reached(self, side, stop_price):
+        """Has the last trade price reached a stop of `side` at `stop_price`?"""
+        if not self.last:
+            return False
+        return self.last >= stop_price if side == Side.BUY else self.last <= stop_price
+
+    def triggered(self):
+        """The next stop to release, or None: the lowest triggered BUY stop (FIFO among equal),
+        else the highest triggered SELL stop (FIFO among equal)."""
+        for s in self.stop_order():
+            if self.reached(s.side, s.stop_price):
+                return s
+        return None
+
 
 def _crosses(side, limit, market, level_price):
     """Does an order of `side` with limit `limit` cross an opposite level at `level_price`?"""
@@ -82,20 +174,41 @@ def _crosses(side, limit, market, level_price):
     return level_price <= limit if side == Side.BUY else level_price >= limit
 
 
+def day_expiry(ts, session_close):
+    """The first instant t > ts with t = session_close (mod one day): when a DAY order expires."""
+    r = (session_close - ts) % DAY_NS
+    return ts + (r if r else DAY_NS)
+
+
 class Model:
-    """The reference engine: same constructor, `add_symbol`, `process`, `depth`, `orders` as Engine."""
+    """The reference engine: same constructor options, `add_symbol`, `process`, `depth`,
+    `orders` and `stops` as Engine."""
 
-    def __init__(self, stp="none"):
-        """`stp`: "none" | "cancel_resting" | "cancel_incoming" | "cancel_both", or an Stp code."""
+    def __init__(self, stp="none", *, ownership=True):
+        """`stp`: "none" | "cancel_resting" | "cancel_incoming" | "cancel_both", or an Stp code.
+        `ownership`: refuse CANCEL/MODIFY by a trader other than the order's (NOT_OWNER)."""
         self.stp = Stp[stp.upper()] if isinstance(stp, str) else Stp(stp)
-        self.books, self.names = [], {}
+        self.ownership = bool(ownership)
+        self.books, self.names, self.options = [], {}, []
         self.seq, self.trade_id = 0, 0
+        self._stop_clock = 0  # FIFO key of pending stops, engine-wide
 
-    def add_symbol(self, name, tick_size=1, min_price=1, max_price=MAX_PRICE):
-        """Add a symbol with its price band; returns its id (0, 1, 2 ...)."""
-        self.names[name] = len(self.books)
-        self.books.append(_Book(min_price, max_price))
-        return self.names[name]
+    def add_symbol(self, name, tick_size=1, min_price=1, max_price=MAX_PRICE, *, tick_table=None,
+                   lot_size=1, min_order_qty=1, session_close=0, currency="", tick_value=None,
+                   maker_bps=0.0, taker_bps=0.0):
+        """Add a symbol with its price band, grid, lots and session close; returns its id.
+
+        The money options are kept in ``options`` and never used (as in the engine)."""
+        table = [(1, 1)] if tick_table is None else list(tick_table)
+        assert table and table[0][0] == 1 and all(t >= 1 for _, t in table)
+        assert lot_size >= 1 and min_order_qty >= 1 and 0 <= session_close < DAY_NS
+        sid = len(self.books)
+        self.names[name] = sid
+        self.books.append(_Book(sid, min_price, max_price, table, lot_size, min_order_qty,
+                                session_close))
+        self.options.append(dict(tick_size=tick_size, currency=currency, tick_value=tick_value,
+                                 maker_bps=maker_bps, taker_bps=taker_bps))
+        return sid
 
     def _book(self, symbol):
         return self.books[self.names[symbol] if isinstance(symbol, str) else symbol]
@@ -103,22 +216,25 @@ class Model:
     # ---- inspection ----------------------------------------------------------------------------
 
     def depth(self, symbol, levels=10):
-        """(bids, asks): arrays of (price, qty, count) per level, best first."""
+        """(bids, asks): arrays of (price, displayed qty, count) per level, best first."""
         book = self._book(symbol)
         out = []
         for side in (Side.BUY, Side.SELL):
-            rows = [(p, *book.totals(side, p)) for p in book.prices(side)[:levels]]
+            rows = [(p, *book.shown_totals(side, p)) for p in book.prices(side)[:levels]]
             out.append(_array(rows, DEPTH_DTYPE))
         return out[0], out[1]
 
     def orders(self, symbol):
-        """Live orders as an L3_DTYPE array: bids best first, then asks best first, FIFO in a level."""
+        """Resting orders as an L3_DTYPE array: bids best first, then asks best first, FIFO in a
+        level; qty is the displayed part, hidden the reserve."""
         book = self._book(symbol)
-        rows = [(o.order_id, o.price, o.leaves, o.filled, o.trader, o.side, o.flags,
-                 0, 0, 0, 0, 0, 0)
-                for side in (Side.BUY, Side.SELL) for p in book.prices(side)
-                for o in book.sides[side][p]]
-        return _array(rows, L3_DTYPE)
+        return _array([_l3(o) for side in (Side.BUY, Side.SELL) for p in book.prices(side)
+                       for o in book.sides[side][p]], L3_DTYPE)
+
+    def stops(self, symbol):
+        """Pending stops as an L3_DTYPE array in release priority (BUY stops by rising
+        stop_price, then SELL stops by falling stop_price, FIFO among equal prices)."""
+        return _array([_l3(s) for s in self._book(symbol).stop_order()], L3_DTYPE)
 
     # ---- processing ----------------------------------------------------------------------------
 
@@ -127,10 +243,11 @@ class Model:
         self._fills, self._l2, self._events = [], [], []
         for row in np.asarray(orders).tolist():
             # tolist() gives plain ints in ORDER_DTYPE field order.
-            ts, oid, price, qty, symbol, trader, kind, otype, tif, flags, side = row
             self.seq += 1
-            self._ts, self._sym = ts, symbol
-            self._message(oid, price, qty, symbol, trader, kind, otype, tif, flags, side)
+            self._ts = row[0]
+            self._expire(row[0])
+            self._sym = row[4]
+            self._message(*row)
         return ModelResult(_array(self._fills, FILL_DTYPE), _array(self._l2, L2_DTYPE),
                            _array(self._events, EVENT_DTYPE))
 
@@ -139,120 +256,229 @@ class Model:
                              int(event), int(reason)))
 
     def _level_row(self, book, side, price):
-        qty, count = book.totals(side, price)
+        qty, count = book.shown_totals(side, price)
         self._l2.append((self.seq, self._ts, price, qty, self._sym, count, int(side)))
 
-    def _message(self, oid, price, qty, symbol, trader, kind, otype, tif, flags, side):
+    def _expire(self, ts):
+        """Time in force by the clock: before the message, every live order (resting or pending)
+        whose expiry is at or before `ts` leaves, in (expiry, symbol, order_id) order."""
+        due = sorted((o.expire, book.sid, o.order_id, o, book)
+                     for book in self.books
+                     for o in (*book.live.values(), *book.pending.values())
+                     if o.expire and o.expire <= ts)
+        for _, sid, oid, o, book in due:
+            self._sym = sid
+            self._event(oid, Event.CANCELLED, Reason.EXPIRED, o.filled, 0)
+            if oid in book.pending:
+                del book.pending[oid]
+            else:
+                book.remove(o)
+                self._level_row(book, o.side, o.price)
+
+    def _message(self, ts, oid, price, qty, symbol, trader, kind, otype, tif, flags, side,
+                 stop_price, display, min_qty, expire_ts):
         if kind not in (Kind.NEW, Kind.CANCEL, Kind.MODIFY):
             return self._event(oid, Event.REJECTED, Reason.BAD_KIND)
         if symbol >= len(self.books):
             return self._event(oid, Event.REJECTED, Reason.UNKNOWN_SYMBOL)
         book = self.books[symbol]
         if kind == Kind.NEW:
-            reason = self._check_new(book, oid, price, qty, trader, otype, tif, flags, side)
+            reason = self._check_new(book, ts, oid, price, qty, trader, otype, tif, flags, side,
+                                     stop_price, display, min_qty, expire_ts)
             if reason:
                 return self._event(oid, Event.REJECTED, reason)
-            o = _Order(oid, side, price, qty, trader, flags, otype == OrderType.MARKET, tif)
+            expire = expire_ts if tif == Tif.GTD else \
+                day_expiry(ts, book.session_close) if tif == Tif.DAY else 0
+            o = _Order(oid, side, price if otype in _PRICED else 0, qty, trader, flags, otype,
+                       tif, stop_price if otype in _STOPS else 0, display, min_qty, expire)
             self._event(oid, Event.ACCEPTED, leaves=qty)
-            return self._execute(book, o)
-        o = book.live.get(oid)
+            if otype in _STOPS:
+                return self._queue_stop(book, o)
+            self._execute(book, o)
+            return self._release_stops(book)
+        o = book.live.get(oid) or book.pending.get(oid)
         if o is None:
             return self._event(oid, Event.REJECTED, Reason.UNKNOWN_ID)
+        if self.ownership and trader != o.trader:
+            return self._event(oid, Event.REJECTED, Reason.NOT_OWNER)
         if kind == Kind.CANCEL:
-            book.remove(o)
             self._event(oid, Event.CANCELLED, Reason.USER_CANCEL, o.filled, 0)
+            if oid in book.pending:
+                del book.pending[oid]
+                return
+            book.remove(o)
             return self._level_row(book, o.side, o.price)
-        reason = self._check_modify(book, o, price, qty)
+        reason = self._check_modify(book, o, price, qty, stop_price)
         if reason:
             return self._event(oid, Event.REJECTED, reason)
+        if oid in book.pending:
+            return self._modify_stop(book, o, price, qty, stop_price)
         self._modify(book, o, price, qty)
+        self._release_stops(book)
 
-    def _check_new(self, book, oid, price, qty, trader, otype, tif, flags, side):
-        """Validation steps 3-13 of a NEW, in order; returns the first failing Reason or 0."""
-        limit = otype == OrderType.LIMIT
+    # ---- validation (semantics.md, Validation) --------------------------------------------------
+
+    def _check_new(self, book, ts, oid, price, qty, trader, otype, tif, flags, side, stop_price,
+                   display, min_qty, expire_ts):
+        """NEW validation steps 3-22, in order; returns the first failing Reason or 0."""
         post_only = bool(flags & Flag.POST_ONLY)
-        if side not in (Side.BUY, Side.SELL):
+        stop = otype in _STOPS
+        rests = otype == OrderType.LIMIT and tif in _RESTING_TIFS
+        if side not in (Side.BUY, Side.SELL):                                        # 3
             return Reason.BAD_SIDE
-        if otype not in (OrderType.LIMIT, OrderType.MARKET):
+        if otype not in (OrderType.LIMIT, OrderType.MARKET, *_STOPS):                # 4
             return Reason.BAD_ORDER_TYPE
-        if tif not in (Tif.GTC, Tif.IOC, Tif.FOK):
+        if (tif not in (Tif.GTC, Tif.IOC, Tif.FOK, Tif.DAY, Tif.GTD)                 # 5
+                or (otype == OrderType.MARKET and tif in (Tif.DAY, Tif.GTD))
+                or (stop and tif == Tif.FOK)):
             return Reason.BAD_TIF
-        if flags & ~KNOWN_FLAGS or (post_only and not (limit and tif == Tif.GTC)):
+        if flags & ~KNOWN_FLAGS or (post_only and not rests):                        # 6
             return Reason.BAD_FLAGS
-        if qty <= 0:
+        if qty <= 0:                                                                 # 7
             return Reason.BAD_QTY
-        if qty > MAX_QTY:
+        if qty > MAX_QTY:                                                            # 8
             return Reason.OVERFLOW
-        if limit and price <= 0:
-            return Reason.BAD_PRICE
-        if limit and not book.min_price <= price <= book.max_price:
-            return Reason.PRICE_OUT_OF_BAND
-        if oid in book.live:
+        if book.off_lot(qty):                                                        # 9
+            return Reason.OFF_LOT
+        if qty < book.min_order_qty:                                                 # 10
+            return Reason.BELOW_MIN_QTY
+        if otype in _PRICED:
+            if price <= 0:                                                           # 11
+                return Reason.BAD_PRICE
+            if not book.min_price <= price <= book.max_price:                        # 12
+                return Reason.PRICE_OUT_OF_BAND
+            if price % book.tick(price):                                             # 13
+                return Reason.OFF_TICK
+        if stop and not book.on_grid(stop_price):                                    # 14
+            return Reason.BAD_STOP_PRICE
+        if display < 0 or (display > 0 and (display > qty or book.off_lot(display)   # 15
+                                            or not rests)):
+            return Reason.BAD_DISPLAY_QTY
+        if min_qty < 0 or (min_qty > 0 and (min_qty > qty or book.off_lot(min_qty)  # 16
+                                            or tif == Tif.FOK or stop)):
+            return Reason.BAD_MIN_QTY
+        if (tif == Tif.GTD and expire_ts <= ts) or (tif != Tif.GTD and expire_ts != 0):  # 17
+            return Reason.BAD_EXPIRY
+        if oid in book.live or oid in book.pending:                                  # 18
             return Reason.DUPLICATE_ID
+        if stop and book.reached(side, stop_price):                                  # 19
+            return Reason.STOP_PRICE_REACHED
         best = book.best(1 - side)
-        if post_only and best is not None and _crosses(side, price, False, best):
+        if post_only and best is not None and _crosses(side, price, False, best):    # 20
             return Reason.POST_ONLY_WOULD_CROSS
-        if tif == Tif.FOK and not self._fok_fillable(book, side, price, not limit, qty, trader):
+        market = otype == OrderType.MARKET
+        if tif == Tif.FOK and self._fillable(book, side, price, market, trader) < qty:   # 21
             return Reason.FOK_CANNOT_FILL
+        if min_qty > 0 and self._fillable(book, side, price, market, trader) < min_qty:  # 22
+            return Reason.MIN_QTY_CANNOT_FILL
         return 0
 
-    def _fok_fillable(self, book, side, price, market, qty, trader):
-        """Walk the opposite side in priority order as matching would; can it fill `qty` now?"""
-        opp = 1 - side
+    def _fillable(self, book, side, price, market, trader):
+        """The FOK walk (semantics.md, FOK and minimum quantity): how much an order of `trader`
+        would fill now, walking the opposite side in priority order within its limit."""
+        opp, total = 1 - side, 0
         for p in book.prices(opp):
             if not _crosses(side, price, market, p):
-                return False
-            for r in book.sides[opp][p]:
-                if self.stp != Stp.NONE and r.trader == trader:
-                    if self.stp == Stp.CANCEL_RESTING:
-                        continue  # matching would cancel it and go on
-                    return False  # matching would stop here
-                qty -= r.leaves
-                if qty <= 0:
-                    return True
-        return False
+                break
+            queue = book.sides[opp][p]
+            own = [i for i, r in enumerate(queue) if r.trader == trader]
+            if own and self.stp in (Stp.CANCEL_INCOMING, Stp.CANCEL_BOTH):
+                # matching stops at the first own order; the slices before it refill behind it
+                return total + sum(r.shown for r in queue[:own[0]])
+            skip = self.stp == Stp.CANCEL_RESTING
+            total += sum(r.leaves for r in queue if not (skip and r.trader == trader))
+        return total
 
-    def _check_modify(self, book, o, price, qty):
-        """MODIFY validation steps 4-9 (step 3, UNKNOWN_ID, is done by the caller)."""
-        if qty <= 0:
+    def _check_modify(self, book, o, price, qty, stop_price):
+        """MODIFY validation steps 5-15 (3 UNKNOWN_ID and 4 NOT_OWNER are done by the caller)."""
+        pending = o.order_id in book.pending
+        if qty <= 0:                                                                 # 5
             return Reason.BAD_QTY
-        if qty > MAX_QTY:
+        if qty > MAX_QTY:                                                            # 6
             return Reason.OVERFLOW
-        if price <= 0:
-            return Reason.BAD_PRICE
-        if not book.min_price <= price <= book.max_price:
-            return Reason.PRICE_OUT_OF_BAND
+        if book.off_lot(qty):                                                        # 7
+            return Reason.OFF_LOT
+        if qty < book.min_order_qty:                                                 # 8
+            return Reason.BELOW_MIN_QTY
+        if not pending or o.otype == OrderType.STOP_LIMIT:
+            if price <= 0:                                                           # 9
+                return Reason.BAD_PRICE
+            if not book.min_price <= price <= book.max_price:                        # 10
+                return Reason.PRICE_OUT_OF_BAND
+            if price % book.tick(price):                                             # 11
+                return Reason.OFF_TICK
+        if pending:
+            if not book.on_grid(stop_price):                                         # 12
+                return Reason.BAD_STOP_PRICE
+            if book.reached(o.side, stop_price):                                     # 13
+                return Reason.STOP_PRICE_REACHED
+            return 0
         if price == o.price:
-            if book.totals(o.side, price)[0] - o.leaves + qty > MAX_LEVEL_QTY:
+            if book.open_total(o.side, price) - o.leaves + qty > MAX_LEVEL_QTY:      # 14
                 return Reason.OVERFLOW
         else:
             best = book.best(1 - o.side)
             if o.flags & Flag.POST_ONLY and best is not None and _crosses(o.side, price, False, best):
-                return Reason.POST_ONLY_WOULD_CROSS
+                return Reason.POST_ONLY_WOULD_CROSS                                  # 15
         return 0
 
+    # ---- MODIFY (semantics.md, MODIFY) ------------------------------------------------------------
+
     def _modify(self, book, o, price, qty):
+        """Modify a resting order (validated)."""
         queue = book.sides[o.side][o.price]
         if price == o.price:
-            if qty > o.leaves:  # a higher quantity loses priority: back of the level
+            shown, raised = o.shown, qty > o.leaves
+            if raised:  # a higher quantity loses priority: back of the level, a fresh slice
                 queue.remove(o)
                 queue.append(o)
-            changed = qty != o.leaves
-            o.leaves = qty
+                o.leaves = qty
+                o.shown = o.slice()
+            else:       # not higher: place kept; the reserve goes first, then the displayed part
+                o.leaves = qty
+                o.shown = min(o.shown, qty)
             self._event(o.order_id, Event.MODIFIED, filled=o.filled, leaves=qty)
-            if changed:
+            if raised or o.shown != shown:
                 self._level_row(book, o.side, price)
             return
-        # New price: leave the old level, then behave as an incoming GTC limit (no second ACCEPTED).
+        # New price: leave the old level, then behave as an incoming limit (no second ACCEPTED,
+        # no minimum quantity, its tif, display size and expiry kept).
         old_price = o.price
         book.remove(o)
-        o.leaves, o.price, o.market, o.tif = qty, price, False, Tif.GTC
+        o.leaves, o.price, o.min_qty = qty, price, 0
         self._event(o.order_id, Event.MODIFIED, filled=o.filled, leaves=qty)
         self._level_row(book, o.side, old_price)
         self._execute(book, o)
 
+    def _modify_stop(self, book, s, price, qty, stop_price):
+        """Modify a pending stop (validated): same stop price and a quantity not higher keep its
+        place; anything else goes to the back of its (new) stop price."""
+        if stop_price != s.stop_price or qty > s.leaves:
+            self._stop_clock += 1
+            s.key = self._stop_clock
+        s.leaves, s.stop_price = qty, stop_price
+        if s.otype == OrderType.STOP_LIMIT:
+            s.price = price
+        self._event(s.order_id, Event.MODIFIED, filled=s.filled, leaves=qty)
+
+    def _queue_stop(self, book, s):
+        self._stop_clock += 1
+        s.key = self._stop_clock
+        book.pending[s.order_id] = s
+
+    # ---- matching (semantics.md, NEW and Stops) ---------------------------------------------------
+
+    def _release_stops(self, book):
+        """Release triggered stops one at a time (each matched in full before the next check)."""
+        while (s := book.triggered()) is not None:
+            del book.pending[s.order_id]
+            self._event(s.order_id, Event.TRIGGERED, filled=s.filled, leaves=s.leaves)
+            s.otype = OrderType.MARKET if s.otype == OrderType.STOP else OrderType.LIMIT
+            s.stop_price = 0
+            self._execute(book, s)
+
     def _execute(self, book, o):
-        """Match an accepted incoming order (semantics.md NEW steps 2-4), then dispose of the rest."""
+        """Match an accepted incoming order (NEW steps 2-4), then dispose of the rest."""
         stopped = self._match(book, o)
         if o.leaves == 0:
             return
@@ -262,11 +488,10 @@ class Model:
             reason = Reason.NO_LIQUIDITY
         elif o.tif in (Tif.IOC, Tif.FOK):
             reason = Reason.IOC_UNFILLED
-        elif book.totals(o.side, o.price)[0] + o.leaves > MAX_LEVEL_QTY:
+        elif book.open_total(o.side, o.price) + o.leaves > MAX_LEVEL_QTY:
             reason = Reason.OVERFLOW
         else:
-            book.sides[o.side].setdefault(o.price, []).append(o)
-            book.live[o.order_id] = o
+            book.rest(o)
             return self._level_row(book, o.side, o.price)
         self._event(o.order_id, Event.CANCELLED, reason, o.filled, 0)
 
@@ -288,10 +513,14 @@ class Model:
                         changed = True
                     stopped = self.stp in (Stp.CANCEL_INCOMING, Stp.CANCEL_BOTH)
                     continue
-                self._fill(o, r, p)
+                self._fill(book, o, r, p)
                 if r.leaves == 0:
                     queue.pop(0)
                     del book.live[r.order_id]
+                elif r.shown == 0:  # iceberg: a new slice at the back of the level (CME Globex)
+                    queue.pop(0)
+                    r.shown = r.slice()
+                    queue.append(r)
                 changed = True
             if changed:  # one L2 row per level changed, written as matching leaves it
                 self._level_row(book, opp, p)
@@ -301,13 +530,16 @@ class Model:
                 return True
         return False
 
-    def _fill(self, o, r, price):
-        """One fill between incoming `o` and resting `r` at the resting price, then both events."""
-        q = min(o.leaves, r.leaves)
+    def _fill(self, book, o, r, price):
+        """One fill between incoming `o` and the displayed part of resting `r` at the resting
+        price, then both events; the fill moves the symbol's last trade price."""
+        q = min(o.leaves, r.shown)
         o.leaves -= q
         o.filled += q
         r.leaves -= q
+        r.shown -= q
         r.filled += q
+        book.last = price
         self.trade_id += 1
         buy, sell = (o, r) if o.side == Side.BUY else (r, o)
         self._fills.append((self.seq, self._ts, self.trade_id, price, q, buy.order_id,
@@ -315,6 +547,14 @@ class Model:
         for x in (o, r):
             ev = Event.FILLED if x.leaves == 0 else Event.PARTIAL
             self._event(x.order_id, ev, filled=x.filled, leaves=x.leaves)
+
+
+def _l3(o):
+    """An order as an L3_DTYPE tuple (a resting order's qty is its displayed part)."""
+    pending = o.otype in _STOPS
+    shown = o.leaves if pending else o.shown
+    return (o.order_id, o.price, shown, o.filled, o.trader, o.side, o.flags, o.leaves - shown,
+            o.stop_price, o.display, o.expire, int(o.otype), int(o.tif))
 
 
 def _array(rows, dtype):

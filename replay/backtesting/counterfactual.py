@@ -102,31 +102,31 @@ def whatif(flow, strategy, *, symbol=None, engine_options=None, **backtest_kwarg
     """Backtest ``strategy`` on ``flow``, replay the market with and without it; return ``WhatIf``.
 
     Arguments are those of ``replay.backtesting.driver.backtest`` (``latency``, ``trader``, ``fees_bps``,
-    ``fast``; not ``store_dir``). Raises UsageError as ``backtest`` does (bad flow, symbol,
+    ``fast``, ``symbols``; not ``store_dir``). Raises UsageError as ``backtest`` does (bad flow, symbol,
     strategy, options) and RuntimeError if the replay does not reproduce the backtest's fills.
     """
-    from replay.backtesting.driver import _load_flow
+    from replay.backtesting.driver import _load_flow, engine_for, symbol_specs
 
     if "store_dir" in backtest_kwargs:
         raise UsageError("whatif does not journal runs (store_dir); use backtest for that")
     from replay.backtesting.l2queue import L2Flow
-    orders, names, ticks, _ = _load_flow(flow)
+    orders, _, _, _, specs = _load_flow(flow)
     if isinstance(orders, L2Flow):
         raise UsageError("whatif needs L3 flow (orders the engine can re-match); L2-only flow "
                          "has no market orders to displace")
     n_sym = int(orders["symbol"].max()) + 1 if len(orders) else 1
-    names = names or [f"S{k}" for k in range(n_sym)]
-    ticks = ticks if ticks and len(ticks) == len(names) else [1] * len(names)
+    # the caller's symbols, else the flow's with every option its source gives
+    given = backtest_kwargs.pop("symbols", None)
+    if given is not None or specs is None:
+        specs = symbol_specs(given, n_sym)
 
     def engine():
-        e = Engine(**(engine_options or {}))
-        for name, tick in zip(names, ticks):
-            e.add_symbol(name, tick_size=tick)
-        return e
+        return engine_for(specs, engine_options)
 
     if symbol is not None:
         symbol = engine().symbol_id(symbol)
-    bt = backtest(orders, strategy, symbol=symbol, engine_options=engine_options, **backtest_kwargs)
+    bt = backtest(orders, strategy, symbol=symbol, engine_options=engine_options, symbols=specs,
+                  **backtest_kwargs)
     trader = int(backtest_kwargs.get("trader", DEFAULT_TRADER))
     msgs = np.ascontiguousarray(orders)
     merged = np.zeros(len(msgs) + len(bt.orders), ORDER_DTYPE)

@@ -58,6 +58,7 @@ import replay.backtesting.kernels as C
 from replay.backtesting.result import BacktestResult, build_result
 from replay.backtesting.latency import as_latency
 from replay.backtesting.kernels import ID_BASE
+from replay.backtesting.money import money_for
 from replay.backtesting.quoting import quote_reports
 from replay.backtesting.strategy import Context, MarketView, QuoteStrategy, Strategy
 
@@ -69,31 +70,68 @@ _MIN = np.iinfo(np.int64).min
 
 
 def _load_flow(flow):
-    """Return (orders or L2Flow, symbol names, tick sizes, run description) for any flow input
-    ``scenarios.open_flow`` takes, or an ``L2Flow``. A Binance capture becomes an L2Flow (its
-    aggregate levels); names and ticks are None when the flow names no symbols."""
+    """Return (orders or L2Flow, symbol names, tick sizes, run description, symbol specs) for any
+    flow input ``scenarios.open_flow`` takes, or an ``L2Flow``. A Binance capture becomes an
+    L2Flow (its aggregate levels); names, ticks and specs are None when the flow names no
+    symbols. Specs are ``Engine.add_symbol`` keyword dicts by symbol id: a scenario's carry every
+    option its file gives (``SymbolSpec.engine_options``), other flows' only name and tick size."""
     from scenarios import open_flow
     from replay.backtesting.l2queue import L2Flow
 
     if isinstance(flow, L2Flow):
-        return flow, [flow.name], [flow.tick_size], {"kind": "l2"}
+        return flow, [flow.name], [flow.tick_size], {"kind": "l2"}, None
     f = open_flow(flow)
     if f.scenario is not None:
-        return f.orders, f.names, f.ticks, {"scenario": f.scenario.describe()}
+        specs = [s.engine_options() for s in f.scenario.symbols]
+        return f.orders, f.names, f.ticks, {"scenario": f.scenario.describe()}, specs
     kind = "binance_l2" if f.l2 is not None else f.kind
     info = {"kind": kind} if f.source is None else {"source": f.source, "kind": kind}
     if f.l2 is not None:
         (name, tick), = f.symbols
         l2 = L2Flow.from_binance(f.l2, name, tick)
-        return l2, [l2.name], [l2.tick_size], info
-    return f.orders, f.names, f.ticks, info
+        return l2, [l2.name], [l2.tick_size], info, None
+    specs = None if f.symbols is None else [{"name": n, "tick_size": t} for n, t in f.symbols]
+    return f.orders, f.names, f.ticks, info, specs
+
+
+def symbol_specs(specs, n_sym: int) -> list[dict]:
+    """Return the ``Engine.add_symbol`` keyword dicts a backtest registers: ``specs`` (a list
+    of dicts, each with a string "name", one per symbol id) or, when None, ``S0``, ``S1`` ...
+    with tick size 1 for ``n_sym`` symbols. Raises UsageError for a malformed ``specs`` or one
+    with fewer symbols than the flow uses (``n_sym``)."""
+    if specs is None:
+        return [{"name": f"S{k}", "tick_size": 1} for k in range(max(n_sym, 1))]
+    if isinstance(specs, dict) or not hasattr(specs, "__iter__"):
+        raise UsageError(f"symbols must be a list of add_symbol option dicts; got {specs!r}")
+    out = []
+    for k, spec in enumerate(specs):
+        if not isinstance(spec, dict) or not isinstance(spec.get("name"), str) or not spec["name"]:
+            raise UsageError(f"symbols[{k}] must be a dict of add_symbol options with a "
+                             f"non-empty string 'name'; got {spec!r}")
+        out.append(dict(spec))
+    if len(out) < n_sym:
+        raise UsageError(f"symbols lists {len(out)} symbol(s) but the flow uses symbol ids up "
+                         f"to {n_sym - 1}")
+    return out
+
+
+def engine_for(specs: list[dict], engine_options=None) -> Engine:
+    """Return a fresh ``Engine(**engine_options)`` with ``specs`` (``symbol_specs``) added in
+    order. Raises UsageError for a bad engine or symbol option (the engine's own message)."""
+    engine = Engine(**(engine_options or {}))
+    for spec in specs:
+        try:
+            engine.add_symbol(**spec)
+        except TypeError as e:   # an option this engine's add_symbol does not take
+            raise UsageError(f"symbol {spec['name']!r}: {e}") from None
+    return engine
 
 
 class _Driver:
     """What both Python-strategy loops share: the order log, latency draws, wake-ups, timers and
     the delivery of fills and execution reports to the strategy."""
 
-    def __init__(self, engine, msgs, strategy, feed, order, trader, symbol, fee_rate):
+    def __init__(self, engine, msgs, strategy, feed, order, trader, symbol, terms):
         self.engine, self.msgs, self.strategy = engine, msgs, strategy
         self.feed, self.order = feed, order
         self.trader, self.symbol = trader, symbol
@@ -112,7 +150,7 @@ class _Driver:
         self.nmark = 0
         self.top = np.zeros(4, np.int64)
         self.obs_ts = int(msgs["ts"][0]) if len(msgs) else 0
-        self.ctx = Context(self, ID_BASE, fee_rate)
+        self.ctx = Context(self, ID_BASE, terms)
         self._bind_callbacks()
 
     # called by Context
@@ -214,8 +252,8 @@ class _EngineDriver(_Driver):
     numba from one callback to the next, so Python runs once per wake-up (and, for a strategy
     that reacts to fills, once per strategy message and per message that filled it)."""
 
-    def __init__(self, engine, msgs, strategy, feed, order, trader, symbol, fee_rate):
-        super().__init__(engine, msgs, strategy, feed, order, trader, symbol, fee_rate)
+    def __init__(self, engine, msgs, strategy, feed, order, trader, symbol, terms):
+        super().__init__(engine, msgs, strategy, feed, order, trader, symbol, terms)
         self.arrays = C.EngineArrays(engine)
         # a strategy with its own on_fill/on_order may act between wake-ups, so the kernel stops
         # after every message that fills it; any other runs from one wake-up to the next
@@ -309,8 +347,8 @@ class _L2Driver(_Driver):
     """The reference loop in Python over an ``l2queue.L2Sim``: market events are L2 rows and
     trades, the strategy's messages go to the queue model instead of the engine."""
 
-    def __init__(self, sim, events, strategy, feed, order, trader, symbol, fee_rate):
-        super().__init__(sim, events, strategy, feed, order, trader, symbol, fee_rate)
+    def __init__(self, sim, events, strategy, feed, order, trader, symbol, terms):
+        super().__init__(sim, events, strategy, feed, order, trader, symbol, terms)
         self.arrays = sim
 
     def _advance(self, msgs, i, stop, stop_on_fill):
@@ -383,7 +421,7 @@ class _L2Driver(_Driver):
                 self._notify(f0, e0, int(ts[i - 1]) if i else 0)
 
 
-def _backtest_l2(flow, strategy, model, trader, fee_rate, fast, store_dir, engine_options,
+def _backtest_l2(flow, strategy, model, trader, money, fast, store_dir, engine_options,
                  queue_model, info):
     """Run ``strategy`` on an ``L2Flow`` through the queue model; return a BacktestResult."""
     from replay.backtesting.l2queue import L2Sim, l2_events
@@ -398,18 +436,18 @@ def _backtest_l2(flow, strategy, model, trader, fee_rate, fast, store_dir, engin
     events = l2_events(flow)
     sim = L2Sim(events, queue_model, trader)
     feed, order = model.samplers()
-    d = _L2Driver(sim, events, strategy, feed, order, trader, 0, fee_rate)
+    d = _L2Driver(sim, events, strategy, feed, order, trader, 0, money.terms())
     d.run()
     meta = {"latency": model.describe(), "trader": trader, "symbol": 0,
-            "symbol_name": flow.name, "fees_bps": fee_rate * 1e4, "n_market": int(len(events)),
-            "path": "python", **queue_model.describe(),
+            "symbol_name": flow.name, "fees_bps": money.taker_rate * 1e4,
+            "n_market": int(len(events)), "path": "python", **queue_model.describe(),
             "strategy": f"{type(strategy).__module__}:{type(strategy).__qualname__}", **info}
     return build_result(d.olog[:d.nord].copy(), d.osent[:d.nord].copy(), d.oseq[:d.nord].copy(),
                         sim.sf[: sim.scnt[0]].copy(), sim.se[: sim.scnt[1]].copy(),
-                        d.marks[:d.nmark].copy(), trader, fee_rate, meta)
+                        d.marks[:d.nmark].copy(), trader, money, meta)
 
 
-def _run_fast(engine, msgs, strat: QuoteStrategy, feed, order, trader, symbol, fee_rate):
+def _run_fast(engine, msgs, strat: QuoteStrategy, feed, order, trader, symbol, terms):
     """The njit path: the whole loop in ``run_quotes``; Python only grows arrays."""
     a = C.EngineArrays(engine)
     st = np.zeros(C.ST_SIZE, np.int64)
@@ -427,7 +465,7 @@ def _run_fast(engine, msgs, strat: QuoteStrategy, feed, order, trader, symbol, f
                               a.sf, a.se, a.scnt, olog, osent, oseq, marks, feed.mode, feed.times,
                               feed.vals, order.mode, order.times, order.vals, strat.state,
                               strat.params, strat._quote, top, trader, ID_BASE, symbol,
-                              strat.every, fee_rate, np.int64(engine.prefetch_distance))
+                              strat.every, terms, np.int64(engine.prefetch_distance))
         if status == K.OK:
             break
         if status == C.NEED_LOG:
@@ -442,43 +480,49 @@ def _run_fast(engine, msgs, strat: QuoteStrategy, feed, order, trader, symbol, f
 
 
 def backtest(flow, strategy: Strategy, *, latency=None, trader: int = DEFAULT_TRADER,
-             fees_bps: float = 0.0, symbol: int | str | None = None, engine_options=None,
-             store_dir=None, fast: bool | None = None,
-             queue_model="conservative") -> BacktestResult:
+             fees_bps: float | None = None, symbol: int | str | None = None,
+             engine_options=None, store_dir=None, fast: bool | None = None,
+             queue_model="conservative", symbols=None) -> BacktestResult:
     """Run ``strategy`` against ``flow`` through one engine; return a ``BacktestResult``.
 
     ``flow``: ORDER_DTYPE array sorted by ts, a ``Scenario``, a scenario name or file, a
     ``LobsterFlow``, a LOBSTER directory, or a data directory (its journaled orders).
     ``latency``: ConstantLatency / RandomLatency / RecordedLatency (None: zero; an int or a
-    (feed_ns, order_ns) pair: constant). ``trader``: the strategy's account id. ``fees_bps``: fee
-    on traded notional, in basis points, both sides. ``symbol``: which symbol the strategy trades
-    (id or name; needed when the flow has several). ``engine_options``: keyword arguments of
-    ``Engine`` (e.g. ``{"stp": "cancel_resting"}``). ``store_dir``: journal the merged run there.
+    (feed_ns, order_ns) pair: constant). ``trader``: the strategy's account id.
+    ``fees_bps``: one fee rate on traded notional, in basis points, for maker and taker fills
+    alike; it overrides the traded symbol's schedule (``maker_bps``/``taker_bps`` of its engine
+    config), which applies when ``fees_bps`` is None (see ``replay.backtesting.money``).
+    ``symbol``: which symbol the strategy trades (id or name; needed when the flow has several).
+    ``engine_options``: keyword arguments of ``Engine`` (e.g. ``{"stp": "cancel_resting"}``).
+    ``symbols``: ``Engine.add_symbol`` keyword dicts, one per symbol id (name, tick_size,
+    currency, tick_value, maker_bps, taker_bps, tick_table, lot_size ...), registered instead of
+    the flow's own symbols (a scenario's carry its file's options; other flows only names and
+    ticks); L3 flow only. ``store_dir``: journal the merged run there.
     ``fast``: run a ``QuoteStrategy`` on the njit path (None: whenever the strategy is one; L3
     flow only). ``queue_model``: for L2-only flow (``L2Flow``, ``BinanceData``, a Binance
     capture), "conservative" or "proportional", or a ``queue_models.QueueModel`` (see
     ``replay.backtesting.l2queue``).
+    Money (cash, PnL, fees, turnover) is in the traded symbol's currency when it has one, else
+    in ticks x lots; ``result.meta["money"]`` says which.
     Raises UsageError for a bad argument, an unsorted flow, a market id in the strategy's range,
     a market row carrying the strategy's trader id, or an L3-only option on L2 flow.
     """
     from replay.backtesting.l2queue import L2Flow
     from replay.backtesting.queue_models import as_queue_model
     queue_model = as_queue_model(queue_model)
-    orders, names, ticks, info = _load_flow(flow)
-    if isinstance(orders, L2Flow):
-        if not 0 <= int(trader) < 2**32:
-            raise UsageError(f"trader must fit in uint32; got {trader}")
-        if fees_bps < 0:
-            raise UsageError(f"fees_bps must be >= 0; got {fees_bps}")
-        if not isinstance(strategy, Strategy):
-            raise UsageError(f"strategy must be a replay.Strategy instance; got {type(strategy)}")
-        if symbol is not None and symbol not in (0, orders.name):
-            raise UsageError(f"symbol {symbol!r}: the L2 flow has one symbol, {orders.name!r}")
-        return _backtest_l2(orders, strategy, as_latency(latency), int(trader),
-                            float(fees_bps) / 1e4, fast, store_dir, engine_options, queue_model,
-                            info)
+    orders, names, ticks, info, specs = _load_flow(flow)
     if not 0 <= int(trader) < 2**32:
         raise UsageError(f"trader must fit in uint32; got {trader}")
+    if not isinstance(strategy, Strategy):
+        raise UsageError(f"strategy must be a replay.Strategy instance; got {type(strategy)}")
+    if isinstance(orders, L2Flow):
+        money = money_for(None, fees_bps)
+        if symbols is not None:
+            raise UsageError("symbols= does not apply to L2 flow (no engine runs)")
+        if symbol is not None and symbol not in (0, orders.name):
+            raise UsageError(f"symbol {symbol!r}: the L2 flow has one symbol, {orders.name!r}")
+        return _backtest_l2(orders, strategy, as_latency(latency), int(trader), money, fast,
+                            store_dir, engine_options, queue_model, info)
     msgs = np.ascontiguousarray(orders)
     unsorted, high_id, has_trader, top_symbol = C.check_flow(msgs, int(trader), ID_BASE)
     if unsorted:
@@ -491,51 +535,54 @@ def backtest(flow, strategy: Strategy, *, latency=None, trader: int = DEFAULT_TR
         raise UsageError("market order ids must be below ID_BASE (2^62), the strategy's range")
     if has_trader:
         raise UsageError(f"trader {trader} appears in the market flow; pick another strategy trader")
-    if fees_bps < 0:
-        raise UsageError(f"fees_bps must be >= 0; got {fees_bps}")
-    if not isinstance(strategy, Strategy):
-        raise UsageError(f"strategy must be a replay.Strategy instance; got {type(strategy)}")
-    n_sym = max(int(top_symbol) + 1, 1)
-    names = names or [f"S{k}" for k in range(n_sym)]
-    ticks = ticks if ticks and len(ticks) == len(names) else [1] * len(names)
-    engine = Engine(**(engine_options or {}))
-    for name, tick in zip(names, ticks):
-        engine.add_symbol(name, tick_size=tick)
+    if fees_bps is not None:
+        money_for(None, fees_bps)    # a bad fees_bps fails before the engine is built
+    n_sym = int(top_symbol) + 1
+    if symbols is not None:
+        specs = symbol_specs(symbols, n_sym)
+    elif specs is None:
+        specs = symbol_specs(None, n_sym)
+    engine = engine_for(specs, engine_options)
+    n_names = len(engine.config()["symbols"])
     if symbol is None:
-        if len(names) != 1:
-            raise UsageError(f"the flow has {len(names)} symbols; pass symbol= (one of {names})")
+        if n_names != 1:
+            names = [s["name"] for s in engine.config()["symbols"]]
+            raise UsageError(f"the flow has {n_names} symbols; pass symbol= (one of {names})")
         symbol = 0
     sid = engine.symbol_id(symbol)
+    sym_cfg = engine.config()["symbols"][sid]
+    money = money_for(sym_cfg, fees_bps)
+    terms = money.terms()
     model = as_latency(latency)
     feed, order = model.samplers()
-    fee_rate = float(fees_bps) / 1e4
     if fast is None:
         fast = isinstance(strategy, QuoteStrategy) and type(strategy) is QuoteStrategy
     if fast:
         if not isinstance(strategy, QuoteStrategy):
             raise UsageError("fast=True needs a QuoteStrategy (an @njit quote function)")
         a, olog, osent, oseq, marks = _run_fast(engine, msgs, strategy, feed, order, int(trader),
-                                                sid, fee_rate)
+                                                sid, terms)
     else:
-        d = _EngineDriver(engine, msgs, strategy, feed, order, int(trader), sid, fee_rate)
+        d = _EngineDriver(engine, msgs, strategy, feed, order, int(trader), sid, terms)
         d.run()
         a, olog, osent, oseq = d.arrays, d.olog[:d.nord], d.osent[:d.nord], d.oseq[:d.nord]
         marks = d.marks[:d.nmark]
     meta = {"latency": model.describe(), "trader": int(trader), "symbol": sid,
-            "symbol_name": engine.config()["symbols"][sid]["name"], "fees_bps": float(fees_bps),
+            "symbol_name": sym_cfg["name"], "fees_bps": fees_bps,
             "n_market": int(len(msgs)), "path": "njit" if fast else "python",
             "strategy": f"{type(strategy).__module__}:{type(strategy).__qualname__}", **info}
     result = build_result(olog.copy(), osent.copy(), oseq.copy(), a.sf[: a.scnt[0]].copy(),
-                          a.se[: a.scnt[1]].copy(), marks.copy(), int(trader), fee_rate, meta)
+                          a.se[: a.scnt[1]].copy(), marks.copy(), int(trader), money, meta)
     if store_dir is not None:
-        _journal(store_dir, engine, msgs, olog, oseq, meta)
+        _journal(store_dir, engine, msgs, olog, oseq, result.meta)
     return result
 
 
 def _journal(store_dir, engine, msgs, olog, oseq, meta, batch: int = 65536) -> None:
     """Journal the merged stream (market + strategy messages at the seqs they got) in a data dir.
 
-    A fresh engine re-matches it; by the engine's determinism it reproduces the backtest exactly.
+    A fresh engine with the backtest engine's config re-matches it; by the engine's determinism
+    it reproduces the backtest exactly.
     """
     from store import Session
     merged = np.zeros(len(msgs) + len(olog), ORDER_DTYPE)
@@ -543,10 +590,7 @@ def _journal(store_dir, engine, msgs, olog, oseq, meta, batch: int = 65536) -> N
     is_strat[oseq - 1] = True
     merged[is_strat] = olog
     merged[~is_strat] = msgs
-    cfg = engine.config()
-    fresh = Engine(stp=cfg["stp"])
-    for s in cfg["symbols"]:
-        fresh.add_symbol(s["name"], s["tick_size"], s["min_price"], s["max_price"])
+    fresh = Engine.from_config(engine.config())
     info = {"scenario": "backtest", "backtest": json.loads(json.dumps(meta, default=str))}
     with Session.create(store_dir, fresh, run_info=info, durability="none") as s:
         for k in range(0, len(merged), batch):

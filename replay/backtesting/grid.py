@@ -70,7 +70,8 @@ def grid_points(grid) -> list[dict]:
 
 
 def _flows(flow, seeds, symbol):
-    """Return ([(seed or None, orders)], symbol id or the given symbol) loaded in the caller."""
+    """Return ([(seed or None, orders)], symbol id or the given symbol, the flow's symbol specs
+    or None) loaded in the caller (the specs carry a scenario's symbol options to every run)."""
     from scenarios import Scenario, load_scenario
 
     from replay.backtesting.driver import _load_flow
@@ -87,15 +88,15 @@ def _flows(flow, seeds, symbol):
         if not seeds or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
             raise UsageError(f"seeds must be a non-empty list of ints; got {seeds!r}")
         bases = [(s, dataclasses.replace(sc, seed=s)) for s in seeds]
-    out, names = [], None
+    out, names, specs = [], None, None
     for seed, f in bases:
-        orders, names, _, _ = _load_flow(f)
+        orders, names, _, _, specs = _load_flow(f)
         out.append((seed, orders))
     if isinstance(symbol, str) and names is not None:
         if symbol not in names:
             raise UsageError(f"symbol {symbol!r} is not in the flow; symbols: {names}")
         symbol = names.index(symbol)
-    return out, symbol
+    return out, symbol, specs
 
 
 def _make_strategy(spec, params: dict):
@@ -108,10 +109,13 @@ def _make_strategy(spec, params: dict):
 
 
 def _run_point(orders, spec, params: dict, kwargs: dict) -> dict:
-    """One task: build the strategy, backtest it, return its summary (plain ints and floats)."""
+    """One task: build the strategy, backtest it, return its summary (plain ints and floats),
+    with "currency" when the money is in one (``BacktestResult.unit``)."""
     from replay.backtesting.driver import backtest
 
-    return backtest(orders, _make_strategy(spec, params), **kwargs).summary
+    res = backtest(orders, _make_strategy(spec, params), **kwargs)
+    currency = res.meta["money"]["currency"]
+    return {**res.summary, "currency": currency} if currency else res.summary
 
 
 def sweep(flow, strategy_factory_spec, grid, *, seeds=None, scheduler=None, n_workers: int = 2,
@@ -125,9 +129,12 @@ def sweep(flow, strategy_factory_spec, grid, *, seeds=None, scheduler=None, n_wo
     order: all points of the first seed, then the next). ``scheduler``: ``"serial"``, None (a
     LocalCluster of ``n_workers`` processes) or a Dask scheduler address or ``Client``.
     ``backtest_kwargs``: passed to every ``backtest`` (latency, fees_bps, symbol, trader,
-    engine_options, fast; not store_dir).
+    engine_options, fast, symbols; not store_dir); the flow's symbols (a scenario's with its
+    options: money, grid ...) go to every run unless ``symbols`` is given.
 
-    Returns ``[{**params, "seed": s (only with seeds), **summary}]``.
+    Returns ``[{**params, "seed": s (only with seeds), **summary}]``; when the traded symbol
+    has a currency, each row also has ``"currency"`` (its money values are in it; else in ticks
+    x lots).
     Raises UsageError for a bad grid, spec, seeds or scheduler, when dask.distributed is needed
     but not installed, or when a parameter name collides with a summary field; a backtest's own
     UsageError (e.g. a bad strategy parameter) propagates.
@@ -137,9 +144,11 @@ def sweep(flow, strategy_factory_spec, grid, *, seeds=None, scheduler=None, n_wo
     if not (isinstance(strategy_factory_spec, str) or callable(strategy_factory_spec)):
         raise UsageError("strategy_factory_spec must be 'module:Class' or a callable")
     points = grid_points(grid)
-    flows, symbol = _flows(flow, seeds, backtest_kwargs.get("symbol"))
+    flows, symbol, specs = _flows(flow, seeds, backtest_kwargs.get("symbol"))
     if "symbol" in backtest_kwargs:
         backtest_kwargs["symbol"] = symbol
+    if specs is not None and backtest_kwargs.get("symbols") is None:
+        backtest_kwargs["symbols"] = specs
     if isinstance(strategy_factory_spec, str):
         # fail fast, here, on a bad spec or parameter names, before starting any cluster
         for p in points[:1]:

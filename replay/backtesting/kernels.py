@@ -89,7 +89,7 @@ MARK_DTYPE = np.dtype([("ts", "<i8"), ("bid", "<i8"), ("bid_qty", "<i8"), ("ask"
 S_I, S_NEXT_WAKE, S_QH, S_NORD, S_NMARK, S_NEXT_ID, S_POS, S_LAST_ARR, S_FEED_CUR, S_ORD_CUR = range(10)
 S_SLOT = 10   # the quote slots (``quoting``): per side (BUY at 10, SELL at 14) id, price, qty, live
 ST_SIZE = S_SLOT + SLOTS
-F_CASH = 0    # float state ``fst`` (``quoting.account``'s money): cash after fills, fees
+F_CASH = 0    # float state ``fst`` (``quoting.account``'s money, in ``Money.unit``): cash, fees
 F_FEES = 1
 
 # slots of drive's int64 state array ``ds``: the kernel moves I, QH and NMARK; the Python driver
@@ -485,12 +485,14 @@ def _send_quotes(olog, osent, st, slots, actions, local, symbol, trader, ord_mod
 def run_quotes(fn, msgs, st, fst, arena, levels, index, books, ladder_keys, ladder_levels, meta,
                symbols, ticks, stops, expiry, fills, l2, events, cnt, sf, se, scnt, olog, osent, oseq, marks, feed_mode,
                feed_times, feed_vals, ord_mode, ord_times, ord_vals, state, params, quote,
-               top, trader, id_base, symbol, every, fee_rate, prefetch):
+               top, trader, id_base, symbol, every, terms, prefetch):
     """The merged loop of an ``@njit`` quote strategy; returns K.OK when done or what to grow.
 
     ``fn(local_ts, bid, bid_qty, ask, ask_qty, position, cash, state, params, quote)`` writes
     [bid_px, bid_qty, ask_px, ask_qty] into ``quote``; it runs after every ``every`` market
-    messages, ``feed`` ns after the state it sees. Order of work: ``first_due`` (no timers).
+    messages, ``feed`` ns after the state it sees; ``cash`` and the fees in ``fst`` are in the
+    unit of ``terms`` (``money.Money.terms()``: tick value, maker and taker rates). Order of work:
+    ``first_due`` (no timers).
     """
     n = len(msgs)
     big = np.iinfo(np.int64).max
@@ -538,7 +540,7 @@ def run_quotes(fn, msgs, st, fst, arena, levels, index, books, ladder_keys, ladd
             st[S_I] = j
             quote_reports(se, e0, scnt[1], slots)
             if scnt[0] > f0:
-                account(sf, f0, scnt[0], trader, pos, fst, fee_rate)
+                account(sf, f0, scnt[0], trader, pos, fst, terms)
                 # one feed sample per message that filled the strategy, at its ts, in order:
                 # exactly the samples the one-message-at-a-time loop (and the Python path) takes
                 last = np.int64(-1)
@@ -561,7 +563,7 @@ def run_quotes(fn, msgs, st, fst, arena, levels, index, books, ladder_keys, ladd
         st[S_QH] = qh + 1
         quote_reports(se, e0, scnt[1], slots)
         if scnt[0] > f0:
-            account(sf, f0, scnt[0], trader, pos, fst, fee_rate)
+            account(sf, f0, scnt[0], trader, pos, fst, terms)
             # the strategy learns of the fill one feed latency later: a sample per notification,
             # as the Python path takes one, so both paths consume the same latency sequence
             _, st[S_FEED_CUR] = sample(feed_mode, feed_times, feed_vals, st[S_FEED_CUR],

@@ -1,5 +1,6 @@
 """PNG plot of a backtest: price (mid at wake-ups) with the strategy's buys and sells, its
-position and its PnL, on one shared time axis (seconds from the first point).
+position and its PnL (in the result's unit: the symbol's currency, or ticks x lots), on one
+shared time axis (seconds from the first point).
 
 Uses matplotlib's Agg backend (no display needed); imported only when a plot is asked for.
 """
@@ -46,10 +47,11 @@ def plot_result(result, path, title: str | None = None) -> str:
     axes[1].step(sec(s["ts"]), s["position"], where="post", color="tab:blue")
     axes[1].set_ylabel("position")
     axes[2].plot(sec(s["ts"]), s["pnl"], color="tab:purple")
-    axes[2].set_ylabel("PnL (ticks x lots)")
+    unit = result.unit
+    axes[2].set_ylabel(f"PnL ({unit})")
     axes[2].set_xlabel("seconds")
     summ = result.summary
-    axes[0].set_title(title or f"{result.meta.get('strategy', '')}  pnl={summ['pnl']:.0f}  "
+    axes[0].set_title(title or f"{result.meta.get('strategy', '')}  pnl={summ['pnl']:.0f} {unit}  "
                                f"volume={summ['volume']}  fills={summ['n_fills']}", fontsize=9)
     fig.tight_layout()
     try:

@@ -11,10 +11,12 @@ flag (1/0). Three rules act on it:
   and writes the id of a NEW order into its slot (``slots[4 * side]``).
 - ``quote_report(slots, order_id, event)``: a slot stops being live once its order is filled,
   cancelled or rejected; ``quote_reports`` applies it to a run of EVENT_DTYPE rows.
-- ``fill_effect(side, price, qty, fee_rate)``: what one fill on ``side`` does to (position, cash,
-  fees): a buy adds ``qty`` and costs ``price * qty`` (ticks x lots), a sell the reverse; the fee
-  is ``fee_rate`` of the notional either way. ``Context`` (Python strategies) and ``account``
-  (the njit path) both apply it.
+- ``fill_effect(side, price, qty, taker, terms)``: what one fill on ``side`` does to (position,
+  cash, fees): a buy adds ``qty`` and costs its notional ``price * qty * tick_value`` (ticks x
+  lots when ``tick_value`` is 1; see ``money``), a sell the reverse; the fee is the taker rate of
+  the notional when the strategy was the aggressor (``taker``), else the maker rate (negative:
+  a rebate). ``terms`` is ``Money.terms()``: [tick_value, maker_rate, taker_rate].
+  ``Context`` (Python strategies) and ``account`` (the njit path) both apply it.
 
 Invariant: these functions are the only statement of the rules. The njit path
 (``kernels.run_quotes``) calls them inside numba; the Python path calls the same compiled
@@ -91,24 +93,27 @@ def quote_reports(se, first, last, slots):
 
 
 @njit(cache=True)
-def fill_effect(side, price, qty, fee_rate):
+def fill_effect(side, price, qty, taker, terms):
     """Return (position change, cash change, fee) of one fill of ``qty`` lots at ``price`` on
-    ``side`` (0 = the strategy bought, 1 = it sold)."""
-    notional = float(price) * float(qty)
+    ``side`` (0 = the strategy bought, 1 = it sold); ``taker``: the strategy's order was the
+    aggressor; ``terms``: [tick_value, maker_rate, taker_rate] (``Money.terms()``)."""
+    notional = float(price) * float(qty) * terms[0]
+    fee = notional * (terms[2] if taker else terms[1])
     if side == 0:
-        return qty, -notional, notional * fee_rate
-    return -qty, notional, notional * fee_rate
+        return qty, -notional, fee
+    return -qty, notional, fee
 
 
 @njit(cache=True)
-def account(sf, first, last, trader, pos, money, fee_rate):
+def account(sf, first, last, trader, pos, money, terms):
     """Apply the FILL_DTYPE rows sf[first:last] to ``pos[0]`` (position) and ``money`` ([cash,
-    fees]) for each side ``trader`` is on. Returns nothing."""
+    fees]) for each side ``trader`` is on, at ``terms`` (``fill_effect``). Returns nothing."""
     for k in range(first, last):
         f = sf[k]
         for side in range(2):
             if (f.buy_trader if side == 0 else f.sell_trader) == trader:
-                dpos, dcash, fee = fill_effect(side, f.price, f.qty, fee_rate)
+                dpos, dcash, fee = fill_effect(side, f.price, f.qty, f.aggressor_side == side,
+                                               terms)
                 pos[0] += dpos
                 money[0] += dcash
                 money[1] += fee

@@ -1,15 +1,20 @@
 """``BacktestResult``: a backtest's arrays, its time series, its summary and its plot.
 
-Units: prices in ticks, quantities in lots, so cash, PnL, turnover and fees are in ticks x lots
-(multiply by tick size x lot size for currency). A buy lowers cash by price x qty; fees are
-``fees_bps`` of traded notional on every strategy fill (maker and taker alike).
+Units: prices in ticks, quantities in lots. Cash, PnL, turnover and fees are money in the unit of
+the backtest's ``money.Money`` (``meta["money"]["unit"]``): the traded symbol's currency when its
+engine config sets one (notional of a fill = price x qty x tick_value), else ticks x lots. A buy
+lowers cash by its notional. Fees: each strategy fill pays the maker rate of its notional when
+the strategy's order rested, the taker rate when it was the aggressor (``fees_bps`` sets both;
+a negative maker rate is a rebate, so fees can be negative).
 
 Series: one row per strategy fill and per wake-up mark, in time order (fills before a mark at
 the same ts). The mark price is the mid of the last top of book the strategy saw (or the last
-fill price while no two-sided book has been seen); ``pnl = cash + position x mark - fees``.
+fill price while no two-sided book has been seen); ``pnl = cash + position x mark x tick_value -
+fees``.
 
 Summary (``summary`` dict; every value a plain int/float, so it serialises to JSON):
-pnl, gross_pnl, fees, turnover (notional traded), volume (lots), maker_volume, taker_volume,
+pnl, gross_pnl, fees, turnover (notional traded), volume (lots), maker_volume, taker_volume
+(lots filled resting / aggressing),
 n_fills, n_orders (NEW messages), submitted_qty, fill_ratio (volume / submitted_qty; above 1 when
 MODIFYs top up partly filled orders),
 final_position, max_drawdown (largest fall of pnl from a running peak over the series),
@@ -30,7 +35,12 @@ import numpy as np
 
 from exchange.schema import Event, Kind
 
-__all__ = ["BacktestResult", "SERIES_DTYPE", "build_result", "summarize"]
+from replay.backtesting.money import TICKS_X_LOTS, Money
+
+__all__ = ["BacktestResult", "SERIES_DTYPE", "MONEY_KEYS", "build_result", "summarize"]
+
+# the summary values that are money, in the result's unit (``meta["money"]["unit"]``)
+MONEY_KEYS = ("pnl", "gross_pnl", "fees", "turnover", "max_drawdown")
 
 SERIES_DTYPE = np.dtype([("ts", "<i8"), ("position", "<i8"), ("cash", "<f8"), ("fees", "<f8"),
                          ("mark", "<f8"), ("pnl", "<f8")])
@@ -59,6 +69,11 @@ class BacktestResult:
         h.update(json.dumps(self.summary, sort_keys=True).encode())
         return h.hexdigest()
 
+    @property
+    def unit(self) -> str:
+        """Return the unit of the money values (the symbol's currency, or "ticks x lots")."""
+        return self.meta.get("money", {}).get("unit", TICKS_X_LOTS)
+
     def plot(self, path, title: str | None = None) -> str:
         """Write a PNG: price with the strategy's buys/sells, position, PnL. Returns ``path``.
 
@@ -74,17 +89,33 @@ def _signed(fills: np.ndarray, trader: int):
     return buy, sell
 
 
-def build_series(fills, marks, trader: int, fee_rate: float) -> np.ndarray:
-    """Return the SERIES_DTYPE time series from the strategy's fills and wake-up marks."""
+def _taker(fills: np.ndarray, buy: np.ndarray, sell: np.ndarray):
+    """Per fill, whether the strategy's buy side / sell side was the aggressor (bool arrays)."""
+    return ((buy == 1) & (fills["aggressor_side"] == 0),
+            (sell == 1) & (fills["aggressor_side"] == 1))
+
+
+def _side_fees(notional: np.ndarray, on: np.ndarray, taker: np.ndarray, money: Money):
+    """Fee of one side of each fill: its rate (taker or maker) of ``notional`` where ``on``."""
+    rate = np.where(taker, money.taker_rate, money.maker_rate)
+    return on * notional * rate
+
+
+def build_series(fills, marks, trader: int, money: Money) -> np.ndarray:
+    """Return the SERIES_DTYPE time series from the strategy's fills and wake-up marks, money in
+    ``money``'s unit."""
     buy, sell = _signed(fills, trader)
+    buy_taker, sell_taker = _taker(fills, buy, sell)
     qty = fills["qty"].astype(np.int64)
-    notional = fills["price"].astype(np.float64) * qty.astype(np.float64)
+    notional = fills["price"].astype(np.float64) * qty.astype(np.float64) * money.tick_value
     nf, nm = len(fills), len(marks)
     ts = np.concatenate([fills["ts"], marks["ts"]]).astype(np.int64)
     order = np.argsort(ts, kind="stable")   # stable: fills first at equal ts
     dpos = np.concatenate([(buy - sell) * qty, np.zeros(nm, np.int64)])[order]
     dcash = np.concatenate([(sell - buy) * notional, np.zeros(nm)])[order]
-    dfee = np.concatenate([(buy + sell) * notional * fee_rate, np.zeros(nm)])[order]
+    fee = (_side_fees(notional, buy, buy_taker, money)
+           + _side_fees(notional, sell, sell_taker, money))
+    dfee = np.concatenate([fee, np.zeros(nm)])[order]
     both = (marks["bid"] > 0) & (marks["ask"] > 0)
     mid = np.where(both, (marks["bid"] + marks["ask"]) / 2.0, np.nan)
     mark_mid = np.concatenate([np.full(nf, np.nan), mid])[order]
@@ -95,7 +126,8 @@ def build_series(fills, marks, trader: int, fee_rate: float) -> np.ndarray:
     out["cash"] = np.cumsum(dcash)
     out["fees"] = np.cumsum(dfee)
     out["mark"] = _ffill(mark_mid, _ffill(fill_px, np.full(nf + nm, np.nan)))
-    out["pnl"] = out["cash"] + out["position"] * np.nan_to_num(out["mark"]) - out["fees"]
+    out["pnl"] = (out["cash"] + out["position"] * np.nan_to_num(out["mark"]) * money.tick_value
+                  - out["fees"])
     return out
 
 
@@ -146,13 +178,25 @@ def _time_in_queue(orders, order_seq, fills, trader) -> float:
     return total / weight if weight else float("nan")
 
 
-def summarize(orders, order_seq, fills, events, series, trader: int, fee_rate: float) -> dict:
-    """Return the summary dict described in the module docstring."""
+def _fee_total(notional, buy, sell, buy_taker, sell_taker, money: Money) -> float:
+    """Total fees: the maker rate of the resting notional plus the taker rate of the aggressing
+    notional (one product when both rates are equal)."""
+    sides = buy + sell
+    if money.maker_rate == money.taker_rate:
+        return float((sides * notional).sum() * money.taker_rate)
+    taker = buy_taker.astype(np.int64) + sell_taker.astype(np.int64)
+    return float(((sides - taker) * notional).sum() * money.maker_rate
+                 + (taker * notional).sum() * money.taker_rate)
+
+
+def summarize(orders, order_seq, fills, events, series, trader: int, money: Money) -> dict:
+    """Return the summary dict described in the module docstring (money in ``money``'s unit)."""
     buy, sell = _signed(fills, trader)
+    buy_taker, sell_taker = _taker(fills, buy, sell)
     sides = buy + sell
     qty = fills["qty"].astype(np.int64)
-    notional = fills["price"].astype(np.float64) * qty
-    taker = ((buy == 1) & (fills["aggressor_side"] == 0)) | ((sell == 1) & (fills["aggressor_side"] == 1))
+    notional = fills["price"].astype(np.float64) * qty * money.tick_value
+    taker = buy_taker | sell_taker
     volume = int((sides * qty).sum())
     new = orders["kind"] == Kind.NEW
     submitted = int(orders["qty"][new].sum())
@@ -162,7 +206,7 @@ def summarize(orders, order_seq, fills, events, series, trader: int, fee_rate: f
     return {
         "pnl": float(last["pnl"]) if last is not None else 0.0,
         "gross_pnl": float(last["pnl"] + last["fees"]) if last is not None else 0.0,
-        "fees": float((sides * notional).sum() * fee_rate),
+        "fees": _fee_total(notional, buy, sell, buy_taker, sell_taker, money),
         "turnover": float((sides * notional).sum()),
         "volume": volume,
         "maker_volume": volume - int((taker * qty).sum()),
@@ -179,8 +223,10 @@ def summarize(orders, order_seq, fills, events, series, trader: int, fee_rate: f
     }
 
 
-def build_result(orders, sent_ts, order_seq, fills, events, marks, trader, fee_rate, meta):
-    """Assemble a BacktestResult (series and summary computed here)."""
-    series = build_series(fills, marks, trader, fee_rate)
-    summary = summarize(orders, order_seq, fills, events, series, trader, fee_rate)
+def build_result(orders, sent_ts, order_seq, fills, events, marks, trader, money: Money, meta):
+    """Assemble a BacktestResult (series and summary computed here, money in ``money``'s unit;
+    ``meta`` gains ``money.describe()`` under "money")."""
+    series = build_series(fills, marks, trader, money)
+    summary = summarize(orders, order_seq, fills, events, series, trader, money)
+    meta = {**meta, "money": money.describe()}
     return BacktestResult(orders, sent_ts, order_seq, fills, events, marks, series, summary, meta)

@@ -20,8 +20,9 @@ and timers, so the driver runs the market from one to the next in numba and deli
 what it sends goes in before any later market message (same results, more round trips).
 
 ``ctx.buy/sell`` return the order id at once (ids are the strategy's, in a reserved range above
-every market id). ``ctx.position``, ``ctx.cash`` (ticks x lots; a buy lowers it) and ``ctx.fees``
-change only when fills are reported; ``ctx.open_orders`` holds orders sent and not yet known to be
+every market id). ``ctx.position``, ``ctx.cash`` (a buy lowers it) and ``ctx.fees`` (maker or
+taker rate of each fill; negative for a rebate) are in the symbol's currency when it has one,
+else in ticks x lots (``replay.backtesting.money``), and change only when fills are reported; ``ctx.open_orders`` holds orders sent and not yet known to be
 done (filled, cancelled, or rejected before going live / as unknown).
 
 ``QuoteStrategy`` runs an ``@njit`` quote function through this Python API with the quote rules
@@ -123,10 +124,10 @@ class Context:
     Built by the driver; strategies only call its public methods and read its attributes.
     """
 
-    def __init__(self, driver, id_base: int, fee_rate: float):
+    def __init__(self, driver, id_base: int, terms):
         self._driver = driver
         self._next_id = id_base
-        self._fee_rate = fee_rate
+        self._terms = terms     # Money.terms(): tick value, maker and taker rates
         self._timers: list[tuple[int, int, int]] = []   # heap of (observation ts, n, local ts)
         self._n_timers = 0
         self.now = 0
@@ -198,7 +199,8 @@ class Context:
                               (1, f[_F_SELL_TRADER], f[_F_SELL_ID])):
             if tr != trader:
                 continue
-            dpos, dcash, fee = fill_effect(side, price, qty, self._fee_rate)
+            dpos, dcash, fee = fill_effect(side, price, qty, f[_F_AGGRESSOR] == side,
+                                           self._terms)
             self.position += dpos
             self.cash += dcash
             self.fees += fee

@@ -51,8 +51,17 @@ def add_backtest_arguments(p) -> None:
                    help="market data latency in ns (default: %(default)s)")
     p.add_argument("--order-ns", type=int, default=0, metavar="NS",
                    help="order entry latency in ns (default: %(default)s)")
-    p.add_argument("--fees-bps", type=float, default=0.0, metavar="BPS",
-                   help="fees on traded notional, basis points (default: %(default)s)")
+    p.add_argument("--fees-bps", type=float, default=None, metavar="BPS",
+                   help="one fee rate on traded notional, basis points, for maker and taker "
+                        "fills alike, overriding the symbol's maker_bps/taker_bps (default: the "
+                        "symbol's schedule; none: no fees)")
+
+
+def money_label(key: str, unit: str) -> str:
+    """Return a summary key as a table label: money values (``MONEY_KEYS``) carry their unit,
+    e.g. "pnl (USD)" or "pnl (ticks x lots)"."""
+    from replay.backtesting.result import MONEY_KEYS
+    return f"{key} ({unit})" if key in MONEY_KEYS else key
 
 
 def register(sub, parents, formatter) -> None:
@@ -95,11 +104,13 @@ def cmd_backtest(args) -> int:
     res = backtest(args.flow, strategy, latency=ConstantLatency(args.feed_ns, args.order_ns),
                    fees_bps=args.fees_bps, symbol=args.symbol, store_dir=args.store,
                    queue_model=args.queue_model)
+    money = res.meta["money"]
     if args.json:
-        print(json_text(res.summary, sort_keys=True))
+        print(json_text({**res.summary, "unit": money["unit"], "maker_bps": money["maker_bps"],
+                         "taker_bps": money["taker_bps"]}, sort_keys=True))
     else:
         print_table(["measure", "value"],
-                    [[k, format_number(v)]
+                    [[money_label(k, money["unit"]), format_number(v)]
                      for k, v in res.summary.items()])
     if args.plot:
         res.plot(args.plot)

@@ -19,7 +19,8 @@ import json
 
 from exchange.errors import UsageError
 
-from replay.cli.backtest import add_backtest_arguments
+from replay.backtesting.money import TICKS_X_LOTS
+from replay.cli.backtest import add_backtest_arguments, money_label
 from replay.cli.common import EXIT_OK, format_number, json_text, note, print_table
 
 __all__ = ["register", "cmd_sweep", "parse_grid"]
@@ -130,5 +131,7 @@ def cmd_sweep(args) -> int:
         return EXIT_OK
     keys = list(grid) + (["seed"] if args.seeds else [])
     headers = keys + list(TABLE_COLUMNS)
-    print_table(headers, [[format_number(r[k]) for k in headers] for r in rows])
+    unit = rows[0].get("currency") or TICKS_X_LOTS
+    print_table([money_label(h, unit) if h in TABLE_COLUMNS else h for h in headers],
+                [[format_number(r[k]) for k in headers] for r in rows])
     return EXIT_OK

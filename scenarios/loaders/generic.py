@@ -3,21 +3,29 @@
 One row per order message, one column per ORDER_DTYPE field, named as below (any column order;
 a header row is required in CSV; an unknown column name is an error):
 
-=========  ========  ===================================================================
-column     needed    values
-=========  ========  ===================================================================
-ts         always    integer nanoseconds
-symbol     always    a symbol name (no comma); ids follow the symbol table, see below
-kind       always    NEW, CANCEL or MODIFY
-order_id   always    integer in [0, 2^64)
-side       NEW       BUY or SELL (B, S); empty = BUY
-type       no        LIMIT (default) or MARKET
-tif        no        GTC (default), IOC or FOK
-price      LIMIT     integer ticks (or a decimal price with ``decimal_prices``); empty = 0
-qty        NEW/MOD   integer lots; empty = 0
-trader     no        integer in [0, 2^32); default 0
-flags      no        empty, POST_ONLY, or an integer bit set
-=========  ========  ===================================================================
+===========  ========  ===================================================================
+column       needed    values
+===========  ========  ===================================================================
+ts           always    integer nanoseconds
+symbol       always    a symbol name (no comma); ids follow the symbol table, see below
+kind         always    NEW, CANCEL or MODIFY
+order_id     always    integer in [0, 2^64)
+side         NEW       BUY or SELL (B, S); empty = BUY
+type         no        LIMIT (default), MARKET, STOP or STOP_LIMIT
+tif          no        GTC (default), IOC, FOK, DAY or GTD
+price        LIMIT     integer ticks (or a decimal price with ``decimal_prices``); empty = 0
+qty          NEW/MOD   integer lots; empty = 0
+trader       no        integer in [0, 2^32); empty or absent = 0 on a NEW, the order's owner
+                       on a CANCEL or MODIFY (the trader of the latest NEW of its symbol and id)
+flags        no        empty, POST_ONLY, or an integer bit set
+stop_price   STOP*     trigger in integer ticks (decimal with ``decimal_prices``); empty = 0
+display_qty  no        iceberg: the largest quantity shown at once, lots; empty = 0 (all shown)
+min_qty      no        fill at least this many lots at once or not at all; empty = 0 (none)
+expire_ts    GTD       expiry, integer nanoseconds; empty = 0
+===========  ========  ===================================================================
+
+The last four columns are optional (a file without them reads as before); the writer writes
+each only when some row has a non-zero value in it. Their meaning is docs/semantics.md's.
 
 Words are case-insensitive; ``kind``, ``side``, ``type``, ``tif`` also take their integer codes
 (exchange.schema), so a flow holding any byte value round-trips. Validation of the *messages*
@@ -49,12 +57,15 @@ import numpy as np
 from exchange.errors import InputError
 from exchange.schema import ORDER_DTYPE, Flag, Kind, OrderType, Side, Tif
 
-from scenarios.loaders._parse import column_decimal
+from scenarios.loaders._parse import column_decimal, fill_owners
 from scenarios.scenario import SymbolSpec
 
 __all__ = ["load_generic", "write_generic", "GenericFlow", "COLUMNS", "SYMBOLS_KEY"]
 
-COLUMNS = ("ts", "symbol", "kind", "side", "type", "tif", "order_id", "price", "qty", "trader", "flags")
+COLUMNS = ("ts", "symbol", "kind", "side", "type", "tif", "order_id", "price", "qty", "trader", "flags",
+           "stop_price", "display_qty", "min_qty", "expire_ts")
+_OPTIONAL_INTS = ("stop_price", "display_qty", "min_qty", "expire_ts")   # empty or absent = 0
+_BASE_COLUMNS = COLUMNS[:11]   # what the writer always writes; the optional ones when non-zero
 _REQUIRED = ("ts", "symbol", "kind", "order_id")
 SYMBOLS_KEY = "exsim.symbols"
 _WORDS = {
@@ -65,8 +76,9 @@ _WORDS = {
     "flags": {"POST_ONLY": int(Flag.POST_ONLY)},
 }
 _FIELD = {"type": "order_type"}          # column name -> ORDER_DTYPE field where they differ
-_RANGE = {"ts": (-(1 << 63), (1 << 63) - 1), "order_id": (0, (1 << 64) - 1), "price": (-(1 << 63), (1 << 63) - 1),
-          "qty": (-(1 << 63), (1 << 63) - 1), "trader": (0, (1 << 32) - 1)}
+_I64 = (-(1 << 63), (1 << 63) - 1)
+_RANGE = {"ts": _I64, "order_id": (0, (1 << 64) - 1), "price": _I64, "qty": _I64,
+          "trader": (0, (1 << 32) - 1), **{k: _I64 for k in _OPTIONAL_INTS}}
 
 
 @dataclass
@@ -235,8 +247,9 @@ def load_generic(path: str | os.PathLike, *, symbols=None, decimal_prices: bool 
     empty = np.full(n, "", dtype="U1")
     get = lambda h: cols.get(h, empty)   # noqa: E731
     out = np.zeros(n, ORDER_DTYPE)
-    for name in ("ts", "order_id", "qty", "trader"):
-        out[name] = _ints(path, get(name), where, name)
+    for name in ("ts", "order_id", "qty", "trader", *_OPTIONAL_INTS):
+        if not (decimal_prices and name == "stop_price"):   # a price: read with ``price`` below
+            out[name] = _ints(path, get(name), where, name)
     blank = np.flatnonzero(get("ts") == "")
     if blank.size:
         raise InputError(f"{path}, {where(int(blank[0]))}, column 'ts': expected an integer, got ''")
@@ -256,15 +269,19 @@ def load_generic(path: str | os.PathLike, *, symbols=None, decimal_prices: bool 
     out["symbol"] = sym
     out["price"] = _prices(path, get("price"), sym, table, where) if decimal_prices \
         else _ints(path, get("price"), where, "price")
+    if decimal_prices and "stop_price" in cols:
+        out["stop_price"] = _prices(path, get("stop_price"), sym, table, where, "stop_price")
+    # a CANCEL/MODIFY without a trader names its order's owner (docs/semantics.md, "Ownership")
+    fill_owners(out, get("trader") == "")
     return GenericFlow(out, list(table))
 
 
-def _prices(path, col, sym, table, where) -> np.ndarray:
+def _prices(path, col, sym, table, where, name: str = "price") -> np.ndarray:
     ticks = [Decimal(repr(s.tick_size)) for s in table]
     digits = max([0] + [max(0, -t.as_tuple().exponent) for t in ticks])
     vals = np.where(col == "", "0", col)
     try:
-        scaled = column_decimal(path, vals, digits, 1, "price")
+        scaled = column_decimal(path, vals, digits, 1, name)
     except InputError:
         scaled = None
     unit = np.array([int(t.scaleb(digits)) for t in ticks] or [1], np.int64)[sym]
@@ -278,11 +295,11 @@ def _prices(path, col, sym, table, where) -> np.ndarray:
             x = Decimal(v)
             whole = x.is_finite() and (x.scaleb(digits) % int(unit[i])) == 0
         except InvalidOperation:
-            raise InputError(f"{path}, {where(i)}, column 'price': expected a decimal price, got {v!r}") from None
+            raise InputError(f"{path}, {where(i)}, column {name!r}: expected a decimal price, got {v!r}") from None
         if not whole:
-            raise InputError(f"{path}, {where(i)}, column 'price': {v!r} is not a whole number of "
+            raise InputError(f"{path}, {where(i)}, column {name!r}: {v!r} is not a whole number of "
                              f"ticks of {table[int(sym[i])].tick_size}")
-    raise InputError(f"{path}: column 'price' does not fit int64 ticks")   # pragma: no cover
+    raise InputError(f"{path}: column {name!r} does not fit int64 ticks")   # pragma: no cover
 
 
 # ------------------------------------------------------------------------------ writing
@@ -314,17 +331,19 @@ def write_generic(path: str | os.PathLike, orders: np.ndarray, symbols) -> int:
         "qty": orders["qty"].tolist(), "trader": orders["trader"].tolist(),
         "flags": ["" if f == 0 else _word_column(np.array([f]), _WORDS["flags"])[0]
                   for f in orders["flags"].tolist()],
+        **{c: orders[c].tolist() for c in _OPTIONAL_INTS},
     }
+    columns = _BASE_COLUMNS + tuple(c for c in _OPTIONAL_INTS if orders[c].any())
     tmp = f"{path}.tmp{os.getpid()}"
     try:
         if path.endswith(".parquet"):
-            _write_parquet(tmp, cols, specs, path)
+            _write_parquet(tmp, cols, columns, specs, path)
         else:
             opener = gzip.open if path.endswith(".gz") else open
             with opener(tmp, "wt", encoding="utf-8", newline="") as fh:
                 fh.write(f"# symbols: {_symbols_text(specs)}\n")
-                fh.write(",".join(COLUMNS) + "\n")
-                rows = zip(*(map(str, cols[c]) for c in COLUMNS))
+                fh.write(",".join(columns) + "\n")
+                rows = zip(*(map(str, cols[c]) for c in columns))
                 fh.writelines(",".join(r) + "\n" for r in rows)
         os.replace(tmp, path)
     finally:
@@ -333,15 +352,15 @@ def write_generic(path: str | os.PathLike, orders: np.ndarray, symbols) -> int:
     return len(orders)
 
 
-def _write_parquet(tmp, cols, specs, path):
+def _write_parquet(tmp, cols, columns, specs, path):
     try:
         import pyarrow as pa
         import pyarrow.parquet as pq
     except ImportError as exc:
         raise InputError(f"{path}: writing Parquet needs pyarrow, which is not installed") from exc
     types = {"ts": pa.int64(), "order_id": pa.uint64(), "price": pa.int64(), "qty": pa.int64(),
-             "trader": pa.uint32()}
-    arrays = [pa.array(cols[c], type=types.get(c, pa.string())) for c in COLUMNS]
-    schema = pa.schema([(c, a.type) for c, a in zip(COLUMNS, arrays)],
+             "trader": pa.uint32(), **{c: pa.int64() for c in _OPTIONAL_INTS}}
+    arrays = [pa.array(cols[c], type=types.get(c, pa.string())) for c in columns]
+    schema = pa.schema([(c, a.type) for c, a in zip(columns, arrays)],
                        metadata={SYMBOLS_KEY: _symbols_text(specs)})
     pq.write_table(pa.Table.from_arrays(arrays, schema=schema), tmp)

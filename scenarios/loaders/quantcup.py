@@ -11,6 +11,9 @@ Invariants of the output:
   a cancel of an id that is not live is left in the flow (the engine rejects it with UNKNOWN_ID,
   which is exactly the feed's "does nothing").
 - Every limit is LIMIT + GTC with no flags; trader "IDk" becomes trader id k.
+- A cancel carries its order's owner (the trader of the limit it names), not the feed's cancel
+  ``trader`` (the contest's cancels came from any trader): with ownership on, the engine takes
+  the feed exactly as with it off. A cancel of an id never entered keeps its line's trader.
 - ``ts`` is the feed's ``seq`` (the feed has no clock): one nanosecond per message.
 
 Known limits: one symbol per call (the feed has one); the symbol id is a parameter.
@@ -25,7 +28,7 @@ import numpy as np
 from exchange.errors import InputError
 from exchange.schema import ORDER_DTYPE, Kind, OrderType, Side, Tif
 
-from scenarios.loaders._parse import column_choice, column_int, read_lines, split_columns
+from scenarios.loaders._parse import column_choice, column_int, fill_owners, read_lines, split_columns
 
 __all__ = ["load_quantcup", "QUANTCUP_HEADER"]
 
@@ -86,4 +89,5 @@ def load_quantcup(path: str | os.PathLike, symbol: int = 0) -> np.ndarray:
     out["qty"][lim] = ints(lim, 6, "size")
     out["kind"][can] = Kind.CANCEL
     out["order_id"][can] = ints(can, 7, "cancel_order_id")
+    fill_owners(out)
     return out

@@ -7,6 +7,7 @@ import pytest
 from conftest import resting_flow
 from exchange import ORDER_DTYPE, Side
 from replay.backtesting.driver import ID_BASE, backtest
+from replay.backtesting.money import Money
 from replay.backtesting.result import build_series, summarize
 from replay.backtesting.latency import ConstantLatency, RandomLatency, RecordedLatency
 from replay.backtesting.strategy import QuoteStrategy, Strategy
@@ -93,11 +94,12 @@ def test_summary_arithmetic_on_a_hand_made_case():
     fills[0] = (1, 100, 1, 100, 10, ID_BASE, 7, 0, TRADER, 1, Side.SELL)   # bought passively
     fills[1] = (2, 200, 2, 103, 10, 8, ID_BASE + 1, 0, 2, TRADER, Side.SELL)   # sold as taker
     marks = np.array([(150, 101, 1, 103, 1), (250, 99, 1, 101, 1)], MARK_DTYPE)
-    series = build_series(fills, marks, TRADER, 10 / 1e4)
+    ten_bps = Money(maker_rate=10 / 1e4, taker_rate=10 / 1e4)   # ticks x lots, one rate
+    series = build_series(fills, marks, TRADER, ten_bps)
     assert series["position"].tolist() == [10, 10, 0, 0]
     assert series["pnl"].tolist() == pytest.approx([-1.0, 19.0, 27.97, 27.97])
     s = summarize(np.zeros(0, ORDER_DTYPE), np.zeros(0, np.int64), fills,
-                  np.zeros(0, dtype=[("event", "u1")]), series, TRADER, 10 / 1e4)
+                  np.zeros(0, dtype=[("event", "u1")]), series, TRADER, ten_bps)
     assert (s["volume"], s["turnover"], s["maker_volume"], s["taker_volume"]) == (20, 2030, 10, 10)
     assert s["fees"] == pytest.approx(2.03) and s["pnl"] == pytest.approx(27.97)
     assert s["max_drawdown"] == 0.0
@@ -221,13 +223,14 @@ def test_a_quote_ends_when_its_order_is_filled_cancelled_or_rejected_only():
 def test_fill_effect_and_account_agree_on_a_self_trade():
     from exchange import FILL_DTYPE
     from replay.backtesting.quoting import account, fill_effect
-    assert fill_effect(0, 100, 3, 0.001) == (3, -300.0, 300.0 * 0.001)
-    assert fill_effect(1, 100, 3, 0.001) == (-3, 300.0, 300.0 * 0.001)
+    terms = np.array([1.0, 0.001, 0.001])     # tick value 1 (ticks x lots), maker, taker
+    assert fill_effect(0, 100, 3, False, terms) == (3, -300.0, 300.0 * 0.001)
+    assert fill_effect(1, 100, 3, True, terms) == (-3, 300.0, 300.0 * 0.001)
     sf = np.zeros(2, FILL_DTYPE)
     sf["price"], sf["qty"] = [100, 101], [3, 2]
     sf["buy_trader"], sf["sell_trader"] = [TRADER, TRADER], [7, TRADER]
     pos, money = np.zeros(1, np.int64), np.zeros(2, np.float64)
-    account(sf, 0, 2, TRADER, pos, money, 0.001)
+    account(sf, 0, 2, TRADER, pos, money, terms)
     assert pos[0] == 3 and money[0] == -300.0 - 202.0 + 202.0
     assert money[1] == 300.0 * 0.001 + 202.0 * 0.001 + 202.0 * 0.001
 

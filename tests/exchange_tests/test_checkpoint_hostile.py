@@ -307,6 +307,7 @@ def _symbols_blob(n: int) -> bytes:
 def _levels_blob(n: int) -> bytes:
     header = json.loads(json.dumps(HEADER))
     header["config"]["symbols"] = header["config"]["symbols"][:1]
+    header["last_prices"] = header["last_prices"][:1]
     rows = np.zeros(n, CHECKPOINT_DTYPE)      # n bid levels of symbol 0, best first
     rows["order_id"] = np.arange(1, n + 1)
     rows["price"] = np.arange(n, 0, -1) + 10

@@ -194,8 +194,8 @@ REJECTS = {
     "BAD_KIND": msg(kind=9),
     "UNKNOWN_SYMBOL": buy(7, 100, 1, symbol=5),
     "BAD_SIDE": msg(order_id=7, side=2),
-    "BAD_ORDER_TYPE": msg(order_id=7, order_type=2),
-    "BAD_TIF": msg(order_id=7, tif=3),
+    "BAD_ORDER_TYPE": msg(order_id=7, order_type=4),
+    "BAD_TIF": msg(order_id=7, tif=5),
     "BAD_FLAGS": msg(order_id=7, flags=Flag.POST_ONLY, tif=Tif.IOC),
     "BAD_QTY": buy(7, 100, 0),
     "OVERFLOW": buy(7, 100, MAX_QTY + 1),
@@ -205,6 +205,14 @@ REJECTS = {
     "UNKNOWN_ID": modify(7, 100, 1),
     "POST_ONLY_WOULD_CROSS": sell(7, 90, 1, flags=Flag.POST_ONLY),
     "FOK_CANNOT_FILL": sell(7, 90, 11, tif=Tif.FOK),
+    "NOT_OWNER": cancel(1, trader=2),
+    "BAD_STOP_PRICE": buy(7, 100, 1, order_type=OrderType.STOP_LIMIT, stop_price=0),
+    "BAD_DISPLAY_QTY": buy(7, 100, 5, display_qty=6),
+    "BAD_EXPIRY": buy(7, 100, 5, tif=Tif.GTD, ts=10, expire_ts=10),
+    "BAD_MIN_QTY": sell(7, 90, 5, min_qty=6),
+    "MIN_QTY_CANNOT_FILL": sell(7, 90, 12, min_qty=11),
+    # OFF_TICK, OFF_LOT, BELOW_MIN_QTY need symbol options and STOP_PRICE_REACHED a trade:
+    # test_engine_validation_rules.py has them
 }
 
 
@@ -324,7 +332,8 @@ def test_submit_cancel_modify_match_process_byte_for_byte(engine):
     other = make_book("engine", symbols=X)
     a = [engine.submit("X", "sell", price=100, qty=5, trader=1, order_id=1, ts=10),
          engine.submit("X", "buy", price=101, qty=2, tif="ioc", trader=2, order_id=2, ts=11),
-         engine.modify("X", 1, price=102, qty=4, ts=12), engine.cancel("X", 1, ts=13)]
+         engine.modify("X", 1, price=102, qty=4, trader=1, ts=12),
+         engine.cancel("X", 1, trader=1, ts=13)]
     b = other.process(flow(sell(1, 100, 5, trader=1, ts=10), buy(2, 101, 2, trader=2, tif=Tif.IOC,
                                                                    ts=11),
                            modify(1, 102, 4, ts=12), cancel(1, ts=13)))

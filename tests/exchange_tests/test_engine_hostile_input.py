@@ -58,7 +58,7 @@ def test_cancel_and_modify_refuse_unrepresentable_arguments(eng, call):
 
 @pytest.mark.parametrize("what,kw", [
     ("side", dict(side=True)), ("side", dict(side=1.0)), ("side", dict(side="up")),
-    ("tif", dict(tif="forever")), ("tif", dict(tif=7)), ("order_type", dict(order_type="stop")),
+    ("tif", dict(tif="forever")), ("tif", dict(tif=7)), ("order_type", dict(order_type="trailing_stop")),
     ("order_type", dict(order_type=False)), ("symbol", dict(symbol=True)),
 ])
 def test_submit_refuses_unknown_or_boolean_codes(eng, what, kw):

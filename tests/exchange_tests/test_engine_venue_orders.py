@@ -519,13 +519,13 @@ def test_iceberg_refills_swept_by_a_big_order_fit_tiny_buffers():
     assert len(whole.fills) == 800
 
 
-# ---- the FOK / min_qty walk (exchange.kernels.fillable_reaches) ----------------------------------
+# ---- the FOK / min_qty walk (exchange.fillable) --------------------------------------------------
 
 def _reaches(e, qty, trader=9, stp=0, limit=100):
-    from exchange.kernels import fillable_reaches
+    from exchange.fillable import fillable
     s = e.state
-    return bool(fillable_reaches(s.books, s.levels, s.arena, s.ladder_levels, 1, Side.BUY,
-                                 False, limit, qty, trader, stp))
+    return bool(fillable(s.books, s.levels, s.arena, s.ladder_levels, 1, Side.BUY, False, limit,
+                         qty, trader, stp))
 
 
 def test_the_fok_walk_counts_reserve_when_no_self_trade_is_in_the_way():

@@ -1,0 +1,275 @@
+"""Every reject decision of the matching kernel: which reason, if any, refuses a message.
+
+docs/semantics.md ("Validation") is the contract: the checks run in its step order and the first
+failure wins. ``check_new`` decides a NEW (steps 3-22), ``check_modify`` a MODIFY (steps 3-15)
+and ``not_owner`` the ownership step of CANCEL and MODIFY. They only read the state: a message
+they refuse changes nothing, and one they pass is then applied by ``exchange.kernels``.
+
+Invariants:
+- Pure reads of the book state arrays; no allocation, no Python objects (njit, inlined into the
+  kernel).
+- The common path stays cheap: a symbol with lot size 1, minimum 1 and the one-row tick table
+  ``[(1, 1)]`` costs one predictable branch each for lot, minimum and tick.
+- ``fillable`` walks the opposite side exactly as matching would take it; FOK (step 21) and
+  minimum quantity (step 22) both ask it whether a quantity is reachable now.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from ._cache_guard import guard
+from .book import M_OWNERSHIP
+from .order_index import index_probe
+from .schema import KNOWN_FLAGS, MAX_LEVEL_QTY, MAX_QTY, Flag, OrderType, Reason, Side, Stp, Tif
+
+# numba keys this module's cache on this file only; these files are compiled into its functions
+guard(__name__, __file__, deps=("exchange.book", "exchange.order_index", "exchange.schema"))
+
+__all__ = ["check_new", "check_modify", "not_owner", "fillable", "on_tick", "off_lot",
+           "crosses", "best_crosses", "stop_reached"]
+
+_BUY = int(Side.BUY)
+_SELL = int(Side.SELL)
+_POST_ONLY = int(Flag.POST_ONLY)
+_LIMIT = int(OrderType.LIMIT)
+_MARKET = int(OrderType.MARKET)
+_STOP = int(OrderType.STOP)
+_STOP_LIMIT = int(OrderType.STOP_LIMIT)
+_GTC = int(Tif.GTC)
+_FOK = int(Tif.FOK)
+_DAY = int(Tif.DAY)
+_GTD = int(Tif.GTD)
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def crosses(side, is_market, limit, level_price):
+    """Return whether an incoming order of ``side`` at ``limit`` (any price if ``is_market``)
+    trades with a level at ``level_price``."""
+    if is_market:
+        return True
+    if side == _BUY:
+        return level_price <= limit
+    return level_price >= limit
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def best_crosses(books, levels, ladder_levels, opp_b, side, limit):
+    """Return whether the best level of book ``opp_b`` crosses a ``side`` order at ``limit``
+    (False for an empty book)."""
+    bk = books[opp_b]
+    if bk.n == 0:
+        return False
+    return crosses(side, False, limit, levels[ladder_levels[bk.off + bk.n - 1]].price)
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def fillable(books, levels, arena, ladder_levels, opp_b, side, is_market, limit, reach,
+             trader, stp):
+    """Return whether matching an order of ``side`` at ``limit`` now would fill at least
+    ``reach`` (walking the opposite book ``opp_b`` exactly as matching would under ``stp``)."""
+    bk = books[opp_b]
+    acc = 0
+    for k in range(bk.off + bk.n - 1, bk.off - 1, -1):
+        L = levels[ladder_levels[k]]
+        if not crosses(side, is_market, limit, L.price):
+            break
+        if stp == Stp.NONE:
+            acc += L.qty
+            if acc >= reach:
+                return True
+            continue
+        r = L.head
+        while r >= 0:
+            if arena[r].trader == trader:
+                if stp != Stp.CANCEL_RESTING:
+                    return acc >= reach
+            else:
+                acc += arena[r].leaves
+                if acc >= reach:
+                    return True
+            r = arena[r].next
+    return acc >= reach
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def on_tick(ticks, sym_row, price):
+    """Return whether ``price`` (>= 1) is on the symbol's tick table: ``price % tick(price) == 0``
+    with ``tick(price)`` the tick of the last row whose ``from_price <= price``."""
+    off = sym_row.tick_off
+    n = sym_row.tick_n
+    if n == 1:
+        t = ticks[off].tick
+        return t == 1 or price % t == 0
+    # rows ascend by from_price and the first is 1 <= price: count the rows at or below price
+    lo = 1
+    hi = n
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if ticks[off + mid].from_price <= price:
+            lo = mid + 1
+        else:
+            hi = mid
+    return price % ticks[off + lo - 1].tick == 0
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def off_lot(sym_row, qty):
+    """Return whether ``qty`` is not a multiple of the symbol's lot size."""
+    lot = sym_row.lot_size
+    return lot != 1 and qty % lot != 0
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _bad_price(books, ticks, sym_row, own_b, price):
+    """Return the reason ``price`` is refused as a limit price (steps 11-13), or NONE."""
+    if price <= 0:
+        return Reason.BAD_PRICE
+    if price < books[own_b].min_price or price > books[own_b].max_price:
+        return Reason.PRICE_OUT_OF_BAND
+    if not on_tick(ticks, sym_row, price):
+        return Reason.OFF_TICK
+    return Reason.NONE
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _bad_stop_price(books, ticks, sym_row, own_b, stop_price):
+    """Return whether ``stop_price`` is <= 0, outside the band or off the tick table."""
+    return (stop_price <= 0 or stop_price < books[own_b].min_price
+            or stop_price > books[own_b].max_price or not on_tick(ticks, sym_row, stop_price))
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def stop_reached(sym_row, side, stop_price):
+    """Return whether a ``side`` stop at ``stop_price`` is already reached by the symbol's last
+    trade price (never before the symbol's first trade)."""
+    last = sym_row.last_price
+    if last == 0:
+        return False
+    if side == _BUY:
+        return stop_price <= last
+    return stop_price >= last
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def not_owner(m, arena, r, meta):
+    """Return whether ownership is on and message ``m`` comes from a trader other than the owner
+    of live order ``r`` (CANCEL step 4, MODIFY step 4)."""
+    return meta[M_OWNERSHIP] != 0 and m.trader != arena[r].trader
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def check_new(m, books, arena, levels, index, ladder_levels, symbols, ticks, stp):
+    """Return (reason, -1) for a NEW message refused by steps 3-22 of semantics.md, or
+    (Reason.NONE, the empty index bucket its id probe stopped at) if it may be accepted.
+
+    The caller has checked the kind and that the symbol exists (steps 1-2)."""
+    if m.side > _SELL:
+        return Reason.BAD_SIDE, -1
+    ot = m.order_type
+    if ot > _STOP_LIMIT:
+        return Reason.BAD_ORDER_TYPE, -1
+    tif = m.tif
+    is_stop = ot >= _STOP
+    if tif > _GTD or (ot == _MARKET and tif >= _DAY) or (is_stop and tif == _FOK):
+        return Reason.BAD_TIF, -1
+    if m.flags & ~KNOWN_FLAGS:
+        return Reason.BAD_FLAGS, -1
+    post_only = (m.flags & _POST_ONLY) != 0
+    rests = tif == _GTC or tif >= _DAY   # a tif that lets the order rest
+    if post_only and (ot != _LIMIT or not rests):
+        return Reason.BAD_FLAGS, -1
+    qty = m.qty
+    if qty <= 0:
+        return Reason.BAD_QTY, -1
+    if qty > MAX_QTY:
+        return Reason.OVERFLOW, -1
+    sym_row = symbols[m.symbol]
+    if off_lot(sym_row, qty):
+        return Reason.OFF_LOT, -1
+    if qty < sym_row.min_order_qty:
+        return Reason.BELOW_MIN_QTY, -1
+    own_b = np.int64(m.symbol) * 2 + m.side
+    if ot == _LIMIT or ot == _STOP_LIMIT:
+        reason = _bad_price(books, ticks, sym_row, own_b, m.price)
+        if reason != Reason.NONE:
+            return reason, -1
+    if is_stop and _bad_stop_price(books, ticks, sym_row, own_b, m.stop_price):
+        return Reason.BAD_STOP_PRICE, -1
+    display = m.display_qty
+    min_qty = m.min_qty
+    # one test for the common message that has none of these fields (steps 15-17)
+    if (display | min_qty | m.expire_ts) != 0 or tif == _GTD:
+        if display != 0 and (display < 0 or display > qty or off_lot(sym_row, display)
+                             or ot != _LIMIT or not rests):
+            return Reason.BAD_DISPLAY_QTY, -1
+        if min_qty != 0 and (min_qty < 0 or min_qty > qty or off_lot(sym_row, min_qty)
+                             or tif == _FOK or is_stop):
+            return Reason.BAD_MIN_QTY, -1
+        if (m.expire_ts <= m.ts) if tif == _GTD else (m.expire_ts != 0):
+            return Reason.BAD_EXPIRY, -1
+    p = index_probe(index, m.symbol, m.order_id)
+    if p >= 0:
+        return Reason.DUPLICATE_ID, -1
+    if is_stop:
+        if stop_reached(sym_row, m.side, m.stop_price):
+            return Reason.STOP_PRICE_REACHED, -1
+        return Reason.NONE, -1 - p
+    opp_b = own_b ^ 1
+    if post_only and best_crosses(books, levels, ladder_levels, opp_b, m.side, m.price):
+        return Reason.POST_ONLY_WOULD_CROSS, -1
+    is_market = ot == _MARKET
+    if tif == _FOK and not fillable(books, levels, arena, ladder_levels, opp_b, m.side,
+                                    is_market, m.price, qty, m.trader, stp):
+        return Reason.FOK_CANNOT_FILL, -1
+    if min_qty > 0 and not fillable(books, levels, arena, ladder_levels, opp_b, m.side,
+                                    is_market, m.price, min_qty, m.trader, stp):
+        return Reason.MIN_QTY_CANNOT_FILL, -1
+    return Reason.NONE, -1 - p
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def check_modify(m, r, books, arena, levels, ladder_levels, symbols, ticks, meta):
+    """Return the reason MODIFY message ``m`` is refused (steps 3-15 of semantics.md), or
+    Reason.NONE. ``r`` is the arena row of the live order it names (-1: none, UNKNOWN_ID); a
+    pending stop (``pending`` set) is checked as one.
+
+    The caller has checked the kind and that the symbol exists (steps 1-2)."""
+    if r < 0:
+        return Reason.UNKNOWN_ID
+    o = arena[r]
+    if meta[M_OWNERSHIP] != 0 and m.trader != o.trader:
+        return Reason.NOT_OWNER
+    qty = m.qty
+    if qty <= 0:
+        return Reason.BAD_QTY
+    if qty > MAX_QTY:
+        return Reason.OVERFLOW
+    sym_row = symbols[m.symbol]
+    if off_lot(sym_row, qty):
+        return Reason.OFF_LOT
+    if qty < sym_row.min_order_qty:
+        return Reason.BELOW_MIN_QTY
+    own_b = np.int64(m.symbol) * 2 + o.side
+    pending = o.pending != 0
+    if not pending or o.order_type == _STOP_LIMIT:
+        reason = _bad_price(books, ticks, sym_row, own_b, m.price)
+        if reason != Reason.NONE:
+            return reason
+    if pending:
+        if _bad_stop_price(books, ticks, sym_row, own_b, m.stop_price):
+            return Reason.BAD_STOP_PRICE
+        if stop_reached(sym_row, o.side, m.stop_price):
+            return Reason.STOP_PRICE_REACHED
+        return Reason.NONE
+    if m.price == o.price:
+        # the level's total counts displayed and reserve quantity; the order's open quantity
+        # (its displayed leaves plus its reserve) is replaced by the new qty
+        L = levels[o.level]
+        if (L.qty + L.hidden) - (o.leaves + o.hidden) > MAX_LEVEL_QTY - qty:
+            return Reason.OVERFLOW
+    elif (o.flags & _POST_ONLY) and best_crosses(books, levels, ladder_levels, own_b ^ 1,
+                                                  o.side, m.price):
+        return Reason.POST_ONLY_WOULD_CROSS
+    return Reason.NONE
