@@ -112,7 +112,8 @@ def _remove_order(arena, levels, books, index, expiry, meta, r, bucket=-1):
     else:
         index_remove(index, o.symbol, o.order_id)
     meta[M_INDEX_COUNT] -= 1
-    if o.xpos >= 0:
+    # xpos sits past the hot fields of the row: with no order in the heap, skip reading it
+    if meta[M_EXPIRY_N] > 0 and o.xpos >= 0:
         heap_remove(expiry, arena, meta, r)
     free_order(arena, meta, r)
 
@@ -424,7 +425,7 @@ def _modify(m, seq, arena, levels, index, books, ladder_keys, ladder_levels, met
     side = np.int64(o.side)
     lv = o.level
     L = levels[lv]
-    if o.pending != 0:
+    if meta[M_STOPS_LIVE] > 0 and o.pending != 0:
         _modify_pending(m, seq, r, arena, levels, stops, ladder_keys, ladder_levels, meta,
                         events, cnt)
         return
@@ -548,7 +549,7 @@ def _process_one(m, seq, arena, levels, index, books, ladder_keys, ladder_levels
         lv = o.level
         _event(events, cnt, seq, m.ts, sym, m.order_id, Event.CANCELLED, Reason.USER_CANCEL,
                o.filled, 0)
-        if o.pending != 0:
+        if meta[M_STOPS_LIVE] > 0 and o.pending != 0:
             _remove_pending(arena, levels, index, stops, ladder_keys, ladder_levels, meta,
                             expiry, r, bucket)
             return
@@ -665,10 +666,18 @@ def _room(m, arena, levels, index, books, ladder_levels, meta, stops, expiry, fi
                     return _cascade_room(m, sym, side, qty, levels, books, ladder_levels,
                                          meta, stops, fills, l2, events, cnt)
                 bound = opp.live
-                if stp != Stp.CANCEL_RESTING and qty < bound:
-                    bound = max(qty, 0)  # each fill takes at least one lot
+                q = max(qty, 0)
+                if stp != Stp.CANCEL_RESTING and q < bound:
+                    bound = q  # each fill takes at least one lot
                 elif opp.n > 0:
-                    # refills add fills: at most the reserve of the levels it can reach
+                    # refills add fills, at most one a lot: when the output has room for that
+                    # anyway, no need to look closer
+                    bound = q if stp != Stp.CANCEL_RESTING else bound + q
+                    if (cnt[0] + bound <= len(fills) and cnt[1] + opp.n + 3 <= len(l2)
+                            and cnt[2] + 2 * bound + 4 <= len(events)):
+                        return OK
+                    # else: at most the reserve of the levels it can reach
+                    bound = opp.live
                     h = np.int64(0)
                     acc = np.int64(0)
                     for k in range(opp.off + opp.n - 1, opp.off - 1, -1):
