@@ -35,9 +35,8 @@ from .order_index import (
 )
 from .prefetch import prefetch
 from .schema import (
-    MAX_LEVEL_QTY, Event, Flag, Kind, OrderType, Reason, Side, Stp, Tif,
+    MAX_LEVEL_QTY, Event, Kind, OrderType, Reason, Side, Stp, Tif,
 )
-from .validation import best_crosses as _best_crosses
 from .validation import check_modify, check_new, not_owner
 from .validation import crosses as _crosses
 
@@ -56,8 +55,6 @@ NEED_EXPIRY = 6
 
 _BUY = int(Side.BUY)
 _SELL = int(Side.SELL)
-_POST_ONLY = int(Flag.POST_ONLY)
-_GTC = int(Tif.GTC)
 _IOC = int(Tif.IOC)
 _FOK = int(Tif.FOK)
 _DAY = int(Tif.DAY)
