@@ -6,7 +6,9 @@ ascending, bids then asks, best level first, FIFO within a level; then every pen
 symbols ascending, BUY stops by rising then SELL stops by falling stop price, FIFO among equal),
 u32 CRC32C of everything before it. Version 1 (before stops, icebergs and expiry) wrote the
 42-byte ``V1_ROW_DTYPE`` rows, a prefix of today's fields: ``frame`` still reads them, every new
-field zero (a resting GTC LIMIT without reserve or expiry). The header is
+field zero (a resting GTC LIMIT without reserve or expiry), and ``encode`` still writes them
+for a state an old checkpoint can hold (``version_for``: old-form header, no new row field), so
+such a checkpoint restores and re-encodes to its own bytes. The header is
 ``json.dumps(..., sort_keys=True)`` of ``{"config": {"stp", "ownership",
 "symbols": [{"name", "id", "tick_size", "min_price", "max_price", "tick_table", "lot_size",
 "min_order_qty", "session_close", "currency", "tick_value", "maker_bps", "taker_bps"}]}, "seq",
@@ -46,7 +48,7 @@ from .symbol_options import OPTIONS as _OPTIONS
 from .symbol_options import OptionError, normalize as _normalize_options
 
 __all__ = ["MAGIC", "VERSION", "V1_ROW_DTYPE", "MAX_ORDERS", "Checkpoint", "encode",
-           "header_bytes", "frame", "row_size", "parse", "row_problem", "positive_number",
+           "header_bytes", "version_for", "frame", "row_version", "row_size", "parse", "row_problem", "positive_number",
            "make_header"]
 
 MAGIC = b"EXSIMCKP"
@@ -111,10 +113,31 @@ def header_bytes(header: dict) -> bytes:
     return json.dumps(header, sort_keys=True).encode()
 
 
+# the row fields version 1 lacked: a state using none of them (and an old-form header) is
+# written in version 1, so an old checkpoint re-encodes to its own bytes
+_NEW_ROW_FIELDS = tuple(n for n in CHECKPOINT_DTYPE.names if n not in V1_ROW_DTYPE.names)
+
+
+def version_for(header: dict, rows: np.ndarray) -> int:
+    """Return the version ``encode`` writes for ``header`` and CHECKPOINT_DTYPE ``rows``: 1 when
+    the header is in the old form (no ``last_prices``) and no row uses a field version 1 lacked
+    (reserve, stop, display size, expiry, a type or tif but LIMIT GTC, pending), else VERSION."""
+    if "last_prices" in header or any(rows[n].any() for n in _NEW_ROW_FIELDS):
+        return VERSION
+    return 1
+
+
 def encode(header: dict, rows: np.ndarray) -> bytes:
-    """Return the checkpoint bytes of ``header`` (see the module) and CHECKPOINT_DTYPE ``rows``."""
+    """Return the checkpoint bytes of ``header`` (see the module) and CHECKPOINT_DTYPE ``rows``,
+    in the version ``version_for`` names."""
     head = header_bytes(header)
-    body = (MAGIC + struct.pack("<II", VERSION, len(head)) + head
+    version = version_for(header, rows)
+    if version != VERSION:
+        old = np.zeros(len(rows), V1_ROW_DTYPE)
+        for name in V1_ROW_DTYPE.names:
+            old[name] = rows[name]
+        rows = old
+    body = (MAGIC + struct.pack("<II", version, len(head)) + head
             + struct.pack("<Q", len(rows)) + rows.tobytes())
     return body + struct.pack("<I", crc32c.crc32c(body))
 
@@ -156,6 +179,11 @@ def frame(blob) -> tuple[bytes, np.ndarray, int]:
             wide[name] = rows[name]
         rows = wide
     return bytes(blob[16:16 + hlen]), rows, start
+
+
+def row_version(blob) -> int:
+    """Return the version of checkpoint ``blob`` (whose frame passed ``frame``)."""
+    return struct.unpack_from("<I", blob, 8)[0]
 
 
 def row_size(blob) -> int:

@@ -30,8 +30,9 @@ from . import checkpoint as ckpt
 from . import checkpoint_kernels as ck_kernels
 from . import kernels
 from .book import (
-    ARENA_DTYPE, BOOK_DTYPE, EXPIRY_DTYPE, LEVEL_DTYPE, M_INDEX_COUNT, M_NEED_BOOK,
-    M_NEED_EVENTS, M_NEED_FILLS, M_NEED_L2, M_NSYM, M_OWNERSHIP, M_SEQ, M_STP, M_TRADE_ID,
+    ARENA_DTYPE, BOOK_DTYPE, EXPIRY_DTYPE, LEVEL_DTYPE, M_EXPIRY_N, M_INDEX_COUNT, M_NEED_BOOK,
+    M_NEED_EVENTS, M_NEED_FILLS, M_NEED_L2, M_NSYM, M_OWNERSHIP, M_SEQ, M_STOPS_LIVE, M_STP,
+    M_TRADE_ID,
     SYMBOL_DTYPE, TICK_DTYPE, new_meta,
 )
 from .checkpoint import MAX_ORDERS as _MAX_ORDERS
@@ -580,6 +581,14 @@ class Engine:
         return ckpt.make_header(self.config(), self.seq, int(self._meta[M_TRADE_ID]),
                                 self._next_auto_id, self._symbols["last_price"].tolist())
 
+    def _uses_new_fields(self) -> bool:
+        """Whether a live order is a pending stop or has a reserve, a display size, an expiry
+        or a tif other than GTC (what version 1 checkpoints cannot hold)."""
+        if self._meta[M_STOPS_LIVE] or self._meta[M_EXPIRY_N]:
+            return True
+        rows = self._collect(list(range(len(self._names))), 1)
+        return bool(rows["display_qty"].any() or rows["tif"].any())
+
     def checkpoint(self) -> bytes:
         """Return the engine's exact state as bytes (restore with ``Engine.restore``), in the
         layout ``exchange.checkpoint`` defines: header JSON (options, symbols, counters), then
@@ -602,7 +611,12 @@ class Engine:
             head, rows, _ = ckpt.frame(view)
         except (CorruptionError, TypeError):
             return False
-        if len(rows) != self.live_orders or head != ckpt.header_bytes(self._state_header()):
+        header = self._state_header()
+        if len(rows) != self.live_orders or head != ckpt.header_bytes(header):
+            return False
+        # the rows of the version this state is written in (rows_equal then checks the fields)
+        if ckpt.row_size(view) != (CHECKPOINT_DTYPE.itemsize if "last_prices" in header
+                                   or self._uses_new_fields() else ckpt.V1_ROW_DTYPE.itemsize):
             return False
         return bool(ck_kernels.orders_equal(rows, self._books, self._stops, self._levels,
                                             self._arena, self._index, len(self._names),
@@ -638,6 +652,11 @@ class Engine:
         eng._load_checkpoint(ck.symbols, ck.rows, ck.rows_at, ckpt.row_size(blob))
         eng._symbols["last_price"] = ck.last_prices
         eng._meta[M_SEQ], eng._meta[M_TRADE_ID], eng._next_auto_id = ck.counters
+        if ckpt.version_for(eng._state_header(), ck.rows) != ckpt.row_version(blob):
+            raise CorruptionError(
+                f"checkpoint: version {ckpt.row_version(blob)} is not the one checkpoint() "
+                f"writes for this state ({ckpt.version_for(eng._state_header(), ck.rows)})",
+                offset=8)
         if ckpt.header_bytes(eng._state_header()) != ck.header:
             raise CorruptionError("checkpoint: header is not in canonical form (checkpoint() "
                                   "writes sorted-key JSON with default separators)", offset=16)

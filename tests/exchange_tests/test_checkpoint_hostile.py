@@ -137,24 +137,61 @@ def test_pending_stops_in_release_order_restore_exactly():
     assert eng.checkpoint() == blob and eng.stops("B")["order_id"].tolist() == [1, 2]
 
 
-def test_a_version_1_checkpoint_of_42_byte_rows_restores_with_the_new_fields_zero():
-    old = np.zeros(len(ROWS), V1_ROW_DTYPE)
-    for name in V1_ROW_DTYPE.names:
-        old[name] = ROWS[name]
-    assert V1_ROW_DTYPE.itemsize == 42
-    eng = Engine.restore(build(HEADER, old, version=1))
-    assert eng.checkpoint() == BLOB
+def _old_form_checkpoint() -> bytes:
+    """What an engine of before issue 15 could hold (ownership off, default options, no trade
+    yet, plain GTC limits): checkpoint() writes it in version 1, 42-byte rows."""
+    e = Engine(stp="cancel_resting", ownership=False)
+    e.add_symbol("A", tick_size=0.01)
+    e.add_symbol("B", tick_size=1, min_price=90, max_price=110)
+    for oid, side, price, qty in ((1, "buy", 99, 5), (2, "buy", 99, 7), (4, "sell", 101, 6)):
+        e.submit("A", side, price=price, qty=qty, order_id=oid, trader=oid)
+    e.submit("B", "sell", price=105, qty=5, order_id=2, trader=2)
+    return e.checkpoint()
+
+
+def test_a_version_1_checkpoint_of_42_byte_rows_restores_and_reencodes_to_its_bytes():
+    blob = _old_form_checkpoint()
+    assert struct.unpack_from("<I", blob, 8)[0] == 1 and V1_ROW_DTYPE.itemsize == 42
+    eng = Engine.restore(blob)
+    assert eng.checkpoint() == blob and eng.checkpoint_equals(blob)
+    eng.submit("A", "buy", price=98, qty=1, order_id=9, display_qty=0, tif="gtd", expire_ts=5)
+    assert struct.unpack_from("<I", eng.checkpoint(), 8)[0] == VERSION   # new state: version 2
+    assert not eng.checkpoint_equals(blob)
 
 
 def test_a_version_1_checkpoint_with_a_bad_row_names_its_byte_offset():
-    old = np.zeros(len(ROWS), V1_ROW_DTYPE)
+    blob = _old_form_checkpoint()
+    header, rows = _v1_parts(blob)
+    rows[2]["qty"] = 0
+    bad = build(header, rows, version=1)
+    with pytest.raises(CorruptionError, match="row 2.*qty") as err:
+        Engine.restore(bad)
+    assert err.value.offset == len(bad) - 4 - (len(rows) - 2) * 42
+
+
+def test_a_checkpoint_in_a_version_its_state_is_not_written_in_is_refused():
+    header, rows = _v1_parts(_old_form_checkpoint())
+    wide = np.zeros(len(rows), CHECKPOINT_DTYPE)
     for name in V1_ROW_DTYPE.names:
-        old[name] = ROWS[name]
-    old[3]["qty"] = 0
-    blob = build(HEADER, old, version=1)
-    with pytest.raises(CorruptionError, match="row 3.*qty") as err:
-        Engine.restore(blob)
-    assert err.value.offset == len(blob) - 4 - (len(old) - 3) * 42
+        wide[name] = rows[name]
+    with pytest.raises(CorruptionError, match="^checkpoint: version 2 is not the one"):
+        Engine.restore(build(header, wide))
+    with pytest.raises(CorruptionError, match="^checkpoint: version 1 is not the one"):
+        Engine.restore(build(HEADER, _v1_rows(ROWS), version=1))
+
+
+def _v1_rows(rows):
+    old = np.zeros(len(rows), V1_ROW_DTYPE)
+    for name in V1_ROW_DTYPE.names:
+        old[name] = rows[name]
+    return old
+
+
+def _v1_parts(blob):
+    (hlen,) = struct.unpack_from("<I", blob, 12)
+    (n,) = struct.unpack_from("<Q", blob, 16 + hlen)
+    return (json.loads(blob[16: 16 + hlen]),
+            np.frombuffer(blob, V1_ROW_DTYPE, count=n, offset=24 + hlen).copy())
 
 
 @pytest.mark.parametrize("make,match", ROW_CASES)
@@ -301,7 +338,7 @@ def _symbols_blob(n: int) -> bytes:
     rows = np.zeros(n, CHECKPOINT_DTYPE)      # one bid per symbol
     rows["symbol"] = np.arange(n)
     rows["order_id"], rows["price"], rows["qty"] = 1, 100, 1
-    return build(header, rows)
+    return build(header, _v1_rows(rows), version=1)   # an old-form state is written in version 1
 
 
 def _levels_blob(n: int) -> bytes:
