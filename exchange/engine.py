@@ -597,9 +597,10 @@ class Engine:
 
     def checkpoint_equals(self, blob) -> bool:
         """Return ``self.checkpoint() == blob`` without serialising the book; for a version 1
-        blob (written before stops, icebergs and expiry), whether this state written in that
-        version would be ``blob`` (its rows read with every new field zero), so reruns of old
-        journals still compare their checkpoints.
+        blob (written before stops, icebergs, expiry and last prices), whether this state
+        written as then would be ``blob``: its header in the old form (ownership off, default
+        options; last prices are not compared, version 1 never held them) and its rows read with
+        every new field zero. So reruns of old journals still compare their checkpoints.
 
         The blob's frame is checked (``checkpoint.frame``), its header compared as bytes, and
         its rows checked in place against the live orders (``checkpoint_kernels.orders_equal``:
@@ -611,13 +612,20 @@ class Engine:
             head, rows, _ = ckpt.frame(view)
         except (CorruptionError, TypeError):
             return False
-        header = self._state_header()
-        if len(rows) != self.live_orders or head != ckpt.header_bytes(header):
+        if len(rows) != self.live_orders:
             return False
-        # the rows of the version this state is written in (rows_equal then checks the fields)
-        if ckpt.row_size(view) != (CHECKPOINT_DTYPE.itemsize if "last_prices" in header
-                                   or self._uses_new_fields() else ckpt.V1_ROW_DTYPE.itemsize):
-            return False
+        if ckpt.row_version(view) == 1:
+            # as written before last prices existed (orders_equal then rules out new fields)
+            header = ckpt.make_header(self.config(), self.seq, int(self._meta[M_TRADE_ID]),
+                                      self._next_auto_id, [0] * len(self._names))
+            if "last_prices" in header or head != ckpt.header_bytes(header):
+                return False
+        else:
+            header = self._state_header()
+            if head != ckpt.header_bytes(header):
+                return False
+            if "last_prices" not in header and not self._uses_new_fields():
+                return False      # this state is written in version 1
         return bool(ck_kernels.orders_equal(rows, self._books, self._stops, self._levels,
                                             self._arena, self._index, len(self._names),
                                             self.prefetch_distance))
