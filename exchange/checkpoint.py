@@ -1,9 +1,15 @@
 """The checkpoint layout: the one writer and the one parser of an engine's state as bytes.
 
-Layout (little-endian): magic "EXSIMCKP", u32 version (1), u32 header length H, H bytes of header
-JSON, u64 row count N, N CHECKPOINT_DTYPE rows (live orders in priority order: symbols
-ascending, bids then asks, best level first, FIFO within a level), u32 CRC32C of everything
-before it. The header is ``json.dumps(..., sort_keys=True)`` of ``{"config": {"stp", "ownership",
+Layout (little-endian): magic "EXSIMCKP", u32 version (2), u32 header length H, H bytes of header
+JSON, u64 row count N, N CHECKPOINT_DTYPE rows (every resting order in priority order: symbols
+ascending, bids then asks, best level first, FIFO within a level; then every pending stop:
+symbols ascending, BUY stops by rising then SELL stops by falling stop price, FIFO among equal),
+u32 CRC32C of everything before it. Version 1 (before stops, icebergs and expiry) wrote the
+42-byte ``V1_ROW_DTYPE`` rows, a prefix of today's fields: ``frame`` still reads them, every new
+field zero (a resting GTC LIMIT without reserve or expiry), and ``encode`` still writes them
+for a state an old checkpoint can hold (``version_for``: old-form header, no new row field), so
+such a checkpoint restores and re-encodes to its own bytes. The header is
+``json.dumps(..., sort_keys=True)`` of ``{"config": {"stp", "ownership",
 "symbols": [{"name", "id", "tick_size", "min_price", "max_price", "tick_table", "lot_size",
 "min_order_qty", "session_close", "currency", "tick_value", "maker_bps", "taker_bps"}]}, "seq",
 "trade_id", "next_auto_id", "last_prices"}`` (``last_prices``: each symbol's last trade price, 0
@@ -12,8 +18,8 @@ before its first trade).
 Headers written before ownership, the symbol options and last prices existed lack all of those
 keys (the "old form"); they parse with ownership off, default options and no trade yet. An
 engine in exactly that state (``old_form``) writes the old form again, so such a checkpoint
-restores and re-encodes to the same bytes; any other state writes every key. A header has all
-the new keys or none of them.
+restores and re-encodes to the same header bytes; any other state writes every key. A header
+has all the new keys or none of them.
 
 Invariants: ``encode`` is canonical (one byte string per state); ``parse`` accepts only what
 ``encode`` can write, checking the frame before allocating anything (magic, checksum, version,
@@ -41,11 +47,17 @@ from .symbol_options import DEFAULTS as _DEFAULT_OPTIONS
 from .symbol_options import OPTIONS as _OPTIONS
 from .symbol_options import OptionError, normalize as _normalize_options
 
-__all__ = ["MAGIC", "VERSION", "MAX_ORDERS", "Checkpoint", "encode", "header_bytes", "frame",
-           "parse", "row_problem", "positive_number", "make_header"]
+__all__ = ["MAGIC", "VERSION", "V1_ROW_DTYPE", "MAX_ORDERS", "Checkpoint", "encode",
+           "header_bytes", "version_for", "frame", "row_version", "row_size", "parse", "row_problem", "positive_number",
+           "make_header"]
 
 MAGIC = b"EXSIMCKP"
-VERSION = 1
+VERSION = 2
+# the rows of version 1 checkpoints: the fields an order had before stops, icebergs and expiry
+V1_ROW_DTYPE = np.dtype([(name, CHECKPOINT_DTYPE.fields[name][0]) for name in
+                         ("order_id", "price", "qty", "filled", "symbol", "trader", "side",
+                          "flags")])
+_ROW_DTYPES = {1: V1_ROW_DTYPE, 2: CHECKPOINT_DTYPE}
 MAX_ORDERS = (1 << 31) - 1   # arena slots, levels and their links are int32
 _I64_MAX = (1 << 63) - 1
 _U64_MAX = (1 << 64) - 1
@@ -101,20 +113,42 @@ def header_bytes(header: dict) -> bytes:
     return json.dumps(header, sort_keys=True).encode()
 
 
+# the row fields version 1 lacked: a state using none of them (and an old-form header) is
+# written in version 1, so an old checkpoint re-encodes to its own bytes
+_NEW_ROW_FIELDS = tuple(n for n in CHECKPOINT_DTYPE.names if n not in V1_ROW_DTYPE.names)
+
+
+def version_for(header: dict, rows: np.ndarray) -> int:
+    """Return the version ``encode`` writes for ``header`` and CHECKPOINT_DTYPE ``rows``: 1 when
+    the header is in the old form (no ``last_prices``) and no row uses a field version 1 lacked
+    (reserve, stop, display size, expiry, a type or tif but LIMIT GTC, pending), else VERSION."""
+    if "last_prices" in header or any(rows[n].any() for n in _NEW_ROW_FIELDS):
+        return VERSION
+    return 1
+
+
 def encode(header: dict, rows: np.ndarray) -> bytes:
-    """Return the checkpoint bytes of ``header`` (see the module) and CHECKPOINT_DTYPE ``rows``."""
+    """Return the checkpoint bytes of ``header`` (see the module) and CHECKPOINT_DTYPE ``rows``,
+    in the version ``version_for`` names."""
     head = header_bytes(header)
-    body = (MAGIC + struct.pack("<II", VERSION, len(head)) + head
+    version = version_for(header, rows)
+    if version != VERSION:
+        old = np.zeros(len(rows), V1_ROW_DTYPE)
+        for name in V1_ROW_DTYPE.names:
+            old[name] = rows[name]
+        rows = old
+    body = (MAGIC + struct.pack("<II", version, len(head)) + head
             + struct.pack("<Q", len(rows)) + rows.tobytes())
     return body + struct.pack("<I", crc32c.crc32c(body))
 
 
 def frame(blob) -> tuple[bytes, np.ndarray, int]:
-    """Check a checkpoint's frame; return (header bytes, rows view, byte offset of the rows).
+    """Check a checkpoint's frame; return (header bytes, rows, byte offset of the rows).
 
-    ``blob`` is bytes-like. Raises CorruptionError for a bad magic, checksum or version, or a
-    header length or row count that does not fit the blob (checked before anything is
-    allocated)."""
+    The rows are a read-only CHECKPOINT_DTYPE view into ``blob`` for a current checkpoint, and
+    a widened copy (new fields zero) for a version 1 one. ``blob`` is bytes-like. Raises
+    CorruptionError for a bad magic, checksum or version, or a header length or row count that
+    does not fit the blob (checked before anything is allocated)."""
     if len(blob) < 28 or bytes(blob[:8]) != MAGIC:
         raise CorruptionError("checkpoint: not an exsim checkpoint (bad magic or shorter than "
                               "28 bytes)", offset=0)
@@ -122,23 +156,40 @@ def frame(blob) -> tuple[bytes, np.ndarray, int]:
     if crc32c.crc32c(blob[:-4]) != crc:
         raise CorruptionError("checkpoint: checksum mismatch", offset=len(blob) - 4)
     version, hlen = struct.unpack_from("<II", blob, 8)
-    if version != VERSION:
+    if version not in _ROW_DTYPES:
         raise CorruptionError(f"checkpoint: version {version} is not supported", offset=8)
+    dtype = _ROW_DTYPES[version]
     start = 24 + hlen
     if start + 4 > len(blob):
         raise CorruptionError(f"checkpoint: header length {hlen} runs past the end of the "
                               f"{len(blob)}-byte blob", offset=12)
     (nrows,) = struct.unpack_from("<Q", blob, 16 + hlen)
     room = len(blob) - 4 - start
-    if nrows * CHECKPOINT_DTYPE.itemsize != room:
+    if nrows * dtype.itemsize != room:
         raise CorruptionError(
             f"checkpoint: row count {nrows} does not fit the {room} bytes of rows "
-            f"({CHECKPOINT_DTYPE.itemsize} bytes a row)", offset=16 + hlen)
+            f"({dtype.itemsize} bytes a row in version {version})", offset=16 + hlen)
     if nrows > MAX_ORDERS:
         raise CorruptionError(f"checkpoint: {nrows} rows exceed the engine's {MAX_ORDERS} "
                               "order slots", offset=16 + hlen)
-    rows = np.frombuffer(blob, CHECKPOINT_DTYPE, count=nrows, offset=start)
+    rows = np.frombuffer(blob, dtype, count=nrows, offset=start)
+    if version != VERSION:
+        wide = np.zeros(nrows, CHECKPOINT_DTYPE)
+        for name in dtype.names:
+            wide[name] = rows[name]
+        rows = wide
     return bytes(blob[16:16 + hlen]), rows, start
+
+
+def row_version(blob) -> int:
+    """Return the version of checkpoint ``blob`` (whose frame passed ``frame``)."""
+    return struct.unpack_from("<I", blob, 8)[0]
+
+
+def row_size(blob) -> int:
+    """Return the byte size of one row of checkpoint ``blob`` (whose frame passed ``frame``)."""
+    (version,) = struct.unpack_from("<I", blob, 8)
+    return _ROW_DTYPES[version].itemsize
 
 
 def parse(blob) -> Checkpoint:
@@ -246,6 +297,7 @@ def row_problem(code: int, i: int, rows: np.ndarray, specs: list) -> str:
     sym, side, price = int(r["symbol"]), int(r["side"]), int(r["price"])
     name = specs[sym][0] if sym < len(specs) else None
     at = f"checkpoint: row {i}: "
+    kind = "pending stop" if int(r["pending"]) == 1 else "resting order"
     if code == ck_kernels.ROW_SYMBOL:
         return at + f"symbol {sym} is not one of the engine's {len(specs)} symbols"
     if code == ck_kernels.ROW_SIDE:
@@ -253,17 +305,48 @@ def row_problem(code: int, i: int, rows: np.ndarray, specs: list) -> str:
     if code == ck_kernels.ROW_QTY:
         return at + f"qty {int(r['qty'])} is outside 1..{MAX_QTY}"
     if code == ck_kernels.ROW_FILLED:
-        return at + f"filled {int(r['filled'])} is outside 0..{MAX_LEVEL_QTY}"
+        return at + (f"filled {int(r['filled'])} is outside 0..{MAX_LEVEL_QTY} (0 for a "
+                     "pending stop)")
     if code == ck_kernels.ROW_FLAGS:
-        return at + f"flags {int(r['flags']):#x} holds bits no order carries"
+        return at + f"flags {int(r['flags']):#x} holds bits no {kind} carries"
+    if code == ck_kernels.ROW_PRICE and price == 0:
+        return at + "price 0 of a resting order or STOP_LIMIT (a price in band needed)"
+    if code == ck_kernels.ROW_PRICE and int(r["order_type"]) == 2:
+        return at + f"price {price} of a pending STOP (a STOP has no price: 0)"
     if code == ck_kernels.ROW_PRICE:
         return at + (f"price {price} is outside the band {specs[sym][2]}..{specs[sym][3]} of "
                      f"symbol {name!r}")
     if code == ck_kernels.ROW_ORDER:
+        if int(r["pending"]) == 1:
+            return at + (f"{Side(side).name} stop at {int(r['stop_price'])} of symbol {name!r} "
+                         "is out of order (pending stops after every resting order; symbols "
+                         "ascending, BUY stops by rising then SELL stops by falling stop price)")
         return at + (f"{Side(side).name} {price} of symbol {name!r} is out of priority order "
-                     "(symbols ascending, bids then asks, best level first)")
+                     "(resting orders first: symbols ascending, bids then asks, best level "
+                     "first)")
     if code == ck_kernels.ROW_LEVEL_QTY:
         return at + f"the orders at {Side(side).name} {price} of {name!r} total past {MAX_LEVEL_QTY}"
+    if code == ck_kernels.ROW_PENDING:
+        return at + f"pending {int(r['pending'])} is neither 0 (resting) nor 1 (a stop)"
+    if code == ck_kernels.ROW_TYPE:
+        want = "STOP or STOP_LIMIT" if kind == "pending stop" else "LIMIT"
+        return at + f"order_type {int(r['order_type'])} of a {kind} (must be {want})"
+    if code == ck_kernels.ROW_TIF:
+        want = "GTC, IOC, DAY or GTD" if kind == "pending stop" else "GTC, DAY or GTD"
+        return at + f"tif {int(r['tif'])} of a {kind} (must be {want})"
+    if code == ck_kernels.ROW_HIDDEN:
+        return at + (f"reserve {int(r['hidden'])} of a {kind} with display_qty "
+                     f"{int(r['display_qty'])} (a reserve needs a display size; a stop has "
+                     f"none; open qty at most {MAX_QTY})")
+    if code == ck_kernels.ROW_DISPLAY:
+        return at + (f"shown qty {int(r['qty'])} and display_qty {int(r['display_qty'])} of a "
+                     f"{kind} (an iceberg shows at most its display size; a stop has none)")
+    if code == ck_kernels.ROW_STOP_PRICE:
+        return at + (f"stop_price {int(r['stop_price'])} of a {kind} (a resting order has "
+                     f"none; a stop's is in the band of symbol {name!r})")
+    if code == ck_kernels.ROW_EXPIRY:
+        return at + (f"expire_ts {int(r['expire_ts'])} with tif {int(r['tif'])} (DAY and GTD "
+                     "orders have an expiry, others none)")
     if code == ck_kernels.ROW_CROSSED:
         bids = rows[:i][(rows["symbol"][:i] == sym) & (rows["side"][:i] == Side.BUY)]
         return at + (f"symbol {name!r} is crossed: best ask {price} <= best bid "

@@ -1,12 +1,14 @@
 """The numba side of checkpoints: book state <-> CHECKPOINT_DTYPE rows, without matching.
 
-``collect_orders`` writes the live orders in priority order (what ``Engine.checkpoint`` stores),
+``collect_orders`` writes the live orders in priority order (what ``Engine.checkpoint`` stores:
+every resting order, then every pending stop; see ``collect_orders``),
 ``check_rows`` checks rows read back before anything is loaded, ``load_orders`` builds books
 from rows that passed, and ``orders_equal`` compares rows with the live orders in place. The
 byte layout around the rows is ``exchange.checkpoint``'s; these kernels see only the rows.
 
-Invariants: ``load_orders(collect_orders(state))`` rebuilds the same books (same priority,
-same per-level totals); ``orders_equal(rows)`` is exactly ``collect_orders() == rows``; none
+Invariants: ``load_orders(collect_orders(state))`` rebuilds the same books and stop books (same
+priority, same per-level totals and reserves) and an expiry heap with the same entries (its
+layout may differ, its order of expiry cannot: the key is unique); ``orders_equal(rows)`` is exactly ``collect_orders() == rows``; none
 of them allocates or raises on row content (``check_rows`` returns a ROW_* code instead).
 """
 
@@ -16,65 +18,153 @@ import numpy as np
 from numba import njit
 
 from ._cache_guard import guard
-from .book import M_INDEX_COUNT, alloc_level, alloc_order, append_to_level, ladder_key
+from .book import (
+    M_INDEX_COUNT, M_STOPS_LIVE, alloc_level, alloc_order, append_to_level, ladder_key,
+)
+from .expiry import heap_push
 from .order_index import index_find, index_home, index_probe, index_put
 from .prefetch import prefetch
-from .schema import KNOWN_FLAGS, MAX_LEVEL_QTY, MAX_QTY, Side
+from .schema import KNOWN_FLAGS, MAX_LEVEL_QTY, MAX_QTY, OrderType, Side, Tif
 
 # numba keys this module's cache on this file only; these files are compiled into its kernels
-guard(__name__, __file__, deps=("exchange.book", "exchange.order_index", "exchange.prefetch",
-                                "exchange.schema"))
+guard(__name__, __file__, deps=("exchange.book", "exchange.expiry", "exchange.order_index",
+                                "exchange.prefetch", "exchange.schema"))
 
 _BUY = int(Side.BUY)
 _SELL = int(Side.SELL)
+_LIMIT = int(OrderType.LIMIT)
+_STOP = int(OrderType.STOP)
+_STOP_LIMIT = int(OrderType.STOP_LIMIT)
+_GTC = int(Tif.GTC)
+_IOC = int(Tif.IOC)
+_FOK = int(Tif.FOK)
+_DAY = int(Tif.DAY)
+_GTD = int(Tif.GTD)
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _put_row(out, k, o, pending):
+    row = out[k]
+    row.order_id = o.order_id
+    row.price = o.price
+    row.qty = o.leaves
+    row.filled = o.filled
+    row.symbol = o.symbol
+    row.trader = o.trader
+    row.side = o.side
+    row.flags = o.flags
+    row.hidden = o.hidden
+    row.stop_price = o.stop_price
+    row.display_qty = o.display
+    row.expire_ts = o.expire_ts
+    row.order_type = o.order_type
+    row.tif = o.tif
+    row.pending = pending
 
 
 @njit(cache=True, _nrt=False)
-def collect_orders(books, levels, arena, ladder_levels, symbols, out):
+def collect_orders(books, stops, levels, arena, ladder_levels, symbols, out, which=3):
     """Write the live orders of ``symbols`` into ``out`` (CHECKPOINT_DTYPE) in priority order.
 
-    Per symbol: bids best first, then asks best first; FIFO within a level. Returns the count.
+    ``which``: 1 the resting orders, 2 the pending stops, 3 both (resting first). Resting
+    orders: per symbol, bids best first, then asks best first; FIFO within a level. Pending
+    stops: per symbol, BUY stops by rising stop price, then SELL stops by falling stop price
+    (each in release order); FIFO among equal stop prices. Returns the count.
     """
     k = 0
-    for s in symbols:
-        for side in range(2):
-            bk = books[np.int64(s) * 2 + side]
-            for j in range(bk.off + bk.n - 1, bk.off - 1, -1):
-                r = levels[ladder_levels[j]].head
-                while r >= 0:
-                    o = arena[r]
-                    row = out[k]
-                    row.order_id = o.order_id
-                    row.price = o.price
-                    row.qty = o.leaves
-                    row.filled = o.filled
-                    row.symbol = o.symbol
-                    row.trader = o.trader
-                    row.side = o.side
-                    row.flags = o.flags
-                    k += 1
-                    r = o.next
+    for part in range(2):
+        if not (which >> part) & 1:
+            continue
+        src = books if part == 0 else stops
+        for s in symbols:
+            for side in range(2):
+                bk = src[np.int64(s) * 2 + side]
+                for j in range(bk.off + bk.n - 1, bk.off - 1, -1):
+                    r = levels[ladder_levels[j]].head
+                    while r >= 0:
+                        o = arena[r]
+                        _put_row(out, k, o, part)
+                        k += 1
+                        r = o.next
     return k
 
 
 # what check_rows found wrong with a checkpoint row (checkpoint.row_problem words each one)
 (ROW_OK, ROW_SYMBOL, ROW_SIDE, ROW_QTY, ROW_FILLED, ROW_FLAGS, ROW_PRICE, ROW_ORDER,
- ROW_LEVEL_QTY, ROW_CROSSED) = range(10)
+ ROW_LEVEL_QTY, ROW_CROSSED, ROW_PENDING, ROW_TYPE, ROW_TIF, ROW_HIDDEN, ROW_DISPLAY,
+ ROW_STOP_PRICE, ROW_EXPIRY) = range(17)
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _row_fields(row, books, b):
+    """Check one row's own fields (not its place); return ROW_OK or the first problem."""
+    if row.qty <= 0 or row.qty > MAX_QTY:
+        return ROW_QTY
+    if row.filled < 0 or row.filled > MAX_LEVEL_QTY or (row.pending == 1 and row.filled != 0):
+        return ROW_FILLED
+    if row.flags & ~KNOWN_FLAGS:
+        return ROW_FLAGS
+    if row.pending > 1:
+        return ROW_PENDING
+    lo = books[b].min_price
+    hi = books[b].max_price
+    if row.pending == 0:
+        if row.order_type != _LIMIT:
+            return ROW_TYPE
+        if row.tif != _GTC and row.tif != _DAY and row.tif != _GTD:
+            return ROW_TIF
+        if row.price < lo or row.price > hi:
+            return ROW_PRICE
+        if row.stop_price != 0:
+            return ROW_STOP_PRICE
+        if row.display_qty < 0 or row.display_qty > MAX_QTY or (
+                row.display_qty > 0 and row.qty > row.display_qty):
+            return ROW_DISPLAY
+        if row.hidden < 0 or row.hidden > MAX_QTY - row.qty or (
+                row.hidden > 0 and row.display_qty == 0):
+            return ROW_HIDDEN
+    else:
+        if row.order_type != _STOP and row.order_type != _STOP_LIMIT:
+            return ROW_TYPE
+        if row.tif != _GTC and row.tif != _IOC and row.tif != _DAY and row.tif != _GTD:
+            return ROW_TIF
+        if row.flags != 0:
+            return ROW_FLAGS
+        if row.order_type == _STOP:
+            if row.price != 0:
+                return ROW_PRICE
+        elif row.price < lo or row.price > hi:
+            return ROW_PRICE
+        if row.stop_price < lo or row.stop_price > hi:
+            return ROW_STOP_PRICE
+        if row.display_qty != 0:
+            return ROW_DISPLAY
+        if row.hidden != 0:
+            return ROW_HIDDEN
+    if (row.tif == _DAY or row.tif == _GTD) != (row.expire_ts != 0):
+        return ROW_EXPIRY
+    return ROW_OK
 
 
 @njit(cache=True, _nrt=False)
-def check_rows(rows, books, nsym, level_count):
+def check_rows(rows, books, nsym, level_count, stop_level_count):
     """Check checkpoint ``rows`` against the symbols' ``books`` (their price bands) before any
     is loaded; return (ROW_OK, len(rows)) or (the first problem's ROW_* code, its row index).
 
-    A row must name a symbol below ``nsym`` and a side, hold 1..MAX_QTY open and 0..MAX_LEVEL_QTY
-    filled (so the kernel's sums stay in int64), carry known flags only and a price in its
-    symbol's band; rows must be in ``collect_orders`` order (symbols ascending, bids then asks,
-    best level first); a level's orders total at most MAX_LEVEL_QTY, and no symbol's best bid
-    may reach its best ask. Fills ``level_count[book]`` with each book's number of levels.
-    One pass, O(1) per row.
+    A row must name a symbol below ``nsym`` and a side, hold 1..MAX_QTY open (shown plus
+    reserve) and 0..MAX_LEVEL_QTY filled (so the kernel's sums stay in int64), carry known flags
+    only. A resting row (pending 0) is a LIMIT with tif GTC, DAY or GTD, a price in band, no
+    stop price, shown qty at most its display size and a reserve only with a display size. A
+    pending row (pending 1) is a STOP (price 0) or STOP_LIMIT (price in band) with tif GTC, IOC,
+    DAY or GTD, a stop price in band, no flags, display, reserve or fills. DAY and GTD rows have
+    an expiry, others none. Rows come in ``collect_orders`` order: all resting rows (symbols
+    ascending, bids then asks, best level first), then all pending rows (symbols ascending, BUY
+    stops by rising then SELL stops by falling stop price); a level's (or a trigger price's)
+    orders total at most MAX_LEVEL_QTY, and no symbol's best bid may reach its best ask. Fills
+    ``level_count[book]`` and ``stop_level_count[book]`` with each book's number of levels and
+    trigger prices. One pass, O(1) per row.
     """
-    prev_b = np.int64(-1)
+    prev_b = np.int64(-1)          # book of the previous row, pending books after 2 * nsym
     prev_price = np.int64(0)
     level_qty = np.int64(0)
     bid_symbol = np.int64(-1)      # symbol of the last best bid seen, and its price
@@ -86,46 +176,57 @@ def check_rows(rows, books, nsym, level_count):
             return ROW_SYMBOL, i
         if row.side > _SELL:
             return ROW_SIDE, i
-        if row.qty <= 0 or row.qty > MAX_QTY:
-            return ROW_QTY, i
-        if row.filled < 0 or row.filled > MAX_LEVEL_QTY:
-            return ROW_FILLED, i
-        if row.flags & ~KNOWN_FLAGS:
-            return ROW_FLAGS, i
         b = sym * 2 + row.side
-        price = row.price
-        if price < books[b].min_price or price > books[b].max_price:
-            return ROW_PRICE, i
-        if b < prev_b:
-            return ROW_ORDER, i
-        if b == prev_b and price == prev_price:
-            if level_qty > MAX_LEVEL_QTY - row.qty:
-                return ROW_LEVEL_QTY, i
-            level_qty += row.qty
+        code = _row_fields(row, books, b)
+        if code != ROW_OK:
+            return code, i
+        pending = row.pending == 1
+        open_qty = row.qty + row.hidden
+        if pending:
+            pb = 2 * nsym + b
+            price = row.stop_price
+            # stop books release BUY stops lowest first (like asks), SELL highest first
+            falling = row.side == _SELL
         else:
-            # a new level: below the previous one of its book (bids falling, asks rising)
-            if b == prev_b and (row.side == _BUY) == (price > prev_price):
+            pb = b
+            price = row.price
+            falling = row.side == _BUY
+        if pb < prev_b:
+            return ROW_ORDER, i
+        if pb == prev_b and price == prev_price:
+            if level_qty > MAX_LEVEL_QTY - open_qty:
+                return ROW_LEVEL_QTY, i
+            level_qty += open_qty
+        else:
+            # a new level: after the previous one of its book in priority order
+            if pb == prev_b and falling == (price > prev_price):
                 return ROW_ORDER, i
-            if b != prev_b:
+            if pb != prev_b and not pending:
                 if row.side == _BUY:
                     bid_symbol, bid_price = sym, price
                 elif bid_symbol == sym and bid_price >= price:
                     return ROW_CROSSED, i
-            level_count[b] += 1
-            level_qty = row.qty
-        prev_b, prev_price = b, price
+            if pending:
+                stop_level_count[b] += 1
+            else:
+                level_count[b] += 1
+            level_qty = open_qty
+        prev_b, prev_price = pb, price
     return ROW_OK, len(rows)
 
 
 @njit(cache=True, _nrt=False)
-def load_orders(rows, arena, levels, index, books, ladder_keys, ladder_levels, meta):
-    """Put checkpoint ``rows`` (passed by ``check_rows``) into empty books without matching.
+def load_orders(rows, arena, levels, index, books, stops, ladder_keys, ladder_levels, meta,
+                expiry):
+    """Put checkpoint ``rows`` (passed by ``check_rows``) into empty books and stop books
+    without matching, and every order with an expiry into the expiry heap.
 
-    The caller has sized every array for all rows and set each book's ``n`` to its level count
-    (``check_rows``) with an empty ladder region of at least that. Levels arrive best first, so
-    each is written straight to its final ladder slot, from the top down: O(1) per row (inserting
-    them one by one moved every better level, O(levels^2) per book). Returns -1 when all rows are
-    loaded, or the index of the first row whose (symbol, order id) an earlier row already holds.
+    The caller has sized every array for all rows and set each book's and stop book's ``n`` to
+    its level count (``check_rows``) with an empty ladder region of at least that. Levels arrive
+    best first (a stop book's next release first), so each is written straight to its final
+    ladder slot, from the top down: O(1) per row (inserting them one by one moved every better
+    level, O(levels^2) per book). Returns -1 when all rows are loaded, or the index of the first
+    row whose (symbol, order id) an earlier row already holds.
     """
     prev_b = np.int64(-1)
     prev_price = np.int64(0)
@@ -137,19 +238,23 @@ def load_orders(rows, arena, levels, index, books, ladder_keys, ladder_levels, m
         if p >= 0:
             return i
         side = np.int64(row.side)
+        pending = row.pending == 1
         b = np.int64(row.symbol) * 2 + side
-        if b != prev_b:
-            pos = books[b].off + books[b].n - 1
-        if b != prev_b or row.price != prev_price:
+        src = stops if pending else books
+        pb = b + (len(books) if pending else 0)
+        price = row.stop_price if pending else row.price
+        if pb != prev_b:
+            pos = src[b].off + src[b].n - 1
+        if pb != prev_b or price != prev_price:
             lv = alloc_level(levels, meta)
             L = levels[lv]
-            L.price = row.price
+            L.price = price
             L.qty = 0
             L.head = -1
             L.tail = -1
             L.count = 0
             L.hidden = 0
-            ladder_keys[pos] = ladder_key(side, row.price)
+            ladder_keys[pos] = ladder_key(1 - side if pending else side, price)
             ladder_levels[pos] = lv
             pos -= 1
         r = alloc_order(arena, meta)
@@ -162,17 +267,29 @@ def load_orders(rows, arena, levels, index, books, ladder_keys, ladder_levels, m
         o.trader = row.trader
         o.side = row.side
         o.flags = row.flags
+        o.hidden = row.hidden
+        o.display = row.display_qty
+        o.stop_price = row.stop_price
+        o.expire_ts = row.expire_ts
         o.xpos = -1
+        o.order_type = row.order_type
+        o.tif = row.tif
+        o.pending = row.pending
         append_to_level(arena, levels, r, lv)
-        books[b].live += 1
+        levels[lv].hidden += row.hidden
+        src[b].live += 1
         index_put(index, -1 - p, row.symbol, row.order_id, r)
         meta[M_INDEX_COUNT] += 1
-        prev_b, prev_price = b, row.price
+        if pending:
+            meta[M_STOPS_LIVE] += 1
+        if row.expire_ts != 0:
+            heap_push(expiry, arena, meta, r)
+        prev_b, prev_price = pb, price
     return -1
 
 
 @njit(cache=True, _nrt=False, nogil=True)
-def orders_equal(rows, books, levels, arena, index, nsym, ahead=16):
+def orders_equal(rows, books, stops, levels, arena, index, nsym, ahead=16):
     """Whether ``rows`` (CHECKPOINT_DTYPE) are exactly what ``collect_orders`` would write for
     symbols 0..nsym-1, without walking the queues.
 
@@ -180,15 +297,15 @@ def orders_equal(rows, books, levels, arena, index, nsym, ahead=16):
     per order (~0.2 s at 2 M live orders). Here every row is looked up by its id, and the
     lookups of rows ``ahead`` and ``ahead/2`` further on are prefetched, so the misses overlap.
     Equal means: every row is a live order with the same fields; consecutive rows of one
-    (symbol, side, price) start at their level's head, follow its FIFO links and number its
-    count; those runs come in (symbol, side, price best first) order; and no live order is left
-    out (the rows number the live orders of those symbols).
+    (pending, symbol, side, price or stop price) start at their level's head, follow its FIFO
+    links and number its count; those runs come in ``collect_orders`` order; and no live order
+    or pending stop is left out (the rows number them).
     """
     n = len(rows)
     mask = len(index) - 1
     live = 0
     for b in range(2 * nsym):
-        live += books[b].live
+        live += books[b].live + stops[b].live
     if live != n:
         return False
     prev = -1          # arena slot of the previous row
@@ -209,20 +326,36 @@ def orders_equal(rows, books, levels, arena, index, nsym, ahead=16):
             return False
         o = arena[r]
         if (o.price != row.price or o.leaves != row.qty or o.filled != row.filled
-                or o.trader != row.trader or o.side != row.side or o.flags != row.flags):
+                or o.trader != row.trader or o.side != row.side or o.flags != row.flags
+                or o.hidden != row.hidden or o.display != row.display_qty
+                or o.stop_price != row.stop_price or o.expire_ts != row.expire_ts
+                or o.order_type != row.order_type or o.tif != row.tif
+                or o.pending != row.pending):
             return False
-        if k > 0 and rows[k - 1].symbol == row.symbol and rows[k - 1].side == row.side \
-                and rows[k - 1].price == row.price:
+        key = row.stop_price if row.pending else row.price
+        if k > 0:
+            p = rows[k - 1]
+            pkey = p.stop_price if p.pending else p.price
+            same_book = (p.pending == row.pending and p.symbol == row.symbol
+                         and p.side == row.side)
+        else:
+            pkey = np.int64(0)
+            same_book = False
+        if same_book and pkey == key:
             if o.prev != prev:
                 return False
         else:
             if left != 0 or o.prev != -1:
                 return False
             if k > 0:
-                p = rows[k - 1]
-                if p.symbol == row.symbol and p.side == row.side:
-                    # levels best first: bids by falling price, asks by rising price
-                    if (row.side == _BUY) != (row.price < p.price):
+                if same_book:
+                    # levels best first: resting bids and SELL stops by falling price,
+                    # resting asks and BUY stops by rising price
+                    falling = (row.side == _BUY) != (row.pending == 1)
+                    if falling != (key < pkey):
+                        return False
+                elif row.pending != p.pending:
+                    if row.pending < p.pending:
                         return False
                 elif row.symbol < p.symbol or (row.symbol == p.symbol and row.side < p.side):
                     return False

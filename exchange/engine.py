@@ -10,11 +10,12 @@ Invariants:
 - ``process`` on a batch and the same messages one at a time (or through ``submit``, ``cancel``,
   ``modify``) produce byte-identical outputs: the per-order calls build a one-row batch.
 - Output arrays are zero-initialised, so padding bytes are zero and outputs compare byte for byte.
-- ``checkpoint()`` is canonical (live orders in priority order, counters, options): two engines
-  with equal checkpoints produce equal outputs from then on, and ``state_hash`` hashes it.
-  Its bytes are ``exchange.checkpoint``'s layout, written and parsed only there.
-  ``restore`` checks a blob's every field and row first (a CorruptionError "checkpoint: ..."
-  otherwise), so ``restore(b).checkpoint() == b`` for every blob it accepts.
+- ``checkpoint()`` is canonical (resting orders in priority order, then pending stops in release
+  order, counters, options): two engines with equal checkpoints produce equal outputs from then
+  on, and ``state_hash`` hashes it. Its bytes are ``exchange.checkpoint``'s layout, written and
+  parsed only there. ``restore`` checks a blob's every field and row first (a CorruptionError
+  "checkpoint: ..." otherwise), so ``restore(b).checkpoint() == b`` for every blob of the
+  current version it accepts.
 """
 
 from __future__ import annotations
@@ -29,8 +30,9 @@ from . import checkpoint as ckpt
 from . import checkpoint_kernels as ck_kernels
 from . import kernels
 from .book import (
-    ARENA_DTYPE, BOOK_DTYPE, EXPIRY_DTYPE, LEVEL_DTYPE, M_INDEX_COUNT, M_NEED_BOOK,
-    M_NEED_EVENTS, M_NEED_FILLS, M_NEED_L2, M_NSYM, M_OWNERSHIP, M_SEQ, M_STP, M_TRADE_ID,
+    ARENA_DTYPE, BOOK_DTYPE, EXPIRY_DTYPE, LEVEL_DTYPE, M_EXPIRY_N, M_INDEX_COUNT, M_NEED_BOOK,
+    M_NEED_EVENTS, M_NEED_FILLS, M_NEED_L2, M_NSYM, M_OWNERSHIP, M_SEQ, M_STOPS_LIVE, M_STP,
+    M_TRADE_ID,
     SYMBOL_DTYPE, TICK_DTYPE, new_meta,
 )
 from .checkpoint import MAX_ORDERS as _MAX_ORDERS
@@ -427,21 +429,31 @@ class Engine:
     # ---------------------------------------------------------------- per-order API
     def submit(self, symbol: str | int, side: str | int, *, qty: int, price: int = 0,
                order_type: str | int = "limit", tif: str | int = "gtc", post_only: bool = False,
-               trader: int = 0, order_id: int | None = None, ts: int | None = None) -> Result:
+               trader: int = 0, order_id: int | None = None, ts: int | None = None,
+               stop_price: int = 0, display_qty: int = 0, min_qty: int = 0,
+               expire_ts: int = 0) -> Result:
         """Send one NEW order; return its Result (same bytes as ``process`` on that message).
 
         Without ``order_id`` the engine takes its next id not live on the symbol. ``ts``
-        defaults to 0. Raises UsageError for an unknown symbol, side, order type or tif (name or
-        code), or an argument its message field cannot hold: qty, price and ts must be integers
-        in int64, order_id in uint64, trader in uint32 (ints, numpy integers or integral floats;
-        never bool), post_only a bool. Values the field holds but the engine refuses (qty <= 0,
-        a price out of band ...) are not errors: they come back as a REJECTED event.
+        defaults to 0. ``stop_price``: a STOP or STOP_LIMIT's trigger; ``display_qty``: an
+        iceberg's shown size (0: all shown); ``min_qty``: fill at least this much at once or
+        reject (0: none); ``expire_ts``: a GTD order's expiry (ns, message clock). Raises
+        UsageError for an unknown symbol, side, order type or tif (name or code), or an argument
+        its message field cannot hold: qty, price, ts, stop_price, display_qty, min_qty and
+        expire_ts must be integers in int64, order_id in uint64, trader in uint32 (ints, numpy
+        integers or integral floats; never bool), post_only a bool. Values the field holds but
+        the engine refuses (qty <= 0, a price out of band ...) are not errors: they come back as
+        a REJECTED event.
         """
         sid = self.symbol_id(symbol)
         fields = dict(side=_parse_enum(Side, side, "side"),
                       order_type=_parse_enum(OrderType, order_type, "order_type"),
                       tif=_parse_enum(Tif, tif, "tif"),
-                      trader=_int_arg(trader, "trader", *_U32))
+                      trader=_int_arg(trader, "trader", *_U32),
+                      stop_price=_int_arg(stop_price, "stop_price", *_I64),
+                      display_qty=_int_arg(display_qty, "display_qty", *_I64),
+                      min_qty=_int_arg(min_qty, "min_qty", *_I64),
+                      expire_ts=_int_arg(expire_ts, "expire_ts", *_I64))
         qty, price = _int_arg(qty, "qty", *_I64), _int_arg(price, "price", *_I64)
         ts = self._ts_arg(ts)
         if not (_is_bool(post_only) or (type(post_only) is int and post_only in (0, 1))):
@@ -472,19 +484,22 @@ class Engine:
                                           trader=_int_arg(trader, "trader", *_U32)))
 
     def modify(self, symbol: str | int, order_id: int, *, price: int, qty: int,
-               trader: int = 0, ts: int | None = None) -> Result:
-        """Change a live order's price and open quantity for ``trader``; return the Result (see
-        semantics.md; NOT_OWNER if ownership is on and ``trader`` is not the order's).
+               trader: int = 0, ts: int | None = None, stop_price: int = 0) -> Result:
+        """Change a live order's price and open quantity (displayed plus reserve), and a pending
+        stop's ``stop_price``, for ``trader``; return the Result (see semantics.md, MODIFY;
+        NOT_OWNER if ownership is on and ``trader`` is not the order's).
 
         Raises UsageError for an unknown symbol or an argument its field cannot hold (order_id
-        uint64; price, qty, ts int64; trader uint32); refused values in range come back as a
+        uint64; price, qty, ts, stop_price int64; trader uint32); refused values in range come
+        back as a
         REJECTED event."""
         sid = self.symbol_id(symbol)
         order_id = _int_arg(order_id, "order_id", *_U64)
         price, qty = _int_arg(price, "price", *_I64), _int_arg(qty, "qty", *_I64)
         return self.process(self._message(Kind.MODIFY, sid, order_id, price, qty,
                                           self._ts_arg(ts),
-                                          trader=_int_arg(trader, "trader", *_U32)))
+                                          trader=_int_arg(trader, "trader", *_U32),
+                                          stop_price=_int_arg(stop_price, "stop_price", *_I64)))
 
     @staticmethod
     def _ts_arg(ts) -> int:
@@ -521,8 +536,22 @@ class Engine:
         return sides[0], sides[1]
 
     def orders(self, symbol: str | int) -> np.ndarray:
-        """Return the live orders of ``symbol`` (L3_DTYPE): bids best first, then asks; FIFO."""
-        rows = self._collect([self.symbol_id(symbol)])
+        """Return the resting orders of ``symbol`` (L3_DTYPE): bids best first, then asks; FIFO.
+
+        ``qty`` is the displayed quantity, ``hidden`` an iceberg's reserve (open = qty + hidden);
+        pending stops are not in the book (see ``stops``). Raises UsageError for an unknown
+        symbol."""
+        return self._l3(self._collect([self.symbol_id(symbol)], 1))
+
+    def stops(self, symbol: str | int) -> np.ndarray:
+        """Return the pending stops of ``symbol`` (L3_DTYPE) in release order: BUY stops by
+        rising ``stop_price``, then SELL stops by falling ``stop_price``, FIFO among equal ones.
+        ``qty`` is a stop's whole quantity, ``price`` its limit (0 for a STOP). Raises
+        UsageError for an unknown symbol."""
+        return self._l3(self._collect([self.symbol_id(symbol)], 2))
+
+    @staticmethod
+    def _l3(rows: np.ndarray) -> np.ndarray:
         out = np.zeros(len(rows), L3_DTYPE)
         for name in L3_DTYPE.names:
             out[name] = rows[name]
@@ -530,25 +559,35 @@ class Engine:
 
     @property
     def live_orders(self) -> int:
-        """Number of live orders over all symbols."""
+        """Number of live orders over all symbols: resting orders and pending stops."""
         return int(self._meta[M_INDEX_COUNT])
 
     def memory_bytes(self) -> int:
-        """Bytes held by the book state arrays (arena, levels, index, ladders)."""
-        return sum(a.nbytes for a in (self._arena, self._levels, self._index, self._books,
-                                      self._ladder_keys, self._ladder_levels, self._meta))
+        """Bytes held by the book state arrays (arena, levels, index, ladders, stop books,
+        symbol rows, tick tables, expiry heap)."""
+        return sum(a.nbytes for a in self.state)
 
-    def _collect(self, symbols: list[int]) -> np.ndarray:
+    def _collect(self, symbols: list[int], which: int = 3) -> np.ndarray:
+        """Return the CHECKPOINT_DTYPE rows of ``symbols``' resting orders (``which`` 1), pending
+        stops (2) or both, resting first (3), in ``checkpoint_kernels.collect_orders`` order."""
         out = np.zeros(self.live_orders, CHECKPOINT_DTYPE)
-        k = ck_kernels.collect_orders(self._books, self._levels, self._arena,
+        k = ck_kernels.collect_orders(self._books, self._stops, self._levels, self._arena,
                                       self._ladder_levels, np.asarray(symbols, dtype=np.int64),
-                                      out)
+                                      out, which)
         return out[:k]
 
     # ---------------------------------------------------------------- checkpoints
     def _state_header(self) -> dict:
         return ckpt.make_header(self.config(), self.seq, int(self._meta[M_TRADE_ID]),
                                 self._next_auto_id, self._symbols["last_price"].tolist())
+
+    def _uses_new_fields(self) -> bool:
+        """Whether a live order is a pending stop or has a reserve, a display size, an expiry
+        or a tif other than GTC (what version 1 checkpoints cannot hold)."""
+        if self._meta[M_STOPS_LIVE] or self._meta[M_EXPIRY_N]:
+            return True
+        rows = self._collect(list(range(len(self._names))), 1)
+        return bool(rows["display_qty"].any() or rows["tif"].any())
 
     def checkpoint(self) -> bytes:
         """Return the engine's exact state as bytes (restore with ``Engine.restore``), in the
@@ -557,7 +596,11 @@ class Engine:
         return ckpt.encode(self._state_header(), self._collect(list(range(len(self._names)))))
 
     def checkpoint_equals(self, blob) -> bool:
-        """Return ``self.checkpoint() == blob`` without serialising the book.
+        """Return ``self.checkpoint() == blob`` without serialising the book; for a version 1
+        blob (written before stops, icebergs, expiry and last prices), whether this state
+        written as then would be ``blob``: its header in the old form (ownership off, default
+        options; last prices are not compared, version 1 never held them) and its rows read with
+        every new field zero. So reruns of old journals still compare their checkpoints.
 
         The blob's frame is checked (``checkpoint.frame``), its header compared as bytes, and
         its rows checked in place against the live orders (``checkpoint_kernels.orders_equal``:
@@ -565,13 +608,26 @@ class Engine:
         Anything that is not a checkpoint of this layout is simply unequal: it never raises.
         """
         try:
-            head, rows, _ = ckpt.frame(memoryview(blob).cast("B"))
+            view = memoryview(blob).cast("B")
+            head, rows, _ = ckpt.frame(view)
         except (CorruptionError, TypeError):
             return False
-        if len(rows) != self.live_orders or head != ckpt.header_bytes(self._state_header()):
+        if len(rows) != self.live_orders:
             return False
-        return bool(ck_kernels.orders_equal(rows, self._books, self._levels, self._arena,
-                                            self._index, len(self._names),
+        if ckpt.row_version(view) == 1:
+            # as written before last prices existed (orders_equal then rules out new fields)
+            header = ckpt.make_header(self.config(), self.seq, int(self._meta[M_TRADE_ID]),
+                                      self._next_auto_id, [0] * len(self._names))
+            if "last_prices" in header or head != ckpt.header_bytes(header):
+                return False
+        else:
+            header = self._state_header()
+            if head != ckpt.header_bytes(header):
+                return False
+            if "last_prices" not in header and not self._uses_new_fields():
+                return False      # this state is written in version 1
+        return bool(ck_kernels.orders_equal(rows, self._books, self._stops, self._levels,
+                                            self._arena, self._index, len(self._names),
                                             self.prefetch_distance))
 
     @classmethod
@@ -579,12 +635,16 @@ class Engine:
         """Return a new engine in exactly the state ``blob`` (from ``checkpoint``) describes.
 
         Everything is checked before state is built, so ``restore(b).checkpoint() == b`` for
-        every blob it accepts: the frame (magic, CRC32C, version, a header length and row count
-        that fit the blob, checked before allocating), the header (the canonical JSON of
-        ``checkpoint``: known stp, symbols with ids 0, 1 ..., distinct names, finite tick sizes
-        > 0, integer bands within 1..MAX_PRICE, counters in range) and every row (``check_rows``:
-        known symbol and side, quantities in range, price in band, priority order, no crossed
-        book; no duplicate order id per symbol). Linear in symbols and rows.
+        every blob of the current version it accepts (a version 1 blob restores to the same
+        state, written back in the current version): the frame (magic, CRC32C, version, a
+        header length and row count that fit the blob, checked before allocating), the header
+        (the canonical JSON of ``checkpoint``: known stp, symbols with ids 0, 1 ..., distinct
+        names, finite tick sizes > 0, integer bands within 1..MAX_PRICE, counters in range) and
+        every row (``check_rows``: known symbol and side, quantities in range, price in band,
+        the fields of stops, icebergs and expiry consistent, resting orders in priority order
+        then pending stops in release order, no crossed book; no duplicate order id per
+        symbol). Pending stops go back into their stop books and DAY/GTD orders into the expiry
+        heap. Linear in symbols and rows.
         Raises UsageError if ``blob`` is not bytes-like; CorruptionError ("checkpoint: ...",
         with the row index or header field, and the byte offset) for anything else wrong.
         """
@@ -597,38 +657,44 @@ class Engine:
         ck = ckpt.parse(blob)
         eng = cls(stp=ck.stp, ownership=ck.ownership,
                   capacity=min(max(2 * len(ck.rows), 1024), _MAX_ORDERS))
-        eng._load_checkpoint(ck.symbols, ck.rows, ck.rows_at)
+        eng._load_checkpoint(ck.symbols, ck.rows, ck.rows_at, ckpt.row_size(blob))
         eng._symbols["last_price"] = ck.last_prices
         eng._meta[M_SEQ], eng._meta[M_TRADE_ID], eng._next_auto_id = ck.counters
+        if ckpt.version_for(eng._state_header(), ck.rows) != ckpt.row_version(blob):
+            raise CorruptionError(
+                f"checkpoint: version {ckpt.row_version(blob)} is not the one checkpoint() "
+                f"writes for this state ({ckpt.version_for(eng._state_header(), ck.rows)})",
+                offset=8)
         if ckpt.header_bytes(eng._state_header()) != ck.header:
             raise CorruptionError("checkpoint: header is not in canonical form (checkpoint() "
                                   "writes sorted-key JSON with default separators)", offset=16)
         return eng
 
-    def _load_checkpoint(self, specs: list, rows: np.ndarray, start: int) -> None:
+    def _load_checkpoint(self, specs: list, rows: np.ndarray, start: int,
+                         row_size: int = CHECKPOINT_DTYPE.itemsize) -> None:
         """Build this (new, empty) engine's symbols from ``specs`` (name, tick, min, max,
-        options) and its books from checkpoint ``rows`` (at byte ``start`` of the blob), in one
-        pass each: every array is sized once. Raises CorruptionError naming the first bad row."""
+        options) and its books, stop books and expiry heap from checkpoint ``rows`` (at byte
+        ``start`` of the blob, ``row_size`` bytes each there), in one pass each: every array is
+        sized once. Raises CorruptionError naming the first bad row."""
         nsym, n = len(specs), len(rows)
         books = np.zeros(2 * nsym, BOOK_DTYPE)
         books["min_price"] = np.repeat(np.array([sp[2] for sp in specs], np.int64), 2)
         books["max_price"] = np.repeat(np.array([sp[3] for sp in specs], np.int64), 2)
         level_count = np.zeros(2 * nsym, np.int64)
+        stop_level_count = np.zeros(2 * nsym, np.int64)
         rows = np.ascontiguousarray(rows)
-        code, i = ck_kernels.check_rows(rows, books, nsym, level_count)
+        code, i = ck_kernels.check_rows(rows, books, nsym, level_count, stop_level_count)
         if code != ck_kernels.ROW_OK:
             raise CorruptionError(ckpt.row_problem(code, int(i), rows, specs),
-                                  offset=start + int(i) * CHECKPOINT_DTYPE.itemsize)
+                                  offset=start + int(i) * row_size)
         # each ladder region holds its levels with room to double before it must grow; the
         # stop books' regions follow the order books'
         stops = books.copy()
-        stops["n"] = 0
-        caps = np.maximum(np.concatenate([2 * level_count, np.zeros(2 * nsym, np.int64)]),
-                          _INITIAL_LADDER)
+        caps = np.maximum(2 * np.concatenate([level_count, stop_level_count]), _INITIAL_LADDER)
         offs = np.cumsum(caps) - caps
         books["off"], stops["off"] = offs[: 2 * nsym], offs[2 * nsym:]
         books["cap"], stops["cap"] = caps[: 2 * nsym], caps[2 * nsym:]
-        books["n"] = level_count
+        books["n"], stops["n"] = level_count, stop_level_count
         used = int(caps.sum())
         self._ladder_keys = np.zeros(used + 64, np.int64)
         self._ladder_levels = np.zeros(used + 64, np.int32)
@@ -645,18 +711,23 @@ class Engine:
         self._meta[M_NSYM] = nsym
         if len(self._arena) < n:
             self._arena = _grow(self._arena, n)
-        if len(self._levels) < int(level_count.sum()):
-            self._levels = _grow(self._levels, int(level_count.sum()))
+        nlevels = int(level_count.sum() + stop_level_count.sum())
+        if len(self._levels) < nlevels:
+            self._levels = _grow(self._levels, nlevels)
         if len(self._index) < 2 * n + 2:
             self._index = new_index(2 * n + 2)
+        nexp = int(np.count_nonzero(rows["expire_ts"]))
+        if len(self._expiry) < nexp:
+            self._expiry = _grow(self._expiry, nexp)
         dup = ck_kernels.load_orders(rows, self._arena, self._levels, self._index, self._books,
-                                     self._ladder_keys, self._ladder_levels, self._meta)
+                                     self._stops, self._ladder_keys, self._ladder_levels,
+                                     self._meta, self._expiry)
         if dup >= 0:
             r = rows[dup]
             raise CorruptionError(
                 f"checkpoint: row {dup}: duplicate order id {int(r['order_id'])} on symbol "
                 f"{specs[int(r['symbol'])][0]!r} (an earlier row holds it)",
-                offset=start + int(dup) * CHECKPOINT_DTYPE.itemsize)
+                offset=start + int(dup) * row_size)
 
     def state_hash(self) -> str:
         """Return a hex digest of the canonical state (options, counters, books in priority order).

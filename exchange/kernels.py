@@ -5,7 +5,14 @@ arrays of ``exchange.book``. It never raises on message content: every bad messa
 REJECTED event (docs/semantics.md gives the exact rules and their order). It never allocates:
 before each message it checks that the state and output arrays can take the worst case of that
 message and, if not, returns a status telling the Python facade what to grow; the facade grows it
-and calls again from the same message. So a message is always processed whole or not at all.
+and calls again from the same message. So a message is always processed whole or not at all;
+the one exception is the expiry sweep before a message (``_expire``), which is resumable: it
+stops between two expiries, state consistent, and the next call goes on from there.
+
+Stops wait in the stop books and are released after a message that traded (``_release_stops``);
+icebergs rest with ``leaves`` = the shown slice and ``hidden`` = the reserve (level ``qty`` counts
+shown quantity only, level ``hidden`` the reserve); DAY/GTD orders sit in the expiry heap
+(``exchange.expiry``) from entry until they leave for any reason.
 
 Known limit: inserting a new price level moves the levels better than it (see ``book``); a flow
 that keeps adding levels deep in a huge book pays for that move.
@@ -18,24 +25,24 @@ from numba import njit
 
 from ._cache_guard import guard
 from .book import (
-    M_FREE_LEVEL, M_FREE_ORDER, M_INDEX_COUNT, M_LEVEL_HW, M_NEED_BOOK, M_NEED_EVENTS,
-    M_NEED_FILLS, M_NEED_L2, M_NSYM, M_ORDER_HW, M_SEQ, M_STP, M_TRADE_ID,
+    M_EXPIRY_N, M_FREE_LEVEL, M_FREE_ORDER, M_INDEX_COUNT, M_LEVEL_HW, M_NEED_BOOK, M_NEED_EVENTS,
+    M_NEED_FILLS, M_NEED_L2, M_NSYM, M_ORDER_HW, M_SEQ, M_STOPS_LIVE, M_STP, M_TRADE_ID,
     alloc_order, append_to_level, detach_from_level, find_or_add_level, free_order, remove_level,
 )
+from .expiry import day_expiry, heap_push, heap_remove
 from .order_index import (
     index_find, index_home, index_insert, index_probe, index_put, index_remove, index_remove_at,
 )
 from .prefetch import prefetch
 from .schema import (
-    MAX_LEVEL_QTY, Event, Flag, Kind, OrderType, Reason, Side, Stp, Tif,
+    MAX_LEVEL_QTY, Event, Kind, OrderType, Reason, Side, Stp, Tif,
 )
-from .validation import best_crosses as _best_crosses
 from .validation import check_modify, check_new, not_owner
 from .validation import crosses as _crosses
 
 # numba keys this module's cache on this file only; these files are compiled into its kernels
-guard(__name__, __file__, deps=("exchange.book", "exchange.order_index", "exchange.prefetch",
-                                "exchange.schema", "exchange.validation"))
+guard(__name__, __file__, deps=("exchange.book", "exchange.expiry", "exchange.order_index",
+                                "exchange.prefetch", "exchange.schema", "exchange.validation"))
 
 # statuses returned by process_batch
 OK = 0
@@ -48,8 +55,13 @@ NEED_EXPIRY = 6
 
 _BUY = int(Side.BUY)
 _SELL = int(Side.SELL)
-_POST_ONLY = int(Flag.POST_ONLY)
-_GTC = int(Tif.GTC)
+_IOC = int(Tif.IOC)
+_FOK = int(Tif.FOK)
+_DAY = int(Tif.DAY)
+_GTD = int(Tif.GTD)
+_LIMIT = int(OrderType.LIMIT)
+_STOP = int(OrderType.STOP)
+_STOP_LIMIT = int(OrderType.STOP_LIMIT)
 
 
 @njit(cache=True, _nrt=False, inline="always")
@@ -80,13 +92,16 @@ def _l2(l2, cnt, seq, ts, symbol, side, price, qty, count):
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _remove_order(arena, levels, books, index, meta, r, bucket=-1):
-    """Unlink live order ``r`` from its level, the index and its book; free its slot.
+def _remove_order(arena, levels, books, index, expiry, meta, r, bucket=-1):
+    """Unlink live order ``r`` from its level, the index, the expiry heap and its book; free its
+    slot. ``books`` is the order books for a resting order, the stop books for a pending stop.
 
     ``bucket``: the order's index bucket if the caller just probed for it (-1: look it up).
     The level is left in place even if empty: the caller decides when to drop it.
     """
     o = arena[r]
+    if o.hidden != 0:
+        levels[o.level].hidden -= o.hidden
     detach_from_level(arena, levels, r)
     books[np.int64(o.symbol) * 2 + o.side].live -= 1
     if bucket >= 0:
@@ -94,18 +109,28 @@ def _remove_order(arena, levels, books, index, meta, r, bucket=-1):
     else:
         index_remove(index, o.symbol, o.order_id)
     meta[M_INDEX_COUNT] -= 1
+    # xpos sits past the hot fields of the row: with no order in the heap, skip reading it
+    if meta[M_EXPIRY_N] > 0 and o.xpos >= 0:
+        heap_remove(expiry, arena, meta, r)
     free_order(arena, meta, r)
 
 
 @njit(cache=True, _nrt=False, inline="always")
 def _match(seq, ts, symbol, side, is_market, limit, qty, order_id, trader, filled,
-           arena, levels, index, books, ladder_keys, ladder_levels, meta, fills, l2, events, cnt):
-    """Match an incoming order against the opposite side; return (remaining, stopped_by_stp)."""
+           arena, levels, index, books, ladder_keys, ladder_levels, meta, symbols, expiry,
+           fills, l2, events, cnt):
+    """Match an incoming order against the opposite side; return (remaining, stopped_by_stp).
+
+    A resting iceberg whose shown slice is used up while reserve remains shows its next slice
+    at once at the back of its level (CME Globex), and matching goes on at that level. Every
+    fill moves the symbol's last trade price.
+    """
     opp = 1 - side
     opp_b = np.int64(symbol) * 2 + opp
     stp = meta[M_STP]
     remaining = qty
     stp_stop = False
+    last = np.int64(0)
     while remaining > 0:
         bk = books[opp_b]
         if bk.n == 0:
@@ -125,7 +150,7 @@ def _match(seq, ts, symbol, side, is_market, limit, qty, order_id, trader, fille
                     break
                 _event(events, cnt, seq, ts, symbol, o.order_id, Event.CANCELLED,
                        Reason.SELF_TRADE, o.filled, 0)
-                _remove_order(arena, levels, books, index, meta, r)
+                _remove_order(arena, levels, books, index, expiry, meta, r)
                 changed = True
                 if stp == Stp.CANCEL_BOTH:
                     stp_stop = True
@@ -152,6 +177,7 @@ def _match(seq, ts, symbol, side, is_market, limit, qty, order_id, trader, fille
                 f.buy_trader = o.trader
                 f.sell_trader = trader
             cnt[0] += 1
+            last = price
             remaining -= q
             filled += q
             _event(events, cnt, seq, ts, symbol, order_id,
@@ -160,13 +186,21 @@ def _match(seq, ts, symbol, side, is_market, limit, qty, order_id, trader, fille
             o.leaves -= q
             o.filled += q
             L.qty -= q
-            if o.leaves == 0:
+            if o.leaves == 0 and o.hidden == 0:
                 _event(events, cnt, seq, ts, symbol, o.order_id, Event.FILLED, Reason.NONE,
                        o.filled, 0)
-                _remove_order(arena, levels, books, index, meta, r)
+                _remove_order(arena, levels, books, index, expiry, meta, r)
             else:
+                if o.leaves == 0:
+                    # refill: the next slice joins the back of the queue
+                    s = min(o.display, o.hidden)
+                    o.hidden -= s
+                    L.hidden -= s
+                    detach_from_level(arena, levels, r)
+                    o.leaves = s
+                    append_to_level(arena, levels, r, lv)
                 _event(events, cnt, seq, ts, symbol, o.order_id, Event.PARTIAL, Reason.NONE,
-                       o.filled, o.leaves)
+                       o.filled, o.leaves + o.hidden)
             changed = True
         if changed:
             _l2(l2, cnt, seq, ts, symbol, opp, price, L.qty, L.count)
@@ -174,57 +208,67 @@ def _match(seq, ts, symbol, side, is_market, limit, qty, order_id, trader, fille
             remove_level(books, levels, ladder_keys, ladder_levels, meta, opp_b, opp, lv)
         if stp_stop:
             break
+    if last != 0:
+        symbols[symbol].last_price = last
     return remaining, stp_stop
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _rest(seq, ts, symbol, side, price, qty, filled, order_id, trader, flags, at,
-          arena, levels, index, books, ladder_keys, ladder_levels, meta, l2, cnt):
-    """Put a new open order at the back of its price level; False if the level would overflow.
+def _rest(seq, ts, symbol, side, price, qty, filled, order_id, trader, flags, display, tif,
+          expire_ts, at, arena, levels, index, books, ladder_keys, ladder_levels, meta, expiry,
+          l2, cnt):
+    """Put an open order at the back of its price level; False if the level would overflow.
 
-    ``at``: the empty index bucket where the order's id goes (the table unchanged since it was
-    probed), or -1 to probe again.
+    An iceberg (``display`` > 0) shows ``min(display, qty)`` and keeps the rest as reserve; an
+    order with ``expire_ts`` joins the expiry heap. ``at``: the empty index bucket where the
+    order's id goes (the table unchanged since it was probed), or -1 to probe again.
     """
     b = np.int64(symbol) * 2 + side
     lv = find_or_add_level(books, levels, ladder_keys, ladder_levels, meta, b, side, price)
     L = levels[lv]
-    if L.qty > MAX_LEVEL_QTY - qty:
+    if L.qty > MAX_LEVEL_QTY - qty - L.hidden:
         if L.count == 0:
             remove_level(books, levels, ladder_keys, ladder_levels, meta, b, side, lv)
         return False
+    shown = qty
+    if 0 < display < qty:
+        shown = display
     r = alloc_order(arena, meta)
     o = arena[r]
     o.order_id = order_id
     o.price = price
-    o.leaves = qty
+    o.leaves = shown
     o.filled = filled
     o.symbol = symbol
     o.trader = trader
     o.side = side
     o.flags = flags
-    o.hidden = 0
-    o.display = 0
+    o.hidden = qty - shown
+    o.display = display
     o.stop_price = 0
-    o.expire_ts = 0
+    o.expire_ts = expire_ts
     o.xpos = -1
-    o.order_type = 0
-    o.tif = 0
+    o.order_type = _LIMIT
+    o.tif = tif
     o.pending = 0
     append_to_level(arena, levels, r, lv)
+    L.hidden += qty - shown
     books[b].live += 1
     if at >= 0:
         index_put(index, at, symbol, order_id, r)
     else:
         index_insert(index, symbol, order_id, r)
     meta[M_INDEX_COUNT] += 1
+    if expire_ts != 0:
+        heap_push(expiry, arena, meta, r)
     _l2(l2, cnt, seq, ts, symbol, side, price, L.qty, L.count)
     return True
 
 
 @njit(cache=True, _nrt=False, inline="always")
 def _execute(seq, ts, symbol, side, is_market, tif, price, qty, filled, order_id, trader, flags,
-             at, arena, levels, index, books, ladder_keys, ladder_levels, meta, fills, l2, events,
-             cnt):
+             display, expire_ts, at, arena, levels, index, books, ladder_keys, ladder_levels,
+             meta, symbols, expiry, fills, l2, events, cnt):
     """Match an accepted order, then rest or cancel what is left (semantics.md, NEW steps 2-4).
 
     ``at``: the empty index bucket the validation's probe for the id stopped at (-1: none).
@@ -232,7 +276,7 @@ def _execute(seq, ts, symbol, side, is_market, tif, price, qty, filled, order_id
     live_before = meta[M_INDEX_COUNT]
     remaining, stp_stop = _match(seq, ts, symbol, side, is_market, price, qty, order_id, trader,
                                  filled, arena, levels, index, books, ladder_keys, ladder_levels,
-                                 meta, fills, l2, events, cnt)
+                                 meta, symbols, expiry, fills, l2, events, cnt)
     if remaining == 0:
         return
     done = filled + qty - remaining
@@ -241,18 +285,131 @@ def _execute(seq, ts, symbol, side, is_market, tif, price, qty, filled, order_id
     elif is_market:
         _event(events, cnt, seq, ts, symbol, order_id, Event.CANCELLED, Reason.NO_LIQUIDITY,
                done, 0)
-    elif tif != Tif.GTC:
+    elif tif == _IOC or tif == _FOK:
         _event(events, cnt, seq, ts, symbol, order_id, Event.CANCELLED, Reason.IOC_UNFILLED,
                done, 0)
     # matching only ever removes ids: with the count unchanged the table is as probed
     elif not _rest(seq, ts, symbol, side, price, remaining, done, order_id, trader, flags,
-                   at if meta[M_INDEX_COUNT] == live_before else -1, arena, levels, index, books, ladder_keys, ladder_levels, meta, l2, cnt):
+                   display, tif, expire_ts, at if meta[M_INDEX_COUNT] == live_before else -1,
+                   arena, levels, index, books, ladder_keys, ladder_levels, meta, expiry, l2,
+                   cnt):
         _event(events, cnt, seq, ts, symbol, order_id, Event.CANCELLED, Reason.OVERFLOW, done, 0)
 
 
 @njit(cache=True, _nrt=False, inline="always")
+def _entry_expiry(m, symbols):
+    """Return when a NEW order expires: GTD its ``expire_ts``, DAY the symbol's next session
+    close after its ts, anything else 0 (never)."""
+    if m.tif == _GTD:
+        return m.expire_ts
+    if m.tif == _DAY:
+        return day_expiry(m.ts, symbols[m.symbol].session_close)
+    return np.int64(0)
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _add_stop(m, at, expire_ts, arena, levels, index, stops, ladder_keys, ladder_levels, meta,
+              expiry):
+    """Put an accepted STOP or STOP_LIMIT at the back of its trigger price in its stop book.
+
+    ``at`` as for ``_rest``. A pending stop keeps its limit price (0 for a STOP) in ``price``.
+    """
+    side = np.int64(m.side)
+    b = np.int64(m.symbol) * 2 + side
+    lv = find_or_add_level(stops, levels, ladder_keys, ladder_levels, meta, b, 1 - side,
+                           m.stop_price)
+    r = alloc_order(arena, meta)
+    o = arena[r]
+    o.order_id = m.order_id
+    o.price = m.price if m.order_type == _STOP_LIMIT else 0
+    o.leaves = m.qty
+    o.filled = 0
+    o.symbol = m.symbol
+    o.trader = m.trader
+    o.side = side
+    o.flags = m.flags
+    o.hidden = 0
+    o.display = 0
+    o.stop_price = m.stop_price
+    o.expire_ts = expire_ts
+    o.xpos = -1
+    o.order_type = m.order_type
+    o.tif = m.tif
+    o.pending = 1
+    append_to_level(arena, levels, r, lv)
+    stops[b].live += 1
+    if at >= 0:
+        index_put(index, at, m.symbol, m.order_id, r)
+    else:
+        index_insert(index, m.symbol, m.order_id, r)
+    meta[M_INDEX_COUNT] += 1
+    meta[M_STOPS_LIVE] += 1
+    if expire_ts != 0:
+        heap_push(expiry, arena, meta, r)
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _remove_pending(arena, levels, index, stops, ladder_keys, ladder_levels, meta, expiry, r,
+                    bucket=-1):
+    """Take pending stop ``r`` out of its stop book (dropping an emptied trigger level)."""
+    o = arena[r]
+    side = np.int64(o.side)
+    b = np.int64(o.symbol) * 2 + side
+    lv = o.level
+    _remove_order(arena, levels, stops, index, expiry, meta, r, bucket)
+    meta[M_STOPS_LIVE] -= 1
+    if levels[lv].count == 0:
+        remove_level(stops, levels, ladder_keys, ladder_levels, meta, b, 1 - side, lv)
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _next_triggered(sym, levels, stops, ladder_levels, last):
+    """Return the arena slot of the next stop of ``sym`` to release at last price ``last``, or
+    -1: the BUY stop with the lowest trigger if ``last`` reached it, else the SELL stop with the
+    highest; FIFO among equal triggers (each stop book's best entry is its next release)."""
+    bk = stops[np.int64(sym) * 2]
+    if bk.n > 0:
+        L = levels[ladder_levels[bk.off + bk.n - 1]]
+        if L.price <= last:
+            return np.int64(L.head)
+    bk = stops[np.int64(sym) * 2 + 1]
+    if bk.n > 0:
+        L = levels[ladder_levels[bk.off + bk.n - 1]]
+        if L.price >= last:
+            return np.int64(L.head)
+    return np.int64(-1)
+
+
+@njit(cache=True, _nrt=False)
+def _release_stops(seq, ts, sym, arena, levels, index, books, ladder_keys, ladder_levels, meta,
+                   symbols, stops, expiry, fills, l2, events, cnt):
+    """Release the triggered stops of ``sym`` one at a time (semantics.md, Stops): TRIGGERED,
+    then matched as a MARKET (STOP) or a LIMIT at its price (STOP_LIMIT), resting or cancelled
+    by its tif, until none is triggered; the trades of a released stop may trigger more."""
+    while True:
+        r = _next_triggered(sym, levels, stops, ladder_levels, symbols[sym].last_price)
+        if r < 0:
+            return
+        o = arena[r]
+        side = np.int64(o.side)
+        order_id = o.order_id
+        trader = o.trader
+        flags = o.flags
+        qty = o.leaves
+        price = o.price
+        is_market = o.order_type == _STOP
+        tif = np.int64(o.tif)
+        expire_ts = o.expire_ts
+        _remove_pending(arena, levels, index, stops, ladder_keys, ladder_levels, meta, expiry, r)
+        _event(events, cnt, seq, ts, sym, order_id, Event.TRIGGERED, Reason.NONE, 0, qty)
+        _execute(seq, ts, sym, side, is_market, tif, price, qty, 0, order_id, trader, flags, 0,
+                 expire_ts, -1, arena, levels, index, books, ladder_keys, ladder_levels, meta,
+                 symbols, expiry, fills, l2, events, cnt)
+
+
+@njit(cache=True, _nrt=False, inline="always")
 def _modify(m, seq, arena, levels, index, books, ladder_keys, ladder_levels, meta, symbols, ticks,
-            fills, l2, events, cnt):
+            stops, expiry, fills, l2, events, cnt):
     """Apply a MODIFY message (semantics.md, MODIFY)."""
     sym = m.symbol
     bucket = index_probe(index, sym, m.order_id)
@@ -265,38 +422,87 @@ def _modify(m, seq, arena, levels, index, books, ladder_keys, ladder_levels, met
     side = np.int64(o.side)
     lv = o.level
     L = levels[lv]
+    if meta[M_STOPS_LIVE] > 0 and o.pending != 0:
+        _modify_pending(m, seq, r, arena, levels, stops, ladder_keys, ladder_levels, meta,
+                        events, cnt)
+        return
     if m.price == o.price:
         _event(events, cnt, seq, m.ts, sym, m.order_id, Event.MODIFIED, Reason.NONE,
                o.filled, m.qty)
-        if m.qty == o.leaves:
+        open_qty = o.leaves + o.hidden
+        if m.qty == open_qty:
             return
-        if m.qty < o.leaves:
-            L.qty -= o.leaves - m.qty
-            o.leaves = m.qty
+        if m.qty < open_qty:
+            # the reserve goes first; the place in the queue is kept
+            cut = open_qty - m.qty
+            h = min(cut, o.hidden)
+            o.hidden -= h
+            L.hidden -= h
+            if cut == h:
+                return
+            L.qty -= cut - h
+            o.leaves -= cut - h
         else:
             detach_from_level(arena, levels, r)
-            o.leaves = m.qty
+            L.hidden -= o.hidden
+            shown = m.qty
+            if 0 < o.display < m.qty:
+                shown = o.display
+            o.leaves = shown
+            o.hidden = m.qty - shown
+            L.hidden += o.hidden
             append_to_level(arena, levels, r, lv)
         _l2(l2, cnt, seq, m.ts, sym, side, L.price, L.qty, L.count)
         return
-    # a new price is delete + add: the order loses its place and may trade as an aggressor
+    # a new price is delete + add: the order loses its place and may trade as an aggressor;
+    # it keeps its tif, display size and expiry
     filled = o.filled
     trader = o.trader
     flags = o.flags
+    display = o.display
+    tif = np.int64(o.tif)
+    expire_ts = o.expire_ts
     _event(events, cnt, seq, m.ts, sym, m.order_id, Event.MODIFIED, Reason.NONE, filled, m.qty)
-    _remove_order(arena, levels, books, index, meta, r, bucket)
+    _remove_order(arena, levels, books, index, expiry, meta, r, bucket)
     _l2(l2, cnt, seq, m.ts, sym, side, L.price, L.qty, L.count)
     if L.count == 0:
         remove_level(books, levels, ladder_keys, ladder_levels, meta,
                      np.int64(sym) * 2 + side, side, lv)
-    _execute(seq, m.ts, sym, side, False, _GTC, m.price, m.qty, filled, m.order_id, trader,
-             flags, -1, arena, levels, index, books, ladder_keys, ladder_levels, meta, fills, l2,
-             events, cnt)
+    _execute(seq, m.ts, sym, side, False, tif, m.price, m.qty, filled, m.order_id, trader,
+             flags, display, expire_ts, -1, arena, levels, index, books, ladder_keys,
+             ladder_levels, meta, symbols, expiry, fills, l2, events, cnt)
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _modify_pending(m, seq, r, arena, levels, stops, ladder_keys, ladder_levels, meta, events,
+                    cnt):
+    """Apply a valid MODIFY to pending stop ``r`` (semantics.md, MODIFY: pending stops)."""
+    o = arena[r]
+    side = np.int64(o.side)
+    lv = o.level
+    L = levels[lv]
+    _event(events, cnt, seq, m.ts, m.symbol, m.order_id, Event.MODIFIED, Reason.NONE,
+           o.filled, m.qty)
+    if o.order_type == _STOP_LIMIT:
+        o.price = m.price
+    if m.stop_price == o.stop_price and m.qty <= o.leaves:
+        L.qty -= o.leaves - m.qty
+        o.leaves = m.qty
+        return
+    b = np.int64(m.symbol) * 2 + side
+    detach_from_level(arena, levels, r)
+    if L.count == 0:
+        remove_level(stops, levels, ladder_keys, ladder_levels, meta, b, 1 - side, lv)
+    o.leaves = m.qty
+    o.stop_price = m.stop_price
+    nlv = find_or_add_level(stops, levels, ladder_keys, ladder_levels, meta, b, 1 - side,
+                            m.stop_price)
+    append_to_level(arena, levels, r, nlv)
 
 
 @njit(cache=True, _nrt=False, inline="always")
 def _process_one(m, seq, arena, levels, index, books, ladder_keys, ladder_levels, meta, symbols,
-                 ticks, fills, l2, events, cnt):
+                 ticks, stops, expiry, fills, l2, events, cnt):
     sym = m.symbol
     if m.kind > Kind.MODIFY:
         _event(events, cnt, seq, m.ts, sym, m.order_id, Event.REJECTED, Reason.BAD_KIND, 0, 0)
@@ -305,6 +511,7 @@ def _process_one(m, seq, arena, levels, index, books, ladder_keys, ladder_levels
         _event(events, cnt, seq, m.ts, sym, m.order_id, Event.REJECTED, Reason.UNKNOWN_SYMBOL,
                0, 0)
         return
+    fills_before = cnt[0]
     if m.kind == Kind.NEW:
         reason, at = check_new(m, books, arena, levels, index, ladder_levels, symbols, ticks,
                                meta[M_STP])
@@ -312,10 +519,17 @@ def _process_one(m, seq, arena, levels, index, books, ladder_keys, ladder_levels
             _event(events, cnt, seq, m.ts, sym, m.order_id, Event.REJECTED, reason, 0, 0)
             return
         _event(events, cnt, seq, m.ts, sym, m.order_id, Event.ACCEPTED, Reason.NONE, 0, m.qty)
+        expire_ts = np.int64(0)
+        if m.tif >= _DAY:
+            expire_ts = _entry_expiry(m, symbols)
+        if m.order_type >= _STOP:
+            _add_stop(m, at, expire_ts, arena, levels, index, stops, ladder_keys, ladder_levels,
+                      meta, expiry)
+            return
         _execute(seq, m.ts, sym, np.int64(m.side), m.order_type == OrderType.MARKET,
-                 np.int64(m.tif), m.price, m.qty, 0, m.order_id, m.trader, m.flags, at,
-                 arena, levels, index, books, ladder_keys, ladder_levels, meta, fills, l2, events,
-                 cnt)
+                 np.int64(m.tif), m.price, m.qty, 0, m.order_id, m.trader, m.flags,
+                 m.display_qty, expire_ts, at, arena, levels, index, books, ladder_keys,
+                 ladder_levels, meta, symbols, expiry, fills, l2, events, cnt)
     elif m.kind == Kind.CANCEL:
         bucket = index_probe(index, sym, m.order_id)
         if bucket < 0:
@@ -332,20 +546,81 @@ def _process_one(m, seq, arena, levels, index, books, ladder_keys, ladder_levels
         lv = o.level
         _event(events, cnt, seq, m.ts, sym, m.order_id, Event.CANCELLED, Reason.USER_CANCEL,
                o.filled, 0)
-        _remove_order(arena, levels, books, index, meta, r, bucket)
+        if meta[M_STOPS_LIVE] > 0 and o.pending != 0:
+            _remove_pending(arena, levels, index, stops, ladder_keys, ladder_levels, meta,
+                            expiry, r, bucket)
+            return
+        _remove_order(arena, levels, books, index, expiry, meta, r, bucket)
         L = levels[lv]
         _l2(l2, cnt, seq, m.ts, sym, side, L.price, L.qty, L.count)
         if L.count == 0:
             remove_level(books, levels, ladder_keys, ladder_levels, meta,
                          np.int64(sym) * 2 + side, side, lv)
+        return
     else:
         _modify(m, seq, arena, levels, index, books, ladder_keys, ladder_levels, meta, symbols,
-                ticks, fills, l2, events, cnt)
+                ticks, stops, expiry, fills, l2, events, cnt)
+    # only trades move the last price, so only a message that traded can trigger stops
+    if cnt[0] != fills_before and stops[np.int64(sym) * 2].live + stops[np.int64(sym) * 2 + 1].live > 0:
+        _release_stops(seq, m.ts, np.int64(sym), arena, levels, index, books, ladder_keys,
+                       ladder_levels, meta, symbols, stops, expiry, fills, l2, events, cnt)
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _room(m, arena, levels, index, books, meta, fills, l2, events, cnt):
-    """Return OK if every array can take this message's worst case, else what must grow."""
+def _expire(ts, seq, arena, levels, index, books, ladder_keys, ladder_levels, meta, stops,
+            expiry, fills, l2, events, cnt):
+    """Remove every live order whose expiry is at or before ``ts``, in heap order
+    (CANCELLED/EXPIRED, and an L2 row for a resting order's level); rows carry ``seq``.
+
+    Resumable: it checks room for each expiry (one event, one L2 row) and returns NEED_OUTPUT
+    with the state consistent and every row so far written, so the call after growing goes on
+    with the next one. Returns OK when none is left.
+    """
+    while meta[M_EXPIRY_N] > 0 and expiry[0].expire_ts <= ts:
+        if cnt[1] + 1 > len(l2) or cnt[2] + 1 > len(events):
+            meta[M_NEED_FILLS] = cnt[0]
+            meta[M_NEED_L2] = cnt[1] + 1
+            meta[M_NEED_EVENTS] = cnt[2] + 1
+            return NEED_OUTPUT
+        r = np.int64(expiry[0].slot)
+        o = arena[r]
+        sym = o.symbol
+        _event(events, cnt, seq, ts, sym, o.order_id, Event.CANCELLED, Reason.EXPIRED, o.filled,
+               0)
+        if o.pending != 0:
+            _remove_pending(arena, levels, index, stops, ladder_keys, ladder_levels, meta,
+                            expiry, r)
+            continue
+        side = np.int64(o.side)
+        lv = o.level
+        _remove_order(arena, levels, books, index, expiry, meta, r)
+        L = levels[lv]
+        _l2(l2, cnt, seq, ts, sym, side, L.price, L.qty, L.count)
+        if L.count == 0:
+            remove_level(books, levels, ladder_keys, ladder_levels, meta,
+                         np.int64(sym) * 2 + side, side, lv)
+    return OK
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _levels_full(levels, meta, k):
+    """Whether the level table cannot take ``k`` more rows (the free stack counted as empty)."""
+    return meta[M_LEVEL_HW] + k > len(levels) and (k > 1 or meta[M_FREE_LEVEL] < 0)
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _room(m, arena, levels, index, books, ladder_levels, meta, stops, expiry, fills, l2, events,
+          cnt):
+    """Return OK if every array can take this message's worst case, else what must grow.
+
+    Bounds (why they hold): every fill takes at least one lot from an aggressor, so fills are at
+    most the aggressors' quantity; every fill also ends a resting order, ends the aggressor or
+    uses up an iceberg slice that refills, and refills at a level are at most its reserve. With
+    pending stops on the symbol and an order that can trade, the whole cascade is bounded at
+    once: aggressors are the order and the symbol's P pending stops, so fills <= min(their
+    quantity, resting + 2P + 1 + reserve), each aggressor adds a few events and at most two L2
+    rows beyond the levels that ever exist (the book's and P more), and at most P + 1 new levels.
+    """
     need_fills = 0
     need_l2 = 1
     need_events = 1
@@ -353,27 +628,108 @@ def _room(m, arena, levels, index, books, meta, fills, l2, events, cnt):
     if m.kind <= Kind.MODIFY and sym < meta[M_NSYM] and m.kind != Kind.CANCEL:
         side = np.int64(m.side)
         qty = m.qty
+        is_market = m.order_type == OrderType.MARKET
+        pending = m.order_type == _STOP or m.order_type == _STOP_LIMIT
         if m.kind == Kind.MODIFY:
             r = index_find(index, m.symbol, m.order_id)
             side = np.int64(arena[r].side) if r >= 0 else 2
+            is_market = False
+            pending = r >= 0 and arena[r].pending != 0
         if side <= _SELL:
-            opp = books[sym * 2 + 1 - side]
-            bound = opp.live
-            if meta[M_STP] != Stp.CANCEL_RESTING and qty < bound:
-                bound = max(qty, 0)  # each fill takes at least one lot
-            need_fills = bound
-            need_events = 2 * bound + 4
-            need_l2 = opp.n + 3
             if meta[M_FREE_ORDER] < 0 and meta[M_ORDER_HW] >= len(arena):
                 return NEED_ORDERS
-            if meta[M_FREE_LEVEL] < 0 and meta[M_LEVEL_HW] >= len(levels):
+            if _levels_full(levels, meta, 1):
                 return NEED_LEVELS
             if 2 * (meta[M_INDEX_COUNT] + 1) > len(index):
                 return NEED_INDEX
+            if m.kind == Kind.NEW and m.tif >= _DAY and meta[M_EXPIRY_N] >= len(expiry):
+                return NEED_EXPIRY
             own = sym * 2 + side
-            if books[own].n >= books[own].cap:
-                meta[M_NEED_BOOK] = own
-                return NEED_LADDER
+            if pending:
+                if stops[own].n >= stops[own].cap:
+                    meta[M_NEED_BOOK] = -1 - own
+                    return NEED_LADDER
+                need_events = 2
+            else:
+                if books[own].n >= books[own].cap:
+                    meta[M_NEED_BOOK] = own
+                    return NEED_LADDER
+                opp_b = sym * 2 + 1 - side
+                opp = books[opp_b]
+                stp = meta[M_STP]
+                if stops[sym * 2].live + stops[sym * 2 + 1].live > 0 and opp.n > 0 and _crosses(
+                        side, is_market, m.price,
+                        levels[ladder_levels[opp.off + opp.n - 1]].price):
+                    return _cascade_room(m, sym, side, qty, levels, books, ladder_levels,
+                                         meta, stops, fills, l2, events, cnt)
+                bound = opp.live
+                q = max(qty, 0)
+                if stp != Stp.CANCEL_RESTING and q < bound:
+                    bound = q  # each fill takes at least one lot
+                elif opp.n > 0:
+                    # refills add fills, at most one a lot: when the output has room for that
+                    # anyway, no need to look closer
+                    bound = q if stp != Stp.CANCEL_RESTING else bound + q
+                    if (cnt[0] + bound <= len(fills) and cnt[1] + opp.n + 3 <= len(l2)
+                            and cnt[2] + 2 * bound + 4 <= len(events)):
+                        return OK
+                    # else: at most the reserve of the levels it can reach
+                    bound = opp.live
+                    h = np.int64(0)
+                    acc = np.int64(0)
+                    for k in range(opp.off + opp.n - 1, opp.off - 1, -1):
+                        L = levels[ladder_levels[k]]
+                        if not _crosses(side, is_market, m.price, L.price):
+                            break
+                        h += L.hidden
+                        acc += L.qty + L.hidden
+                        if h >= qty or (stp != Stp.CANCEL_RESTING and acc >= qty):
+                            break
+                    bound += min(h, max(qty, 0))
+                    if stp != Stp.CANCEL_RESTING:
+                        bound = min(bound, max(qty, 0))
+                need_fills = bound
+                need_events = 2 * bound + 4
+                need_l2 = opp.n + 3
+    if (cnt[0] + need_fills > len(fills) or cnt[1] + need_l2 > len(l2)
+            or cnt[2] + need_events > len(events)):
+        meta[M_NEED_FILLS] = cnt[0] + need_fills
+        meta[M_NEED_L2] = cnt[1] + need_l2
+        meta[M_NEED_EVENTS] = cnt[2] + need_events
+        return NEED_OUTPUT
+    return OK
+
+
+@njit(cache=True, _nrt=False)
+def _cascade_room(m, sym, side, qty, levels, books, ladder_levels, meta, stops, fills, l2,
+                  events, cnt):
+    """``_room`` for an order that can trade on a symbol with pending stops (see there)."""
+    p = stops[sym * 2].live + stops[sym * 2 + 1].live
+    if _levels_full(levels, meta, p + 2):
+        return NEED_LEVELS
+    for b in (sym * 2, sym * 2 + 1):
+        if books[b].n + p + 1 > books[b].cap:
+            meta[M_NEED_BOOK] = b
+            return NEED_LADDER
+    q = max(qty, 0)
+    for b in (sym * 2, sym * 2 + 1):
+        bk = stops[b]
+        for k in range(bk.off, bk.off + bk.n):
+            q += levels[ladder_levels[k]].qty
+    resting = books[sym * 2].live + books[sym * 2 + 1].live
+    units = resting + 2 * p + 1
+    for b in (sym * 2, sym * 2 + 1):
+        bk = books[b]
+        for k in range(bk.off, bk.off + bk.n):
+            if units >= q:
+                break
+            units += levels[ladder_levels[k]].hidden
+    units = min(units, q)
+    if meta[M_STP] != Stp.NONE:
+        units += resting + p
+    need_fills = units
+    need_events = 2 * units + 3 * p + 8
+    need_l2 = books[sym * 2].n + books[sym * 2 + 1].n + 3 * p + 6
     if (cnt[0] + need_fills > len(fills) or cnt[1] + need_l2 > len(l2)
             or cnt[2] + need_events > len(events)):
         meta[M_NEED_FILLS] = cnt[0] + need_fills
@@ -417,17 +773,25 @@ def process_batch(msgs, start, arena, levels, index, books, ladder_keys, ladder_
     ``ahead`` is the prefetch distance in messages (0: no prefetching; results are identical
     either way). Returns (status, next): status OK with next == len(msgs) when done; otherwise
     the state or output array to grow (NEED_*) and the index of the first message not yet
-    processed.
+    processed (the orders expiring before it may already be out, their rows written: the call
+    from ``next`` goes on with the rest).
     """
     n = len(msgs)
     for i in range(start, n):
         if ahead > 0:
             _prefetch_ahead(msgs, i, n, ahead, arena, levels, index)
         m = msgs[i]
-        status = _room(m, arena, levels, index, books, meta, fills, l2, events, cnt)
+        # expiries leave before the message, in rows carrying its seq (the one it will get)
+        if meta[M_EXPIRY_N] > 0 and expiry[0].expire_ts <= m.ts:
+            status = _expire(m.ts, meta[M_SEQ] + 1, arena, levels, index, books, ladder_keys,
+                             ladder_levels, meta, stops, expiry, fills, l2, events, cnt)
+            if status != OK:
+                return status, i
+        status = _room(m, arena, levels, index, books, ladder_levels, meta, stops, expiry, fills,
+                       l2, events, cnt)
         if status != OK:
             return status, i
         meta[M_SEQ] += 1
         _process_one(m, meta[M_SEQ], arena, levels, index, books, ladder_keys, ladder_levels,
-                     meta, symbols, ticks, fills, l2, events, cnt)
+                     meta, symbols, ticks, stops, expiry, fills, l2, events, cnt)
     return OK, n

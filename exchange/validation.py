@@ -21,11 +21,13 @@ from numba import njit
 
 from ._cache_guard import guard
 from .book import M_OWNERSHIP
+from .fillable import fillable  # the FOK / min_qty walk (icebergs' reserve and STP as matching)
 from .order_index import index_probe
-from .schema import KNOWN_FLAGS, MAX_LEVEL_QTY, MAX_QTY, Flag, OrderType, Reason, Side, Stp, Tif
+from .schema import KNOWN_FLAGS, MAX_LEVEL_QTY, MAX_QTY, Flag, OrderType, Reason, Side, Tif
 
 # numba keys this module's cache on this file only; these files are compiled into its functions
-guard(__name__, __file__, deps=("exchange.book", "exchange.order_index", "exchange.schema"))
+guard(__name__, __file__, deps=("exchange.book", "exchange.fillable", "exchange.order_index",
+                                "exchange.schema"))
 
 __all__ = ["check_new", "check_modify", "not_owner", "fillable", "on_tick", "off_lot",
            "crosses", "best_crosses", "stop_reached"]
@@ -62,35 +64,6 @@ def best_crosses(books, levels, ladder_levels, opp_b, side, limit):
     if bk.n == 0:
         return False
     return crosses(side, False, limit, levels[ladder_levels[bk.off + bk.n - 1]].price)
-
-
-@njit(cache=True, _nrt=False, inline="always")
-def fillable(books, levels, arena, ladder_levels, opp_b, side, is_market, limit, reach,
-             trader, stp):
-    """Return whether matching an order of ``side`` at ``limit`` now would fill at least
-    ``reach`` (walking the opposite book ``opp_b`` exactly as matching would under ``stp``)."""
-    bk = books[opp_b]
-    acc = 0
-    for k in range(bk.off + bk.n - 1, bk.off - 1, -1):
-        L = levels[ladder_levels[k]]
-        if not crosses(side, is_market, limit, L.price):
-            break
-        if stp == Stp.NONE:
-            acc += L.qty
-            if acc >= reach:
-                return True
-            continue
-        r = L.head
-        while r >= 0:
-            if arena[r].trader == trader:
-                if stp != Stp.CANCEL_RESTING:
-                    return acc >= reach
-            else:
-                acc += arena[r].leaves
-                if acc >= reach:
-                    return True
-            r = arena[r].next
-    return acc >= reach
 
 
 @njit(cache=True, _nrt=False, inline="always")

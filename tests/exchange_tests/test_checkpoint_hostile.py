@@ -18,6 +18,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from exchange import Engine
+from exchange.checkpoint import V1_ROW_DTYPE, VERSION
 from exchange.errors import CorruptionError, ExsimError, UsageError
 from exchange.schema import CHECKPOINT_DTYPE, MAX_PRICE, MAX_QTY
 
@@ -44,10 +45,10 @@ def parts(blob: bytes):
     return header, np.frombuffer(blob, CHECKPOINT_DTYPE, count=n, offset=24 + hlen).copy()
 
 
-def build(header, rows, *, nrows=None, header_bytes=None, hlen=None) -> bytes:
+def build(header, rows, *, nrows=None, header_bytes=None, hlen=None, version=VERSION) -> bytes:
     """A checkpoint of these parts with a correct CRC (``nrows``/``hlen`` may lie)."""
     h = json.dumps(header, sort_keys=True).encode() if header_bytes is None else header_bytes
-    body = (b"EXSIMCKP" + struct.pack("<II", 1, len(h) if hlen is None else hlen) + h
+    body = (b"EXSIMCKP" + struct.pack("<II", version, len(h) if hlen is None else hlen) + h
             + struct.pack("<Q", len(rows) if nrows is None else nrows) + rows.tobytes())
     return body + struct.pack("<I", crc32c.crc32c(body))
 
@@ -91,7 +92,106 @@ ROW_CASES = [
     (lambda: _swap(1, 2), r"row 2.*priority order"),     # a worse level before a better one
     (lambda: _swap(0, 5), r"row \d.*priority order"),     # symbol B's row among A's
     (lambda: _row(3, price=99), r"crossed"),               # A's best ask at its best bid
+    # the fields of stops, icebergs and expiry
+    (lambda: _row(0, hidden=3), r"row 0.*reserve 3.*display_qty 0"),   # reserve, no display
+    (lambda: _row(0, hidden=-1, display_qty=5), r"row 0.*reserve -1"),
+    (lambda: _row(0, display_qty=2), r"row 0.*shown qty 5 and display_qty 2"),
+    (lambda: _row(0, display_qty=-1), r"row 0.*display_qty -1"),
+    (lambda: _row(1, expire_ts=10), r"row 1.*expire_ts 10 with tif 0"),  # GTC with an expiry
+    (lambda: _row(1, tif=4), r"row 1.*expire_ts 0 with tif 4"),        # GTD without one
+    (lambda: _row(1, tif=1), r"row 1.*tif 1 of a resting order"),       # IOC cannot rest
+    (lambda: _row(2, order_type=1), r"row 2.*order_type 1 of a resting order"),
+    (lambda: _row(2, stop_price=99), r"row 2.*stop_price 99 of a resting order"),
+    (lambda: _row(4, pending=3), r"row 4.*pending 3"),
+    (lambda: _row(6, pending=1), r"row 6.*order_type 0 of a pending stop"),
+    (lambda: _row(6, pending=1, order_type=3), r"row 6.*filled|row 6.*stop_price 0"),
+    (lambda: _row(6, pending=1, order_type=2), r"row 6.*price 105 of a pending STOP"),
+    (lambda: _row(6, pending=1, order_type=3, stop_price=200), r"row 6.*stop_price 200"),
+    (lambda: _row(5, pending=1, order_type=3, stop_price=100, price=100, flags=0),
+     r"row 6.*out of priority order \(resting orders first"),   # a resting row after a stop
+    (lambda: _stops(0, 1), r"row 1.*BUY stop at 100.*out of order"),   # BUY stops must rise
+    (lambda: _stops(1, 1), r"row 1.*SELL stop at 105.*out of order"),  # SELL stops must fall
+    (lambda: _stops(0, 0, filled=1), r"row 0.*filled 1.*pending stop"),
+    (lambda: _stops(0, 0, flags=1), r"row 0.*flags 0x1.*pending stop"),
+    (lambda: _stops(0, 0, tif=2), r"row 0.*tif 2 of a pending stop"),   # a stop cannot be FOK
+    (lambda: _stops(0, 0, hidden=1), r"row 0.*reserve 1 of a pending stop"),
 ]
+
+
+def _stops(side, swap, **fields):
+    """Symbol B with two pending stops of ``side`` (trigger 100 and 105), in release order
+    unless ``swap``; ``fields`` edit the first."""
+    rows = np.zeros(2, CHECKPOINT_DTYPE)
+    rows["symbol"], rows["side"], rows["pending"], rows["order_type"] = 1, side, 1, 2
+    rows["order_id"], rows["qty"] = [1, 2], 5
+    triggers = [100, 105] if side == 0 else [105, 100]
+    rows["stop_price"] = triggers[::-1] if swap else triggers
+    for f, v in fields.items():
+        rows[0][f] = v
+    return build(HEADER, rows)
+
+
+def test_pending_stops_in_release_order_restore_exactly():
+    blob = _stops(0, 0)
+    eng = Engine.restore(blob)
+    assert eng.checkpoint() == blob and eng.stops("B")["order_id"].tolist() == [1, 2]
+
+
+def _old_form_checkpoint() -> bytes:
+    """What an engine of before issue 15 could hold (ownership off, default options, no trade
+    yet, plain GTC limits): checkpoint() writes it in version 1, 42-byte rows."""
+    e = Engine(stp="cancel_resting", ownership=False)
+    e.add_symbol("A", tick_size=0.01)
+    e.add_symbol("B", tick_size=1, min_price=90, max_price=110)
+    for oid, side, price, qty in ((1, "buy", 99, 5), (2, "buy", 99, 7), (4, "sell", 101, 6)):
+        e.submit("A", side, price=price, qty=qty, order_id=oid, trader=oid)
+    e.submit("B", "sell", price=105, qty=5, order_id=2, trader=2)
+    return e.checkpoint()
+
+
+def test_a_version_1_checkpoint_of_42_byte_rows_restores_and_reencodes_to_its_bytes():
+    blob = _old_form_checkpoint()
+    assert struct.unpack_from("<I", blob, 8)[0] == 1 and V1_ROW_DTYPE.itemsize == 42
+    eng = Engine.restore(blob)
+    assert eng.checkpoint() == blob and eng.checkpoint_equals(blob)
+    eng.submit("A", "buy", price=98, qty=1, order_id=9, display_qty=0, tif="gtd", expire_ts=5)
+    assert struct.unpack_from("<I", eng.checkpoint(), 8)[0] == VERSION   # new state: version 2
+    assert not eng.checkpoint_equals(blob)
+
+
+def test_a_version_1_checkpoint_with_a_bad_row_names_its_byte_offset():
+    blob = _old_form_checkpoint()
+    header, rows = _v1_parts(blob)
+    rows[2]["qty"] = 0
+    bad = build(header, rows, version=1)
+    with pytest.raises(CorruptionError, match="row 2.*qty") as err:
+        Engine.restore(bad)
+    assert err.value.offset == len(bad) - 4 - (len(rows) - 2) * 42
+
+
+def test_a_checkpoint_in_a_version_its_state_is_not_written_in_is_refused():
+    header, rows = _v1_parts(_old_form_checkpoint())
+    wide = np.zeros(len(rows), CHECKPOINT_DTYPE)
+    for name in V1_ROW_DTYPE.names:
+        wide[name] = rows[name]
+    with pytest.raises(CorruptionError, match="^checkpoint: version 2 is not the one"):
+        Engine.restore(build(header, wide))
+    with pytest.raises(CorruptionError, match="^checkpoint: version 1 is not the one"):
+        Engine.restore(build(HEADER, _v1_rows(ROWS), version=1))
+
+
+def _v1_rows(rows):
+    old = np.zeros(len(rows), V1_ROW_DTYPE)
+    for name in V1_ROW_DTYPE.names:
+        old[name] = rows[name]
+    return old
+
+
+def _v1_parts(blob):
+    (hlen,) = struct.unpack_from("<I", blob, 12)
+    (n,) = struct.unpack_from("<Q", blob, 16 + hlen)
+    return (json.loads(blob[16: 16 + hlen]),
+            np.frombuffer(blob, V1_ROW_DTYPE, count=n, offset=24 + hlen).copy())
 
 
 @pytest.mark.parametrize("make,match", ROW_CASES)
@@ -238,7 +338,7 @@ def _symbols_blob(n: int) -> bytes:
     rows = np.zeros(n, CHECKPOINT_DTYPE)      # one bid per symbol
     rows["symbol"] = np.arange(n)
     rows["order_id"], rows["price"], rows["qty"] = 1, 100, 1
-    return build(header, rows)
+    return build(header, _v1_rows(rows), version=1)   # an old-form state is written in version 1
 
 
 def _levels_blob(n: int) -> bytes:

@@ -1,0 +1,118 @@
+"""The expiry heap: DAY and GTD orders by the time they leave, and the clock arithmetic.
+
+``expiry`` (EXPIRY_DTYPE) is a binary min-heap of ``meta[M_EXPIRY_N]`` entries ordered by
+``(expire_ts, symbol, order_id)`` (the order in which docs/semantics.md expires orders). Each
+entry names its order's arena ``slot``, and that order's ``xpos`` is the entry's heap position,
+so any live order leaves the heap in O(log n) whatever took it out (fill, cancel, STP, expiry,
+release of a stop). Invariants: ``arena[expiry[k].slot].xpos == k`` for every entry; an order
+with ``xpos == -1`` is not in the heap; the caller has checked there is room before a push.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from ._cache_guard import guard
+from .book import M_EXPIRY_N
+
+guard(__name__, __file__, deps=("exchange.book",))
+
+DAY_NS = 86_400 * 1_000_000_000
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def day_expiry(ts, session_close):
+    """Return the first instant ``t > ts`` with ``t == session_close (mod one day)``."""
+    return ts - (ts - session_close) % DAY_NS + DAY_NS
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _before(expiry, a, b):
+    """Whether heap entry ``a`` expires before entry ``b``."""
+    x = expiry[a]
+    y = expiry[b]
+    if x.expire_ts != y.expire_ts:
+        return x.expire_ts < y.expire_ts
+    if x.symbol != y.symbol:
+        return x.symbol < y.symbol
+    return x.order_id < y.order_id
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _swap(expiry, arena, a, b):
+    ta = expiry[a].expire_ts
+    oa = expiry[a].order_id
+    sa = expiry[a].symbol
+    ra = expiry[a].slot
+    expiry[a].expire_ts = expiry[b].expire_ts
+    expiry[a].order_id = expiry[b].order_id
+    expiry[a].symbol = expiry[b].symbol
+    expiry[a].slot = expiry[b].slot
+    expiry[b].expire_ts = ta
+    expiry[b].order_id = oa
+    expiry[b].symbol = sa
+    expiry[b].slot = ra
+    arena[expiry[a].slot].xpos = a
+    arena[expiry[b].slot].xpos = b
+
+
+@njit(cache=True, _nrt=False)
+def _sift_up(expiry, arena, k):
+    while k > 0:
+        p = (k - 1) >> 1
+        if not _before(expiry, k, p):
+            break
+        _swap(expiry, arena, k, p)
+        k = p
+
+
+@njit(cache=True, _nrt=False)
+def _sift_down(expiry, arena, n, k):
+    while True:
+        c = 2 * k + 1
+        if c >= n:
+            break
+        if c + 1 < n and _before(expiry, c + 1, c):
+            c += 1
+        if not _before(expiry, c, k):
+            break
+        _swap(expiry, arena, k, c)
+        k = c
+
+
+@njit(cache=True, _nrt=False)
+def heap_push(expiry, arena, meta, r):
+    """Add live order ``r`` (its ``expire_ts`` set, not in the heap) to the heap."""
+    n = meta[M_EXPIRY_N]
+    e = expiry[n]
+    o = arena[r]
+    e.expire_ts = o.expire_ts
+    e.order_id = o.order_id
+    e.symbol = o.symbol
+    e.slot = r
+    o.xpos = n
+    meta[M_EXPIRY_N] = n + 1
+    _sift_up(expiry, arena, n)
+
+
+@njit(cache=True, _nrt=False)
+def heap_remove(expiry, arena, meta, r):
+    """Take order ``r`` (``xpos >= 0``) out of the heap and set its ``xpos`` to -1."""
+    k = np.int64(arena[r].xpos)
+    n = meta[M_EXPIRY_N] - 1
+    meta[M_EXPIRY_N] = n
+    arena[r].xpos = -1
+    if k == n:
+        return
+    last = expiry[n]
+    e = expiry[k]
+    e.expire_ts = last.expire_ts
+    e.order_id = last.order_id
+    e.symbol = last.symbol
+    e.slot = last.slot
+    arena[e.slot].xpos = k
+    if k > 0 and _before(expiry, k, (k - 1) >> 1):
+        _sift_up(expiry, arena, k)
+    else:
+        _sift_down(expiry, arena, n, k)
