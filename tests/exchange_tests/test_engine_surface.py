@@ -25,9 +25,9 @@ from exchange.errors import CorruptionError, UsageError  # noqa: E402
 def test_state_is_the_engines_arrays_in_process_batch_order():
     eng = make_book("engine")
     st = eng.state
-    assert isinstance(st, S.EngineState) and len(st) == 7
+    assert isinstance(st, S.EngineState) and len(st) == 11
     assert st._fields == ("arena", "levels", "index", "books", "ladder_keys", "ladder_levels",
-                          "meta")
+                          "meta", "symbols", "ticks", "stops", "expiry")
     eng.process(random_flow(seed=3, n=500))
     assert int(eng.state.meta[S.M_SEQ]) == eng.seq == 500
     # the arrays are the engine's own: a kernel called with *state sees the engine's book
@@ -39,7 +39,7 @@ def test_state_is_the_engines_arrays_in_process_batch_order():
 
 
 @pytest.mark.parametrize("status,field", [(S.NEED_ORDERS, "arena"), (S.NEED_LEVELS, "levels"),
-                                          (S.NEED_INDEX, "index")])
+                                          (S.NEED_INDEX, "index"), (S.NEED_EXPIRY, "expiry")])
 def test_grow_enlarges_what_the_status_names_and_keeps_outputs(status, field):
     orders = random_flow(seed=5, n=2000)
     plain, grown = make_book("engine"), make_book("engine")
@@ -65,7 +65,8 @@ def test_grow_ladder_and_refusals():
         eng.grow(S.NEED_OUTPUT)
     with pytest.raises(UsageError):
         eng.grow(S.OK)
-    assert S.GROW_STATUSES == {S.NEED_ORDERS, S.NEED_LEVELS, S.NEED_INDEX, S.NEED_LADDER}
+    assert S.GROW_STATUSES == {S.NEED_ORDERS, S.NEED_LEVELS, S.NEED_INDEX, S.NEED_LADDER,
+                               S.NEED_EXPIRY}
     assert S.OK == 0 and S.NEED_OUTPUT not in S.GROW_STATUSES
 
 

@@ -526,7 +526,7 @@ def old_form_blob():
     header = {"config": {"stp": "none", "symbols": [
         {"name": "JPM", "id": 0, "tick_size": 0.01, "min_price": 1, "max_price": MAX_PRICE}]},
         "seq": 2, "trade_id": 0, "next_auto_id": 1}
-    e = Engine()
+    e = Engine(ownership=False)
     e.add_symbol("JPM", tick_size=0.01)
     e.process(flow(buy(1, 99, 5, trader=4), sell(2, 101, 5, trader=4)))
     return build(header, parts(e.checkpoint())[1])
