@@ -168,8 +168,8 @@ def _write_flow(data_dir, out, symbol, seq, quiet) -> int:
 
     from exchange.errors import InputError
     from exchange.schema import ORDER_DTYPE
-    from scenarios.loaders.generic import COLUMNS, write_generic
-    from store.tables import ADDED_COLUMNS, orders_without_seq
+    from scenarios.loaders.generic import write_generic
+    from store.tables import orders_without_seq
 
     symbols = _symbol_rows(data_dir)
     if [s["id"] for s in symbols] != list(range(len(symbols))):
@@ -177,13 +177,6 @@ def _write_flow(data_dir, out, symbol, seq, quiet) -> int:
                          "numbers its symbols in table order")
     parts = [orders_without_seq(rows) for rows in _chunks(data_dir, "orders", symbol, seq, quiet)]
     orders = np.concatenate(parts) if parts else np.zeros(0, ORDER_DTYPE)
-    # why refused rather than written: a flow file without these fields would rerun other
-    # messages (a stop as a plain order, an iceberg fully shown) without saying so
-    lost = [c for c in ADDED_COLUMNS["orders"] if c not in COLUMNS and orders[c].any()]
-    if lost:
-        raise UsageError(f"{data_dir}: the orders use {', '.join(lost)}, which the generic flow "
-                         "format has no column for; export the orders table with --format csv, "
-                         "parquet or sqlite instead")
     try:
         return write_generic(out, orders, [(s["name"], s["tick_size"]) for s in symbols])
     except InputError as exc:

@@ -36,6 +36,7 @@ CUT = 200_000   # messages kept of the 1 M benchmark presets
 _ORDER_FIELDS = ("ts", "order_id", "price", "qty", "symbol", "trader", "kind", "order_type",
                  "tif", "flags", "side")
 _L3_FIELDS = ("order_id", "price", "qty", "filled", "trader", "side", "flags")
+_CHECKPOINT_FIELDS = ("order_id", "price", "qty", "filled", "symbol", "trader", "side", "flags")
 
 
 def _recorded(a: np.ndarray) -> np.ndarray:
@@ -43,13 +44,16 @@ def _recorded(a: np.ndarray) -> np.ndarray:
     names = a.dtype.names or ()
     if "kind" in names:
         keep = [n for n in names if n == "seq" or n in _ORDER_FIELDS]
+    elif "pending" in names:
+        keep = [n for n in names if n in _CHECKPOINT_FIELDS]
     elif "filled" in names and "hidden" in names:
         keep = [n for n in names if n in _L3_FIELDS]
     else:
         return a
     if tuple(keep) == names:
         return a
-    out = np.zeros(len(a), np.dtype([(n, a.dtype.fields[n][0]) for n in keep]))
+    out = np.zeros(len(a), np.dtype([(n, a.dtype.fields[n][0]) for n in keep],
+                                    align=a.dtype.isalignedstruct))
     for n in keep:
         out[n] = a[n]
     return out
@@ -63,6 +67,21 @@ def _h(*arrays) -> str:
         else:
             h.update(np.ascontiguousarray(_recorded(np.asarray(a))).tobytes())
     return h.hexdigest()
+
+
+def _state(eng) -> str:
+    """``Engine.state_hash()`` over the state it covered when the digests were recorded: the
+    header's options, symbols and counters, and the live orders' recorded fields."""
+    from exchange import checkpoint as ckpt
+
+    parsed = ckpt.parse(eng.checkpoint())
+    head = json.loads(parsed.header)
+    config = head["config"]
+    old = {"config": {"stp": config["stp"], "symbols": [
+        {k: s[k] for k in ("name", "id", "tick_size", "min_price", "max_price")}
+        for s in config["symbols"]]},
+        **{k: head[k] for k in ("seq", "trade_id", "next_auto_id")}}
+    return _h(ckpt.header_bytes(old), parsed.rows)
 
 
 def _bt(res) -> str:
@@ -123,8 +142,7 @@ def engine_jobs(flows: dict) -> dict:
             out[f"engine:{name}:{stp}"] = {
                 "fills": _h(res.fills), "l2": _h(res.l2), "events": _h(res.events),
                 "rows": [int(res.fills.size), int(res.l2.size), int(res.events.size)],
-                "state": eng.state_hash() if isinstance(eng.state_hash(), str) else
-                str(eng.state_hash()),
+                "state": _state(eng),
             }
     return out
 
