@@ -11,6 +11,7 @@ traceback from deep inside the import.
 from __future__ import annotations
 
 import importlib
+import inspect
 import json
 
 from exchange.errors import UsageError
@@ -54,6 +55,7 @@ def load_strategy(spec: str, params: list[str]):
             kwargs[key] = json.loads(raw)
         except json.JSONDecodeError:
             kwargs[key] = raw
+    _check_param_types(spec, cls, kwargs)
     try:
         strategy = cls(**kwargs)
     except TypeError as e:
@@ -61,3 +63,30 @@ def load_strategy(spec: str, params: list[str]):
     if not isinstance(strategy, Strategy):
         raise UsageError(f"--strategy {spec}: {class_name} is not a replay.Strategy")
     return strategy
+
+
+def _check_param_types(spec: str, cls, kwargs: dict) -> None:
+    """Raise UsageError for a ``--param`` whose value is not of the type of that argument's
+    default (an int, float or bool default): the strategy would otherwise fail later, deep in
+    a comparison, with a message that names neither the option nor the argument."""
+    try:
+        params = inspect.signature(cls).parameters
+    except (TypeError, ValueError):
+        return
+    for key, value in kwargs.items():
+        p = params.get(key)
+        if p is None or p.default is inspect.Parameter.empty or p.default is None:
+            continue
+        want = type(p.default)
+        if want is bool:
+            ok = isinstance(value, bool)
+        elif want is int:
+            ok = isinstance(value, int) and not isinstance(value, bool)
+        elif want is float:
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        else:
+            continue
+        if not ok:
+            raise UsageError(f"--param {key}={value}: {spec}'s {key} takes "
+                             f"{'a' if want is not int else 'an'} {want.__name__} "
+                             f"(default {p.default!r})")
