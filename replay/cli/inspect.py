@@ -147,22 +147,35 @@ def cmd_ls(args) -> int:
     for s in segs:
         groups.setdefault((s["table_name"], s["symbol"]), []).append(s)
     order = {t: i for i, t in enumerate(("orders", "fills", "l2", "events"))}
+    gone = {s["path"] for s in segs if _segment_missing(args.dir, s["path"])}
     rows = []
     for (table, sym), ss in sorted(groups.items(), key=lambda kv: (order.get(kv[0][0], 9), kv[0][1])):
-        rows.append((table, names.get(sym, sym), len(ss), f"{sum(s['rows'] for s in ss):,}",
+        lost = sum(s["path"] in gone for s in ss)
+        rows.append((table, names.get(sym, sym), len(ss), lost or "", f"{sum(s['rows'] for s in ss):,}",
                      human_bytes(sum(s["bytes"] for s in ss)), min(s["seq_lo"] for s in ss),
                      max(s["seq_hi"] for s in ss), ",".join(sorted({s["codec"] for s in ss}))))
-    rows.append(("total", "", len(segs), f"{sum(s['rows'] for s in segs):,}",
+    rows.append(("total", "", len(segs), len(gone) or "", f"{sum(s['rows'] for s in segs):,}",
                  human_bytes(sum(s["bytes"] for s in segs)), "", "", ""))
-    print_table(["table", "symbol", "segments", "rows", "bytes", "seq_lo", "seq_hi", "codec"], rows,
-                right=[False, False, True, True, True, True, True, False], title="segments")
+    print_table(["table", "symbol", "segments", "missing", "rows", "bytes", "seq_lo", "seq_hi",
+                 "codec"], rows,
+                right=[False, False, True, True, True, True, True, True, False], title="segments")
     if args.files:
         print()
-        print_table(["path", "rows", "bytes", "seq_lo", "seq_hi", "tier"],
-                    [(s["path"], f"{s['rows']:,}", s["bytes"], s["seq_lo"], s["seq_hi"], s["tier"])
+        print_table(["path", "rows", "bytes", "seq_lo", "seq_hi", "tier", "file"],
+                    [(s["path"], f"{s['rows']:,}", s["bytes"], s["seq_lo"], s["seq_hi"], s["tier"],
+                      "MISSING" if s["path"] in gone else "ok")
                      for s in sorted(segs, key=lambda s: s["path"])],
-                    right=[False, True, True, True, True, True], title="segment files")
+                    right=[False, True, True, True, True, True, False], title="segment files")
+    for path in sorted(gone):
+        note(f"missing: {os.path.join(args.dir, path)} is listed in the catalog but not on disk "
+             "(`exsim verify` fails on it)")
     return EXIT_OK
+
+
+def _segment_missing(data_dir: str, path: str) -> bool:
+    """Whether the segment file a catalog row lists at ``path`` (relative to ``data_dir``) does
+    not exist (a symlink or a path outside is not "missing": verify reports those)."""
+    return not os.path.lexists(os.path.join(data_dir, path))
 
 
 # -- book --------------------------------------------------------------------------------------
