@@ -162,9 +162,9 @@ class Reader:
     def __exit__(self, *exc):
         self.close()
 
-    def read(self, table: str, symbol=None, seq=None, ts=None, columns=None) -> np.ndarray:
+    def read(self, table: str, symbol=None, seq=None, ts=None, columns=None, as_pandas=False):
         """``store.read`` of this data directory (same arguments, result and errors)."""
-        return read(self, table, symbol, seq, ts, columns)
+        return read(self, table, symbol, seq, ts, columns, as_pandas)
 
     def read_columns(self, table: str, symbol=None, seq=None, ts=None, columns=None) -> dict:
         """``store.read_columns`` of this data directory (same arguments, result and errors)."""
@@ -456,8 +456,10 @@ def read_columns(source, table: str, symbol=None, seq=None, ts=None, columns=Non
     return out
 
 
-def read(source, table: str, symbol=None, seq=None, ts=None, columns=None) -> np.ndarray:
-    """Return the rows of ``table`` as a numpy structured array ordered by seq.
+def read(source, table: str, symbol=None, seq=None, ts=None, columns=None, as_pandas=False):
+    """Return the rows of ``table`` as a numpy structured array ordered by seq, or with
+    ``as_pandas=True`` as a pandas DataFrame of the same rows: enum codes as names (Side, Kind,
+    Event, Reason ...) and ``symbol`` as the catalog's symbol names (``exchange.frames``).
 
     source: a data directory path or a live ``Session``. symbol: id, name or None (all).
     seq, ts: ``(lo, hi)`` with both ends INCLUSIVE, or None; both may be given (intersection).
@@ -470,8 +472,19 @@ def read(source, table: str, symbol=None, seq=None, ts=None, columns=None) -> np
     Raises UsageError for an unknown table, column or symbol or a malformed range, StoreError if
     the directory is not a data directory or a file the catalog lists stays missing (named)
     through every retry, CorruptionError if a file fails a check, a stored path is a symlink or
-    leaves the directory, or unsealed rows are missing from the WAL.
+    leaves the directory, or unsealed rows are missing from the WAL; with ``as_pandas`` also
+    UsageError naming the ``exsim[pandas]`` extra when pandas is missing (before reading).
     """
+    if as_pandas:
+        from exchange.frames import require_pandas, to_frame
+
+        require_pandas()
+        if isinstance(source, (str, os.PathLike)):
+            with Reader(source) as reader:
+                return read(reader, table, symbol, seq, ts, columns, as_pandas=True)
+        rows = read(source, table, symbol, seq, ts, columns)
+        catalog = source.catalog
+        return to_frame(rows, {int(r["id"]): str(r["name"]) for r in catalog.symbols()})
     dtype, cols = _columns_wanted(table, columns)
     seq, ts = _check_range("seq", seq), _check_range("ts", ts)
     need = _need(cols, symbol)
