@@ -8,8 +8,9 @@ Invariants:
 - A symbol is checked against the catalog before any replay work, so a typo is an immediate
   usage error (exit 2) that lists the directory's symbols.
 - ``verify`` and ``rerun`` exit 1 exactly when their report is not ok or a stored file fails its
-  checksum (the directory cannot be trusted either way); other commands treat a corrupt file as
-  an input error (exit 2) naming the file and offset.
+  checksum or is missing although the catalog lists it (the directory cannot be trusted either
+  way); other commands treat a corrupt or missing file as an input error (exit 2) naming the
+  file (and offset). ``ls`` counts and marks missing segment files but exits 0: it lists.
 """
 
 from __future__ import annotations
