@@ -38,7 +38,8 @@ def register(sub, parents, formatter) -> None:
         help="list a data directory's catalog: runs, symbols, segments, sizes",
         description="List what a data directory holds: the runs that produced it, its symbols, and "
                     "per table and symbol\nthe sealed segments (count, rows, bytes, seq range), "
-                    "checkpoints and WAL.",
+                    "checkpoints and WAL.\nA segment the catalog lists whose file is gone is counted "
+                    "under \"missing\" (marked MISSING\nwith --files); `exsim verify` fails on it.",
         epilog="example:\n  exsim ls runs/default\n  exsim ls runs/default --files    # every segment file\n")
     p.add_argument("dir", metavar="DIR", help="data directory")
     p.add_argument("--files", action="store_true", help="also list every segment file")
