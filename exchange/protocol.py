@@ -14,7 +14,8 @@ Invariants of every implementation:
   engine that produces the same outputs from then on, ``checkpoint_equals(b)`` is exactly
   ``checkpoint() == b`` and ``state_hash()`` is a digest of that state.
 
-This module imports only numpy and ``exchange.schema``: the store reads it without loading numba.
+This module imports only numpy, ``exchange.schema`` and ``exchange.errors`` (``to_pandas``
+imports ``exchange.frames`` when called): the store reads it without loading numba.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
+from .errors import UsageError
 from .schema import EVENT_DTYPE, FILL_DTYPE, L2_DTYPE
 
 __all__ = ["EngineProtocol", "Result", "OutputBuffers"]
@@ -41,6 +43,20 @@ class Result(NamedTuple):
         if not results:
             return Result(np.zeros(0, FILL_DTYPE), np.zeros(0, L2_DTYPE), np.zeros(0, EVENT_DTYPE))
         return Result(*(np.concatenate([getattr(r, f) for r in results]) for f in Result._fields))
+
+    def to_pandas(self, table: str | None = None, symbols=None):
+        """Return the outputs as pandas DataFrames: ``{"fills": ..., "l2": ..., "events": ...}``,
+        or the one DataFrame of ``table``. Columns are the fields in dtype order, enum codes as
+        names (Side, Event, Reason: ``exchange.frames``) and ``symbol`` as names when
+        ``symbols`` gives them (e.g. ``engine.symbols``). Raises UsageError for an unknown
+        table, or naming the ``exsim[pandas]`` extra when pandas is missing."""
+        from .frames import to_frame   # why lazy: this module imports only numpy and schema
+
+        if table is not None and table not in Result._fields:
+            raise UsageError(f"unknown table {table!r}; known: {', '.join(Result._fields)}")
+        if table is not None:
+            return to_frame(getattr(self, table), symbols)
+        return {name: to_frame(getattr(self, name), symbols) for name in Result._fields}
 
 
 class OutputBuffers:

@@ -12,7 +12,8 @@ Invariants:
   plus trim in between: rows neither in the snapshot's segments nor in the WAL any more). The
   WAL is still checked to start there. A read whose seq range ends at or below
   ``sealed_through`` needs no WAL. A reader that finds a listed file gone retries on a fresh
-  scan and snapshot, and one that still cannot find it raises StoreError naming it.
+  scan and snapshot; the same file missing from every fresh snapshot was deleted under the
+  store (CorruptionError naming it), other repeated misses raise StoreError naming the last.
 - A ``Reader`` keeps the snapshot between calls only while the catalog's ``data_version`` is
   unchanged (no commit by anyone), so it reads exactly what a fresh reader would.
 - Files are reached only through ``store.paths`` checks: a symlinked ``wal/`` or segment path
@@ -51,6 +52,17 @@ __all__ = ["Reader", "read", "read_columns", "iter_columns", "read_checkpoint",
            "journaled_through"]
 
 _RETRIES = 5
+
+
+def _missing(data_dir, table, names: list) -> CorruptionError | None:
+    """A CorruptionError naming the listed file that was gone on every one of ``_RETRIES``
+    fresh snapshots (``names``: the file each try missed), else None. Why this is corruption:
+    a compaction or WAL trim retires a file once and commits a catalog without it, so a file
+    that every fresh catalog still lists but that never exists was deleted under the store."""
+    if len(names) == _RETRIES and names[0] and len(set(names)) == 1:
+        return CorruptionError(f"{data_dir}: {names[0]} is missing: the catalog lists it for "
+                               f"{table}, but the file is gone (deleted?)", names[0])
+    return None
 
 
 def _check_range(name, r):
@@ -150,9 +162,9 @@ class Reader:
     def __exit__(self, *exc):
         self.close()
 
-    def read(self, table: str, symbol=None, seq=None, ts=None, columns=None) -> np.ndarray:
+    def read(self, table: str, symbol=None, seq=None, ts=None, columns=None, as_pandas=False):
         """``store.read`` of this data directory (same arguments, result and errors)."""
-        return read(self, table, symbol, seq, ts, columns)
+        return read(self, table, symbol, seq, ts, columns, as_pandas)
 
     def read_columns(self, table: str, symbol=None, seq=None, ts=None, columns=None) -> dict:
         """``store.read_columns`` of this data directory (same arguments, result and errors)."""
@@ -220,7 +232,7 @@ class Reader:
         seq, ts = _check_range("seq", seq), _check_range("ts", ts)
         sym = None if symbol is None else self.resolve_symbol(symbol)
         lo, hi = (-(1 << 63), SEQ_LIMIT) if seq is None else seq
-        problem = ""
+        problem, gone = "", []
         for _ in range(_RETRIES):
             sealed, _ = self.snapshot(table)
             if hi > sealed:
@@ -250,7 +262,11 @@ class Reader:
                 return None if best is None else {c: best[c] for c in cols}
             except FileNotFoundError as e:
                 problem = f"{e.filename or 'a listed file'} vanished while reading {table}"
+                gone.append(e.filename)
                 self._forget()
+        missing = _missing(self.data_dir, table, gone)
+        if missing is not None:
+            raise missing
         raise StoreError(f"{self.data_dir}: no consistent snapshot of {table} after {_RETRIES} "
                          f"tries: {problem}")
 
@@ -291,11 +307,12 @@ class Reader:
     def _parts(self, table, symbol, seq, ts, need):
         """The segment and WAL parts of a request (see ``_parts``). Retries on a fresh
         snapshot when a listed file vanished (compaction or a WAL trim retired it). Raises
-        StoreError naming the vanished file after ``_RETRIES`` tries, CorruptionError if the
+        StoreError naming the vanished file after ``_RETRIES`` tries (CorruptionError naming it
+        when every try missed the same listed file: deleted), CorruptionError if the
         WAL misses rows no seal accounts for."""
         self._fresh()
         sym = None if symbol is None else self._resolve(symbol)
-        problem, gap = "", None
+        problem, gap, gone = "", None, []
         for _ in range(_RETRIES):
             try:
                 sealed, segs, records = self._view(table, sym, seq, ts)
@@ -310,12 +327,16 @@ class Reader:
                 decoded = [self._open(s).read(need, seq, ts) for s in segs]
             except FileNotFoundError as e:
                 problem, gap = f"{e.filename or 'a listed file'} vanished while reading {table}", None
+                gone.append(e.filename)
                 self._forget()
                 self._fresh()
                 continue
             return _assemble(table, sym, seq, ts, sealed, segs, decoded, records)
         if gap is not None:
             raise CorruptionError(f"{self.data_dir}: {problem}", gap.path, gap.offset)
+        missing = _missing(self.data_dir, table, gone)
+        if missing is not None:
+            raise missing
         raise StoreError(f"{self.data_dir}: no consistent snapshot of {table} after {_RETRIES} "
                          f"tries: {problem}")
 
@@ -345,6 +366,7 @@ def _parts(source, table, symbol, seq, ts, need):
             return reader._parts(table, symbol, seq, ts, need)
     data_dir, catalog = source.data_dir, source.catalog
     sym = None if symbol is None else catalog.resolve_symbol(symbol, unlisted_ids=True)
+    gone = []
     for attempt in range(_RETRIES):
         sealed, segs = catalog.snapshot(table, sym, seq, ts)
         try:
@@ -352,7 +374,11 @@ def _parts(source, table, symbol, seq, ts, need):
             break
         except FileNotFoundError as e:
             # why: a compaction retired a segment after our snapshot
+            gone.append(e.filename)
             if attempt == _RETRIES - 1:
+                missing = _missing(data_dir, table, gone)
+                if missing is not None:
+                    raise missing from None
                 raise StoreError(f"{data_dir}: {e.filename or 'a listed segment'} "
                                  f"vanished while reading {table}, {_RETRIES} times") from None
     return _assemble(table, sym, seq, ts, sealed, segs, decoded, source.unsealed_records())
@@ -430,8 +456,10 @@ def read_columns(source, table: str, symbol=None, seq=None, ts=None, columns=Non
     return out
 
 
-def read(source, table: str, symbol=None, seq=None, ts=None, columns=None) -> np.ndarray:
-    """Return the rows of ``table`` as a numpy structured array ordered by seq.
+def read(source, table: str, symbol=None, seq=None, ts=None, columns=None, as_pandas=False):
+    """Return the rows of ``table`` as a numpy structured array ordered by seq, or with
+    ``as_pandas=True`` as a pandas DataFrame of the same rows: enum codes as names (Side, Kind,
+    Event, Reason ...) and ``symbol`` as the catalog's symbol names (``exchange.frames``).
 
     source: a data directory path or a live ``Session``. symbol: id, name or None (all).
     seq, ts: ``(lo, hi)`` with both ends INCLUSIVE, or None; both may be given (intersection).
@@ -444,8 +472,19 @@ def read(source, table: str, symbol=None, seq=None, ts=None, columns=None) -> np
     Raises UsageError for an unknown table, column or symbol or a malformed range, StoreError if
     the directory is not a data directory or a file the catalog lists stays missing (named)
     through every retry, CorruptionError if a file fails a check, a stored path is a symlink or
-    leaves the directory, or unsealed rows are missing from the WAL.
+    leaves the directory, or unsealed rows are missing from the WAL; with ``as_pandas`` also
+    UsageError naming the ``exsim[pandas]`` extra when pandas is missing (before reading).
     """
+    if as_pandas:
+        from exchange.frames import require_pandas, to_frame
+
+        require_pandas()
+        if isinstance(source, (str, os.PathLike)):
+            with Reader(source) as reader:
+                return read(reader, table, symbol, seq, ts, columns, as_pandas=True)
+        rows = read(source, table, symbol, seq, ts, columns)
+        catalog = source.catalog
+        return to_frame(rows, {int(r["id"]): str(r["name"]) for r in catalog.symbols()})
     dtype, cols = _columns_wanted(table, columns)
     seq, ts = _check_range("seq", seq), _check_range("ts", ts)
     need = _need(cols, symbol)

@@ -21,6 +21,11 @@ final_position, max_drawdown (largest fall of pnl from a running peak over the s
 mean_time_in_queue_ns (passive fills: fill ts minus the ts the order joined its queue, i.e. its
 NEW's or last priority-losing MODIFY's arrival, weighted by fill qty), rejects, n_messages.
 
+Notebook views: ``to_pandas()`` gives the fills, orders (with the send time and engine seq of
+each message), events and series as pandas DataFrames (the ``exsim[pandas]`` extra) with enum
+names and the symbol's name; ``repr`` is one line and ``_repr_html_`` a small table (the arrays
+are never printed); ``report()`` is the quant's report (replay/backtesting/report.py).
+
 Invariant: ``digest()`` hashes every array's bytes and the summary; equal inputs give equal digests.
 """
 
@@ -33,11 +38,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from exchange.errors import UsageError
 from exchange.schema import Event, Kind
 
 from replay.backtesting.money import TICKS_X_LOTS, Money
 
-__all__ = ["BacktestResult", "SERIES_DTYPE", "MONEY_KEYS", "build_result", "summarize"]
+__all__ = ["BacktestResult", "SERIES_DTYPE", "MONEY_KEYS", "TABLES", "build_result", "summarize"]
+
+# the tables ``BacktestResult.to_pandas`` returns, in order
+TABLES = ("fills", "orders", "events", "series")
 
 # the summary values that are money, in the result's unit (``meta["money"]["unit"]``)
 MONEY_KEYS = ("pnl", "gross_pnl", "fees", "turnover", "max_drawdown")
@@ -46,7 +55,7 @@ SERIES_DTYPE = np.dtype([("ts", "<i8"), ("position", "<i8"), ("cash", "<f8"), ("
                          ("mark", "<f8"), ("pnl", "<f8")])
 
 
-@dataclass
+@dataclass(repr=False)
 class BacktestResult:
     """Everything a backtest produced (arrays are the strategy's only; see the module docstring)."""
 
@@ -74,6 +83,53 @@ class BacktestResult:
         """Return the unit of the money values (the symbol's currency, or "ticks x lots")."""
         return self.meta.get("money", {}).get("unit", TICKS_X_LOTS)
 
+    def to_pandas(self, table: str | None = None):
+        """Return ``{"fills", "orders", "events", "series"}`` as pandas DataFrames, or the one
+        DataFrame of ``table``: enum codes as names, ``symbol`` as the traded symbol's name;
+        ``orders`` gains ``sent_ts`` and ``seq`` (the engine seq of each message). Raises
+        UsageError for an unknown table, or naming the ``exsim[pandas]`` extra when pandas is
+        missing."""
+        from exchange.frames import require_pandas, to_frame
+
+        if table is not None and table not in TABLES:
+            raise UsageError(f"unknown table {table!r}; known: {', '.join(TABLES)}")
+        require_pandas()
+        names = {int(self.meta.get("symbol", 0)): str(self.meta.get("symbol_name", ""))}
+        names = {k: v for k, v in names.items() if v}
+        frames = {
+            "fills": lambda: to_frame(self.fills, names),
+            "orders": lambda: to_frame(self.orders, names,
+                                       {"sent_ts": self.sent_ts, "seq": self.order_seq}),
+            "events": lambda: to_frame(self.events, names),
+            "series": lambda: to_frame(self.series),
+        }
+        if table is not None:
+            return frames[table]()
+        return {name: make() for name, make in frames.items()}
+
+    def report(self, bar_ns: int = 60 * 10**9, capital: float | None = None):
+        """Return the ``BacktestReport`` (trade list, PnL per bar, Sharpe, drawdown, fees,
+        turnover in ``unit``; see replay/backtesting/report.py) with bars ``bar_ns`` wide and
+        returns in money, or as fractions of ``capital``. Raises UsageError for a bad
+        ``bar_ns`` or ``capital``."""
+        from replay.backtesting.report import build_report
+        return build_report(self, bar_ns, capital)
+
+    def __repr__(self) -> str:
+        s = self.summary
+        name = self.meta.get("symbol_name") or self.meta.get("symbol", "?")
+        return (f"<BacktestResult {self.meta.get('strategy', '?')} on {name}: "
+                f"pnl {_short(s.get('pnl'))} {self.unit}, {s.get('n_fills', 0):,} fills, "
+                f"{s.get('n_orders', 0):,} orders, position {s.get('final_position', 0):,}>")
+
+    def _repr_html_(self) -> str:
+        import html
+        rows = "".join(f"<tr><td>{html.escape(k)}</td><td>{html.escape(_short(v))}</td></tr>"
+                       for k, v in self.summary.items())
+        head = html.escape(repr(self)[1:-1])
+        return (f"<div><b>{head}</b><table><tr><th>measure</th><th>value ({html.escape(self.unit)} "
+                f"for money)</th></tr>{rows}</table></div>")
+
     def plot(self, path, title: str | None = None) -> str:
         """Write a PNG: price with the strategy's buys/sells, position, PnL. Returns ``path``.
 
@@ -81,6 +137,14 @@ class BacktestResult:
         """
         from replay.backtesting.plot import plot_result
         return plot_result(self, path, title)
+
+
+def _short(v) -> str:
+    """A summary value for a one-line repr: ints with separators, floats to 10 significant
+    digits, NaN as "nan"."""
+    if isinstance(v, float):
+        return f"{v:,.10g}"
+    return f"{v:,}" if isinstance(v, int) else str(v)
 
 
 def _signed(fills: np.ndarray, trader: int):

@@ -7,6 +7,7 @@ Subcommands (each in its own module, each ``--help`` carrying an example)::
     stats                     replay/cli/inspect.py
     export                    replay/cli/export.py
     backtest                  replay/cli/backtest.py
+    whatif                    replay/cli/whatif.py
     sweep                     replay/cli/sweep.py
     bench                     replay/cli/bench.py
 
@@ -32,6 +33,7 @@ from exchange.errors import ExsimError, VerificationError
 
 from replay.cli import backtest as cli_backtest, bench as cli_bench, export as cli_export
 from replay.cli import inspect as cli_inspect, run as cli_run, sweep as cli_sweep
+from replay.cli import whatif as cli_whatif
 from replay.cli.common import EXIT_FAILED, EXIT_USAGE, Formatter, printable
 
 __all__ = ["main", "build_parser", "render_docs", "write_docs", "COMMANDS"]
@@ -40,8 +42,8 @@ PROG = "exsim"
 DOCS_WIDTH = 100
 # The order commands appear in help and docs.
 COMMANDS = (
-    "simulate", "demo", "ls", "book", "verify", "rerun", "stats", "export", "backtest", "sweep",
-    "bench",
+    "simulate", "demo", "ls", "book", "verify", "rerun", "stats", "export", "backtest", "whatif",
+    "sweep", "bench",
 )
 
 DESCRIPTION = """\
@@ -95,6 +97,7 @@ def build_parser(width: int | None = None) -> argparse.ArgumentParser:
     cli_inspect.register(sub, [common], fmt)
     cli_export.register(sub, [common], fmt)
     cli_backtest.register(sub, [common], fmt)
+    cli_whatif.register(sub, [common], fmt)
     cli_sweep.register(sub, [common], fmt)
     cli_bench.register(sub, [common], fmt)
     return parser

@@ -5,6 +5,10 @@ A thin layer over ``replay.backtesting.driver.backtest``: it builds the strategy
 command line with ``--param`` keyword arguments (``replay.backtesting.loading.load_strategy``), runs the backtest and prints the summary as
 a table (or JSON), optionally writing the plot and journaling the merged run.
 
+``--report`` adds ``BacktestResult.report()`` (replay/backtesting/report.py): its statistics and
+the first ``--trades`` trades after the summary table, or the whole report under "report" in
+the JSON (the summary's keys are unchanged either way).
+
 Invariants: ``--json`` prints strict JSON (a NaN measure is ``null``) and nothing else on stdout;
 notes such as "wrote PNG" go to stderr. ``--plot`` is checked (format, directory) before the
 backtest runs.
@@ -23,6 +27,8 @@ from replay.cli.common import (EXIT_OK, check_plot_path, compile_note, format_nu
 __all__ = ["register", "cmd_backtest", "add_backtest_arguments"]
 
 DEFAULT_STRATEGY = "replay.backtesting.strategies:InventoryMarketMaker"
+REPORT_BAR_NS = 60 * 10**9
+REPORT_TRADES = 20
 
 EXAMPLES = """\
 examples:
@@ -30,6 +36,7 @@ examples:
   exsim backtest default --strategy replay.backtesting.strategies:MomentumTaker --symbol JPM \\
         --order-ns 50000 --plot momentum.png
   exsim backtest runs/default --symbol JPM --param size=10 --param every=50 --json
+  exsim backtest default --symbol JPM --report --bar-ns 1000000000   # trades, returns, Sharpe
   exsim backtest binance_spot_btcusdt_20240808_hftbacktest --param size=100000 \\
         --param skew_lots=100000 --param max_position=1000000 --param every=500 \\
         --feed-ns 1000000 --order-ns 1000000 --queue-model proportional   # L2-only flow
@@ -87,6 +94,16 @@ def register(sub, parents, formatter) -> None:
     p.add_argument("--store", metavar="DIR", help="also journal the merged run into DIR")
     p.add_argument("--plot", metavar="PNG", help="write price/fills, position and PnL to PNG")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--report", action="store_true",
+                   help="also print the report: trade list, PnL per bar, Sharpe, drawdown, fees, "
+                        "turnover, in the result's money unit (with --json: under \"report\", "
+                        "every trade and bar)")
+    p.add_argument("--bar-ns", type=int, default=REPORT_BAR_NS, metavar="NS",
+                   help="--report: width of the bars returns and Sharpe are taken over, ns "
+                        "(default: %(default)s, one minute)")
+    p.add_argument("--trades", type=int, default=REPORT_TRADES, metavar="N",
+                   help="--report: how many trades the table lists (default: %(default)s; "
+                        "--json lists all)")
     p.set_defaults(func=cmd_backtest)
 
 
@@ -97,6 +114,10 @@ def cmd_backtest(args) -> int:
 
     if args.feed_ns < 0 or args.order_ns < 0:
         raise UsageError("--feed-ns and --order-ns must be >= 0")
+    if args.bar_ns <= 0:
+        raise UsageError(f"--bar-ns must be > 0; got {args.bar_ns}")
+    if args.trades < 0:
+        raise UsageError(f"--trades must be >= 0; got {args.trades}")
     if args.plot:
         check_plot_path(args.plot, formats=("png",))   # why first: fail before the backtest
     strategy = load_strategy(args.strategy, args.param)
@@ -105,13 +126,18 @@ def cmd_backtest(args) -> int:
                    fees_bps=args.fees_bps, symbol=args.symbol, store_dir=args.store,
                    queue_model=args.queue_model)
     money = res.meta["money"]
+    report = res.report(bar_ns=args.bar_ns) if args.report else None
     if args.json:
+        extra = {} if report is None else {"report": report.to_json()}
         print(json_text({**res.summary, "unit": money["unit"], "maker_bps": money["maker_bps"],
-                         "taker_bps": money["taker_bps"]}, sort_keys=True))
+                         "taker_bps": money["taker_bps"], **extra}, sort_keys=True))
     else:
         print_table(["measure", "value"],
                     [[money_label(k, money["unit"]), format_number(v)]
                      for k, v in res.summary.items()])
+        if report is not None:
+            print()
+            print(report.text(max_trades=args.trades))
     if args.plot:
         res.plot(args.plot)
         note(f"wrote {args.plot}")

@@ -8,8 +8,9 @@ Invariants:
 - A symbol is checked against the catalog before any replay work, so a typo is an immediate
   usage error (exit 2) that lists the directory's symbols.
 - ``verify`` and ``rerun`` exit 1 exactly when their report is not ok or a stored file fails its
-  checksum (the directory cannot be trusted either way); other commands treat a corrupt file as
-  an input error (exit 2) naming the file and offset.
+  checksum or is missing although the catalog lists it (the directory cannot be trusted either
+  way); other commands treat a corrupt or missing file as an input error (exit 2) naming the
+  file (and offset). ``ls`` counts and marks missing segment files but exits 0: it lists.
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ def register(sub, parents, formatter) -> None:
         help="list a data directory's catalog: runs, symbols, segments, sizes",
         description="List what a data directory holds: the runs that produced it, its symbols, and "
                     "per table and symbol\nthe sealed segments (count, rows, bytes, seq range), "
-                    "checkpoints and WAL.",
+                    "checkpoints and WAL.\nA segment the catalog lists whose file is gone is counted "
+                    "under \"missing\" (marked MISSING\nwith --files); `exsim verify` fails on it.",
         epilog="example:\n  exsim ls runs/default\n  exsim ls runs/default --files    # every segment file\n")
     p.add_argument("dir", metavar="DIR", help="data directory")
     p.add_argument("--files", action="store_true", help="also list every segment file")
@@ -147,22 +149,35 @@ def cmd_ls(args) -> int:
     for s in segs:
         groups.setdefault((s["table_name"], s["symbol"]), []).append(s)
     order = {t: i for i, t in enumerate(("orders", "fills", "l2", "events"))}
+    gone = {s["path"] for s in segs if _segment_missing(args.dir, s["path"])}
     rows = []
     for (table, sym), ss in sorted(groups.items(), key=lambda kv: (order.get(kv[0][0], 9), kv[0][1])):
-        rows.append((table, names.get(sym, sym), len(ss), f"{sum(s['rows'] for s in ss):,}",
+        lost = sum(s["path"] in gone for s in ss)
+        rows.append((table, names.get(sym, sym), len(ss), lost or "", f"{sum(s['rows'] for s in ss):,}",
                      human_bytes(sum(s["bytes"] for s in ss)), min(s["seq_lo"] for s in ss),
                      max(s["seq_hi"] for s in ss), ",".join(sorted({s["codec"] for s in ss}))))
-    rows.append(("total", "", len(segs), f"{sum(s['rows'] for s in segs):,}",
+    rows.append(("total", "", len(segs), len(gone) or "", f"{sum(s['rows'] for s in segs):,}",
                  human_bytes(sum(s["bytes"] for s in segs)), "", "", ""))
-    print_table(["table", "symbol", "segments", "rows", "bytes", "seq_lo", "seq_hi", "codec"], rows,
-                right=[False, False, True, True, True, True, True, False], title="segments")
+    print_table(["table", "symbol", "segments", "missing", "rows", "bytes", "seq_lo", "seq_hi",
+                 "codec"], rows,
+                right=[False, False, True, True, True, True, True, True, False], title="segments")
     if args.files:
         print()
-        print_table(["path", "rows", "bytes", "seq_lo", "seq_hi", "tier"],
-                    [(s["path"], f"{s['rows']:,}", s["bytes"], s["seq_lo"], s["seq_hi"], s["tier"])
+        print_table(["path", "rows", "bytes", "seq_lo", "seq_hi", "tier", "file"],
+                    [(s["path"], f"{s['rows']:,}", s["bytes"], s["seq_lo"], s["seq_hi"], s["tier"],
+                      "MISSING" if s["path"] in gone else "ok")
                      for s in sorted(segs, key=lambda s: s["path"])],
-                    right=[False, True, True, True, True, True], title="segment files")
+                    right=[False, True, True, True, True, True, False], title="segment files")
+    for path in sorted(gone):
+        note(f"missing: {os.path.join(args.dir, path)} is listed in the catalog but not on disk "
+             "(`exsim verify` fails on it)")
     return EXIT_OK
+
+
+def _segment_missing(data_dir: str, path: str) -> bool:
+    """Whether the segment file a catalog row lists at ``path`` (relative to ``data_dir``) does
+    not exist (a symlink or a path outside is not "missing": verify reports those)."""
+    return not os.path.lexists(os.path.join(data_dir, path))
 
 
 # -- book --------------------------------------------------------------------------------------
