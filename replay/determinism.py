@@ -97,7 +97,7 @@ class Divergence:
     rerun_row: object
 
 
-@dataclass
+@dataclass(repr=False)
 class RerunReport:
     """Result of ``rerun``: ok, rows compared per table, the first divergence (or None).
 
@@ -108,6 +108,15 @@ class RerunReport:
     pass that found a difference, after which the run was compared row by row from its start
     to report the first diverging seq and both rows.
     """
+
+    def __repr__(self) -> str:
+        """One line: what a notebook or a log shows (the arrays are summarised)."""
+        from replay import reprs
+        return reprs.rerun_report_repr(self)
+
+    def _repr_html_(self) -> str:
+        from replay import reprs
+        return reprs.rerun_report_html(self)
 
     ok: bool
     counts: dict = field(default_factory=dict)

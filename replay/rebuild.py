@@ -59,7 +59,7 @@ _TS_MIN = -(1 << 63)
 _BUY = int(Side.BUY)
 
 
-@dataclass
+@dataclass(repr=False)
 class BookView:
     """A rebuilt book. ``seq`` is the last message applied; ``ts`` that message's timestamp.
 
@@ -67,6 +67,15 @@ class BookView:
     timestamp of the symbol's last message at or before N (None if it had none); for ``ts=T``
     requests both describe the symbol's last message with ts <= T.
     """
+
+    def __repr__(self) -> str:
+        """One line: what a notebook or a log shows (the arrays are summarised)."""
+        from replay import reprs
+        return reprs.book_view_repr(self)
+
+    def _repr_html_(self) -> str:
+        from replay import reprs
+        return reprs.book_view_html(self)
 
     seq: int
     ts: int | None

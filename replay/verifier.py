@@ -99,9 +99,18 @@ class Violation:
     detail: str
 
 
-@dataclass
+@dataclass(repr=False)
 class VerifyReport:
     """Result of ``verify``: ok, the violations found (first ``max_violations``), a summary."""
+
+    def __repr__(self) -> str:
+        """One line: what a notebook or a log shows (the arrays are summarised)."""
+        from replay import reprs
+        return reprs.verify_report_repr(self)
+
+    def _repr_html_(self) -> str:
+        from replay import reprs
+        return reprs.verify_report_html(self)
 
     ok: bool
     violations: list = field(default_factory=list)
