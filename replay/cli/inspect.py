@@ -208,13 +208,33 @@ def cmd_book(args) -> int:
             key = (int(o["side"]), int(o["price"]))
             pos = pos + 1 if key == last else 1   # queue position within its level
             last = key
+            # qty is the displayed part; an iceberg's reserve (hidden) is not in the L2 totals
             rows.append((Side(int(o["side"])).name.lower(), int(o["price"]), pos, int(o["order_id"]),
-                         f"{int(o['qty']):,}", f"{int(o['filled']):,}", int(o["trader"])))
-        print_table(["side", "price", "queue", "order_id", "qty", "filled", "trader"], rows,
-                    right=[False, True, True, True, True, True, True],
+                         f"{int(o['qty']):,}", f"{int(o['hidden']):,}",
+                         f"{int(o['display_qty']):,}" if o["display_qty"] else "",
+                         f"{int(o['filled']):,}", int(o["trader"])))
+        print_table(["side", "price", "queue", "order_id", "qty", "hidden", "display", "filled",
+                     "trader"], rows, right=[False] + [True] * 8,
                     title=f"live orders (L3) at these levels: {len(rows):,} of {len(view.orders):,}, "
-                          "bids best first then asks, FIFO")
+                          "bids best first then asks, FIFO; qty shown, hidden the iceberg reserve")
+        if view.stops is not None:
+            print()
+            _print_stops(view.stops)
     return EXIT_OK
+
+
+def _print_stops(stops) -> None:
+    """Print the pending stops (L3_DTYPE rows, in release order): they are outside the book."""
+    from exchange.schema import OrderType, Side
+    rows = [(Side(int(o["side"])).name.lower(), int(o["stop_price"]),
+             int(o["price"]) if int(o["order_type"]) == int(OrderType.STOP_LIMIT) else "market",
+             int(o["order_id"]), f"{int(o['qty']):,}", int(o["trader"])) for o in stops]
+    print_table(["side", "stop_price", "limit", "order_id", "qty", "trader"], rows,
+                right=[False, True, True, True, True, True],
+                title=f"pending stops (outside the book): {len(rows):,}, release order "
+                      "(buys by rising stop price, then sells by falling)")
+    if not rows:
+        print("(no pending stops)")
 
 
 # -- verify, rerun -----------------------------------------------------------------------------
