@@ -66,7 +66,12 @@ def register(sub, parents, formatter) -> None:
         description="Check the stored deals against the stored orders with code independent of the "
                     "engine: both orders\nexisted and were live, opposite sides, price within both "
                     "limits and equal to the resting\norder's, FIFO at each level, no overfill, "
-                    "quantities conserved, L2 totals equal to the resting\norders. Prints a summary "
+                    "quantities conserved, L2 totals equal to the resting\norders, execution "
+                    "reports agree with fills, no crossed book, rejects and order types\n(IOC, "
+                    "FOK, post-only) as documented, self-trade prevention, ownership, stops "
+                    "triggered\nand released as documented, icebergs showing only their slice, "
+                    "GTD/DAY expiry, tick table\nand lot size, minimum quantity filled on entry. "
+                    "\n" + _rule_names() + "\nPrints a summary "
                     "and each violation with its seq; exit status 1 if there is any.",
         epilog="example:\n  exsim verify runs/default\n  exsim verify runs/default --limit 100\n")
     p.add_argument("dir", metavar="DIR", help="data directory")
@@ -235,6 +240,15 @@ def _print_stops(stops) -> None:
                       "(buys by rising stop price, then sells by falling)")
     if not rows:
         print("(no pending stops)")
+
+
+def _rule_names() -> str:
+    """Return verify's rule names (``replay.verifier_rules.RULES``; no kernel is compiled to
+    print the help) as lines of at most 96 characters."""
+    import textwrap
+
+    from replay.verifier_rules import RULES
+    return "\n".join(textwrap.wrap("Rules: " + ", ".join(RULES) + ".", 96))
 
 
 # -- verify, rerun -----------------------------------------------------------------------------

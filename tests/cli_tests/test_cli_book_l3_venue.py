@@ -1,4 +1,5 @@
-"""``exsim book --l3`` on a run with an iceberg and pending stops (issue 15 review, 5).
+"""``exsim book --l3`` on a run with an iceberg and pending stops, and ``exsim verify --help``
+naming every rule (issue 15 review, 5 and 11).
 
 Needs the issue-15 engine (icebergs and stops): the L3 table shows each order's displayed
 quantity, reserve and display size, and the pending stops are listed apart, in release order.
@@ -52,3 +53,13 @@ def test_book_l3_shows_iceberg_reserve_and_pending_stops_apart(tmp_path):
                                              "trader"]
     assert [line.split() for line in lines[stop_title + 3:stop_title + 5]] == [
         ["buy", "105", "market", "4", "3", "4"], ["sell", "95", "94", "5", "2", "5"]]
+
+
+def test_verify_help_names_every_rule():
+    from replay.verifier import RULES
+    code, out, _ = run(["verify", "--help"])
+    assert code == 0
+    text = " ".join(out.split())
+    for rule in RULES:
+        assert rule in text, rule
+    assert "min_qty" in RULES and "tick_lot, min_qty." in text
