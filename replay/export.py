@@ -178,7 +178,7 @@ def _write_flow(data_dir, out, symbol, seq, quiet) -> int:
     parts = [orders_without_seq(rows) for rows in _chunks(data_dir, "orders", symbol, seq, quiet)]
     orders = np.concatenate(parts) if parts else np.zeros(0, ORDER_DTYPE)
     try:
-        return write_generic(out, orders, [(s["name"], s["tick_size"]) for s in symbols])
+        return write_generic(out, orders, [_symbol_spec(s) for s in symbols])
     except InputError as exc:
         raise UsageError(str(exc)) from None
 
@@ -191,6 +191,26 @@ def _enum_rows() -> list[dict]:
                        ("flag", Flag), ("event", Event), ("reason", Reason)):
         out += [{"type": name, "value": int(m), "name": m.name.lower()} for m in enum]
     return out
+
+
+def _symbol_spec(row: dict):
+    """The SymbolSpec of a ``_symbol_rows`` row: name, tick size and the engine options that
+    differ from ``add_symbol``'s defaults for that tick size (so a flow of plain symbols keeps
+    its old bytes; a catalog without options gives none)."""
+    import json
+
+    from exchange import Engine
+    from scenarios.scenario import ENGINE_OPTIONS, SymbolSpec
+
+    info = row.get("info") or {}
+    if isinstance(info, str):
+        info = json.loads(info) if info else {}
+    probe = Engine()
+    probe.add_symbol("x", tick_size=row["tick_size"])
+    default = probe.config()["symbols"][0]
+    pairs = tuple((k, tuple(tuple(r) for r in info[k]) if k == "tick_table" else info[k])
+                  for k in ENGINE_OPTIONS if k in info and info[k] != default.get(k))
+    return SymbolSpec(row["name"], row["tick_size"], None, pairs)
 
 
 def _symbol_rows(data_dir: str) -> list[dict]:
