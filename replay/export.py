@@ -91,8 +91,8 @@ def export(data_dir: str, tables, out: str, *, fmt: str, symbol: str | None = No
     ``symbol``/``seq`` filter the rows; an SQLite file records them in its ``meta`` table (as
     ``filter_text`` when given: the filter as the user wrote it). Raises UsageError for an
     unknown format or table, several tables outside sqlite, a missing pyarrow (parquet), a
-    value SQLite cannot hold, or (``flow``) orders using a field the generic flow format has no
-    column for (stop_price, display_qty, min_qty, expire_ts); StoreError/OSError if reading or
+    value SQLite cannot hold, or (``flow``) symbol ids that are not 0..n-1 or a symbol id
+    outside the symbol table; StoreError/OSError if reading or
     writing fails. Every other format writes every column of the table.
     """
     tables = (tables,) if isinstance(tables, str) else tuple(tables)
@@ -163,7 +163,8 @@ def _write_parquet(path, data_dir, table, symbol, seq, quiet) -> int:
 
 def _write_flow(data_dir, out, symbol, seq, quiet) -> int:
     """The orders table as a generic order-flow file (CSV, CSV.gz or Parquet by ``out``'s name)
-    with the run's symbol table, so ``exsim simulate --flow csv OUT`` runs the same messages."""
+    with the run's symbol table and each symbol's engine options (tick table, lot, minimum,
+    session close, money), so ``exsim simulate --flow csv OUT`` runs the same market again."""
     import numpy as np
 
     from exchange.errors import InputError
