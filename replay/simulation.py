@@ -251,7 +251,7 @@ def _top(engine, name: str, tick) -> tuple:
 
 
 def _move_into_place(tmp: str, out: str, replace: bool) -> None:
-    if replace:
+    if replace and os.path.lexists(out):
         # why rename first: the old directory disappears only once the new one is complete
         trash = tempfile.mkdtemp(prefix=f".{os.path.basename(out)}.old-", dir=os.path.dirname(out))
         os.rename(out, os.path.join(trash, "old"))

@@ -86,3 +86,12 @@ def test_symbol_options_round_trip_and_old_files_still_load(tmp_path):
         p.write_text(f"# symbols: A=1\n# symbol options: {bad}\nts,symbol,kind,order_id\n1,A,NEW,1\n")
         with pytest.raises(InputError, match=words):
             load_generic(p)
+
+
+def test_simulate_with_replace_into_a_missing_directory_creates_it(tmp_path):
+    o = np.zeros(1, ORDER_DTYPE)
+    o["ts"], o["order_id"], o["qty"], o["price"] = 1, 1, 5, 100
+    simulate(Flow(o, [("A", 1)], "orders", "orders"), str(tmp_path / "new"), durability="none",
+             replace=True)
+    assert read(str(tmp_path / "new"), "orders").size == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new"]
