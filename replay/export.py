@@ -91,8 +91,8 @@ def export(data_dir: str, tables, out: str, *, fmt: str, symbol: str | None = No
     ``symbol``/``seq`` filter the rows; an SQLite file records them in its ``meta`` table (as
     ``filter_text`` when given: the filter as the user wrote it). Raises UsageError for an
     unknown format or table, several tables outside sqlite, a missing pyarrow (parquet), a
-    value SQLite cannot hold, or (``flow``) orders using a field the generic flow format has no
-    column for (stop_price, display_qty, min_qty, expire_ts); StoreError/OSError if reading or
+    value SQLite cannot hold, or (``flow``) symbol ids that are not 0..n-1 or a symbol id
+    outside the symbol table; StoreError/OSError if reading or
     writing fails. Every other format writes every column of the table.
     """
     tables = (tables,) if isinstance(tables, str) else tuple(tables)
@@ -163,7 +163,8 @@ def _write_parquet(path, data_dir, table, symbol, seq, quiet) -> int:
 
 def _write_flow(data_dir, out, symbol, seq, quiet) -> int:
     """The orders table as a generic order-flow file (CSV, CSV.gz or Parquet by ``out``'s name)
-    with the run's symbol table, so ``exsim simulate --flow csv OUT`` runs the same messages."""
+    with the run's symbol table and each symbol's engine options (tick table, lot, minimum,
+    session close, money), so ``exsim simulate --flow csv OUT`` runs the same market again."""
     import numpy as np
 
     from exchange.errors import InputError
@@ -178,7 +179,7 @@ def _write_flow(data_dir, out, symbol, seq, quiet) -> int:
     parts = [orders_without_seq(rows) for rows in _chunks(data_dir, "orders", symbol, seq, quiet)]
     orders = np.concatenate(parts) if parts else np.zeros(0, ORDER_DTYPE)
     try:
-        return write_generic(out, orders, [(s["name"], s["tick_size"]) for s in symbols])
+        return write_generic(out, orders, [_symbol_spec(s) for s in symbols])
     except InputError as exc:
         raise UsageError(str(exc)) from None
 
@@ -191,6 +192,26 @@ def _enum_rows() -> list[dict]:
                        ("flag", Flag), ("event", Event), ("reason", Reason)):
         out += [{"type": name, "value": int(m), "name": m.name.lower()} for m in enum]
     return out
+
+
+def _symbol_spec(row: dict):
+    """The SymbolSpec of a ``_symbol_rows`` row: name, tick size and the engine options that
+    differ from ``add_symbol``'s defaults for that tick size (so a flow of plain symbols keeps
+    its old bytes; a catalog without options gives none)."""
+    import json
+
+    from exchange import Engine
+    from scenarios.scenario import ENGINE_OPTIONS, SymbolSpec
+
+    info = row.get("info") or {}
+    if isinstance(info, str):
+        info = json.loads(info) if info else {}
+    probe = Engine()
+    probe.add_symbol("x", tick_size=row["tick_size"])
+    default = probe.config()["symbols"][0]
+    pairs = tuple((k, tuple(tuple(r) for r in info[k]) if k == "tick_table" else info[k])
+                  for k in ENGINE_OPTIONS if k in info and info[k] != default.get(k))
+    return SymbolSpec(row["name"], row["tick_size"], None, pairs)
 
 
 def _symbol_rows(data_dir: str) -> list[dict]:

@@ -172,8 +172,9 @@ def simulate(flow, out: str, *, batch: int = 10_000, durability: str = "fsync", 
         # a scenario file's symbols carry their tick tables, lots, session close and money
         flow.scenario.add_symbols(engine)
     else:
-        for name, tick in symbols:
-            engine.add_symbol(name, tick_size=tick)
+        for name, tick, *options in symbols:
+            # an entry is (name, tick size) or (name, tick size, add_symbol options dict)
+            engine.add_symbol(name, tick_size=tick, **(options[0] if options else {}))
     compile_seconds = warm_up(stp, durability)
     out = os.path.abspath(out)
     # why the create tag: a killed simulate leaves its hidden directory behind; named like a
@@ -207,7 +208,7 @@ def simulate(flow, out: str, *, batch: int = 10_000, durability: str = "fsync", 
         finally:
             session.close()
         seconds = time.perf_counter() - t0
-        top = [_top(engine, name, tick) for name, tick in symbols]
+        top = [_top(engine, name, tick) for name, tick, *_ in symbols]
         _move_into_place(tmp, out, replace)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -250,7 +251,7 @@ def _top(engine, name: str, tick) -> tuple:
 
 
 def _move_into_place(tmp: str, out: str, replace: bool) -> None:
-    if replace:
+    if replace and os.path.lexists(out):
         # why rename first: the old directory disappears only once the new one is complete
         trash = tempfile.mkdtemp(prefix=f".{os.path.basename(out)}.old-", dir=os.path.dirname(out))
         os.rename(out, os.path.join(trash, "old"))

@@ -40,6 +40,7 @@ expiry             nothing is filled, cancelled or modified at or after its expi
                    (expiry, order id) order, and none is live past it at the end
 tick_lot           no accepted NEW or MODIFY has a price or stop price off the symbol's tick
                    table, a quantity off its lot size, or a quantity below its minimum
+min_qty            an accepted NEW with a minimum quantity filled at least that much on entry
 =================  =============================================================================
 
 Speed (10M-message bench_replay run, 1.98M fills, one symbol): the checking kernel costs about
@@ -60,8 +61,8 @@ Limits: ``violations`` keeps the first ``max_violations`` rows (in symbol, then 
 ``summary["violations"]`` counts all. Rejects are checked only where the book decides them
 (unknown or live ids, NOT_OWNER); field validation (bad qty, band, flags, display or minimum
 quantities, expiries) and the STOP_PRICE_REACHED / FOK / MIN_QTY_CANNOT_FILL rejects are the
-engine tests' business (an accepted order that breaks the tick table, lot or stop rules is
-caught). Stops are checked against the last trade price after each order (docs/semantics.md
+engine tests' business (an accepted order that breaks the tick table, lot, stop, FOK or
+minimum-quantity rules is caught). Stops are checked against the last trade price after each order (docs/semantics.md
 "Stops"): a trade through a stop's price earlier in the same order's sweep does not release it.
 """
 

@@ -378,6 +378,10 @@ def check_symbol(orders, fills, l2, events, i_end, known, stp, final, ost, lst, 
                                                    ep + 1, e_hi, ost, ext, lst, oid, htab,
                                                    ladder, ladlv, touched, meta, vrows, vids,
                                                    counts)
+                        mq = np.int64(m.min_qty)
+                        if mq > 0 and ost[x, O_FILLED] < mq:   # min_qty holds on entry only
+                            _viol(vrows, vids, counts, meta, R_MIN_QTY, D_MIN_QTY_UNFILLED, seq,
+                                  m.order_id, mq, ost[x, O_FILLED], 0, 0)
                         if not (room and _end_incoming(x, ended, seq, ost, ext, lst, oid, htab,
                                                        ladder, ladlv, touched, meta, vrows,
                                                        vids, counts)):

@@ -295,9 +295,9 @@ def _expire(ev, seq, ts, ost, ext, lst, htab, ladder, ladlv, touched, meta, vrow
               0, 0)
     if meta[M_EXP_SEQ] == seq and (e < meta[M_EXP_E] or (
             e == meta[M_EXP_E] and key < np.uint64(meta[M_EXP_ID]))):
-        _viol(vrows, vids, counts, meta, R_EXPIRY, D_EXPIRY_ORDER, seq, key, e, meta[M_EXP_E],
-              0, 0)
-        # the id as a signed field of the detail: the formatter shows it unsigned
+        # the previous id as the signed field a: the formatter shows it unsigned ({ua})
+        _viol(vrows, vids, counts, meta, R_EXPIRY, D_EXPIRY_ORDER, seq, key, meta[M_EXP_ID], e,
+              meta[M_EXP_E], 0)
     meta[M_EXP_SEQ], meta[M_EXP_E], meta[M_EXP_ID] = seq, e, np.int64(key)
     if ev.leaves_qty != 0 or np.int64(ev.filled_qty) != ost[s, O_FILLED]:
         _viol(vrows, vids, counts, meta, R_EVENTS, D_REPORT_QTY, seq, key,

@@ -21,10 +21,10 @@ guard(__name__, __file__, deps=("replay.verifier_book", "exchange.schema"))
 RULES = ("stream", "row_fields", "order_live", "opposite_sides", "price_limits", "resting_price",
          "fifo", "overfill", "conservation", "l2_totals", "events_fills", "crossed_book",
          "reject", "order_type", "self_trade", "ownership", "stops", "icebergs", "expiry",
-         "tick_lot")
+         "tick_lot", "min_qty")
 (R_STREAM, R_FIELDS, R_LIVE, R_SIDES, R_LIMITS, R_RPRICE, R_FIFO, R_OVERFILL, R_CONSERVE, R_L2,
  R_EVENTS, R_CROSSED, R_REJECT, R_OTYPE, R_STP, R_OWNER, R_STOPS, R_ICE, R_EXPIRY,
- R_TICK) = range(len(RULES))
+ R_TICK, R_MIN_QTY) = range(len(RULES))
 
 
 # detail code -> (rule, template over order_id, a, b, c, d); formatted by replay.verifier
@@ -89,12 +89,13 @@ DETAILS = (
     (R_EXPIRY, "order {oid} filled at ts {b}, at or after its expiry {a}"),
     (R_EXPIRY, "order {oid} expired at ts {b}, before its expiry {a} (0: it has none)"),
     (R_EXPIRY, "order {oid} (expiry {a}) expired late: it was still live at ts {b}"),
-    (R_EXPIRY, "expiry of order {oid} (expiry {a}) out of order after order {ua} (expiry {b})"),
+    (R_EXPIRY, "expiry of order {oid} (expiry {b}) out of order after order {ua} (expiry {c})"),
     (R_EXPIRY, "EXPIRED cancel of order {oid}, which is not live"),
     (R_EXPIRY, "order {oid} cancelled or modified at ts {b}, at or after its expiry {a}"),
     (R_EXPIRY, "order {oid} (expiry {a}) is still live at the symbol's last ts {b}"),
     (R_TICK, "accepted order {oid}: price {a} or stop price {b} off the tick table, or qty {c} "
              "off lot {d} or below the minimum"),
+    (R_MIN_QTY, "accepted order {oid} with minimum quantity {a} filled only {b} on entry"),
 )
 (D_ROW_NO_MSG, D_TRADE_ID, D_TS, D_TRADERS, D_NO_EVENT, D_FIRST_WRONG_ORDER, D_REJECT_EFFECTS,
  D_REJ_UNKNOWN_SYMBOL, D_REJ_UNKNOWN_ID, D_REJ_DUPLICATE, D_UNKNOWN_SYMBOL_NOT_REJECTED,
@@ -107,7 +108,7 @@ DETAILS = (
  D_FILLED_BEFORE_TRIGGER, D_TRIGGER_NOT_PENDING, D_TRIGGER_UNREACHED, D_RELEASE_ORDER,
  D_NOT_TRIGGERED, D_STOP_REACHED_ACCEPTED, D_ICE_FILL, D_ICE_L2, D_ICE_FIFO, D_FILLED_EXPIRED,
  D_EXPIRED_EARLY, D_EXPIRED_LATE, D_EXPIRY_ORDER, D_EXPIRED_NOT_LIVE, D_ACTED_EXPIRED,
- D_NOT_EXPIRED, D_OFF_GRID) = range(len(DETAILS))
+ D_NOT_EXPIRED, D_OFF_GRID, D_MIN_QTY_UNFILLED) = range(len(DETAILS))
 
 
 _ACCEPTED, _REJECTED, _PARTIAL, _FILLED, _CANCELLED, _MODIFIED, _TRIGGERED = (

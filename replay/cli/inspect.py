@@ -68,7 +68,12 @@ def register(sub, parents, formatter) -> None:
         description="Check the stored deals against the stored orders with code independent of the "
                     "engine: both orders\nexisted and were live, opposite sides, price within both "
                     "limits and equal to the resting\norder's, FIFO at each level, no overfill, "
-                    "quantities conserved, L2 totals equal to the resting\norders. Prints a summary "
+                    "quantities conserved, L2 totals equal to the resting\norders, execution "
+                    "reports agree with fills, no crossed book, rejects and order types\n(IOC, "
+                    "FOK, post-only) as documented, self-trade prevention, ownership, stops "
+                    "triggered\nand released as documented, icebergs showing only their slice, "
+                    "GTD/DAY expiry, tick table\nand lot size, minimum quantity filled on entry. "
+                    "\n" + _rule_names() + "\nPrints a summary "
                     "and each violation with its seq; exit status 1 if there is any.",
         epilog="example:\n  exsim verify runs/default\n  exsim verify runs/default --limit 100\n")
     p.add_argument("dir", metavar="DIR", help="data directory")
@@ -223,13 +228,42 @@ def cmd_book(args) -> int:
             key = (int(o["side"]), int(o["price"]))
             pos = pos + 1 if key == last else 1   # queue position within its level
             last = key
+            # qty is the displayed part; an iceberg's reserve (hidden) is not in the L2 totals
             rows.append((Side(int(o["side"])).name.lower(), int(o["price"]), pos, int(o["order_id"]),
-                         f"{int(o['qty']):,}", f"{int(o['filled']):,}", int(o["trader"])))
-        print_table(["side", "price", "queue", "order_id", "qty", "filled", "trader"], rows,
-                    right=[False, True, True, True, True, True, True],
+                         f"{int(o['qty']):,}", f"{int(o['hidden']):,}",
+                         f"{int(o['display_qty']):,}" if o["display_qty"] else "",
+                         f"{int(o['filled']):,}", int(o["trader"])))
+        print_table(["side", "price", "queue", "order_id", "qty", "hidden", "display", "filled",
+                     "trader"], rows, right=[False] + [True] * 8,
                     title=f"live orders (L3) at these levels: {len(rows):,} of {len(view.orders):,}, "
-                          "bids best first then asks, FIFO")
+                          "bids best first then asks, FIFO; qty shown, hidden the iceberg reserve")
+        if view.stops is not None:
+            print()
+            _print_stops(view.stops)
     return EXIT_OK
+
+
+def _print_stops(stops) -> None:
+    """Print the pending stops (L3_DTYPE rows, in release order): they are outside the book."""
+    from exchange.schema import OrderType, Side
+    rows = [(Side(int(o["side"])).name.lower(), int(o["stop_price"]),
+             int(o["price"]) if int(o["order_type"]) == int(OrderType.STOP_LIMIT) else "market",
+             int(o["order_id"]), f"{int(o['qty']):,}", int(o["trader"])) for o in stops]
+    print_table(["side", "stop_price", "limit", "order_id", "qty", "trader"], rows,
+                right=[False, True, True, True, True, True],
+                title=f"pending stops (outside the book): {len(rows):,}, release order "
+                      "(buys by rising stop price, then sells by falling)")
+    if not rows:
+        print("(no pending stops)")
+
+
+def _rule_names() -> str:
+    """Return verify's rule names (``replay.verifier_rules.RULES``; no kernel is compiled to
+    print the help) as lines of at most 96 characters."""
+    import textwrap
+
+    from replay.verifier_rules import RULES
+    return "\n".join(textwrap.wrap("Rules: " + ", ".join(RULES) + ".", 96))
 
 
 # -- verify, rerun -----------------------------------------------------------------------------

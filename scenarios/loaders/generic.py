@@ -36,7 +36,12 @@ word or number that does not parse, a value outside its field's range.
 Symbol table: a CSV may start with ``# symbols: NAME=TICK_SIZE,NAME=TICK_SIZE`` (ids in that
 order); Parquet keeps the same text in its schema metadata key ``exsim.symbols``. Without one,
 symbols get ids in order of first appearance and tick size 1; with one, a name outside it is an
-error. Other lines starting with ``#`` are comments. ``decimal_prices=True`` reads ``price`` as a
+error. A CSV may follow it with ``# symbol options: {JSON}`` (Parquet: metadata key
+``exsim.symbol_options``): per symbol name, its ``Engine.add_symbol`` options (the keys of
+``scenarios.scenario.ENGINE_OPTIONS``: tick table, lot size, minimum, session close, money),
+which land in ``SymbolSpec.options``; a reader that does not know the line takes it for a
+comment, and a file without it reads as before (no options). Other lines starting with ``#`` are
+comments. ``decimal_prices=True`` reads ``price`` as a
 decimal price and converts it to ticks of the symbol's tick size, exactly (a price that is not a
 whole number of ticks is an error).
 
@@ -58,9 +63,9 @@ from exchange.errors import InputError
 from exchange.schema import ORDER_DTYPE, Flag, Kind, OrderType, Side, Tif
 
 from scenarios.loaders._parse import column_decimal, fill_owners
-from scenarios.scenario import SymbolSpec
+from scenarios.scenario import ENGINE_OPTIONS, SymbolSpec
 
-__all__ = ["load_generic", "write_generic", "GenericFlow", "COLUMNS", "SYMBOLS_KEY"]
+__all__ = ["load_generic", "write_generic", "GenericFlow", "COLUMNS", "SYMBOLS_KEY", "OPTIONS_KEY"]
 
 COLUMNS = ("ts", "symbol", "kind", "side", "type", "tif", "order_id", "price", "qty", "trader", "flags",
            "stop_price", "display_qty", "min_qty", "expire_ts")
@@ -68,6 +73,7 @@ _OPTIONAL_INTS = ("stop_price", "display_qty", "min_qty", "expire_ts")   # empty
 _BASE_COLUMNS = COLUMNS[:11]   # what the writer always writes; the optional ones when non-zero
 _REQUIRED = ("ts", "symbol", "kind", "order_id")
 SYMBOLS_KEY = "exsim.symbols"
+OPTIONS_KEY = "exsim.symbol_options"
 _WORDS = {
     "kind": {k.name: int(k) for k in Kind},
     "side": {**{s.name: int(s) for s in Side}, "B": 0, "S": 1},
@@ -107,6 +113,49 @@ def _parse_symbols(path: str, text: str, where: str) -> list[SymbolSpec]:
     return out
 
 
+def _apply_options(path: str, table, text: str, where: str):
+    """Return ``table`` (SymbolSpecs) with the options of a ``symbol options`` JSON ``text``.
+
+    Raises InputError for text that is not a JSON object of known names to objects of
+    ENGINE_OPTIONS keys, or options without a symbol table."""
+    import json
+
+    try:
+        given = json.loads(text)
+    except ValueError as exc:
+        raise InputError(f"{path}, {where}: symbol options are not JSON ({exc})") from exc
+    if not isinstance(given, dict) or not all(isinstance(v, dict) for v in given.values()):
+        raise InputError(f"{path}, {where}: symbol options should be a JSON object of "
+                         "symbol name -> object of options")
+    if table is None:
+        raise InputError(f"{path}, {where}: symbol options without a symbols table before them")
+    names = {t.name for t in table}
+    for name, opts in given.items():
+        if name not in names:
+            raise InputError(f"{path}, {where}: symbol options name {name!r}, which is not in "
+                             "the symbols table")
+        bad = sorted(set(opts) - set(ENGINE_OPTIONS))
+        if bad:
+            raise InputError(f"{path}, {where}: unknown option {bad[0]!r} of symbol {name!r} "
+                             f"(known: {', '.join(ENGINE_OPTIONS)})")
+    out = []
+    for t in table:
+        opts = given.get(t.name, {})
+        pairs = tuple((k, tuple(tuple(r) for r in opts[k]) if k == "tick_table" else opts[k])
+                      for k in ENGINE_OPTIONS if k in opts)
+        out.append(SymbolSpec(t.name, t.tick_size, t.mid, pairs) if pairs else t)
+    return out
+
+
+def _options_text(specs) -> str | None:
+    """The ``symbol options`` JSON of ``specs``, None when no symbol has options."""
+    import json
+
+    given = {s.name: {k: [list(r) for r in v] if k == "tick_table" else v for k, v in s.options}
+             for s in specs if s.options}
+    return json.dumps(given, separators=(",", ":")) if given else None
+
+
 def _num(t: Decimal):
     return int(t) if t == t.to_integral_value() else float(t)
 
@@ -133,6 +182,8 @@ def _read_csv(path: str):
             body = s[1:].strip()
             if body.lower().startswith("symbols:") and header is None:
                 table = _parse_symbols(path, body[8:], f"line {n}")
+            elif body.lower().startswith("symbol options:") and header is None:
+                table = _apply_options(path, table, body[15:], f"line {n}")
             continue
         if header is None:
             header = [c.strip().lower() for c in s.split(",")]
@@ -172,6 +223,9 @@ def _read_parquet(path: str):
     meta = t.schema.metadata or {}
     raw = meta.get(SYMBOLS_KEY.encode())
     table = _parse_symbols(path, raw.decode("utf-8", "replace"), "schema metadata") if raw is not None else None
+    raw = meta.get(OPTIONS_KEY.encode())
+    if raw is not None:
+        table = _apply_options(path, table, raw.decode("utf-8", "replace"), "schema metadata")
     cols = {}
     for name, h in zip(t.column_names, header):
         c = t.column(name).to_numpy(zero_copy_only=False)
@@ -310,7 +364,8 @@ def _word_column(values: np.ndarray, enum_words: dict[str, int]) -> list[str]:
 
 def write_generic(path: str | os.PathLike, orders: np.ndarray, symbols) -> int:
     """Write ORDER_DTYPE ``orders`` as a generic flow (CSV, CSV.gz or Parquet by the name) with its
-    symbol table (SymbolSpec or (name, tick_size) per symbol id); return the rows written.
+    symbol table (SymbolSpec or (name, tick_size) per symbol id; a SymbolSpec's options are
+    written as the ``symbol options`` line); return the rows written.
 
     The file is written beside its target and renamed into place. Raises InputError for a symbol
     id outside the table or Parquet without pyarrow; OSError if the file cannot be written.
@@ -342,6 +397,8 @@ def write_generic(path: str | os.PathLike, orders: np.ndarray, symbols) -> int:
             opener = gzip.open if path.endswith(".gz") else open
             with opener(tmp, "wt", encoding="utf-8", newline="") as fh:
                 fh.write(f"# symbols: {_symbols_text(specs)}\n")
+                if _options_text(specs) is not None:
+                    fh.write(f"# symbol options: {_options_text(specs)}\n")
                 fh.write(",".join(columns) + "\n")
                 rows = zip(*(map(str, cols[c]) for c in columns))
                 fh.writelines(",".join(r) + "\n" for r in rows)
@@ -361,6 +418,8 @@ def _write_parquet(tmp, cols, columns, specs, path):
     types = {"ts": pa.int64(), "order_id": pa.uint64(), "price": pa.int64(), "qty": pa.int64(),
              "trader": pa.uint32(), **{c: pa.int64() for c in _OPTIONAL_INTS}}
     arrays = [pa.array(cols[c], type=types.get(c, pa.string())) for c in columns]
-    schema = pa.schema([(c, a.type) for c, a in zip(columns, arrays)],
-                       metadata={SYMBOLS_KEY: _symbols_text(specs)})
+    meta = {SYMBOLS_KEY: _symbols_text(specs)}
+    if _options_text(specs) is not None:
+        meta[OPTIONS_KEY] = _options_text(specs)
+    schema = pa.schema([(c, a.type) for c, a in zip(columns, arrays)], metadata=meta)
     pq.write_table(pa.Table.from_arrays(arrays, schema=schema), tmp)
