@@ -127,7 +127,7 @@ class Scenario:
     symbols: tuple[SymbolSpec, ...] = ()
     description: str = ""
     source: str = ""
-    venue: tuple = ()      # the [venue] table's (key, value) pairs in VENUE_KEYS order
+    venue: tuple | None = None   # the [venue] table's (key, value) pairs in VENUE_KEYS order
 
     def _function(self):
         mod, fn = GENERATORS[self.generator]
@@ -149,7 +149,7 @@ class Scenario:
             orders = self._function()(seed=self.seed, n_symbols=len(self.symbols), **kwargs)
         except UsageError as e:
             raise UsageError(f"{self.source or self.name}: [params]: {e}") from None
-        if self.venue:
+        if self.venue is not None:
             from scenarios.generators.venue_mix import venue_mix
 
             try:
@@ -177,7 +177,7 @@ class Scenario:
             "symbols": [s.describe() for s in self.symbols],
             "source": self.source,
         }
-        if self.venue:   # absent otherwise, so older files describe and digest as before
+        if self.venue is not None:   # absent otherwise, so older files describe and digest as before
             d["venue"] = dict(self.venue)
         canon = {k: d[k] for k in ("generator", "seed", "params", "symbols", "venue") if k in d}
         d["sha256"] = hashlib.sha256(json.dumps(canon, sort_keys=True).encode()).hexdigest()
@@ -203,7 +203,7 @@ class Scenario:
         if not isinstance(params, dict):
             raise InputError(f"{source}: key 'params' should be a table of generator arguments")
         symbols = _parse_symbols(data.get("symbols"), source)
-        venue = _parse_venue(data["venue"], source) if "venue" in data else ()
+        venue = _parse_venue(data["venue"], source) if "venue" in data else None
         sc = cls(name=str(data.get("name") or Path(source).stem), generator=gen, seed=seed,
                  params=dict(params), symbols=symbols, description=str(data.get("description", "")),
                  source=source, venue=venue)
