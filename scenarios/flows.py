@@ -31,6 +31,12 @@ Invariants:
 - ``Flow.symbols`` lists (name, tick size) in symbol-id order, or is None when the source names
   no symbols (a bare array, a data directory whose ids are not 0..n-1); a streamed flow's are
   known before its first batch and are those the whole load would give.
+- ``Flow.specs`` lists the ``Engine.add_symbol`` keyword dicts of those symbols with every option
+  the source records (a scenario file's tick tables, lots, session close and money; a data
+  directory's stored run config), or is None when the source records only names and ticks; when
+  set, its names and ticks are ``symbols``. ``Flow.engine`` holds the ``Engine()`` options (stp,
+  ownership) a data directory's run was made with, None for every other source: a consumer that
+  re-matches a stored run with them (and ``specs``) runs the recorded market, not another one.
 - A file's symbol name comes from ``symbol_from_file`` (``symbol=`` overrides it); LOBSTER ticks
   are ``lobster.TICK_SIZE``, Binance ticks ``binance.DEFAULT_TICK``.
 - Errors: UsageError for a source of the wrong kind or a ``seed``/``symbol`` it cannot take,
@@ -80,6 +86,8 @@ class Flow:
     l2: binance.BinanceData | None = None        # a Binance capture's L2 data
     tick: str | None = None                      # a Binance capture's tick, as a decimal string
     batches: Callable[..., Iterator[np.ndarray]] | None = None   # a streamed flow's (iter_batches)
+    specs: list[dict] | None = None              # add_symbol keyword dicts by id (module docstring)
+    engine: dict | None = None                   # a stored run's Engine() options (stp, ownership)
 
     @property
     def streamed(self) -> bool:
@@ -159,7 +167,8 @@ def open_flow(source, *, fmt: str | None = None, symbol: str | None = None,
             raise UsageError(f"seed must be >= 0, got {seed}")
         flow = dataclasses.replace(flow, seed=seed)
     return Flow(flow.generate(), [(s.name, s.tick_size) for s in flow.symbols], flow.name,
-                "scenario", source=flow.source or None, seed=flow.seed, scenario=flow)
+                "scenario", source=flow.source or None, seed=flow.seed, scenario=flow,
+                specs=[s.engine_options() for s in flow.symbols])
 
 
 @dataclass(frozen=True)
@@ -342,7 +351,7 @@ def _generic(path: str, fmt: str, symbol: str | None) -> Flow:
 
 def _data_dir(path: str) -> Flow:
     """The journaled orders of a data directory, with its catalog's symbols when their ids are
-    0..n-1 (the engine numbers symbols that way)."""
+    0..n-1 (the engine numbers symbols that way) and the run's engine config (``_stored_config``)."""
     from store import Catalog, read
     from store.tables import orders_without_seq
 
@@ -350,10 +359,39 @@ def _data_dir(path: str) -> Flow:
     cat = Catalog(path, readonly=True)
     try:
         syms = cat.symbols()
+        runs = cat.runs()[:1]
     finally:
         cat.close()
-    symbols = None
+    symbols = specs = None
     if [s["id"] for s in syms] == list(range(len(syms))):
         symbols = [(s["name"], s["tick_size"]) for s in syms]
+    config = runs[0]["engine_options"] if runs else None
+    engine, specs = _stored_config(config, symbols)
     return Flow(orders, symbols, f"data_dir:{os.path.basename(os.path.abspath(path))}", "data_dir",
-                source=path, files=[os.path.abspath(path)])
+                source=path, files=[os.path.abspath(path)], specs=specs, engine=engine)
+
+
+_ENGINE_KEYS = ("stp", "ownership")
+
+
+def _stored_config(config, symbols) -> tuple[dict | None, list[dict] | None]:
+    """Return (Engine() options, add_symbol specs) of a run's stored ``engine_options`` (the
+    catalog's ``Engine.config()``; the first run's, which the run's first checkpoint matches).
+
+    why the fallbacks: catalogs written before a key existed lack it (no "ownership": the run
+    had none, as ``Engine.from_config`` reads it; a bare stp string: the oldest layout), and a
+    config whose symbols are not the symbols table's (by name and tick, in id order) describes
+    another engine, so the flow then carries names and ticks only (specs None)."""
+    if isinstance(config, str):
+        return {"stp": config}, None
+    if not isinstance(config, dict):
+        return None, None
+    engine = {k: config[k] for k in _ENGINE_KEYS if k in config}
+    if "stp" in engine:
+        engine.setdefault("ownership", False)
+    rows = config.get("symbols")
+    if symbols is None or not isinstance(rows, list) or len(rows) != len(symbols) \
+            or not all(isinstance(r, dict) and (r.get("name"), r.get("tick_size")) == sym
+                       for r, sym in zip(rows, symbols)):
+        return engine or None, None
+    return engine or None, [{k: v for k, v in r.items() if k != "id"} for r in rows]

@@ -27,6 +27,17 @@ File format (TOML shown; JSON has the same keys)::
     [[symbols]]                      # ``count = k`` expands one table into k symbols
     name = "S"                       # named S000, S001, ... (zero-padded to the width of k-1)
     count = 100
+    [venue]                          # optional: venue order types (scenarios.generators.venue_mix)
+    stop_share = 0.1                 # share of NEW limits made stops / stop-limits
+    iceberg_share = 0.1              # ... icebergs
+    gtd_share = 0.1                  # ... GTD orders, living U(1, expire_max_ns) ns
+    expire_max_ns = 10_000_000
+
+Generation: the generator's flow, then (with a [venue] table) ``venue_mix`` seeded with the
+scenario's seed and the table's keys (a key left out takes venue_mix's default), then (when a
+symbol gives ``lot_size``, ``min_order_qty`` or ``tick_table``) ``scenarios.fit.fit_to_symbols``,
+which rounds sizes up to the lot and minimum and moves prices onto the tick grid toward the
+passive side, so the engine takes the messages instead of rejecting them.
 
 Invariants: symbols get engine ids in file order, so ``add_symbols`` on a fresh engine maps the
 generator's symbol ids 0..k-1 onto them, with every engine option the file gives (an option the
@@ -34,7 +45,8 @@ file leaves out is the engine's default and is not passed, nor written by ``desc
 without options describe and digest as before). A file is validated whole before anything is generated:
 unknown keys, an unknown generator, a parameter the generator does not take or a bad symbol
 option value raise InputError naming the file, the symbol table and the key (and the line, for
-TOML syntax errors).
+TOML syntax errors); so does a bad [venue] key or value. A file without [venue] and without
+lot, minimum or tick table generates, describes and digests as it did before these existed.
 """
 
 from __future__ import annotations
@@ -64,7 +76,11 @@ GENERATORS: dict[str, tuple[str, str]] = {
     "hawkes": ("scenarios.generators.hawkes", "hawkes_flow"),
 }
 
-_TOP_KEYS = {"name", "description", "generator", "seed", "params", "symbols"}
+_TOP_KEYS = {"name", "description", "generator", "seed", "params", "symbols", "venue"}
+# the keys of a [venue] table (venue_mix's keyword arguments)
+VENUE_KEYS = ("stop_share", "iceberg_share", "gtd_share", "expire_max_ns")
+_SHARES = VENUE_KEYS[:3]
+_FIT_OPTIONS = ("lot_size", "min_order_qty", "tick_table")
 # the engine options of a symbol a file may give, in Engine.add_symbol's order
 ENGINE_OPTIONS = ("tick_table", "lot_size", "min_order_qty", "session_close", "currency",
                   "tick_value", "maker_bps", "taker_bps")
@@ -111,6 +127,7 @@ class Scenario:
     symbols: tuple[SymbolSpec, ...] = ()
     description: str = ""
     source: str = ""
+    venue: tuple | None = None   # the [venue] table's (key, value) pairs in VENUE_KEYS order
 
     def _function(self):
         mod, fn = GENERATORS[self.generator]
@@ -129,9 +146,21 @@ class Scenario:
                 raise InputError(f"{self.source or self.name}: give 'mid' for every symbol or for none")
             kwargs["mid_start"] = np.array(mids, np.int64)
         try:
-            return self._function()(seed=self.seed, n_symbols=len(self.symbols), **kwargs)
+            orders = self._function()(seed=self.seed, n_symbols=len(self.symbols), **kwargs)
         except UsageError as e:
             raise UsageError(f"{self.source or self.name}: [params]: {e}") from None
+        if self.venue is not None:
+            from scenarios.generators.venue_mix import venue_mix
+
+            try:
+                orders = venue_mix(orders, self.seed, **dict(self.venue))
+            except UsageError as e:
+                raise UsageError(f"{self.source or self.name}: [venue]: {e}") from None
+        if any(k in _FIT_OPTIONS for s in self.symbols for k, _ in s.options):
+            from scenarios.fit import fit_to_symbols
+
+            orders = fit_to_symbols(orders, [s.engine_options() for s in self.symbols])
+        return orders
 
     def add_symbols(self, engine) -> list[int]:
         """Register the scenario's symbols on ``engine`` in order; return their symbol ids."""
@@ -148,7 +177,9 @@ class Scenario:
             "symbols": [s.describe() for s in self.symbols],
             "source": self.source,
         }
-        canon = {k: d[k] for k in ("generator", "seed", "params", "symbols")}
+        if self.venue is not None:   # absent otherwise, so older files describe and digest as before
+            d["venue"] = dict(self.venue)
+        canon = {k: d[k] for k in ("generator", "seed", "params", "symbols", "venue") if k in d}
         d["sha256"] = hashlib.sha256(json.dumps(canon, sort_keys=True).encode()).hexdigest()
         return d
 
@@ -172,9 +203,10 @@ class Scenario:
         if not isinstance(params, dict):
             raise InputError(f"{source}: key 'params' should be a table of generator arguments")
         symbols = _parse_symbols(data.get("symbols"), source)
+        venue = _parse_venue(data["venue"], source) if "venue" in data else None
         sc = cls(name=str(data.get("name") or Path(source).stem), generator=gen, seed=seed,
                  params=dict(params), symbols=symbols, description=str(data.get("description", "")),
-                 source=source)
+                 source=source, venue=venue)
         fn = sc._function()
         sig = inspect.signature(fn)
         taken = {name for name, p in sig.parameters.items() if p.kind != p.VAR_KEYWORD}
@@ -229,6 +261,33 @@ def _parse_symbols(raw, source: str) -> tuple[SymbolSpec, ...]:
     if len(set(names)) != len(names):
         raise InputError(f"{source}: symbol names must be unique")
     return tuple(out)
+
+
+def _parse_venue(raw, source: str) -> tuple:
+    """Return the checked (key, value) pairs of a [venue] table in VENUE_KEYS order.
+    Raises InputError naming ``source`` and the key for an unknown key or a bad value."""
+    where = f"{source}: [venue]"
+    if not isinstance(raw, dict):
+        raise InputError(f"{where}: expected a table of {', '.join(VENUE_KEYS)}; got {raw!r}")
+    unknown = set(raw) - set(VENUE_KEYS)
+    if unknown:
+        raise InputError(f"{where}: unknown key(s) {sorted(unknown)}; expected some of "
+                         f"{list(VENUE_KEYS)}")
+    for key in _SHARES:
+        if key in raw and not (_is_number(raw[key]) and 0 <= raw[key] <= 1):
+            raise InputError(f"{where}: {key!r} should be a number in [0, 1], got {raw[key]!r}")
+    from scenarios.generators.venue_mix import venue_mix
+
+    defaults = {k: p.default for k, p in inspect.signature(venue_mix).parameters.items()}
+    total = sum(raw.get(k, defaults[k]) for k in _SHARES)
+    if total > 1:
+        raise InputError(f"{where}: 'stop_share' + 'iceberg_share' + 'gtd_share' (a key left "
+                         f"out takes venue_mix's default) should be <= 1, got {total}")
+    if "expire_max_ns" in raw and not (_is_int(raw["expire_max_ns"])
+                                       and 1 <= raw["expire_max_ns"] < 2**62):
+        raise InputError(f"{where}: 'expire_max_ns' should be an integer number of ns in "
+                         f"[1, 2^62), got {raw['expire_max_ns']!r}")
+    return tuple((k, raw[k]) for k in VENUE_KEYS if k in raw)
 
 
 def _is_int(v) -> bool:

@@ -74,7 +74,10 @@ def _load_flow(flow):
     flow input ``scenarios.open_flow`` takes, or an ``L2Flow``. A Binance capture becomes an
     L2Flow (its aggregate levels); names, ticks and specs are None when the flow names no
     symbols. Specs are ``Engine.add_symbol`` keyword dicts by symbol id: a scenario's carry every
-    option its file gives (``SymbolSpec.engine_options``), other flows' only name and tick size."""
+    option its file gives (``SymbolSpec.engine_options``), a data directory's every option of its
+    stored run config (``Flow.specs``), other flows' only name and tick size. A data directory's
+    description also holds "engine_options": the ``Engine()`` options (stp, ownership) its run
+    was made with."""
     from scenarios import open_flow
     from replay.backtesting.l2queue import L2Flow
 
@@ -82,15 +85,18 @@ def _load_flow(flow):
         return flow, [flow.name], [flow.tick_size], {"kind": "l2"}, None
     f = open_flow(flow)
     if f.scenario is not None:
-        specs = [s.engine_options() for s in f.scenario.symbols]
-        return f.orders, f.names, f.ticks, {"scenario": f.scenario.describe()}, specs
+        return f.orders, f.names, f.ticks, {"scenario": f.scenario.describe()}, f.specs
     kind = "binance_l2" if f.l2 is not None else f.kind
     info = {"kind": kind} if f.source is None else {"source": f.source, "kind": kind}
+    if f.engine is not None:
+        info["engine_options"] = dict(f.engine)
     if f.l2 is not None:
         (name, tick), = f.symbols
         l2 = L2Flow.from_binance(f.l2, name, tick)
         return l2, [l2.name], [l2.tick_size], info, None
-    specs = None if f.symbols is None else [{"name": n, "tick_size": t} for n, t in f.symbols]
+    specs = f.specs
+    if specs is None and f.symbols is not None:
+        specs = [{"name": n, "tick_size": t} for n, t in f.symbols]
     return f.orders, f.names, f.ticks, info, specs
 
 
@@ -154,7 +160,8 @@ class _Driver:
         self._bind_callbacks()
 
     # called by Context
-    def send(self, kind, side, oid, price, qty, tif, flags, otype, local) -> None:
+    def send(self, kind, side, oid, price, qty, tif, flags, otype, local, stop_price=0,
+             display_qty=0, min_qty=0, expire_ts=0) -> None:
         arrival = max(local + self.order.draw(local), self.last_arr)
         self.last_arr = arrival
         k = self.nord
@@ -164,7 +171,7 @@ class _Driver:
             self._logs_moved()
         # one tuple assignment, in ORDER_DTYPE's field order (a field at a time costs 10x more)
         self.olog[k] = (arrival, oid, price, qty, self.symbol, self.trader, kind, otype, tif,
-                        flags, side, 0, 0, 0, 0)
+                        flags, side, stop_price, display_qty, min_qty, expire_ts)
         self.osent[k] = local
         self.nord = k + 1
 
@@ -493,11 +500,12 @@ def backtest(flow, strategy: Strategy, *, latency=None, trader: int = DEFAULT_TR
     alike; it overrides the traded symbol's schedule (``maker_bps``/``taker_bps`` of its engine
     config), which applies when ``fees_bps`` is None (see ``replay.backtesting.money``).
     ``symbol``: which symbol the strategy trades (id or name; needed when the flow has several).
-    ``engine_options``: keyword arguments of ``Engine`` (e.g. ``{"stp": "cancel_resting"}``).
+    ``engine_options``: keyword arguments of ``Engine`` (e.g. ``{"stp": "cancel_resting"}``);
+    a data directory's flow starts from its run's stp and ownership and these override them.
     ``symbols``: ``Engine.add_symbol`` keyword dicts, one per symbol id (name, tick_size,
     currency, tick_value, maker_bps, taker_bps, tick_table, lot_size ...), registered instead of
-    the flow's own symbols (a scenario's carry its file's options; other flows only names and
-    ticks); L3 flow only. ``store_dir``: journal the merged run there.
+    the flow's own symbols (a scenario's carry its file's options, a data directory's every
+    option of its run; other flows only names and ticks); L3 flow only. ``store_dir``: journal the merged run there.
     ``fast``: run a ``QuoteStrategy`` on the njit path (None: whenever the strategy is one; L3
     flow only). ``queue_model``: for L2-only flow (``L2Flow``, ``BinanceData``, a Binance
     capture), "conservative" or "proportional", or a ``queue_models.QueueModel`` (see
@@ -511,6 +519,10 @@ def backtest(flow, strategy: Strategy, *, latency=None, trader: int = DEFAULT_TR
     from replay.backtesting.queue_models import as_queue_model
     queue_model = as_queue_model(queue_model)
     orders, names, ticks, info, specs = _load_flow(flow)
+    if "engine_options" in info:
+        # a stored run's stp and ownership, under the caller's own engine_options
+        engine_options = info["engine_options"] = {**info["engine_options"],
+                                                   **(engine_options or {})}
     if not 0 <= int(trader) < 2**32:
         raise UsageError(f"trader must fit in uint32; got {trader}")
     if not isinstance(strategy, Strategy):

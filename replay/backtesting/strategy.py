@@ -139,14 +139,31 @@ class Context:
 
     # -- order entry ----------------------------------------------------------------------
     def buy(self, price: int, qty: int, *, tif: str = "gtc", post_only: bool = False,
-            market: bool = False) -> int:
-        """Send a NEW buy order; return its id. Raises UsageError for qty <= 0 or a bad tif."""
-        return self._new(Side.BUY, price, qty, tif, post_only, market)
+            market: bool = False, order_type: str | None = None, stop_price: int = 0,
+            display_qty: int = 0, min_qty: int = 0, expire_ts: int = 0) -> int:
+        """Send a NEW buy order; return its id (see ``sell`` for the arguments).
+
+        Raises UsageError as ``sell`` does."""
+        return self._new(Side.BUY, price, qty, tif, post_only, market, order_type,
+                         (stop_price, display_qty, min_qty, expire_ts))
 
     def sell(self, price: int, qty: int, *, tif: str = "gtc", post_only: bool = False,
-             market: bool = False) -> int:
-        """Send a NEW sell order; return its id. Raises UsageError for qty <= 0 or a bad tif."""
-        return self._new(Side.SELL, price, qty, tif, post_only, market)
+             market: bool = False, order_type: str | None = None, stop_price: int = 0,
+             display_qty: int = 0, min_qty: int = 0, expire_ts: int = 0) -> int:
+        """Send a NEW sell order; return its id.
+
+        ``tif``: gtc, ioc, fok, day (rests until the symbol's session close) or gtd (until
+        ``expire_ts``, exchange ns). ``order_type``: limit, market, stop (a market order once the
+        last trade reaches ``stop_price``) or stop_limit (a limit at ``price`` then); None: limit,
+        or market when ``market`` is set. ``display_qty``: an iceberg's shown part (0: all);
+        ``min_qty``: fill at least this much on entry or be rejected (0: none). The engine
+        judges the values (docs/semantics.md): a stop already reached, a bad display or minimum
+        or a GTD without a future ``expire_ts`` come back as a REJECTED report.
+        Raises UsageError for qty <= 0, a tif or order type not named above, ``market`` with
+        another order type, a price outside int64, or a stop price, display, minimum or expiry
+        that is not a whole number in int64 range."""
+        return self._new(Side.SELL, price, qty, tif, post_only, market, order_type,
+                         (stop_price, display_qty, min_qty, expire_ts))
 
     def cancel(self, order_id: int) -> None:
         """Send a CANCEL (the engine rejects it with UNKNOWN_ID if the order is gone by then)."""
@@ -172,19 +189,26 @@ class Context:
         heapq.heappush(self._timers, (max(obs, self._driver.obs_ts), self._n_timers, int(local_ts)))
         self._n_timers += 1
 
-    def _new(self, side, price, qty, tif, post_only, market) -> int:
+    def _new(self, side, price, qty, tif, post_only, market, order_type, extra) -> int:
         if int(qty) != qty or qty <= 0:
             raise UsageError(f"qty must be a whole number of lots > 0; got {qty!r}")
-        try:
-            t = Tif[tif.upper()] if isinstance(tif, str) else Tif(tif)
-        except (KeyError, ValueError):
-            raise UsageError(f"tif must be gtc, ioc or fok; got {tif!r}") from None
+        t = _enum_arg(Tif, tif, "tif")
+        if order_type is None:
+            otype = OrderType.MARKET if market else OrderType.LIMIT
+        else:
+            otype = _enum_arg(OrderType, order_type, "order_type")
+            if market and otype != OrderType.MARKET:
+                raise UsageError(f"market=True sends a MARKET order; order_type says "
+                                 f"{otype.name.lower()}")
+        price = int(price)   # as ever: a float price is cut to whole ticks
+        if not _I64[0] <= price <= _I64[1]:
+            raise UsageError(f"price must fit in int64; got {price}")
+        extra = tuple(_int64_arg(v, k) for v, k in zip(extra, _EXTRA_NAMES))
         oid = self._next_id
         self._next_id += 1
-        otype = OrderType.MARKET if market else OrderType.LIMIT
-        self.open_orders[oid] = OpenOrder(oid, int(side), int(price), int(qty))
-        self._driver.send(Kind.NEW, int(side), oid, int(price), int(qty), t,
-                          int(Flag.POST_ONLY) if post_only else 0, otype, self.now)
+        self.open_orders[oid] = OpenOrder(oid, int(side), price, int(qty))
+        self._driver.send(Kind.NEW, int(side), oid, price, int(qty), t,
+                          int(Flag.POST_ONLY) if post_only else 0, otype, self.now, *extra)
         return oid
 
     # -- driver side ----------------------------------------------------------------------
@@ -223,6 +247,34 @@ class Context:
             del self.open_orders[o.order_id]
         elif ev == Event.REJECTED and (not o.acked or e[_E_REASON] == Reason.UNKNOWN_ID):
             del self.open_orders[o.order_id]   # never went live, or gone before our message
+
+
+_EXTRA_NAMES = ("stop_price", "display_qty", "min_qty", "expire_ts")
+_I64 = (-2**63, 2**63 - 1)
+
+
+def _enum_arg(enum, value, what: str):
+    """Return the ``enum`` member ``value`` names (its name in any case, or its number).
+    Raises UsageError listing every member's name otherwise."""
+    try:
+        if isinstance(value, str):
+            return enum[value.upper()]
+        if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+            return enum(int(value))
+    except (KeyError, ValueError):
+        pass
+    names = ", ".join(m.name.lower() for m in enum)
+    raise UsageError(f"{what} must be one of {names}; got {value!r}")
+
+
+def _int64_arg(value, what: str) -> int:
+    """Return ``value`` as an int. Raises UsageError unless it is a whole number (not a bool)
+    that fits the order row's int64 field."""
+    ok = isinstance(value, (int, np.integer, float, np.floating)) and not isinstance(value, bool)
+    if ok and value == value and abs(value) != float("inf") and int(value) == value \
+            and _I64[0] <= int(value) <= _I64[1]:
+        return int(value)
+    raise UsageError(f"{what} must be a whole number in int64 range; got {value!r}")
 
 
 _F_TS, _F_TRADE_ID, _F_PRICE, _F_QTY, _F_BUY_ID, _F_SELL_ID, _F_BUY_TRADER, _F_SELL_TRADER, \
