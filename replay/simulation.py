@@ -168,9 +168,11 @@ def simulate(flow, out: str, *, batch: int = 10_000, durability: str = "fsync", 
         orders = flow.orders
         symbols = [(f"S{k}", 1) for k in range(int(orders["symbol"].max()) + 1 if orders.size else 1)]
     engine = Engine(stp=stp)
-    if flow.scenario is not None:
-        # a scenario file's symbols carry their tick tables, lots, session close and money
-        flow.scenario.add_symbols(engine)
+    if flow.specs is not None:
+        # scenario files, flow files and data directories carry each symbol's tick table, lot,
+        # session close and money
+        for spec in flow.specs:
+            engine.add_symbol(**spec)
     else:
         for name, tick, *options in symbols:
             # an entry is (name, tick size) or (name, tick size, add_symbol options dict)

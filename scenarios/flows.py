@@ -345,8 +345,10 @@ def _generic(path: str, fmt: str, symbol: str | None) -> Flow:
         raise UsageError(f"{path}: a {fmt} flow file must be named *.{'parquet' if fmt == 'parquet' else 'csv'}")
     g = load_generic(path)
     syms = _one_symbol([(s.name, s.tick_size) for s in g.symbols], symbol, path)
+    # a file written by `exsim export --format flow` carries each symbol's engine options
+    specs = [{**s.engine_options(), "name": name} for s, (name, _) in zip(g.symbols, syms)]
     return Flow(g.orders, syms, f"{fmt}:{os.path.basename(path)}", fmt, source=path,
-                files=[os.path.abspath(path)])
+                files=[os.path.abspath(path)], specs=specs)
 
 
 def _data_dir(path: str) -> Flow:
