@@ -1,6 +1,6 @@
 """The engine's book state as a public view, and what a kernel extending the engine may use.
 
-``Engine.state`` returns an ``EngineState``: the eleven arrays ``kernels.process_batch`` takes,
+``Engine.state`` returns an ``EngineState``: the twelve arrays ``kernels.process_batch`` takes,
 in its argument order, so ``process_batch(orders, start, *engine.state, fills, l2, events, cnt,
 prefetch)`` is the engine's own call. ``Engine.grow(status)`` grows what a state status names
 and returns the new ``EngineState``. The arrays are the engine's own, not copies: a kernel may
@@ -46,6 +46,7 @@ class EngineState(NamedTuple):
     """The engine's book state arrays (``exchange.book`` documents their dtypes and links)."""
 
     arena: np.ndarray          # ARENA_DTYPE: one row per order slot; a level's FIFO is linked here
+    arena_ext: np.ndarray      # ARENA_EXT_DTYPE: the slots' cold fields (read where marks say)
     levels: np.ndarray         # LEVEL_DTYPE: one row per occupied price level (qty, count, FIFO)
     index: np.ndarray          # INDEX_DTYPE: hash table (symbol, order_id) -> arena slot
     books: np.ndarray          # BOOK_DTYPE: one row per (symbol, side), at symbol * 2 + side
