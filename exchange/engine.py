@@ -46,7 +46,7 @@ from .schema import (
     CHECKPOINT_DTYPE, DEPTH_DTYPE, L3_DTYPE, MAX_PRICE, ORDER_DTYPE, Flag, Kind, OrderType,
     Side, Stp, Tif,
 )
-from .state import EngineState, grow_array as _grow
+from .state import EngineState, grow_array as _grow, zeros_aligned as _zeros_aligned
 
 __all__ = ["Engine", "Result", "OutputBuffers"]
 
@@ -128,8 +128,8 @@ class Engine:
         if not _is_bool(ownership):
             raise UsageError(f"ownership must be a bool; got {ownership!r}")
         self._meta = new_meta(_parse_enum(Stp, stp, "stp"), bool(ownership))
-        self._arena = np.zeros(max(capacity, 16), ARENA_DTYPE)
-        self._arena_ext = np.zeros(len(self._arena), ARENA_EXT_DTYPE)   # same slot index
+        self._arena = _zeros_aligned(max(capacity, 16), ARENA_DTYPE)
+        self._arena_ext = _zeros_aligned(len(self._arena), ARENA_EXT_DTYPE)   # same slot index
         self._levels = np.zeros(max(capacity // 4, 16), LEVEL_DTYPE)
         self._index = new_index(2 * max(capacity, 16))
         # why a view of a larger buffer: adding a symbol appends two rows in amortised O(1)

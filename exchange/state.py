@@ -32,7 +32,7 @@ from .kernels import (
 from .order_index import index_find, index_home
 from .prefetch import prefetch
 
-__all__ = ["EngineState", "GROW_STATUSES", "grow_array",
+__all__ = ["EngineState", "GROW_STATUSES", "grow_array", "zeros_aligned",
            "OK", "NEED_OUTPUT", "NEED_ORDERS", "NEED_LEVELS", "NEED_INDEX", "NEED_LADDER",
            "NEED_EXPIRY",
            "M_SEQ", "M_NEED_FILLS", "M_NEED_L2", "M_NEED_EVENTS",
@@ -59,8 +59,23 @@ class EngineState(NamedTuple):
     expiry: np.ndarray         # EXPIRY_DTYPE: min-heap of expiring orders (M_EXPIRY_N entries)
 
 
+CACHE_LINE = 64
+
+
+def zeros_aligned(n: int, dtype: np.dtype) -> np.ndarray:
+    """Return a zeroed array of ``n`` rows of ``dtype`` whose first row starts on a cache line.
+
+    Why: numpy places large arrays 16 bytes past a page start, so a 64-byte arena row would
+    straddle two cache lines (two misses, and a prefetch of the row would fetch only one)."""
+    dtype = np.dtype(dtype)
+    buf = np.zeros(n * dtype.itemsize + CACHE_LINE, dtype=np.uint8)
+    skip = -buf.ctypes.data % CACHE_LINE
+    return buf[skip: skip + n * dtype.itemsize].view(dtype)
+
+
 def grow_array(arr: np.ndarray, at_least: int) -> np.ndarray:
-    """Return a zeroed copy of ``arr`` with room for max(2 * len, ``at_least``, 16) rows."""
-    new = np.zeros(max(2 * len(arr), at_least, 16), dtype=arr.dtype)
+    """Return a zeroed copy of ``arr`` with room for max(2 * len, ``at_least``, 16) rows, its
+    first row on a cache line (``zeros_aligned``)."""
+    new = zeros_aligned(max(2 * len(arr), at_least, 16), arr.dtype)
     new[: len(arr)] = arr
     return new
