@@ -559,7 +559,9 @@ def _process_one(m, seq, arena, arena_ext, levels, index, books, ladder_keys, la
         _modify(m, seq, arena, arena_ext, levels, index, books, ladder_keys, ladder_levels, meta,
                 symbols, ticks, stops, expiry, fills, l2, events, cnt)
     # only trades move the last price, so only a message that traded can trigger stops
-    if cnt[0] != fills_before and stops[np.int64(sym) * 2].live + stops[np.int64(sym) * 2 + 1].live > 0:
+    # (meta first: with no stop pending anywhere the symbol's stop rows are never read)
+    if cnt[0] != fills_before and meta[M_STOPS_LIVE] > 0 and (
+            stops[np.int64(sym) * 2].live + stops[np.int64(sym) * 2 + 1].live > 0):
         _release_stops(seq, m.ts, np.int64(sym), arena, arena_ext, levels, index, books,
                        ladder_keys, ladder_levels, meta, symbols, stops, expiry, fills, l2, events,
                        cnt)
@@ -656,9 +658,10 @@ def _room(m, arena, levels, index, books, ladder_levels, meta, stops, expiry, fi
                 opp_b = sym * 2 + 1 - side
                 opp = books[opp_b]
                 stp = meta[M_STP]
-                if stops[sym * 2].live + stops[sym * 2 + 1].live > 0 and opp.n > 0 and _crosses(
-                        side, is_market, m.price,
-                        levels[ladder_levels[opp.off + opp.n - 1]].price):
+                if (meta[M_STOPS_LIVE] > 0 and stops[sym * 2].live + stops[sym * 2 + 1].live > 0
+                        and opp.n > 0 and _crosses(
+                            side, is_market, m.price,
+                            levels[ladder_levels[opp.off + opp.n - 1]].price)):
                     return _cascade_room(m, sym, side, qty, levels, books, ladder_levels,
                                          meta, stops, fills, l2, events, cnt)
                 bound = opp.live
