@@ -3,11 +3,10 @@
 ``expiry`` (EXPIRY_DTYPE) is a binary min-heap of ``meta[M_EXPIRY_N]`` entries ordered by
 ``(expire_ts, symbol, order_id)`` (the order in which docs/semantics.md expires orders). Each
 entry names its order's arena ``slot``, and that order's ``arena_ext`` ``xpos`` is the entry's
-heap position,
-so any live order leaves the heap in O(log n) whatever took it out (fill, cancel, STP, expiry,
-release of a stop). Invariants: ``arena_ext[expiry[k].slot].xpos == k`` for every entry; an
-live order is in the heap exactly while its arena ``marks`` has MARK_EXPIRING (its ext row
-then valid); the caller has checked there is room before a push.
+heap position, so any live order leaves the heap in O(log n) whatever took it out (fill, cancel,
+STP, expiry, release of a stop). Invariants: ``arena_ext[expiry[k].slot].xpos == k`` for every
+entry; a live order is in the heap exactly while its arena ``marks`` has MARK_EXPIRING (its ext
+row then valid); the caller has checked there is room before a push.
 """
 
 from __future__ import annotations
