@@ -3,6 +3,10 @@
 State (owned by ``Engine``, passed to kernels as arrays):
 - ``arena`` (ARENA_DTYPE): one row per order slot. Live orders of a level form a doubly linked
   FIFO through ``prev``/``next``; free slots form a stack through ``next`` (head in ``meta``).
+  The row holds what matching touches (64 bytes); an order's cold fields (iceberg slice size,
+  stop trigger, expiry, heap position, order type, tif) live in ``arena_ext`` (ARENA_EXT_DTYPE)
+  at the same slot index, and the row's ``marks`` bits (MARK_*) say which of them apply, so a
+  plain limit order never touches its ext row. ``flags`` stays the order's own Flag bits.
 - ``levels`` (LEVEL_DTYPE): one row per occupied price level: price, total open quantity, order
   count, FIFO head and tail. Free rows form a stack through ``head``.
 - ``books`` (BOOK_DTYPE): one row per (symbol, side), index ``symbol * 2 + side``. Each owns a
@@ -23,7 +27,7 @@ State (owned by ``Engine``, passed to kernels as arrays):
   always the last ladder entry.
 - ``expiry`` (EXPIRY_DTYPE): a binary min-heap of the live orders that expire, ordered by
   ``(expire_ts, symbol, order_id)``, ``meta[M_EXPIRY_N]`` entries; each such order's arena
-  ``xpos`` is its heap position (-1: none), so removing it is O(log n).
+  ``arena_ext`` ``xpos`` is its heap position, so removing it is O(log n).
 
 Invariants after every message: a level's ``qty`` is the sum of its orders' ``leaves`` and
 ``count`` their number; no level is empty; a book's ``live`` is its order count; every live order
@@ -41,24 +45,40 @@ ARENA_DTYPE = np.dtype(
         ("price", "<i8"),
         ("leaves", "<i8"),
         ("filled", "<i8"),
+        ("hidden", "<i8"),      # iceberg reserve (not in the level's qty)
         ("symbol", "<u4"),
         ("trader", "<u4"),
         ("prev", "<i4"),
         ("next", "<i4"),
         ("level", "<i4"),
         ("side", "u1"),
-        ("flags", "u1"),
-        ("hidden", "<i8"),      # iceberg reserve (not in the level's qty)
-        ("display", "<i8"),     # iceberg slice size (0: not an iceberg)
-        ("stop_price", "<i8"),  # a pending stop's trigger
-        ("expire_ts", "<i8"),   # expiry (0: never)
-        ("xpos", "<i4"),        # position in the expiry heap (-1: not in it)
-        ("order_type", "u1"),
-        ("tif", "u1"),
-        ("pending", "u1"),      # 1: in a stop book, not in the order book
+        ("flags", "u1"),        # the order's Flag bits, as reported
+        ("marks", "u1"),        # MARK_* bits: which cold fields of arena_ext apply
     ],
     align=True,
 )
+
+# the cold fields of an order slot, at the same index in ``arena_ext``: read only where the
+# slot's ``marks`` say they apply (the ext row of a slot without marks is stale)
+ARENA_EXT_DTYPE = np.dtype(
+    [
+        ("display", "<i8"),     # iceberg slice size
+        ("stop_price", "<i8"),  # a pending stop's trigger
+        ("expire_ts", "<i8"),   # expiry
+        ("xpos", "<i4"),        # position in the expiry heap (-1: not in it)
+        ("order_type", "u1"),
+        ("tif", "u1"),
+    ],
+    align=True,
+)
+
+# marks bits; the slot's ext row is written whole whenever any is set. Without marks the ext
+# fields read as display 0, stop_price 0, expire_ts 0, xpos -1, order_type LIMIT, tif GTC: a
+# plain resting limit order, the only kind the hot path then has to know
+MARK_ICEBERG = 1    # display > 0
+MARK_EXPIRING = 2   # expire_ts > 0: in the expiry heap while live
+MARK_PENDING = 4    # a pending stop: in a stop book, not in the order book
+MARK_EXT = 8        # some other ext field differs from a plain limit order's (tif, type, stop)
 
 LEVEL_DTYPE = np.dtype(
     [("price", "<i8"), ("qty", "<i8"), ("head", "<i4"), ("tail", "<i4"), ("count", "<i4"),
@@ -104,6 +124,36 @@ M_OWNERSHIP = 13     # 1: cancel/modify only by the order's trader
 M_EXPIRY_N = 14      # entries in the expiry heap
 M_STOPS_LIVE = 15    # pending stops over all symbols
 META_SIZE = 16
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def cold_fields(arena, arena_ext, r):
+    """Return slot ``r``'s (display, stop_price, expire_ts, order_type, tif, pending): its ext
+    row where its marks say it applies, else a plain resting limit order's values."""
+    marks = arena[r].marks
+    if marks == 0:
+        return np.int64(0), np.int64(0), np.int64(0), np.uint8(0), np.uint8(0), np.uint8(0)
+    x = arena_ext[r]
+    return (x.display, x.stop_price, x.expire_ts, x.order_type, x.tif,
+            np.uint8(1 if marks & MARK_PENDING else 0))
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def set_cold(arena, arena_ext, r, display, stop_price, expire_ts, order_type, tif, pending):
+    """Set slot ``r``'s marks from its cold fields and, if any applies, write its ext row
+    (``xpos`` -1: the caller pushes an expiring order on the heap afterwards)."""
+    marks = ((MARK_ICEBERG if display != 0 else 0) | (MARK_EXPIRING if expire_ts != 0 else 0)
+             | (MARK_PENDING if pending != 0 else 0)
+             | (MARK_EXT if (stop_price | order_type | tif) != 0 else 0))
+    arena[r].marks = marks
+    if marks != 0:
+        x = arena_ext[r]
+        x.display = display
+        x.stop_price = stop_price
+        x.expire_ts = expire_ts
+        x.xpos = -1
+        x.order_type = order_type
+        x.tif = tif
 
 
 def new_meta(stp: int, ownership: bool = True) -> np.ndarray:

@@ -19,7 +19,8 @@ from numba import njit
 
 from ._cache_guard import guard
 from .book import (
-    M_INDEX_COUNT, M_STOPS_LIVE, alloc_level, alloc_order, append_to_level, ladder_key,
+    M_INDEX_COUNT, M_STOPS_LIVE, alloc_level, alloc_order, append_to_level, cold_fields,
+    ladder_key, set_cold,
 )
 from .expiry import heap_push
 from .order_index import index_find, index_home, index_probe, index_put
@@ -43,7 +44,9 @@ _GTD = int(Tif.GTD)
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _put_row(out, k, o, pending):
+def _put_row(out, k, arena, arena_ext, r):
+    o = arena[r]
+    display, stop_price, expire_ts, order_type, tif, pending = cold_fields(arena, arena_ext, r)
     row = out[k]
     row.order_id = o.order_id
     row.price = o.price
@@ -54,16 +57,16 @@ def _put_row(out, k, o, pending):
     row.side = o.side
     row.flags = o.flags
     row.hidden = o.hidden
-    row.stop_price = o.stop_price
-    row.display_qty = o.display
-    row.expire_ts = o.expire_ts
-    row.order_type = o.order_type
-    row.tif = o.tif
+    row.stop_price = stop_price
+    row.display_qty = display
+    row.expire_ts = expire_ts
+    row.order_type = order_type
+    row.tif = tif
     row.pending = pending
 
 
 @njit(cache=True, _nrt=False)
-def collect_orders(books, stops, levels, arena, ladder_levels, symbols, out, which=3):
+def collect_orders(books, stops, levels, arena, arena_ext, ladder_levels, symbols, out, which=3):
     """Write the live orders of ``symbols`` into ``out`` (CHECKPOINT_DTYPE) in priority order.
 
     ``which``: 1 the resting orders, 2 the pending stops, 3 both (resting first). Resting
@@ -82,10 +85,9 @@ def collect_orders(books, stops, levels, arena, ladder_levels, symbols, out, whi
                 for j in range(bk.off + bk.n - 1, bk.off - 1, -1):
                     r = levels[ladder_levels[j]].head
                     while r >= 0:
-                        o = arena[r]
-                        _put_row(out, k, o, part)
+                        _put_row(out, k, arena, arena_ext, r)
                         k += 1
-                        r = o.next
+                        r = arena[r].next
     return k
 
 
@@ -216,8 +218,8 @@ def check_rows(rows, books, nsym, level_count, stop_level_count):
 
 
 @njit(cache=True, _nrt=False)
-def load_orders(rows, arena, levels, index, books, stops, ladder_keys, ladder_levels, meta,
-                expiry):
+def load_orders(rows, arena, arena_ext, levels, index, books, stops, ladder_keys, ladder_levels,
+                meta, expiry):
     """Put checkpoint ``rows`` (passed by ``check_rows``) into empty books and stop books
     without matching, and every order with an expiry into the expiry heap.
 
@@ -268,13 +270,8 @@ def load_orders(rows, arena, levels, index, books, stops, ladder_keys, ladder_le
         o.side = row.side
         o.flags = row.flags
         o.hidden = row.hidden
-        o.display = row.display_qty
-        o.stop_price = row.stop_price
-        o.expire_ts = row.expire_ts
-        o.xpos = -1
-        o.order_type = row.order_type
-        o.tif = row.tif
-        o.pending = row.pending
+        set_cold(arena, arena_ext, r, row.display_qty, row.stop_price, row.expire_ts,
+                 row.order_type, row.tif, row.pending)
         append_to_level(arena, levels, r, lv)
         levels[lv].hidden += row.hidden
         src[b].live += 1
@@ -283,13 +280,13 @@ def load_orders(rows, arena, levels, index, books, stops, ladder_keys, ladder_le
         if pending:
             meta[M_STOPS_LIVE] += 1
         if row.expire_ts != 0:
-            heap_push(expiry, arena, meta, r)
+            heap_push(expiry, arena, arena_ext, meta, r)
         prev_b, prev_price = pb, price
     return -1
 
 
 @njit(cache=True, _nrt=False, nogil=True)
-def orders_equal(rows, books, stops, levels, arena, index, nsym, ahead=16):
+def orders_equal(rows, books, stops, levels, arena, arena_ext, index, nsym, ahead=16):
     """Whether ``rows`` (CHECKPOINT_DTYPE) are exactly what ``collect_orders`` would write for
     symbols 0..nsym-1, without walking the queues.
 
@@ -325,12 +322,14 @@ def orders_equal(rows, books, stops, levels, arena, index, nsym, ahead=16):
         if r < 0:
             return False
         o = arena[r]
+        display, stop_price, expire_ts, order_type, tif, pending = cold_fields(arena, arena_ext,
+                                                                               r)
         if (o.price != row.price or o.leaves != row.qty or o.filled != row.filled
                 or o.trader != row.trader or o.side != row.side or o.flags != row.flags
-                or o.hidden != row.hidden or o.display != row.display_qty
-                or o.stop_price != row.stop_price or o.expire_ts != row.expire_ts
-                or o.order_type != row.order_type or o.tif != row.tif
-                or o.pending != row.pending):
+                or o.hidden != row.hidden or display != row.display_qty
+                or stop_price != row.stop_price or expire_ts != row.expire_ts
+                or order_type != row.order_type or tif != row.tif
+                or pending != row.pending):
             return False
         key = row.stop_price if row.pending else row.price
         if k > 0:

@@ -30,7 +30,7 @@ from . import checkpoint as ckpt
 from . import checkpoint_kernels as ck_kernels
 from . import kernels
 from .book import (
-    ARENA_DTYPE, BOOK_DTYPE, EXPIRY_DTYPE, LEVEL_DTYPE, M_EXPIRY_N, M_INDEX_COUNT, M_NEED_BOOK,
+    ARENA_DTYPE, ARENA_EXT_DTYPE, BOOK_DTYPE, EXPIRY_DTYPE, LEVEL_DTYPE, M_EXPIRY_N, M_INDEX_COUNT, M_NEED_BOOK,
     M_NEED_EVENTS, M_NEED_FILLS, M_NEED_L2, M_NSYM, M_OWNERSHIP, M_SEQ, M_STOPS_LIVE, M_STP,
     M_TRADE_ID,
     SYMBOL_DTYPE, TICK_DTYPE, new_meta,
@@ -46,7 +46,7 @@ from .schema import (
     CHECKPOINT_DTYPE, DEPTH_DTYPE, L3_DTYPE, MAX_PRICE, ORDER_DTYPE, Flag, Kind, OrderType,
     Side, Stp, Tif,
 )
-from .state import EngineState, grow_array as _grow
+from .state import EngineState, grow_array as _grow, zeros_aligned as _zeros_aligned
 
 __all__ = ["Engine", "Result", "OutputBuffers"]
 
@@ -128,7 +128,8 @@ class Engine:
         if not _is_bool(ownership):
             raise UsageError(f"ownership must be a bool; got {ownership!r}")
         self._meta = new_meta(_parse_enum(Stp, stp, "stp"), bool(ownership))
-        self._arena = np.zeros(max(capacity, 16), ARENA_DTYPE)
+        self._arena = _zeros_aligned(max(capacity, 16), ARENA_DTYPE)
+        self._arena_ext = _zeros_aligned(len(self._arena), ARENA_EXT_DTYPE)   # same slot index
         self._levels = np.zeros(max(capacity // 4, 16), LEVEL_DTYPE)
         self._index = new_index(2 * max(capacity, 16))
         # why a view of a larger buffer: adding a symbol appends two rows in amortised O(1)
@@ -359,7 +360,7 @@ class Engine:
     @property
     def state(self) -> EngineState:
         """Return the book state arrays (the engine's own; see ``exchange.state``)."""
-        return EngineState(self._arena, self._levels, self._index, self._books,
+        return EngineState(self._arena, self._arena_ext, self._levels, self._index, self._books,
                            self._ladder_keys, self._ladder_levels, self._meta, self._symbols,
                            self._ticks, self._stops, self._expiry)
 
@@ -369,6 +370,7 @@ class Engine:
         concerns the caller's output arrays, not the engine's state)."""
         if status == kernels.NEED_ORDERS:
             self._arena = _grow(self._arena, 0)
+            self._arena_ext = _grow(self._arena_ext, len(self._arena))
         elif status == kernels.NEED_LEVELS:
             self._levels = _grow(self._levels, 0)
         elif status == kernels.NEED_INDEX:
@@ -563,7 +565,7 @@ class Engine:
         return int(self._meta[M_INDEX_COUNT])
 
     def memory_bytes(self) -> int:
-        """Bytes held by the book state arrays (arena, levels, index, ladders, stop books,
+        """Bytes held by the book state arrays (arena and its ext rows, levels, index, ladders, stop books,
         symbol rows, tick tables, expiry heap)."""
         return sum(a.nbytes for a in self.state)
 
@@ -572,8 +574,8 @@ class Engine:
         stops (2) or both, resting first (3), in ``checkpoint_kernels.collect_orders`` order."""
         out = np.zeros(self.live_orders, CHECKPOINT_DTYPE)
         k = ck_kernels.collect_orders(self._books, self._stops, self._levels, self._arena,
-                                      self._ladder_levels, np.asarray(symbols, dtype=np.int64),
-                                      out, which)
+                                      self._arena_ext, self._ladder_levels,
+                                      np.asarray(symbols, dtype=np.int64), out, which)
         return out[:k]
 
     # ---------------------------------------------------------------- checkpoints
@@ -627,7 +629,8 @@ class Engine:
             if "last_prices" not in header and not self._uses_new_fields():
                 return False      # this state is written in version 1
         return bool(ck_kernels.orders_equal(rows, self._books, self._stops, self._levels,
-                                            self._arena, self._index, len(self._names),
+                                            self._arena, self._arena_ext, self._index,
+                                            len(self._names),
                                             self.prefetch_distance))
 
     @classmethod
@@ -711,6 +714,7 @@ class Engine:
         self._meta[M_NSYM] = nsym
         if len(self._arena) < n:
             self._arena = _grow(self._arena, n)
+            self._arena_ext = _grow(self._arena_ext, len(self._arena))
         nlevels = int(level_count.sum() + stop_level_count.sum())
         if len(self._levels) < nlevels:
             self._levels = _grow(self._levels, nlevels)
@@ -719,9 +723,9 @@ class Engine:
         nexp = int(np.count_nonzero(rows["expire_ts"]))
         if len(self._expiry) < nexp:
             self._expiry = _grow(self._expiry, nexp)
-        dup = ck_kernels.load_orders(rows, self._arena, self._levels, self._index, self._books,
-                                     self._stops, self._ladder_keys, self._ladder_levels,
-                                     self._meta, self._expiry)
+        dup = ck_kernels.load_orders(rows, self._arena, self._arena_ext, self._levels,
+                                     self._index, self._books, self._stops, self._ladder_keys,
+                                     self._ladder_levels, self._meta, self._expiry)
         if dup >= 0:
             r = rows[dup]
             raise CorruptionError(

@@ -2,10 +2,11 @@
 
 ``expiry`` (EXPIRY_DTYPE) is a binary min-heap of ``meta[M_EXPIRY_N]`` entries ordered by
 ``(expire_ts, symbol, order_id)`` (the order in which docs/semantics.md expires orders). Each
-entry names its order's arena ``slot``, and that order's ``xpos`` is the entry's heap position,
-so any live order leaves the heap in O(log n) whatever took it out (fill, cancel, STP, expiry,
-release of a stop). Invariants: ``arena[expiry[k].slot].xpos == k`` for every entry; an order
-with ``xpos == -1`` is not in the heap; the caller has checked there is room before a push.
+entry names its order's arena ``slot``, and that order's ``arena_ext`` ``xpos`` is the entry's
+heap position, so any live order leaves the heap in O(log n) whatever took it out (fill, cancel,
+STP, expiry, release of a stop). Invariants: ``arena_ext[expiry[k].slot].xpos == k`` for every
+entry; a live order is in the heap exactly while its arena ``marks`` has MARK_EXPIRING (its ext
+row then valid); the caller has checked there is room before a push.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ def _before(expiry, a, b):
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _swap(expiry, arena, a, b):
+def _swap(expiry, arena_ext, a, b):
     ta = expiry[a].expire_ts
     oa = expiry[a].order_id
     sa = expiry[a].symbol
@@ -53,22 +54,22 @@ def _swap(expiry, arena, a, b):
     expiry[b].order_id = oa
     expiry[b].symbol = sa
     expiry[b].slot = ra
-    arena[expiry[a].slot].xpos = a
-    arena[expiry[b].slot].xpos = b
+    arena_ext[expiry[a].slot].xpos = a
+    arena_ext[expiry[b].slot].xpos = b
 
 
 @njit(cache=True, _nrt=False)
-def _sift_up(expiry, arena, k):
+def _sift_up(expiry, arena_ext, k):
     while k > 0:
         p = (k - 1) >> 1
         if not _before(expiry, k, p):
             break
-        _swap(expiry, arena, k, p)
+        _swap(expiry, arena_ext, k, p)
         k = p
 
 
 @njit(cache=True, _nrt=False)
-def _sift_down(expiry, arena, n, k):
+def _sift_down(expiry, arena_ext, n, k):
     while True:
         c = 2 * k + 1
         if c >= n:
@@ -77,32 +78,33 @@ def _sift_down(expiry, arena, n, k):
             c += 1
         if not _before(expiry, c, k):
             break
-        _swap(expiry, arena, k, c)
+        _swap(expiry, arena_ext, k, c)
         k = c
 
 
 @njit(cache=True, _nrt=False)
-def heap_push(expiry, arena, meta, r):
-    """Add live order ``r`` (its ``expire_ts`` set, not in the heap) to the heap."""
+def heap_push(expiry, arena, arena_ext, meta, r):
+    """Add live order ``r`` (marked MARK_EXPIRING, its ext row written, not in the heap) to the
+    heap."""
     n = meta[M_EXPIRY_N]
     e = expiry[n]
     o = arena[r]
-    e.expire_ts = o.expire_ts
+    e.expire_ts = arena_ext[r].expire_ts
     e.order_id = o.order_id
     e.symbol = o.symbol
     e.slot = r
-    o.xpos = n
+    arena_ext[r].xpos = n
     meta[M_EXPIRY_N] = n + 1
-    _sift_up(expiry, arena, n)
+    _sift_up(expiry, arena_ext, n)
 
 
 @njit(cache=True, _nrt=False)
-def heap_remove(expiry, arena, meta, r):
-    """Take order ``r`` (``xpos >= 0``) out of the heap and set its ``xpos`` to -1."""
-    k = np.int64(arena[r].xpos)
+def heap_remove(expiry, arena_ext, meta, r):
+    """Take order ``r`` (in the heap) out of it and set its ``xpos`` to -1."""
+    k = np.int64(arena_ext[r].xpos)
     n = meta[M_EXPIRY_N] - 1
     meta[M_EXPIRY_N] = n
-    arena[r].xpos = -1
+    arena_ext[r].xpos = -1
     if k == n:
         return
     last = expiry[n]
@@ -111,8 +113,8 @@ def heap_remove(expiry, arena, meta, r):
     e.order_id = last.order_id
     e.symbol = last.symbol
     e.slot = last.slot
-    arena[e.slot].xpos = k
+    arena_ext[e.slot].xpos = k
     if k > 0 and _before(expiry, k, (k - 1) >> 1):
-        _sift_up(expiry, arena, k)
+        _sift_up(expiry, arena_ext, k)
     else:
-        _sift_down(expiry, arena, n, k)
+        _sift_down(expiry, arena_ext, n, k)

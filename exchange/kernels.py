@@ -27,7 +27,8 @@ from ._cache_guard import guard
 from .book import (
     M_EXPIRY_N, M_FREE_LEVEL, M_FREE_ORDER, M_INDEX_COUNT, M_LEVEL_HW, M_NEED_BOOK, M_NEED_EVENTS,
     M_NEED_FILLS, M_NEED_L2, M_NSYM, M_ORDER_HW, M_SEQ, M_STOPS_LIVE, M_STP, M_TRADE_ID,
-    alloc_order, append_to_level, detach_from_level, find_or_add_level, free_order, remove_level,
+    MARK_EXPIRING, MARK_ICEBERG, MARK_PENDING, alloc_order, append_to_level, detach_from_level,
+    find_or_add_level, free_order, remove_level, set_cold,
 )
 from .expiry import day_expiry, heap_push, heap_remove
 from .order_index import (
@@ -55,6 +56,7 @@ NEED_EXPIRY = 6
 
 _BUY = int(Side.BUY)
 _SELL = int(Side.SELL)
+_GTC = int(Tif.GTC)
 _IOC = int(Tif.IOC)
 _FOK = int(Tif.FOK)
 _DAY = int(Tif.DAY)
@@ -92,7 +94,7 @@ def _l2(l2, cnt, seq, ts, symbol, side, price, qty, count):
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _remove_order(arena, levels, books, index, expiry, meta, r, bucket=-1):
+def _remove_order(arena, arena_ext, levels, books, index, expiry, meta, r, bucket=-1):
     """Unlink live order ``r`` from its level, the index, the expiry heap and its book; free its
     slot. ``books`` is the order books for a resting order, the stop books for a pending stop.
 
@@ -100,6 +102,7 @@ def _remove_order(arena, levels, books, index, expiry, meta, r, bucket=-1):
     The level is left in place even if empty: the caller decides when to drop it.
     """
     o = arena[r]
+    marks = o.marks
     if o.hidden != 0:
         levels[o.level].hidden -= o.hidden
     detach_from_level(arena, levels, r)
@@ -109,16 +112,15 @@ def _remove_order(arena, levels, books, index, expiry, meta, r, bucket=-1):
     else:
         index_remove(index, o.symbol, o.order_id)
     meta[M_INDEX_COUNT] -= 1
-    # xpos sits past the hot fields of the row: with no order in the heap, skip reading it
-    if meta[M_EXPIRY_N] > 0 and o.xpos >= 0:
-        heap_remove(expiry, arena, meta, r)
+    if marks & MARK_EXPIRING:
+        heap_remove(expiry, arena_ext, meta, r)
     free_order(arena, meta, r)
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _match(seq, ts, symbol, side, is_market, limit, qty, order_id, trader, filled,
-           arena, levels, index, books, ladder_keys, ladder_levels, meta, symbols, expiry,
-           fills, l2, events, cnt):
+def _match(seq, ts, symbol, side, is_market, limit, qty, order_id, trader, filled, arena, arena_ext,
+           levels, index, books, ladder_keys, ladder_levels, meta, symbols, expiry, fills, l2,
+           events, cnt):
     """Match an incoming order against the opposite side; return (remaining, stopped_by_stp).
 
     A resting iceberg whose shown slice is used up while reserve remains shows its next slice
@@ -150,7 +152,7 @@ def _match(seq, ts, symbol, side, is_market, limit, qty, order_id, trader, fille
                     break
                 _event(events, cnt, seq, ts, symbol, o.order_id, Event.CANCELLED,
                        Reason.SELF_TRADE, o.filled, 0)
-                _remove_order(arena, levels, books, index, expiry, meta, r)
+                _remove_order(arena, arena_ext, levels, books, index, expiry, meta, r)
                 changed = True
                 if stp == Stp.CANCEL_BOTH:
                     stp_stop = True
@@ -189,11 +191,11 @@ def _match(seq, ts, symbol, side, is_market, limit, qty, order_id, trader, fille
             if o.leaves == 0 and o.hidden == 0:
                 _event(events, cnt, seq, ts, symbol, o.order_id, Event.FILLED, Reason.NONE,
                        o.filled, 0)
-                _remove_order(arena, levels, books, index, expiry, meta, r)
+                _remove_order(arena, arena_ext, levels, books, index, expiry, meta, r)
             else:
                 if o.leaves == 0:
                     # refill: the next slice joins the back of the queue
-                    s = min(o.display, o.hidden)
+                    s = min(arena_ext[r].display, o.hidden)
                     o.hidden -= s
                     L.hidden -= s
                     detach_from_level(arena, levels, r)
@@ -215,8 +217,8 @@ def _match(seq, ts, symbol, side, is_market, limit, qty, order_id, trader, fille
 
 @njit(cache=True, _nrt=False, inline="always")
 def _rest(seq, ts, symbol, side, price, qty, filled, order_id, trader, flags, display, tif,
-          expire_ts, at, arena, levels, index, books, ladder_keys, ladder_levels, meta, expiry,
-          l2, cnt):
+          expire_ts, at, arena, arena_ext, levels, index, books, ladder_keys, ladder_levels, meta,
+          expiry, l2, cnt):
     """Put an open order at the back of its price level; False if the level would overflow.
 
     An iceberg (``display`` > 0) shows ``min(display, qty)`` and keeps the rest as reserve; an
@@ -244,13 +246,7 @@ def _rest(seq, ts, symbol, side, price, qty, filled, order_id, trader, flags, di
     o.side = side
     o.flags = flags
     o.hidden = qty - shown
-    o.display = display
-    o.stop_price = 0
-    o.expire_ts = expire_ts
-    o.xpos = -1
-    o.order_type = _LIMIT
-    o.tif = tif
-    o.pending = 0
+    set_cold(arena, arena_ext, r, display, 0, expire_ts, _LIMIT, tif, 0)
     append_to_level(arena, levels, r, lv)
     L.hidden += qty - shown
     books[b].live += 1
@@ -260,23 +256,23 @@ def _rest(seq, ts, symbol, side, price, qty, filled, order_id, trader, flags, di
         index_insert(index, symbol, order_id, r)
     meta[M_INDEX_COUNT] += 1
     if expire_ts != 0:
-        heap_push(expiry, arena, meta, r)
+        heap_push(expiry, arena, arena_ext, meta, r)
     _l2(l2, cnt, seq, ts, symbol, side, price, L.qty, L.count)
     return True
 
 
 @njit(cache=True, _nrt=False, inline="always")
 def _execute(seq, ts, symbol, side, is_market, tif, price, qty, filled, order_id, trader, flags,
-             display, expire_ts, at, arena, levels, index, books, ladder_keys, ladder_levels,
-             meta, symbols, expiry, fills, l2, events, cnt):
+             display, expire_ts, at, arena, arena_ext, levels, index, books, ladder_keys,
+             ladder_levels, meta, symbols, expiry, fills, l2, events, cnt):
     """Match an accepted order, then rest or cancel what is left (semantics.md, NEW steps 2-4).
 
     ``at``: the empty index bucket the validation's probe for the id stopped at (-1: none).
     """
     live_before = meta[M_INDEX_COUNT]
     remaining, stp_stop = _match(seq, ts, symbol, side, is_market, price, qty, order_id, trader,
-                                 filled, arena, levels, index, books, ladder_keys, ladder_levels,
-                                 meta, symbols, expiry, fills, l2, events, cnt)
+                                 filled, arena, arena_ext, levels, index, books, ladder_keys,
+                                 ladder_levels, meta, symbols, expiry, fills, l2, events, cnt)
     if remaining == 0:
         return
     done = filled + qty - remaining
@@ -289,9 +285,9 @@ def _execute(seq, ts, symbol, side, is_market, tif, price, qty, filled, order_id
         _event(events, cnt, seq, ts, symbol, order_id, Event.CANCELLED, Reason.IOC_UNFILLED,
                done, 0)
     # matching only ever removes ids: with the count unchanged the table is as probed
-    elif not _rest(seq, ts, symbol, side, price, remaining, done, order_id, trader, flags,
-                   display, tif, expire_ts, at if meta[M_INDEX_COUNT] == live_before else -1,
-                   arena, levels, index, books, ladder_keys, ladder_levels, meta, expiry, l2,
+    elif not _rest(seq, ts, symbol, side, price, remaining, done, order_id, trader, flags, display,
+                   tif, expire_ts, at if meta[M_INDEX_COUNT] == live_before else -1, arena,
+                   arena_ext, levels, index, books, ladder_keys, ladder_levels, meta, expiry, l2,
                    cnt):
         _event(events, cnt, seq, ts, symbol, order_id, Event.CANCELLED, Reason.OVERFLOW, done, 0)
 
@@ -308,8 +304,8 @@ def _entry_expiry(m, symbols):
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _add_stop(m, at, expire_ts, arena, levels, index, stops, ladder_keys, ladder_levels, meta,
-              expiry):
+def _add_stop(m, at, expire_ts, arena, arena_ext, levels, index, stops, ladder_keys, ladder_levels,
+              meta, expiry):
     """Put an accepted STOP or STOP_LIMIT at the back of its trigger price in its stop book.
 
     ``at`` as for ``_rest``. A pending stop keeps its limit price (0 for a STOP) in ``price``.
@@ -329,13 +325,7 @@ def _add_stop(m, at, expire_ts, arena, levels, index, stops, ladder_keys, ladder
     o.side = side
     o.flags = m.flags
     o.hidden = 0
-    o.display = 0
-    o.stop_price = m.stop_price
-    o.expire_ts = expire_ts
-    o.xpos = -1
-    o.order_type = m.order_type
-    o.tif = m.tif
-    o.pending = 1
+    set_cold(arena, arena_ext, r, 0, m.stop_price, expire_ts, m.order_type, m.tif, 1)
     append_to_level(arena, levels, r, lv)
     stops[b].live += 1
     if at >= 0:
@@ -345,18 +335,18 @@ def _add_stop(m, at, expire_ts, arena, levels, index, stops, ladder_keys, ladder
     meta[M_INDEX_COUNT] += 1
     meta[M_STOPS_LIVE] += 1
     if expire_ts != 0:
-        heap_push(expiry, arena, meta, r)
+        heap_push(expiry, arena, arena_ext, meta, r)
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _remove_pending(arena, levels, index, stops, ladder_keys, ladder_levels, meta, expiry, r,
-                    bucket=-1):
+def _remove_pending(arena, arena_ext, levels, index, stops, ladder_keys, ladder_levels, meta,
+                    expiry, r, bucket=-1):
     """Take pending stop ``r`` out of its stop book (dropping an emptied trigger level)."""
     o = arena[r]
     side = np.int64(o.side)
     b = np.int64(o.symbol) * 2 + side
     lv = o.level
-    _remove_order(arena, levels, stops, index, expiry, meta, r, bucket)
+    _remove_order(arena, arena_ext, levels, stops, index, expiry, meta, r, bucket)
     meta[M_STOPS_LIVE] -= 1
     if levels[lv].count == 0:
         remove_level(stops, levels, ladder_keys, ladder_levels, meta, b, 1 - side, lv)
@@ -381,8 +371,8 @@ def _next_triggered(sym, levels, stops, ladder_levels, last):
 
 
 @njit(cache=True, _nrt=False)
-def _release_stops(seq, ts, sym, arena, levels, index, books, ladder_keys, ladder_levels, meta,
-                   symbols, stops, expiry, fills, l2, events, cnt):
+def _release_stops(seq, ts, sym, arena, arena_ext, levels, index, books, ladder_keys, ladder_levels,
+                   meta, symbols, stops, expiry, fills, l2, events, cnt):
     """Release the triggered stops of ``sym`` one at a time (semantics.md, Stops): TRIGGERED,
     then matched as a MARKET (STOP) or a LIMIT at its price (STOP_LIMIT), resting or cancelled
     by its tif, until none is triggered; the trades of a released stop may trigger more."""
@@ -397,24 +387,27 @@ def _release_stops(seq, ts, sym, arena, levels, index, books, ladder_keys, ladde
         flags = o.flags
         qty = o.leaves
         price = o.price
-        is_market = o.order_type == _STOP
-        tif = np.int64(o.tif)
-        expire_ts = o.expire_ts
-        _remove_pending(arena, levels, index, stops, ladder_keys, ladder_levels, meta, expiry, r)
+        x = arena_ext[r]   # a pending stop's ext row is always written
+        is_market = x.order_type == _STOP
+        tif = np.int64(x.tif)
+        expire_ts = x.expire_ts
+        _remove_pending(arena, arena_ext, levels, index, stops, ladder_keys, ladder_levels, meta,
+                        expiry, r)
         _event(events, cnt, seq, ts, sym, order_id, Event.TRIGGERED, Reason.NONE, 0, qty)
         _execute(seq, ts, sym, side, is_market, tif, price, qty, 0, order_id, trader, flags, 0,
-                 expire_ts, -1, arena, levels, index, books, ladder_keys, ladder_levels, meta,
-                 symbols, expiry, fills, l2, events, cnt)
+                 expire_ts, -1, arena, arena_ext, levels, index, books, ladder_keys, ladder_levels,
+                 meta, symbols, expiry, fills, l2, events, cnt)
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _modify(m, seq, arena, levels, index, books, ladder_keys, ladder_levels, meta, symbols, ticks,
-            stops, expiry, fills, l2, events, cnt):
+def _modify(m, seq, arena, arena_ext, levels, index, books, ladder_keys, ladder_levels, meta,
+            symbols, ticks, stops, expiry, fills, l2, events, cnt):
     """Apply a MODIFY message (semantics.md, MODIFY)."""
     sym = m.symbol
     bucket = index_probe(index, sym, m.order_id)
     r = np.int64(index[bucket].slot) if bucket >= 0 else -1
-    reason = check_modify(m, r, books, arena, levels, ladder_levels, symbols, ticks, meta)
+    reason = check_modify(m, r, books, arena, arena_ext, levels, ladder_levels, symbols, ticks,
+                          meta)
     if reason != Reason.NONE:
         _event(events, cnt, seq, m.ts, sym, m.order_id, Event.REJECTED, reason, 0, 0)
         return
@@ -422,9 +415,9 @@ def _modify(m, seq, arena, levels, index, books, ladder_keys, ladder_levels, met
     side = np.int64(o.side)
     lv = o.level
     L = levels[lv]
-    if meta[M_STOPS_LIVE] > 0 and o.pending != 0:
-        _modify_pending(m, seq, r, arena, levels, stops, ladder_keys, ladder_levels, meta,
-                        events, cnt)
+    if o.marks & MARK_PENDING:
+        _modify_pending(m, seq, r, arena, arena_ext, levels, stops, ladder_keys, ladder_levels,
+                        meta, events, cnt)
         return
     if m.price == o.price:
         _event(events, cnt, seq, m.ts, sym, m.order_id, Event.MODIFIED, Reason.NONE,
@@ -446,8 +439,8 @@ def _modify(m, seq, arena, levels, index, books, ladder_keys, ladder_levels, met
             detach_from_level(arena, levels, r)
             L.hidden -= o.hidden
             shown = m.qty
-            if 0 < o.display < m.qty:
-                shown = o.display
+            if o.marks & MARK_ICEBERG and 0 < arena_ext[r].display < m.qty:
+                shown = arena_ext[r].display
             o.leaves = shown
             o.hidden = m.qty - shown
             L.hidden += o.hidden
@@ -459,23 +452,27 @@ def _modify(m, seq, arena, levels, index, books, ladder_keys, ladder_levels, met
     filled = o.filled
     trader = o.trader
     flags = o.flags
-    display = o.display
-    tif = np.int64(o.tif)
-    expire_ts = o.expire_ts
+    display = np.int64(0)
+    tif = np.int64(_GTC)
+    expire_ts = np.int64(0)
+    if o.marks != 0:
+        display = arena_ext[r].display
+        tif = np.int64(arena_ext[r].tif)
+        expire_ts = arena_ext[r].expire_ts
     _event(events, cnt, seq, m.ts, sym, m.order_id, Event.MODIFIED, Reason.NONE, filled, m.qty)
-    _remove_order(arena, levels, books, index, expiry, meta, r, bucket)
+    _remove_order(arena, arena_ext, levels, books, index, expiry, meta, r, bucket)
     _l2(l2, cnt, seq, m.ts, sym, side, L.price, L.qty, L.count)
     if L.count == 0:
         remove_level(books, levels, ladder_keys, ladder_levels, meta,
                      np.int64(sym) * 2 + side, side, lv)
     _execute(seq, m.ts, sym, side, False, tif, m.price, m.qty, filled, m.order_id, trader,
-             flags, display, expire_ts, -1, arena, levels, index, books, ladder_keys,
+             flags, display, expire_ts, -1, arena, arena_ext, levels, index, books, ladder_keys,
              ladder_levels, meta, symbols, expiry, fills, l2, events, cnt)
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _modify_pending(m, seq, r, arena, levels, stops, ladder_keys, ladder_levels, meta, events,
-                    cnt):
+def _modify_pending(m, seq, r, arena, arena_ext, levels, stops, ladder_keys, ladder_levels, meta,
+                    events, cnt):
     """Apply a valid MODIFY to pending stop ``r`` (semantics.md, MODIFY: pending stops)."""
     o = arena[r]
     side = np.int64(o.side)
@@ -483,9 +480,10 @@ def _modify_pending(m, seq, r, arena, levels, stops, ladder_keys, ladder_levels,
     L = levels[lv]
     _event(events, cnt, seq, m.ts, m.symbol, m.order_id, Event.MODIFIED, Reason.NONE,
            o.filled, m.qty)
-    if o.order_type == _STOP_LIMIT:
+    x = arena_ext[r]
+    if x.order_type == _STOP_LIMIT:
         o.price = m.price
-    if m.stop_price == o.stop_price and m.qty <= o.leaves:
+    if m.stop_price == x.stop_price and m.qty <= o.leaves:
         L.qty -= o.leaves - m.qty
         o.leaves = m.qty
         return
@@ -494,15 +492,15 @@ def _modify_pending(m, seq, r, arena, levels, stops, ladder_keys, ladder_levels,
     if L.count == 0:
         remove_level(stops, levels, ladder_keys, ladder_levels, meta, b, 1 - side, lv)
     o.leaves = m.qty
-    o.stop_price = m.stop_price
+    x.stop_price = m.stop_price
     nlv = find_or_add_level(stops, levels, ladder_keys, ladder_levels, meta, b, 1 - side,
                             m.stop_price)
     append_to_level(arena, levels, r, nlv)
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _process_one(m, seq, arena, levels, index, books, ladder_keys, ladder_levels, meta, symbols,
-                 ticks, stops, expiry, fills, l2, events, cnt):
+def _process_one(m, seq, arena, arena_ext, levels, index, books, ladder_keys, ladder_levels, meta,
+                 symbols, ticks, stops, expiry, fills, l2, events, cnt):
     sym = m.symbol
     if m.kind > Kind.MODIFY:
         _event(events, cnt, seq, m.ts, sym, m.order_id, Event.REJECTED, Reason.BAD_KIND, 0, 0)
@@ -523,12 +521,12 @@ def _process_one(m, seq, arena, levels, index, books, ladder_keys, ladder_levels
         if m.tif >= _DAY:
             expire_ts = _entry_expiry(m, symbols)
         if m.order_type >= _STOP:
-            _add_stop(m, at, expire_ts, arena, levels, index, stops, ladder_keys, ladder_levels,
-                      meta, expiry)
+            _add_stop(m, at, expire_ts, arena, arena_ext, levels, index, stops, ladder_keys,
+                      ladder_levels, meta, expiry)
             return
         _execute(seq, m.ts, sym, np.int64(m.side), m.order_type == OrderType.MARKET,
                  np.int64(m.tif), m.price, m.qty, 0, m.order_id, m.trader, m.flags,
-                 m.display_qty, expire_ts, at, arena, levels, index, books, ladder_keys,
+                 m.display_qty, expire_ts, at, arena, arena_ext, levels, index, books, ladder_keys,
                  ladder_levels, meta, symbols, expiry, fills, l2, events, cnt)
     elif m.kind == Kind.CANCEL:
         bucket = index_probe(index, sym, m.order_id)
@@ -546,11 +544,11 @@ def _process_one(m, seq, arena, levels, index, books, ladder_keys, ladder_levels
         lv = o.level
         _event(events, cnt, seq, m.ts, sym, m.order_id, Event.CANCELLED, Reason.USER_CANCEL,
                o.filled, 0)
-        if meta[M_STOPS_LIVE] > 0 and o.pending != 0:
-            _remove_pending(arena, levels, index, stops, ladder_keys, ladder_levels, meta,
-                            expiry, r, bucket)
+        if o.marks & MARK_PENDING:
+            _remove_pending(arena, arena_ext, levels, index, stops, ladder_keys, ladder_levels,
+                            meta, expiry, r, bucket)
             return
-        _remove_order(arena, levels, books, index, expiry, meta, r, bucket)
+        _remove_order(arena, arena_ext, levels, books, index, expiry, meta, r, bucket)
         L = levels[lv]
         _l2(l2, cnt, seq, m.ts, sym, side, L.price, L.qty, L.count)
         if L.count == 0:
@@ -558,17 +556,20 @@ def _process_one(m, seq, arena, levels, index, books, ladder_keys, ladder_levels
                          np.int64(sym) * 2 + side, side, lv)
         return
     else:
-        _modify(m, seq, arena, levels, index, books, ladder_keys, ladder_levels, meta, symbols,
-                ticks, stops, expiry, fills, l2, events, cnt)
+        _modify(m, seq, arena, arena_ext, levels, index, books, ladder_keys, ladder_levels, meta,
+                symbols, ticks, stops, expiry, fills, l2, events, cnt)
     # only trades move the last price, so only a message that traded can trigger stops
-    if cnt[0] != fills_before and stops[np.int64(sym) * 2].live + stops[np.int64(sym) * 2 + 1].live > 0:
-        _release_stops(seq, m.ts, np.int64(sym), arena, levels, index, books, ladder_keys,
-                       ladder_levels, meta, symbols, stops, expiry, fills, l2, events, cnt)
+    # (meta first: with no stop pending anywhere the symbol's stop rows are never read)
+    if cnt[0] != fills_before and meta[M_STOPS_LIVE] > 0 and (
+            stops[np.int64(sym) * 2].live + stops[np.int64(sym) * 2 + 1].live > 0):
+        _release_stops(seq, m.ts, np.int64(sym), arena, arena_ext, levels, index, books,
+                       ladder_keys, ladder_levels, meta, symbols, stops, expiry, fills, l2, events,
+                       cnt)
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _expire(ts, seq, arena, levels, index, books, ladder_keys, ladder_levels, meta, stops,
-            expiry, fills, l2, events, cnt):
+def _expire(ts, seq, arena, arena_ext, levels, index, books, ladder_keys, ladder_levels, meta,
+            stops, expiry, fills, l2, events, cnt):
     """Remove every live order whose expiry is at or before ``ts``, in heap order
     (CANCELLED/EXPIRED, and an L2 row for a resting order's level); rows carry ``seq``.
 
@@ -587,13 +588,13 @@ def _expire(ts, seq, arena, levels, index, books, ladder_keys, ladder_levels, me
         sym = o.symbol
         _event(events, cnt, seq, ts, sym, o.order_id, Event.CANCELLED, Reason.EXPIRED, o.filled,
                0)
-        if o.pending != 0:
-            _remove_pending(arena, levels, index, stops, ladder_keys, ladder_levels, meta,
-                            expiry, r)
+        if o.marks & MARK_PENDING:
+            _remove_pending(arena, arena_ext, levels, index, stops, ladder_keys, ladder_levels,
+                            meta, expiry, r)
             continue
         side = np.int64(o.side)
         lv = o.level
-        _remove_order(arena, levels, books, index, expiry, meta, r)
+        _remove_order(arena, arena_ext, levels, books, index, expiry, meta, r)
         L = levels[lv]
         _l2(l2, cnt, seq, ts, sym, side, L.price, L.qty, L.count)
         if L.count == 0:
@@ -634,7 +635,7 @@ def _room(m, arena, levels, index, books, ladder_levels, meta, stops, expiry, fi
             r = index_find(index, m.symbol, m.order_id)
             side = np.int64(arena[r].side) if r >= 0 else 2
             is_market = False
-            pending = r >= 0 and arena[r].pending != 0
+            pending = r >= 0 and (arena[r].marks & MARK_PENDING) != 0
         if side <= _SELL:
             if meta[M_FREE_ORDER] < 0 and meta[M_ORDER_HW] >= len(arena):
                 return NEED_ORDERS
@@ -657,9 +658,10 @@ def _room(m, arena, levels, index, books, ladder_levels, meta, stops, expiry, fi
                 opp_b = sym * 2 + 1 - side
                 opp = books[opp_b]
                 stp = meta[M_STP]
-                if stops[sym * 2].live + stops[sym * 2 + 1].live > 0 and opp.n > 0 and _crosses(
-                        side, is_market, m.price,
-                        levels[ladder_levels[opp.off + opp.n - 1]].price):
+                if (meta[M_STOPS_LIVE] > 0 and stops[sym * 2].live + stops[sym * 2 + 1].live > 0
+                        and opp.n > 0 and _crosses(
+                            side, is_market, m.price,
+                            levels[ladder_levels[opp.off + opp.n - 1]].price)):
                     return _cascade_room(m, sym, side, qty, levels, books, ladder_levels,
                                          meta, stops, fills, l2, events, cnt)
                 bound = opp.live
@@ -766,8 +768,8 @@ def _prefetch_ahead(msgs, i, n, ahead, arena, levels, index):
 # nogil: the kernel touches no Python object, so a caller may decode or journal on another
 # thread while it matches (the store and rerun can overlap with it)
 @njit(cache=True, _nrt=False, nogil=True)
-def process_batch(msgs, start, arena, levels, index, books, ladder_keys, ladder_levels, meta,
-                  symbols, ticks, stops, expiry, fills, l2, events, cnt, ahead=0):
+def process_batch(msgs, start, arena, arena_ext, levels, index, books, ladder_keys, ladder_levels,
+                  meta, symbols, ticks, stops, expiry, fills, l2, events, cnt, ahead=0):
     """Process ``msgs[start:]`` in order, writing outputs at ``cnt`` = [fills, l2, events].
 
     ``ahead`` is the prefetch distance in messages (0: no prefetching; results are identical
@@ -783,8 +785,9 @@ def process_batch(msgs, start, arena, levels, index, books, ladder_keys, ladder_
         m = msgs[i]
         # expiries leave before the message, in rows carrying its seq (the one it will get)
         if meta[M_EXPIRY_N] > 0 and expiry[0].expire_ts <= m.ts:
-            status = _expire(m.ts, meta[M_SEQ] + 1, arena, levels, index, books, ladder_keys,
-                             ladder_levels, meta, stops, expiry, fills, l2, events, cnt)
+            status = _expire(m.ts, meta[M_SEQ] + 1, arena, arena_ext, levels, index, books,
+                             ladder_keys, ladder_levels, meta, stops, expiry, fills, l2, events,
+                             cnt)
             if status != OK:
                 return status, i
         status = _room(m, arena, levels, index, books, ladder_levels, meta, stops, expiry, fills,
@@ -792,6 +795,6 @@ def process_batch(msgs, start, arena, levels, index, books, ladder_keys, ladder_
         if status != OK:
             return status, i
         meta[M_SEQ] += 1
-        _process_one(m, meta[M_SEQ], arena, levels, index, books, ladder_keys, ladder_levels,
-                     meta, symbols, ticks, stops, expiry, fills, l2, events, cnt)
+        _process_one(m, meta[M_SEQ], arena, arena_ext, levels, index, books, ladder_keys,
+                     ladder_levels, meta, symbols, ticks, stops, expiry, fills, l2, events, cnt)
     return OK, n

@@ -1,6 +1,6 @@
 """The engine's book state as a public view, and what a kernel extending the engine may use.
 
-``Engine.state`` returns an ``EngineState``: the eleven arrays ``kernels.process_batch`` takes,
+``Engine.state`` returns an ``EngineState``: the twelve arrays ``kernels.process_batch`` takes,
 in its argument order, so ``process_batch(orders, start, *engine.state, fills, l2, events, cnt,
 prefetch)`` is the engine's own call. ``Engine.grow(status)`` grows what a state status names
 and returns the new ``EngineState``. The arrays are the engine's own, not copies: a kernel may
@@ -32,7 +32,7 @@ from .kernels import (
 from .order_index import index_find, index_home
 from .prefetch import prefetch
 
-__all__ = ["EngineState", "GROW_STATUSES", "grow_array",
+__all__ = ["EngineState", "GROW_STATUSES", "grow_array", "zeros_aligned",
            "OK", "NEED_OUTPUT", "NEED_ORDERS", "NEED_LEVELS", "NEED_INDEX", "NEED_LADDER",
            "NEED_EXPIRY",
            "M_SEQ", "M_NEED_FILLS", "M_NEED_L2", "M_NEED_EVENTS",
@@ -46,6 +46,7 @@ class EngineState(NamedTuple):
     """The engine's book state arrays (``exchange.book`` documents their dtypes and links)."""
 
     arena: np.ndarray          # ARENA_DTYPE: one row per order slot; a level's FIFO is linked here
+    arena_ext: np.ndarray      # ARENA_EXT_DTYPE: the slots' cold fields (read where marks say)
     levels: np.ndarray         # LEVEL_DTYPE: one row per occupied price level (qty, count, FIFO)
     index: np.ndarray          # INDEX_DTYPE: hash table (symbol, order_id) -> arena slot
     books: np.ndarray          # BOOK_DTYPE: one row per (symbol, side), at symbol * 2 + side
@@ -58,8 +59,23 @@ class EngineState(NamedTuple):
     expiry: np.ndarray         # EXPIRY_DTYPE: min-heap of expiring orders (M_EXPIRY_N entries)
 
 
+CACHE_LINE = 64
+
+
+def zeros_aligned(n: int, dtype: np.dtype) -> np.ndarray:
+    """Return a zeroed array of ``n`` rows of ``dtype`` whose first row starts on a cache line.
+
+    Why: numpy places large arrays 16 bytes past a page start, so a 64-byte arena row would
+    straddle two cache lines (two misses, and a prefetch of the row would fetch only one)."""
+    dtype = np.dtype(dtype)
+    buf = np.zeros(n * dtype.itemsize + CACHE_LINE, dtype=np.uint8)
+    skip = -buf.ctypes.data % CACHE_LINE
+    return buf[skip: skip + n * dtype.itemsize].view(dtype)
+
+
 def grow_array(arr: np.ndarray, at_least: int) -> np.ndarray:
-    """Return a zeroed copy of ``arr`` with room for max(2 * len, ``at_least``, 16) rows."""
-    new = np.zeros(max(2 * len(arr), at_least, 16), dtype=arr.dtype)
+    """Return a zeroed copy of ``arr`` with room for max(2 * len, ``at_least``, 16) rows, its
+    first row on a cache line (``zeros_aligned``)."""
+    new = zeros_aligned(max(2 * len(arr), at_least, 16), arr.dtype)
     new[: len(arr)] = arr
     return new

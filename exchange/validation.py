@@ -20,7 +20,7 @@ import numpy as np
 from numba import njit
 
 from ._cache_guard import guard
-from .book import M_OWNERSHIP
+from .book import MARK_PENDING, M_OWNERSHIP
 from .fillable import fillable  # the FOK / min_qty walk (icebergs' reserve and STP as matching)
 from .order_index import index_probe
 from .schema import KNOWN_FLAGS, MAX_LEVEL_QTY, MAX_QTY, Flag, OrderType, Reason, Side, Tif
@@ -203,10 +203,10 @@ def check_new(m, books, arena, levels, index, ladder_levels, symbols, ticks, stp
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def check_modify(m, r, books, arena, levels, ladder_levels, symbols, ticks, meta):
+def check_modify(m, r, books, arena, arena_ext, levels, ladder_levels, symbols, ticks, meta):
     """Return the reason MODIFY message ``m`` is refused (steps 3-15 of semantics.md), or
     Reason.NONE. ``r`` is the arena row of the live order it names (-1: none, UNKNOWN_ID); a
-    pending stop (``pending`` set) is checked as one.
+    pending stop (marked MARK_PENDING, its ext row then written) is checked as one.
 
     The caller has checked the kind and that the symbol exists (steps 1-2)."""
     if r < 0:
@@ -225,8 +225,8 @@ def check_modify(m, r, books, arena, levels, ladder_levels, symbols, ticks, meta
     if qty < sym_row.min_order_qty:
         return Reason.BELOW_MIN_QTY
     own_b = np.int64(m.symbol) * 2 + o.side
-    pending = o.pending != 0
-    if not pending or o.order_type == _STOP_LIMIT:
+    pending = (o.marks & MARK_PENDING) != 0
+    if not pending or arena_ext[r].order_type == _STOP_LIMIT:
         reason = _bad_price(books, ticks, sym_row, own_b, m.price)
         if reason != Reason.NONE:
             return reason

@@ -186,7 +186,7 @@ def check_flow(msgs, trader, id_base):
 
 
 @njit(cache=True)
-def _proc_batch(msgs, i, stop, arena, levels, index, books, ladder_keys, ladder_levels, meta,
+def _proc_batch(msgs, i, stop, arena, arena_ext, levels, index, books, ladder_keys, ladder_levels, meta,
                 symbols, ticks, stops, expiry, fills, l2, events, cnt, sf, se, scnt, trader, id_base, prefetch):
     """Process msgs[i:stop] in one ``process_batch`` call; copy the strategy's fills/events out.
 
@@ -214,7 +214,7 @@ def _proc_batch(msgs, i, stop, arena, levels, index, books, ladder_keys, ladder_
     # msgs[:stop] is a C-contiguous view of the same type as Engine.process's argument (and
     # ``prefetch`` an int64 like its prefetch distance), so numba reuses the engine's compilation
     # of process_batch; it stops at ``stop`` because the view ends there
-    status, j = K.process_batch(msgs[:stop], i, arena, levels, index, books, ladder_keys,
+    status, j = K.process_batch(msgs[:stop], i, arena, arena_ext, levels, index, books, ladder_keys,
                                 ladder_levels, meta, symbols, ticks, stops, expiry, fills, l2, events, cnt, prefetch)
     if prefetch > 0 and status == K.OK:
         # the next slice's buckets load while the strategy works (it starts at ``stop``)
@@ -343,7 +343,7 @@ def first_due(t_next, order_ts, wake, wake_obs, timer_obs):
 
 
 @njit(cache=True)
-def drive(msgs, olog, oseq, ds, arena, levels, index, books, ladder_keys, ladder_levels, meta,
+def drive(msgs, olog, oseq, ds, arena, arena_ext, levels, index, books, ladder_keys, ladder_levels, meta,
           symbols, ticks, stops, expiry, fills, l2, events, cnt, sf, se, scnt, live, lcnt, marks, top):
     """Run the merged stream up to the next Python callback; return why it stopped.
 
@@ -373,7 +373,7 @@ def drive(msgs, olog, oseq, ds, arena, levels, index, books, ladder_keys, ladder
             if react and lcnt[0] + 1 > live.shape[0]:
                 return NEED_LIVE
             e0 = scnt[1]
-            status, _ = _proc_batch(olog, qh, qh + 1, arena, levels, index, books, ladder_keys,
+            status, _ = _proc_batch(olog, qh, qh + 1, arena, arena_ext, levels, index, books, ladder_keys,
                                     ladder_levels, meta, symbols, ticks, stops, expiry, fills, l2, events, cnt, sf, se, scnt,
                                     trader, id_base, np.int64(0))
             if status != K.OK:
@@ -404,7 +404,7 @@ def drive(msgs, olog, oseq, ds, arena, levels, index, books, ladder_keys, ladder
                     return NEED_LIVE
                 f0 = scnt[0]
                 e0 = scnt[1]
-                status, j = _proc_batch(msgs, i, k + 1, arena, levels, index, books,
+                status, j = _proc_batch(msgs, i, k + 1, arena, arena_ext, levels, index, books,
                                         ladder_keys, ladder_levels, meta, symbols, ticks, stops, expiry, fills, l2, events, cnt,
                                         sf, se, scnt, trader, id_base, pf)
                 ds[D_I] = j
@@ -416,7 +416,7 @@ def drive(msgs, olog, oseq, ds, arena, levels, index, books, ladder_keys, ladder
                 if scnt[0] > f0:
                     return HIT
                 continue
-        status, j = _proc_batch(msgs, i, stop, arena, levels, index, books, ladder_keys,
+        status, j = _proc_batch(msgs, i, stop, arena, arena_ext, levels, index, books, ladder_keys,
                                 ladder_levels, meta, symbols, ticks, stops, expiry, fills, l2, events, cnt, sf, se, scnt,
                                 trader, id_base, pf)
         ds[D_I] = j
@@ -482,7 +482,7 @@ def _send_quotes(olog, osent, st, slots, actions, local, symbol, trader, ord_mod
 
 
 @njit(cache=True)
-def run_quotes(fn, msgs, st, fst, arena, levels, index, books, ladder_keys, ladder_levels, meta,
+def run_quotes(fn, msgs, st, fst, arena, arena_ext, levels, index, books, ladder_keys, ladder_levels, meta,
                symbols, ticks, stops, expiry, fills, l2, events, cnt, sf, se, scnt, olog, osent, oseq, marks, feed_mode,
                feed_times, feed_vals, ord_mode, ord_times, ord_vals, state, params, quote,
                top, trader, id_base, symbol, every, terms, prefetch):
@@ -534,7 +534,7 @@ def run_quotes(fn, msgs, st, fst, arena, levels, index, books, ladder_keys, ladd
             stop = max(stop, i + 1)
             f0 = scnt[0]
             e0 = scnt[1]
-            status, j = _proc_batch(msgs, i, stop, arena, levels, index, books, ladder_keys,
+            status, j = _proc_batch(msgs, i, stop, arena, arena_ext, levels, index, books, ladder_keys,
                                     ladder_levels, meta, symbols, ticks, stops, expiry, fills, l2, events, cnt, sf, se, scnt,
                                     trader, id_base, prefetch)
             st[S_I] = j
@@ -554,7 +554,7 @@ def run_quotes(fn, msgs, st, fst, arena, levels, index, books, ladder_keys, ladd
             continue
         f0 = scnt[0]
         e0 = scnt[1]
-        status, _ = _proc_batch(olog, qh, qh + 1, arena, levels, index, books, ladder_keys,
+        status, _ = _proc_batch(olog, qh, qh + 1, arena, arena_ext, levels, index, books, ladder_keys,
                                 ladder_levels, meta, symbols, ticks, stops, expiry, fills, l2, events, cnt, sf, se, scnt, trader,
                                 id_base, np.int64(0))
         if status != K.OK:

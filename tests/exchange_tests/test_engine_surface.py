@@ -25,9 +25,9 @@ from exchange.errors import CorruptionError, UsageError  # noqa: E402
 def test_state_is_the_engines_arrays_in_process_batch_order():
     eng = make_book("engine")
     st = eng.state
-    assert isinstance(st, S.EngineState) and len(st) == 11
-    assert st._fields == ("arena", "levels", "index", "books", "ladder_keys", "ladder_levels",
-                          "meta", "symbols", "ticks", "stops", "expiry")
+    assert isinstance(st, S.EngineState) and len(st) == 12
+    assert st._fields == ("arena", "arena_ext", "levels", "index", "books", "ladder_keys",
+                          "ladder_levels", "meta", "symbols", "ticks", "stops", "expiry")
     eng.process(random_flow(seed=3, n=500))
     assert int(eng.state.meta[S.M_SEQ]) == eng.seq == 500
     # the arrays are the engine's own: a kernel called with *state sees the engine's book
@@ -48,6 +48,7 @@ def test_grow_enlarges_what_the_status_names_and_keeps_outputs(status, field):
     before = len(getattr(grown.state, field))
     new = grown.grow(status)
     assert isinstance(new, S.EngineState) and len(getattr(new, field)) > before
+    assert len(new.arena_ext) == len(new.arena)   # the cold fields share the slot index
     assert new.meta is grown.state.meta
     assert grown.checkpoint() == plain.checkpoint()
     for x, y in zip(plain.process(orders[1000:]), grown.process(orders[1000:])):
