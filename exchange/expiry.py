@@ -20,12 +20,18 @@ from .book import M_EXPIRY_N
 guard(__name__, __file__, deps=("exchange.book",))
 
 DAY_NS = 86_400 * 1_000_000_000
+_I64_MAX = (1 << 63) - 1
 
 
 @njit(cache=True, _nrt=False, inline="always")
 def day_expiry(ts, session_close):
-    """Return the first instant ``t > ts`` with ``t == session_close (mod one day)``."""
-    return ts - (ts - session_close) % DAY_NS + DAY_NS
+    """Return the first instant ``t > ts`` with ``t == session_close (mod one day)``, or the
+    largest int64 when that instant lies past it (the clock cannot reach it anyway)."""
+    # formed from the remainders so no intermediate leaves int64, whatever ts is
+    ahead = DAY_NS - (ts % DAY_NS - session_close) % DAY_NS   # in (0, DAY_NS]
+    if ts > _I64_MAX - ahead:
+        return _I64_MAX
+    return ts + ahead
 
 
 @njit(cache=True, _nrt=False, inline="always")

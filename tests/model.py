@@ -177,7 +177,8 @@ def _crosses(side, limit, market, level_price):
 def day_expiry(ts, session_close):
     """The first instant t > ts with t = session_close (mod one day): when a DAY order expires."""
     r = (session_close - ts) % DAY_NS
-    return ts + (r if r else DAY_NS)
+    # a close past the int64 clock is its largest value (docs/semantics.md, Symbols)
+    return min(ts + (r if r else DAY_NS), (1 << 63) - 1)
 
 
 class Model:

@@ -549,3 +549,19 @@ def test_the_fok_walk_under_cancel_incoming_stops_at_own_order_counting_shown_be
                   sell(3, 100, 50, trader=1)))
     for stp in (2, 3):
         assert _reaches(e, 5, stp=stp) and not _reaches(e, 6, stp=stp)
+
+
+def test_a_day_order_entered_within_a_day_of_the_int64_clock_end_expires_at_its_largest_value():
+    """A DAY close past 2^63 - 1 is clamped there (semantics.md, Symbols), never wrapped to a
+    negative time that would expire the order at the next message."""
+    from exchange import Engine
+    from exchange.schema import Event
+
+    eng = Engine()
+    eng.add_symbol("X", session_close=0)
+    ts = (1 << 63) - 11
+    eng.submit("X", "buy", qty=5, price=100, tif="day", ts=ts, trader=1)
+    assert int(eng.orders("X")["expire_ts"][0]) == (1 << 63) - 1
+    res = eng.submit("X", "sell", qty=1, price=200, ts=ts + 5, trader=2)
+    assert Event.CANCELLED not in res.events["event"].tolist()
+    assert eng.live_orders == 2
