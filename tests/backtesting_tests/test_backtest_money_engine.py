@@ -1,5 +1,5 @@
-"""Money from the engine config, end to end (NEEDS THE ISSUE-15 ENGINE: ``add_symbol`` taking
-``currency``, ``tick_value``, ``maker_bps``, ``taker_bps`` and ``Engine.from_config``).
+"""Money from the engine config (``add_symbol``'s currency, tick_value, maker_bps, taker_bps and
+``Engine.from_config``), end to end.
 
 A scenario file's symbol money reaches the backtest: the strategy rests a buy that the market
 sells into (maker, rebate) and then sells into a resting market bid (taker, fee); the summary,
@@ -21,9 +21,6 @@ from replay.backtesting.strategy import Strategy
 
 ME = 7
 
-pytestmark = pytest.mark.skipif(
-    "currency" not in Engine.add_symbol.__code__.co_varnames,
-    reason="needs the issue-15 engine (add_symbol money options)")
 
 
 def _flow():

@@ -1,15 +1,11 @@
-"""verify on engine runs with every new order type: a correct run verifies clean.
-
-NEEDS THE NEW ENGINE (issue 15: ownership, stops, icebergs, DAY/GTD, tick tables and lots):
-the engine tests are skipped until ``Engine`` takes ``ownership`` and ``add_symbol`` takes
-``tick_table``; the reference-model test until ``tests/model.py`` takes them. The flows mix stops and stop-limits (cascades included), icebergs refilling
+"""verify on engine and reference-model runs with every new order type: a correct run verifies
+clean. The flows mix stops and stop-limits (cascades included), icebergs refilling
 while being swept, GTD and DAY orders expiring (before messages of other symbols too), cancels
 and modifies by owners and by other traders, on two symbols with tick tables and lots.
 """
 
 from __future__ import annotations
 
-import inspect
 
 import numpy as np
 import pytest
@@ -20,10 +16,6 @@ from replay import verify, verify_arrays
 
 from test_replay_common import store_run
 
-_NEW_ENGINE = "tick_table" in inspect.signature(Engine.add_symbol).parameters and \
-    "ownership" in inspect.signature(Engine.__init__).parameters
-needs_engine = pytest.mark.skipif(not _NEW_ENGINE, reason="needs the issue-15 engine "
-                                  "(ownership, stops, icebergs, expiry, tick tables)")
 
 DAY_NS = 86_400 * 10**9
 TABLE = [(1, 1), (105, 5)]
@@ -82,7 +74,6 @@ def venue_engine() -> Engine:
     return eng
 
 
-@needs_engine
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_engine_runs_with_every_new_order_type_verify_clean(seed):
     orders = venue_flow(6000, seed)
@@ -94,7 +85,6 @@ def test_engine_runs_with_every_new_order_type_verify_clean(seed):
     assert report.summary["fills"] == res.fills.size > 0
 
 
-@needs_engine
 def test_a_stored_run_with_every_new_order_type_verifies_clean(tmp_path):
     """verify reads ownership, tick tables, lots and session closes from the run config, and
     checks in small seq ranges the same as in one."""
@@ -105,14 +95,9 @@ def test_a_stored_run_with_every_new_order_type_verifies_clean(tmp_path):
 
 
 def test_reference_model_runs_with_every_new_order_type_verify_clean():
-    """The same flows through tests/model.py (the reference model of docs/semantics.md); skipped
-    until the model takes the new options."""
-    try:
-        import model as reference
-    except Exception as exc:       # the model of before issue 15 refuses the new schema
-        pytest.skip(f"needs the issue-15 tests/model.py ({type(exc).__name__})")
-    if "tick_table" not in inspect.signature(reference.Model.add_symbol).parameters:
-        pytest.skip("needs the issue-15 tests/model.py")
+    """The same flows through tests/model.py (the reference model of docs/semantics.md)."""
+    import model as reference
+
     for seed in (5, 6):
         orders = venue_flow(3000, seed)
         m = reference.Model(stp="cancel_resting", ownership=True)

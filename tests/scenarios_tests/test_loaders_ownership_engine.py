@@ -1,5 +1,4 @@
-"""Every loaded feed runs byte-identically with ownership on and off (NEEDS THE ISSUE-15 ENGINE:
-``Engine(ownership=...)`` and the NOT_OWNER reason): the loaders write the owner's trader on
+"""Every loaded feed runs byte-identically with ownership on and off: the loaders write the owner's trader on
 CANCEL and MODIFY rows, so no cancel of the feed is refused as another trader's."""
 
 from __future__ import annotations
@@ -13,9 +12,6 @@ from exchange import Engine
 from exchange.errors import InputError
 from exchange.schema import Reason
 
-pytestmark = pytest.mark.skipif(not hasattr(Reason, "NOT_OWNER")
-                                or "ownership" not in Engine.__init__.__code__.co_varnames,
-                                reason="needs the issue-15 engine (ownership option)")
 
 
 def _sample(relative):
