@@ -78,6 +78,8 @@ import numpy as np
 from exchange.errors import CorruptionError, UsageError, VerificationError
 from exchange.schema import MAX_PRICE, Event, Reason, Side, Stp
 from store import Catalog, Reader, read
+
+from replay.verifier_rules import DAY_NS
 from store.tables import STORED_DTYPES, orders_with_seq
 
 import replay.verifier_kernel as K
@@ -250,7 +252,7 @@ class _SymbolOptions:
     session_close: int = 0
 
 
-_DAY_NS = 86_400 * 10**9
+_DAY_NS = DAY_NS   # one day of the session-close clock (verifier_rules)
 
 
 def _int_option(entry: dict, key: str, default: int, lo: int, hi: int, error, where: str) -> int:

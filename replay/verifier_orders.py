@@ -60,6 +60,9 @@ def _open(ost, ext, s):
     return ost[s, O_LEAVES]
 
 
+_I64_MAX = (1 << 63) - 1
+
+
 @njit(cache=True, _nrt=False, inline="always")
 def _expiry_of(tif, ts, expire_ts, close):
     """When an order entered at ``ts`` expires: GTD its expire_ts, DAY the first instant after
@@ -67,8 +70,12 @@ def _expiry_of(tif, ts, expire_ts, close):
     if tif == _GTD:
         return np.int64(expire_ts)
     if tif == _DAY:
-        r = (close - ts) % DAY_NS        # Python-style modulo: in [0, DAY_NS)
-        return ts + (r if r > 0 else DAY_NS)
+        # from the remainders, so nothing leaves int64; a close past the int64 clock is its
+        # largest value (docs/semantics.md, Symbols)
+        ahead = DAY_NS - (ts % DAY_NS - close) % DAY_NS   # in (0, DAY_NS]
+        if ts > _I64_MAX - ahead:
+            return np.int64(_I64_MAX)
+        return ts + ahead
     return np.int64(0)
 
 

@@ -57,3 +57,25 @@ def test_an_out_of_order_expiry_names_the_order_expired_before_it():
     rep = verify_arrays(m, r.fills, l2, ev, config=eng.config())
     details = [v.detail for v in rep.violations if v.rule == "expiry"]
     assert details == ["expiry of order 2 (expiry 90) out of order after order 1 (expiry 100)"]
+
+
+def test_a_day_order_entered_within_a_day_of_the_int64_clock_end_verifies_clean():
+    """verify's DAY expiry clamps at the int64 clock end as the engine does (semantics.md,
+    Symbols), instead of wrapping to a past time and calling the live order overdue."""
+    import numpy as np
+
+    from exchange import Engine
+    from exchange.schema import ORDER_DTYPE, Side, Tif
+    from replay import verify_arrays
+
+    eng = Engine()
+    eng.add_symbol("X")
+    ts = (1 << 63) - 11
+    o = np.zeros(2, ORDER_DTYPE)
+    o["ts"] = [ts, ts + 5]
+    o["qty"], o["price"] = [5, 1], [100, 200]
+    o["side"], o["order_id"], o["trader"] = [Side.BUY, Side.SELL], [1, 2], [1, 2]
+    o["tif"] = [Tif.DAY, Tif.GTC]
+    r = eng.process(o)
+    report = verify_arrays(o, r.fills, r.l2, r.events, config=eng.config())
+    assert report.ok, report.violations[:3]
