@@ -17,7 +17,9 @@ State (owned by ``Engine``, passed to kernels as arrays):
   only the few better levels.
 - ``meta`` (int64): counters and free-list heads, indexed by the ``M_*`` constants.
 - ``symbols`` (SYMBOL_DTYPE): one row per symbol: lot size, minimum order quantity, session
-  close, last trade price and its region ``[tick_off, tick_off + tick_n)`` of ``ticks``.
+  close, last trade price, its region ``[tick_off, tick_off + tick_n)`` of ``ticks``, and its
+  trading phase state (phase, pending auction, reference price, bands, re-opening end, the last
+  published indicative uncross).
 - ``ticks`` (TICK_DTYPE): every symbol's tick table rows, ``from_price`` ascending per symbol.
 - ``stops`` (BOOK_DTYPE): the pending-stop books, one row per (symbol, side) at
   ``symbol * 2 + side``, laid out like ``books`` (ladder regions in the same ladder arrays,
@@ -89,7 +91,16 @@ LEVEL_DTYPE = np.dtype(
 SYMBOL_DTYPE = np.dtype(
     [("lot_size", "<i8"), ("min_order_qty", "<i8"), ("session_close", "<i8"),
      ("last_price", "<i8"),   # last trade price (0: no trade yet)
-     ("tick_off", "<i8"), ("tick_n", "<i8")],
+     ("tick_off", "<i8"), ("tick_n", "<i8"),
+     # trading phases (docs/semantics.md, Trading phases); all 0 = continuous, no bands
+     ("reference_price", "<i8"),   # static band centre and uncross tie-break (0: none)
+     ("static_band_bps", "<i8"),   # half-width of the static band, bps of the reference (0: none)
+     ("dynamic_band_bps", "<i8"),  # half-width of the dynamic band, bps of the last price (0: none)
+     ("interruption_ns", "<i8"),   # length of the re-opening auction a band breach starts
+     ("auction_end", "<i8"),       # when the current re-opening auction uncrosses (0: no end)
+     ("ind_price", "<i8"), ("ind_qty", "<i8"), ("ind_surplus", "<i8"),  # last INDICATIVE
+     ("phase", "<i8"),             # Phase
+     ("auction", "<i8")],          # the auction a pending uncross will be (Phase code; 0: none)
     align=True,
 )
 

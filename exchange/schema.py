@@ -6,7 +6,8 @@ Invariants:
 - Enum values are small ints; kernels, the store and replay import them from here and nowhere
   redeclares a field or a code.
 - Reason codes are grouped by range: 0 none; 1-31 validation rejects; 32-63 matching rejects;
-  64-95 cancel causes. ``reason_group`` tells which range a code is in.
+  64-95 cancel causes; 96-127 why a symbol's phase changed. ``reason_group`` tells which range a
+  code is in.
 - Structured dtypes are packed (no padding bytes), so equal rows are equal bytes: outputs can be
   hashed, checksummed and compared with ``tobytes()`` however they were built (np.concatenate
   leaves padding uninitialised). Fields are laid out widest first; x86 loads unaligned fields at
@@ -20,7 +21,8 @@ from enum import IntEnum
 import numpy as np
 
 __all__ = [
-    "Side", "Kind", "OrderType", "Tif", "Flag", "Event", "Reason", "Stp",
+    "Side", "Kind", "OrderType", "Tif", "Flag", "Event", "Reason", "Stp", "Phase",
+    "CALL_PHASES", "AUCTION_SIDE", "CALL_MARKET_PRICE",
     "ORDER_DTYPE", "FILL_DTYPE", "L2_DTYPE", "EVENT_DTYPE", "L3_DTYPE", "CHECKPOINT_DTYPE",
     "DEPTH_DTYPE",
     "MAX_QTY", "MAX_PRICE", "MAX_LEVEL_QTY", "KNOWN_FLAGS", "TABLE_DTYPES", "reason_group",
@@ -40,6 +42,30 @@ class Kind(IntEnum):
     NEW = 0
     CANCEL = 1
     MODIFY = 2
+    PHASE = 3    # move the symbol to the message's ``phase`` (docs/semantics.md, Trading phases)
+
+
+class Phase(IntEnum):
+    """A symbol's trading phase (docs/semantics.md, Trading phases). CONTINUOUS is 0, so a symbol
+    that never gets a PHASE message, and every flow written before phases existed, is continuous.
+
+    PRE_OPEN, PRE_CLOSE and REOPENING_AUCTION are *calls*: orders rest without matching and the
+    engine publishes the indicative uncross. OPENING_AUCTION and CLOSING_AUCTION are never a
+    resting state: as a PHASE message's target they mean "uncross now", then CONTINUOUS
+    (opening) or CLOSED (closing); on an UNCROSS event they name which auction it was, as
+    REOPENING_AUCTION does for the re-opening call."""
+
+    CONTINUOUS = 0
+    CLOSED = 1
+    PRE_OPEN = 2
+    OPENING_AUCTION = 3
+    PRE_CLOSE = 4
+    CLOSING_AUCTION = 5
+    HALTED = 6
+    REOPENING_AUCTION = 7
+
+
+CALL_PHASES = frozenset({Phase.PRE_OPEN, Phase.PRE_CLOSE, Phase.REOPENING_AUCTION})
 
 
 class OrderType(IntEnum):
@@ -83,6 +109,12 @@ class Event(IntEnum):
     CANCELLED = 4  # the order left the book (or never rested); reason says why
     MODIFIED = 5   # a MODIFY was applied; leaves_qty = the new open quantity
     TRIGGERED = 6  # a pending stop was released into the book (as MARKET or LIMIT); leaves = qty
+    # symbol events: order_id 0, ``phase`` and ``price`` as below
+    PHASE = 7       # the symbol entered ``phase``; price = its reference price; reason says why
+    INDICATIVE = 8  # in a call, the uncross changed: price (0: none), filled = volume that would
+                    # execute, leaves = surplus at that price (> 0 buy side, < 0 sell side)
+    UNCROSS = 9     # an auction executed: price, filled = volume, leaves = surplus as above;
+                    # phase = which auction (OPENING_AUCTION, CLOSING_AUCTION, REOPENING_AUCTION)
 
 
 class Reason(IntEnum):
@@ -110,17 +142,25 @@ class Reason(IntEnum):
     BAD_DISPLAY_QTY = 18   # display_qty < 0, > qty, off lot, or on an order that cannot rest
     BAD_EXPIRY = 19        # GTD whose expire_ts <= ts, or expire_ts on anything but GTD
     BAD_MIN_QTY = 20       # min_qty < 0, > qty, off lot, or on FOK or a stop
+    BAD_PHASE = 21         # a PHASE message naming no Phase
+    OUTSIDE_STATIC_BAND = 22  # limit price outside the static band around the reference price
     # 32-63: matching rejects (valid message, refused by the state of the book)
     POST_ONLY_WOULD_CROSS = 32
     FOK_CANNOT_FILL = 33
     STOP_PRICE_REACHED = 34   # buy stop at or below the last trade price (sell: at or above)
     MIN_QTY_CANNOT_FILL = 35  # less than min_qty would fill at once
+    SYMBOL_CLOSED = 36        # NEW or MODIFY while the symbol is CLOSED
+    SYMBOL_HALTED = 37        # NEW or MODIFY while the symbol is HALTED
+    NOT_IN_CALL = 38          # IOC, FOK, POST_ONLY or min_qty during a call; MODIFY of a call MARKET
     # 64-95: why a live or incoming order was cancelled
     USER_CANCEL = 64
     NO_LIQUIDITY = 65      # a MARKET order's unfilled rest
     IOC_UNFILLED = 66      # an IOC order's unfilled rest
     SELF_TRADE = 67        # self-trade prevention removed it
     EXPIRED = 68           # a DAY or GTD order reached its expiry (engine clock = message ts)
+    # 96-127: why a symbol's phase changed (PHASE events; NONE: a PHASE message)
+    PRICE_BAND = 96        # a trade would have printed outside the dynamic band: re-opening auction
+    AUCTION_END = 97       # a re-opening auction reached its end time and uncrossed
 
 
 class Stp(IntEnum):
@@ -133,7 +173,8 @@ class Stp(IntEnum):
 
 
 def reason_group(reason: int) -> str:
-    """Return the range a reason code belongs to: 'none', 'validation', 'matching' or 'cancel'.
+    """Return the range a reason code belongs to: 'none', 'validation', 'matching', 'cancel' or
+    'phase'.
 
     Raises ValueError for a code outside every range.
     """
@@ -145,6 +186,8 @@ def reason_group(reason: int) -> str:
         return "matching"
     if 64 <= reason <= 95:
         return "cancel"
+    if 96 <= reason <= 127:
+        return "phase"
     raise ValueError(f"reason code {reason} is outside every range")
 
 
@@ -152,6 +195,12 @@ def reason_group(reason: int) -> str:
 MAX_QTY = 1 << 40         # largest quantity of one order
 MAX_PRICE = 1 << 62       # largest price in ticks
 MAX_LEVEL_QTY = 1 << 62   # largest total quantity resting at one price
+
+# A MARKET order entered during a call rests until the uncross at this price of its side (BUY,
+# SELL): beyond every limit price, so it has priority over every limit and its level is the best.
+CALL_MARKET_PRICE = (MAX_PRICE + 1, 0)
+
+AUCTION_SIDE = 2   # a fill's aggressor_side when an uncross made it (an auction has no aggressor)
 
 ORDER_DTYPE = np.dtype(
     [
@@ -170,7 +219,9 @@ ORDER_DTYPE = np.dtype(
         ("stop_price", "<i8"),  # STOP / STOP_LIMIT trigger in ticks (MODIFY of a stop: new one)
         ("display_qty", "<i8"), # iceberg: largest quantity shown at once (0: all shown)
         ("min_qty", "<i8"),     # NEW: fill at least this much at once or reject (0: none)
-        ("expire_ts", "<i8"),   # GTD: expiry timestamp, ns (0 for every other tif)
+        ("expire_ts", "<i8"),   # GTD: expiry timestamp, ns (0 for every other tif); PHASE to
+                                # REOPENING_AUCTION: when it uncrosses (0: at a later PHASE)
+        ("phase", "u1"),        # PHASE: the Phase to enter (0 on every other kind)
     ],
 )
 
@@ -186,7 +237,7 @@ FILL_DTYPE = np.dtype(
         ("symbol", "<u4"),
         ("buy_trader", "<u4"),
         ("sell_trader", "<u4"),
-        ("aggressor_side", "u1"),  # Side of the incoming order
+        ("aggressor_side", "u1"),  # Side of the incoming order; AUCTION_SIDE for an uncross
     ],
 )
 
@@ -212,6 +263,10 @@ EVENT_DTYPE = np.dtype(
         ("symbol", "<u4"),
         ("event", "u1"),        # Event
         ("reason", "u1"),       # Reason
+        # appended so the 37-byte rows of older stores are a prefix
+        ("price", "<i8"),       # PARTIAL/FILLED: the fill's price; PHASE: the reference price;
+                                # INDICATIVE/UNCROSS: the auction price; 0 otherwise
+        ("phase", "u1"),        # the symbol's Phase after the event (UNCROSS: the auction)
     ],
 )
 
