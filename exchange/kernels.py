@@ -35,6 +35,8 @@ from .order_index import (
     index_find, index_home, index_insert, index_probe, index_put, index_remove, index_remove_at,
 )
 from .prefetch import prefetch
+from .removal import remove_order
+from .rows import write_event, write_l2
 from .schema import (
     MAX_LEVEL_QTY, Event, Kind, OrderType, Reason, Side, Stp, Tif,
 )
@@ -43,7 +45,8 @@ from .validation import crosses as _crosses
 
 # numba keys this module's cache on this file only; these files are compiled into its kernels
 guard(__name__, __file__, deps=("exchange.book", "exchange.expiry", "exchange.order_index",
-                                "exchange.prefetch", "exchange.schema", "exchange.validation"))
+                                "exchange.prefetch", "exchange.removal", "exchange.rows",
+                                "exchange.schema", "exchange.validation"))
 
 # statuses returned by process_batch
 OK = 0
@@ -64,57 +67,6 @@ _GTD = int(Tif.GTD)
 _LIMIT = int(OrderType.LIMIT)
 _STOP = int(OrderType.STOP)
 _STOP_LIMIT = int(OrderType.STOP_LIMIT)
-
-
-@njit(cache=True, _nrt=False, inline="always")
-def _event(events, cnt, seq, ts, symbol, order_id, ev, reason, filled, leaves):
-    e = events[cnt[2]]
-    e.seq = seq
-    e.ts = ts
-    e.order_id = order_id
-    e.filled_qty = filled
-    e.leaves_qty = leaves
-    e.symbol = symbol
-    e.event = ev
-    e.reason = reason
-    cnt[2] += 1
-
-
-@njit(cache=True, _nrt=False, inline="always")
-def _l2(l2, cnt, seq, ts, symbol, side, price, qty, count):
-    u = l2[cnt[1]]
-    u.seq = seq
-    u.ts = ts
-    u.price = price
-    u.qty = qty
-    u.symbol = symbol
-    u.count = count
-    u.side = side
-    cnt[1] += 1
-
-
-@njit(cache=True, _nrt=False, inline="always")
-def _remove_order(arena, arena_ext, levels, books, index, expiry, meta, r, bucket=-1):
-    """Unlink live order ``r`` from its level, the index, the expiry heap and its book; free its
-    slot. ``books`` is the order books for a resting order, the stop books for a pending stop.
-
-    ``bucket``: the order's index bucket if the caller just probed for it (-1: look it up).
-    The level is left in place even if empty: the caller decides when to drop it.
-    """
-    o = arena[r]
-    marks = o.marks
-    if o.hidden != 0:
-        levels[o.level].hidden -= o.hidden
-    detach_from_level(arena, levels, r)
-    books[np.int64(o.symbol) * 2 + o.side].live -= 1
-    if bucket >= 0:
-        index_remove_at(index, bucket)
-    else:
-        index_remove(index, o.symbol, o.order_id)
-    meta[M_INDEX_COUNT] -= 1
-    if marks & MARK_EXPIRING:
-        heap_remove(expiry, arena_ext, meta, r)
-    free_order(arena, meta, r)
 
 
 @njit(cache=True, _nrt=False, inline="always")
@@ -150,9 +102,9 @@ def _match(seq, ts, symbol, side, is_market, limit, qty, order_id, trader, fille
                 if stp == Stp.CANCEL_INCOMING:
                     stp_stop = True
                     break
-                _event(events, cnt, seq, ts, symbol, o.order_id, Event.CANCELLED,
-                       Reason.SELF_TRADE, o.filled, 0)
-                _remove_order(arena, arena_ext, levels, books, index, expiry, meta, r)
+                write_event(events, cnt, seq, ts, symbols, symbol, o.order_id, Event.CANCELLED,
+                            Reason.SELF_TRADE, o.filled, 0, 0)
+                remove_order(arena, arena_ext, levels, books, index, expiry, meta, r)
                 changed = True
                 if stp == Stp.CANCEL_BOTH:
                     stp_stop = True
@@ -182,16 +134,16 @@ def _match(seq, ts, symbol, side, is_market, limit, qty, order_id, trader, fille
             last = price
             remaining -= q
             filled += q
-            _event(events, cnt, seq, ts, symbol, order_id,
-                   Event.FILLED if remaining == 0 else Event.PARTIAL, Reason.NONE,
-                   filled, remaining)
+            write_event(events, cnt, seq, ts, symbols, symbol, order_id,
+                        Event.FILLED if remaining == 0 else Event.PARTIAL, Reason.NONE, filled,
+                        remaining, price)
             o.leaves -= q
             o.filled += q
             L.qty -= q
             if o.leaves == 0 and o.hidden == 0:
-                _event(events, cnt, seq, ts, symbol, o.order_id, Event.FILLED, Reason.NONE,
-                       o.filled, 0)
-                _remove_order(arena, arena_ext, levels, books, index, expiry, meta, r)
+                write_event(events, cnt, seq, ts, symbols, symbol, o.order_id, Event.FILLED,
+                            Reason.NONE, o.filled, 0, price)
+                remove_order(arena, arena_ext, levels, books, index, expiry, meta, r)
             else:
                 if o.leaves == 0:
                     # refill: the next slice joins the back of the queue
@@ -201,11 +153,11 @@ def _match(seq, ts, symbol, side, is_market, limit, qty, order_id, trader, fille
                     detach_from_level(arena, levels, r)
                     o.leaves = s
                     append_to_level(arena, levels, r, lv)
-                _event(events, cnt, seq, ts, symbol, o.order_id, Event.PARTIAL, Reason.NONE,
-                       o.filled, o.leaves + o.hidden)
+                write_event(events, cnt, seq, ts, symbols, symbol, o.order_id, Event.PARTIAL,
+                            Reason.NONE, o.filled, o.leaves + o.hidden, price)
             changed = True
         if changed:
-            _l2(l2, cnt, seq, ts, symbol, opp, price, L.qty, L.count)
+            write_l2(l2, cnt, seq, ts, symbol, opp, price, L.qty, L.count)
         if L.count == 0:
             remove_level(books, levels, ladder_keys, ladder_levels, meta, opp_b, opp, lv)
         if stp_stop:
@@ -257,7 +209,7 @@ def _rest(seq, ts, symbol, side, price, qty, filled, order_id, trader, flags, di
     meta[M_INDEX_COUNT] += 1
     if expire_ts != 0:
         heap_push(expiry, arena, arena_ext, meta, r)
-    _l2(l2, cnt, seq, ts, symbol, side, price, L.qty, L.count)
+    write_l2(l2, cnt, seq, ts, symbol, side, price, L.qty, L.count)
     return True
 
 
@@ -277,19 +229,21 @@ def _execute(seq, ts, symbol, side, is_market, tif, price, qty, filled, order_id
         return
     done = filled + qty - remaining
     if stp_stop:
-        _event(events, cnt, seq, ts, symbol, order_id, Event.CANCELLED, Reason.SELF_TRADE, done, 0)
+        write_event(events, cnt, seq, ts, symbols, symbol, order_id, Event.CANCELLED,
+                    Reason.SELF_TRADE, done, 0, 0)
     elif is_market:
-        _event(events, cnt, seq, ts, symbol, order_id, Event.CANCELLED, Reason.NO_LIQUIDITY,
-               done, 0)
+        write_event(events, cnt, seq, ts, symbols, symbol, order_id, Event.CANCELLED,
+                    Reason.NO_LIQUIDITY, done, 0, 0)
     elif tif == _IOC or tif == _FOK:
-        _event(events, cnt, seq, ts, symbol, order_id, Event.CANCELLED, Reason.IOC_UNFILLED,
-               done, 0)
+        write_event(events, cnt, seq, ts, symbols, symbol, order_id, Event.CANCELLED,
+                    Reason.IOC_UNFILLED, done, 0, 0)
     # matching only ever removes ids: with the count unchanged the table is as probed
     elif not _rest(seq, ts, symbol, side, price, remaining, done, order_id, trader, flags, display,
                    tif, expire_ts, at if meta[M_INDEX_COUNT] == live_before else -1, arena,
                    arena_ext, levels, index, books, ladder_keys, ladder_levels, meta, expiry, l2,
                    cnt):
-        _event(events, cnt, seq, ts, symbol, order_id, Event.CANCELLED, Reason.OVERFLOW, done, 0)
+        write_event(events, cnt, seq, ts, symbols, symbol, order_id, Event.CANCELLED,
+                    Reason.OVERFLOW, done, 0, 0)
 
 
 @njit(cache=True, _nrt=False, inline="always")
@@ -346,7 +300,7 @@ def _remove_pending(arena, arena_ext, levels, index, stops, ladder_keys, ladder_
     side = np.int64(o.side)
     b = np.int64(o.symbol) * 2 + side
     lv = o.level
-    _remove_order(arena, arena_ext, levels, stops, index, expiry, meta, r, bucket)
+    remove_order(arena, arena_ext, levels, stops, index, expiry, meta, r, bucket)
     meta[M_STOPS_LIVE] -= 1
     if levels[lv].count == 0:
         remove_level(stops, levels, ladder_keys, ladder_levels, meta, b, 1 - side, lv)
@@ -393,7 +347,8 @@ def _release_stops(seq, ts, sym, arena, arena_ext, levels, index, books, ladder_
         expire_ts = x.expire_ts
         _remove_pending(arena, arena_ext, levels, index, stops, ladder_keys, ladder_levels, meta,
                         expiry, r)
-        _event(events, cnt, seq, ts, sym, order_id, Event.TRIGGERED, Reason.NONE, 0, qty)
+        write_event(events, cnt, seq, ts, symbols, sym, order_id, Event.TRIGGERED, Reason.NONE, 0,
+                    qty, 0)
         _execute(seq, ts, sym, side, is_market, tif, price, qty, 0, order_id, trader, flags, 0,
                  expire_ts, -1, arena, arena_ext, levels, index, books, ladder_keys, ladder_levels,
                  meta, symbols, expiry, fills, l2, events, cnt)
@@ -409,7 +364,8 @@ def _modify(m, seq, arena, arena_ext, levels, index, books, ladder_keys, ladder_
     reason = check_modify(m, r, books, arena, arena_ext, levels, ladder_levels, symbols, ticks,
                           meta)
     if reason != Reason.NONE:
-        _event(events, cnt, seq, m.ts, sym, m.order_id, Event.REJECTED, reason, 0, 0)
+        write_event(events, cnt, seq, m.ts, symbols, sym, m.order_id, Event.REJECTED, reason, 0, 0,
+                    0)
         return
     o = arena[r]
     side = np.int64(o.side)
@@ -417,11 +373,11 @@ def _modify(m, seq, arena, arena_ext, levels, index, books, ladder_keys, ladder_
     L = levels[lv]
     if o.marks & MARK_PENDING:
         _modify_pending(m, seq, r, arena, arena_ext, levels, stops, ladder_keys, ladder_levels,
-                        meta, events, cnt)
+                        meta, symbols, events, cnt)
         return
     if m.price == o.price:
-        _event(events, cnt, seq, m.ts, sym, m.order_id, Event.MODIFIED, Reason.NONE,
-               o.filled, m.qty)
+        write_event(events, cnt, seq, m.ts, symbols, sym, m.order_id, Event.MODIFIED, Reason.NONE,
+                    o.filled, m.qty, 0)
         open_qty = o.leaves + o.hidden
         if m.qty == open_qty:
             return
@@ -445,7 +401,7 @@ def _modify(m, seq, arena, arena_ext, levels, index, books, ladder_keys, ladder_
             o.hidden = m.qty - shown
             L.hidden += o.hidden
             append_to_level(arena, levels, r, lv)
-        _l2(l2, cnt, seq, m.ts, sym, side, L.price, L.qty, L.count)
+        write_l2(l2, cnt, seq, m.ts, sym, side, L.price, L.qty, L.count)
         return
     # a new price is delete + add: the order loses its place and may trade as an aggressor;
     # it keeps its tif, display size and expiry
@@ -459,9 +415,10 @@ def _modify(m, seq, arena, arena_ext, levels, index, books, ladder_keys, ladder_
         display = arena_ext[r].display
         tif = np.int64(arena_ext[r].tif)
         expire_ts = arena_ext[r].expire_ts
-    _event(events, cnt, seq, m.ts, sym, m.order_id, Event.MODIFIED, Reason.NONE, filled, m.qty)
-    _remove_order(arena, arena_ext, levels, books, index, expiry, meta, r, bucket)
-    _l2(l2, cnt, seq, m.ts, sym, side, L.price, L.qty, L.count)
+    write_event(events, cnt, seq, m.ts, symbols, sym, m.order_id, Event.MODIFIED, Reason.NONE,
+                filled, m.qty, 0)
+    remove_order(arena, arena_ext, levels, books, index, expiry, meta, r, bucket)
+    write_l2(l2, cnt, seq, m.ts, sym, side, L.price, L.qty, L.count)
     if L.count == 0:
         remove_level(books, levels, ladder_keys, ladder_levels, meta,
                      np.int64(sym) * 2 + side, side, lv)
@@ -472,14 +429,14 @@ def _modify(m, seq, arena, arena_ext, levels, index, books, ladder_keys, ladder_
 
 @njit(cache=True, _nrt=False, inline="always")
 def _modify_pending(m, seq, r, arena, arena_ext, levels, stops, ladder_keys, ladder_levels, meta,
-                    events, cnt):
+                    symbols, events, cnt):
     """Apply a valid MODIFY to pending stop ``r`` (semantics.md, MODIFY: pending stops)."""
     o = arena[r]
     side = np.int64(o.side)
     lv = o.level
     L = levels[lv]
-    _event(events, cnt, seq, m.ts, m.symbol, m.order_id, Event.MODIFIED, Reason.NONE,
-           o.filled, m.qty)
+    write_event(events, cnt, seq, m.ts, symbols, m.symbol, m.order_id, Event.MODIFIED, Reason.NONE,
+                o.filled, m.qty, 0)
     x = arena_ext[r]
     if x.order_type == _STOP_LIMIT:
         o.price = m.price
@@ -503,20 +460,23 @@ def _process_one(m, seq, arena, arena_ext, levels, index, books, ladder_keys, la
                  symbols, ticks, stops, expiry, fills, l2, events, cnt):
     sym = m.symbol
     if m.kind > Kind.MODIFY:
-        _event(events, cnt, seq, m.ts, sym, m.order_id, Event.REJECTED, Reason.BAD_KIND, 0, 0)
+        write_event(events, cnt, seq, m.ts, symbols, sym, m.order_id, Event.REJECTED,
+                    Reason.BAD_KIND, 0, 0, 0)
         return
     if sym >= meta[M_NSYM]:
-        _event(events, cnt, seq, m.ts, sym, m.order_id, Event.REJECTED, Reason.UNKNOWN_SYMBOL,
-               0, 0)
+        write_event(events, cnt, seq, m.ts, symbols, sym, m.order_id, Event.REJECTED,
+                    Reason.UNKNOWN_SYMBOL, 0, 0, 0)
         return
     fills_before = cnt[0]
     if m.kind == Kind.NEW:
         reason, at = check_new(m, books, arena, levels, index, ladder_levels, symbols, ticks,
                                meta[M_STP])
         if reason != Reason.NONE:
-            _event(events, cnt, seq, m.ts, sym, m.order_id, Event.REJECTED, reason, 0, 0)
+            write_event(events, cnt, seq, m.ts, symbols, sym, m.order_id, Event.REJECTED, reason,
+                        0, 0, 0)
             return
-        _event(events, cnt, seq, m.ts, sym, m.order_id, Event.ACCEPTED, Reason.NONE, 0, m.qty)
+        write_event(events, cnt, seq, m.ts, symbols, sym, m.order_id, Event.ACCEPTED, Reason.NONE,
+                    0, m.qty, 0)
         expire_ts = np.int64(0)
         if m.tif >= _DAY:
             expire_ts = _entry_expiry(m, symbols)
@@ -531,26 +491,26 @@ def _process_one(m, seq, arena, arena_ext, levels, index, books, ladder_keys, la
     elif m.kind == Kind.CANCEL:
         bucket = index_probe(index, sym, m.order_id)
         if bucket < 0:
-            _event(events, cnt, seq, m.ts, sym, m.order_id, Event.REJECTED, Reason.UNKNOWN_ID,
-                   0, 0)
+            write_event(events, cnt, seq, m.ts, symbols, sym, m.order_id, Event.REJECTED,
+                        Reason.UNKNOWN_ID, 0, 0, 0)
             return
         r = np.int64(index[bucket].slot)
         if not_owner(m, arena, r, meta):
-            _event(events, cnt, seq, m.ts, sym, m.order_id, Event.REJECTED, Reason.NOT_OWNER,
-                   0, 0)
+            write_event(events, cnt, seq, m.ts, symbols, sym, m.order_id, Event.REJECTED,
+                        Reason.NOT_OWNER, 0, 0, 0)
             return
         o = arena[r]
         side = np.int64(o.side)
         lv = o.level
-        _event(events, cnt, seq, m.ts, sym, m.order_id, Event.CANCELLED, Reason.USER_CANCEL,
-               o.filled, 0)
+        write_event(events, cnt, seq, m.ts, symbols, sym, m.order_id, Event.CANCELLED,
+                    Reason.USER_CANCEL, o.filled, 0, 0)
         if o.marks & MARK_PENDING:
             _remove_pending(arena, arena_ext, levels, index, stops, ladder_keys, ladder_levels,
                             meta, expiry, r, bucket)
             return
-        _remove_order(arena, arena_ext, levels, books, index, expiry, meta, r, bucket)
+        remove_order(arena, arena_ext, levels, books, index, expiry, meta, r, bucket)
         L = levels[lv]
-        _l2(l2, cnt, seq, m.ts, sym, side, L.price, L.qty, L.count)
+        write_l2(l2, cnt, seq, m.ts, sym, side, L.price, L.qty, L.count)
         if L.count == 0:
             remove_level(books, levels, ladder_keys, ladder_levels, meta,
                          np.int64(sym) * 2 + side, side, lv)
@@ -569,7 +529,7 @@ def _process_one(m, seq, arena, arena_ext, levels, index, books, ladder_keys, la
 
 @njit(cache=True, _nrt=False, inline="always")
 def _expire(ts, seq, arena, arena_ext, levels, index, books, ladder_keys, ladder_levels, meta,
-            stops, expiry, fills, l2, events, cnt):
+            symbols, stops, expiry, fills, l2, events, cnt):
     """Remove every live order whose expiry is at or before ``ts``, in heap order
     (CANCELLED/EXPIRED, and an L2 row for a resting order's level); rows carry ``seq``.
 
@@ -586,17 +546,17 @@ def _expire(ts, seq, arena, arena_ext, levels, index, books, ladder_keys, ladder
         r = np.int64(expiry[0].slot)
         o = arena[r]
         sym = o.symbol
-        _event(events, cnt, seq, ts, sym, o.order_id, Event.CANCELLED, Reason.EXPIRED, o.filled,
-               0)
+        write_event(events, cnt, seq, ts, symbols, sym, o.order_id, Event.CANCELLED,
+                    Reason.EXPIRED, o.filled, 0, 0)
         if o.marks & MARK_PENDING:
             _remove_pending(arena, arena_ext, levels, index, stops, ladder_keys, ladder_levels,
                             meta, expiry, r)
             continue
         side = np.int64(o.side)
         lv = o.level
-        _remove_order(arena, arena_ext, levels, books, index, expiry, meta, r)
+        remove_order(arena, arena_ext, levels, books, index, expiry, meta, r)
         L = levels[lv]
-        _l2(l2, cnt, seq, ts, sym, side, L.price, L.qty, L.count)
+        write_l2(l2, cnt, seq, ts, sym, side, L.price, L.qty, L.count)
         if L.count == 0:
             remove_level(books, levels, ladder_keys, ladder_levels, meta,
                          np.int64(sym) * 2 + side, side, lv)
@@ -786,8 +746,8 @@ def process_batch(msgs, start, arena, arena_ext, levels, index, books, ladder_ke
         # expiries leave before the message, in rows carrying its seq (the one it will get)
         if meta[M_EXPIRY_N] > 0 and expiry[0].expire_ts <= m.ts:
             status = _expire(m.ts, meta[M_SEQ] + 1, arena, arena_ext, levels, index, books,
-                             ladder_keys, ladder_levels, meta, stops, expiry, fills, l2, events,
-                             cnt)
+                             ladder_keys, ladder_levels, meta, symbols, stops, expiry, fills, l2,
+                             events, cnt)
             if status != OK:
                 return status, i
         status = _room(m, arena, levels, index, books, ladder_levels, meta, stops, expiry, fills,

@@ -34,12 +34,12 @@ DAY_NS = 86_400 * 10**9
 # the schema moves.
 assert ORDER_DTYPE.names == ("ts", "order_id", "price", "qty", "symbol", "trader", "kind",
                              "order_type", "tif", "flags", "side", "stop_price", "display_qty",
-                             "min_qty", "expire_ts")
+                             "min_qty", "expire_ts", "phase")
 assert FILL_DTYPE.names == ("seq", "ts", "trade_id", "price", "qty", "buy_order_id",
                             "sell_order_id", "symbol", "buy_trader", "sell_trader", "aggressor_side")
 assert L2_DTYPE.names == ("seq", "ts", "price", "qty", "symbol", "count", "side")
 assert EVENT_DTYPE.names == ("seq", "ts", "order_id", "filled_qty", "leaves_qty", "symbol",
-                             "event", "reason")
+                             "event", "reason", "price", "phase")
 assert L3_DTYPE.names == ("order_id", "price", "qty", "filled", "trader", "side", "flags",
                           "hidden", "stop_price", "display_qty", "expire_ts", "order_type", "tif")
 
@@ -252,9 +252,9 @@ class Model:
         return ModelResult(_array(self._fills, FILL_DTYPE), _array(self._l2, L2_DTYPE),
                            _array(self._events, EVENT_DTYPE))
 
-    def _event(self, order_id, event, reason=Reason.NONE, filled=0, leaves=0):
+    def _event(self, order_id, event, reason=Reason.NONE, filled=0, leaves=0, price=0):
         self._events.append((self.seq, self._ts, order_id, filled, leaves, self._sym,
-                             int(event), int(reason)))
+                             int(event), int(reason), price, 0))
 
     def _level_row(self, book, side, price):
         qty, count = book.shown_totals(side, price)
@@ -277,7 +277,7 @@ class Model:
                 self._level_row(book, o.side, o.price)
 
     def _message(self, ts, oid, price, qty, symbol, trader, kind, otype, tif, flags, side,
-                 stop_price, display, min_qty, expire_ts):
+                 stop_price, display, min_qty, expire_ts, phase=0):
         if kind not in (Kind.NEW, Kind.CANCEL, Kind.MODIFY):
             return self._event(oid, Event.REJECTED, Reason.BAD_KIND)
         if symbol >= len(self.books):
@@ -547,7 +547,7 @@ class Model:
                             sell.order_id, self._sym, buy.trader, sell.trader, int(o.side)))
         for x in (o, r):
             ev = Event.FILLED if x.leaves == 0 else Event.PARTIAL
-            self._event(x.order_id, ev, filled=x.filled, leaves=x.leaves)
+            self._event(x.order_id, ev, filled=x.filled, leaves=x.leaves, price=price)
 
 
 def _l3(o):

@@ -1,0 +1,47 @@
+"""Writing one output row: an order or symbol event, an L2 update.
+
+The kernels write every event and L2 row through these two functions, so each field is set in
+one place. ``cnt`` is the kernels' output counter ``[fills, l2, events]``; the caller has checked
+that the row fits (see ``kernels._room``). An event's ``phase`` is the symbol's phase as the
+symbol row says when the row is written, i.e. after the change the event reports.
+"""
+
+from __future__ import annotations
+
+from numba import njit
+
+from ._cache_guard import guard
+
+guard(__name__, __file__, deps=())
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def write_event(events, cnt, seq, ts, symbols, symbol, order_id, ev, reason, filled, leaves,
+                price):
+    """Append one EVENT_DTYPE row at ``cnt[2]`` (``price``: see schema.EVENT_DTYPE)."""
+    e = events[cnt[2]]
+    e.seq = seq
+    e.ts = ts
+    e.order_id = order_id
+    e.filled_qty = filled
+    e.leaves_qty = leaves
+    e.symbol = symbol
+    e.event = ev
+    e.reason = reason
+    e.price = price
+    e.phase = symbols[symbol].phase if symbol < len(symbols) else 0
+    cnt[2] += 1
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def write_l2(l2, cnt, seq, ts, symbol, side, price, qty, count):
+    """Append one L2_DTYPE row at ``cnt[1]``: the level's new totals."""
+    u = l2[cnt[1]]
+    u.seq = seq
+    u.ts = ts
+    u.price = price
+    u.qty = qty
+    u.symbol = symbol
+    u.count = count
+    u.side = side
+    cnt[1] += 1
