@@ -124,7 +124,7 @@ def main(argv=None) -> dict:
     from replay.cli.common import print_table
 
     print_table(["call book", "collect ns/msg", "uncross ms", "uncross ns/order", "price",
-                 "volume", "fills", "INDICATIVE events"], rows, right=range(8),
+                 "volume", "fills", "INDICATIVE events"], rows,
                 title=f"call auctions, median of {runs} run(s)")
     out = _smoke.report_path(args.out, "auction.json")
     out.write_text(json.dumps(report, indent=1) + "\n")
