@@ -31,8 +31,10 @@ import numpy as np
 from numba import njit
 
 from ._cache_guard import guard
-from .book import M_NEED_EVENTS, M_NEED_FILLS, M_NEED_L2, M_TRADE_ID, append_to_level, \
-    detach_from_level, remove_level
+from .book import (
+    M_NEED_EVENTS, M_NEED_FILLS, M_NEED_L2, M_TRADE_ID, append_to_level, detach_from_level,
+    remove_level,
+)
 from .removal import remove_order
 from .rows import write_event, write_l2
 from .schema import AUCTION_SIDE, CALL_MARKET_PRICE, Event, Reason

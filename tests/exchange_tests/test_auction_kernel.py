@@ -98,9 +98,14 @@ class CallBook:
 
 # ---- the rules, by brute force ----------------------------------------------------------------
 
+def _executable(o, p):
+    """Whether order ``o`` can execute at price ``p`` (a MARKET order always can)."""
+    return o["price"] is MKT or (o["price"] >= p if o["side"] == BUY else o["price"] <= p)
+
+
 def _open_sums(placed, p):
-    b = sum(o["qty"] for o in placed if o["side"] == BUY and (o["price"] is MKT or o["price"] >= p))
-    s = sum(o["qty"] for o in placed if o["side"] == SELL and (o["price"] is MKT or o["price"] <= p))
+    b = sum(o["qty"] for o in placed if o["side"] == BUY and _executable(o, p))
+    s = sum(o["qty"] for o in placed if o["side"] == SELL and _executable(o, p))
     return b, s
 
 
@@ -136,10 +141,10 @@ def expected_fills(placed, p, v):
     """[(buy id, sell id, qty)]: each side's executable orders in priority (market first, then
     price, then arrival) take their whole open quantity until v is used; queues pair in order."""
     def queue(side):
-        ok = [o for o in placed if o["side"] == side and (
-            o["price"] is MKT or (o["price"] >= p if side == BUY else o["price"] <= p))]
+        ok = [o for o in placed if o["side"] == side and _executable(o, p)]
         sign = -1 if side == BUY else 1
-        ok.sort(key=lambda o: (o["price"] is not MKT, 0 if o["price"] is MKT else sign * o["price"]))
+        ok.sort(key=lambda o: (o["price"] is not MKT,
+                               0 if o["price"] is MKT else sign * o["price"]))
         out, left = [], v
         for o in ok:   # sort is stable: arrival order within a price
             if left == 0:
@@ -292,7 +297,8 @@ def test_uncross_refills_an_iceberg_at_the_back_of_its_level():
     assert _events(events)[1:] == [(i1, "PARTIAL", 0, 5, 5, 100), (s1, "FILLED", 0, 5, 0, 100)]
     assert _l2(l2) == [(BUY, 100, 5, 2), (SELL, 100, 0, 0)]
     assert _book(cb) == [(b2, BUY, 100, 2, 0, 0), (i1, BUY, 100, 3, 2, 5)]
-    assert cb.eng.state.levels["hidden"][cb.eng.state.ladder_levels[cb.eng.state.books["off"][0]]] == 2
+    s = cb.eng.state
+    assert s.levels["hidden"][s.ladder_levels[s.books["off"][0]]] == 2   # the level's reserve
 
 
 def test_uncross_keeps_an_iceberg_in_place_when_its_shown_part_remains():
