@@ -217,6 +217,13 @@ def uncross_room(sym, books, meta, fills, l2, events, cnt):
     return True
 
 
+@njit(cache=True, _nrt=False)
+def _remove(arena, arena_ext, levels, books, index, expiry, meta, r):
+    """``removal.remove_order`` compiled once for this module (each inlined copy of it costs
+    seconds of compile time)."""
+    remove_order(arena, arena_ext, levels, books, index, expiry, meta, r)
+
+
 @njit(cache=True, _nrt=False, inline="always")
 def _take(arena, levels, r, q):
     """Execute ``q`` lots of order ``r``: its displayed part first, then its reserve."""
@@ -245,13 +252,13 @@ def _share(arena, r, left):
     return min(arena[r].leaves + arena[r].hidden, left)
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@njit(cache=True, _nrt=False)
 def _next_order(arena, arena_ext, levels, index, books, ladder_levels, meta, expiry, b, k, r):
     """Remove the fully executed order ``r`` (its level stays, for its L2 row) and return
     ``(k, r)`` of the next order in priority: the next in ``r``'s queue, else the head of the
     next level down the ladder (``k`` counts levels from the best, 0 = best)."""
     nxt = arena[r].next
-    remove_order(arena, arena_ext, levels, books, index, expiry, meta, r)
+    _remove(arena, arena_ext, levels, books, index, expiry, meta, r)
     if nxt < 0:
         k += 1
         bk = books[b]
@@ -259,13 +266,13 @@ def _next_order(arena, arena_ext, levels, index, books, ladder_levels, meta, exp
     return k, nxt
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@njit(cache=True, _nrt=False)
 def _finish_last(arena, arena_ext, levels, index, books, expiry, meta, r):
     """Settle the last order of a side after the fills: removed if nothing is left of it; an
     iceberg whose displayed part is used up shows its next slice at the back of its level."""
     o = arena[r]
     if o.leaves + o.hidden == 0:
-        remove_order(arena, arena_ext, levels, books, index, expiry, meta, r)
+        _remove(arena, arena_ext, levels, books, index, expiry, meta, r)
     elif o.leaves == 0:
         lv = o.level
         s = min(arena_ext[r].display, o.hidden)
@@ -276,7 +283,7 @@ def _finish_last(arena, arena_ext, levels, index, books, expiry, meta, r):
         append_to_level(arena, levels, r, lv)
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@njit(cache=True, _nrt=False)
 def _cancel_markets(seq, ts, sym, side, arena, arena_ext, levels, index, books, ladder_levels,
                     meta, symbols, expiry, events, cnt):
     """Cancel (NO_LIQUIDITY) every order left at ``side``'s market level, in priority; return
@@ -293,12 +300,12 @@ def _cancel_markets(seq, ts, sym, side, arena, arena_ext, levels, index, books, 
         nxt = arena[r].next
         write_event(events, cnt, seq, ts, symbols, sym, arena[r].order_id, Event.CANCELLED,
                     Reason.NO_LIQUIDITY, arena[r].filled, 0, 0)
-        remove_order(arena, arena_ext, levels, books, index, expiry, meta, r)
+        _remove(arena, arena_ext, levels, books, index, expiry, meta, r)
         r = nxt
     return 1
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@njit(cache=True, _nrt=False)
 def _publish_levels(seq, ts, sym, side, changed, levels, books, ladder_keys, ladder_levels, meta,
                     l2, cnt):
     """Write the L2 rows of ``side``'s ``changed`` best levels, best first, then drop the
