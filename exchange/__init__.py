@@ -21,16 +21,17 @@ from .errors import (
 )
 from .protocol import EngineProtocol, OutputBuffers, Result
 from .schema import (
-    CHECKPOINT_DTYPE, DEPTH_DTYPE, EVENT_DTYPE, FILL_DTYPE, L2_DTYPE, L3_DTYPE, MAX_LEVEL_QTY,
-    MAX_PRICE, MAX_QTY, ORDER_DTYPE, TABLE_DTYPES, Event, Flag, Kind, OrderType, Reason, Side, Stp,
-    Tif,
+    AUCTION_SIDE, CALL_MARKET_PRICE, CALL_PHASES, CHECKPOINT_DTYPE, DEPTH_DTYPE, EVENT_DTYPE,
+    FILL_DTYPE, L2_DTYPE, L3_DTYPE, MAX_LEVEL_QTY, MAX_PRICE, MAX_QTY, ORDER_DTYPE, TABLE_DTYPES,
+    Event, Flag, Kind, OrderType, Phase, Reason, Side, Stp, Tif,
 )
 
 __all__ = [
     "Engine", "EngineProtocol", "Result", "OutputBuffers",
     "ORDER_DTYPE", "FILL_DTYPE", "L2_DTYPE", "EVENT_DTYPE", "L3_DTYPE", "CHECKPOINT_DTYPE",
     "DEPTH_DTYPE", "TABLE_DTYPES", "MAX_QTY", "MAX_PRICE", "MAX_LEVEL_QTY",
-    "Side", "Kind", "OrderType", "Tif", "Flag", "Event", "Reason", "Stp",
+    "Side", "Kind", "OrderType", "Tif", "Flag", "Event", "Reason", "Stp", "Phase",
+    "CALL_PHASES", "CALL_MARKET_PRICE", "AUCTION_SIDE",
     "ExsimError", "UsageError", "InputError", "StoreError", "CorruptionError", "WriteError",
     "VerificationError",
 ]

@@ -134,7 +134,11 @@ M_NEED_EVENTS = 12
 M_OWNERSHIP = 13     # 1: cancel/modify only by the order's trader
 M_EXPIRY_N = 14      # entries in the expiry heap
 M_STOPS_LIVE = 15    # pending stops over all symbols
-META_SIZE = 16
+M_NEXT_END = 16      # earliest re-opening auction end over all symbols (0: none), so the check
+                     # before each message is one compare
+M_BAND_LO = 17       # the dynamic band of the message being processed: fill prices allowed
+M_BAND_HI = 18       # are [lo, hi] (kernels set both before matching; no band: [0, MAX_PRICE])
+META_SIZE = 19
 
 
 @njit(cache=True, _nrt=False, inline="always")

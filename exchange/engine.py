@@ -43,14 +43,18 @@ from .protocol import OutputBuffers, Result
 from .symbol_options import OPTIONS as _OPTIONS
 from .symbol_options import OptionError, normalize as _normalize_options
 from .schema import (
-    CHECKPOINT_DTYPE, DEPTH_DTYPE, L3_DTYPE, MAX_PRICE, ORDER_DTYPE, Flag, Kind, OrderType,
-    Side, Stp, Tif,
+    CALL_PHASES, CHECKPOINT_DTYPE, DEPTH_DTYPE, L3_DTYPE, MAX_PRICE, ORDER_DTYPE, Flag, Kind,
+    OrderType, Phase, Side, Stp, Tif,
 )
 from .state import EngineState, grow_array as _grow, zeros_aligned as _zeros_aligned
 
 __all__ = ["Engine", "Result", "OutputBuffers"]
 
 _INITIAL_LADDER = 8
+
+# the auction a call ends in (what a PHASE message to CONTINUOUS or CLOSED then uncrosses)
+_CALL_AUCTION = {Phase.PRE_OPEN: Phase.OPENING_AUCTION, Phase.PRE_CLOSE: Phase.CLOSING_AUCTION,
+                 Phase.REOPENING_AUCTION: Phase.REOPENING_AUCTION}
 
 
 # the range of each message field a per-order call fills in (its ORDER_DTYPE type)
@@ -159,7 +163,9 @@ class Engine:
                    max_price: int = MAX_PRICE, *, tick_table=None, lot_size: int = 1,
                    min_order_qty: int = 1, session_close: int = 0, currency: str = "",
                    tick_value: float | None = None, maker_bps: float = 0.0,
-                   taker_bps: float = 0.0) -> int:
+                   taker_bps: float = 0.0, reference_price: int = 0, static_band_bps: int = 0,
+                   dynamic_band_bps: int = 0, interruption_ns: int = 120_000_000_000,
+                   phase: str | int = "continuous") -> int:
         """Add a symbol and return its id (0, 1, 2 ... in order of adding).
 
         ``tick_size`` is kept as metadata for converting prices at the edges; the engine itself
@@ -168,6 +174,10 @@ class Engine:
         ``min_order_qty`` and ``session_close`` (ns after midnight UTC) decide what the engine
         accepts and when DAY orders expire; ``currency``, ``tick_value``, ``maker_bps`` and
         ``taker_bps`` are money metadata for backtests (docs/semantics.md, "Symbols").
+        ``reference_price`` (0: none), ``static_band_bps``, ``dynamic_band_bps`` (0: no band),
+        ``interruption_ns`` (the length of a re-opening auction a band breach starts) and
+        ``phase`` (the Phase the symbol starts in, a name or code; a call starts with its
+        auction pending) are the trading-phase options (docs/semantics.md, Trading phases).
         Raises UsageError naming the symbol and the option for a duplicate name, a tick size
         that is not a finite number > 0, bounds that are not integers, an empty or inverted
         price band, or any option ``symbol_options.normalize`` refuses.
@@ -178,7 +188,9 @@ class Engine:
             raise UsageError(f"symbol {name!r} already added (id {self._ids[name]})")
         opts = dict(lot_size=lot_size, min_order_qty=min_order_qty, session_close=session_close,
                     currency=currency, tick_value=tick_value, maker_bps=maker_bps,
-                    taker_bps=taker_bps)
+                    taker_bps=taker_bps, reference_price=reference_price,
+                    static_band_bps=static_band_bps, dynamic_band_bps=dynamic_band_bps,
+                    interruption_ns=interruption_ns, phase=phase)
         if tick_table is not None:
             opts["tick_table"] = tick_table
         try:
@@ -191,6 +203,9 @@ class Engine:
             raise UsageError(
                 f"price band must satisfy 1 <= min_price <= max_price <= {MAX_PRICE}; "
                 f"got [{min_price}, {max_price}] for {name!r}")
+        if opts["reference_price"] and not lo <= opts["reference_price"] <= hi:
+            raise UsageError(f"reference_price of {name!r} must be 0 (none) or in [min_price, "
+                             f"max_price] = [{lo}, {hi}]; got {reference_price!r}")
         tick = _tick_arg(tick_size, name)
         sid = len(self._names)
         if 2 * sid + 2 > len(self._book_rows):
@@ -233,6 +248,15 @@ class Engine:
         row["lot_size"], row["min_order_qty"], row["session_close"] = (
             opts["lot_size"], opts["min_order_qty"], opts["session_close"])
         row["tick_off"], row["tick_n"] = at, n
+        # the phase state a symbol starts with; a checkpoint overwrites it with the saved one
+        phase = Phase[opts["phase"].upper()]
+        row["reference_price"] = opts["reference_price"]
+        row["static_band_bps"] = opts["static_band_bps"]
+        row["dynamic_band_bps"] = opts["dynamic_band_bps"]
+        row["interruption_ns"] = opts["interruption_ns"]
+        row["phase"] = int(phase)
+        row["auction"] = int(_CALL_AUCTION.get(phase, 0))
+        row["auction_end"] = row["ind_price"] = row["ind_qty"] = row["ind_surplus"] = 0
 
     def symbol_id(self, symbol: str | int) -> int:
         """Return the id of ``symbol`` (a name or an id). Raises UsageError if unknown."""
@@ -502,6 +526,37 @@ class Engine:
                                           self._ts_arg(ts),
                                           trader=_int_arg(trader, "trader", *_U32),
                                           stop_price=_int_arg(stop_price, "stop_price", *_I64)))
+
+    def set_phase(self, symbol: str | int, phase: str | int, *, ts: int | None = None,
+                  reference_price: int = 0, end_ts: int = 0) -> Result:
+        """Send one PHASE message moving ``symbol`` to ``phase`` (a Phase, its name or code);
+        return its Result (same bytes as ``process`` on that message): the uncross when the
+        target ends an auction, the PHASE event, the indicative of a call it enters.
+        ``reference_price`` > 0 sets the reference price first (0 keeps it); ``end_ts``: with
+        target REOPENING_AUCTION, when it uncrosses (0: at a later PHASE message).
+
+        Raises UsageError for an unknown symbol or phase, or an argument its field cannot hold
+        (reference_price, ts, end_ts int64); refused values in range (a negative price, an end
+        not after ``ts`` ...) come back as a REJECTED event."""
+        sid = self.symbol_id(symbol)
+        code = _parse_enum(Phase, phase, "phase")
+        price = _int_arg(reference_price, "reference_price", *_I64)
+        return self.process(self._message(Kind.PHASE, sid, 0, price, 0, self._ts_arg(ts),
+                                          phase=code,
+                                          expire_ts=_int_arg(end_ts, "end_ts", *_I64)))
+
+    def phase(self, symbol: str | int) -> Phase:
+        """Return the Phase ``symbol`` is in. Raises UsageError for an unknown symbol."""
+        return Phase(int(self._symbols[self.symbol_id(symbol)]["phase"]))
+
+    def indicative(self, symbol: str | int) -> tuple[int, int, int]:
+        """Return the last indicative uncross published for ``symbol`` as (price, volume,
+        surplus) (surplus > 0: buy side); (0, 0, 0) when the symbol is not in a call or
+        nothing would execute. Raises UsageError for an unknown symbol."""
+        row = self._symbols[self.symbol_id(symbol)]
+        if Phase(int(row["phase"])) not in CALL_PHASES:
+            return 0, 0, 0
+        return int(row["ind_price"]), int(row["ind_qty"]), int(row["ind_surplus"])
 
     @staticmethod
     def _ts_arg(ts) -> int:

@@ -7,6 +7,8 @@ displayed and reserve quantity (each refill comes back to the same aggressor); u
 CANCEL_RESTING the trader's own orders and their reserve are skipped; under CANCEL_INCOMING and
 CANCEL_BOTH the walk stops at the trader's first own order, counting only the displayed
 quantity of the orders before it at that level (their refills would queue behind it).
+With a dynamic price band (``lo``, ``hi``) the walk stops at the first level outside it, as
+matching does (a fill there would start a volatility interruption), so an FOK never breaches it.
 This module depends on the book layout only, so the validation module and the kernels can
 both import it.
 """
@@ -26,15 +28,18 @@ _BUY = int(Side.BUY)
 
 @njit(cache=True, _nrt=False, inline="always")
 def fillable(books, levels, arena, ladder_levels, opp_b, side, is_market, limit, reach,
-             trader, stp):
+             trader, stp, lo, hi):
     """Return whether matching an order of ``side`` at ``limit`` (any price if ``is_market``)
     for ``trader`` now would fill at least ``reach``, walking the opposite book ``opp_b`` in
-    priority order as matching would under ``stp`` (see the module)."""
+    priority order as matching would under ``stp``, over the levels priced in ``[lo, hi]`` (the
+    dynamic band; see the module)."""
     bk = books[opp_b]
     acc = np.int64(0)
     for k in range(bk.off + bk.n - 1, bk.off - 1, -1):
         L = levels[ladder_levels[k]]
         if not is_market and (L.price > limit if side == _BUY else L.price < limit):
+            break
+        if L.price < lo or L.price > hi:
             break
         if stp == Stp.NONE:
             acc += L.qty + L.hidden

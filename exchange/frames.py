@@ -3,7 +3,7 @@
 ``labelled_columns(rows, symbols)`` turns a structured array (an engine output, a stored table,
 a backtest's orders) into {column: 1-d array}: every field in dtype order, the enum codes as
 their names (``side``/``aggressor_side``: Side, ``kind``: Kind, ``order_type``: OrderType,
-``tif``: Tif, ``event``: Event, ``reason``: Reason) and, when names are given, ``symbol`` as the
+``tif``: Tif, ``event``: Event, ``reason``: Reason, ``phase``: Phase) and, when names are given, ``symbol`` as the
 symbol's name. ``to_frame`` wraps that in a ``pandas.DataFrame``.
 
 Invariants:
@@ -26,14 +26,14 @@ import numpy as np
 
 from exchange.errors import UsageError
 
-from .schema import Event, Kind, OrderType, Reason, Side, Tif
+from .schema import Event, Kind, OrderType, Phase, Reason, Side, Tif
 
 __all__ = ["LABELLED", "labelled_columns", "to_frame", "require_pandas", "symbol_names"]
 
 # field name -> the enum whose names label its codes
 LABELLED: dict[str, type[IntEnum]] = {
     "side": Side, "aggressor_side": Side, "kind": Kind, "order_type": OrderType, "tif": Tif,
-    "event": Event, "reason": Reason,
+    "event": Event, "reason": Reason, "phase": Phase,
 }
 
 PANDAS_HINT = "pip install 'exsim[pandas]'"

@@ -9,7 +9,19 @@ and calls again from the same message. So a message is always processed whole or
 the one exception is the expiry sweep before a message (``_expire``), which is resumable: it
 stops between two expiries, state consistent, and the next call goes on from there.
 
-Stops wait in the stop books and are released after a message that traded (``_release_stops``);
+Trading phases (docs/semantics.md, Trading phases): a symbol row's ``phase`` decides what a
+message may do. In a call (PRE_OPEN, PRE_CLOSE, REOPENING_AUCTION) orders rest without matching
+(MARKET orders at ``CALL_MARKET_PRICE[side]``) and after every message on the symbol, and every
+expiry of its orders, the indicative uncross is published when it changed
+(``_publish_indicative``). PHASE messages (``_phase_message``) run the uncross of
+``exchange.auction``; a dynamic band breach in ``_match`` interrupts continuous trading
+(``_interrupt``) and the re-opening auctions it starts uncross before the first message at or
+after their end (``_auction_ends``, resumable like the expiry sweep; ``meta[M_NEXT_END]`` keeps
+the earliest end so the check is one compare). A symbol in CONTINUOUS with no band pays one
+load of its phase and one of its band per message.
+
+Stops wait in the stop books and are released after a message that traded (``_release_stops``),
+only while their symbol is CONTINUOUS;
 icebergs rest with ``leaves`` = the shown slice and ``hidden`` = the reserve (level ``qty`` counts
 shown quantity only, level ``hidden`` the reserve); DAY/GTD orders sit in the expiry heap
 (``exchange.expiry``) from entry until they leave for any reason.
@@ -24,9 +36,11 @@ import numpy as np
 from numba import njit
 
 from ._cache_guard import guard
+from .auction import auction_price, uncross, uncross_room
 from .book import (
     M_EXPIRY_N, M_FREE_LEVEL, M_FREE_ORDER, M_INDEX_COUNT, M_LEVEL_HW, M_NEED_BOOK, M_NEED_EVENTS,
-    M_NEED_FILLS, M_NEED_L2, M_NSYM, M_ORDER_HW, M_SEQ, M_STOPS_LIVE, M_STP, M_TRADE_ID,
+    M_BAND_HI, M_BAND_LO, M_NEED_FILLS, M_NEED_L2, M_NEXT_END, M_NSYM, M_ORDER_HW, M_SEQ, M_STOPS_LIVE, M_STP,
+    M_TRADE_ID,
     MARK_EXPIRING, MARK_ICEBERG, MARK_PENDING, alloc_order, append_to_level, detach_from_level,
     find_or_add_level, free_order, remove_level, set_cold,
 )
@@ -38,13 +52,15 @@ from .prefetch import prefetch
 from .removal import remove_order
 from .rows import write_event, write_l2
 from .schema import (
-    MAX_LEVEL_QTY, Event, Kind, OrderType, Reason, Side, Stp, Tif,
+    CALL_MARKET_PRICE, MAX_LEVEL_QTY, MAX_PRICE, Event, Kind, OrderType, Phase, Reason, Side, Stp,
+    Tif,
 )
-from .validation import check_modify, check_new, not_owner
+from .validation import band_width, check_modify, check_new, check_phase, not_owner
 from .validation import crosses as _crosses
 
 # numba keys this module's cache on this file only; these files are compiled into its kernels
-guard(__name__, __file__, deps=("exchange.book", "exchange.expiry", "exchange.order_index",
+guard(__name__, __file__, deps=("exchange.auction", "exchange.book", "exchange.expiry",
+                                "exchange.fillable", "exchange.order_index",
                                 "exchange.prefetch", "exchange.removal", "exchange.rows",
                                 "exchange.schema", "exchange.validation"))
 
@@ -67,23 +83,120 @@ _GTD = int(Tif.GTD)
 _LIMIT = int(OrderType.LIMIT)
 _STOP = int(OrderType.STOP)
 _STOP_LIMIT = int(OrderType.STOP_LIMIT)
+_MARKET = int(OrderType.MARKET)
+_CONTINUOUS = int(Phase.CONTINUOUS)
+_CLOSED = int(Phase.CLOSED)
+_PRE_OPEN = int(Phase.PRE_OPEN)
+_OPENING = int(Phase.OPENING_AUCTION)
+_PRE_CLOSE = int(Phase.PRE_CLOSE)
+_CLOSING = int(Phase.CLOSING_AUCTION)
+_HALTED = int(Phase.HALTED)
+_REOPENING = int(Phase.REOPENING_AUCTION)
+_CALL_BUY = CALL_MARKET_PRICE[0]
+_CALL_SELL = CALL_MARKET_PRICE[1]
+_INT64_MAX = (1 << 63) - 1
+
+# how matching ended short of filling the aggressor (``_match``)
+_RAN_OUT = 0    # no crossing level left (or none was needed)
+_BY_STP = 1     # self-trade prevention stopped it
+_BY_BAND = 2    # the next fill would have printed outside the dynamic band
+_BY_CALL = 3    # the symbol is in a call: no matching at all
+
+# what the worst case of a message adds for the phases: a band breach's PHASE event and the
+# rest's L2 row, and one INDICATIVE event (room bounds, see ``_room``)
+_PHASE_EVENTS = 3
+_PHASE_L2 = 1
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _is_call(phase):
+    """Whether ``phase`` is a call (orders rest without matching, the indicative is published)."""
+    return phase == _PRE_OPEN or phase == _PRE_CLOSE or phase == _REOPENING
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _dynamic_band(srow):
+    """Return the (lo, hi) fill prices the dynamic band allows for a message starting now: the
+    band around the last trade price in CONTINUOUS with a band and a trade, else every price."""
+    bps = srow.dynamic_band_bps
+    x = srow.last_price
+    if bps == 0 or x == 0 or srow.phase != _CONTINUOUS:
+        return np.int64(0), np.int64(MAX_PRICE)
+    w = band_width(x, bps)
+    return x - w, min(x + w, np.int64(MAX_PRICE))
+
+
+@njit(cache=True, _nrt=False)
+def _refresh_next_end(meta, symbols):
+    """Set ``meta[M_NEXT_END]`` to the earliest re-opening auction end of any symbol (0: none).
+    O(symbols); runs only when an end is set or cleared."""
+    best = np.int64(0)
+    for s in range(meta[M_NSYM]):
+        e = symbols[s].auction_end
+        if e > 0 and (best == 0 or e < best):
+            best = e
+    meta[M_NEXT_END] = best
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _interrupt(seq, ts, symbol, symbols, meta, events, cnt):
+    """A fill would have printed outside the dynamic band: ``symbol`` enters REOPENING_AUCTION
+    ending at ``ts + interruption_ns`` (the int64 clock end if that is past it), with the
+    indicative reset to none; one PHASE event, reason PRICE_BAND."""
+    srow = symbols[symbol]
+    srow.phase = _REOPENING
+    srow.auction = _REOPENING
+    d = srow.interruption_ns
+    srow.auction_end = ts + d if ts <= _INT64_MAX - d else np.int64(_INT64_MAX)
+    srow.ind_price = 0
+    srow.ind_qty = 0
+    srow.ind_surplus = 0
+    if srow.auction_end > 0:
+        _refresh_next_end(meta, symbols)
+    write_event(events, cnt, seq, ts, symbols, symbol, 0, Event.PHASE, Reason.PRICE_BAND, 0, 0,
+                srow.reference_price)
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _publish_indicative(seq, ts, sym, levels, books, ladder_levels, symbols, events, cnt):
+    """Compute the uncross ``sym`` would run now and, if it differs from the last one published,
+    publish it: one INDICATIVE event (price, volume as filled_qty, surplus as leaves_qty; all 0
+    when nothing would execute)."""
+    srow = symbols[sym]
+    ref = srow.reference_price if srow.reference_price != 0 else srow.last_price
+    p, v, surplus = auction_price(sym, levels, books, ladder_levels, ref)
+    if v == 0:
+        p = 0
+        surplus = 0
+    if p == srow.ind_price and v == srow.ind_qty and surplus == srow.ind_surplus:
+        return
+    srow.ind_price = p
+    srow.ind_qty = v
+    srow.ind_surplus = surplus
+    write_event(events, cnt, seq, ts, symbols, sym, 0, Event.INDICATIVE, Reason.NONE, v, surplus,
+                p)
 
 
 @njit(cache=True, _nrt=False, inline="always")
 def _match(seq, ts, symbol, side, is_market, limit, qty, order_id, trader, filled, arena, arena_ext,
            levels, index, books, ladder_keys, ladder_levels, meta, symbols, expiry, fills, l2,
            events, cnt):
-    """Match an incoming order against the opposite side; return (remaining, stopped_by_stp).
+    """Match an incoming order against the opposite side; return (remaining, why it stopped:
+    _RAN_OUT, _BY_STP or _BY_BAND).
 
     A resting iceberg whose shown slice is used up while reserve remains shows its next slice
     at once at the back of its level (CME Globex), and matching goes on at that level. Every
-    fill moves the symbol's last trade price.
+    fill moves the symbol's last trade price. A level priced outside ``meta[M_BAND_LO]`` ..
+    ``meta[M_BAND_HI]`` (the dynamic band of the message) is not traded: the symbol is interrupted there (``_interrupt``), before that fill.
     """
     opp = 1 - side
     opp_b = np.int64(symbol) * 2 + opp
     stp = meta[M_STP]
+    lo = meta[M_BAND_LO]
+    hi = meta[M_BAND_HI]
     remaining = qty
     stp_stop = False
+    band_stop = False
     last = np.int64(0)
     while remaining > 0:
         bk = books[opp_b]
@@ -93,6 +206,9 @@ def _match(seq, ts, symbol, side, is_market, limit, qty, order_id, trader, fille
         L = levels[lv]
         price = L.price
         if not _crosses(side, is_market, limit, price):
+            break
+        if price < lo or price > hi:
+            band_stop = True
             break
         changed = False
         while remaining > 0 and L.count > 0:
@@ -164,14 +280,18 @@ def _match(seq, ts, symbol, side, is_market, limit, qty, order_id, trader, fille
             break
     if last != 0:
         symbols[symbol].last_price = last
-    return remaining, stp_stop
+    if band_stop:
+        _interrupt(seq, ts, symbol, symbols, meta, events, cnt)
+        return remaining, _BY_BAND
+    return remaining, _BY_STP if stp_stop else _RAN_OUT
 
 
 @njit(cache=True, _nrt=False, inline="always")
 def _rest(seq, ts, symbol, side, price, qty, filled, order_id, trader, flags, display, tif,
-          expire_ts, at, arena, arena_ext, levels, index, books, ladder_keys, ladder_levels, meta,
-          expiry, l2, cnt):
+          expire_ts, order_type, at, arena, arena_ext, levels, index, books, ladder_keys,
+          ladder_levels, meta, expiry, l2, cnt):
     """Put an open order at the back of its price level; False if the level would overflow.
+    ``order_type``: LIMIT, or MARKET for a market order resting in a call at its call price.
 
     An iceberg (``display`` > 0) shows ``min(display, qty)`` and keeps the rest as reserve; an
     order with ``expire_ts`` joins the expiry heap. ``at``: the empty index bucket where the
@@ -198,7 +318,7 @@ def _rest(seq, ts, symbol, side, price, qty, filled, order_id, trader, flags, di
     o.side = side
     o.flags = flags
     o.hidden = qty - shown
-    set_cold(arena, arena_ext, r, display, 0, expire_ts, _LIMIT, tif, 0)
+    set_cold(arena, arena_ext, r, display, 0, expire_ts, order_type, tif, 0)
     append_to_level(arena, levels, r, lv)
     L.hidden += qty - shown
     books[b].live += 1
@@ -220,15 +340,29 @@ def _execute(seq, ts, symbol, side, is_market, tif, price, qty, filled, order_id
     """Match an accepted order, then rest or cancel what is left (semantics.md, NEW steps 2-4).
 
     ``at``: the empty index bucket the validation's probe for the id stopped at (-1: none).
+    The dynamic band is in meta (``_match``). In a call (the symbol's phase is one whenever it is not
+    CONTINUOUS here: halted and closed symbols refuse orders before) nothing matches; in a call,
+    and after a band breach, what is left is handled as an order entered in the call: a MARKET
+    rests at its call price, an IOC or FOK is cancelled, anything else rests.
     """
     live_before = meta[M_INDEX_COUNT]
-    remaining, stp_stop = _match(seq, ts, symbol, side, is_market, price, qty, order_id, trader,
-                                 filled, arena, arena_ext, levels, index, books, ladder_keys,
-                                 ladder_levels, meta, symbols, expiry, fills, l2, events, cnt)
-    if remaining == 0:
-        return
+    if symbols[symbol].phase == _CONTINUOUS:
+        remaining, why = _match(seq, ts, symbol, side, is_market, price, qty, order_id, trader,
+                                filled, arena, arena_ext, levels, index, books, ladder_keys,
+                                ladder_levels, meta, symbols, expiry, fills, l2, events, cnt)
+        if remaining == 0:
+            return
+    else:
+        remaining, why = qty, _BY_CALL
     done = filled + qty - remaining
-    if stp_stop:
+    order_type = _LIMIT
+    if why >= _BY_BAND and is_market:
+        is_market = False
+        if tif != _IOC and tif != _FOK:
+            # a market order rests in the call beyond every limit price of its side
+            order_type = _MARKET
+            price = _CALL_BUY if side == _BUY else _CALL_SELL
+    if why == _BY_STP:
         write_event(events, cnt, seq, ts, symbols, symbol, order_id, Event.CANCELLED,
                     Reason.SELF_TRADE, done, 0, 0)
     elif is_market:
@@ -239,9 +373,9 @@ def _execute(seq, ts, symbol, side, is_market, tif, price, qty, filled, order_id
                     Reason.IOC_UNFILLED, done, 0, 0)
     # matching only ever removes ids: with the count unchanged the table is as probed
     elif not _rest(seq, ts, symbol, side, price, remaining, done, order_id, trader, flags, display,
-                   tif, expire_ts, at if meta[M_INDEX_COUNT] == live_before else -1, arena,
-                   arena_ext, levels, index, books, ladder_keys, ladder_levels, meta, expiry, l2,
-                   cnt):
+                   tif, expire_ts, order_type, at if meta[M_INDEX_COUNT] == live_before else -1,
+                   arena, arena_ext, levels, index, books, ladder_keys, ladder_levels, meta,
+                   expiry, l2, cnt):
         write_event(events, cnt, seq, ts, symbols, symbol, order_id, Event.CANCELLED,
                     Reason.OVERFLOW, done, 0, 0)
 
@@ -325,12 +459,16 @@ def _next_triggered(sym, levels, stops, ladder_levels, last):
 
 
 @njit(cache=True, _nrt=False)
-def _release_stops(seq, ts, sym, arena, arena_ext, levels, index, books, ladder_keys, ladder_levels,
-                   meta, symbols, stops, expiry, fills, l2, events, cnt):
+def _release_stops(seq, ts, sym, arena, arena_ext, levels, index, books, ladder_keys,
+                   ladder_levels, meta, symbols, stops, expiry, fills, l2, events, cnt):
     """Release the triggered stops of ``sym`` one at a time (semantics.md, Stops): TRIGGERED,
     then matched as a MARKET (STOP) or a LIMIT at its price (STOP_LIMIT), resting or cancelled
-    by its tif, until none is triggered; the trades of a released stop may trigger more."""
+    by its tif, until none is triggered; the trades of a released stop may trigger more.
+    Stops are released only while the symbol is CONTINUOUS: a band breach (the band in meta,
+    see ``_match``) by one of them ends the cascade."""
     while True:
+        if symbols[sym].phase != _CONTINUOUS:
+            return
         r = _next_triggered(sym, levels, stops, ladder_levels, symbols[sym].last_price)
         if r < 0:
             return
@@ -355,14 +493,14 @@ def _release_stops(seq, ts, sym, arena, arena_ext, levels, index, books, ladder_
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _modify(m, seq, arena, arena_ext, levels, index, books, ladder_keys, ladder_levels, meta,
-            symbols, ticks, stops, expiry, fills, l2, events, cnt):
-    """Apply a MODIFY message (semantics.md, MODIFY)."""
+def _modify(m, seq, in_call, arena, arena_ext, levels, index, books, ladder_keys,
+            ladder_levels, meta, symbols, ticks, stops, expiry, fills, l2, events, cnt):
+    """Apply a MODIFY message (semantics.md, MODIFY); ``in_call``: the symbol is in a call."""
     sym = m.symbol
     bucket = index_probe(index, sym, m.order_id)
     r = np.int64(index[bucket].slot) if bucket >= 0 else -1
     reason = check_modify(m, r, books, arena, arena_ext, levels, ladder_levels, symbols, ticks,
-                          meta)
+                          meta, in_call)
     if reason != Reason.NONE:
         write_event(events, cnt, seq, m.ts, symbols, sym, m.order_id, Event.REJECTED, reason, 0, 0,
                     0)
@@ -456,10 +594,61 @@ def _modify_pending(m, seq, r, arena, arena_ext, levels, stops, ladder_keys, lad
 
 
 @njit(cache=True, _nrt=False, inline="always")
+def _phase_message(m, seq, arena, arena_ext, levels, index, books, ladder_keys, ladder_levels,
+                   meta, symbols, expiry, fills, l2, events, cnt):
+    """Apply a PHASE message (semantics.md, PHASE messages): validation, the reference price,
+    the uncross when the target ends an auction, the PHASE event and the call it enters.
+    Returns whether an uncross traded (the caller then checks the stops). The indicative of a
+    call entered is published by the caller, after this."""
+    sym = m.symbol
+    reason = check_phase(m, books)
+    if reason != Reason.NONE:
+        write_event(events, cnt, seq, m.ts, symbols, sym, m.order_id, Event.REJECTED, reason, 0, 0,
+                    0)
+        return False
+    srow = symbols[sym]
+    target = np.int64(m.phase)
+    if m.price > 0:
+        srow.reference_price = m.price
+    auction = np.int64(0)
+    if target == _OPENING or target == _CLOSING:
+        auction = target
+    elif target == _CONTINUOUS or target == _CLOSED:
+        auction = srow.auction
+    fills_before = cnt[0]
+    if auction != 0:
+        uncross(seq, m.ts, np.int64(sym), auction, arena, arena_ext, levels, index, books,
+                ladder_keys, ladder_levels, meta, symbols, expiry, fills, l2, events, cnt)
+        srow.auction = 0
+    new = target
+    if target == _OPENING:
+        new = _CONTINUOUS
+    elif target == _CLOSING:
+        new = _CLOSED
+    srow.phase = new
+    # a halt or any other phase suspends a re-opening auction's end; only its own target sets one
+    had_end = srow.auction_end != 0
+    srow.auction_end = 0
+    if _is_call(new):
+        srow.auction = (_OPENING if new == _PRE_OPEN else _CLOSING if new == _PRE_CLOSE
+                        else _REOPENING)
+        srow.ind_price = 0
+        srow.ind_qty = 0
+        srow.ind_surplus = 0
+        if new == _REOPENING:
+            srow.auction_end = m.expire_ts
+    if had_end or srow.auction_end != 0:
+        _refresh_next_end(meta, symbols)
+    write_event(events, cnt, seq, m.ts, symbols, sym, 0, Event.PHASE, Reason.NONE, 0, 0,
+                srow.reference_price)
+    return cnt[0] != fills_before
+
+
+@njit(cache=True, _nrt=False, inline="always")
 def _process_one(m, seq, arena, arena_ext, levels, index, books, ladder_keys, ladder_levels, meta,
                  symbols, ticks, stops, expiry, fills, l2, events, cnt):
     sym = m.symbol
-    if m.kind > Kind.MODIFY:
+    if m.kind > Kind.PHASE:
         write_event(events, cnt, seq, m.ts, symbols, sym, m.order_id, Event.REJECTED,
                     Reason.BAD_KIND, 0, 0, 0)
         return
@@ -467,64 +656,92 @@ def _process_one(m, seq, arena, arena_ext, levels, index, books, ladder_keys, la
         write_event(events, cnt, seq, m.ts, symbols, sym, m.order_id, Event.REJECTED,
                     Reason.UNKNOWN_SYMBOL, 0, 0, 0)
         return
-    fills_before = cnt[0]
-    if m.kind == Kind.NEW:
-        reason, at = check_new(m, books, arena, levels, index, ladder_levels, symbols, ticks,
-                               meta[M_STP])
-        if reason != Reason.NONE:
-            write_event(events, cnt, seq, m.ts, symbols, sym, m.order_id, Event.REJECTED, reason,
-                        0, 0, 0)
-            return
-        write_event(events, cnt, seq, m.ts, symbols, sym, m.order_id, Event.ACCEPTED, Reason.NONE,
-                    0, m.qty, 0)
-        expire_ts = np.int64(0)
-        if m.tif >= _DAY:
-            expire_ts = _entry_expiry(m, symbols)
-        if m.order_type >= _STOP:
-            _add_stop(m, at, expire_ts, arena, arena_ext, levels, index, stops, ladder_keys,
-                      ladder_levels, meta, expiry)
-            return
-        _execute(seq, m.ts, sym, np.int64(m.side), m.order_type == OrderType.MARKET,
-                 np.int64(m.tif), m.price, m.qty, 0, m.order_id, m.trader, m.flags,
-                 m.display_qty, expire_ts, at, arena, arena_ext, levels, index, books, ladder_keys,
-                 ladder_levels, meta, symbols, expiry, fills, l2, events, cnt)
-    elif m.kind == Kind.CANCEL:
-        bucket = index_probe(index, sym, m.order_id)
-        if bucket < 0:
-            write_event(events, cnt, seq, m.ts, symbols, sym, m.order_id, Event.REJECTED,
-                        Reason.UNKNOWN_ID, 0, 0, 0)
-            return
-        r = np.int64(index[bucket].slot)
-        if not_owner(m, arena, r, meta):
-            write_event(events, cnt, seq, m.ts, symbols, sym, m.order_id, Event.REJECTED,
-                        Reason.NOT_OWNER, 0, 0, 0)
-            return
-        o = arena[r]
-        side = np.int64(o.side)
-        lv = o.level
-        write_event(events, cnt, seq, m.ts, symbols, sym, m.order_id, Event.CANCELLED,
-                    Reason.USER_CANCEL, o.filled, 0, 0)
-        if o.marks & MARK_PENDING:
-            _remove_pending(arena, arena_ext, levels, index, stops, ladder_keys, ladder_levels,
-                            meta, expiry, r, bucket)
-            return
-        remove_order(arena, arena_ext, levels, books, index, expiry, meta, r, bucket)
-        L = levels[lv]
-        write_l2(l2, cnt, seq, m.ts, sym, side, L.price, L.qty, L.count)
-        if L.count == 0:
-            remove_level(books, levels, ladder_keys, ladder_levels, meta,
-                         np.int64(sym) * 2 + side, side, lv)
-        return
+    srow = symbols[sym]
+    phase = srow.phase
+    in_call = False
+    traded = False
+    lo = np.int64(0)
+    hi = np.int64(MAX_PRICE)
+    if m.kind == Kind.PHASE:
+        traded = _phase_message(m, seq, arena, arena_ext, levels, index, books, ladder_keys,
+                                ladder_levels, meta, symbols, expiry, fills, l2, events, cnt)
+        # stops released after an uncross meet the band around the uncross price
+        lo, hi = _dynamic_band(srow)
+        meta[M_BAND_LO] = lo
+        meta[M_BAND_HI] = hi
     else:
-        _modify(m, seq, arena, arena_ext, levels, index, books, ladder_keys, ladder_levels, meta,
-                symbols, ticks, stops, expiry, fills, l2, events, cnt)
+        if phase != _CONTINUOUS:
+            if m.kind != Kind.CANCEL and (phase == _CLOSED or phase == _HALTED):
+                write_event(events, cnt, seq, m.ts, symbols, sym, m.order_id, Event.REJECTED,
+                            Reason.SYMBOL_CLOSED if phase == _CLOSED else Reason.SYMBOL_HALTED,
+                            0, 0, 0)
+                return
+            in_call = _is_call(phase)
+        elif srow.dynamic_band_bps != 0:
+            lo, hi = _dynamic_band(srow)
+        meta[M_BAND_LO] = lo
+        meta[M_BAND_HI] = hi
+        fills_before = cnt[0]
+        if m.kind == Kind.NEW:
+            reason, at = check_new(m, books, arena, levels, index, ladder_levels, symbols, ticks,
+                                   meta[M_STP], in_call, lo, hi)
+            if reason != Reason.NONE:
+                write_event(events, cnt, seq, m.ts, symbols, sym, m.order_id, Event.REJECTED,
+                            reason, 0, 0, 0)
+                return
+            write_event(events, cnt, seq, m.ts, symbols, sym, m.order_id, Event.ACCEPTED,
+                        Reason.NONE, 0, m.qty, 0)
+            expire_ts = np.int64(0)
+            if m.tif >= _DAY:
+                expire_ts = _entry_expiry(m, symbols)
+            if m.order_type >= _STOP:
+                _add_stop(m, at, expire_ts, arena, arena_ext, levels, index, stops, ladder_keys,
+                          ladder_levels, meta, expiry)
+                return
+            _execute(seq, m.ts, sym, np.int64(m.side), m.order_type == OrderType.MARKET,
+                     np.int64(m.tif), m.price, m.qty, 0, m.order_id, m.trader, m.flags,
+                     m.display_qty, expire_ts, at, arena, arena_ext, levels, index, books,
+                     ladder_keys, ladder_levels, meta, symbols, expiry, fills, l2, events, cnt)
+        elif m.kind == Kind.CANCEL:
+            bucket = index_probe(index, sym, m.order_id)
+            if bucket < 0:
+                write_event(events, cnt, seq, m.ts, symbols, sym, m.order_id, Event.REJECTED,
+                            Reason.UNKNOWN_ID, 0, 0, 0)
+                return
+            r = np.int64(index[bucket].slot)
+            if not_owner(m, arena, r, meta):
+                write_event(events, cnt, seq, m.ts, symbols, sym, m.order_id, Event.REJECTED,
+                            Reason.NOT_OWNER, 0, 0, 0)
+                return
+            o = arena[r]
+            side = np.int64(o.side)
+            lv = o.level
+            write_event(events, cnt, seq, m.ts, symbols, sym, m.order_id, Event.CANCELLED,
+                        Reason.USER_CANCEL, o.filled, 0, 0)
+            if o.marks & MARK_PENDING:
+                _remove_pending(arena, arena_ext, levels, index, stops, ladder_keys,
+                                ladder_levels, meta, expiry, r, bucket)
+                return
+            remove_order(arena, arena_ext, levels, books, index, expiry, meta, r, bucket)
+            L = levels[lv]
+            write_l2(l2, cnt, seq, m.ts, sym, side, L.price, L.qty, L.count)
+            if L.count == 0:
+                remove_level(books, levels, ladder_keys, ladder_levels, meta,
+                             np.int64(sym) * 2 + side, side, lv)
+        else:
+            _modify(m, seq, in_call, arena, arena_ext, levels, index, books, ladder_keys,
+                    ladder_levels, meta, symbols, ticks, stops, expiry, fills, l2, events, cnt)
+        traded = cnt[0] != fills_before
     # only trades move the last price, so only a message that traded can trigger stops
     # (meta first: with no stop pending anywhere the symbol's stop rows are never read)
-    if cnt[0] != fills_before and meta[M_STOPS_LIVE] > 0 and (
+    if traded and meta[M_STOPS_LIVE] > 0 and (
             stops[np.int64(sym) * 2].live + stops[np.int64(sym) * 2 + 1].live > 0):
         _release_stops(seq, m.ts, np.int64(sym), arena, arena_ext, levels, index, books,
-                       ladder_keys, ladder_levels, meta, symbols, stops, expiry, fills, l2, events,
-                       cnt)
+                       ladder_keys, ladder_levels, meta, symbols, stops, expiry, fills, l2,
+                       events, cnt)
+    if srow.phase != _CONTINUOUS and _is_call(srow.phase):
+        _publish_indicative(seq, m.ts, np.int64(sym), levels, books, ladder_levels, symbols,
+                            events, cnt)
 
 
 @njit(cache=True, _nrt=False, inline="always")
@@ -533,15 +750,16 @@ def _expire(ts, seq, arena, arena_ext, levels, index, books, ladder_keys, ladder
     """Remove every live order whose expiry is at or before ``ts``, in heap order
     (CANCELLED/EXPIRED, and an L2 row for a resting order's level); rows carry ``seq``.
 
-    Resumable: it checks room for each expiry (one event, one L2 row) and returns NEED_OUTPUT
-    with the state consistent and every row so far written, so the call after growing goes on
-    with the next one. Returns OK when none is left.
+    An order of a symbol in a call leaves with the symbol's indicative published after it if it
+    changed. Resumable: it checks room for each expiry (two events, one L2 row) and returns
+    NEED_OUTPUT with the state consistent and every row so far written, so the call after
+    growing goes on with the next one. Returns OK when none is left.
     """
     while meta[M_EXPIRY_N] > 0 and expiry[0].expire_ts <= ts:
-        if cnt[1] + 1 > len(l2) or cnt[2] + 1 > len(events):
+        if cnt[1] + 1 > len(l2) or cnt[2] + 2 > len(events):
             meta[M_NEED_FILLS] = cnt[0]
             meta[M_NEED_L2] = cnt[1] + 1
-            meta[M_NEED_EVENTS] = cnt[2] + 1
+            meta[M_NEED_EVENTS] = cnt[2] + 2
             return NEED_OUTPUT
         r = np.int64(expiry[0].slot)
         o = arena[r]
@@ -560,6 +778,82 @@ def _expire(ts, seq, arena, arena_ext, levels, index, books, ladder_keys, ladder
         if L.count == 0:
             remove_level(books, levels, ladder_keys, ladder_levels, meta,
                          np.int64(sym) * 2 + side, side, lv)
+        if _is_call(symbols[sym].phase):
+            _publish_indicative(seq, ts, np.int64(sym), levels, books, ladder_levels, symbols,
+                                events, cnt)
+    return OK
+
+
+@njit(cache=True, _nrt=False)
+def _auction_ends(ts, seq, arena, arena_ext, levels, index, books, ladder_keys, ladder_levels,
+                  meta, symbols, stops, expiry, fills, l2, events, cnt):
+    """Uncross every re-opening auction whose end is at or before ``ts``, in (end, symbol)
+    order: the uncross, the symbol enters CONTINUOUS (PHASE event, reason AUCTION_END), then
+    its stops are checked (band around the uncross price). Rows carry ``seq``.
+
+    Resumable like ``_expire``: before each uncross it checks room for it and the stop cascade
+    after it and returns what must grow, the state consistent and every earlier auction done.
+    Returns OK when none is due.
+    """
+    while meta[M_NEXT_END] != 0 and meta[M_NEXT_END] <= ts:
+        sym = np.int64(-1)
+        for s in range(meta[M_NSYM]):
+            e = symbols[s].auction_end
+            if e > 0 and e <= ts and (sym < 0 or e < symbols[sym].auction_end):
+                sym = s
+        if sym < 0:     # an end cleared without a refresh cannot happen; stay safe
+            _refresh_next_end(meta, symbols)
+            return OK
+        status = _uncross_room(sym, True, levels, books, ladder_levels, meta, stops, fills, l2,
+                               events, cnt)
+        if status != OK:
+            return status
+        srow = symbols[sym]
+        fills_before = cnt[0]
+        uncross(seq, ts, sym, srow.auction, arena, arena_ext, levels, index, books, ladder_keys,
+                ladder_levels, meta, symbols, expiry, fills, l2, events, cnt)
+        srow.auction = 0
+        srow.auction_end = 0
+        srow.phase = _CONTINUOUS
+        _refresh_next_end(meta, symbols)
+        write_event(events, cnt, seq, ts, symbols, sym, 0, Event.PHASE, Reason.AUCTION_END, 0, 0,
+                    srow.reference_price)
+        if cnt[0] != fills_before and stops[sym * 2].live + stops[sym * 2 + 1].live > 0:
+            lo, hi = _dynamic_band(srow)
+            meta[M_BAND_LO] = lo
+            meta[M_BAND_HI] = hi
+            _release_stops(seq, ts, sym, arena, arena_ext, levels, index, books,
+                           ladder_keys, ladder_levels, meta, symbols, stops, expiry, fills, l2,
+                           events, cnt)
+    return OK
+
+
+@njit(cache=True, _nrt=False)
+def _uncross_room(sym, continuous, levels, books, ladder_levels, meta, stops, fills, l2, events,
+                  cnt):
+    """Return OK if the outputs can take an uncross of ``sym``, its PHASE event and, if the
+    symbol then is ``continuous``, the stop cascade after it (with a breach's rows); else the
+    status of what must grow (NEED_OUTPUT with the ``M_NEED_*`` counts set)."""
+    nf = np.int64(0)
+    nl = np.int64(_PHASE_L2)
+    ne = np.int64(1 + _PHASE_EVENTS)
+    if continuous and stops[sym * 2].live + stops[sym * 2 + 1].live > 0:
+        status, f, l, e = _cascade_need(sym, 0, levels, books, ladder_levels, meta, stops)
+        if status != OK:
+            return status
+        nf += f
+        nl += l
+        ne += e
+    # the uncross's own rows come after these: ask for room as if they were written already
+    cnt[0] += nf
+    cnt[1] += nl
+    cnt[2] += ne
+    ok = uncross_room(sym, books, meta, fills, l2, events, cnt)
+    cnt[0] -= nf
+    cnt[1] -= nl
+    cnt[2] -= ne
+    if not ok:
+        return NEED_OUTPUT
     return OK
 
 
@@ -570,8 +864,8 @@ def _levels_full(levels, meta, k):
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _room(m, arena, levels, index, books, ladder_levels, meta, stops, expiry, fills, l2, events,
-          cnt):
+def _room(m, arena, levels, index, books, ladder_levels, meta, symbols, stops, expiry, fills, l2,
+          events, cnt):
     """Return OK if every array can take this message's worst case, else what must grow.
 
     Bounds (why they hold): every fill takes at least one lot from an aggressor, so fills are at
@@ -581,12 +875,22 @@ def _room(m, arena, levels, index, books, ladder_levels, meta, stops, expiry, fi
     once: aggressors are the order and the symbol's P pending stops, so fills <= min(their
     quantity, resting + 2P + 1 + reserve), each aggressor adds a few events and at most two L2
     rows beyond the levels that ever exist (the book's and P more), and at most P + 1 new levels.
+    Phases add at most a breach's PHASE event and L2 row (the rest of the order that breached,
+    after which nothing matches) and one INDICATIVE event (``_PHASE_EVENTS``, ``_PHASE_L2``);
+    a PHASE message that uncrosses needs ``_uncross_room``.
     """
     need_fills = 0
     need_l2 = 1
     need_events = 1
     sym = np.int64(m.symbol)
-    if m.kind <= Kind.MODIFY and sym < meta[M_NSYM] and m.kind != Kind.CANCEL:
+    if m.kind == Kind.PHASE and sym < meta[M_NSYM]:
+        target = np.int64(m.phase)
+        if target == _OPENING or target == _CLOSING or (
+                (target == _CONTINUOUS or target == _CLOSED) and symbols[sym].auction != 0):
+            return _uncross_room(sym, target == _OPENING or target == _CONTINUOUS, levels, books,
+                                 ladder_levels, meta, stops, fills, l2, events, cnt)
+        need_events = 2     # the PHASE event, the indicative of the call it enters
+    elif m.kind <= Kind.MODIFY and sym < meta[M_NSYM] and m.kind != Kind.CANCEL:
         side = np.int64(m.side)
         qty = m.qty
         is_market = m.order_type == OrderType.MARKET
@@ -632,8 +936,9 @@ def _room(m, arena, levels, index, books, ladder_levels, meta, stops, expiry, fi
                     # refills add fills, at most one a lot: when the output has room for that
                     # anyway, no need to look closer
                     bound = q if stp != Stp.CANCEL_RESTING else bound + q
-                    if (cnt[0] + bound <= len(fills) and cnt[1] + opp.n + 3 <= len(l2)
-                            and cnt[2] + 2 * bound + 4 <= len(events)):
+                    if (cnt[0] + bound <= len(fills)
+                            and cnt[1] + opp.n + 3 + _PHASE_L2 <= len(l2)
+                            and cnt[2] + 2 * bound + 4 + _PHASE_EVENTS <= len(events)):
                         return OK
                     # else: at most the reserve of the levels it can reach
                     bound = opp.live
@@ -653,6 +958,8 @@ def _room(m, arena, levels, index, books, ladder_levels, meta, stops, expiry, fi
                 need_fills = bound
                 need_events = 2 * bound + 4
                 need_l2 = opp.n + 3
+    need_events += _PHASE_EVENTS
+    need_l2 += _PHASE_L2
     if (cnt[0] + need_fills > len(fills) or cnt[1] + need_l2 > len(l2)
             or cnt[2] + need_events > len(events)):
         meta[M_NEED_FILLS] = cnt[0] + need_fills
@@ -663,16 +970,17 @@ def _room(m, arena, levels, index, books, ladder_levels, meta, stops, expiry, fi
 
 
 @njit(cache=True, _nrt=False)
-def _cascade_room(m, sym, side, qty, levels, books, ladder_levels, meta, stops, fills, l2,
-                  events, cnt):
-    """``_room`` for an order that can trade on a symbol with pending stops (see there)."""
+def _cascade_need(sym, qty, levels, books, ladder_levels, meta, stops):
+    """Return (status, fills, l2 rows, events) a cascade of ``sym``'s pending stops behind an
+    aggressor of ``qty`` may need (see ``_room``); status is what state must grow first (OK:
+    none), the counts then meaningless."""
     p = stops[sym * 2].live + stops[sym * 2 + 1].live
     if _levels_full(levels, meta, p + 2):
-        return NEED_LEVELS
+        return NEED_LEVELS, 0, 0, 0
     for b in (sym * 2, sym * 2 + 1):
         if books[b].n + p + 1 > books[b].cap:
             meta[M_NEED_BOOK] = b
-            return NEED_LADDER
+            return NEED_LADDER, 0, 0, 0
     q = max(qty, 0)
     for b in (sym * 2, sym * 2 + 1):
         bk = stops[b]
@@ -689,9 +997,18 @@ def _cascade_room(m, sym, side, qty, levels, books, ladder_levels, meta, stops, 
     units = min(units, q)
     if meta[M_STP] != Stp.NONE:
         units += resting + p
-    need_fills = units
-    need_events = 2 * units + 3 * p + 8
-    need_l2 = books[sym * 2].n + books[sym * 2 + 1].n + 3 * p + 6
+    return (OK, units, books[sym * 2].n + books[sym * 2 + 1].n + 3 * p + 6 + _PHASE_L2,
+            2 * units + 3 * p + 8 + _PHASE_EVENTS)
+
+
+@njit(cache=True, _nrt=False)
+def _cascade_room(m, sym, side, qty, levels, books, ladder_levels, meta, stops, fills, l2,
+                  events, cnt):
+    """``_room`` for an order that can trade on a symbol with pending stops (see there)."""
+    status, need_fills, need_l2, need_events = _cascade_need(sym, qty, levels, books,
+                                                             ladder_levels, meta, stops)
+    if status != OK:
+        return status
     if (cnt[0] + need_fills > len(fills) or cnt[1] + need_l2 > len(l2)
             or cnt[2] + need_events > len(events)):
         meta[M_NEED_FILLS] = cnt[0] + need_fills
@@ -750,8 +1067,15 @@ def process_batch(msgs, start, arena, arena_ext, levels, index, books, ladder_ke
                              events, cnt)
             if status != OK:
                 return status, i
-        status = _room(m, arena, levels, index, books, ladder_levels, meta, stops, expiry, fills,
-                       l2, events, cnt)
+        # re-opening auctions that reached their end uncross before the message, after them
+        if meta[M_NEXT_END] != 0 and meta[M_NEXT_END] <= m.ts:
+            status = _auction_ends(m.ts, meta[M_SEQ] + 1, arena, arena_ext, levels, index,
+                                   books, ladder_keys, ladder_levels, meta, symbols, stops,
+                                   expiry, fills, l2, events, cnt)
+            if status != OK:
+                return status, i
+        status = _room(m, arena, levels, index, books, ladder_levels, meta, symbols, stops,
+                       expiry, fills, l2, events, cnt)
         if status != OK:
             return status, i
         meta[M_SEQ] += 1

@@ -1,5 +1,5 @@
 """A symbol's trading options (tick table, lot size, minimum order quantity, session close,
-money) and the one check of them that ``Engine.add_symbol``, ``Engine.from_config`` and the
+money, trading phases and price bands) and the one check of them that ``Engine.add_symbol``, ``Engine.from_config`` and the
 checkpoint parser share.
 
 docs/semantics.md ("Symbols") states the rules. ``normalize`` returns the options in canonical
@@ -16,9 +16,9 @@ from __future__ import annotations
 import math
 import numbers
 
-from .schema import MAX_PRICE
+from .schema import MAX_PRICE, Phase
 
-__all__ = ["OPTIONS", "DEFAULTS", "MAX_TICK_ROWS", "DAY_NS", "MAX_CURRENCY_LEN", "OptionError",
+__all__ = ["OPTIONS", "DEFAULTS", "PHASE_OPTIONS", "MAX_BAND_BPS", "MAX_TICK_ROWS", "DAY_NS", "MAX_CURRENCY_LEN", "OptionError",
            "normalize", "is_default"]
 
 MAX_TICK_ROWS = 64            # rows of one symbol's tick table
@@ -26,8 +26,18 @@ DAY_NS = 86_400 * 10 ** 9     # session_close lies in [0, DAY_NS)
 MAX_CURRENCY_LEN = 16         # "USD", "USDT", "EUR" ...: a short code, not a description
 MAX_BPS = 10_000              # |maker_bps|, |taker_bps| < 100 %
 
+MAX_BAND_BPS = 10_000         # a band's half-width is at most 100 % of its centre
+INTERRUPTION_NS = 120 * 10 ** 9   # default length of a re-opening auction after a band breach
+
+# the trading-phase options (docs/semantics.md, Trading phases); ``phase`` is the phase the
+# symbol starts in, by its lower-case name
+PHASE_DEFAULTS = {"reference_price": 0, "static_band_bps": 0, "dynamic_band_bps": 0,
+                  "interruption_ns": INTERRUPTION_NS, "phase": "continuous"}
+PHASE_OPTIONS = tuple(PHASE_DEFAULTS)
+
 DEFAULTS = {"tick_table": [[1, 1]], "lot_size": 1, "min_order_qty": 1, "session_close": 0,
-            "currency": "", "tick_value": None, "maker_bps": 0.0, "taker_bps": 0.0}
+            "currency": "", "tick_value": None, "maker_bps": 0.0, "taker_bps": 0.0,
+            **PHASE_DEFAULTS}
 OPTIONS = tuple(DEFAULTS)
 
 
@@ -103,7 +113,9 @@ def normalize(options: dict, name: str = "") -> dict:
     with the first from_price 1, from_prices strictly increasing and every tick >= 1; a lot size
     or minimum order quantity below 1; a session close outside [0, 86_400e9); a currency that is
     not a str of at most 16 printable ASCII characters without spaces; a tick value that is not
-    None or a finite number > 0; a maker or taker rate that is not finite in (-10000, 10000).
+    None or a finite number > 0; a maker or taker rate that is not finite in (-10000, 10000);
+    a reference price outside [0, MAX_PRICE]; a band outside [0, 10000] bps; an interruption
+    length below 1 ns; a starting phase that is not a Phase a symbol can rest in.
     """
     where = f" of {name!r}" if name else ""
     for key in options:
@@ -135,7 +147,32 @@ def normalize(options: dict, name: str = "") -> dict:
         if not -MAX_BPS < v < MAX_BPS:
             raise OptionError(key, f"{key}{where} must be in (-{MAX_BPS}, {MAX_BPS}); got {v!r}")
         out[key] = v
+    out["reference_price"] = _int(o["reference_price"], "reference_price", 0, MAX_PRICE,
+                                  f"reference_price{where} (0: none)")
+    for key in ("static_band_bps", "dynamic_band_bps"):
+        out[key] = _int(o[key], key, 0, MAX_BAND_BPS, f"{key}{where} (0: no band)")
+    out["interruption_ns"] = _int(o["interruption_ns"], "interruption_ns", 1, (1 << 63) - 1,
+                                  f"interruption_ns{where}")
+    out["phase"] = _phase_name(o["phase"], where)
     return out
+
+
+def _phase_name(value, where: str) -> str:
+    """Return the lower-case name of the Phase ``value`` names (a name in any case or a code)
+    that a symbol may start in, or raise OptionError. OPENING_AUCTION and CLOSING_AUCTION are
+    never a resting state, so a symbol cannot start in them."""
+    phase = None
+    if isinstance(value, str):
+        phase = Phase.__members__.get(value.upper())
+    elif isinstance(value, numbers.Integral) and not isinstance(value, bool) \
+            and type(value).__name__ != "bool_" and int(value) in Phase._value2member_map_:
+        phase = Phase(int(value))
+    starts = [p.name.lower() for p in Phase
+              if p not in (Phase.OPENING_AUCTION, Phase.CLOSING_AUCTION)]
+    if phase is None or phase.name.lower() not in starts:
+        raise OptionError("phase", f"phase{where} must be one of {', '.join(starts)}; "
+                                   f"got {value!r}")
+    return phase.name.lower()
 
 
 def is_default(options: dict) -> bool:

@@ -2,7 +2,8 @@
 
 docs/semantics.md ("Validation") is the contract: the checks run in its step order and the first
 failure wins. ``check_new`` decides a NEW (steps 3-22), ``check_modify`` a MODIFY (steps 3-15)
-and ``not_owner`` the ownership step of CANCEL and MODIFY. They only read the state: a message
+and ``not_owner`` the ownership step of CANCEL and MODIFY; ``check_phase`` a PHASE message
+(Trading phases, its steps 2-5). ``band_width`` is the half-width of every price band. They only read the state: a message
 they refuse changes nothing, and one they pass is then applied by ``exchange.kernels``.
 
 Invariants:
@@ -23,14 +24,18 @@ from ._cache_guard import guard
 from .book import MARK_PENDING, M_OWNERSHIP
 from .fillable import fillable  # the FOK / min_qty walk (icebergs' reserve and STP as matching)
 from .order_index import index_probe
-from .schema import KNOWN_FLAGS, MAX_LEVEL_QTY, MAX_QTY, Flag, OrderType, Reason, Side, Tif
+from .schema import (
+    CALL_MARKET_PRICE, KNOWN_FLAGS, MAX_LEVEL_QTY, MAX_QTY, Flag, OrderType, Phase, Reason, Side,
+    Tif,
+)
 
 # numba keys this module's cache on this file only; these files are compiled into its functions
 guard(__name__, __file__, deps=("exchange.book", "exchange.fillable", "exchange.order_index",
                                 "exchange.schema"))
 
-__all__ = ["check_new", "check_modify", "not_owner", "fillable", "on_tick", "off_lot",
-           "crosses", "best_crosses", "stop_reached"]
+__all__ = ["check_new", "check_modify", "check_phase", "not_owner", "fillable", "on_tick",
+           "off_lot", "crosses", "best_crosses", "stop_reached", "band_width",
+           "outside_static_band", "is_call_market"]
 
 _BUY = int(Side.BUY)
 _SELL = int(Side.SELL)
@@ -43,6 +48,55 @@ _GTC = int(Tif.GTC)
 _FOK = int(Tif.FOK)
 _DAY = int(Tif.DAY)
 _GTD = int(Tif.GTD)
+_IOC = int(Tif.IOC)
+_REOPENING = int(Phase.REOPENING_AUCTION)
+_LAST_PHASE = int(max(Phase))
+_CALL_BUY = CALL_MARKET_PRICE[0]
+_CALL_SELL = CALL_MARKET_PRICE[1]
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def band_width(x, bps):
+    """Return ``x * bps // 10_000`` for ``0 <= x <= MAX_PRICE`` and ``0 <= bps <= 10_000``
+    without overflowing int64 (the product itself may not fit)."""
+    return (x // 10_000) * bps + (x % 10_000) * bps // 10_000
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def outside_static_band(sym_row, price):
+    """Return whether ``price`` lies outside the symbol's static band (False with no band or no
+    reference price): steps 13a of NEW and 11a of MODIFY."""
+    bps = sym_row.static_band_bps
+    if bps == 0:
+        return False
+    ref = sym_row.reference_price
+    if ref == 0:
+        return False
+    w = band_width(ref, bps)
+    return price < ref - w or price > ref + w
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def is_call_market(side, price):
+    """Return whether a resting order of ``side`` at ``price`` is a MARKET order entered in a
+    call (it rests at ``CALL_MARKET_PRICE[side]``, outside every limit price)."""
+    return price == (_CALL_BUY if side == _BUY else _CALL_SELL)
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def check_phase(m, books):
+    """Return the reason PHASE message ``m`` is refused (Trading phases, PHASE messages steps
+    2-5), or Reason.NONE. The caller has checked the kind and the symbol (step 1)."""
+    if m.phase > _LAST_PHASE:
+        return Reason.BAD_PHASE
+    if m.price < 0:
+        return Reason.BAD_PRICE
+    b = np.int64(m.symbol) * 2
+    if m.price > 0 and (m.price < books[b].min_price or m.price > books[b].max_price):
+        return Reason.PRICE_OUT_OF_BAND
+    if m.expire_ts != 0 and (m.phase != _REOPENING or m.expire_ts <= m.ts):
+        return Reason.BAD_EXPIRY
+    return Reason.NONE
 
 
 @njit(cache=True, _nrt=False, inline="always")
@@ -133,11 +187,14 @@ def not_owner(m, arena, r, meta):
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def check_new(m, books, arena, levels, index, ladder_levels, symbols, ticks, stp):
+def check_new(m, books, arena, levels, index, ladder_levels, symbols, ticks, stp, in_call, lo,
+              hi):
     """Return (reason, -1) for a NEW message refused by steps 3-22 of semantics.md, or
     (Reason.NONE, the empty index bucket its id probe stopped at) if it may be accepted.
+    ``in_call``: the symbol is in a call (step 17a); ``[lo, hi]``: the dynamic band the FOK and
+    minimum-quantity walks stay inside.
 
-    The caller has checked the kind and that the symbol exists (steps 1-2)."""
+    The caller has checked the kind, that the symbol exists and its phase (steps 1-2a)."""
     if m.side > _SELL:
         return Reason.BAD_SIDE, -1
     ot = m.order_type
@@ -168,6 +225,8 @@ def check_new(m, books, arena, levels, index, ladder_levels, symbols, ticks, stp
         reason = _bad_price(books, ticks, sym_row, own_b, m.price)
         if reason != Reason.NONE:
             return reason, -1
+        if outside_static_band(sym_row, m.price):
+            return Reason.OUTSIDE_STATIC_BAND, -1
     if is_stop and _bad_stop_price(books, ticks, sym_row, own_b, m.stop_price):
         return Reason.BAD_STOP_PRICE, -1
     display = m.display_qty
@@ -182,6 +241,8 @@ def check_new(m, books, arena, levels, index, ladder_levels, symbols, ticks, stp
             return Reason.BAD_MIN_QTY, -1
         if (m.expire_ts <= m.ts) if tif == _GTD else (m.expire_ts != 0):
             return Reason.BAD_EXPIRY, -1
+    if in_call and (tif == _IOC or tif == _FOK or post_only or min_qty > 0):
+        return Reason.NOT_IN_CALL, -1
     p = index_probe(index, m.symbol, m.order_id)
     if p >= 0:
         return Reason.DUPLICATE_ID, -1
@@ -194,21 +255,23 @@ def check_new(m, books, arena, levels, index, ladder_levels, symbols, ticks, stp
         return Reason.POST_ONLY_WOULD_CROSS, -1
     is_market = ot == _MARKET
     if tif == _FOK and not fillable(books, levels, arena, ladder_levels, opp_b, m.side,
-                                    is_market, m.price, qty, m.trader, stp):
+                                    is_market, m.price, qty, m.trader, stp, lo, hi):
         return Reason.FOK_CANNOT_FILL, -1
     if min_qty > 0 and not fillable(books, levels, arena, ladder_levels, opp_b, m.side,
-                                    is_market, m.price, min_qty, m.trader, stp):
+                                    is_market, m.price, min_qty, m.trader, stp, lo, hi):
         return Reason.MIN_QTY_CANNOT_FILL, -1
     return Reason.NONE, -1 - p
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def check_modify(m, r, books, arena, arena_ext, levels, ladder_levels, symbols, ticks, meta):
+def check_modify(m, r, books, arena, arena_ext, levels, ladder_levels, symbols, ticks, meta,
+                 in_call):
     """Return the reason MODIFY message ``m`` is refused (steps 3-15 of semantics.md), or
     Reason.NONE. ``r`` is the arena row of the live order it names (-1: none, UNKNOWN_ID); a
     pending stop (marked MARK_PENDING, its ext row then written) is checked as one.
+    ``in_call``: the symbol is in a call (step 11b).
 
-    The caller has checked the kind and that the symbol exists (steps 1-2)."""
+    The caller has checked the kind, that the symbol exists and its phase (steps 1-2a)."""
     if r < 0:
         return Reason.UNKNOWN_ID
     o = arena[r]
@@ -230,6 +293,10 @@ def check_modify(m, r, books, arena, arena_ext, levels, ladder_levels, symbols, 
         reason = _bad_price(books, ticks, sym_row, own_b, m.price)
         if reason != Reason.NONE:
             return reason
+        if outside_static_band(sym_row, m.price):
+            return Reason.OUTSIDE_STATIC_BAND
+    if in_call and not pending and is_call_market(o.side, o.price):
+        return Reason.NOT_IN_CALL
     if pending:
         if _bad_stop_price(books, ticks, sym_row, own_b, m.stop_price):
             return Reason.BAD_STOP_PRICE
