@@ -1,17 +1,24 @@
 """Hand cases for every rule of docs/semantics.md "Trading phases, auctions and price bands",
 against the reference model only (the model is what the engine is held to, so each rule is
-checked here on a book small enough to work out by hand).
+checked here on a book small enough to work out by hand), and properties of the model's
+uncrosses on random phase flows.
 
 Events are read as (event, reason, order_id, filled_qty, leaves_qty, price, phase) tuples.
 """
 
+import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
+from conftest import make_book
 from exchange.schema import (
-    CALL_MARKET_PRICE, MAX_PRICE, Event, OrderType, Phase, Reason, Tif,
+    CALL_MARKET_PRICE, MAX_PRICE, Event, Kind, OrderType, Phase, Reason, Tif,
 )
 from model import Model, auction_price
-from phase_flows import BUY, SELL, cancel, chain, market, modify, new, to_phase
+from phase_flows import (
+    BUY, PHASE_SYMBOLS, SELL, band_flows, call_auctions, cancel, chain, market, modify, new,
+    phase_flows, to_phase,
+)
 
 E, R, P = Event, Reason, Phase
 
@@ -494,3 +501,40 @@ def test_a_stop_entered_in_a_call_is_checked_against_the_last_trade():
     go(m, new(1, SELL, 100, 1), new(2, BUY, 100, 1, trader=2), to_phase(P.PRE_OPEN))
     assert rejected(go(m, new(3, BUY, 0, 1, order_type=OrderType.STOP,
                               stop_price=100))) == R.STOP_PRICE_REACHED
+
+
+# ---- properties of the model on random phase flows ------------------------------------------------
+
+@settings(max_examples=30, deadline=None)
+@given(orders=st.one_of(phase_flows(), call_auctions(), band_flows()))
+def test_model_uncrosses_are_maximal_at_one_price_and_leave_no_crossed_book(orders):
+    """Message by message: an uncross run by a PHASE message (no expiry before it) executes the
+    largest volume any integer price would (checked over every price of the book, not only the
+    candidates), all its fills are at its price and add up to its volume; outside a call and a
+    halt no MARKET order rests and the book is not crossed."""
+    m = make_book("model", "none", PHASE_SYMBOLS)
+    for i in range(len(orders)):
+        before = {n: m.orders(n) for n, *_ in PHASE_SYMBOLS}
+        res = m.process(orders[i:i + 1])
+        ev = res.events
+        if orders[i]["kind"] == Kind.PHASE and not np.any(ev["reason"] == R.EXPIRED):
+            for u in ev[ev["event"] == E.UNCROSS]:
+                book = before[PHASE_SYMBOLS[int(u["symbol"])][0]]
+                open_qty = book["qty"] + book["hidden"]
+                limits = book["price"][(book["price"] > 0) & (book["price"] <= MAX_PRICE)]
+                best = 0
+                for p in range(int(limits.min()), int(limits.max()) + 1) if len(limits) else ():
+                    bought = open_qty[(book["side"] == BUY) & (book["price"] >= p)].sum()
+                    sold = open_qty[(book["side"] == SELL) & (book["price"] <= p)].sum()
+                    best = max(best, min(bought, sold))
+                auction = res.fills[res.fills["aggressor_side"] == 2]
+                if len(limits):
+                    assert u["filled_qty"] == best, "the uncross volume is the largest possible"
+                assert auction["qty"].sum() == u["filled_qty"]
+                assert np.all(auction["price"] == u["price"])
+        for name, *_ in PHASE_SYMBOLS:
+            if m.phase(name) in (P.CONTINUOUS, P.CLOSED):
+                o = m.orders(name)
+                assert not np.any(o["order_type"] == OrderType.MARKET), "a market order rests"
+                bids, asks = m.depth(name)
+                assert not (len(bids) and len(asks) and bids[0]["price"] >= asks[0]["price"])
