@@ -264,3 +264,57 @@ def band_flows(draw):
                                                        Phase.REOPENING_AUCTION])),
                                  symbol=1, ts=ts))
     return np.concatenate(rows)
+
+
+@st.composite
+def stop_uncross_flows(draw):
+    """Stops pending across an uncross on symbol A: open it (no auction volume), trade once
+    near 100, enter stops and stop limits on both sides around it and a few resting orders,
+    enter a call (pre-open, pre-close, or a halt then a re-opening call), cross the call book
+    between 97 and 103, end the call (opening, continuous or closing auction) and trade a little
+    more, so the uncross price triggers stops that are released (continuous) or stay (closed)."""
+    rows, oid, ts = [], 0, T0
+
+    def add(row):
+        nonlocal ts
+        ts += 1
+        row["ts"] = ts
+        rows.append(row)
+
+    def order(side, price, qty, **kw):
+        nonlocal oid
+        oid += 1
+        add(new(oid, side, price, qty, trader=draw(st.integers(1, 3)), **kw))
+
+    add(to_phase(Phase.CONTINUOUS))
+    first = draw(st.integers(99, 101))
+    order(SELL, first, 1)
+    order(BUY, first, 1)
+    for _ in range(draw(st.integers(1, 6))):
+        side = draw(st.sampled_from([BUY, SELL]))
+        stop = draw(st.integers(first + 1, 103) if side == BUY else st.integers(97, first - 1))
+        order(side, draw(st.integers(97, 103)), draw(st.integers(1, 3)),
+              order_type=draw(st.sampled_from([OrderType.STOP, OrderType.STOP_LIMIT])),
+              stop_price=stop, tif=draw(st.sampled_from([Tif.GTC, Tif.IOC, Tif.DAY])))
+    for _ in range(draw(st.integers(0, 4))):
+        order(SELL, draw(st.integers(first + 1, 104)), draw(st.integers(1, 3)))
+        order(BUY, draw(st.integers(96, first - 1)), draw(st.integers(1, 3)))
+    call = draw(st.sampled_from([Phase.PRE_OPEN, Phase.PRE_CLOSE, Phase.HALTED]))
+    add(to_phase(call))
+    if call == Phase.HALTED:
+        add(to_phase(Phase.REOPENING_AUCTION))
+    for _ in range(draw(st.integers(1, 6))):
+        side = draw(st.sampled_from([BUY, SELL]))
+        if draw(st.integers(0, 4)) == 0:
+            oid += 1
+            add(market(oid, side, draw(st.integers(1, 3)), trader=draw(st.integers(1, 3))))
+        else:
+            order(side, draw(st.integers(97, 103)), draw(st.integers(1, 4)),
+                  display_qty=draw(st.sampled_from([0, 0, 1])))
+    add(to_phase(draw(st.sampled_from([Phase.OPENING_AUCTION, Phase.CONTINUOUS,
+                                       Phase.CLOSING_AUCTION])),
+                 price=draw(st.sampled_from([0, 98, 100, 102]))))
+    for _ in range(draw(st.integers(0, 3))):
+        order(draw(st.sampled_from([BUY, SELL])), draw(st.integers(97, 103)),
+              draw(st.integers(1, 3)))
+    return np.concatenate(rows)

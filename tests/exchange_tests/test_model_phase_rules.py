@@ -17,7 +17,7 @@ from exchange.schema import (
 from model import Model, auction_price
 from phase_flows import (
     BUY, PHASE_SYMBOLS, SELL, band_flows, call_auctions, cancel, chain, market, modify, new,
-    phase_flows, to_phase,
+    phase_flows, stop_uncross_flows, to_phase,
 )
 
 E, R, P = Event, Reason, Phase
@@ -506,7 +506,7 @@ def test_a_stop_entered_in_a_call_is_checked_against_the_last_trade():
 # ---- properties of the model on random phase flows ------------------------------------------------
 
 @settings(max_examples=30, deadline=None)
-@given(orders=st.one_of(phase_flows(), call_auctions(), band_flows()))
+@given(orders=st.one_of(phase_flows(), call_auctions(), band_flows(), stop_uncross_flows()))
 def test_model_uncrosses_are_maximal_at_one_price_and_leave_no_crossed_book(orders):
     """Message by message: an uncross run by a PHASE message (no expiry before it) executes the
     largest volume any integer price would (checked over every price of the book, not only the

@@ -17,7 +17,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from conftest import assert_same_outputs, assert_table_equal, cut_points, levels, make_book, run
-from phase_flows import PHASE_SYMBOLS, band_flows, call_auctions, phase_flows
+from phase_flows import (
+    PHASE_SYMBOLS, band_flows, call_auctions, phase_flows, stop_uncross_flows,
+)
 
 
 def assert_same_phase_books(a, b, symbols=PHASE_SYMBOLS):
@@ -66,6 +68,13 @@ def test_engine_matches_model_on_calls_and_uncrosses(stp, orders):
 @given(orders=band_flows())
 def test_engine_matches_model_on_band_breaches_and_reopenings(orders):
     check(orders)
+
+
+@pytest.mark.parametrize("stp", ["none", "cancel_resting"])
+@settings(max_examples=30, deadline=None)
+@given(orders=stop_uncross_flows())
+def test_engine_matches_model_on_stops_pending_across_an_uncross(stp, orders):
+    check(orders, stp)
 
 
 @settings(max_examples=15, deadline=None)
