@@ -11,6 +11,8 @@ The engine side needs the engine that implements docs/semantics.md "Trading phas
 and price bands".
 """
 
+import pytest
+
 from conftest import assert_same_outputs, make_book
 from exchange.schema import MAX_PRICE, Event, Phase
 from phase_flows import BUY, SELL, chain, market, new, to_phase
@@ -168,3 +170,55 @@ def test_the_examples_hold_on_the_model_alone():
         (200, 500, 0)
     assert uncross([(BUY, None, 40), (SELL, 998, 40)], reference=1000, impls=impls)[1] == \
         (998, 40, 0)
+
+
+# ---- Xetra T7: the same rules, and where its reference-price step differs from ours ----------------
+# Source: the auction examples of Deutsche Börse's T7 market model for Xetra ("Market Model for
+# the Trading Venue Xetra", T7 Release 7.1, 2019, the auction price determination examples;
+# copy: https://scribd.com/document/471878438/Xetra-Market-Model), as restated with their
+# published prices in https://github.com/ratzlow/tinyEXCH
+# src/test/java/net/tinyexch/ob/match/AuctionMatchTest.java (books book_Ex_1 ... book_Ex_6).
+
+def test_xetra_t7_example_1_exactly_one_limit_with_the_highest_volume():
+    book = [(BUY, 202, 200), (BUY, 201, 200), (BUY, 200, 300),
+            (SELL, 200, 100), (SELL, 198, 200), (SELL, 197, 400)]
+    assert uncross(book)[1] == (200, 700, 0)
+
+
+def test_xetra_t7_example_2_bid_surplus_takes_the_highest_limit():
+    book = [(BUY, 202, 400), (BUY, 201, 200), (SELL, 199, 300), (SELL, 198, 200)]
+    assert uncross(book)[1] == (201, 500, 100)
+
+
+def test_xetra_t7_example_3_ask_surplus_takes_the_lowest_limit():
+    book = [(BUY, 202, 300), (BUY, 201, 200), (SELL, 199, 400), (SELL, 198, 200)]
+    assert uncross(book)[1] == (199, 500, -100)
+
+
+@pytest.mark.parametrize("reference, published, ours", [(200, 201, 200), (202, 201, 201),
+                                                        (198, 199, 199)])
+def test_xetra_t7_example_5_no_surplus_the_reference_decides(reference, published, ours):
+    # bids 202x300, 201x200; asks 198x200, 199x300: V = 500 with no surplus from 199 to 201.
+    # T7 takes a limit: the reference when it is one, else the limit nearest to it (published:
+    # reference 200 -> 201). Ours (and Xetra Release 7.1's example 4 above) takes the reference
+    # itself when it lies inside the range, so 200 -> 200; outside it both clamp to the range.
+    book = [(BUY, 202, 300), (BUY, 201, 200), (SELL, 198, 200), (SELL, 199, 300)]
+    assert (ours == published) is (reference != 200)   # we differ exactly where stated
+    assert uncross(book, reference=reference)[1] == (ours, 500, 0)
+
+
+@pytest.mark.parametrize("reference, published, ours", [(199, 199, 199), (200, 199, 200)])
+def test_xetra_t7_example_4_surplus_on_both_sides(reference, published, ours):
+    # buy 100 at market and 100 at 199; sell 100 at market and 100 at 202: V = 100 at 199
+    # (surplus +100) and at 202 (-100). T7 publishes the limit nearest the reference (200 -> 199);
+    # our rule 4 takes the reference 200 inside [199, 202], where only the market orders meet.
+    book = [(BUY, None, 100), (BUY, 199, 100), (SELL, None, 100), (SELL, 202, 100)]
+    assert (ours == published) is (reference != 200)   # we differ exactly where stated
+    assert uncross(book, reference=reference)[1] == (ours, 100, 100 if ours == 199 else 0)
+
+
+@pytest.mark.parametrize("reference", [250, 99])
+def test_xetra_t7_example_6_only_market_orders_at_the_reference_price(reference):
+    # buy 900 and sell 800 at market only: the reference price, 800 lots, bid surplus 100
+    assert uncross([(BUY, None, 900), (SELL, None, 800)], reference=reference)[1] == \
+        (reference, 800, 100)
