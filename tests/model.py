@@ -142,6 +142,12 @@ class _Book:
         """Is a limit price outside the static band (only with a band and a reference price)?"""
         return bool(self.static_bps and self.ref) and _outside(price, self.ref, self.static_bps)
 
+    def set_band(self):
+        """Centre the dynamic band of the matching about to start on the last trade price (no
+        band outside CONTINUOUS, without a dynamic band or before the first trade)."""
+        self.band = self.last if (self.phase == Phase.CONTINUOUS and self.dynamic_bps
+                                  and self.last) else None
+
     def outside_dynamic(self, price):
         """Would a fill at `price` print outside the dynamic band of the matching under way?"""
         return self.band is not None and _outside(price, self.band, self.dynamic_bps)
@@ -373,6 +379,7 @@ class Model:
             self._uncross(book, Phase.REOPENING_AUCTION)
             book.phase = Phase.CONTINUOUS
             self._event(0, Event.PHASE, Reason.AUCTION_END, price=book.ref)
+            book.set_band()   # stops released now match within the band around the uncross price
             self._continuous_stops(book)
 
     def _message(self, ts, oid, price, qty, symbol, trader, kind, otype, tif, flags, side,
@@ -387,9 +394,7 @@ class Model:
         if kind != Kind.CANCEL and book.phase in (Phase.CLOSED, Phase.HALTED):       # 2a
             return self._event(oid, Event.REJECTED, Reason.SYMBOL_CLOSED
                                if book.phase == Phase.CLOSED else Reason.SYMBOL_HALTED)
-        # the dynamic band is around the last trade price at the start of the message
-        book.band = book.last if (book.phase == Phase.CONTINUOUS and book.dynamic_bps
-                                  and book.last) else None
+        book.set_band()   # around the last trade price at the start of the message
         if kind == Kind.NEW:
             reason = self._check_new(book, ts, oid, price, qty, trader, otype, tif, flags, side,
                                      stop_price, display, min_qty, expire_ts)
@@ -728,6 +733,7 @@ class Model:
         if book.in_call:                                                             # 4
             self._publish(book)
         if book.phase == Phase.CONTINUOUS and traded:                                # 5
+            book.set_band()   # around the uncross price, the symbol's last trade
             self._continuous_stops(book)
 
     def _breach(self, book):

@@ -463,6 +463,20 @@ def test_a_reopening_auction_ends_by_time_before_the_message_that_reaches_it():
     assert m.phase("X") == P.CONTINUOUS
 
 
+def test_stops_released_at_the_auction_end_match_within_a_band_around_the_uncross_price():
+    m = band_book()
+    go(m, new(6, BUY, 103, 5, trader=2, ts=1000))          # breach: 3 lots rest at 103
+    go(m, new(7, BUY, 0, 1, order_type=OrderType.STOP, stop_price=103, trader=3, ts=1001),
+       new(8, SELL, 106, 1, ts=1002))                      # 106 is outside 103 +- 2
+    res = go(m, new(9, SELL, 120, 1, ts=1050))
+    assert uncross_of(res)[:2] == (103, 1)
+    assert [(e[0], e[1]) for e in events(res)][3:] == [
+        (E.PHASE, R.AUCTION_END), (E.TRIGGERED, R.NONE), (E.PHASE, R.PRICE_BAND),
+        (E.INDICATIVE, R.NONE), (E.ACCEPTED, R.NONE)]
+    assert m.phase("X") == P.REOPENING_AUCTION and m.books[0].auction_end == 1100
+    assert int(m.orders("X")["price"][0]) == CALL_MARKET_PRICE[BUY]
+
+
 def test_a_phase_message_to_reopening_sets_its_end_or_none():
     m = book()
     go(m, to_phase(P.REOPENING_AUCTION, end=100, ts=1), new(1, BUY, 100, 1),
