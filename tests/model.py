@@ -259,7 +259,7 @@ class Model:
                    dynamic_band_bps=0, interruption_ns=120_000_000_000, phase="continuous"):
         """Add a symbol with its price band, grid, lots, session close, bands and starting phase
         (a Phase, its name or code; not OPENING_AUCTION or CLOSING_AUCTION, which never rest);
-        returns its id. Raises AssertionError or KeyError on an invalid option.
+        returns its id. Raises AssertionError, KeyError or ValueError on an invalid option.
 
         The money options are kept in ``options`` and never used (as in the engine)."""
         table = [(1, 1)] if tick_table is None else list(tick_table)
