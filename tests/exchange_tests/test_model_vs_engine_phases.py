@@ -7,10 +7,11 @@ band breaches whose re-opening auctions end by time, DAY and GTD expiries during
 pending across an uncross, invalid PHASE messages) go through the numba engine and the reference
 model: fills, L2 updates and events must be byte-equal (the events' ``price`` and ``phase``
 included), and the books (``orders``, ``stops``, ``depth``), ``phase()`` and ``indicative()`` of
-every symbol identical after the flow.
+every symbol identical after the flow; an engine restored from a checkpoint taken mid-flow goes
+on exactly as the model.
 
 These tests need the engine that implements docs/semantics.md "Trading phases, auctions and
-price bands" (Engine.add_symbol's phase options, Kind.PHASE).
+price bands" (Engine.add_symbol's phase options, Kind.PHASE, checkpoints of the phase state).
 """
 
 import pytest
@@ -81,3 +82,17 @@ def test_engine_matches_model_on_stops_pending_across_an_uncross(stp, orders):
 @given(orders=call_auctions())
 def test_engine_matches_model_one_message_per_call(orders):
     check(orders, cuts=range(len(orders)))
+
+
+@settings(max_examples=20, deadline=None)
+@given(orders=st.one_of(phase_flows(), stop_uncross_flows()), data=st.data())
+def test_engine_restored_mid_phase_flow_goes_on_as_the_model(orders, data):
+    """A checkpoint taken anywhere in a phase flow (in a call, a halt, a re-opening auction with
+    its end pending) restores to an engine whose future outputs and books are the model's."""
+    at = data.draw(st.integers(0, len(orders)))
+    engine, model = both()
+    engine.process(orders[:at])
+    model.process(orders[:at])
+    restored = type(engine).restore(engine.checkpoint())
+    assert_same_outputs(run(restored, orders[at:]), run(model, orders[at:]))
+    assert_same_phase_books(restored, model)
