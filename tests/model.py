@@ -11,8 +11,19 @@ Invariants kept by the model (and checked by the property tests on the engine):
   wait in the stop book, both keyed by order id; an id is never in both;
 - a resting order shows ``0 < shown <= leaves`` (``shown <= display`` for an iceberg); its
   reserve is ``leaves - shown``; L2 and ``depth`` count ``shown`` only;
-- the book is never crossed after a message, and no pending stop is triggered after a message;
-- every output row carries the seq and ts of the message that caused it.
+- outside a call the book is never crossed after a message; in a call (and in a halt that
+  suspended one) it may be, and nothing matches until the uncross;
+- a MARKET order rests only in a call or a halt, at ``CALL_MARKET_PRICE[side]``; an uncross
+  cancels every one still resting;
+- a pending stop is released only in CONTINUOUS;
+- every output row carries the seq and ts of the message that caused it, and every event the
+  symbol's phase after it (an UNCROSS: its auction).
+
+Trading phases (semantics.md, "Trading phases, auctions and price bands") are kept per book as
+plain attributes: ``phase``, ``auction`` (the pending auction, 0: none), ``ref`` (the reference
+price), ``auction_end`` (the re-opening end, 0: none), ``ind`` (the last published indicative)
+and ``band`` (the dynamic band centre for the matching under way, None: no band). The uncross
+price is found by brute force over every candidate price, summing the orders for each.
 """
 
 from __future__ import annotations
@@ -22,8 +33,9 @@ from collections import namedtuple
 import numpy as np
 
 from exchange.schema import (
-    DEPTH_DTYPE, EVENT_DTYPE, FILL_DTYPE, KNOWN_FLAGS, L2_DTYPE, L3_DTYPE, MAX_LEVEL_QTY, MAX_PRICE,
-    MAX_QTY, ORDER_DTYPE, Event, Flag, Kind, OrderType, Reason, Side, Stp, Tif,
+    AUCTION_SIDE, CALL_MARKET_PRICE, CALL_PHASES, DEPTH_DTYPE, EVENT_DTYPE, FILL_DTYPE,
+    KNOWN_FLAGS, L2_DTYPE, L3_DTYPE, MAX_LEVEL_QTY, MAX_PRICE, MAX_QTY, ORDER_DTYPE, Event, Flag,
+    Kind, OrderType, Phase, Reason, Side, Stp, Tif,
 )
 
 ModelResult = namedtuple("ModelResult", "fills l2 events")
@@ -46,6 +58,10 @@ assert L3_DTYPE.names == ("order_id", "price", "qty", "filled", "trader", "side"
 _RESTING_TIFS = (Tif.GTC, Tif.DAY, Tif.GTD)
 _STOPS = (OrderType.STOP, OrderType.STOP_LIMIT)
 _PRICED = (OrderType.LIMIT, OrderType.STOP_LIMIT)
+_I64_MAX = (1 << 63) - 1
+# the auction a call's uncross is (semantics.md, PHASE messages, step 3)
+_CALL_AUCTION = {Phase.PRE_OPEN: Phase.OPENING_AUCTION, Phase.PRE_CLOSE: Phase.CLOSING_AUCTION,
+                 Phase.REOPENING_AUCTION: Phase.REOPENING_AUCTION}
 
 
 class _Order:
@@ -80,8 +96,17 @@ class _Book:
     """One symbol: its options, two sides of FIFO levels, the live orders and the stop book."""
 
     def __init__(self, sid, min_price, max_price, tick_table, lot_size, min_order_qty,
-                 session_close):
+                 session_close, reference_price=0, static_band_bps=0, dynamic_band_bps=0,
+                 interruption_ns=120_000_000_000, phase=Phase.CONTINUOUS):
         self.sid = sid
+        self.ref, self.static_bps, self.dynamic_bps = reference_price, static_band_bps, dynamic_band_bps
+        self.interruption_ns = interruption_ns
+        self.phase = phase
+        self.auction = _CALL_AUCTION.get(phase, 0)  # pending auction (0: none)
+        self.auction_end = 0   # when a re-opening auction uncrosses (0: at a later PHASE)
+        self.ind = (0, 0, 0)   # last published indicative (price, volume, surplus); none = 0s
+        self.band = None       # dynamic band centre of the matching under way (None: no band)
+        self.traded = 0        # seq of the last message that traded on the symbol
         self.min_price, self.max_price = min_price, max_price
         self.tick_table = [(int(f), int(t)) for f, t in tick_table]
         self.lot_size, self.min_order_qty, self.session_close = lot_size, min_order_qty, session_close
@@ -106,6 +131,34 @@ class _Book:
 
     def off_lot(self, qty):
         return qty % self.lot_size != 0
+
+    # ---- phases and bands (semantics.md, Trading phases) ----
+
+    @property
+    def in_call(self):
+        return self.phase in CALL_PHASES
+
+    def outside_static(self, price):
+        """Is a limit price outside the static band (only with a band and a reference price)?"""
+        return bool(self.static_bps and self.ref) and _outside(price, self.ref, self.static_bps)
+
+    def set_band(self):
+        """Centre the dynamic band of the matching about to start on the last trade price (no
+        band outside CONTINUOUS, without a dynamic band or before the first trade)."""
+        self.band = self.last if (self.phase == Phase.CONTINUOUS and self.dynamic_bps
+                                  and self.last) else None
+
+    def outside_dynamic(self, price):
+        """Would a fill at `price` print outside the dynamic band of the matching under way?"""
+        return self.band is not None and _outside(price, self.band, self.dynamic_bps)
+
+    def reference(self):
+        """The uncross tie-break reference: the reference price, else the last trade, else 0."""
+        return self.ref or self.last or 0
+
+    def resting(self, side):
+        """Resting orders of one side in priority order (best price first, FIFO)."""
+        return [o for p in self.prices(side) for o in self.sides[side][p]]
 
     # ---- levels ----
 
@@ -167,6 +220,12 @@ class _Book:
         return None
 
 
+def _outside(price, centre, bps):
+    """Is `price` outside the band of `bps` around `centre` ([x - w, x + w], w = x * bps // 10^4)?"""
+    w = centre * bps // 10_000
+    return price < centre - w or price > centre + w
+
+
 def _crosses(side, limit, market, level_price):
     """Does an order of `side` with limit `limit` cross an opposite level at `level_price`?"""
     if market:
@@ -196,17 +255,25 @@ class Model:
 
     def add_symbol(self, name, tick_size=1, min_price=1, max_price=MAX_PRICE, *, tick_table=None,
                    lot_size=1, min_order_qty=1, session_close=0, currency="", tick_value=None,
-                   maker_bps=0.0, taker_bps=0.0):
-        """Add a symbol with its price band, grid, lots and session close; returns its id.
+                   maker_bps=0.0, taker_bps=0.0, reference_price=0, static_band_bps=0,
+                   dynamic_band_bps=0, interruption_ns=120_000_000_000, phase="continuous"):
+        """Add a symbol with its price band, grid, lots, session close, bands and starting phase
+        (a Phase, its name or code; not OPENING_AUCTION or CLOSING_AUCTION, which never rest);
+        returns its id. Raises AssertionError, KeyError or ValueError on an invalid option.
 
         The money options are kept in ``options`` and never used (as in the engine)."""
         table = [(1, 1)] if tick_table is None else list(tick_table)
         assert table and table[0][0] == 1 and all(t >= 1 for _, t in table)
         assert lot_size >= 1 and min_order_qty >= 1 and 0 <= session_close < DAY_NS
+        assert reference_price >= 0 and static_band_bps >= 0 and dynamic_band_bps >= 0
+        assert interruption_ns >= 0
+        start = _phase_arg(phase)
+        assert start not in (Phase.OPENING_AUCTION, Phase.CLOSING_AUCTION), "not a resting phase"
         sid = len(self.books)
         self.names[name] = sid
         self.books.append(_Book(sid, min_price, max_price, table, lot_size, min_order_qty,
-                                session_close))
+                                session_close, reference_price, static_band_bps,
+                                dynamic_band_bps, interruption_ns, start))
         self.options.append(dict(tick_size=tick_size, currency=currency, tick_value=tick_value,
                                  maker_bps=maker_bps, taker_bps=taker_bps))
         return sid
@@ -232,6 +299,23 @@ class Model:
         return _array([_l3(o) for side in (Side.BUY, Side.SELL) for p in book.prices(side)
                        for o in book.sides[side][p]], L3_DTYPE)
 
+    def phase(self, symbol):
+        """The symbol's Phase."""
+        return Phase(self._book(symbol).phase)
+
+    def indicative(self, symbol):
+        """(price, qty, surplus) of the last INDICATIVE published; (0, 0, 0) outside a call."""
+        book = self._book(symbol)
+        return book.ind if book.in_call else (0, 0, 0)
+
+    def set_phase(self, symbol, phase, *, ts=None, reference_price=0, end_ts=0):
+        """Process one PHASE message (`phase` a Phase, its name or code; `end_ts` the re-opening
+        end); returns its ModelResult."""
+        m = np.zeros(1, ORDER_DTYPE)
+        m["kind"], m["symbol"], m["ts"] = Kind.PHASE, self._book(symbol).sid, ts or 0
+        m["phase"], m["price"], m["expire_ts"] = _phase_arg(phase), reference_price, end_ts
+        return self.process(m)
+
     def stops(self, symbol):
         """Pending stops as an L3_DTYPE array in release priority (BUY stops by rising
         stop_price, then SELL stops by falling stop_price, FIFO among equal prices)."""
@@ -247,14 +331,20 @@ class Model:
             self.seq += 1
             self._ts = row[0]
             self._expire(row[0])
+            self._reopen_due(row[0])
             self._sym = row[4]
             self._message(*row)
+            if self._sym < len(self.books) and self.books[self._sym].in_call:
+                self._publish(self.books[self._sym])  # the indicative after every message on it
         return ModelResult(_array(self._fills, FILL_DTYPE), _array(self._l2, L2_DTYPE),
                            _array(self._events, EVENT_DTYPE))
 
-    def _event(self, order_id, event, reason=Reason.NONE, filled=0, leaves=0, price=0):
+    def _event(self, order_id, event, reason=Reason.NONE, filled=0, leaves=0, price=0, phase=None):
+        """Append an event row; its phase is the symbol's phase now (after the event) unless given."""
+        if phase is None:
+            phase = self.books[self._sym].phase if self._sym < len(self.books) else 0
         self._events.append((self.seq, self._ts, order_id, filled, leaves, self._sym,
-                             int(event), int(reason), price, 0))
+                             int(event), int(reason), price, int(phase)))
 
     def _level_row(self, book, side, price):
         qty, count = book.shown_totals(side, price)
@@ -275,14 +365,36 @@ class Model:
             else:
                 book.remove(o)
                 self._level_row(book, o.side, o.price)
+            if book.in_call:
+                self._publish(book)  # the indicative after each expiry of a call symbol's order
+
+    def _reopen_due(self, ts):
+        """Re-opening auction end: every symbol in REOPENING_AUCTION whose end is at or before
+        `ts` uncrosses, in (end, symbol) order, enters CONTINUOUS (reason AUCTION_END), then its
+        stops are checked."""
+        due = sorted((b.auction_end, b.sid) for b in self.books
+                     if b.phase == Phase.REOPENING_AUCTION and 0 < b.auction_end <= ts)
+        for _, sid in due:
+            self._sym, book = sid, self.books[sid]
+            self._uncross(book, Phase.REOPENING_AUCTION)
+            book.phase = Phase.CONTINUOUS
+            self._event(0, Event.PHASE, Reason.AUCTION_END, price=book.ref)
+            book.set_band()   # stops released now match within the band around the uncross price
+            self._continuous_stops(book)
 
     def _message(self, ts, oid, price, qty, symbol, trader, kind, otype, tif, flags, side,
                  stop_price, display, min_qty, expire_ts, phase=0):
-        if kind not in (Kind.NEW, Kind.CANCEL, Kind.MODIFY):
+        if kind not in (Kind.NEW, Kind.CANCEL, Kind.MODIFY, Kind.PHASE):
             return self._event(oid, Event.REJECTED, Reason.BAD_KIND)
         if symbol >= len(self.books):
             return self._event(oid, Event.REJECTED, Reason.UNKNOWN_SYMBOL)
         book = self.books[symbol]
+        if kind == Kind.PHASE:
+            return self._phase_message(book, ts, oid, price, expire_ts, phase)
+        if kind != Kind.CANCEL and book.phase in (Phase.CLOSED, Phase.HALTED):       # 2a
+            return self._event(oid, Event.REJECTED, Reason.SYMBOL_CLOSED
+                               if book.phase == Phase.CLOSED else Reason.SYMBOL_HALTED)
+        book.set_band()   # around the last trade price at the start of the message
         if kind == Kind.NEW:
             reason = self._check_new(book, ts, oid, price, qty, trader, otype, tif, flags, side,
                                      stop_price, display, min_qty, expire_ts)
@@ -321,7 +433,8 @@ class Model:
 
     def _check_new(self, book, ts, oid, price, qty, trader, otype, tif, flags, side, stop_price,
                    display, min_qty, expire_ts):
-        """NEW validation steps 3-22, in order; returns the first failing Reason or 0."""
+        """NEW validation steps 3-22 (with 13a and 17a), in order; returns the first failing
+        Reason or 0."""
         post_only = bool(flags & Flag.POST_ONLY)
         stop = otype in _STOPS
         rests = otype == OrderType.LIMIT and tif in _RESTING_TIFS
@@ -350,6 +463,8 @@ class Model:
                 return Reason.PRICE_OUT_OF_BAND
             if price % book.tick(price):                                             # 13
                 return Reason.OFF_TICK
+            if book.outside_static(price):                                           # 13a
+                return Reason.OUTSIDE_STATIC_BAND
         if stop and not book.on_grid(stop_price):                                    # 14
             return Reason.BAD_STOP_PRICE
         if display < 0 or (display > 0 and (display > qty or book.off_lot(display)   # 15
@@ -360,6 +475,8 @@ class Model:
             return Reason.BAD_MIN_QTY
         if (tif == Tif.GTD and expire_ts <= ts) or (tif != Tif.GTD and expire_ts != 0):  # 17
             return Reason.BAD_EXPIRY
+        if book.in_call and (tif in (Tif.IOC, Tif.FOK) or post_only or min_qty > 0):  # 17a
+            return Reason.NOT_IN_CALL
         if oid in book.live or oid in book.pending:                                  # 18
             return Reason.DUPLICATE_ID
         if stop and book.reached(side, stop_price):                                  # 19
@@ -376,10 +493,11 @@ class Model:
 
     def _fillable(self, book, side, price, market, trader):
         """The FOK walk (semantics.md, FOK and minimum quantity): how much an order of `trader`
-        would fill now, walking the opposite side in priority order within its limit."""
+        would fill now, walking the opposite side in priority order within its limit and, with a
+        dynamic band, up to the first level outside it (matching would stop there)."""
         opp, total = 1 - side, 0
         for p in book.prices(opp):
-            if not _crosses(side, price, market, p):
+            if not _crosses(side, price, market, p) or book.outside_dynamic(p):
                 break
             queue = book.sides[opp][p]
             own = [i for i, r in enumerate(queue) if r.trader == trader]
@@ -391,7 +509,8 @@ class Model:
         return total
 
     def _check_modify(self, book, o, price, qty, stop_price):
-        """MODIFY validation steps 5-15 (3 UNKNOWN_ID and 4 NOT_OWNER are done by the caller)."""
+        """MODIFY validation steps 5-15 with 11a and 11b (3 UNKNOWN_ID and 4 NOT_OWNER are
+        done by the caller)."""
         pending = o.order_id in book.pending
         if qty <= 0:                                                                 # 5
             return Reason.BAD_QTY
@@ -408,6 +527,10 @@ class Model:
                 return Reason.PRICE_OUT_OF_BAND
             if price % book.tick(price):                                             # 11
                 return Reason.OFF_TICK
+            if book.outside_static(price):                                           # 11a
+                return Reason.OUTSIDE_STATIC_BAND
+        if not pending and book.in_call and o.market:                                # 11b
+            return Reason.NOT_IN_CALL
         if pending:
             if not book.on_grid(stop_price):                                         # 12
                 return Reason.BAD_STOP_PRICE
@@ -470,8 +593,14 @@ class Model:
     # ---- matching (semantics.md, NEW and Stops) ---------------------------------------------------
 
     def _release_stops(self, book):
-        """Release triggered stops one at a time (each matched in full before the next check)."""
-        while (s := book.triggered()) is not None:
+        """If the message traded on the symbol, check its stops (NEW step 5, MODIFY)."""
+        if book.traded == self.seq:
+            self._continuous_stops(book)
+
+    def _continuous_stops(self, book):
+        """Release triggered stops one at a time (each matched in full before the next check),
+        only while the symbol is CONTINUOUS (a band breach ends the release)."""
+        while book.phase == Phase.CONTINUOUS and (s := book.triggered()) is not None:
             del book.pending[s.order_id]
             self._event(s.order_id, Event.TRIGGERED, filled=s.filled, leaves=s.leaves)
             s.otype = OrderType.MARKET if s.otype == OrderType.STOP else OrderType.LIMIT
@@ -479,8 +608,19 @@ class Model:
             self._execute(book, s)
 
     def _execute(self, book, o):
-        """Match an accepted incoming order (NEW steps 2-4), then dispose of the rest."""
+        """Match an accepted incoming order (NEW steps 2-4), then dispose of the rest. In a call
+        nothing matches and the order rests; a dynamic band breach stops the matching, starts a
+        re-opening auction and handles the rest as an order entered in the call."""
+        if book.in_call:
+            return self._rest_in_call(book, o)
         stopped = self._match(book, o)
+        if stopped == "band":
+            self._breach(book)
+            if o.tif == Tif.IOC:
+                self._event(o.order_id, Event.CANCELLED, Reason.IOC_UNFILLED, o.filled, 0)
+            else:
+                self._rest_in_call(book, o)
+            return self._publish(book)
         if o.leaves == 0:
             return
         if stopped:
@@ -496,14 +636,25 @@ class Model:
             return self._level_row(book, o.side, o.price)
         self._event(o.order_id, Event.CANCELLED, reason, o.filled, 0)
 
+    def _rest_in_call(self, book, o):
+        """An order entered in a call (or left by a band breach) rests at the back of its level,
+        a MARKET at its call price; CANCELLED/OVERFLOW if the level total would pass the limit."""
+        if o.market:
+            o.price = CALL_MARKET_PRICE[o.side]
+        if book.open_total(o.side, o.price) + o.leaves > MAX_LEVEL_QTY:
+            return self._event(o.order_id, Event.CANCELLED, Reason.OVERFLOW, o.filled, 0)
+        book.rest(o)
+        self._level_row(book, o.side, o.price)
+
     def _match(self, book, o):
-        """Match `o` against the opposite side; returns True if self-trade prevention stopped it."""
+        """Match `o` against the opposite side; returns "stp" if self-trade prevention stopped
+        it, "band" if its next fill would print outside the dynamic band, else None."""
         opp = 1 - o.side
         while o.leaves > 0:
             p = book.best(opp)
             if p is None or not _crosses(o.side, o.price, o.market, p):
-                return False
-            queue, changed, stopped = book.sides[opp][p], False, False
+                return None
+            queue, changed, stopped = book.sides[opp][p], False, None
             while queue and o.leaves > 0 and not stopped:
                 r = queue[0]
                 if self.stp != Stp.NONE and r.trader == o.trader:
@@ -512,8 +663,12 @@ class Model:
                         del book.live[r.order_id]
                         self._event(r.order_id, Event.CANCELLED, Reason.SELF_TRADE, r.filled, 0)
                         changed = True
-                    stopped = self.stp in (Stp.CANCEL_INCOMING, Stp.CANCEL_BOTH)
+                    if self.stp in (Stp.CANCEL_INCOMING, Stp.CANCEL_BOTH):
+                        stopped = "stp"
                     continue
+                if book.outside_dynamic(p):  # this fill would print outside the band
+                    stopped = "band"
+                    break
                 self._fill(book, o, r, p)
                 if r.leaves == 0:
                     queue.pop(0)
@@ -528,8 +683,8 @@ class Model:
             if not queue:
                 del book.sides[opp][p]
             if stopped:
-                return True
-        return False
+                return stopped
+        return None
 
     def _fill(self, book, o, r, price):
         """One fill between incoming `o` and the displayed part of resting `r` at the resting
@@ -540,7 +695,7 @@ class Model:
         r.leaves -= q
         r.shown -= q
         r.filled += q
-        book.last = price
+        book.last, book.traded = price, self.seq
         self.trade_id += 1
         buy, sell = (o, r) if o.side == Side.BUY else (r, o)
         self._fills.append((self.seq, self._ts, self.trade_id, price, q, buy.order_id,
@@ -548,6 +703,152 @@ class Model:
         for x in (o, r):
             ev = Event.FILLED if x.leaves == 0 else Event.PARTIAL
             self._event(x.order_id, ev, filled=x.filled, leaves=x.leaves, price=price)
+
+    # ---- trading phases (semantics.md, Trading phases, auctions and price bands) ----------------
+
+    def _phase_message(self, book, ts, oid, price, expire_ts, target):
+        """A PHASE message: its validation steps 2-5, then steps 1-5 of its processing."""
+        if target not in set(Phase):                                                 # 2
+            return self._event(oid, Event.REJECTED, Reason.BAD_PHASE)
+        if price < 0:                                                                # 3
+            return self._event(oid, Event.REJECTED, Reason.BAD_PRICE)
+        if price > 0 and not book.min_price <= price <= book.max_price:             # 4
+            return self._event(oid, Event.REJECTED, Reason.PRICE_OUT_OF_BAND)
+        if expire_ts != 0 and (target != Phase.REOPENING_AUCTION or expire_ts <= ts):  # 5
+            return self._event(oid, Event.REJECTED, Reason.BAD_EXPIRY)
+        if price > 0:                                                                # 1
+            book.ref = price
+        traded = False
+        if target in (Phase.OPENING_AUCTION, Phase.CLOSING_AUCTION):                 # 2
+            traded = self._uncross(book, target)
+        elif target in (Phase.CONTINUOUS, Phase.CLOSED) and book.auction:
+            traded = self._uncross(book, book.auction)
+        book.phase = {Phase.OPENING_AUCTION: Phase.CONTINUOUS,                       # 3
+                      Phase.CLOSING_AUCTION: Phase.CLOSED}.get(target, target)
+        if book.in_call:
+            book.auction, book.ind = _CALL_AUCTION[book.phase], (0, 0, 0)
+            if book.phase == Phase.REOPENING_AUCTION:
+                book.auction_end = expire_ts
+        self._event(0, Event.PHASE, price=book.ref)
+        if book.in_call:                                                             # 4
+            self._publish(book)
+        if book.phase == Phase.CONTINUOUS and traded:                                # 5
+            book.set_band()   # around the uncross price, the symbol's last trade
+            self._continuous_stops(book)
+
+    def _breach(self, book):
+        """A fill would print outside the dynamic band: the symbol enters REOPENING_AUCTION,
+        ending interruption_ns after the message (clamped to the int64 clock)."""
+        book.phase = book.auction = Phase.REOPENING_AUCTION
+        book.auction_end = min(self._ts + book.interruption_ns, _I64_MAX)
+        book.ind, book.band = (0, 0, 0), None
+        self._event(0, Event.PHASE, Reason.PRICE_BAND, price=book.ref)
+
+    def _publish(self, book):
+        """Write an INDICATIVE event if the uncross the symbol would run now differs from the
+        last one published."""
+        now = auction_price(book)
+        if now != book.ind:
+            book.ind = now
+            self._event(0, Event.INDICATIVE, price=now[0], filled=now[1], leaves=now[2])
+
+    def _uncross(self, book, auction):
+        """Run the uncross of `auction` on the call book (semantics.md, The uncross): outputs 1-4
+        in order. Returns True if it traded. Leaves the symbol with no pending auction; with
+        V > 0 the last trade and reference prices become P. (The dynamic band is not applied.)"""
+        price, volume, surplus = auction_price(book)
+        self._event(0, Event.UNCROSS, price=price, filled=volume, leaves=surplus, phase=auction)
+        changed = {Side.BUY: set(), Side.SELL: set()}
+        if volume:
+            queues = []
+            for side in (Side.BUY, Side.SELL):
+                takers, left = [], volume   # [order, quantity it still executes], priority order
+                for o in book.resting(side):
+                    if left == 0 or not _crosses(1 - side, price, False, o.price):
+                        break
+                    take = min(o.leaves, left)
+                    takers.append([o, take])
+                    left -= take
+                queues.append(takers)
+            buys, sells = queues
+            i = j = 0
+            while i < len(buys) and j < len(sells):
+                (b, bq), (s, sq) = buys[i], sells[j]
+                q = min(bq, sq)
+                self.trade_id += 1
+                self._fills.append((self.seq, self._ts, self.trade_id, price, q, b.order_id,
+                                    s.order_id, self._sym, b.trader, s.trader, AUCTION_SIDE))
+                for x in (b, s):
+                    x.leaves -= q
+                    x.filled += q
+                    x.shown -= min(x.shown, q)   # the displayed part first, then the reserve
+                    changed[x.side].add(x.price)
+                    ev = Event.FILLED if x.leaves == 0 else Event.PARTIAL
+                    self._event(x.order_id, ev, filled=x.filled, leaves=x.leaves, price=price)
+                buys[i][1] -= q
+                sells[j][1] -= q
+                i += buys[i][1] == 0
+                j += sells[j][1] == 0
+            for takers in queues:   # filled orders leave; a used-up iceberg slice refills at the back
+                for o, _ in takers:
+                    if o.leaves == 0:
+                        book.remove(o)
+                    elif o.shown == 0:
+                        queue = book.sides[o.side][o.price]
+                        queue.remove(o)
+                        o.shown = o.slice()
+                        queue.append(o)
+            book.last = book.ref = price
+            book.traded = self.seq
+        for side in (Side.BUY, Side.SELL):   # market orders still resting: BUY side first
+            for o in list(book.sides[side].get(CALL_MARKET_PRICE[side], [])):
+                book.remove(o)
+                changed[side].add(o.price)
+                self._event(o.order_id, Event.CANCELLED, Reason.NO_LIQUIDITY, o.filled, 0)
+        for side in (Side.BUY, Side.SELL):   # one L2 row per level changed, best first
+            for p in sorted(changed[side], reverse=(side == Side.BUY)):
+                self._level_row(book, side, p)
+        book.auction, book.auction_end, book.ind = 0, 0, (0, 0, 0)
+        return volume > 0
+
+
+def _phase_arg(phase):
+    """A Phase from a Phase, its name (any case) or its code; raises KeyError or ValueError."""
+    return Phase[phase.upper()] if isinstance(phase, str) else Phase(phase)
+
+
+def auction_price(book):
+    """The uncross the call book of `book` would run now, by brute force: (P, V, surplus at P),
+    (0, 0, 0) when nothing would execute (semantics.md, The uncross, rules 1-4)."""
+    orders = [o for side in (Side.BUY, Side.SELL) for o in book.resting(side)]
+
+    def executable(p):
+        bought = sum(o.leaves for o in orders if o.side == Side.BUY and o.price >= p)
+        sold = sum(o.leaves for o in orders if o.side == Side.SELL and o.price <= p)
+        return min(bought, sold), bought - sold
+
+    candidates = sorted({o.price for o in orders if not o.market})
+    if not candidates:
+        # market orders only: the reference price, if both sides have them and there is one
+        ref = book.reference()
+        volume, surplus = executable(ref) if ref else (0, 0)
+        return (ref, volume, surplus) if volume else (0, 0, 0)
+    at = {p: executable(p) for p in candidates}
+    best_volume = max(v for v, _ in at.values())
+    if best_volume == 0:                                                             # 1
+        return (0, 0, 0)
+    left = [p for p in candidates if at[p][0] == best_volume]
+    least = min(abs(at[p][1]) for p in left)                                         # 2
+    left = [p for p in left if abs(at[p][1]) == least]
+    if all(at[p][1] > 0 for p in left):                                              # 3
+        price = max(left)
+    elif all(at[p][1] < 0 for p in left):
+        price = min(left)
+    else:                                                                            # 4
+        price = min(max(book.reference(), left[0]), left[-1])
+    volume, surplus = executable(price)
+    assert volume == best_volume, "every price between two best candidates executes as much"
+    return (price, volume, surplus)
 
 
 def _l3(o):
