@@ -707,13 +707,16 @@ class Model:
     # ---- trading phases (semantics.md, Trading phases, auctions and price bands) ----------------
 
     def _phase_message(self, book, ts, oid, price, expire_ts, target):
-        """A PHASE message: its validation steps 2-5, then steps 1-5 of its processing."""
+        """A PHASE message: its validation steps 2-5 (with 4a), then steps 1-5 of its
+        processing."""
         if target not in set(Phase):                                                 # 2
             return self._event(oid, Event.REJECTED, Reason.BAD_PHASE)
         if price < 0:                                                                # 3
             return self._event(oid, Event.REJECTED, Reason.BAD_PRICE)
         if price > 0 and not book.min_price <= price <= book.max_price:             # 4
             return self._event(oid, Event.REJECTED, Reason.PRICE_OUT_OF_BAND)
+        if price > 0 and price % book.tick(price):                                   # 4a
+            return self._event(oid, Event.REJECTED, Reason.OFF_TICK)
         if expire_ts != 0 and (target != Phase.REOPENING_AUCTION or expire_ts <= ts):  # 5
             return self._event(oid, Event.REJECTED, Reason.BAD_EXPIRY)
         if price > 0:                                                                # 1

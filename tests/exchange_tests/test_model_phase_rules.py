@@ -150,11 +150,13 @@ def test_orders_expire_in_a_call_and_the_indicative_follows():
     (dict(phase=P.PRE_OPEN, price=-1), R.BAD_PRICE),
     (dict(phase=P.PRE_OPEN, price=111), R.PRICE_OUT_OF_BAND),
     (dict(phase=P.PRE_OPEN, price=111, end=50), R.PRICE_OUT_OF_BAND),
+    (dict(phase=P.PRE_OPEN, price=105), R.OFF_TICK),             # ticks of 2 from 104
+    (dict(phase=P.PRE_OPEN, price=105, end=50), R.OFF_TICK),
     (dict(phase=P.PRE_OPEN, end=50), R.BAD_EXPIRY),
     (dict(phase=P.REOPENING_AUCTION, end=10), R.BAD_EXPIRY),   # end <= ts
 ])
 def test_phase_message_validation_in_order(fields, reason):
-    m = book(min_price=90, max_price=110)
+    m = book(min_price=90, max_price=110, tick_table=[(1, 1), (104, 2)])
     phase = fields.pop("phase")
     res = go(m, to_phase(phase, ts=10, order_id=4, **fields))
     assert events(res) == [(E.REJECTED, reason, 4, 0, 0, 0, P.CONTINUOUS)]
