@@ -15,6 +15,16 @@ such a checkpoint restores and re-encodes to its own bytes. The header is
 "trade_id", "next_auto_id", "last_prices"}`` (``last_prices``: each symbol's last trade price, 0
 before its first trade).
 
+Trading phases (docs/semantics.md, Trading phases): a symbol's phase options
+(``reference_price``, ``static_band_bps``, ``dynamic_band_bps``, ``interruption_ns``,
+``phase``: ``PHASE_OPTIONS``) are written in its symbol entry only where they differ from their
+default, and its phase state (``PHASE_STATE``: phase, pending auction, reference price,
+re-opening end, last indicative) in a ``phases`` list (one object per symbol) only when some
+symbol's state differs from the one its options start it in. So a checkpoint of an engine that
+never used phases, and every checkpoint written before they existed, has the same bytes as
+before; a state in a call (a crossed book, MARKET orders resting at their call price) is
+checked against its ``phases`` (``checkpoint_kernels.check_rows``).
+
 Headers written before ownership, the symbol options and last prices existed lack all of those
 keys (the "old form"); they parse with ownership off, default options and no trade yet. An
 engine in exactly that state (``old_form``) writes the old form again, so such a checkpoint
@@ -42,14 +52,16 @@ import numpy as np
 
 from . import checkpoint_kernels as ck_kernels
 from .errors import CorruptionError
-from .schema import CHECKPOINT_DTYPE, MAX_LEVEL_QTY, MAX_PRICE, MAX_QTY, Side, Stp
+from .schema import (CALL_MARKET_PRICE, CHECKPOINT_DTYPE, MAX_LEVEL_QTY, MAX_PRICE, MAX_QTY, Phase,
+                     Side, Stp)
 from .symbol_options import DEFAULTS as _DEFAULT_OPTIONS
 from .symbol_options import OPTIONS as _OPTIONS
 from .symbol_options import OptionError, normalize as _normalize_options
 
 __all__ = ["MAGIC", "VERSION", "V1_ROW_DTYPE", "MAX_ORDERS", "Checkpoint", "encode",
            "header_bytes", "version_for", "frame", "row_version", "row_size", "parse", "row_problem", "positive_number",
-           "make_header"]
+           "make_header", "PHASE_OPTIONS", "PHASE_STATE", "CALL_AUCTION", "phase_state",
+           "start_state", "apply_phase_state"]
 
 MAGIC = b"EXSIMCKP"
 VERSION = 2
@@ -62,13 +74,28 @@ MAX_ORDERS = (1 << 31) - 1   # arena slots, levels and their links are int32
 _I64_MAX = (1 << 63) - 1
 _U64_MAX = (1 << 64) - 1
 
-# the old form's fields; the new form adds the _NEW ones
+# the trading-phase symbol options (of those symbol_options declares) and their defaults
+PHASE_OPTIONS = {k: _DEFAULT_OPTIONS[k] for k in ("reference_price", "static_band_bps",
+                                                  "dynamic_band_bps", "interruption_ns", "phase")
+                 if k in _DEFAULT_OPTIONS}
+# a symbol's phase state in a checkpoint: SYMBOL_DTYPE fields (phase and auction as Phase names)
+PHASE_STATE = ("phase", "auction", "reference_price", "auction_end", "ind_price", "ind_qty",
+               "ind_surplus")
+# the auction each call ends in: what entering it makes pending (docs/semantics.md, PHASE step 3)
+CALL_AUCTION = {Phase.PRE_OPEN: Phase.OPENING_AUCTION, Phase.PRE_CLOSE: Phase.CLOSING_AUCTION,
+                Phase.REOPENING_AUCTION: Phase.REOPENING_AUCTION}
+_RESTING_PHASES = tuple(p for p in Phase if p not in (Phase.OPENING_AUCTION, Phase.CLOSING_AUCTION))
+_AUCTIONS = (Phase.OPENING_AUCTION, Phase.CLOSING_AUCTION, Phase.REOPENING_AUCTION)
+_NO_AUCTION = "none"
+
+# the old form's fields; the new form adds the _NEW ones (and may add "phases"; a symbol entry
+# may add the phase options that are not at their default)
 _HEADER_FIELDS = {"config", "seq", "trade_id", "next_auto_id"}
 _CONFIG_FIELDS = {"stp", "symbols"}
 _SYMBOL_FIELDS = {"name", "id", "tick_size", "min_price", "max_price"}
 _NEW_HEADER_FIELDS = _HEADER_FIELDS | {"last_prices"}
 _NEW_CONFIG_FIELDS = _CONFIG_FIELDS | {"ownership"}
-_NEW_SYMBOL_FIELDS = _SYMBOL_FIELDS | set(_OPTIONS)
+_NEW_SYMBOL_FIELDS = _SYMBOL_FIELDS | (set(_OPTIONS) - set(PHASE_OPTIONS))
 
 
 class Checkpoint(NamedTuple):
@@ -83,6 +110,8 @@ class Checkpoint(NamedTuple):
     rows_at: int       # byte offset of the first row (for error offsets)
     ownership: bool    # the engine's ownership option (False in an old-form header)
     last_prices: list  # each symbol's last trade price (0: none yet; all 0 in an old form)
+    phases: list | None = None   # each symbol's PHASE_STATE as ints (None: each starts as its
+                                 # options say, ``start_state``)
 
 
 def positive_number(value) -> bool:
@@ -93,19 +122,59 @@ def positive_number(value) -> bool:
 
 
 def make_header(config: dict, seq: int, trade_id: int, next_auto_id: int,
-                last_prices: list) -> dict:
+                last_prices: list, phases: list | None = None) -> dict:
     """Return the checkpoint header of an engine with ``Engine.config()`` ``config``, its
-    counters and its symbols' last trade prices: the old form (see the module) when ownership
-    is off, every symbol option is at its default and no symbol has traded, else the new."""
-    old = (not config["ownership"] and not any(last_prices)
-           and all(sym[k] == v for sym in config["symbols"] for k, v in _DEFAULT_OPTIONS.items()))
+    counters, its symbols' last trade prices and their phase state (``phase_state``; None: each
+    as its options start it): the old form (see the module) when ownership is off, every
+    symbol option is at its default, no symbol has traded and ``phases`` is None, else the new,
+    each symbol's phase options written only where they differ from their default."""
+    old = (phases is None and not config["ownership"] and not any(last_prices)
+           and all(sym.get(k, v) == v for sym in config["symbols"]
+                   for k, v in _DEFAULT_OPTIONS.items()))
     if old:
         config = {"stp": config["stp"],
                   "symbols": [{k: sym[k] for k in _SYMBOL_FIELDS} for sym in config["symbols"]]}
+    else:
+        config = {**config, "symbols": [
+            {k: v for k, v in sym.items() if k not in PHASE_OPTIONS or v != PHASE_OPTIONS[k]}
+            for sym in config["symbols"]]}
     header = {"config": config, "seq": seq, "trade_id": trade_id, "next_auto_id": next_auto_id}
     if not old:
         header["last_prices"] = [int(p) for p in last_prices]
+    if phases is not None:
+        header["phases"] = [{"phase": Phase(p[0]).name.lower(),
+                             "auction": Phase(p[1]).name.lower() if p[1] else _NO_AUCTION,
+                             **{k: int(v) for k, v in zip(PHASE_STATE[2:], p[2:])}}
+                            for p in phases]
     return header
+
+
+def start_state(options: dict) -> tuple:
+    """Return the PHASE_STATE (ints) a symbol with normalized ``options`` starts in: its
+    ``phase`` option, that call's auction pending, its reference price option, the rest 0."""
+    phase = Phase[str(options.get("phase", "continuous")).upper()]
+    return (int(phase), int(CALL_AUCTION.get(phase, 0)), int(options.get("reference_price", 0)),
+            0, 0, 0, 0)
+
+
+def phase_state(symbols: np.ndarray, options: list) -> list | None:
+    """Return every symbol's PHASE_STATE (a tuple of ints per symbol) from the engine's
+    SYMBOL_DTYPE rows, or None when each equals ``start_state`` of its ``options`` (what the
+    header then leaves out)."""
+    got = [tuple(int(row[k]) for k in PHASE_STATE) for row in symbols]
+    if all(g == start_state(o) for g, o in zip(got, options)):
+        return None
+    return got
+
+
+def apply_phase_state(symbols: np.ndarray, phases: list | None) -> None:
+    """Write ``phases`` (``Checkpoint.phases``) into the engine's SYMBOL_DTYPE rows; None
+    leaves them as their options started them. Returns None."""
+    if phases is None:
+        return
+    for row, state in zip(symbols, phases):
+        for k, v in zip(PHASE_STATE, state):
+            row[k] = v
 
 
 def header_bytes(header: dict) -> bytes:
@@ -197,8 +266,8 @@ def parse(blob) -> Checkpoint:
 
     Raises CorruptionError naming the first problem (frame, then header field)."""
     head, rows, start = frame(blob)
-    stp, symbols, counters, ownership, last_prices = _parse_header(head)
-    return Checkpoint(head, stp, symbols, counters, rows, start, ownership, last_prices)
+    stp, symbols, counters, ownership, last_prices, phases = _parse_header(head)
+    return Checkpoint(head, stp, symbols, counters, rows, start, ownership, last_prices, phases)
 
 
 def _corrupt_header(what: str) -> CorruptionError:
@@ -217,19 +286,19 @@ def _header_int(d: dict, key: str, lo: int, hi: int, where: str = "") -> int:
     return v
 
 
-def _exact_fields(d, fields: set, what: str) -> None:
+def _exact_fields(d, fields: set, what: str, optional=()) -> None:
     if not isinstance(d, dict):
         raise _corrupt_header(f"{what} must be a JSON object; got {_short(d)}")
-    if d.keys() != fields:
-        missing, extra = sorted(fields - d.keys()), sorted(d.keys() - fields)
+    if d.keys() - set(optional) != fields:
+        missing, extra = sorted(fields - d.keys()), sorted(d.keys() - fields - set(optional))
         raise _corrupt_header(f"{what} " + (f"lacks field {missing[0]!r}" if missing
                                            else f"has unknown field {_short(extra[0])}"))
 
 
-def _parse_header(head: bytes) -> tuple[str, list, tuple, bool, list]:
+def _parse_header(head: bytes) -> tuple[str, list, tuple, bool, list, list | None]:
     """Parse and check a checkpoint header, old form or new; return (stp name, [(name,
     tick_size, min_price, max_price, options) per symbol], (seq, trade_id, next_auto_id),
-    ownership, last prices). Raises CorruptionError naming the field."""
+    ownership, last prices, phase states or None). Raises CorruptionError naming the field."""
     try:
         header = json.loads(head)
     except (ValueError, RecursionError) as e:   # bad JSON or UTF-8, too deep, too many digits
@@ -238,7 +307,8 @@ def _parse_header(head: bytes) -> tuple[str, list, tuple, bool, list]:
     # either new key tells the new form; then every new key must be there
     new = isinstance(header, dict) and ("last_prices" in header or (
         isinstance(header.get("config"), dict) and "ownership" in header["config"]))
-    _exact_fields(header, _NEW_HEADER_FIELDS if new else _HEADER_FIELDS, "the header")
+    _exact_fields(header, _NEW_HEADER_FIELDS if new else _HEADER_FIELDS, "the header",
+                  ("phases",) if new else ())
     cfg = header["config"]
     _exact_fields(cfg, _NEW_CONFIG_FIELDS if new else _CONFIG_FIELDS, "config")
     ownership = cfg.get("ownership", False)
@@ -254,7 +324,7 @@ def _parse_header(head: bytes) -> tuple[str, list, tuple, bool, list]:
     for k, sym in enumerate(cfg["symbols"]):
         where = f"symbol {k} "
         _exact_fields(sym, _NEW_SYMBOL_FIELDS if new else _SYMBOL_FIELDS,
-                      f"symbol {k} (config.symbols[{k}])")
+                      f"symbol {k} (config.symbols[{k}])", PHASE_OPTIONS if new else ())
         name = sym["name"]
         if not isinstance(name, str) or not name:
             raise _corrupt_header(f"{where}name must be a non-empty string; got {_short(name)}")
@@ -274,6 +344,9 @@ def _parse_header(head: bytes) -> tuple[str, list, tuple, bool, list]:
             opts = _normalize_options({key: sym[key] for key in _OPTIONS if key in sym})
         except OptionError as e:
             raise _corrupt_header(f"{where}{e.option}: {e}") from None
+        ref = opts.get("reference_price", 0)
+        if ref and not lo <= ref <= hi:
+            raise _corrupt_header(f"{where}reference_price {ref} is outside its band [{lo}, {hi}]")
         specs.append((name, tick, lo, hi, opts))
     counters = (_header_int(header, "seq", 0, _I64_MAX),
                 _header_int(header, "trade_id", 0, _I64_MAX),
@@ -288,7 +361,43 @@ def _parse_header(head: bytes) -> tuple[str, list, tuple, bool, list]:
             raise _corrupt_header(f"last_prices[{k}] (symbol {k}'s last trade price) must be 0 "
                                   f"or an integer in its band [{spec[2]}, {spec[3]}]; "
                                   f"got {_short(p)}")
-    return cfg["stp"], specs, counters, ownership, last_prices
+    phases = _parse_phases(header["phases"], specs) if "phases" in header else None
+    return cfg["stp"], specs, counters, ownership, last_prices, phases
+
+
+def _phase_code(value, allowed, what: str) -> int:
+    names = {p.name.lower(): int(p) for p in allowed}
+    if not isinstance(value, str) or value not in names:
+        raise _corrupt_header(f"{what} must be one of {', '.join(names)}; got {_short(value)}")
+    return names[value]
+
+
+def _parse_phases(phases, specs: list) -> list:
+    """Check the header's ``phases`` (one object of PHASE_STATE per symbol); return them as
+    tuples of ints. Raises CorruptionError naming the field."""
+    if not isinstance(phases, list) or len(phases) != len(specs):
+        raise _corrupt_header(f"phases must be a list of {len(specs)} objects (one per symbol); "
+                              f"got {_short(phases)}")
+    out = []
+    for k, (st, spec) in enumerate(zip(phases, specs)):
+        what = f"phases[{k}] (symbol {k}'s phase state)"
+        _exact_fields(st, set(PHASE_STATE), what)
+        phase = _phase_code(st["phase"], _RESTING_PHASES, f"{what} phase")
+        if st["auction"] == _NO_AUCTION:
+            auction = 0
+        else:
+            auction = _phase_code(st["auction"], _AUCTIONS, f"{what} auction ({_NO_AUCTION!r} or)")
+        lo, hi = spec[2], spec[3]
+        for key in ("reference_price", "ind_price"):
+            v = st[key]
+            if type(v) is not int or not (v == 0 or lo <= v <= hi):
+                raise _corrupt_header(f"{what} {key} must be 0 or an integer in the band "
+                                      f"[{lo}, {hi}]; got {_short(v)}")
+        end = _header_int(st, "auction_end", 0, _I64_MAX, f"{what} ")
+        qty = _header_int(st, "ind_qty", 0, _I64_MAX, f"{what} ")
+        surplus = _header_int(st, "ind_surplus", -_I64_MAX, _I64_MAX, f"{what} ")
+        out.append((phase, auction, st["reference_price"], end, st["ind_price"], qty, surplus))
+    return out
 
 
 def row_problem(code: int, i: int, rows: np.ndarray, specs: list) -> str:
@@ -309,6 +418,9 @@ def row_problem(code: int, i: int, rows: np.ndarray, specs: list) -> str:
                      "pending stop)")
     if code == ck_kernels.ROW_FLAGS:
         return at + f"flags {int(r['flags']):#x} holds bits no {kind} carries"
+    if code == ck_kernels.ROW_PRICE and int(r["order_type"]) == 1:
+        return at + (f"price {price} of a MARKET resting in a call (its side's call price "
+                     f"{CALL_MARKET_PRICE[side]} needed)")
     if code == ck_kernels.ROW_PRICE and price == 0:
         return at + "price 0 of a resting order or STOP_LIMIT (a price in band needed)"
     if code == ck_kernels.ROW_PRICE and int(r["order_type"]) == 2:
@@ -329,7 +441,8 @@ def row_problem(code: int, i: int, rows: np.ndarray, specs: list) -> str:
     if code == ck_kernels.ROW_PENDING:
         return at + f"pending {int(r['pending'])} is neither 0 (resting) nor 1 (a stop)"
     if code == ck_kernels.ROW_TYPE:
-        want = "STOP or STOP_LIMIT" if kind == "pending stop" else "LIMIT"
+        want = "STOP or STOP_LIMIT" if kind == "pending stop" else \
+            "LIMIT, or MARKET in a call (an auction pending)"
         return at + f"order_type {int(r['order_type'])} of a {kind} (must be {want})"
     if code == ck_kernels.ROW_TIF:
         want = "GTC, IOC, DAY or GTD" if kind == "pending stop" else "GTC, DAY or GTD"
@@ -350,5 +463,5 @@ def row_problem(code: int, i: int, rows: np.ndarray, specs: list) -> str:
     if code == ck_kernels.ROW_CROSSED:
         bids = rows[:i][(rows["symbol"][:i] == sym) & (rows["side"][:i] == Side.BUY)]
         return at + (f"symbol {name!r} is crossed: best ask {price} <= best bid "
-                     f"{int(bids['price'][0])}")
+                     f"{int(bids['price'][0])} (only a book in a call may cross)")
     raise AssertionError(f"unknown check_rows code {code}")  # pragma: no cover

@@ -25,7 +25,7 @@ from .book import (
 from .expiry import heap_push
 from .order_index import index_find, index_home, index_probe, index_put
 from .prefetch import prefetch
-from .schema import KNOWN_FLAGS, MAX_LEVEL_QTY, MAX_QTY, OrderType, Side, Tif
+from .schema import CALL_MARKET_PRICE, KNOWN_FLAGS, MAX_LEVEL_QTY, MAX_QTY, OrderType, Side, Tif
 
 # numba keys this module's cache on this file only; these files are compiled into its kernels
 guard(__name__, __file__, deps=("exchange.book", "exchange.expiry", "exchange.order_index",
@@ -34,6 +34,9 @@ guard(__name__, __file__, deps=("exchange.book", "exchange.expiry", "exchange.or
 _BUY = int(Side.BUY)
 _SELL = int(Side.SELL)
 _LIMIT = int(OrderType.LIMIT)
+_MARKET = int(OrderType.MARKET)
+_CALL_BUY = CALL_MARKET_PRICE[0]
+_CALL_SELL = CALL_MARKET_PRICE[1]
 _STOP = int(OrderType.STOP)
 _STOP_LIMIT = int(OrderType.STOP_LIMIT)
 _GTC = int(Tif.GTC)
@@ -98,8 +101,9 @@ def collect_orders(books, stops, levels, arena, arena_ext, ladder_levels, symbol
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _row_fields(row, books, b):
-    """Check one row's own fields (not its place); return ROW_OK or the first problem."""
+def _row_fields(row, books, b, call):
+    """Check one row's own fields (not its place); return ROW_OK or the first problem.
+    ``call``: the row's symbol has an auction pending (a MARKET may rest at its call price)."""
     if row.qty <= 0 or row.qty > MAX_QTY:
         return ROW_QTY
     if row.filled < 0 or row.filled > MAX_LEVEL_QTY or (row.pending == 1 and row.filled != 0):
@@ -111,11 +115,17 @@ def _row_fields(row, books, b):
     lo = books[b].min_price
     hi = books[b].max_price
     if row.pending == 0:
-        if row.order_type != _LIMIT:
+        if row.order_type == _MARKET:
+            if not call:
+                return ROW_TYPE
+        elif row.order_type != _LIMIT:
             return ROW_TYPE
         if row.tif != _GTC and row.tif != _DAY and row.tif != _GTD:
             return ROW_TIF
-        if row.price < lo or row.price > hi:
+        if row.order_type == _MARKET:
+            if row.price != (_CALL_BUY if row.side == _BUY else _CALL_SELL):
+                return ROW_PRICE
+        elif row.price < lo or row.price > hi:
             return ROW_PRICE
         if row.stop_price != 0:
             return ROW_STOP_PRICE
@@ -149,20 +159,24 @@ def _row_fields(row, books, b):
 
 
 @njit(cache=True, _nrt=False)
-def check_rows(rows, books, nsym, level_count, stop_level_count):
+def check_rows(rows, books, nsym, level_count, stop_level_count, calls):
     """Check checkpoint ``rows`` against the symbols' ``books`` (their price bands) before any
     is loaded; return (ROW_OK, len(rows)) or (the first problem's ROW_* code, its row index).
 
+    ``calls[symbol]`` is nonzero for a symbol with an auction pending (in a call, or halted in
+    one): its book may be crossed and a MARKET may rest at ``CALL_MARKET_PRICE[side]``.
     A row must name a symbol below ``nsym`` and a side, hold 1..MAX_QTY open (shown plus
     reserve) and 0..MAX_LEVEL_QTY filled (so the kernel's sums stay in int64), carry known flags
-    only. A resting row (pending 0) is a LIMIT with tif GTC, DAY or GTD, a price in band, no
+    only. A resting row (pending 0) is a LIMIT with tif GTC, DAY or GTD and a price in band (or,
+    in a call, a MARKET at its call price), no
     stop price, shown qty at most its display size and a reserve only with a display size. A
     pending row (pending 1) is a STOP (price 0) or STOP_LIMIT (price in band) with tif GTC, IOC,
     DAY or GTD, a stop price in band, no flags, display, reserve or fills. DAY and GTD rows have
     an expiry, others none. Rows come in ``collect_orders`` order: all resting rows (symbols
     ascending, bids then asks, best level first), then all pending rows (symbols ascending, BUY
     stops by rising then SELL stops by falling stop price); a level's (or a trigger price's)
-    orders total at most MAX_LEVEL_QTY, and no symbol's best bid may reach its best ask. Fills
+    orders total at most MAX_LEVEL_QTY, and no symbol's best bid may reach its best ask but in
+    a call. Fills
     ``level_count[book]`` and ``stop_level_count[book]`` with each book's number of levels and
     trigger prices. One pass, O(1) per row.
     """
@@ -179,7 +193,7 @@ def check_rows(rows, books, nsym, level_count, stop_level_count):
         if row.side > _SELL:
             return ROW_SIDE, i
         b = sym * 2 + row.side
-        code = _row_fields(row, books, b)
+        code = _row_fields(row, books, b, calls[sym] != 0)
         if code != ROW_OK:
             return code, i
         pending = row.pending == 1
@@ -206,7 +220,7 @@ def check_rows(rows, books, nsym, level_count, stop_level_count):
             if pb != prev_b and not pending:
                 if row.side == _BUY:
                     bid_symbol, bid_price = sym, price
-                elif bid_symbol == sym and bid_price >= price:
+                elif bid_symbol == sym and bid_price >= price and calls[sym] == 0:
                     return ROW_CROSSED, i
             if pending:
                 stop_level_count[b] += 1

@@ -636,7 +636,8 @@ class Engine:
     # ---------------------------------------------------------------- checkpoints
     def _state_header(self) -> dict:
         return ckpt.make_header(self.config(), self.seq, int(self._meta[M_TRADE_ID]),
-                                self._next_auto_id, self._symbols["last_price"].tolist())
+                                self._next_auto_id, self._symbols["last_price"].tolist(),
+                                ckpt.phase_state(self._symbols, self._options))
 
     def _uses_new_fields(self) -> bool:
         """Whether a live order is a pending stop or has a reserve, a display size, an expiry
@@ -674,7 +675,8 @@ class Engine:
         if ckpt.row_version(view) == 1:
             # as written before last prices existed (orders_equal then rules out new fields)
             header = ckpt.make_header(self.config(), self.seq, int(self._meta[M_TRADE_ID]),
-                                      self._next_auto_id, [0] * len(self._names))
+                                      self._next_auto_id, [0] * len(self._names),
+                                      ckpt.phase_state(self._symbols, self._options))
             if "last_prices" in header or head != ckpt.header_bytes(header):
                 return False
         else:
@@ -700,9 +702,10 @@ class Engine:
         names, finite tick sizes > 0, integer bands within 1..MAX_PRICE, counters in range) and
         every row (``check_rows``: known symbol and side, quantities in range, price in band,
         the fields of stops, icebergs and expiry consistent, resting orders in priority order
-        then pending stops in release order, no crossed book; no duplicate order id per
-        symbol). Pending stops go back into their stop books and DAY/GTD orders into the expiry
-        heap. Linear in symbols and rows.
+        then pending stops in release order, no crossed book and no resting MARKET but in a
+        call; no duplicate order id per symbol) and the symbols' phase state (header
+        ``phases``: known phases and auctions, prices in band). Pending stops go back into
+        their stop books and DAY/GTD orders into the expiry heap. Linear in symbols and rows.
         Raises UsageError if ``blob`` is not bytes-like; CorruptionError ("checkpoint: ...",
         with the row index or header field, and the byte offset) for anything else wrong.
         """
@@ -715,8 +718,12 @@ class Engine:
         ck = ckpt.parse(blob)
         eng = cls(stp=ck.stp, ownership=ck.ownership,
                   capacity=min(max(2 * len(ck.rows), 1024), _MAX_ORDERS))
-        eng._load_checkpoint(ck.symbols, ck.rows, ck.rows_at, ckpt.row_size(blob))
+        eng._load_checkpoint(ck.symbols, ck.rows, ck.rows_at, ckpt.row_size(blob), ck.phases)
         eng._symbols["last_price"] = ck.last_prices
+        from . import book as _book   # the kernels' copy of the earliest re-opening end
+        if hasattr(_book, "M_NEXT_END"):
+            ends = eng._symbols["auction_end"]
+            eng._meta[_book.M_NEXT_END] = int(ends[ends > 0].min()) if (ends > 0).any() else 0
         eng._meta[M_SEQ], eng._meta[M_TRADE_ID], eng._next_auto_id = ck.counters
         if ckpt.version_for(eng._state_header(), ck.rows) != ckpt.row_version(blob):
             raise CorruptionError(
@@ -729,11 +736,12 @@ class Engine:
         return eng
 
     def _load_checkpoint(self, specs: list, rows: np.ndarray, start: int,
-                         row_size: int = CHECKPOINT_DTYPE.itemsize) -> None:
+                         row_size: int = CHECKPOINT_DTYPE.itemsize, phases=None) -> None:
         """Build this (new, empty) engine's symbols from ``specs`` (name, tick, min, max,
-        options) and its books, stop books and expiry heap from checkpoint ``rows`` (at byte
-        ``start`` of the blob, ``row_size`` bytes each there), in one pass each: every array is
-        sized once. Raises CorruptionError naming the first bad row."""
+        options) and their phase state ``phases`` (``Checkpoint.phases``; None: as the options
+        start them), and its books, stop books and expiry heap from checkpoint ``rows`` (at
+        byte ``start`` of the blob, ``row_size`` bytes each there), in one pass each: every
+        array is sized once. Raises CorruptionError naming the first bad row."""
         nsym, n = len(specs), len(rows)
         books = np.zeros(2 * nsym, BOOK_DTYPE)
         books["min_price"] = np.repeat(np.array([sp[2] for sp in specs], np.int64), 2)
@@ -741,7 +749,13 @@ class Engine:
         level_count = np.zeros(2 * nsym, np.int64)
         stop_level_count = np.zeros(2 * nsym, np.int64)
         rows = np.ascontiguousarray(rows)
-        code, i = ck_kernels.check_rows(rows, books, nsym, level_count, stop_level_count)
+        # the symbols first: whether each has an auction pending decides what its rows may be
+        self._symbol_rows = self._symbols = np.zeros(nsym, SYMBOL_DTYPE)
+        for sid in range(nsym):
+            self._set_symbol_row(sid, specs[sid][4])
+        ckpt.apply_phase_state(self._symbols, phases)
+        calls = (self._symbols["auction"] != 0).astype(np.int64)
+        code, i = ck_kernels.check_rows(rows, books, nsym, level_count, stop_level_count, calls)
         if code != ck_kernels.ROW_OK:
             raise CorruptionError(ckpt.row_problem(code, int(i), rows, specs),
                                   offset=start + int(i) * row_size)
@@ -759,9 +773,6 @@ class Engine:
         self._ladder_used = used
         self._book_rows = self._books = books
         self._stop_rows = self._stops = stops
-        self._symbol_rows = self._symbols = np.zeros(nsym, SYMBOL_DTYPE)
-        for sid in range(nsym):
-            self._set_symbol_row(sid, specs[sid][4])
         self._options = [sp[4] for sp in specs]
         self._names = [sp[0] for sp in specs]
         self._ids = {name: k for k, name in enumerate(self._names)}

@@ -1,4 +1,6 @@
-"""``stats``: book aggregates over time for one symbol, from stored L2 updates and fills.
+"""``stats``: book aggregates over time for one symbol, from stored L2 updates and fills;
+``phase_stats``: its trading day (auctions, time in each phase, halts, volatility
+interruptions, auction trades apart from continuous ones), from its events and fills.
 
 One row per timestamp at which the symbol's book changed, after the last message of that
 timestamp (its ``seq``): messages sharing one ts (a Binance depth update split into one message
@@ -18,6 +20,14 @@ Invariants: the book is rebuilt exactly (the L2 view of ``book_at`` at the seq b
 row, then every L2 update in order); VWAP needs fills in nondecreasing ts order, which holds when
 input timestamps are nondecreasing (every exsim generator and loader). Limits: VWAP sums are
 float64, so ``price * qty`` beyond 2^53 loses precision.
+
+``phase_stats`` (docs/semantics.md, Trading phases): every UNCROSS event is an auction (its
+``phase`` says which: opening, closing, re-opening), with its price, executed volume and surplus;
+the time in a phase runs from the PHASE event entering it to the next PHASE event of the symbol
+(or the run's last message), the phase before the first one being the starting checkpoint's; a
+halt is a PHASE event entering HALTED, a volatility interruption one with reason PRICE_BAND; a
+fill is an auction trade when its ``aggressor_side`` is ``AUCTION_SIDE``. A run journaled before
+phases reads as continuous all day, without auctions.
 """
 
 from __future__ import annotations
@@ -28,12 +38,18 @@ import numpy as np
 from numba import njit
 
 from exchange.errors import UsageError
+from exchange.schema import AUCTION_SIDE, Event, Phase, Reason
 from store import Reader, read
 
 from replay.rundir import SEQ_MAX, resolve_symbol, run_info
-from replay.rebuild import _run, book_at
+from replay.rebuild import _checkpoint_phase, _checkpoint_row, _run, book_at
 
-__all__ = ["STATS_DTYPE", "stats", "stats_arrays"]
+__all__ = ["STATS_DTYPE", "AUCTION_DTYPE", "stats", "stats_arrays", "phase_stats"]
+
+# one auction (an UNCROSS event): which one (a Phase code), its price (0: nothing executed),
+# executed volume and surplus (> 0 buy side)
+AUCTION_DTYPE = np.dtype([("seq", "<i8"), ("ts", "<i8"), ("auction", "u1"), ("price", "<i8"),
+                          ("qty", "<i8"), ("surplus", "<i8")])
 
 STATS_DTYPE = np.dtype([("ts", "<i8"), ("seq", "<i8"), ("mid", "<f8"), ("spread", "<f8"),
                         ("microprice", "<f8"), ("imbalance", "<f8"), ("vwap", "<f8")])
@@ -198,3 +214,71 @@ def _stats(reader, info, symbol, ts, levels, window_ns) -> np.ndarray:
     fills = read(reader, "fills", symbol=sid, seq=(1, SEQ_MAX), ts=(f_lo, hi_ts),
                  columns=["ts", "price", "qty"])
     return stats_arrays(start.bids, start.asks, l2, fills, levels=levels, window_ns=window_ns)
+
+
+def phase_stats(source, symbol) -> dict:
+    """Return ``symbol``'s trading day (module docstring) as a JSON-able dict:
+
+    - ``auctions``: {auction name: {"count", "volume", "vwap" (volume-weighted price of the
+      executed ones; None if none executed)}} per kind that happened, and ``uncrosses``: every
+      auction as an AUCTION_DTYPE array (not JSON-able; in seq order);
+    - ``time_in_phase_ns``: {phase name: nanoseconds of message time spent in it};
+    - ``halts``, ``interruptions``: PHASE events entering HALTED / with reason PRICE_BAND;
+    - ``trades``: {"continuous": {"count", "volume"}, "auction": {"count", "volume"}} of fills.
+
+    ``source``: a data directory or a ``store.Reader`` of one. Raises UsageError for an unknown
+    symbol; StoreError if ``source`` is not a data directory.
+    """
+    if isinstance(source, Reader):
+        return _phase_stats(source, _run(source), symbol)
+    info = run_info(os.fspath(source))
+    with Reader(info.data_dir) as reader:
+        return _phase_stats(reader, info, symbol)
+
+
+def _phase_stats(reader, info, symbol) -> dict:
+    sid, _ = resolve_symbol(info, symbol)
+    ev = read(reader, "events", symbol=sid,
+              columns=["seq", "ts", "event", "reason", "price", "filled_qty", "leaves_qty",
+                       "phase"])
+    un = ev[ev["event"] == int(Event.UNCROSS)]
+    uncrosses = np.zeros(un.size, AUCTION_DTYPE)
+    uncrosses["seq"], uncrosses["ts"], uncrosses["auction"] = un["seq"], un["ts"], un["phase"]
+    uncrosses["price"], uncrosses["qty"], uncrosses["surplus"] = \
+        un["price"], un["filled_qty"], un["leaves_qty"]
+    auctions = {}
+    for code in np.unique(uncrosses["auction"]):
+        mine = uncrosses[uncrosses["auction"] == code]
+        vol = int(mine["qty"].sum())
+        notional = float((mine["price"].astype(np.float64) * mine["qty"]).sum())
+        auctions[Phase(int(code)).name.lower()] = {
+            "count": int(mine.size), "volume": vol, "vwap": notional / vol if vol else None}
+    ph = ev[ev["event"] == int(Event.PHASE)]
+    first = _checkpoint_row(reader, info, info.first_seq)
+    start, _ = _checkpoint_phase(info, first, sid)
+    last = reader.last_row("orders", None, seq=(0, SEQ_MAX), columns=["ts"])
+    end_ts = int(last["ts"]) if last is not None else 0
+    first_ts = reader.last_row("orders", None, seq=(info.first_seq + 1, info.first_seq + 1),
+                               columns=["ts"])
+    # the starting phase runs from the run's first message on
+    t0 = int(first_ts["ts"]) if first_ts is not None else end_ts
+    times = {}
+    phases = [int(start)] + ph["phase"].astype(np.int64).tolist()
+    starts = [t0] + ph["ts"].astype(np.int64).tolist()
+    ends = starts[1:] + [max(end_ts, starts[-1])]
+    for p, a, b in zip(phases, starts, ends):
+        name = Phase(p).name.lower()
+        times[name] = times.get(name, 0) + max(int(b) - int(a), 0)
+    fills = read(reader, "fills", symbol=sid, columns=["qty", "aggressor_side"])
+    at_auction = fills["aggressor_side"] == AUCTION_SIDE
+    return {
+        "auctions": auctions,
+        "uncrosses": uncrosses,
+        "time_in_phase_ns": times,
+        "halts": int((ph["phase"] == int(Phase.HALTED)).sum()),
+        "interruptions": int((ph["reason"] == int(Reason.PRICE_BAND)).sum()),
+        "trades": {"continuous": {"count": int((~at_auction).sum()),
+                                  "volume": int(fills["qty"][~at_auction].sum())},
+                   "auction": {"count": int(at_auction.sum()),
+                               "volume": int(fills["qty"][at_auction].sum())}},
+    }

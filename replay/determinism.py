@@ -18,8 +18,10 @@ ones in one of two ways (``RerunReport.mode``):
   are intact. Not re-derived: that the intact files decode to those rows (the seal's own
   correctness, which the store's tests and ``compare="rows"`` cover).
 - "rows": per range, every field of every row (every stored byte) is compared with the decoded
-  stored rows of the same seq range. Used for runs sealed before digests and with
-  ``compare="rows"``.
+  stored rows of the same seq range. Used for runs sealed before digests, runs with segments
+  that predate columns of their table, and with ``compare="rows"``. A field the stored file
+  predates (the event price and phase of a run journaled before trading phases: read as 0,
+  ``store.tables.Columns.lacking``) is not compared: the run never recorded it.
 At the last stored checkpoint (every one with ``checkpoints="all"``) the engine's state is
 compared with the stored checkpoint's bytes, in both modes.
 
@@ -57,6 +59,7 @@ orders at the end; 1.2 GB for the rerun it replaced).
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections import deque
@@ -73,6 +76,7 @@ from numba import njit
 from store import Reader, iter_columns, read_checkpoint
 from store.digest import RowDigest, by_symbol, is_digest
 from store.segment import check_registered
+from store.tables import table_dtype
 
 from replay.rundir import (RunInfo, checkpoint_row, load_checkpoint,
                      output_segments, restore, run_info, segment_cuts)
@@ -183,7 +187,9 @@ def _first_neq(a, b):
 
 
 def _first_diff_blocks(blocks: list, mine: np.ndarray) -> int | None:
-    """Index of the first row where the stored column blocks and the engine rows differ."""
+    """Index of the first row where the stored column blocks and the engine rows differ, in
+    the columns each block's file holds (a block's ``lacking`` columns, read as 0 from a file
+    written before they existed, are not compared)."""
     names = set(mine.dtype.names or ())
     pos = 0
     for cols in blocks:
@@ -192,7 +198,10 @@ def _first_diff_blocks(blocks: list, mine: np.ndarray) -> int | None:
         n = next(iter(cols.values())).size
         part = mine[pos:pos + n]
         first = -1
+        skip = getattr(cols, "lacking", ())
         for c, a in cols.items():
+            if c in skip:
+                continue
             # why a kernel: one pass over both, no temporaries, and without the GIL so the
             # read-ahead thread keeps decoding meanwhile
             k = _first_neq(a, part[c])
@@ -375,8 +384,21 @@ def _digest_zone(info: RunInfo, start: int) -> tuple[int, object]:
             if not is_digest(r.get("digest") or ""):
                 return start, (f"segment {r['path']} has no row digest (sealed before digests "
                                f"were recorded)")
+            if _predates_columns(r):
+                return start, (f"segment {r['path']} predates columns of its table (its digest "
+                               f"covers fewer fields than the rerun's rows)")
         keep[key] = deque(rows)
     return through, keep
+
+
+def _predates_columns(row: dict) -> bool:
+    """Whether the catalog ``row``'s segment lacks a column its table has today (its
+    ``encodings`` name the columns it holds; unreadable encodings count as lacking)."""
+    try:
+        held = set(json.loads(row.get("encodings") or "{}"))
+    except (TypeError, ValueError):
+        return True
+    return not set(table_dtype(row["table_name"]).names) <= held
 
 
 class _SegmentDigests:

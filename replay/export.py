@@ -185,11 +185,11 @@ def _write_flow(data_dir, out, symbol, seq, quiet) -> int:
 
 
 def _enum_rows() -> list[dict]:
-    from exchange.schema import Event, Flag, Kind, OrderType, Reason, Side, Tif
+    from exchange.schema import Event, Flag, Kind, OrderType, Phase, Reason, Side, Tif
 
     out = []
     for name, enum in (("side", Side), ("kind", Kind), ("order_type", OrderType), ("tif", Tif),
-                       ("flag", Flag), ("event", Event), ("reason", Reason)):
+                       ("flag", Flag), ("event", Event), ("reason", Reason), ("phase", Phase)):
         out += [{"type": name, "value": int(m), "name": m.name.lower()} for m in enum]
     return out
 

@@ -14,6 +14,15 @@ Two views, both starting from the newest checkpoint at or before the target seq:
   by rising ``stop_price``, then SELL stops by falling ``stop_price``, FIFO among equal prices
   (the order they would be released in).
 
+Both views also say the symbol's trading phase after the target (``phase``) and, in a call, the
+last indicative uncross published (``indicative``: price, volume, surplus; (0, 0, 0) outside a
+call or before one is published), from the symbol's events: every event row carries the
+symbol's phase after it, the last PHASE event into a call resets the indicative and each
+INDICATIVE event sets it (docs/semantics.md, Trading phases); a state no event after the
+checkpoint tells comes from the checkpoint's header. A call book is rebuilt like any other: it
+may be crossed, and MARKET orders stand at their call price (``CALL_MARKET_PRICE``: a BUY at
+MAX_PRICE + 1 heads the bids, a SELL at 0 the asks).
+
 Invariants:
 - A symbol's book changes only with that symbol's messages, so the book after global seq N is
   the book after the symbol's last message at or before N; both views rebuild exactly that.
@@ -47,9 +56,10 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
+from exchange import checkpoint as ckpt
 from exchange.errors import UsageError
-from exchange.schema import DEPTH_DTYPE, Side
-from store import Reader, journaled_through, read
+from exchange.schema import CALL_PHASES, DEPTH_DTYPE, Event, Phase, Side
+from store import Reader, journaled_through, read, read_checkpoint
 
 from replay.rundir import RunInfo, resolve_symbol, restore, run_info, strip_seq, SEQ_MAX
 
@@ -86,6 +96,10 @@ class BookView:
     # L3_DTYPE pending stops in release order (BUY by rising stop_price, then SELL by falling),
     # only when l3=True: L2 updates do not carry stops, so the L2 view has none (None)
     stops: np.ndarray | None = None
+    phase: Phase = Phase.CONTINUOUS   # the symbol's trading phase after the target
+    # in a call, the last indicative uncross published: (price, volume, surplus > 0 buy side);
+    # (0, 0, 0) outside a call or when nothing would execute
+    indicative: tuple = (0, 0, 0)
 
 
 @njit(cache=True)
@@ -278,9 +292,60 @@ def book_at(source, symbol, *, seq: int | None = None, ts: int | None = None,
         return _book_at(reader, info, symbol, seq, ts, depth, l3)
 
 
+_NO_INDICATIVE = (0, 0, 0)
+
+
+_PHASE_CACHE: OrderedDict = OrderedDict()
+
+
+def _checkpoint_phase(info: RunInfo, row: dict, sid: int) -> tuple[Phase, tuple]:
+    """(phase, indicative) of symbol ``sid`` in checkpoint ``row``, from its header (cached
+    like the depth: a checkpoint file never changes)."""
+    key = (os.path.realpath(info.data_dir), row["path"], row["crc"], row["bytes"])
+    states = _PHASE_CACHE.get(key)
+    if states is None:
+        _, blob = read_checkpoint(info.data_dir, int(row["seq"]))
+        ck = ckpt.parse(blob)
+        states = ck.phases if ck.phases is not None else [ckpt.start_state(sp[4])
+                                                         for sp in ck.symbols]
+        _PHASE_CACHE[key] = states
+        if len(_PHASE_CACHE) > _DEPTH_CACHE_SIZE:
+            _PHASE_CACHE.popitem(last=False)
+    else:
+        _PHASE_CACHE.move_to_end(key)
+    phase = Phase(states[sid][0])
+    indicative = tuple(int(v) for v in states[sid][4:7]) if phase in CALL_PHASES else _NO_INDICATIVE
+    return phase, indicative
+
+
+def _phase_at(reader: Reader, info: RunInfo, sid: int, target: int) -> tuple[Phase, tuple]:
+    """(phase, indicative) of symbol ``sid`` after message ``target`` (module docstring): the
+    newest checkpoint's state, then the symbol's events after it up to ``target``."""
+    row = _checkpoint_row(reader, info, target)
+    lo = int(row["seq"]) + 1
+    last = reader.last_row("events", sid, seq=(lo, target), columns=["phase"]) \
+        if target >= lo else None
+    if last is None:
+        return _checkpoint_phase(info, row, sid)
+    phase = Phase(int(last["phase"]))
+    if phase not in CALL_PHASES:
+        return phase, _NO_INDICATIVE
+    ev = read(reader, "events", symbol=sid, seq=(lo, target),
+              columns=["event", "price", "filled_qty", "leaves_qty"])
+    kinds = ev["event"]
+    hit = np.flatnonzero((kinds == int(Event.INDICATIVE)) | (kinds == int(Event.PHASE)))
+    if hit.size == 0:
+        return phase, _checkpoint_phase(info, row, sid)[1]
+    e = ev[hit[-1]]
+    if int(e["event"]) == int(Event.PHASE):   # entering a call: none published yet
+        return phase, _NO_INDICATIVE
+    return phase, (int(e["price"]), int(e["filled_qty"]), int(e["leaves_qty"]))
+
+
 def _book_at(reader: Reader, info: RunInfo, symbol, seq, ts, depth, l3) -> BookView:
     sid, name = resolve_symbol(info, symbol)
     target, target_ts = _target(reader, info, sid, seq, ts)
+    phase, indicative = _phase_at(reader, info, sid, target)
     if l3:
         eng = restore(info, _checkpoint_row(reader, info, target))
         lo, hi = eng.seq + 1, target
@@ -289,7 +354,8 @@ def _book_at(reader: Reader, info: RunInfo, symbol, seq, ts, depth, l3) -> BookV
             eng.process(strip_seq(msgs))
         levels = 1 << 62 if depth is None else int(depth)
         bids, asks = eng.depth(sid, levels=levels)
-        return BookView(target, target_ts, bids, asks, eng.orders(sid), name, stops=eng.stops(sid))
+        return BookView(target, target_ts, bids, asks, eng.orders(sid), name, stops=eng.stops(sid),
+                        phase=phase, indicative=indicative)
     ck_seq, bids, asks = _checkpoint_depth(reader, info, sid, target)
     lo, hi = ck_seq + 1, target
     if hi >= lo:
@@ -300,4 +366,4 @@ def _book_at(reader: Reader, info: RunInfo, symbol, seq, ts, depth, l3) -> BookV
         updates = np.zeros(0, np.dtype([("side", "u1"), ("price", "<i8"), ("qty", "<i8"),
                                         ("count", "<i4")]))
     bids, asks = apply_l2(bids, asks, updates, depth)
-    return BookView(target, target_ts, bids, asks, None, name)
+    return BookView(target, target_ts, bids, asks, None, name, phase=phase, indicative=indicative)

@@ -44,9 +44,9 @@ from store.checkpoint_file import read_checkpoint_file
 from store.paths import inside
 from store.catalog import resolve_symbol
 from store.segment import open_registered, read_registered
-from store.tables import orders_with_seq, table_dtype
+from store.tables import Columns, orders_with_seq, table_dtype
 from store.wal import scan_wal
-from store.wal.format import SEQ_LIMIT
+from store.wal.format import SEQ_LIMIT, lacks
 
 __all__ = ["Reader", "read", "read_columns", "iter_columns", "read_checkpoint",
            "journaled_through"]
@@ -76,12 +76,13 @@ def _check_range(name, r):
 
 
 def _wal_rows(records, table, after_seq):
+    """[(rows of ``table``, the fields their file lacks)] of the records above ``after_seq``."""
     out = []
     for rec in records:
         if rec.last_seq <= after_seq:
             continue
         rows = orders_with_seq(rec.orders, rec.first_seq) if table == "orders" else getattr(rec, table)
-        out.append(rows)
+        out.append((rows, lacks(rec.version, table)))
     return out
 
 
@@ -342,14 +343,15 @@ class Reader:
 
 
 def _assemble(table, sym, seq, ts, sealed, segs, decoded, records):
-    """([(columns, selection, rows)], merge?) from decoded segment windows and WAL records."""
+    """([(columns, selection, rows, columns the source lacks)], merge?) from decoded segment
+    windows and WAL records."""
     parts = []
     for cols in decoded:
         n = next(iter(cols.values())).size
-        parts.append((cols, slice(0, n), n))
-    for rows in _wal_rows(records, table, sealed):
+        parts.append((cols, slice(0, n), n, getattr(cols, "lacking", ())))
+    for rows, lacking in _wal_rows(records, table, sealed):
         sel, n = _select(rows["seq"], rows["ts"], seq, ts, rows["symbol"], sym)
-        parts.append((rows, sel, n))
+        parts.append((rows, sel, n, lacking))
     # why: segments come ordered by symbol, then seq; WAL rows all follow the sealed ones, so
     # only segments of several symbols need a merge back into seq order
     merge = sym is None and len({s["symbol"] for s in segs}) > 1
@@ -394,7 +396,7 @@ def _need(cols, symbol) -> list:
 def _fill(parts, cols, dest) -> None:
     """Copy each part's kept rows of ``cols`` into ``dest[c]`` (1-D, possibly strided views)."""
     pos = 0
-    for src, sel, n in parts:
+    for src, sel, n, _ in parts:
         for c in cols:
             dest[c][pos:pos + n] = src[c][sel]
         pos += n
@@ -408,8 +410,9 @@ def _merge_order(parts) -> np.ndarray | None:
 def iter_columns(source, table: str, symbol=None, seq=None, ts=None, columns=None):
     """Yield the rows ``read_columns`` would return as consecutive blocks, without copying.
 
-    Each block is {column name: 1-D array} for the next rows in seq order (one block per
-    segment or WAL batch the request touches; empty blocks are skipped). The arrays may be views
+    Each block is a ``store.tables.Columns`` {column name: 1-D array} for the next rows in seq
+    order (one block per segment or WAL batch the request touches; empty blocks are skipped),
+    its ``lacking`` the columns its file predates (read as 0). The arrays may be views
     of decoded buffers: read-only by contract. Cheapest for callers that consume rows block by
     block (a read of several symbols at once is merged first, so it comes as one block).
     Raises as ``read``, before the first block is yielded.
@@ -420,15 +423,18 @@ def iter_columns(source, table: str, symbol=None, seq=None, ts=None, columns=Non
     parts, merge = _parts(source, table, symbol, seq, ts, need)
     if merge:
         return iter([_merged(parts, cols, dtype)] if parts else [])
-    return ({c: src[c][sel] for c in cols} for src, sel, _ in parts)
+    return (Columns({c: src[c][sel] for c in cols}, [c for c in cols if c in lacking])
+            for src, sel, _, lacking in parts)
 
 
-def _merged(parts, cols, dtype) -> dict:
+def _merged(parts, cols, dtype) -> Columns:
+    """The parts merged into one block in seq order; it lacks a column if any part does."""
     n = sum(p[2] for p in parts)
     out = {c: np.empty(n, dtype.fields[c][0]) for c in cols}
     _fill(parts, cols, out)
     order = _merge_order(parts)
-    return {c: a[order] for c, a in out.items()}
+    lacking = {c for p in parts for c in p[3]}
+    return Columns({c: a[order] for c, a in out.items()}, [c for c in cols if c in lacking])
 
 
 def read_columns(source, table: str, symbol=None, seq=None, ts=None, columns=None) -> dict:
@@ -447,7 +453,7 @@ def read_columns(source, table: str, symbol=None, seq=None, ts=None, columns=Non
     n = sum(p[2] for p in parts)
     if len(parts) == 1 and not merge and isinstance(parts[0][1], slice) \
             and isinstance(parts[0][0], dict):
-        src, sel, _ = parts[0]   # one segment: its decoded columns are returned as they are
+        src, sel, _, _ = parts[0]   # one segment: its decoded columns are returned as they are
         return {c: np.ascontiguousarray(src[c][sel]) for c in cols}
     if merge:
         return _merged(parts, cols, dtype)

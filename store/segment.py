@@ -10,8 +10,11 @@ Layout (byte by byte in docs/formats.md, "Segment file"):
     footer   u64 index offset | u32 index length | u32 crc32c(index) | u16 version |
              u16 reserved | "EXSGFOOT"            (28 bytes, fixed)
 
-Version 3 is the layout above; versions 1-2 (still read) hold one block per column and no zone
-map, read as one block whose zone is the segment's own ranges.
+Version 4 is the layout above with every column of its table; version 3 is the same layout,
+written before the order column ``phase`` and the event columns ``price`` and ``phase`` existed
+(and, before the order fields of stops, icebergs, minimum quantities and GTD existed, without
+those either); versions 1-2 (still read) hold one block per column and no zone map, read as
+one block whose zone is the segment's own ranges.
 
 Invariants:
 - A segment is written to a temporary name, fsynced, renamed into place and its directory fsynced
@@ -30,9 +33,11 @@ Invariants:
   checksum and must tile the segment (``read_index``); every seq or ts block a read decodes is
   checked against its zone map entry, so a zone map never silently drops or adds a row in the
   blocks read.
-- A segment written before a column of its table existed (``store.tables.ADDED_COLUMNS``:
-  orders segments without stop_price, display_qty, min_qty, expire_ts) reads that column as
-  zeros, whether asked for by name or with every column; any other missing column is corrupt.
+- A segment of version 1-3 written before a column of its table existed
+  (``store.tables.ADDED_COLUMNS``: orders segments without stop_price, display_qty, min_qty,
+  expire_ts or phase, events segments without price and phase) reads that column as zeros,
+  whether asked for by name or with every column; any other missing column, and any missing
+  column of a version-4 segment, is corrupt.
 """
 
 from __future__ import annotations
@@ -53,7 +58,7 @@ import zstandard
 from exchange.errors import CorruptionError, WriteError
 from store import codecs
 from store.choice import Chooser
-from store.tables import ADDED_COLUMNS, TABLES, table_dtype
+from store.tables import ADDED_COLUMNS, TABLES, Columns, table_dtype
 from store.wal import fsync_dir
 
 __all__ = ["SegmentInfo", "BuiltSegment", "write_segment", "write_columns", "encode_columns",
@@ -63,10 +68,13 @@ __all__ = ["SegmentInfo", "BuiltSegment", "write_segment", "write_columns", "enc
 
 MAGIC = b"EXSG"
 FOOT_MAGIC = b"EXSGFOOT"
-VERSION = 3                     # 3: columns stored as row blocks, a zone map per block
-READ_VERSIONS = (1, 2, 3)       # a version 1 file is a version 2 file without shuffled streams;
+VERSION = 4                     # 4: every column of the table (phases: orders phase, events
+#                                 price and phase), 3: columns stored as row blocks, a zone map
+#                                 per block
+READ_VERSIONS = (1, 2, 3, 4)    # a version 1 file is a version 2 file without shuffled streams;
 #                                 a version 2 file is one block per column, no zone map
 BLOCKED_VERSION = 3             # the first version with row blocks and zone maps
+COMPLETE_VERSION = 4            # the first version that holds every column of its table
 # rows per block written, by table (why these sizes: docs/formats.md, "Row blocks"): a windowed
 # read decodes about one block more than it keeps, a whole-segment read pays per block
 BLOCK_ROWS = {"orders": 32_768, "fills": 16_384, "l2": 16_384, "events": 32_768}
@@ -201,7 +209,7 @@ def write_columns(data_dir: str, table: str, symbol: int, cols: dict, *, codec: 
     ``sync=False`` skips the fsyncs (durability "none": the file survives a process crash, not
     a power loss; a lost file is then reported as corruption, never read as data).
     ``block_rows``: rows per block (0: the table's BLOCK_ROWS); ``version``: the segment format to write
-    (VERSION; 2, without zone maps, only to make old files for tests)."""
+    (VERSION; 2, without zone maps, and 3 only to make old files for tests)."""
     built = encode_columns(data_dir, table, symbol, cols, codec=codec, chooser=chooser,
                            block_rows=block_rows, version=version)
     return commit_segments(data_dir, [built], sync=sync)[0]
@@ -221,15 +229,16 @@ def encode_columns(data_dir: str, table: str, symbol: int, cols: dict, *, codec:
                    version: int = VERSION) -> BuiltSegment:
     """Encode a segment (arguments as ``write_columns``) without writing it; see
     ``commit_segments``. Raises ValueError for no rows, a ``block_rows`` outside 0..2^32-1
-    or a ``version`` other than 2 or 3."""
+    or a ``version`` other than 2, 3 or 4."""
     dtype = table_dtype(table)
     n = cols["seq"].size
     if n == 0:
         raise ValueError("a segment holds at least one row")
     if block_rows < 0 or block_rows >= 1 << 32:
         raise ValueError(f"block_rows must be 0 (the default) or 1..2^32-1; got {block_rows}")
-    if version not in (2, VERSION):
-        raise ValueError(f"segment format version {version} cannot be written (2 or {VERSION})")
+    if version not in (2, BLOCKED_VERSION, VERSION):
+        raise ValueError(f"segment format version {version} cannot be written "
+                         f"(2, {BLOCKED_VERSION} or {VERSION})")
     chooser = chooser or Chooser()
     c = {"lz4": LZ4, "zstd": ZSTD, "none": NONE}[codec]
     rel_dir = os.path.join("segments", table, str(symbol))
@@ -394,7 +403,7 @@ def commit_segments(data_dir: str, built: list, *, sync: bool = True) -> list:
 # flows, lz4 or zstd); the floor lets a seal of a million constant rows through; a writer
 # whose rows would exceed the bound stores the seq column plain (8 bytes a row, see
 # encode_columns), so it never writes a file a reader refuses. Decoded, a file of b bytes thus
-# takes at most max(2^20, 16 b) rows x the table's field bytes (85 at most: orders with seq).
+# takes at most max(2^20, 16 b) rows x the table's field bytes (86 at most: orders with seq).
 ROWS_FLOOR = 1 << 20
 ROWS_PER_BYTE = 16
 # column dtypes a segment may hold: the integer types the codecs decode, little-endian
@@ -631,7 +640,10 @@ class SegmentFile:
             raise
         z = self.meta["zones"]
         self._zones = tuple(z[f].copy() for f in ZONE_DTYPE.names)
-        self._added = ADDED_COLUMNS.get(self.meta["table"], ())
+        # why only before version 4: a version-4 file holds every column of its table, so one
+        # missing from its index is damage, never a column that did not exist yet
+        self._added = ADDED_COLUMNS.get(self.meta["table"], ()) \
+            if self.meta["version"] < COMPLETE_VERSION else ()
         # why only from version 3: an older file has no zone map, only the index's own ranges,
         # which readers of those versions never compared with the rows
         self._zoned = self.meta["version"] >= BLOCKED_VERSION
@@ -671,7 +683,8 @@ class SegmentFile:
         named columns (None: every column, added ones included); ``blocks`` (block indexes,
         ascending) restricts the read to those blocks.
 
-        Returns {column name: 1-D array of the kept rows, in file (seq) order}. Only blocks
+        Returns a ``store.tables.Columns`` {column name: 1-D array of the kept rows, in file
+        (seq) order}, its ``lacking`` the asked-for columns the file predates. Only blocks
         whose zone map overlaps the ranges are read; rows are cut by a binary search on seq
         (it never decreases) and a ts mask. Every decoded seq and ts block is checked against
         its zone map entry (first/last seq, least/greatest ts).
@@ -698,7 +711,7 @@ class SegmentFile:
             if name not in meta["columns"]:
                 if name in self._added:
                     # why zeros: the column did not exist when the file was written, and 0 is
-                    # what the field means for an order without the features it describes
+                    # what the field means for rows written before it (store.tables)
                     decoded[name] = np.zeros(total, table_dtype(meta["table"]).fields[name][0])
                     continue
                 raise CorruptionError(f"{path}: no column {name!r} in the index", path, 0)
@@ -713,11 +726,12 @@ class SegmentFile:
             m = (t >= ts[0]) & (t <= ts[1])
             if not m.all():
                 sel = np.flatnonzero(m) + a
+        lacking = [c for c in columns if c not in meta["columns"]]
         if sel is None:
             if a == 0 and b == total:
-                return {c: decoded[c] for c in columns}
-            return {c: decoded[c][a:b] for c in columns}
-        return {c: decoded[c][sel] for c in columns}
+                return Columns({c: decoded[c] for c in columns}, lacking)
+            return Columns({c: decoded[c][a:b] for c in columns}, lacking)
+        return Columns({c: decoded[c][sel] for c in columns}, lacking)
 
     def _column(self, name: str, ids: np.ndarray, counts: np.ndarray, total: int) -> np.ndarray:
         """Column ``name`` of blocks ``ids`` (``counts`` rows each), decoded into one array."""

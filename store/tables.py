@@ -5,45 +5,74 @@ fields packed, seq implied by the record's first seq: store.wal.format.WIRE) and
 (``STORED_DTYPES["orders"]``: seq first). ``orders_with_seq`` and ``orders_without_seq`` are
 the one conversion between the engine's and the stored form.
 
-Order rows written before stops, icebergs, minimum quantities and GTD existed hold only the
-first 11 fields (``LEGACY_ORDER_DTYPE``, 45 bytes packed: WAL files of versions 1-4); segments
-of those orders have no column for the fields added since (``ADDED_COLUMNS``). Such rows read
-as if the added fields were 0 (``widen_legacy_orders``; segments: ``store.segment``), which is
-what those fields mean for an order that has none of the new features.
+Rows written by an older exsim hold a prefix of today's fields (fields are only ever appended):
+
+- orders: the first 11 fields (``LEGACY_ORDER_DTYPE``, 45 bytes packed: WAL files of versions
+  1-4), then the first 15, with stop_price, display_qty, min_qty and expire_ts
+  (``ORDER_V5_DTYPE``, 77 bytes: version 5); today's rows add ``phase`` (78 bytes);
+- events: the first 8 fields (``LEGACY_EVENT_DTYPE``, 46 bytes: WAL files of versions 1-5);
+  today's rows add ``price`` and ``phase`` (55 bytes).
+
+Segments of those rows have no column for the fields added since (``ADDED_COLUMNS``). Such
+rows read as if the added fields were 0 (``widen_rows``; segments: ``store.segment``), which is
+what those fields mean for an order without the features they describe and for an event of a
+symbol that never left continuous trading.
 
 Invariants:
 - ``orders`` is stored with a leading int64 ``seq`` (the n-th message of a run has seq n); the
   other tables already carry ``seq`` in their schema dtype.
 - Stored and read arrays use the schema's aligned dtypes; on disk (WAL payloads) the same fields
   are written packed, without padding, so bytes on disk never depend on uninitialised padding.
+- Every older row dtype is a prefix of today's (checked at import): widening copies fields by name.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from exchange.schema import ORDER_DTYPE, TABLE_DTYPES
+from exchange.schema import EVENT_DTYPE, ORDER_DTYPE, TABLE_DTYPES
 
 __all__ = ["TABLES", "STORED_DTYPES", "packed", "orders_with_seq", "orders_without_seq", "table_dtype",
-           "LEGACY_ORDER_DTYPE", "ADDED_COLUMNS", "widen_legacy_orders"]
+           "LEGACY_ORDER_DTYPE", "ORDER_V5_DTYPE", "LEGACY_EVENT_DTYPE", "ADDED_COLUMNS",
+           "widen_rows", "zero_fields", "Columns"]
 
 TABLES = ("orders", "fills", "l2", "events")
 
-# The order row of WAL files of versions 1-4 (packed, 45 bytes), declared here once and for
-# good: those files hold exactly these bytes whatever ORDER_DTYPE becomes.
+# The older row layouts (packed), declared here once and for good: the files that hold them
+# hold exactly these bytes whatever the schema dtypes become.
+# orders of WAL files of versions 1-4 (45 bytes)
 LEGACY_ORDER_DTYPE = np.dtype([
     ("ts", "<i8"), ("order_id", "<u8"), ("price", "<i8"), ("qty", "<i8"), ("symbol", "<u4"),
     ("trader", "<u4"), ("kind", "u1"), ("order_type", "u1"), ("tif", "u1"), ("flags", "u1"),
     ("side", "u1"),
 ])
-# why checked at import: widening copies the legacy fields by name into ORDER_DTYPE, which is
+# orders of WAL files of version 5 (77 bytes): stops, icebergs, minimum quantities, GTD
+ORDER_V5_DTYPE = np.dtype(LEGACY_ORDER_DTYPE.descr + [
+    ("stop_price", "<i8"), ("display_qty", "<i8"), ("min_qty", "<i8"), ("expire_ts", "<i8"),
+])
+# events of WAL files of versions 1-5 (46 bytes)
+LEGACY_EVENT_DTYPE = np.dtype([
+    ("seq", "<i8"), ("ts", "<i8"), ("order_id", "<u8"), ("filled_qty", "<i8"),
+    ("leaves_qty", "<i8"), ("symbol", "<u4"), ("event", "u1"), ("reason", "u1"),
+])
+
+
+def _is_prefix(old: np.dtype, new: np.dtype) -> bool:
+    """Whether ``new`` starts with ``old``'s fields, in order, with the same types."""
+    return new.names[:len(old.names)] == old.names and all(
+        new.fields[n][0] == old.fields[n][0] for n in old.names)
+
+
+# why checked at import: widening copies the older fields by name into today's dtype, which is
 # only right while they are its leading fields with the same types
-if ORDER_DTYPE.names[:len(LEGACY_ORDER_DTYPE.names)] != LEGACY_ORDER_DTYPE.names or any(
-        ORDER_DTYPE.fields[n][0] != LEGACY_ORDER_DTYPE.fields[n][0] for n in LEGACY_ORDER_DTYPE.names):
-    raise ImportError("exchange.schema.ORDER_DTYPE no longer starts with the legacy order row")
+for _old, _new in ((LEGACY_ORDER_DTYPE, ORDER_DTYPE), (ORDER_V5_DTYPE, ORDER_DTYPE),
+                   (LEGACY_EVENT_DTYPE, EVENT_DTYPE)):
+    if not _is_prefix(_old, _new):
+        raise ImportError(f"exchange.schema no longer starts {_new} with the older row {_old}")
 
 # Columns a segment written before they existed lacks, per table; readers take them as zeros.
-ADDED_COLUMNS = {"orders": ORDER_DTYPE.names[len(LEGACY_ORDER_DTYPE.names):]}
+ADDED_COLUMNS = {"orders": ORDER_DTYPE.names[len(LEGACY_ORDER_DTYPE.names):],
+                 "events": EVENT_DTYPE.names[len(LEGACY_EVENT_DTYPE.names):]}
 
 
 def packed(dtype: np.dtype) -> np.dtype:
@@ -80,12 +109,36 @@ def orders_with_seq(orders: np.ndarray, first_seq: int) -> np.ndarray:
     return out
 
 
-def widen_legacy_orders(legacy: np.ndarray) -> np.ndarray:
-    """Return order rows of ``LEGACY_ORDER_DTYPE`` (or any dtype holding its fields) as a new
-    ORDER_DTYPE array, the fields added since set to 0. Raises ValueError if a field is missing."""
-    out = np.zeros(legacy.size, ORDER_DTYPE)
-    for name in LEGACY_ORDER_DTYPE.names:
-        out[name] = legacy[name]
+def widen_rows(rows: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Return ``rows`` (an older layout of a table, or any dtype holding some of ``dtype``'s
+    fields) as a new array of ``dtype``, every field ``rows`` lacks set to 0."""
+    out = np.zeros(rows.size, dtype)
+    for name in dtype.names:
+        if name in rows.dtype.names:
+            out[name] = rows[name]
+    return out
+
+
+class Columns(dict):
+    """{column name: 1-D array} of consecutive rows of one table, and ``lacking``: the columns
+    among them that the file they were read from did not hold (a segment or WAL file written
+    before the column existed), returned as zeros. A comparison with rows of today's engine
+    compares only the other columns: the file never recorded those."""
+
+    def __init__(self, columns=(), lacking=()):
+        super().__init__(columns)
+        self.lacking = tuple(lacking)
+
+
+def zero_fields(rows: np.ndarray, names) -> np.ndarray:
+    """Return ``rows`` with the fields ``names`` set to 0: ``rows`` itself for no names, else a
+    copy. What rows look like once stored by a format that lacks those fields (a comparison
+    with rows read back from such a store compares only what it holds)."""
+    if not names:
+        return rows
+    out = rows.copy()
+    for name in names:
+        out[name] = 0
     return out
 
 

@@ -202,14 +202,16 @@ def cmd_book(args) -> int:
     view = book_at(args.dir, args.symbol, seq=args.seq, ts=args.ts, depth=args.depth, l3=args.l3)
     when = "before its first message" if view.ts is None else f"ts {view.ts:,}"
     print(f"{printable(args.symbol)} after seq {view.seq:,} ({when})  prices in ticks")
+    _print_phase(view)
     n = max(len(view.bids), len(view.asks))
     rows = []
     for i in range(n):
         b = view.bids[i] if i < len(view.bids) else None
         a = view.asks[i] if i < len(view.asks) else None
         rows.append(("" if b is None else int(b["count"]), "" if b is None else f"{int(b['qty']):,}",
-                     "" if b is None else int(b["price"]), "|",
-                     "" if a is None else int(a["price"]), "" if a is None else f"{int(a['qty']):,}",
+                     "" if b is None else _bid_label(int(b["price"])), "|",
+                     "" if a is None else _sell_label(int(a["price"])),
+                     "" if a is None else f"{int(a['qty']):,}",
                      "" if a is None else int(a["count"])))
     print(format_table(["orders", "bid_qty", "bid", "|", "ask", "ask_qty", "orders"], rows,
                        right=[True, True, True, False, True, True, True]))
@@ -241,6 +243,38 @@ def cmd_book(args) -> int:
             print()
             _print_stops(view.stops)
     return EXIT_OK
+
+
+def _bid_label(price: int) -> str:
+    """A bid price as the book table shows it: a BUY MARKET resting in a call stands at its call
+    price (MAX_PRICE + 1), shown as "market"."""
+    from exchange.schema import CALL_MARKET_PRICE
+    return "market" if price == CALL_MARKET_PRICE[0] else price
+
+
+def _sell_label(price: int):
+    """An ask price as the book table shows it: a SELL MARKET in a call stands at 0, "market"."""
+    from exchange.schema import CALL_MARKET_PRICE
+    return "market" if price == CALL_MARKET_PRICE[1] else price
+
+
+def _print_phase(view) -> None:
+    """Print the symbol's trading phase when it is not continuous, and in a call the indicative
+    uncross (docs/semantics.md, Trading phases); a continuous book prints nothing more."""
+    from exchange.schema import CALL_PHASES, Phase
+    if view.phase == Phase.CONTINUOUS:
+        return
+    line = f"phase {view.phase.name.lower()}"
+    if view.phase in CALL_PHASES:
+        price, qty, surplus = view.indicative
+        if qty:
+            side = "buy" if surplus > 0 else "sell" if surplus < 0 else "none"
+            line += (f"  indicative uncross {price} for {qty:,} lots, surplus {abs(surplus):,} "
+                     f"({side})")
+        else:
+            line += "  indicative uncross: nothing would execute"
+        line += "; the call book may cross, MARKET orders head their side"
+    print(line)
 
 
 def _print_stops(stops) -> None:
@@ -435,7 +469,30 @@ def cmd_stats(args) -> int:
         print(f"showing {len(idx)} of {n:,} rows, evenly spaced (--rows 0 or --csv for all)")
     elif n == 0:
         print("(no rows in range)")
+    _print_phase_stats(args.dir, args.symbol)
     return EXIT_OK
+
+
+def _print_phase_stats(data_dir: str, symbol) -> None:
+    """Print the symbol's trading day (``replay.analytics.phase_stats``) when it had any phase
+    other than continuous trading; a continuous day prints nothing more."""
+    from replay.analytics import phase_stats
+
+    day = phase_stats(data_dir, symbol)
+    if list(day["time_in_phase_ns"]) in ([], ["continuous"]) and not day["auctions"]:
+        return
+    print()
+    rows = [(name, a["count"], f"{a['volume']:,}", "-" if a["vwap"] is None else f"{a['vwap']:.4f}")
+            for name, a in day["auctions"].items()]
+    print_table(["auction", "count", "volume", "vwap"], rows, right=[False, True, True, True],
+                title=f"{symbol}: auctions (uncrosses), prices in ticks")
+    print_table(["phase", "seconds"], [(name, f"{ns / 1e9:,.3f}") for name, ns
+                                       in day["time_in_phase_ns"].items()],
+                right=[False, True], title="time in each phase (message time)")
+    t = day["trades"]
+    print(f"trades: {t['continuous']['count']:,} continuous ({t['continuous']['volume']:,} lots), "
+          f"{t['auction']['count']:,} in auctions ({t['auction']['volume']:,} lots); "
+          f"halts {day['halts']}, volatility interruptions {day['interruptions']}")
 
 
 def _plot_module():

@@ -15,8 +15,8 @@ Invariants:
   allocating anything for it, and raises ValueError (or struct.error, OverflowError,
   LZ4BlockError) when a payload does not add up; the reader turns that into CorruptionError.
 - Decoded arrays are writeable, in the stored dtypes (orders without seq: ORDER_DTYPE), whatever
-  the file's version: the 45-byte order rows of versions 1-4 come back widened, the fields they
-  lack 0. The row width a count is checked against is the file version's.
+  the file's version: the narrower order and event rows of versions 1-5 come back widened, the
+  fields they lack 0. The row width a count is checked against is the file version's.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import lz4.block
 import numpy as np
 
 from store.shuffle import shuffle as _shuffle, unshuffle as _unshuffle
-from store.tables import LEGACY_ORDER_DTYPE, TABLES, widen_legacy_orders
+from store.tables import TABLES, widen_rows
 from store.wal.format import (BATCH, LZ4_ACCELERATION, LZ4_MAX_RATIO, LZ4_MAX_RAW, OUT, PART,
                               RAW_LEN, T_BATCH, T_BATCH_LZ4, T_BATCH_PARTS, T_BATCH_SHUF, VERSION,
                               WIRE, wire as wire_of)
@@ -107,8 +107,8 @@ class PartEncoder:
 
 def _out_rows(name: str, a: np.ndarray) -> np.ndarray:
     """Rows ``a`` of table ``name`` as decoded from the wire, in their OUT dtype (writeable)."""
-    if a.dtype == LEGACY_ORDER_DTYPE:
-        return widen_legacy_orders(a)
+    if a.dtype.names != OUT[name].names:   # an older version's narrower rows
+        return widen_rows(a, OUT[name])
     return a if a.dtype == OUT[name] and a.flags.writeable else a.astype(OUT[name])
 
 
@@ -178,8 +178,8 @@ def _decode_parts(payload, wires: dict) -> tuple[int, list]:
 
 def decode_batch(rtype: int, payload, version: int = VERSION) -> tuple[int, list]:
     """Return (first seq, [orders, fills, l2, events]) of a payload of record type ``rtype`` in
-    a WAL file of format ``version`` (its order rows: store.wal.format.wire); orders come back
-    as ORDER_DTYPE whatever the version, the fields an older version lacks set to 0.
+    a WAL file of format ``version`` (its row layouts: store.wal.format.wire); rows come back
+    in the OUT dtypes whatever the version, the fields an older version lacks set to 0.
 
     Raises one of DECODE_ERRORS when the payload does not add up (never allocates more than
     its bytes can hold)."""

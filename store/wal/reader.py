@@ -31,13 +31,14 @@ import numpy as np
 from exchange.errors import CorruptionError
 from store.wal.files import fsync_dir, read_file, truncate, wal_files
 from store.wal.format import (FILE_HEADER, FRAME, FRAME4, FRAME4_SIZE, FRAME_SIZE, HCRC, INDEXED_VERSION,
-                              MAGIC, MIN_VERSION, READ_VERSIONS, RECORD_TYPES, SEQ_LIMIT)
+                              MAGIC, MIN_VERSION, READ_VERSIONS, RECORD_TYPES, SEQ_LIMIT, VERSION)
 from store.wal.payload import DECODE_ERRORS, decode_batch, peek_seqs
 
 
 @dataclass
 class WalRecord:
-    """One journaled batch: its orders (without seq) and outputs, and where it was read."""
+    """One journaled batch: its orders (without seq) and outputs, where it was read and the
+    format version of its file (its rows hold 0 in the fields ``lacks(version, table)``)."""
 
     first_seq: int
     orders: np.ndarray
@@ -46,6 +47,7 @@ class WalRecord:
     events: np.ndarray
     path: str = ""
     offset: int = 0
+    version: int = VERSION
 
     @property
     def last_seq(self) -> int:
@@ -74,7 +76,7 @@ def _decode(rtype: int, payload, version: int, path: str, offset: int) -> WalRec
     except DECODE_ERRORS as e:
         raise CorruptionError(f"{path}: record at offset {offset} has a bad payload ({e})",
                               path, offset) from None
-    return WalRecord(first_seq, *arrays, path=path, offset=offset)
+    return WalRecord(first_seq, *arrays, path=path, offset=offset, version=version)
 
 
 def _cut_short(msg, last_file, path, pos, salvage, report, size, files_left) -> None:

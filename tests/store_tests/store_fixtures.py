@@ -41,6 +41,8 @@ def make_outputs(orders: np.ndarray, first_seq: int, seed: int = 0):
     ev = np.zeros(n, EVENT_DTYPE)
     ev["seq"], ev["ts"], ev["symbol"], ev["order_id"] = seq, orders["ts"], orders["symbol"], orders["order_id"]
     ev["leaves_qty"] = orders["qty"]
+    # the event fields of trading phases: a price on every other row, a phase on every row
+    ev["price"][::2], ev["phase"] = orders["price"][::2], orders["symbol"] % 8
     l2 = np.zeros(n, L2_DTYPE)
     l2["seq"], l2["ts"], l2["symbol"], l2["price"] = seq, orders["ts"], orders["symbol"], orders["price"]
     l2["qty"], l2["side"], l2["count"] = orders["qty"] * 3, orders["side"], rng.integers(1, 9, n)
@@ -163,39 +165,52 @@ def forge_catalog(data_dir, table: str, key, **values) -> None:
 def legacy_orders(orders: np.ndarray) -> np.ndarray:
     """``orders`` (ORDER_DTYPE) as the 45-byte rows WAL files of versions 1-4 hold: the legacy
     fields only (store.tables.LEGACY_ORDER_DTYPE)."""
-    from store.tables import LEGACY_ORDER_DTYPE
+    return old_rows("orders", orders, 1)
 
-    out = np.zeros(orders.size, LEGACY_ORDER_DTYPE)
-    for name in LEGACY_ORDER_DTYPE.names:
-        out[name] = orders[name]
+
+def old_rows(table: str, rows: np.ndarray, version: int) -> np.ndarray:
+    """``rows`` of ``table`` (today's dtype) as WAL files of format ``version`` hold them (packed,
+    the fields of that version only: store.wal.format.wire)."""
+    from store.wal.format import wire
+
+    out = np.zeros(rows.size, wire(version)[table])
+    for name in out.dtype.names:
+        out[name] = rows[name]
+    return out
+
+
+def as_read(table: str, rows: np.ndarray, version: int) -> np.ndarray:
+    """A copy of ``rows`` of ``table`` with the fields WAL files of format ``version`` lack set
+    to 0: what a reader returns for rows an older exsim journaled."""
+    from store.wal.format import wire
+
+    out = rows.copy()
+    for name in out.dtype.names:
+        if name not in wire(version)[table].names:
+            out[name] = 0
     return out
 
 
 def without_added_fields(orders: np.ndarray) -> np.ndarray:
-    """A copy of ``orders`` (ORDER_DTYPE) with the fields added after the legacy row set to 0:
-    what a reader returns for rows an older exsim journaled."""
-    from store.tables import ADDED_COLUMNS
-
-    out = orders.copy()
-    for name in ADDED_COLUMNS["orders"]:
-        out[name] = 0
-    return out
+    """``as_read`` of order rows journaled in a version-1 file: every field added after the
+    legacy row 0."""
+    return as_read("orders", orders, 1)
 
 
 def old_wal_file(path: str, version: int, file_no: int, batches, rtype: int = 3) -> str:
-    """Write a WAL file as format ``version`` (1-4) wrote it: one record of type ``rtype`` (1 raw,
+    """Write a WAL file as format ``version`` (1-5) wrote it: one record of type ``rtype`` (1 raw,
     2 lz4, 3 shuffled lz4) per ``(first_seq, (orders, fills, l2, events))`` of ``batches``, its
-    order rows the legacy 45-byte row and its frames those of that version. Returns ``path``."""
+    rows those of that version (``old_rows``) and its frames too. Returns ``path``."""
     import crc32c
     import lz4.block
 
     from store.shuffle import shuffle
-    from store.wal.format import BATCH, FILE_HEADER, FRAME, FRAME4, HCRC, INDEXED_VERSION, MAGIC, WIRE
+    from store.wal.format import BATCH, FILE_HEADER, FRAME, FRAME4, HCRC, INDEXED_VERSION, MAGIC
 
     body = []
-    for first, (orders, *outs) in batches:
-        arrays = [legacy_orders(orders)] + [np.ascontiguousarray(a).astype(WIRE[t])
-                                            for t, a in zip(("fills", "l2", "events"), outs)]
+    for first, batch in batches:
+        arrays = [old_rows(t, a, version) for t, a in zip(("orders", "fills", "l2", "events"), batch)]
+        orders = batch[0]
         head = BATCH.pack(first, *(a.size for a in arrays))
         planes = [a.view(np.uint8).reshape(-1) for a in arrays]
         if rtype == 3:

@@ -1,8 +1,10 @@
-"""The order fields added for stops, icebergs, minimum quantities and GTD (``stop_price``,
-``display_qty``, ``min_qty``, ``expire_ts``): journaled, sealed, compacted and read back exactly,
-and data written before them (45-byte WAL rows, orders segments without their columns,
-tests/golden/run_v1) read with zeros in them."""
+"""The order fields added since the first row layout (stops, icebergs, minimum quantities and
+GTD: ``stop_price``, ``display_qty``, ``min_qty``, ``expire_ts``; trading phases: ``phase``) and
+the event fields of trading phases (``price``, ``phase``): journaled, sealed, compacted and read
+back exactly, and data written before them (narrower WAL rows, version-3 segments without their
+columns, tests/golden/run_v1) read with zeros in them."""
 
+import functools
 import os
 import shutil
 
@@ -10,11 +12,13 @@ import numpy as np
 import pytest
 
 from exchange.errors import CorruptionError
-from exchange.schema import ORDER_DTYPE, OrderType, Tif
+from exchange.schema import EVENT_DTYPE, ORDER_DTYPE, Kind, OrderType, Phase, Tif
 from store import Catalog, Session, compact, iter_columns, read, read_columns
-from store import segment
+from store import sealing, segment
 from store.segment import read_index, read_segment, write_segment
-from store.tables import ADDED_COLUMNS, LEGACY_ORDER_DTYPE, STORED_DTYPES, orders_with_seq, orders_without_seq
+from store.tables import (ADDED_COLUMNS, LEGACY_EVENT_DTYPE, LEGACY_ORDER_DTYPE, STORED_DTYPES,
+                          orders_with_seq, orders_without_seq)
+from store.wal import VERSION as WAL_VERSION
 from store.wal import scan_wal, wal_files
 from store_fixtures import FakeEngine, make_orders
 
@@ -24,6 +28,10 @@ ADDED = ADDED_COLUMNS["orders"]
 # the stored orders row as segments held it before the added columns
 LEGACY_STORED = np.dtype([("seq", "<i8")] + [(n, LEGACY_ORDER_DTYPE.fields[n][0])
                                              for n in LEGACY_ORDER_DTYPE.names], align=True)
+LEGACY_EVENTS = LEGACY_EVENT_DTYPE   # the stored events row before the trading-phase columns
+OLD_DTYPES = {**STORED_DTYPES, "orders": LEGACY_STORED, "events": LEGACY_EVENTS}
+# a seal as version 3 wrote it (the dtypes above, patched in by the tests that use it)
+SEAL_V3 = functools.partial(segment.encode_columns, version=3)
 
 
 def feature_orders(n: int, seed: int, ts0: int = 1_700_000_000_000_000_000) -> np.ndarray:
@@ -40,6 +48,9 @@ def feature_orders(n: int, seed: int, ts0: int = 1_700_000_000_000_000_000) -> n
     o["tif"][timed] = rng.choice([int(Tif.GTD), int(Tif.DAY)], timed.sum())
     o["expire_ts"][timed] = o["ts"][timed] + rng.integers(1, 1 << 40, timed.sum())
     o["expire_ts"][o["tif"] == int(Tif.DAY)] = 0
+    phase = rng.random(n) < 0.05                   # a few PHASE messages, every phase code
+    o["kind"][phase] = int(Kind.PHASE)
+    o["phase"][phase] = rng.integers(0, len(Phase), phase.sum())
     return o
 
 
@@ -100,14 +111,20 @@ def test_compaction_keeps_every_added_field(tmp_path):
 
 
 def _legacy_segment(tmp_path, rows, monkeypatch):
-    """Write ``rows`` (stored orders) as a segment of the legacy columns only, as the store wrote
-    them before the added fields existed; returns its path."""
+    """Write ``rows`` (stored orders) as a version-3 segment of the legacy columns only, as the
+    store wrote them before the added fields existed; returns its path."""
+    return _old_segment(tmp_path, "orders", rows, monkeypatch)
+
+
+def _old_segment(tmp_path, table, rows, monkeypatch, version=3):
+    """Write ``rows`` (stored ``table`` rows, symbol 0) as a segment of format ``version`` of
+    the columns of the table's first layout only (OLD_DTYPES); returns its path."""
     with monkeypatch.context() as m:
-        m.setattr(segment, "table_dtype", lambda t: LEGACY_STORED if t == "orders" else STORED_DTYPES[t])
-        legacy = np.zeros(rows.size, LEGACY_STORED)
-        for c in LEGACY_STORED.names:
-            legacy[c] = rows[c]
-        info = write_segment(str(tmp_path), "orders", 0, legacy)
+        m.setattr(segment, "table_dtype", lambda t: OLD_DTYPES[t])
+        old = np.zeros(rows.size, OLD_DTYPES[table])
+        for c in old.dtype.names:
+            old[c] = rows[c]
+        info = write_segment(str(tmp_path), table, 0, old, version=version)
     return os.path.join(str(tmp_path), info.path)
 
 
@@ -141,6 +158,7 @@ def test_old_and_new_orders_segments_read_and_compact_together(tmp_path, monkeyp
     new = [feature_orders(300, seed=5 + k) for k in range(2)]
     with monkeypatch.context() as m:
         m.setattr(segment, "table_dtype", lambda t: LEGACY_STORED if t == "orders" else STORED_DTYPES[t])
+        m.setattr(sealing, "encode_columns", SEAL_V3)
         for o in old:
             s.process(o)
             s.seal()
@@ -188,14 +206,14 @@ def test_flipped_bytes_in_new_wal_records_and_orders_segments_raise_corruption_n
     s.process(fed[0])
     s.seal()
     s.process(fed[1])
-    s.wal.close()                   # the second batch only in the WAL, a version-5 record
+    s.wal.close()                   # the second batch only in the WAL, a current-version record
     d = str(tmp_path / "run")
     every = np.concatenate(fed)
     cat = Catalog(d, readonly=True)
     seg = os.path.join(d, next(x for x in cat.all_segments() if x["table_name"] == "orders")["path"])
     cat.close()
     wal = [p for _, p in wal_files(os.path.join(d, "wal"))][-1]
-    assert open(wal, "rb").read(6)[4] == 5
+    assert open(wal, "rb").read(6)[4] == WAL_VERSION
     for path in (seg, wal):
         good = open(path, "rb").read()
         for pos in np.linspace(0, len(good) - 1, 48).astype(int):
@@ -210,3 +228,87 @@ def test_flipped_bytes_in_new_wal_records_and_orders_segments_raise_corruption_n
                 assert orders_without_seq(got).tobytes() == every.tobytes(), (path, pos)
         open(path, "wb").write(good)
     _check_rows(read(d, "orders"), every)
+
+
+def test_a_version_4_segment_missing_an_added_column_is_corruption_naming_the_file(tmp_path, monkeypatch):
+    rows = orders_with_seq(feature_orders(80, seed=6), 1)
+    path = _old_segment(tmp_path, "orders", rows, monkeypatch, version=segment.VERSION)
+    for cols in (["seq", "phase"], None):
+        with pytest.raises(CorruptionError, match="no column 'phase'") as e:
+            read_segment(path, cols) if cols else read_segment(path, ["phase"])
+        assert e.value.path == path
+
+
+def _events(n: int, seed: int) -> np.ndarray:
+    """Stored event rows of one symbol, every field (the trading-phase ones too) varied."""
+    rng = np.random.default_rng(seed)
+    ev = np.zeros(n, EVENT_DTYPE)
+    ev["seq"] = np.arange(1, n + 1)
+    ev["ts"] = 1_700_000_000_000_000_000 + np.cumsum(rng.integers(0, 9, n))
+    for c in ("order_id", "filled_qty", "leaves_qty", "price"):
+        ev[c] = rng.integers(0, 1 << 40, n)
+    ev["event"], ev["reason"], ev["phase"] = rng.integers(0, 10, n), rng.integers(0, 98, n), \
+        rng.integers(0, len(Phase), n)
+    return ev
+
+
+def test_an_events_segment_of_version_3_reads_price_and_phase_as_zeros(tmp_path, monkeypatch):
+    ev = _events(500, seed=2)
+    path = _old_segment(tmp_path, "events", ev, monkeypatch)
+    with open(path, "rb") as f:
+        meta = read_index(f, path)
+    assert meta["version"] == 3 and not set(ADDED_COLUMNS["events"]) & set(meta["columns"])
+    got = read_segment(path)
+    assert set(got) == set(EVENT_DTYPE.names)
+    assert not got["price"].any() and not got["phase"].any()
+    assert got["price"].dtype == np.int64 and got["phase"].dtype == np.uint8
+    for c in LEGACY_EVENTS.names:
+        assert np.array_equal(got[c], ev[c]), c
+
+
+def test_a_current_events_segment_round_trips_price_and_phase(tmp_path):
+    ev = _events(700, seed=3)
+    info = write_segment(str(tmp_path), "events", 0, ev)
+    path = os.path.join(str(tmp_path), info.path)
+    with open(path, "rb") as f:
+        assert read_index(f, path)["version"] == segment.VERSION
+    got = read_segment(path)
+    for c in EVENT_DTYPE.names:
+        assert np.array_equal(got[c], ev[c]), c
+    assert ev["price"].any() and ev["phase"].any()
+
+
+def test_the_event_fields_round_trip_through_wal_seal_compaction_and_read(tmp_path):
+    s = _session(tmp_path, seal_every=10**9)
+    fed = [feature_orders(500, seed=40 + k) for k in range(3)]
+    want = []
+    for o in fed[:2]:
+        want.append(s.process(o).events.copy())
+        s.seal()
+    want.append(s.process(fed[2]).events.copy())   # the third batch in the WAL only
+    every = np.concatenate(want)
+    assert every["price"].any() and every["phase"].any()
+    assert read(s, "events").tobytes() == every.tobytes()   # one event a message, in seq order
+    s.close()
+    for sym in range(3):
+        mine = every[every["symbol"] == sym]
+        assert read(str(tmp_path), "events", symbol=sym).tobytes() == mine.tobytes()
+    assert compact(str(tmp_path), table="events") is not None
+    for sym in range(3):
+        mine = every[every["symbol"] == sym]
+        assert read(str(tmp_path), "events", symbol=sym).tobytes() == mine.tobytes()
+
+
+def test_the_old_data_directory_run_v1_reads_its_events_with_zeros_in_price_and_phase(tmp_path):
+    d = str(tmp_path / "run_v1")
+    shutil.copytree(RUN_V1, d)
+    cat = Catalog(d, readonly=True)
+    seg = next(x for x in cat.all_segments() if x["table_name"] == "events")
+    cat.close()
+    seg_path = os.path.join(d, seg["path"])
+    with open(seg_path, "rb") as f:
+        assert not set(ADDED_COLUMNS["events"]) & set(read_index(f, seg_path)["columns"])
+    got = read(d, "events")
+    assert got.dtype == EVENT_DTYPE and got.size > 7500
+    assert not got["price"].any() and not got["phase"].any()
+    assert got["leaves_qty"].any() and np.all(np.diff(got["seq"]) >= 0)

@@ -9,8 +9,8 @@ import pytest
 from exchange.errors import CorruptionError, UsageError
 from exchange.errors import WriteError
 from store.wal import FILE_HEADER, VERSION, GroupWriter, WalWriter, scan_wal, wal_files
-from exchange.schema import ORDER_DTYPE
-from store_fixtures import make_batch, old_wal_file, without_added_fields
+from exchange.schema import EVENT_DTYPE, ORDER_DTYPE
+from store_fixtures import as_read, make_batch, old_wal_file
 
 
 def _write(wal_dir, batches=5, n=200, **kw):
@@ -26,10 +26,12 @@ def _write(wal_dir, batches=5, n=200, **kw):
 
 
 def _same(rec, batch):
-    """Whether a record holds ``batch``: its order rows as a reader returns them (the fields a
-    legacy file lacks read as 0) and its outputs."""
-    want = (without_added_fields(batch[0]) if rec.path and open(rec.path, "rb").read(6)[4] < 5
-            else batch[0], *batch[1:])
+    """Whether a record holds ``batch`` as a reader returns it (the fields an older file's
+    version lacks read as 0)."""
+    from store.wal import VERSION
+
+    version = open(rec.path, "rb").read(6)[4] if rec.path else VERSION
+    want = [as_read(t, a, version) for t, a in zip(("orders", "fills", "l2", "events"), batch)]
     return all(np.array_equal(a, b) for a, b in zip((rec.orders, rec.fills, rec.l2, rec.events), want))
 
 
@@ -153,8 +155,9 @@ def _with_added_fields(orders, seed):
     return out
 
 
-@pytest.mark.parametrize("version,rtype", [(1, 1), (1, 2), (2, 3), (3, 1), (3, 3), (4, 1), (4, 3)])
-def test_old_version_files_read_their_45_byte_order_rows_with_zeros_in_the_added_fields(tmp_path, version, rtype):
+@pytest.mark.parametrize("version,rtype", [(1, 1), (1, 2), (2, 3), (3, 1), (3, 3), (4, 1), (4, 3),
+                                           (5, 1), (5, 3)])
+def test_old_version_files_read_their_narrower_rows_with_zeros_in_the_fields_added_since(tmp_path, version, rtype):
     from store.wal import VERSION
 
     batches = [(1, make_batch(1, 200, seed=1)), (201, make_batch(201, 150, seed=2))]
@@ -162,16 +165,20 @@ def test_old_version_files_read_their_45_byte_order_rows_with_zeros_in_the_added
     old_wal_file(str(tmp_path / "wal-00000001.log"), version, 1, journaled, rtype=rtype)
     recs, rep = scan_wal(str(tmp_path))
     assert rep.last_seq == 350 and [r.first_seq for r in recs] == [1, 201]
-    for rec, (_, b) in zip(recs, batches):
+    for rec, (_, b) in zip(recs, journaled):
         assert rec.orders.dtype == ORDER_DTYPE and rec.orders.flags.writeable
-        assert rec.orders.tobytes() == without_added_fields(b[0]).tobytes()
+        assert rec.orders.tobytes() == as_read("orders", b[0], version).tobytes()
+        assert rec.events.dtype == EVENT_DTYPE and rec.events.flags.writeable
+        assert rec.events.tobytes() == as_read("events", b[3], version).tobytes()
+        assert b[3]["price"].any() and not rec.events["price"].any()   # the fixture sets them
+        assert rec.orders["expire_ts"].any() == (version >= 5) and not rec.orders["phase"].any()
         assert _same(rec, b)
     # the header-only scan of indexed versions reads nothing it does not need and agrees
     assert scan_wal(str(tmp_path), after_seq=350)[1].last_seq == 350 and version <= VERSION
 
 
 @pytest.mark.parametrize("compress", [True, False])
-def test_the_added_order_fields_round_trip_bit_for_bit_in_the_current_version(tmp_path, compress):
+def test_the_added_order_and_event_fields_round_trip_bit_for_bit_in_the_current_version(tmp_path, compress):
     from store.wal import VERSION, PartEncoder
 
     w = WalWriter(str(tmp_path), compress=compress)
@@ -188,6 +195,8 @@ def test_the_added_order_fields_round_trip_bit_for_bit_in_the_current_version(tm
     recs, _ = scan_wal(str(tmp_path))
     assert recs[0].orders.tobytes() == b[0].tobytes() and _same(recs[0], b)
     assert recs[1].orders.tobytes() == np.concatenate([p[0] for p in parts]).tobytes()
+    assert recs[0].events.tobytes() == b[3].tobytes() and b[3]["phase"].any() and b[3]["price"].any()
+    assert recs[0].orders["phase"].any() and recs[1].orders["phase"].any()
 
 
 def test_a_newer_file_version_is_rejected_naming_the_file(tmp_path):
@@ -216,7 +225,7 @@ def test_fsync_policy_syncs_a_new_file_and_its_directory_before_the_first_record
     w.close()
 
 
-@pytest.mark.parametrize("width", [1, 7, 8, 9, 16, 41, 45, 46, 69])
+@pytest.mark.parametrize("width", [1, 7, 8, 9, 16, 41, 45, 46, 55, 69, 78])
 def test_byte_shuffle_matches_a_transpose_and_inverts(width):
     from store.shuffle import shuffle as _shuffle, unshuffle as _unshuffle
 

@@ -211,7 +211,7 @@ def test_segments_without_zone_maps_read_windows_the_same(tmp_path, version):
 
 def test_a_writer_refuses_a_block_size_or_version_it_cannot_write(tmp_path):
     rows = _rows(10, 1)
-    for kw in ({"block_rows": -1}, {"block_rows": 1 << 32}, {"version": 1}, {"version": 4}):
+    for kw in ({"block_rows": -1}, {"block_rows": 1 << 32}, {"version": 1}, {"version": 5}):
         with pytest.raises(ValueError):
             sg.write_segment(str(tmp_path), "l2", 0, rows, **kw)
 
