@@ -41,7 +41,22 @@ expiry             nothing is filled, cancelled or modified at or after its expi
 tick_lot           no accepted NEW or MODIFY has a price or stop price off the symbol's tick
                    table, a quantity off its lot size, or a quantity below its minimum
 min_qty            an accepted NEW with a minimum quantity filled at least that much on entry
+phase              PHASE messages have their documented effect; engine-caused phase changes
+                   (PRICE_BAND, AUCTION_END) happen only where the rules put them; events'
+                   phase field; NEW/MODIFY accepted or refused as the phase says
+trade_in_call      no continuous fill in a call, HALTED or CLOSED or during an uncross; no
+                   auction fill outside an uncross
+auction_price      the UNCROSS price/volume/surplus are the rules' answer for the call book;
+                   every auction fill is at that price
+auction_allocation the auction fills pair the sides' priority queues (market, price, time)
+indicative         every INDICATIVE is the rules' answer for the call book; none is missing
+band               no continuous fill outside the dynamic band, no order accepted outside the
+                   static band, no PRICE_BAND interruption without a breach
 =================  =============================================================================
+
+The last six rules are ``replay.verifier_auctions``'s: a symbol is checked by the kernel up to
+its first phase activity and by that module's checker (seeded with the kernel's book) from then
+on; a run without phases is checked exactly as before.
 
 Speed (10M-message bench_replay run, 1.98M fills, one symbol): the checking kernel costs about
 0.6-0.7 us of CPU per message (``summary["kernel_cpu_seconds"]``) and reading the four tables

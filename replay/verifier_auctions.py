@@ -87,6 +87,16 @@ class PhaseOptions:
     phase: int = _CONT
     min_price: int = 1
     max_price: int = MAX_PRICE
+    tick_table: tuple = ((1, 1),)
+
+    def on_grid(self, p: int) -> bool:
+        """Whether price ``p`` is on the symbol's tick table (docs/semantics.md "Symbols")."""
+        tick = 1
+        for start, t in self.tick_table:
+            if start > p:
+                break
+            tick = t
+        return p % tick == 0
 
     @property
     def banded(self) -> bool:
@@ -121,6 +131,10 @@ def phase_options(entry: dict, error, where: str) -> PhaseOptions:
             raise error(f"{where}: {key} must be a non-negative integer; got {v!r}")
         out[key] = int(v)
     out["phase"] = _phase_code(entry.get("phase", "continuous") or "continuous", error, where)
+    try:
+        out["tick_table"] = tuple((int(a), int(b)) for a, b in entry.get("tick_table") or [(1, 1)])
+    except (TypeError, ValueError):
+        raise error(f"{where}: tick_table must be rows (from_price, tick)") from None
     return PhaseOptions(**out)
 
 
@@ -469,6 +483,8 @@ class PhaseChecker:
             return int(Reason.BAD_PRICE)
         if price > 0 and not self.opts.min_price <= price <= self.opts.max_price:
             return int(Reason.PRICE_OUT_OF_BAND)
+        if price > 0 and not self.opts.on_grid(price):
+            return int(Reason.OFF_TICK)
         if exp != 0 and (target != _REOPEN or exp <= ts):
             return int(Reason.BAD_EXPIRY)
         return 0
@@ -676,6 +692,7 @@ class PhaseChecker:
                 self._drop(oid)
         if u.volume > 0:
             self.ref = u.price
+            st.band_ref = u.price     # stops released after it match in a band around it
         self.auction = None
         st.uncrossed = True
 
