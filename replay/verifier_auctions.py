@@ -26,8 +26,10 @@ phase change, auction and band against the rules:
   start of its message; no NEW/MODIFY accepted with a limit price outside the static band (and
   no OUTSIDE_STATIC_BAND reject inside it); a PRICE_BAND interruption only when the aggressor's
   next fill, against the best opposite order, would have printed outside the band.
-- ``crossed_book``: the book is not crossed after a message in CONTINUOUS (the kernel's rule,
-  checked here where the kernel no longer runs).
+- ``crossed_book``, ``resting_price``, ``price_limits``: the book is not crossed after a message
+  in CONTINUOUS, a continuous fill is at the resting order's price and within the incoming
+  order's limit (the kernel's rules, checked here where the kernel no longer runs). An aggressor
+  that stops at a crossing order outside the dynamic band without an interruption is ``band``.
 
 How it joins the kernel (``replay.verifier``): a symbol is checked by the kernel up to its first
 row of phase activity (``first_phase_seq``); from that seq on ``PhaseChecker`` takes over, its
@@ -331,7 +333,8 @@ class PhaseChecker:
         self.reopen_end = 0
         self.published = (0, 0, 0)
         self.violations: list = []
-        self.counts = dict.fromkeys(AUCTION_RULES + ("crossed_book",), 0)
+        self.counts = dict.fromkeys(AUCTION_RULES + ("crossed_book", "resting_price",
+                                                     "price_limits"), 0)
         self.max_violations = max_violations
 
     # ------------------------------------------------------------ plumbing
@@ -420,6 +423,9 @@ class PhaseChecker:
                 if st.uncross is not None and o is not None and o.market and \
                         rs == int(Reason.NO_LIQUIDITY):
                     st.uncross.cancelled.add(oid)
+                if o is not None and o is st.aggressor and self.phase == _CONT and rs in (
+                        int(Reason.NO_LIQUIDITY), int(Reason.IOC_UNFILLED)):
+                    self._stopped_at_band(seq, o, st)
                 self._drop(oid)
             elif et in (int(Event.PARTIAL), int(Event.FILLED)):
                 if pair == 0 and fj < fills.size:
@@ -602,6 +608,8 @@ class PhaseChecker:
                             f"qty) {got}; priority gives {want}")
                 u.flagged = True
             u.got.append(got)
+        if agg in (0, 1):
+            self._continuous_prices(seq, f, agg, price)
         if agg != AUCTION_SIDE:
             if u is not None or self.phase != _CONT:
                 self._v(seq, "trade_in_call", f"continuous trade {tid} (aggressor side {agg}) "
@@ -627,6 +635,20 @@ class PhaseChecker:
             elif o.resting:
                 o.shown = o.open
         self.last_px, self.traded = price, True
+
+    def _continuous_prices(self, seq, f, agg, price) -> None:
+        """``resting_price`` and ``price_limits`` of a continuous fill (the kernel's rules,
+        checked here where the kernel no longer runs)."""
+        ids = (int(f["buy_order_id"]), int(f["sell_order_id"]))
+        rest = self.book.get(ids[1 - agg])
+        inc = self.book.get(ids[agg])
+        if rest is not None and rest.resting and price != rest.price:
+            self._v(seq, "resting_price", f"fill price {price} is not resting order "
+                    f"{rest.oid}'s price {rest.price}")
+        if inc is not None and not inc.market and not inc.pending and (
+                (agg == 0 and price > inc.price) or (agg == 1 and price < inc.price)):
+            self._v(seq, "price_limits", f"fill price {price} is outside the limit {inc.price} "
+                    f"of order {inc.oid}")
 
     # ------------------------------------------------------------ uncross and phases
     def _uncross_due(self, ts) -> bool:
@@ -824,10 +846,29 @@ class PhaseChecker:
                         f"(published: {self.published})")
                 self.published = want
         elif self.phase == _CONT:
+            if a is not None and a.oid in self.book and self._stopped_at_band(seq, a, st):
+                return
             bb, ba = self._best(0), self._best(1)
             if bb is not None and ba is not None and bb.price >= ba.price:
                 self._v(seq, "crossed_book", f"book crossed after the message: best bid "
                         f"{bb.price} >= best ask {ba.price}")
+
+    def _stopped_at_band(self, seq, a, st) -> bool:
+        """``band``: aggressor ``a`` stopped matching (it rests, or its rest is cancelled) in
+        CONTINUOUS with a crossing opposite order outside the dynamic band and no
+        interruption. Returns whether it did (the violation is recorded)."""
+        if self.opts.dynamic_band_bps <= 0 or st.band_ref <= 0:
+            return False
+        best = self._best(1 - a.side, exclude=a.oid)
+        if best is None or not (a.market or (a.side == 0 and best.price <= a.price)
+                                or (a.side == 1 and best.price >= a.price)):
+            return False
+        lo, hi = _band(st.band_ref, self.opts.dynamic_band_bps)
+        if lo <= best.price <= hi:
+            return False
+        self._v(seq, "band", f"order {a.oid} stopped before {best.price}, outside the band "
+                f"[{lo}, {hi}], without a PRICE_BAND interruption")
+        return True
 
     def finish(self) -> None:
         """Nothing is pending after the symbol's last row (uncrosses close within their

@@ -220,7 +220,19 @@ def test_fill_outside_the_dynamic_band_is_band():
     o, f, l2, e = trading_day().arrays()
     f = _edit(f, lambda t: t["seq"] == 8, price=106)
     found = rules_at(check((o, f, l2, e)))
-    assert (8, "band") in found and {r for _, r in found} == {"band"}
+    # the resting order's price and the buy's limit are 100: the kernel's resting_price and
+    # price_limits, checked past the hand-over
+    assert {(8, "band"), (8, "resting_price"), (8, "price_limits")} <= found
+    assert {r for _, r in found} == {"band", "resting_price", "price_limits"}
+
+
+def test_missing_interruption_is_band():
+    o, f, l2, e = trading_day().arrays()
+    # the 112 buy rests in CONTINUOUS against the 110 sell instead of interrupting
+    e = e[~((e["seq"] == 10) & np.isin(e["event"], [Event.PHASE, Event.INDICATIVE]))]
+    e["phase"][e["seq"] == 10] = P.CONTINUOUS
+    found = rules_at(check((o, f, l2, e)))
+    assert (10, "band") in found and {r for s, r in found if s == 10} == {"band"}
 
 
 def test_interruption_without_a_breach_is_band():
