@@ -46,6 +46,7 @@ uncross a sort of the call book.
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 
 import numpy as np
@@ -213,35 +214,40 @@ def uncross(buys, sells, reference: int) -> tuple[int, int, int]:
     bq = np.array([q for _, q in buys], np.int64)
     sp = np.array([p for p, _ in sells], np.int64)
     sq = np.array([q for _, q in sells], np.int64)
+    ob, os_ = np.argsort(bp, kind="stable"), np.argsort(sp, kind="stable")
+    bp, bq, sp, sq = bp[ob], bq[ob], sp[os_], sq[os_]
+    b_from = np.concatenate([np.cumsum(bq[::-1])[::-1], [0]])   # B of the prices from index i
+    s_upto = np.concatenate([[0], np.cumsum(sq)])                # S of the first i prices
 
     def bs(p):
-        return int(bq[bp >= p].sum()), int(sq[sp <= p].sum())
+        """B(p) and S(p) for every price of array ``p``."""
+        return (b_from[np.searchsorted(bp, p, side="left")],
+                s_upto[np.searchsorted(sp, p, side="right")])
 
-    cands = sorted({int(p) for p in bp if p != CALL_MARKET_PRICE[0]}
-                   | {int(p) for p in sp if p != CALL_MARKET_PRICE[1]})
-    if not cands:
+    cands = np.unique(np.concatenate([bp[bp != CALL_MARKET_PRICE[0]],
+                                      sp[sp != CALL_MARKET_PRICE[1]]]))
+    if not cands.size:
         b, s = int(bq.sum()), int(sq.sum())
         if reference <= 0 or min(b, s) == 0:
             return 0, 0, 0
         return reference, min(b, s), b - s
-    rows = []
-    for p in cands:
-        b, s = bs(p)
-        rows.append((p, min(b, s), b - s))
-    vmax = max(v for _, v, _ in rows)
+    b, s = bs(cands)
+    vol, sur = np.minimum(b, s), b - s
+    vmax = int(vol.max())
     if vmax == 0:
         return 0, 0, 0
-    rows = [r for r in rows if r[1] == vmax]                     # 1. maximum volume
-    smin = min(abs(s) for _, _, s in rows)
-    rows = [r for r in rows if abs(r[2]) == smin]                # 2. minimum surplus
-    if all(s > 0 for _, _, s in rows):                           # 3. the side of the surplus
-        price = max(p for p, _, _ in rows)
-    elif all(s < 0 for _, _, s in rows):
-        price = min(p for p, _, _ in rows)
-    else:                                                        # 4. nearest the reference
-        lo, hi = min(p for p, _, _ in rows), max(p for p, _, _ in rows)
-        price = min(max(reference, lo), hi)
-    b, s = bs(price)
+    keep = vol == vmax                                            # 1. maximum volume
+    smin = np.abs(sur[keep]).min()
+    keep &= np.abs(sur) == smin                                   # 2. minimum surplus
+    ps, ss = cands[keep], sur[keep]
+    if (ss > 0).all():                                            # 3. the side of the surplus
+        price = int(ps.max())
+    elif (ss < 0).all():
+        price = int(ps.min())
+    else:                                                         # 4. nearest the reference
+        price = min(max(reference, int(ps.min())), int(ps.max()))
+    b, s = bs(np.array([price], np.int64))
+    b, s = int(b[0]), int(s[0])
     return price, min(b, s), b - s
 
 
@@ -269,7 +275,7 @@ class _Order:
     """One live order of the checker's book (open = shown + an iceberg's reserve)."""
 
     __slots__ = ("oid", "side", "price", "open", "shown", "display", "market", "tif", "otype",
-                 "pending", "limit", "prio", "resting")
+                 "pending", "limit", "prio", "resting", "counted")
 
     def __init__(self, oid, side, price, open_, display, market, tif, otype, pending, limit,
                  prio):
@@ -278,6 +284,7 @@ class _Order:
         self.pending, self.limit, self.prio = pending, limit, prio
         self.shown = min(display, open_) if display > 0 else open_
         self.resting = False
+        self.counted = None     # (price, qty) it adds to its side's levels (None: nothing)
 
 
 def book_from_state(state: tuple) -> tuple[list, int, bool]:
@@ -322,10 +329,15 @@ class PhaseChecker:
                  max_violations: int = 1000):
         self.opts = opts
         self.book: dict[int, _Order] = {}
+        # per side: price -> open quantity of the resting orders there, and a heap of the
+        # prices (best first; stale entries are skipped) for the best price
+        self.levels: tuple[dict, dict] = ({}, {})
+        self.heaps: tuple[list, list] = ([], [])
         self.prio = 0
         for o in seed:
             self.book[o.oid] = o
             self.prio = max(self.prio, o.prio + 1)
+            self._count(o)
         self.last_px, self.traded = last_px, traded
         self.ref = opts.reference_price
         self.phase = opts.phase
@@ -360,50 +372,88 @@ class PhaseChecker:
         return buys, sells
 
     def _answer(self) -> tuple[int, int, int]:
-        buys, sells = self._sides()
-        return uncross([(o.price, o.open) for o in buys], [(o.price, o.open) for o in sells],
+        return uncross(list(self.levels[0].items()), list(self.levels[1].items()),
                        self._reference())
+
+    def _uncount(self, o: _Order) -> None:
+        if o.counted is not None:
+            price, q = o.counted
+            lv = self.levels[o.side]
+            left = lv[price] - q
+            if left > 0:
+                lv[price] = left
+            else:
+                del lv[price]
+            o.counted = None
+
+    def _count(self, o: _Order) -> None:
+        """Make ``o``'s share of its side's levels its current price and open quantity (after
+        any change to it; nothing unless it rests)."""
+        self._uncount(o)
+        if o.resting and not o.pending and o.open > 0:
+            lv = self.levels[o.side]
+            if o.price not in lv:
+                heapq.heappush(self.heaps[o.side], -o.price if o.side == 0 else o.price)
+                lv[o.price] = 0
+            lv[o.price] += o.open
+            o.counted = (o.price, o.open)
+
+    def _best(self, side: int):
+        """The best resting price of ``side`` (None: the side is empty)."""
+        heap, lv = self.heaps[side], self.levels[side]
+        while heap:
+            p = -heap[0] if side == 0 else heap[0]
+            if p in lv:
+                return p
+            heapq.heappop(heap)
+        return None
 
     def _rest(self, o: _Order) -> None:
         if o.market and self.phase in _CALLS:
             o.price = CALL_MARKET_PRICE[o.side]
         o.shown = min(o.display, o.open) if o.display > 0 else o.open
         o.resting = True
+        self._count(o)
 
     def _drop(self, oid: int) -> None:
-        self.book.pop(int(oid), None)
+        o = self.book.pop(int(oid), None)
+        if o is not None:
+            self._uncount(o)
 
     # ------------------------------------------------------------ the rows
     def feed(self, orders, fills, events) -> None:
         """Check the next rows of the symbol (all tables seq-ordered, seqs at or after the
         hand-over). Returns None; violations accumulate."""
+        # why plain dicts: a numpy row's field read costs a microsecond, a dict's tens of ns
+        orders, fills, events = (
+            [dict(zip(t.dtype.names, r)) for r in t.tolist()] for t in (orders, fills, events))
         mi = fi = ei = 0
-        no, nf, ne = orders.size, fills.size, events.size
+        no, nf, ne = len(orders), len(fills), len(events)
         while mi < no or fi < nf or ei < ne:
-            seq = min(int(t["seq"][j]) for t, j, n in ((orders, mi, no), (fills, fi, nf),
-                                                       (events, ei, ne)) if j < n)
+            seq = min(t[j]["seq"] for t, j, n in ((orders, mi, no), (fills, fi, nf),
+                                                  (events, ei, ne)) if j < n)
             m = None
-            if mi < no and int(orders["seq"][mi]) == seq:
+            if mi < no and orders[mi]["seq"] == seq:
                 m = orders[mi]
                 mi += 1
             f_hi = fi
-            while f_hi < nf and int(fills["seq"][f_hi]) == seq:
+            while f_hi < nf and fills[f_hi]["seq"] == seq:
                 f_hi += 1
             e_hi = ei
-            while e_hi < ne and int(events["seq"][e_hi]) == seq:
+            while e_hi < ne and events[e_hi]["seq"] == seq:
                 e_hi += 1
             self._message(seq, m, fills[fi:f_hi], events[ei:e_hi])
             fi, ei = f_hi, e_hi
 
     def _message(self, seq: int, m, fills, events) -> None:
-        ts = int(m["ts"]) if m is not None else (int(events["ts"][0]) if events.size else 0)
+        ts = int(m["ts"]) if m is not None else (int(events[0]["ts"]) if events else 0)
         kind = int(m["kind"]) if m is not None else -1
         mid = int(m["order_id"]) if m is not None else None
         st = _Msg(self.last_px if self.traded else 0)
         own_rejected = False
         fj = 0
         pair = 0
-        for k in range(events.size):
+        for k in range(len(events)):
             ev = events[k]
             et, rs, oid = int(ev["event"]), int(ev["reason"]), int(ev["order_id"])
             if et == int(Event.CANCELLED) and rs == int(Reason.EXPIRED):
@@ -428,7 +478,7 @@ class PhaseChecker:
                     self._stopped_at_band(seq, o, st)
                 self._drop(oid)
             elif et in (int(Event.PARTIAL), int(Event.FILLED)):
-                if pair == 0 and fj < fills.size:
+                if pair == 0 and fj < len(fills):
                     self._fill(seq, fills[fj], st)
                     fj += 1
                     pair = 2
@@ -443,11 +493,10 @@ class PhaseChecker:
                 self._indicative(seq, ev)
             want = st.uncross.auction if et == int(Event.UNCROSS) and st.uncross is not None \
                 else self.phase
-            if "phase" in (events.dtype.names or ()) and et != int(Event.UNCROSS) and \
-                    int(ev["phase"]) != want:
+            if et != int(Event.UNCROSS) and int(ev["phase"]) != want:
                 self._v(seq, "phase", f"event {Event(et).name} carries phase {int(ev['phase'])}, "
                         f"the symbol is in {Phase(want).name}")
-        for j in range(fj, fills.size):      # fills without reports: still deals
+        for j in range(fj, len(fills)):      # fills without reports: still deals
             self._fill(seq, fills[j], st)
         self._end(seq, ts, m, kind, own_rejected, st)
 
@@ -559,6 +608,7 @@ class PhaseChecker:
         if not o.market and price != o.price:
             o.price, o.open, o.prio = price, q, self._next_prio()
             o.resting = False
+            self._count(o)
             if self.phase in _CALLS:
                 self._rest(o)
                 return aggressor
@@ -572,6 +622,7 @@ class PhaseChecker:
             cut = o.open - q
             o.shown -= cut - min(cut, reserve)
             o.open = q
+        self._count(o)
         return aggressor
 
     def _triggered(self, seq, oid):
@@ -583,6 +634,7 @@ class PhaseChecker:
         o.pending = False
         o.price = 0 if o.market else o.limit
         o.prio = self._next_prio()
+        self._count(o)
         if self.phase in _CALLS:
             self._rest(o)
             return None
@@ -627,13 +679,15 @@ class PhaseChecker:
             o.open -= q
             if o.open <= 0:
                 self._drop(oid)
-            elif o.resting and o.display > 0:
+                continue
+            if o.resting and o.display > 0:
                 o.shown -= q
                 if o.shown <= 0:   # used up with reserve left: a new slice at the back
                     o.shown = min(o.display, o.open)
                     o.prio = self._next_prio()
             elif o.resting:
                 o.shown = o.open
+            self._count(o)
         self.last_px, self.traded = price, True
 
     def _continuous_prices(self, seq, f, agg, price) -> None:
@@ -668,13 +722,13 @@ class PhaseChecker:
         else:
             self._v(seq, "phase", "UNCROSS with no PHASE message or auction end to cause it")
             auction, cause = int(ev["phase"]), "none"
-        if "phase" in (ev.dtype.names or ()) and int(ev["phase"]) != auction:
+        if int(ev["phase"]) != auction:
             self._v(seq, "phase", f"UNCROSS names auction {int(ev['phase'])}, the auction is "
                     f"{_name(auction)}")
         if cause == "message":
             self._apply_reference(m)
         p, v, s = self._answer()
-        got = (int(ev["price"]) if "price" in (ev.dtype.names or ()) else p,
+        got = (int(ev["price"]),
                int(ev["filled_qty"]), int(ev["leaves_qty"]))
         if got != (p, v, s):
             self._v(seq, "auction_price", f"UNCROSS (price, volume, surplus) {got}; the rules "
@@ -719,7 +773,7 @@ class PhaseChecker:
         st.uncrossed = True
 
     def _phase_event(self, seq, ts, ev, m, st) -> None:
-        rs, new = int(ev["reason"]), int(ev["phase"]) if "phase" in (ev.dtype.names or ()) else -1
+        rs, new = int(ev["reason"]), int(ev["phase"])
         if rs == int(Reason.AUCTION_END):
             if st.uncross is None or st.uncross.cause != "end":
                 self._v(seq, "phase", "AUCTION_END without the re-opening auction's uncross")
@@ -763,7 +817,7 @@ class PhaseChecker:
         if new >= 0 and new != phase:
             self._v(seq, "phase", f"PHASE event enters {_name(new)}; the rules say "
                     f"{_name(phase)}")
-        if "price" in (ev.dtype.names or ()) and int(ev["price"]) != self.ref:
+        if int(ev["price"]) != self.ref:
             self._v(seq, "phase", f"PHASE event carries reference price {int(ev['price'])}; it "
                     f"is {self.ref}")
         if phase in _CALLS:
@@ -779,6 +833,7 @@ class PhaseChecker:
         for o in self.book.values():       # market orders entering a call take its price
             if o.resting and o.market and phase in _CALLS:
                 o.price = CALL_MARKET_PRICE[o.side]
+                self._count(o)
 
     def _price_band(self, seq, ts, st) -> None:
         a = st.aggressor
@@ -789,26 +844,16 @@ class PhaseChecker:
         if a is None or st.uncross is not None:
             self._v(seq, "band", "PRICE_BAND interruption with no incoming order matching")
             return
-        best = self._best(1 - a.side, exclude=a.oid)
+        best = self._best(1 - a.side)
         lo, hi = _band(st.band_ref, self.opts.dynamic_band_bps)
-        crosses = best is not None and (a.market or (a.side == 0 and best.price <= a.price)
-                                        or (a.side == 1 and best.price >= a.price))
-        if not crosses or lo <= best.price <= hi:
+        crosses = best is not None and (a.market or (a.side == 0 and best <= a.price)
+                                        or (a.side == 1 and best >= a.price))
+        if not crosses or lo <= best <= hi:
             self._v(seq, "band", f"PRICE_BAND interruption, but order {a.oid}'s next fill "
-                    f"({'none' if not crosses else best.price}) is inside the band [{lo}, {hi}]")
-
-    def _best(self, side, exclude=None):
-        best = None
-        for o in self.book.values():
-            if o.side != side or not o.resting or o.pending or o.oid == exclude:
-                continue
-            if best is None or (o.price > best.price if side == 0 else o.price < best.price) \
-                    or (o.price == best.price and o.prio < best.prio):
-                best = o
-        return best
+                    f"({'none' if not crosses else best}) is inside the band [{lo}, {hi}]")
 
     def _indicative(self, seq, ev) -> None:
-        got = (int(ev["price"]) if "price" in (ev.dtype.names or ()) else 0,
+        got = (int(ev["price"]),
                int(ev["filled_qty"]), int(ev["leaves_qty"]))
         if self.phase not in _CALLS:
             self._v(seq, "indicative", f"INDICATIVE while {Phase(self.phase).name}")
@@ -849,9 +894,9 @@ class PhaseChecker:
             if a is not None and a.oid in self.book and self._stopped_at_band(seq, a, st):
                 return
             bb, ba = self._best(0), self._best(1)
-            if bb is not None and ba is not None and bb.price >= ba.price:
+            if bb is not None and ba is not None and bb >= ba:
                 self._v(seq, "crossed_book", f"book crossed after the message: best bid "
-                        f"{bb.price} >= best ask {ba.price}")
+                        f"{bb} >= best ask {ba}")
 
     def _stopped_at_band(self, seq, a, st) -> bool:
         """``band``: aggressor ``a`` stopped matching (it rests, or its rest is cancelled) in
@@ -859,14 +904,14 @@ class PhaseChecker:
         interruption. Returns whether it did (the violation is recorded)."""
         if self.opts.dynamic_band_bps <= 0 or st.band_ref <= 0:
             return False
-        best = self._best(1 - a.side, exclude=a.oid)
-        if best is None or not (a.market or (a.side == 0 and best.price <= a.price)
-                                or (a.side == 1 and best.price >= a.price)):
+        best = self._best(1 - a.side)
+        if best is None or not (a.market or (a.side == 0 and best <= a.price)
+                                or (a.side == 1 and best >= a.price)):
             return False
         lo, hi = _band(st.band_ref, self.opts.dynamic_band_bps)
-        if lo <= best.price <= hi:
+        if lo <= best <= hi:
             return False
-        self._v(seq, "band", f"order {a.oid} stopped before {best.price}, outside the band "
+        self._v(seq, "band", f"order {a.oid} stopped before {best}, outside the band "
                 f"[{lo}, {hi}], without a PRICE_BAND interruption")
         return True
 

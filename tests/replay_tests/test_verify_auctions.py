@@ -371,3 +371,39 @@ def test_clean_day_in_ranges(tmp_path, chunk):
     sym.end()
     report = run.report(0.0)
     assert report.ok, report.violations
+
+
+def _literal_uncross(buys, sells, reference):
+    """docs/semantics.md "The uncross" read word for word, one candidate at a time."""
+    cands = sorted({p for p, _ in buys if p != MB} | {p for p, _ in sells if p != MS})
+
+    def at(p):
+        b = sum(q for bp, q in buys if bp >= p)
+        s = sum(q for sp, q in sells if sp <= p)
+        return min(b, s), b - s
+
+    if not cands:
+        b, s = sum(q for _, q in buys), sum(q for _, q in sells)
+        return (reference, min(b, s), b - s) if reference > 0 and min(b, s) > 0 else (0, 0, 0)
+    best = max(at(p)[0] for p in cands)
+    if best == 0:
+        return 0, 0, 0
+    left = [p for p in cands if at(p)[0] == best]
+    low = min(abs(at(p)[1]) for p in left)
+    left = [p for p in left if abs(at(p)[1]) == low]
+    if all(at(p)[1] > 0 for p in left):
+        price = max(left)
+    elif all(at(p)[1] < 0 for p in left):
+        price = min(left)
+    else:
+        price = min(max(reference, min(left)), max(left))
+    return (price, *at(price))
+
+
+def test_uncross_agrees_with_the_rules_read_literally():
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        side = lambda mk: [(int(rng.integers(95, 106)) if rng.random() > 0.15 else mk,
+                            int(rng.integers(1, 9))) for _ in range(int(rng.integers(0, 7)))]
+        buys, sells, ref = side(MB), side(MS), int(rng.choice([0, 97, 100, 104]))
+        assert uncross(buys, sells, ref) == _literal_uncross(buys, sells, ref), (buys, sells, ref)
