@@ -307,13 +307,13 @@ class _Symbol:
         if self.checker is None:
             cut = first_phase_seq(orders, fills, events, self.popts)
             if cut is None:
-                if self.popts.banded:
+                if self.popts.banded or (events.size and np.any(
+                        events["reason"] == Reason.OUTSIDE_STATIC_BAND)):
                     self._band_rows(orders, fills, events)
                 self.state = self.run.check(self.state, orders, fills, l2, events, known, final)
                 return
             pre = [t[t["seq"] < cut] for t in (orders, fills, l2, events)]
-            if self.popts.banded:
-                self._band_rows(pre[0], pre[1], pre[3])
+            self._band_rows(pre[0], pre[1], pre[3])
             self.state = self.run.check(self.state, *pre, known, K.FINAL)
             seed, last, traded = book_from_state(self.state)
             self.checker = PhaseChecker(self.popts, seed, last, traded,

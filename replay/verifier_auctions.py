@@ -190,6 +190,18 @@ def band_rows(orders, fills, events, opts: PhaseOptions, last_px: int) -> list:
             out.append((int(seq[j]), "band", f"trade {int(fills['trade_id'][j])} printed at "
                         f"{int(px[j])}, outside the dynamic band "
                         f"[{int(ref[j] - w[j])}, {int(ref[j] + w[j])}] around {int(ref[j])}"))
+    rej = events["seq"][(events["event"] == int(Event.REJECTED))
+                        & (events["reason"] == int(Reason.OUTSIDE_STATIC_BAND))] \
+        if events.size else events["seq"][:0]
+    if rej.size and orders.size:
+        on = opts.static_band_bps > 0 and opts.reference_price > 0
+        lo, hi = _band(opts.reference_price, opts.static_band_bps) if on else (0, -1)
+        hit = np.isin(orders["seq"], rej) & (orders["price"] >= lo) & (orders["price"] <= hi)
+        for j in np.flatnonzero(hit | (np.isin(orders["seq"], rej) & (not on)))[:100]:
+            out.append((int(orders["seq"][j]), "band",
+                        f"order {int(orders['order_id'][j])} rejected OUTSIDE_STATIC_BAND at "
+                        f"{int(orders['price'][j])}, the static band is "
+                        f"{f'[{lo}, {hi}]' if on else 'off'}"))
     if opts.static_band_bps > 0 and opts.reference_price > 0 and orders.size and events.size:
         lo, hi = _band(opts.reference_price, opts.static_band_bps)
         acc = events["seq"][events["event"] == int(Event.ACCEPTED)]

@@ -407,3 +407,15 @@ def test_uncross_agrees_with_the_rules_read_literally():
                             int(rng.integers(1, 9))) for _ in range(int(rng.integers(0, 7)))]
         buys, sells, ref = side(MB), side(MS), int(rng.choice([0, 97, 100, 104]))
         assert uncross(buys, sells, ref) == _literal_uncross(buys, sells, ref), (buys, sells, ref)
+
+
+def test_static_band_reject_inside_the_band_is_band():
+    """No phases: the kernel checks the run, the band rows check the OUTSIDE_STATIC_BAND reject."""
+    d = Day()
+    d.msg(1, Kind.NEW, 1, side=SELL, price=100, qty=2).ev(1, Event.REJECTED,
+                                                          reason=Reason.OUTSIDE_STATIC_BAND)
+    tables = d.arrays()
+    assert rules_at(check(tables)) == {(1, "band")}             # 100 is inside [79, 117]
+    o, f, l2, e = tables
+    o["price"] = 130
+    assert check((o, f, l2, e)).ok
