@@ -419,3 +419,27 @@ def test_static_band_reject_inside_the_band_is_band():
     o, f, l2, e = tables
     o["price"] = 130
     assert check((o, f, l2, e)).ok
+
+
+def _pre_open_config():
+    return {**CONFIG, "symbols": [dict(CONFIG["symbols"][0], phase="pre_open")]}
+
+
+def test_symbol_starting_in_a_call_and_phase_message_validation():
+    """A symbol configured to start in PRE_OPEN: its orders rest from the first message; an
+    invalid PHASE message must be rejected with its reason, a valid one must not be."""
+    d = Day()
+    d.phase = int(P.PRE_OPEN)
+    d.msg(1, Kind.NEW, 1, price=100, qty=2).ev(1, Event.ACCEPTED, leaves=2).book(BUY, 100, 2, 1)
+    d.msg(2, Kind.NEW, 2, side=SELL, price=100, qty=1).ev(2, Event.ACCEPTED, leaves=1) \
+        .book(SELL, 100, 1, 1).ev(0, Event.INDICATIVE, 1, 1, price=100)
+    # an expiry on a target other than REOPENING_AUCTION: BAD_EXPIRY
+    d.msg(3, Kind.PHASE, phase=P.HALTED, expire=50).ev(0, Event.REJECTED,
+                                                       reason=Reason.BAD_EXPIRY)
+    tables = d.arrays()
+    assert check(tables, _pre_open_config()).ok, check(tables, _pre_open_config()).violations
+    # the same rows for a symbol starting CONTINUOUS: the orders would have matched
+    assert not check(tables).ok
+    o, f, l2, e = tables
+    e = _edit(e, lambda t: t["seq"] == 3, reason=Reason.BAD_PHASE)
+    assert rules_at(check((o, f, l2, e), _pre_open_config())) == {(3, "phase")}
