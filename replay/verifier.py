@@ -41,7 +41,22 @@ expiry             nothing is filled, cancelled or modified at or after its expi
 tick_lot           no accepted NEW or MODIFY has a price or stop price off the symbol's tick
                    table, a quantity off its lot size, or a quantity below its minimum
 min_qty            an accepted NEW with a minimum quantity filled at least that much on entry
+phase              PHASE messages have their documented effect; engine-caused phase changes
+                   (PRICE_BAND, AUCTION_END) happen only where the rules put them; events'
+                   phase field; NEW/MODIFY accepted or refused as the phase says
+trade_in_call      no continuous fill in a call, HALTED or CLOSED or during an uncross; no
+                   auction fill outside an uncross
+auction_price      the UNCROSS price/volume/surplus are the rules' answer for the call book;
+                   every auction fill is at that price
+auction_allocation the auction fills pair the sides' priority queues (market, price, time)
+indicative         every INDICATIVE is the rules' answer for the call book; none is missing
+band               no continuous fill outside the dynamic band, no order accepted outside the
+                   static band, no PRICE_BAND interruption without a breach
 =================  =============================================================================
+
+The last six rules are ``replay.verifier_auctions``'s: a symbol is checked by the kernel up to
+its first phase activity and by that module's checker (seeded with the kernel's book) from then
+on; a run without phases is checked exactly as before.
 
 Speed (10M-message bench_replay run, 1.98M fills, one symbol): the checking kernel costs about
 0.6-0.7 us of CPU per message (``summary["kernel_cpu_seconds"]``) and reading the four tables
@@ -79,6 +94,10 @@ from exchange.errors import CorruptionError, UsageError, VerificationError
 from exchange.schema import MAX_PRICE, Event, Reason, Side, Stp
 from store import Catalog, Reader, read
 
+from replay.verifier_auctions import (
+    PhaseChecker, PhaseOptions, band_rows, book_from_state, first_phase_seq, phase_options,
+)
+from replay.verifier_book import M_LAST_PX, M_TRADED
 from replay.verifier_rules import DAY_NS
 from store.tables import STORED_DTYPES, orders_with_seq
 
@@ -192,7 +211,16 @@ class _Run:
 
     def symbol(self, orders, fills, l2, events, known: bool, options=None) -> None:
         """Check one symbol whose rows are all in memory."""
-        self.end(self.check(self.begin(options), orders, fills, l2, events, known, K.FINAL))
+        sym = _Symbol(self, options)
+        sym.feed(orders, fills, l2, events, known, K.FINAL)
+        sym.end()
+
+    def add_phase(self, checker: "PhaseChecker") -> None:
+        """Collect one symbol's phase, auction and band violations (``verifier_auctions``)."""
+        for rule, n in checker.counts.items():
+            self.counts[RULES.index(rule)] += n
+        room = max(self.max_violations - len(self.violations), 0)
+        self.violations += [Violation(*v) for v in checker.violations[:room]]
 
     def stream(self, seqs: np.ndarray, lo: int, hi: int, trade_ids: np.ndarray) -> None:
         """Run-wide checks: every seq lo..hi stored exactly once; trade ids unique, consecutive."""
@@ -228,9 +256,13 @@ class _Run:
             self._add(s, f"seq {s} is stored {n} times, not once")
 
     def _add(self, seq: int, detail: str) -> None:
-        self.counts[K.R_STREAM] += 1
+        self.add_one(seq, "stream", detail)
+
+    def add_one(self, seq: int, rule: str, detail: str) -> None:
+        """Count one violation of ``rule`` (kept if there is room)."""
+        self.counts[RULES.index(rule)] += 1
         if len(self.violations) < self.max_violations:
-            self.violations.append(Violation(seq, "stream", detail))
+            self.violations.append(Violation(seq, rule, detail))
 
     def report(self, seconds: float) -> VerifyReport:
         per_rule = {name: int(c) for name, c in zip(RULES, self.counts)}
@@ -243,13 +275,60 @@ class _Run:
 
 @dataclass(frozen=True)
 class _SymbolOptions:
-    """What the checks need of a symbol's engine options (docs/semantics.md "Symbols")."""
+    """What the checks need of a symbol's engine options (docs/semantics.md "Symbols" and
+    "Trading phases")."""
 
     ownership: bool = False
     tick_table: tuple = ((1, 1),)
     lot_size: int = 1
     min_order_qty: int = 1
     session_close: int = 0
+    phase: PhaseOptions = PhaseOptions()
+
+
+class _Symbol:
+    """One symbol's checks: the kernel until the symbol's first phase activity, then
+    ``PhaseChecker`` (seeded with the kernel's book; see ``replay.verifier_auctions``)."""
+
+    def __init__(self, run: _Run, options: "_SymbolOptions | None"):
+        self.run = run
+        self.popts = options.phase if options is not None else PhaseOptions()
+        self.state = run.begin(options)
+        self.checker = None
+
+    def _band_rows(self, orders, fills, events) -> None:
+        meta = self.state[-4]
+        last = int(meta[M_LAST_PX]) if meta[M_TRADED] else 0
+        for seq, rule, detail in band_rows(orders, fills, events, self.popts, last):
+            self.run.add_one(seq, rule, detail)
+
+    def feed(self, orders, fills, l2, events, known: bool, final: int) -> None:
+        """Check the symbol's next rows (``final`` as ``_Run.check``). Returns None."""
+        if self.checker is None:
+            cut = first_phase_seq(orders, fills, events, self.popts)
+            if cut is None:
+                if self.popts.banded or (events.size and np.any(
+                        events["reason"] == Reason.OUTSIDE_STATIC_BAND)):
+                    self._band_rows(orders, fills, events)
+                self.state = self.run.check(self.state, orders, fills, l2, events, known, final)
+                return
+            pre = [t[t["seq"] < cut] for t in (orders, fills, l2, events)]
+            self._band_rows(pre[0], pre[1], pre[3])
+            self.state = self.run.check(self.state, *pre, known, K.FINAL)
+            seed, last, traded = book_from_state(self.state)
+            self.checker = PhaseChecker(self.popts, seed, last, traded,
+                                        max(self.run.max_violations, 1))
+            orders, fills, l2, events = (t[t["seq"] >= cut] for t in (orders, fills, l2, events))
+        self.checker.feed(orders, fills, events)
+        for name, rows in (("orders", orders), ("fills", fills), ("l2", l2), ("events", events)):
+            self.run.totals[name] += rows.size
+
+    def end(self) -> None:
+        """Collect the symbol's violations. Returns None."""
+        self.run.end(self.state)
+        if self.checker is not None:
+            self.checker.finish()
+            self.run.add_phase(self.checker)
 
 
 _DAY_NS = DAY_NS   # one day of the session-close clock (verifier_rules)
@@ -287,7 +366,8 @@ def _symbol_options(entry, ownership: bool, error, where: str) -> _SymbolOptions
     return _SymbolOptions(bool(ownership), table,
                           _int_option(entry, "lot_size", 1, 1, MAX_PRICE, error, where),
                           _int_option(entry, "min_order_qty", 1, 1, MAX_PRICE, error, where),
-                          _int_option(entry, "session_close", 0, 0, _DAY_NS - 1, error, where))
+                          _int_option(entry, "session_close", 0, 0, _DAY_NS - 1, error, where),
+                          phase_options(entry, error, where))
 
 
 def _options_by_symbol(config, error, where: str) -> dict:
@@ -445,14 +525,14 @@ def verify(data_dir, *, progress: bool = False, max_violations: int = 1000,
             ahead = pool.submit(_read_range, reader, *jobs[k + 1]) if k + 1 < len(jobs) else None
             last = k + 1 == len(jobs) or jobs[k + 1][0] != sid
             state = state if state is not None else \
-                run.begin(options.get(sid, options.get(None)))
-            state = run.check(state, t["orders"], t["fills"], t["l2"], t["events"], sid in known,
-                              K.FINAL if last else K.FLUSH)
+                _Symbol(run, options.get(sid, options.get(None)))
+            state.feed(t["orders"], t["fills"], t["l2"], t["events"], sid in known,
+                       K.FINAL if last else K.FLUSH)
             # copies, not views: a view would keep every range's rows alive to the end
             seqs.append(t["orders"]["seq"].copy())
             trade_ids.append(t["fills"]["trade_id"].copy())
             if last:
-                run.end(state)
+                state.end()
                 state = None
     finally:
         pool.submit(reader.close).result()

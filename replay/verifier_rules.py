@@ -21,10 +21,13 @@ guard(__name__, __file__, deps=("replay.verifier_book", "exchange.schema"))
 RULES = ("stream", "row_fields", "order_live", "opposite_sides", "price_limits", "resting_price",
          "fifo", "overfill", "conservation", "l2_totals", "events_fills", "crossed_book",
          "reject", "order_type", "self_trade", "ownership", "stops", "icebergs", "expiry",
-         "tick_lot", "min_qty")
+         "tick_lot", "min_qty",
+         # checked by replay.verifier_auctions (phases, auctions, bands), not by the kernels
+         "phase", "trade_in_call", "auction_price", "auction_allocation", "indicative", "band")
 (R_STREAM, R_FIELDS, R_LIVE, R_SIDES, R_LIMITS, R_RPRICE, R_FIFO, R_OVERFILL, R_CONSERVE, R_L2,
  R_EVENTS, R_CROSSED, R_REJECT, R_OTYPE, R_STP, R_OWNER, R_STOPS, R_ICE, R_EXPIRY,
- R_TICK, R_MIN_QTY) = range(len(RULES))
+ R_TICK, R_MIN_QTY, R_PHASE, R_TRADE_IN_CALL, R_AUCTION_PRICE, R_AUCTION_ALLOCATION,
+ R_INDICATIVE, R_BAND) = range(len(RULES))
 
 
 # detail code -> (rule, template over order_id, a, b, c, d); formatted by replay.verifier
