@@ -176,7 +176,7 @@ class _Driver:
             self._logs_moved()
         # one tuple assignment, in ORDER_DTYPE's field order (a field at a time costs 10x more)
         self.olog[k] = (arrival, oid, price, qty, self.symbol, self.trader, kind, otype, tif,
-                        flags, side, stop_price, display_qty, min_qty, expire_ts)
+                        flags, side, stop_price, display_qty, min_qty, expire_ts, 0)   # phase 0
         self.osent[k] = local
         self.nord = k + 1
 

@@ -42,8 +42,6 @@ examples:
         --order-ns 50000 --plot momentum.png
   exsim backtest runs/default --symbol JPM --param size=10 --param every=50 --json
   exsim backtest default --symbol JPM --report --bar-ns 1000000000   # trades, returns, Sharpe
-  exsim backtest trading_day --strategy replay.backtesting.strategies:ClosingAuctionJoiner \
-        --param qty=500 --report                     # joins the closing auction: fills apart
   exsim backtest binance_spot_btcusdt_20240808_hftbacktest --param size=100000 \\
         --param skew_lots=100000 --param max_position=1000000 --param every=500 \\
         --feed-ns 1000000 --order-ns 1000000 --queue-model proportional   # L2-only flow
