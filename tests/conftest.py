@@ -544,7 +544,7 @@ def resting_flow(*rows):
     flow for backtest and what-if tests whose expected fills are worked out by hand."""
     out = np.zeros(len(rows), ORDER_DTYPE)
     for k, (ts, oid, side, price, qty) in enumerate(rows):
-        out[k] = (ts, oid, price, qty, 0, 1, Kind.NEW, OrderType.LIMIT, Tif.GTC, 0, side, 0, 0, 0, 0, 0)
+        out[k] = (ts, oid, price, qty, 0, 1, Kind.NEW, OrderType.LIMIT, Tif.GTC, 0, side, 0, 0, 0, 0)
     return out
 
 
