@@ -13,7 +13,7 @@ from exchange.schema import AUCTION_SIDE, ORDER_DTYPE, Event, Kind, Phase, Reaso
 from scenarios import load_scenario
 from replay.backtesting.driver import backtest
 from replay.backtesting.strategy import Strategy
-from replay.backtesting.strategies import ClosingAuctionJoiner
+from replay.backtesting.strategies import ClosingAuctionJoiner, InventoryMarketMaker
 
 
 def _phase(ts, phase, price=0):
@@ -76,10 +76,17 @@ def test_a_strategy_joins_the_closing_call_and_is_filled_by_the_uncross():
     assert res.summary["final_position"] == 3
 
 
-def test_on_phase_callbacks_do_not_change_what_the_market_does():
-    quiet = backtest(FLOW, ClosingAuctionJoiner(side="buy", qty=3))
-    loud = backtest(FLOW, Watcher(side="buy", qty=3))
-    assert quiet.fills.tobytes() == loud.fills.tobytes()
+class Quoting(InventoryMarketMaker):
+    """The market maker, stopped at every symbol event (it overrides on_phase)."""
+
+    def on_phase(self, ctx, event):
+        pass
+
+
+def test_stopping_at_symbol_events_changes_nothing_else():
+    plain = backtest(FLOW, InventoryMarketMaker(size=2, max_position=10, every=1))
+    stopped = backtest(FLOW, Quoting(size=2, max_position=10, every=1))
+    assert stopped.digest() == plain.digest() and len(plain.phases) > 0
 
 
 class Silent(Strategy):
