@@ -1,7 +1,8 @@
 """Simulation: a flow through a fresh ``Engine`` journaled by a ``store.Session`` into a new data directory.
 
 ``simulate(flow, out, ...)`` is what ``exsim simulate`` and ``exsim demo`` run; it returns a
-``SimSummary`` (messages, fills, volume, rejects, time, top of book per symbol, size on disk).
+``SimSummary`` (messages, fills, volume, rejects, time, top of book per symbol, size on disk, and
+for a flow with trading phases the PHASE events, the auctions that traded and their volume).
 ``kernels_cold()`` says whether the first engine call of this process will compile the numba
 kernels (1-2 minutes on a new install), so the CLI can say so before it starts.
 
@@ -56,6 +57,9 @@ class SimSummary:
     top: list[tuple]                             # (symbol, tick, bid, bid qty, ask, ask qty)
     bytes: int = 0
     compile_seconds: float = 0.0                 # the warm-up before the timed run (see module)
+    phase_changes: int = 0                       # PHASE events (messages' and the engine's own)
+    auctions: int = 0                            # UNCROSS events that executed (volume > 0)
+    auction_volume: int = 0                      # lots the uncrosses traded (in ``volume`` too)
 
     @property
     def rate(self) -> float:
@@ -154,6 +158,7 @@ def simulate(flow, out: str, *, batch: int = 10_000, durability: str = "fsync", 
     import numpy as np
 
     from exchange import Engine, Event
+    from exchange.schema import AUCTION_SIDE
     from scenarios import Flow, open_flow
     from store import Session
 
@@ -184,7 +189,7 @@ def simulate(flow, out: str, *, batch: int = 10_000, durability: str = "fsync", 
     # and a minute old (store.creation.sweep_abandoned)
     sweep_abandoned(os.path.dirname(out), os.path.basename(out))
     tmp = temp_dir_beside(out, tag="exsim-create")
-    messages = fills = volume = rejects = 0
+    messages = fills = volume = rejects = phase_changes = auctions = auction_volume = 0
     try:
         run_info = {"scenario": flow.label, "seed": flow.seed, "batch": batch,
                     "durability": durability, **flow.run_info()}
@@ -202,7 +207,13 @@ def simulate(flow, out: str, *, batch: int = 10_000, durability: str = "fsync", 
                     messages += part.size
                     fills += res.fills.size
                     volume += int(res.fills["qty"].sum())
-                    rejects += int(np.count_nonzero(res.events["event"] == Event.REJECTED))
+                    ev = res.events["event"]
+                    rejects += int(np.count_nonzero(ev == Event.REJECTED))
+                    phase_changes += int(np.count_nonzero(ev == Event.PHASE))
+                    auctions += int(np.count_nonzero((ev == Event.UNCROSS)
+                                                     & (res.events["filled_qty"] > 0)))
+                    auction_volume += int(res.fills["qty"][res.fills["aggressor_side"]
+                                                           == AUCTION_SIDE].sum())
                     if on_batch is not None:
                         on_batch(engine, engine.seq)
                     if not flow.streamed:
@@ -216,7 +227,7 @@ def simulate(flow, out: str, *, batch: int = 10_000, durability: str = "fsync", 
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return SimSummary(out, flow.label, flow.seed, messages, fills, volume, rejects, seconds,
-                      top, dir_bytes(out), compile_seconds)
+                      top, dir_bytes(out), compile_seconds, phase_changes, auctions, auction_volume)
 
 
 def _slices(parts, batch: int):

@@ -32,12 +32,21 @@ File format (TOML shown; JSON has the same keys)::
     iceberg_share = 0.1              # ... icebergs
     gtd_share = 0.1                  # ... GTD orders, living U(1, expire_max_ns) ns
     expire_max_ns = 10_000_000
+    # per-symbol trading-phase options ([[symbols]] keys; docs/semantics.md, "Trading phases"):
+    # reference_price = 10_000, static_band_bps = 1000, dynamic_band_bps = 100,
+    # interruption_ns = 120_000_000_000, phase = "closed" (the phase the symbol starts in)
+    [[schedule]]                     # optional: phase changes (scenarios/schedule.py)
+    at = "08:50:00"                  # "HH:MM:SS[.fff]" after midnight, or ns
+    phase = "pre_open"               # a Phase name; symbol, reference_price, end optional
 
 Generation: the generator's flow, then (with a [venue] table) ``venue_mix`` seeded with the
 scenario's seed and the table's keys (a key left out takes venue_mix's default), then (when a
 symbol gives ``lot_size``, ``min_order_qty`` or ``tick_table``) ``scenarios.fit.fit_to_symbols``,
 which rounds sizes up to the lot and minimum and moves prices onto the tick grid toward the
-passive side, so the engine takes the messages instead of rejecting them.
+passive side, so the engine takes the messages instead of rejecting them. Then the schedule's
+PHASE messages are merged in (``scenarios.schedule.merge_phases``: each before the flow messages
+of its ts); a generator that takes a ``schedule`` argument (``trading_day``) gets them as an
+ORDER_DTYPE array instead, shapes its flow around them and returns the merged day itself.
 
 Invariants: symbols get engine ids in file order, so ``add_symbols`` on a fresh engine maps the
 generator's symbol ids 0..k-1 onto them, with every engine option the file gives (an option the
@@ -45,8 +54,9 @@ file leaves out is the engine's default and is not passed, nor written by ``desc
 without options describe and digest as before). A file is validated whole before anything is generated:
 unknown keys, an unknown generator, a parameter the generator does not take or a bad symbol
 option value raise InputError naming the file, the symbol table and the key (and the line, for
-TOML syntax errors); so does a bad [venue] key or value. A file without [venue] and without
-lot, minimum or tick table generates, describes and digests as it did before these existed.
+TOML syntax errors); so does a bad [venue] key or value, or a bad [[schedule]] entry (naming
+``schedule[i]``). A file without [venue], [[schedule]], band options and without lot, minimum or
+tick table generates, describes and digests as it did before these existed.
 """
 
 from __future__ import annotations
@@ -66,6 +76,8 @@ import numpy as np
 
 from exchange.errors import InputError, UsageError
 
+from scenarios.schedule import BAND_OPTIONS, check_band_option, merge_phases, parse_schedule, phase_messages
+
 __all__ = ["Scenario", "SymbolSpec", "load_scenario", "list_presets", "GENERATORS"]
 
 # generator name -> (module, function). Each function takes (n, seed, n_symbols, **params) and
@@ -74,16 +86,17 @@ GENERATORS: dict[str, tuple[str, str]] = {
     "uniform": ("scenarios.generators.uniform", "uniform_flow"),
     "zero_intelligence": ("scenarios.generators.zero_intelligence", "zi_flow"),
     "hawkes": ("scenarios.generators.hawkes", "hawkes_flow"),
+    "trading_day": ("scenarios.generators.trading_day", "trading_day_flow"),
 }
 
-_TOP_KEYS = {"name", "description", "generator", "seed", "params", "symbols", "venue"}
+_TOP_KEYS = {"name", "description", "generator", "seed", "params", "symbols", "venue", "schedule"}
 # the keys of a [venue] table (venue_mix's keyword arguments)
 VENUE_KEYS = ("stop_share", "iceberg_share", "gtd_share", "expire_max_ns")
 _SHARES = VENUE_KEYS[:3]
 _FIT_OPTIONS = ("lot_size", "min_order_qty", "tick_table")
 # the engine options of a symbol a file may give, in Engine.add_symbol's order
 ENGINE_OPTIONS = ("tick_table", "lot_size", "min_order_qty", "session_close", "currency",
-                  "tick_value", "maker_bps", "taker_bps")
+                  "tick_value", "maker_bps", "taker_bps", *BAND_OPTIONS)
 _SYMBOL_KEYS = {"name", "tick_size", "mid", "count", *ENGINE_OPTIONS}
 _DAY_NS = 86_400 * 10**9
 _MAX_TICK_ROWS = 64
@@ -128,6 +141,7 @@ class Scenario:
     description: str = ""
     source: str = ""
     venue: tuple | None = None   # the [venue] table's (key, value) pairs in VENUE_KEYS order
+    schedule: tuple | None = None   # the [[schedule]] entries (scenarios.schedule.ScheduleEntry)
 
     def _function(self):
         mod, fn = GENERATORS[self.generator]
@@ -145,8 +159,13 @@ class Scenario:
             if any(m is None for m in mids):
                 raise InputError(f"{self.source or self.name}: give 'mid' for every symbol or for none")
             kwargs["mid_start"] = np.array(mids, np.int64)
+        fn = self._function()
+        takes_schedule = "schedule" in inspect.signature(fn).parameters
+        phases = self.phase_messages()
+        if takes_schedule and self.schedule is not None:
+            kwargs["schedule"] = phases
         try:
-            orders = self._function()(seed=self.seed, n_symbols=len(self.symbols), **kwargs)
+            orders = fn(seed=self.seed, n_symbols=len(self.symbols), **kwargs)
         except UsageError as e:
             raise UsageError(f"{self.source or self.name}: [params]: {e}") from None
         if self.venue is not None:
@@ -160,7 +179,14 @@ class Scenario:
             from scenarios.fit import fit_to_symbols
 
             orders = fit_to_symbols(orders, [s.engine_options() for s in self.symbols])
+        if not takes_schedule:
+            orders = merge_phases(orders, phases)
         return orders
+
+    def phase_messages(self) -> np.ndarray:
+        """Return the PHASE messages (ORDER_DTYPE, kind PHASE) of the scenario's schedule, in
+        time order; empty without a schedule."""
+        return phase_messages(self.schedule or (), [s.name for s in self.symbols])
 
     def add_symbols(self, engine) -> list[int]:
         """Register the scenario's symbols on ``engine`` in order; return their symbol ids."""
@@ -179,7 +205,10 @@ class Scenario:
         }
         if self.venue is not None:   # absent otherwise, so older files describe and digest as before
             d["venue"] = dict(self.venue)
-        canon = {k: d[k] for k in ("generator", "seed", "params", "symbols", "venue") if k in d}
+        if self.schedule is not None:
+            d["schedule"] = [e.describe() for e in self.schedule]
+        canon = {k: d[k] for k in ("generator", "seed", "params", "symbols", "venue", "schedule")
+                 if k in d}
         d["sha256"] = hashlib.sha256(json.dumps(canon, sort_keys=True).encode()).hexdigest()
         return d
 
@@ -204,16 +233,18 @@ class Scenario:
             raise InputError(f"{source}: key 'params' should be a table of generator arguments")
         symbols = _parse_symbols(data.get("symbols"), source)
         venue = _parse_venue(data["venue"], source) if "venue" in data else None
+        schedule = (parse_schedule(data["schedule"], [s.name for s in symbols], source)
+                    if "schedule" in data else None)
         sc = cls(name=str(data.get("name") or Path(source).stem), generator=gen, seed=seed,
                  params=dict(params), symbols=symbols, description=str(data.get("description", "")),
-                 source=source, venue=venue)
+                 source=source, venue=venue, schedule=schedule)
         fn = sc._function()
         sig = inspect.signature(fn)
         taken = {name for name, p in sig.parameters.items() if p.kind != p.VAR_KEYWORD}
         # A generator that passes **kwargs on names the receiver in ``forwards_to``.
         if hasattr(fn, "forwards_to"):
             taken |= set(inspect.signature(fn.forwards_to).parameters)
-        taken -= {"seed", "n_symbols", "mid_start"}
+        taken -= {"seed", "n_symbols", "mid_start", "schedule"}
         bad = set(params) - taken
         if bad:
             raise InputError(f"{source}: generator {gen!r} takes no parameter(s) {sorted(bad)}; "
@@ -221,7 +252,7 @@ class Scenario:
         missing = [p.name for p in sig.parameters.values()
                    if p.default is inspect.Parameter.empty and p.kind != p.VAR_KEYWORD
                    and p.name not in params
-                   and p.name not in ("seed", "n_symbols")]
+                   and p.name not in ("seed", "n_symbols", "schedule")]
         if missing:
             raise InputError(f"{source}: generator {gen!r} needs parameter(s) {missing} in [params]")
         return sc
@@ -305,6 +336,8 @@ def _symbol_option(key: str, value, where: str):
     def bad(expected: str):
         return InputError(f"{where}: {key!r} should be {expected}, got {value!r}")
 
+    if key in BAND_OPTIONS:
+        return check_band_option(key, value, where)
     if key == "tick_table":
         if not isinstance(value, list) or not 1 <= len(value) <= _MAX_TICK_ROWS:
             raise bad(f"a list of 1 to {_MAX_TICK_ROWS} [from_price, tick] pairs")

@@ -11,7 +11,10 @@ Timing model (all in int64 ns, see ``replay.backtesting.latency``):
 - A strategy message arriving at ``a`` is processed after every market message with
   ``ts <= a`` (ties go to the market: the conservative choice) and before the first with ts > a.
 - Fills and execution reports of strategy orders are delivered in engine order; the strategy
-  learns of a message's fills one feed latency after it. A strategy that overrides ``on_fill``
+  learns of a message's fills one feed latency after it. The symbol events of the traded symbol
+  (PHASE, INDICATIVE, UNCROSS; docs/semantics.md, "Trading phases") go to ``on_phase`` in the
+  same order; a strategy that overrides ``on_phase`` is stopped right after every message that
+  made one (market messages then go through the engine one at a time, still inside numba). A strategy that overrides ``on_fill``
   or ``on_order`` is stopped right after every message that fills it, so what it sends goes in
   before any later market message; any other acts only at its wake-ups and timers.
 
@@ -52,7 +55,7 @@ import numpy as np
 from exchange import Engine
 from exchange import state as K
 from exchange.errors import UsageError
-from exchange.schema import ORDER_DTYPE
+from exchange.schema import EVENT_DTYPE, ORDER_DTYPE, Event, Phase
 
 import replay.backtesting.kernels as C
 from replay.backtesting.result import BacktestResult, build_result
@@ -66,6 +69,8 @@ __all__ = ["backtest", "BacktestResult", "ID_BASE", "DEFAULT_TRADER"]
 
 DEFAULT_TRADER = 0xFFFF_FFF0      # the strategy's trader id unless one is given
 _INF = np.iinfo(np.int64).max
+_SYMBOL_EVENTS = frozenset((int(Event.PHASE), int(Event.INDICATIVE), int(Event.UNCROSS)))
+_E_EVENT, _E_TS = EVENT_DTYPE.names.index("event"), EVENT_DTYPE.names.index("ts")
 _MIN = np.iinfo(np.int64).min
 
 
@@ -171,7 +176,7 @@ class _Driver:
             self._logs_moved()
         # one tuple assignment, in ORDER_DTYPE's field order (a field at a time costs 10x more)
         self.olog[k] = (arrival, oid, price, qty, self.symbol, self.trader, kind, otype, tif,
-                        flags, side, stop_price, display_qty, min_qty, expire_ts)
+                        flags, side, stop_price, display_qty, min_qty, expire_ts, 0)   # phase 0
         self.osent[k] = local
         self.nord = k + 1
 
@@ -212,6 +217,8 @@ class _Driver:
         inst = vars(self.strategy)
         self._on_fill = (self.strategy.on_fill if "on_fill" in inst
                          or cls.on_fill is not Strategy.on_fill else None)
+        self._on_phase = (self.strategy.on_phase if "on_phase" in inst
+                          or cls.on_phase is not Strategy.on_phase else None)
         self._on_order = self._quote_slots = None
         if "on_order" not in inst and cls.on_order is QuoteStrategy.on_order:
             # QuoteStrategy.on_order applies quoting.quote_report to one event; the driver
@@ -228,7 +235,12 @@ class _Driver:
 
     def _report(self, row: tuple, k: int) -> None:
         """One execution report (row ``k`` of the strategy's events) to the context and the
-        strategy."""
+        strategy; a symbol event (PHASE, INDICATIVE, UNCROSS) goes to ``on_phase`` instead."""
+        if row[_E_EVENT] in _SYMBOL_EVENTS:
+            if self._on_phase is not None:
+                self._fills_seen(row[_E_TS])   # learnt one feed latency after its message
+                self._on_phase(self.ctx, self.arrays.se[k])
+            return
         self.ctx._apply_event(row)
         if self._on_order is not None:
             self._on_order(self.ctx, self.arrays.se[k])
@@ -244,6 +256,16 @@ class _Driver:
         fills = ctx._apply_fill(row, self.trader, ctx.now, self._on_fill is not None)
         for fill in fills:
             self._on_fill(ctx, fill)
+
+    def phase_of(self, symbol) -> Phase:
+        """Return the engine's current Phase of ``symbol`` (id or name; None: the traded one)."""
+        return Phase(int(self.engine.phase(self.symbol if symbol is None else symbol)))
+
+    def indicative_of(self, symbol) -> tuple[int, int, int]:
+        """Return the engine's last published (price, qty, surplus) of ``symbol`` (None: the
+        traded one); (0, 0, 0) outside a call."""
+        return tuple(int(v) for v in self.engine.indicative(self.symbol if symbol is None
+                                                            else symbol))
 
     def _timer_obs(self, last_ts: int) -> int:
         """Observation ts of the first timer, or _INF when none can fire (time ends with the
@@ -271,6 +293,7 @@ class _EngineDriver(_Driver):
         ds[C.D_TRADER], ds[C.D_ID_BASE], ds[C.D_SYMBOL] = trader, ID_BASE, symbol
         ds[C.D_REACT] = int(self.react)
         ds[C.D_PREFETCH] = int(getattr(engine, "prefetch_distance", 0))
+        ds[C.D_PHASE] = int(self._on_phase is not None)
         self.fdone = self.edone = 0        # strategy fills / events delivered so far
         self._ts = msgs["ts"]
         self._args = None
@@ -347,7 +370,7 @@ class _EngineDriver(_Driver):
         self._args = None
 
 
-_DRIVE_STOPS = frozenset((K.OK, C.WAKE, C.TIMER, C.NOTE, C.HIT))
+_DRIVE_STOPS = frozenset((K.OK, C.WAKE, C.TIMER, C.NOTE, C.HIT, C.PHASE_NOTE))
 
 
 class _L2Driver(_Driver):
@@ -357,6 +380,14 @@ class _L2Driver(_Driver):
     def __init__(self, sim, events, strategy, feed, order, trader, symbol, terms):
         super().__init__(sim, events, strategy, feed, order, trader, symbol, terms)
         self.arrays = sim
+
+    def phase_of(self, symbol) -> Phase:
+        """L2 flow has no phases: always CONTINUOUS."""
+        return Phase.CONTINUOUS
+
+    def indicative_of(self, symbol) -> tuple[int, int, int]:
+        """L2 flow has no calls: always (0, 0, 0)."""
+        return (0, 0, 0)
 
     def _advance(self, msgs, i, stop, stop_on_fill):
         if msgs is self.olog:

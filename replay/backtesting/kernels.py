@@ -17,8 +17,9 @@ between two strategy events, at most ``CHUNK`` messages so the scratch outputs s
 each strategy message goes alone, as a one-row view of the order log. When the strategy reacts to
 fills, ``drive`` cuts a slice right after each message that might trade with one of the
 strategy's live orders (a table kept from its events), so it can stop there if it did. Fills
-that involve the strategy's ``trader`` and events of the strategy's order ids (``>= id_base``)
-are copied into the strategy's own output arrays; the market's outputs are dropped (re-run the
+that involve the strategy's ``trader``, events of the strategy's order ids (``>= id_base``) and
+the symbol events (PHASE, INDICATIVE, UNCROSS) of the strategy's symbol are copied into the
+strategy's own output arrays; the market's outputs are dropped (re-run the
 journal to get them).
 
 Invariants: a message is processed whole or not at all (growth statuses are returned before it
@@ -57,7 +58,7 @@ guard(__name__, __file__, deps=("exchange.kernels", "exchange.book", "exchange.o
                                 "replay.backtesting.latency", "replay.backtesting.quoting"))
 
 __all__ = ["ID_BASE", "MARK_DTYPE", "drive", "read_top", "run_quotes", "NEED_STRAT", "HIT",
-           "NEED_LOG", "NEED_DRAWS", "NEED_LIVE", "WAKE", "TIMER", "NOTE", "CHUNK", "EngineArrays",
+           "NEED_LOG", "NEED_DRAWS", "NEED_LIVE", "WAKE", "TIMER", "NOTE", "PHASE_NOTE", "CHUNK", "EngineArrays",
            "prepared", "arg_types", "check_flow", "new_order_log", "first_due", "STEP_MARKET",
            "STEP_ORDER", "STEP_WAKE", "STEP_TIMER"]
 
@@ -73,6 +74,7 @@ NEED_LIVE = 14    # drive: the table of the strategy's live orders is full
 WAKE = 15         # drive: an on_book wake-up is due (top and mark written)
 TIMER = 16        # drive: the first timer is due (top and mark written)
 NOTE = 17         # drive: a strategy message was processed (the strategy reacts to fills)
+PHASE_NOTE = 18   # drive: a message made symbol events of the strategy's symbol (it has on_phase)
 
 # what goes next in a loop (``first_due``)
 STEP_MARKET, STEP_ORDER, STEP_WAKE, STEP_TIMER = range(4)
@@ -95,8 +97,8 @@ F_FEES = 1
 # slots of drive's int64 state array ``ds``: the kernel moves I, QH and NMARK; the Python driver
 # sets NORD (after sending), NEXT_WAKE and TOBS (first due timer's observation ts) before a call
 D_I, D_QH, D_NORD, D_NEXT_WAKE, D_TOBS, D_NMARK, D_TRADER, D_ID_BASE, D_SYMBOL, D_REACT, \
-    D_PREFETCH = range(11)
-D_SIZE = 11
+    D_PREFETCH, D_PHASE = range(12)
+D_SIZE = 12   # D_PHASE: 1 when the strategy has on_phase (drive then stops at symbol events)
 
 
 class EngineArrays:
@@ -114,7 +116,7 @@ class EngineArrays:
         self.cnt = np.zeros(3, np.int64)
         self.sf = np.zeros(1024, FILL_DTYPE)     # the strategy's fills
         self.se = np.zeros(2048, EVENT_DTYPE)    # the strategy's order events
-        self.scnt = np.zeros(2, np.int64)
+        self.scnt = np.zeros(3, np.int64)      # strategy fills, its events, symbol events among them
         self.live = np.zeros((16, 3), np.int64)    # the strategy's live orders: id, side, price
         self.lcnt = np.zeros(1, np.int64)
         self.state = engine.state
@@ -187,8 +189,11 @@ def check_flow(msgs, trader, id_base):
 
 @njit(cache=True)
 def _proc_batch(msgs, i, stop, arena, arena_ext, levels, index, books, ladder_keys, ladder_levels, meta,
-                symbols, ticks, stops, expiry, fills, l2, events, cnt, sf, se, scnt, trader, id_base, prefetch):
-    """Process msgs[i:stop] in one ``process_batch`` call; copy the strategy's fills/events out.
+                symbols, ticks, stops, expiry, fills, l2, events, cnt, sf, se, scnt, trader, id_base, prefetch,
+                symbol):
+    """Process msgs[i:stop] in one ``process_batch`` call; copy the strategy's fills/events out,
+    and the symbol events (PHASE, INDICATIVE, UNCROSS: order id 0) of ``symbol`` into ``se`` too,
+    counting those in ``scnt[2]``.
 
     Returns (status, next i): K.OK with next i == stop, or what to grow and the first message not
     yet processed (the outputs of those before it are already copied out).
@@ -226,10 +231,16 @@ def _proc_batch(msgs, i, stop, arena, arena_ext, levels, index, books, ladder_ke
         if fills[k].buy_trader == tr or fills[k].sell_trader == tr:
             sf[scnt[0]] = fills[k]
             scnt[0] += 1
+    sym = np.uint32(symbol)
     for k in range(cnt[2]):
-        if events[k].order_id >= base:
-            se[scnt[1]] = events[k]
+        e = events[k]
+        if e.order_id >= base:
+            se[scnt[1]] = e
             scnt[1] += 1
+        elif e.order_id == 0 and e.event >= Event.PHASE and e.symbol == sym:
+            se[scnt[1]] = e
+            scnt[1] += 1
+            scnt[2] += 1
     return status, j
 
 
@@ -350,7 +361,9 @@ def drive(msgs, olog, oseq, ds, arena, arena_ext, levels, index, books, ladder_k
     WAKE: ``msgs[ds[D_I] - 1]`` was the ``every``-th message (observation at its ts); TIMER: the
     first timer is due (observation at ``ds[D_TOBS]``); both wrote ``top`` and a mark. NOTE /
     HIT (only with ``ds[D_REACT]``): a strategy message / a market message that filled the
-    strategy was just processed. K.OK: the flow and the strategy's messages are all processed.
+    strategy was just processed. PHASE_NOTE (only with ``ds[D_PHASE]``): the message just
+    processed made symbol events of the strategy's symbol (market messages then go one at a time,
+    so the strategy sees each one right after the message that made it). K.OK: the flow and the strategy's messages are all processed.
     Anything else: what to grow (call again afterwards: nothing is lost).
 
     Order of work: ``first_due``; market messages run up to the next strategy event.
@@ -360,6 +373,8 @@ def drive(msgs, olog, oseq, ds, arena, arena_ext, levels, index, books, ladder_k
     trader = ds[D_TRADER]
     id_base = ds[D_ID_BASE]
     react = ds[D_REACT] != 0
+    on_phase = ds[D_PHASE] != 0
+    sym = ds[D_SYMBOL]
     pf = ds[D_PREFETCH]
     while True:
         i = ds[D_I]
@@ -373,9 +388,10 @@ def drive(msgs, olog, oseq, ds, arena, arena_ext, levels, index, books, ladder_k
             if react and lcnt[0] + 1 > live.shape[0]:
                 return NEED_LIVE
             e0 = scnt[1]
+            p0 = scnt[2]
             status, _ = _proc_batch(olog, qh, qh + 1, arena, arena_ext, levels, index, books, ladder_keys,
                                     ladder_levels, meta, symbols, ticks, stops, expiry, fills, l2, events, cnt, sf, se, scnt,
-                                    trader, id_base, np.int64(0))
+                                    trader, id_base, np.int64(0), sym)
             if status != K.OK:
                 return status
             oseq[qh] = meta[M_SEQ]
@@ -383,6 +399,8 @@ def drive(msgs, olog, oseq, ds, arena, arena_ext, levels, index, books, ladder_k
             if react:
                 _track_live(olog, qh, se, e0, scnt[1], live, lcnt)
                 return NOTE
+            if on_phase and scnt[2] > p0:
+                return PHASE_NOTE
             continue
         if step != STEP_MARKET:
             if ds[D_NMARK] + 1 > len(marks):
@@ -396,6 +414,11 @@ def drive(msgs, olog, oseq, ds, arena, arena_ext, levels, index, books, ladder_k
         # the first timer's observation, whichever is first, or the next wake-up
         lim = min(tobs, olog[qh].ts) if qh < ds[D_NORD] else tobs
         stop = _slice_end(msgs, i, lim, ds[D_NEXT_WAKE])
+        if on_phase:
+            # any message may make a symbol event (an order in a call moves the indicative, a
+            # trade breaches a band, a message's ts ends a re-opening auction): one at a time
+            stop = i + 1
+        p0 = scnt[2]
         if react:
             # cut the slice right after the first message that might fill the strategy
             k = _harmless_until(msgs, i, stop, live, lcnt)
@@ -406,7 +429,7 @@ def drive(msgs, olog, oseq, ds, arena, arena_ext, levels, index, books, ladder_k
                 e0 = scnt[1]
                 status, j = _proc_batch(msgs, i, k + 1, arena, arena_ext, levels, index, books,
                                         ladder_keys, ladder_levels, meta, symbols, ticks, stops, expiry, fills, l2, events, cnt,
-                                        sf, se, scnt, trader, id_base, pf)
+                                        sf, se, scnt, trader, id_base, pf, sym)
                 ds[D_I] = j
                 if status != K.OK:
                     return status
@@ -415,13 +438,17 @@ def drive(msgs, olog, oseq, ds, arena, arena_ext, levels, index, books, ladder_k
                 _track_live(msgs, k, se, e0, scnt[1], live, lcnt)
                 if scnt[0] > f0:
                     return HIT
+                if on_phase and scnt[2] > p0:
+                    return PHASE_NOTE
                 continue
         status, j = _proc_batch(msgs, i, stop, arena, arena_ext, levels, index, books, ladder_keys,
                                 ladder_levels, meta, symbols, ticks, stops, expiry, fills, l2, events, cnt, sf, se, scnt,
-                                trader, id_base, pf)
+                                trader, id_base, pf, sym)
         ds[D_I] = j
         if status != K.OK:
             return status
+        if on_phase and scnt[2] > p0:
+            return PHASE_NOTE
 
 
 @njit(cache=True)
@@ -536,7 +563,7 @@ def run_quotes(fn, msgs, st, fst, arena, arena_ext, levels, index, books, ladder
             e0 = scnt[1]
             status, j = _proc_batch(msgs, i, stop, arena, arena_ext, levels, index, books, ladder_keys,
                                     ladder_levels, meta, symbols, ticks, stops, expiry, fills, l2, events, cnt, sf, se, scnt,
-                                    trader, id_base, prefetch)
+                                    trader, id_base, prefetch, symbol)
             st[S_I] = j
             quote_reports(se, e0, scnt[1], slots)
             if scnt[0] > f0:
@@ -556,7 +583,7 @@ def run_quotes(fn, msgs, st, fst, arena, arena_ext, levels, index, books, ladder
         e0 = scnt[1]
         status, _ = _proc_batch(olog, qh, qh + 1, arena, arena_ext, levels, index, books, ladder_keys,
                                 ladder_levels, meta, symbols, ticks, stops, expiry, fills, l2, events, cnt, sf, se, scnt, trader,
-                                id_base, np.int64(0))
+                                id_base, np.int64(0), symbol)
         if status != K.OK:
             return status
         oseq[qh] = meta[M_SEQ]

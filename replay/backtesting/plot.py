@@ -1,5 +1,5 @@
-"""PNG plot of a backtest: price (mid at wake-ups) with the strategy's buys and sells, its
-position and its PnL (in the result's unit: the symbol's currency, or ticks x lots), on one
+"""PNG plot of a backtest: price (mid at wake-ups) with the strategy's buys and sells (fills an
+uncross made drawn apart, as gold diamonds labelled "auction"), its position and its PnL (in the result's unit: the symbol's currency, or ticks x lots), on one
 shared time axis (seconds from the first point).
 
 Uses matplotlib's Agg backend (no display needed); imported only when a plot is asked for.
@@ -12,6 +12,7 @@ import os
 import numpy as np
 
 from exchange.errors import UsageError
+from exchange.schema import AUCTION_SIDE
 
 __all__ = ["plot_result"]
 
@@ -39,9 +40,14 @@ def plot_result(result, path, title: str | None = None) -> str:
     axes[0].plot(sec(m["ts"][both]), (m["bid"][both] + m["ask"][both]) / 2, lw=0.7,
                  color="0.4", label="mid")
     trader = result.meta.get("trader")
+    auction = f["aggressor_side"] == AUCTION_SIDE
     for side, col, mk, lab in ((f["buy_trader"] == trader, "tab:green", "^", "buy"),
                                (f["sell_trader"] == trader, "tab:red", "v", "sell")):
+        side = side & ~auction
         axes[0].scatter(sec(f["ts"][side]), f["price"][side], s=10, c=col, marker=mk, label=lab)
+    if auction.any():
+        axes[0].scatter(sec(f["ts"][auction]), f["price"][auction], s=40, c="gold",
+                        edgecolors="black", marker="D", label="auction", zorder=3)
     axes[0].set_ylabel("price (ticks)")
     axes[0].legend(loc="upper left", fontsize=8)
     axes[1].step(sec(s["ts"]), s["position"], where="post", color="tab:blue")

@@ -15,6 +15,10 @@ Definitions (``build_report(result, bar_ns, capital)``):
   sqrt(bars per year) with a year of 252 days of 6.5 trading hours; None with fewer than two
   bars or no variation (a constant PnL has no Sharpe ratio).
 - pnl, fees, turnover and max_drawdown equal the result's summary values (the same series).
+- Auction fills (made by an uncross; ``auction`` True in the trade list, liquidity "auction"):
+  ``auction_fills`` (rows of the trade list), ``auction_volume`` (lots) and ``auction_pnl``,
+  their PnL contribution: for each, its signed quantity times (the last mark of the series -
+  its price) x tick_value, minus its fee (the maker rate), summed.
 
 Invariant: the report reads only the result's arrays and meta; it never changes the result (its
 ``summary`` keys and digest stay as they are).
@@ -28,18 +32,18 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from exchange.errors import UsageError
-from exchange.schema import Side
+from exchange.schema import AUCTION_SIDE, Side
 
 from replay.backtesting.money import Money
 
-__all__ = ["BacktestReport", "TRADE_DTYPE", "build_report", "money_of", "YEAR_NS"]
+__all__ = ["BacktestReport", "TRADE_DTYPE", "build_report", "money_of", "YEAR_NS", "auction_summary"]
 
 TRADE_DTYPE = np.dtype([("ts", "<i8"), ("seq", "<i8"), ("trade_id", "<i8"), ("side", "u1"),
                         ("price", "<i8"), ("qty", "<i8"), ("notional", "<f8"), ("fee", "<f8"),
-                        ("taker", "?"), ("position", "<i8")])
+                        ("taker", "?"), ("position", "<i8"), ("auction", "?")])
 
 # the stats that are money, labelled with the unit in ``text``
-MONEY_STATS = ("pnl", "gross_pnl", "fees", "turnover", "max_drawdown")
+MONEY_STATS = ("pnl", "gross_pnl", "fees", "turnover", "max_drawdown", "auction_pnl")
 
 # a trading year for annualising: 252 days of 6.5 hours (a US equity session), in ns
 YEAR_NS = 252 * 23_400 * 10**9
@@ -65,7 +69,7 @@ class BacktestReport:
         shown = self.trades if max_trades is None else self.trades[:max_trades]
         rows = [(str(int(t["ts"])), Side(int(t["side"])).name, str(int(t["price"])),
                  f"{int(t['qty']):,}", _text(float(t["notional"])), _text(float(t["fee"])),
-                 "taker" if t["taker"] else "maker", f"{int(t['position']):,}") for t in shown]
+                 _liquidity(t), f"{int(t['position']):,}") for t in shown]
         head = ("ts", "side", "price", "qty", "notional", "fee", "liquidity", "position")
         widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(head)]
         lines += ["", f"trades ({len(self.trades):,}; price in ticks, qty in lots, notional and "
@@ -82,12 +86,17 @@ class BacktestReport:
         trades = [{"ts": int(t["ts"]), "seq": int(t["seq"]), "trade_id": int(t["trade_id"]),
                    "side": Side(int(t["side"])).name, "price": int(t["price"]),
                    "qty": int(t["qty"]), "notional": float(t["notional"]), "fee": float(t["fee"]),
-                   "liquidity": "taker" if t["taker"] else "maker",
+                   "liquidity": _liquidity(t),
                    "position": int(t["position"])} for t in self.trades]
         return {"unit": self.unit, "stats": dict(self.stats),
                 "bars": {"ts": self.bar_ts.tolist(), "pnl": self.bar_pnl.tolist(),
                          "returns": self.returns.tolist()},
                 "trades": trades}
+
+
+def _liquidity(t) -> str:
+    """A trade's liquidity label: "auction" (an uncross made it), "taker" or "maker"."""
+    return "auction" if t["auction"] else "taker" if t["taker"] else "maker"
 
 
 def _text(v) -> str:
@@ -124,6 +133,7 @@ def trade_list(fills: np.ndarray, trader: int, money: Money) -> np.ndarray:
     out["side"] = side
     out["notional"] = f["price"].astype(np.float64) * f["qty"].astype(np.float64) * money.tick_value
     out["taker"] = f["aggressor_side"] == side
+    out["auction"] = f["aggressor_side"] == AUCTION_SIDE
     out["fee"] = out["notional"] * np.where(out["taker"], money.taker_rate, money.maker_rate)
     signed = np.where(side == 0, 1, -1) * f["qty"].astype(np.int64)
     out["position"] = np.cumsum(signed)
@@ -153,6 +163,25 @@ def _sharpe(returns: np.ndarray, bar_ns: int):
     return per_bar, per_bar * math.sqrt(YEAR_NS / bar_ns)
 
 
+def _auction_stats(trades: np.ndarray, series: np.ndarray, money: Money) -> dict:
+    """auction_fills, auction_volume and auction_pnl of the trade list (module docstring)."""
+    a = trades[trades["auction"]]
+    mark = float(series["mark"][-1]) if len(series) else float("nan")
+    signed = np.where(a["side"] == 0, 1.0, -1.0) * a["qty"].astype(np.float64)
+    pnl = float((signed * (np.nan_to_num(mark) - a["price"].astype(np.float64))).sum()
+                * money.tick_value - a["fee"].sum()) if len(a) else 0.0
+    return {"auction_fills": int(len(a)), "auction_volume": int(a["qty"].sum()),
+            "auction_pnl": pnl}
+
+
+def auction_summary(result) -> dict:
+    """Return {"auction_fills", "auction_volume", "auction_pnl"} of ``result`` (see the module
+    docstring; money in ``result.unit``)."""
+    money = money_of(result)
+    return _auction_stats(trade_list(result.fills, int(result.meta.get("trader", 0)), money),
+                          result.series, money)
+
+
 def build_report(result, bar_ns: int = 60 * 10**9, capital: float | None = None) -> BacktestReport:
     """Return the BacktestReport of ``result`` with bars ``bar_ns`` wide and returns in money,
     or as fractions of ``capital``. Raises UsageError if ``bar_ns`` is not a positive int or
@@ -179,6 +208,7 @@ def build_report(result, bar_ns: int = 60 * 10**9, capital: float | None = None)
         "maker_share": (float(trades["qty"][~trades["taker"]].sum() / trades["qty"].sum())
                         if len(trades) else None),
         "final_position": s["final_position"],
+        **_auction_stats(trades, result.series, money),
         "bar_ns": bar_ns, "n_bars": int(len(ends)),
         "returns_in": "fraction of capital" if capital is not None else result.unit,
         "mean_return": float(np.mean(returns)) if returns.size else None,

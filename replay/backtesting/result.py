@@ -26,7 +26,13 @@ each message), events and series as pandas DataFrames (the ``exsim[pandas]`` ext
 names and the symbol's name; ``repr`` is one line and ``_repr_html_`` a small table (the arrays
 are never printed); ``report()`` is the quant's report (replay/backtesting/report.py).
 
-Invariant: ``digest()`` hashes every array's bytes and the summary; equal inputs give equal digests.
+Auction fills (an uncross made them: ``aggressor_side == AUCTION_SIDE``) are strategy fills like
+any other in the arrays and the summary (the maker rate applies: the strategy did not take
+liquidity); ``auction_fills()`` picks them out and ``report()`` shows them apart. ``phases``
+holds the traded symbol's PHASE, INDICATIVE and UNCROSS events the strategy was shown.
+
+Invariant: ``digest()`` hashes every array's bytes and the summary (``phases`` only when it is
+not empty, so a run without phases digests as before); equal inputs give equal digests.
 """
 
 from __future__ import annotations
@@ -39,7 +45,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from exchange.errors import UsageError
-from exchange.schema import Event, Kind
+from exchange.schema import AUCTION_SIDE, EVENT_DTYPE, Event, Kind
 
 from replay.backtesting.money import TICKS_X_LOTS, Money
 
@@ -68,6 +74,7 @@ class BacktestResult:
     series: np.ndarray      # SERIES_DTYPE
     summary: dict
     meta: dict = field(default_factory=dict)
+    phases: np.ndarray = field(default_factory=lambda: np.zeros(0, EVENT_DTYPE))   # symbol events
 
     def digest(self) -> str:
         """Hex blake2b of all arrays and the summary: equal runs give equal digests."""
@@ -75,8 +82,14 @@ class BacktestResult:
         for a in (self.orders, self.sent_ts, self.order_seq, self.fills, self.events, self.marks,
                   self.series):
             h.update(np.ascontiguousarray(a).tobytes())
+        if len(self.phases):
+            h.update(np.ascontiguousarray(self.phases).tobytes())
         h.update(json.dumps(self.summary, sort_keys=True).encode())
         return h.hexdigest()
+
+    def auction_fills(self) -> np.ndarray:
+        """Return the strategy's fills that an uncross made (FILL_DTYPE rows, in fill order)."""
+        return self.fills[self.fills["aggressor_side"] == AUCTION_SIDE]
 
     @property
     def unit(self) -> str:
@@ -289,8 +302,13 @@ def summarize(orders, order_seq, fills, events, series, trader: int, money: Mone
 
 def build_result(orders, sent_ts, order_seq, fills, events, marks, trader, money: Money, meta):
     """Assemble a BacktestResult (series and summary computed here, money in ``money``'s unit;
-    ``meta`` gains ``money.describe()`` under "money")."""
+    ``meta`` gains ``money.describe()`` under "money"). ``events`` may hold the symbol's PHASE,
+    INDICATIVE and UNCROSS events (order id 0) among the strategy's reports: they go to
+    ``phases``."""
+    symbol_events = events["order_id"] == 0
+    phases, events = events[symbol_events], events[~symbol_events]
     series = build_series(fills, marks, trader, money)
     summary = summarize(orders, order_seq, fills, events, series, trader, money)
     meta = {**meta, "money": money.describe()}
-    return BacktestResult(orders, sent_ts, order_seq, fills, events, marks, series, summary, meta)
+    return BacktestResult(orders, sent_ts, order_seq, fills, events, marks, series, summary, meta,
+                          phases)

@@ -9,6 +9,16 @@ A strategy subclasses ``Strategy`` and overrides the callbacks it needs:
 - ``on_order(ctx, event)``: once per execution report of one of its orders (EVENT_DTYPE row).
 - ``on_timer(ctx, ts)``: every ``timer_ns`` of local time (0 = never), or at times set with
   ``ctx.set_timer``. Timers past the last market message never fire: time ends with the data.
+- ``on_phase(ctx, event)``: once per symbol event of the traded symbol (EVENT_DTYPE row with
+  ``event`` PHASE, INDICATIVE or UNCROSS; docs/semantics.md, "Trading phases"), one feed latency
+  after the message that made it, in engine order with the strategy's own reports.
+
+Trading phases: ``ctx.buy/sell`` work in every phase (the engine refuses what a phase refuses:
+an IOC in a call comes back REJECTED/NOT_IN_CALL, any NEW in a halt SYMBOL_HALTED);
+``ctx.phase()`` and ``ctx.indicative()`` read the engine's state at the callback (as
+``MarketView.depth`` does); an order resting in a call is filled by the uncross, and its
+``Fill`` has ``auction`` True (the fill row's aggressor_side is ``AUCTION_SIDE``; the strategy
+pays the maker rate on it, as it did not take liquidity).
 
 Time: the strategy lives on a local clock. What it sees happened one feed latency ago at the
 exchange; ``ctx.now`` is the local time of the current callback; orders it sends reach the engine
@@ -39,8 +49,8 @@ from typing import NamedTuple
 import numpy as np
 
 from exchange.errors import UsageError
-from exchange.schema import (EVENT_DTYPE, FILL_DTYPE, Event, Flag, Kind, OrderType,
-                             Reason, Side, Tif)
+from exchange.schema import (AUCTION_SIDE, EVENT_DTYPE, FILL_DTYPE, Event, Flag, Kind, OrderType,
+                             Phase, Reason, Side, Tif)
 
 from replay.backtesting.quoting import NO_ACTION, SLOTS, fill_effect, quote_report, reconcile
 
@@ -68,6 +78,10 @@ class Strategy:
     def on_timer(self, ctx: "Context", ts: int) -> None:
         """Called at each timer's local time ``ts``."""
 
+    def on_phase(self, ctx: "Context", event) -> None:
+        """Called for each PHASE, INDICATIVE or UNCROSS event (EVENT_DTYPE row) of the traded
+        symbol."""
+
 
 class Fill(NamedTuple):
     """One fill of a strategy order, from the strategy's side."""
@@ -80,6 +94,7 @@ class Fill(NamedTuple):
     qty: int
     trade_id: int
     aggressor: bool  # the strategy's order was the incoming one (it took liquidity)
+    auction: bool = False   # an uncross made it (aggressor_side AUCTION_SIDE)
 
 
 @dataclass
@@ -181,6 +196,18 @@ class Context:
         self._driver.send(Kind.MODIFY, o.side if o else 0, order_id, int(price), int(qty), Tif.GTC, 0,
                           OrderType.LIMIT, self.now)
 
+    def phase(self, symbol: int | str | None = None) -> Phase:
+        """Return the current ``Phase`` of ``symbol`` (id or name; None: the traded symbol).
+        Always CONTINUOUS on L2 flow. Raises UsageError for an unknown symbol."""
+        return self._driver.phase_of(symbol)
+
+    def indicative(self, symbol: int | str | None = None) -> tuple[int, int, int]:
+        """Return the last indicative uncross the engine published for ``symbol`` (None: the
+        traded one) as (price, qty, surplus): (0, 0, 0) outside a call or when nothing would
+        execute; surplus > 0 on the buy side, < 0 on the sell side. Raises UsageError for an
+        unknown symbol."""
+        return self._driver.indicative_of(symbol)
+
     def set_timer(self, local_ts: int) -> None:
         """Call ``on_timer`` at local time ``local_ts`` (>= now; else UsageError)."""
         if local_ts < self.now:
@@ -230,7 +257,7 @@ class Context:
             self.fees += fee
             if want:
                 out.append(Fill(f[_F_TS], local_ts, oid, side, price, qty, f[_F_TRADE_ID],
-                                f[_F_AGGRESSOR] == side))
+                                f[_F_AGGRESSOR] == side, f[_F_AGGRESSOR] == AUCTION_SIDE))
         return out
 
     def _apply_event(self, e: tuple) -> None:

@@ -9,6 +9,10 @@ a table (or JSON), optionally writing the plot and journaling the merged run.
 the first ``--trades`` trades after the summary table, or the whole report under "report" in
 the JSON (the summary's keys are unchanged either way).
 
+Auction fills (made by an uncross, docs/backtesting.md "Trading phases") are shown apart when
+the strategy has any: a second table (count, volume, PnL contribution) after the summary, and
+"auction" in the JSON; a run without them prints exactly what it printed before phases existed.
+
 Invariants: ``--json`` prints strict JSON (a NaN measure is ``null``) and nothing else on stdout;
 notes such as "wrote PNG" go to stderr. ``--plot`` is checked (format, directory) before the
 backtest runs.
@@ -21,6 +25,7 @@ from __future__ import annotations
 from exchange.errors import UsageError
 
 from replay.backtesting.loading import load_strategy
+from replay.backtesting.report import auction_summary
 from replay.cli.common import (EXIT_OK, check_plot_path, compile_note, format_number, json_text,
                                note, print_table)
 
@@ -127,14 +132,23 @@ def cmd_backtest(args) -> int:
                    queue_model=args.queue_model)
     money = res.meta["money"]
     report = res.report(bar_ns=args.bar_ns) if args.report else None
+    auction = auction_summary(res) if len(res.auction_fills()) else None
     if args.json:
         extra = {} if report is None else {"report": report.to_json()}
+        if auction is not None:
+            extra["auction"] = auction
         print(json_text({**res.summary, "unit": money["unit"], "maker_bps": money["maker_bps"],
                          "taker_bps": money["taker_bps"], **extra}, sort_keys=True))
     else:
         print_table(["measure", "value"],
                     [[money_label(k, money["unit"]), format_number(v)]
                      for k, v in res.summary.items()])
+        if auction is not None:
+            print()
+            print_table(["auction fills", "value"],
+                        [["fills", format_number(auction["auction_fills"])],
+                         ["volume", format_number(auction["auction_volume"])],
+                         [f"pnl ({money['unit']})", format_number(auction["auction_pnl"])]])
         if report is not None:
             print()
             print(report.text(max_trades=args.trades))

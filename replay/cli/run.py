@@ -173,6 +173,9 @@ def print_summary(s: SimSummary) -> None:
     print(f"simulated {s.label}{seed} -> {s.data_dir}")
     print(f"messages {s.messages:,}  fills {s.fills:,}  volume {s.volume:,}  rejects {s.rejects:,}  "
           f"in {s.seconds:.2f} s ({s.rate:,.0f} msgs/s)  on disk {human_bytes(s.bytes)}")
+    if s.phase_changes:   # a flow without phases prints what it printed before they existed
+        print(f"phase changes {s.phase_changes:,}  auctions {s.auctions:,}  auction volume "
+              f"{s.auction_volume:,}")
     if s.compile_seconds > COMPILE_SHOWN_S:
         note(f"(compiling the kernels took {s.compile_seconds:.1f} s more, not counted in the "
              "rate; later runs load them from the cache)")

@@ -10,7 +10,10 @@ What each LOBSTER message becomes (``Type`` column):
   exactly that resting order. ``expected_trades`` records (seq of the IOC, resting id, price, size).
 - 5 execution of a hidden order → no book change; kept in ``hidden_trades`` (price in LOBSTER's
   dollars x 10000, since hidden orders may trade at half cents).
-- 7 trading halt / quote / resume → no message; the message index is kept in ``halts``.
+- 7 trading halt indicator → a PHASE message (docs/semantics.md, "PHASE messages") by its Price
+  column: -1 halt → HALTED; 0 quoting resumes → REOPENING_AUCTION with no end (it uncrosses at
+  the next PHASE message); 1 trading resumes → CONTINUOUS (which uncrosses a pending call). Its
+  message index is also kept in ``halts``. Other columns are ignored (LOBSTER writes 0 and -1).
 
 What the files do not say, and how it is filled in:
 - Orders resting before the first message have no message. The book before message 0 is row 0
@@ -31,7 +34,8 @@ What the files do not say, and how it is filled in:
   it are moved behind it (cancelled and re-entered with the same id) before the IOC; these too are
   CORRECTION rows, and they never change a level's total between two book rows.
 
-Invariants: prices convert once, LOBSTER units / 100 = ticks of one cent (InputError if a message
+Invariants: a file without type 7 messages gives the same rows as before PHASE messages existed;
+prices convert once, LOBSTER units / 100 = ticks of one cent (InputError if a message
 of type 1-4 or a book price is not a whole cent); timestamps are exact int64 ns from the decimal
 seconds and never decrease (InputError naming the line that goes back); synthetic ids start at SYNTHETIC_ID_BASE, above every LOBSTER id. Every row of
 ``orders`` carries ``symbol``; ``seq_after[i]`` is the number of flow rows up to the end of message
@@ -51,12 +55,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from exchange.errors import InputError
-from exchange.schema import ORDER_DTYPE, Kind, OrderType, Side, Tif
+from exchange.schema import ORDER_DTYPE, Kind, OrderType, Phase, Side, Tif
 
 from scenarios.loaders._parse import column_decimal, column_int, read_lines, split_columns
 
 __all__ = ["load_lobster", "LobsterFlow", "HIDDEN_TRADE_DTYPE", "EXPECTED_TRADE_DTYPE",
-           "LOBSTER_TICK", "TICK_SIZE", "SYNTHETIC_ID_BASE", "SEED", "CORRECTION", "unpredictable_rows"]
+           "LOBSTER_TICK", "TICK_SIZE", "SYNTHETIC_ID_BASE", "SEED", "CORRECTION", "unpredictable_rows",
+           "HALT_PHASES"]
 
 LOBSTER_TICK = 100                 # LOBSTER prices are dollars x 10000; one tick is one cent
 TICK_SIZE = 0.01                   # the price of one engine tick of a loaded flow, in dollars
@@ -65,6 +70,8 @@ EMPTY_ASK, EMPTY_BID = 9999999999, -9999999999   # LOBSTER's dummy prices for em
 _EMPTY_ASK_TICKS = int(np.iinfo(np.int64).max)    # an empty ask level once converted to ticks
 SEED, CORRECTION = -1, -2          # msg_index of rows that are not a translated message
 MESSAGE_HEADER = "Time,Type,OrderId,Size,Price,Direction"
+# a type 7 message's Price column -> the phase it starts (LOBSTER_SampleFiles_ReadMe.txt)
+HALT_PHASES = {-1: Phase.HALTED, 0: Phase.REOPENING_AUCTION, 1: Phase.CONTINUOUS}
 
 HIDDEN_TRADE_DTYPE = np.dtype(
     [("ts", "<i8"), ("order_id", "<u8"), ("price_e4", "<i8"), ("qty", "<i8"), ("side", "u1")],
@@ -144,6 +151,11 @@ def _check_messages(path, first, ts, typ, oid, size, price, dirn):
     if bad.size:
         i = int(bad[0])
         raise InputError(f"{path}, line {first + i}: column 'Type' should be 1, 2, 3, 4, 5 or 7, got {typ[i]}")
+    bad = np.flatnonzero((typ == 7) & ~np.isin(price, tuple(HALT_PHASES)))
+    if bad.size:
+        i = int(bad[0])
+        raise InputError(f"{path}, line {first + i}: a type 7 (trading halt) message needs Price "
+                         f"-1 (halt), 0 (quoting) or 1 (resume), got {price[i]}")
     book_msg = typ <= 4
     bad = np.flatnonzero(book_msg & ((price % LOBSTER_TICK != 0) | (price <= 0) | (size <= 0)
                                      | ((dirn != 1) & (dirn != -1))))
@@ -227,7 +239,7 @@ class _Rebuild:
         self.prices = ([], [])          # per Side: occupied prices, ascending
         self.orders: dict[int, list] = {}   # id -> [side, price, qty]
         self.synthetic: set[int] = set()
-        self.rows: list[tuple] = []     # (ts, id, price, qty, kind, tif, side, msg)
+        self.rows: list[tuple] = []     # (ts, id, price, qty, kind, tif, side, msg, phase)
         self.counts = {"moved_for_priority": 0, "stale_levels_cancelled": 0, "reseeded_qty_added": 0,
                        "reseeded_qty_removed": 0, "unknown_id_on_synthetic": 0, "known_qty_to_unseen": 0,
                        "inconsistent": 0}
@@ -236,8 +248,8 @@ class _Rebuild:
         self.next_id += 1
         return self.next_id - 1
 
-    def emit(self, ts, oid, price, qty, kind, side, msg, tif=Tif.GTC):
-        self.rows.append((ts, oid, price, qty, int(kind), int(tif), int(side), msg))
+    def emit(self, ts, oid, price, qty, kind, side, msg, tif=Tif.GTC, phase=0):
+        self.rows.append((ts, oid, price, qty, int(kind), int(tif), int(side), msg, int(phase)))
 
     def add(self, ts, oid, side, price, qty, msg, synthetic=False):
         self.emit(ts, oid, price, qty, Kind.NEW, side, msg)
@@ -472,6 +484,8 @@ def load_lobster(message_path: str | os.PathLike, book_path: str | os.PathLike, 
             hidden.append((tsi, o, int(price_e4[i]), q, sd))
         else:
             halts.append(i)
+            # price 0 (keep the reference price), no end: the resume message ends a quoting call
+            rb.emit(tsi, 0, 0, 0, Kind.PHASE, 0, i, phase=HALT_PHASES[int(price_e4[i])])
         seq_after[i] = len(rb.rows)
         if unpred_any[i]:
             for k, s in ((0, Side.SELL), (1, Side.BUY)):
@@ -480,10 +494,12 @@ def load_lobster(message_path: str | os.PathLike, book_path: str | os.PathLike, 
 
     rows = rb.rows
     orders = np.zeros(len(rows), ORDER_DTYPE)
-    arr = np.array(rows, dtype=np.int64).reshape(-1, 8)
+    arr = np.array(rows, dtype=np.int64).reshape(-1, 9)
     orders["ts"], orders["order_id"], orders["price"], orders["qty"] = arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3]
     orders["kind"], orders["tif"], orders["side"] = arr[:, 4], arr[:, 5], arr[:, 6]
-    orders["order_type"] = OrderType.LIMIT
+    orders["phase"] = arr[:, 8]
+    # a PHASE row's other fields are 0 (the contract's PHASE message)
+    orders["order_type"] = np.where(orders["kind"] == Kind.PHASE, 0, OrderType.LIMIT)
     orders["symbol"] = symbol
     counts = {f"type_{k}": int((typ == k).sum()) for k in (1, 2, 3, 4, 5, 7)}
     counts.update(rb.counts)
