@@ -64,8 +64,9 @@ def engine():
 
 def msg(kind=Kind.NEW, side=Side.BUY, price=100, qty=10, order_id=1, symbol=0, trader=1,
         order_type=OrderType.LIMIT, tif=Tif.GTC, flags=0, ts=0, stop_price=0, display_qty=0,
-        min_qty=0, expire_ts=0):
-    """One ORDER_DTYPE row (as a 1-element array) with readable defaults."""
+        min_qty=0, expire_ts=0, phase=0):
+    """One ORDER_DTYPE row (as a 1-element array) with readable defaults (``phase``: the target
+    of a PHASE message, 0 on every other kind)."""
     a = np.zeros(1, dtype=ORDER_DTYPE)
     a[0] = (ts, order_id, price, qty, symbol, trader, kind, order_type, tif, flags, side,
             stop_price, display_qty, min_qty, expire_ts)
@@ -544,7 +545,7 @@ def resting_flow(*rows):
     flow for backtest and what-if tests whose expected fills are worked out by hand."""
     out = np.zeros(len(rows), ORDER_DTYPE)
     for k, (ts, oid, side, price, qty) in enumerate(rows):
-        out[k] = (ts, oid, price, qty, 0, 1, Kind.NEW, OrderType.LIMIT, Tif.GTC, 0, side, 0, 0, 0, 0)
+        out[k] = (ts, oid, price, qty, 0, 1, Kind.NEW, OrderType.LIMIT, Tif.GTC, 0, side, 0, 0, 0, 0, 0)
     return out
 
 
