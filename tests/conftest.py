@@ -69,7 +69,7 @@ def msg(kind=Kind.NEW, side=Side.BUY, price=100, qty=10, order_id=1, symbol=0, t
     of a PHASE message, 0 on every other kind)."""
     a = np.zeros(1, dtype=ORDER_DTYPE)
     a[0] = (ts, order_id, price, qty, symbol, trader, kind, order_type, tif, flags, side,
-            stop_price, display_qty, min_qty, expire_ts)
+            stop_price, display_qty, min_qty, expire_ts, phase)
     return a
 
 
