@@ -1,10 +1,10 @@
 """Restore benchmark: ``Engine.restore`` must be linear in symbols and in price levels.
 
-Workloads: a checkpoint of n symbols with one bid each, and one of n bid levels of one symbol
-(distinct prices, best first, the order checkpoint() writes them), of 8n levels. Each is
-restored at its size and at 4x; the figure is the best CPU time (time.process_time) of ``--runs`` restores. Linear restore
-takes about 4x as long at 4n; quadratic (a book grown one symbol at a time, levels inserted
-best-first into a ladder) 16x. The target: under 8x, else exit status 1.
+Workloads: a checkpoint of n symbols with one bid each, and one of 8n bid levels of one symbol
+(distinct prices, best first, the order checkpoint() writes them). Each is restored at its size
+and at 4x its size; the figure is the best CPU time (time.process_time) of ``--runs`` restores.
+Linear restore takes about 4x as long at 4x the size; quadratic (a book grown one symbol at a
+time, levels inserted best-first into a ladder) 16x. The target: under 8x, else exit status 1.
 
 This is the timed half of tests/exchange_tests/test_checkpoint_hostile.py's linearity test
 (which counts the Python work deterministically but cannot see inside the compiled kernels).
