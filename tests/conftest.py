@@ -3,9 +3,18 @@
 Random flows mix valid and invalid messages over several symbols (one of them unknown), draw ids
 from a small pool so that cancels, modifies and duplicates hit live orders, use a narrow price band
 so that orders cross often, and a few traders so that self-trade prevention triggers.
+
+Under ``pytest -n N`` (xdist) the controller first fills the numba cache (tests/kernel_warmup.py,
+one subprocess per group, in parallel) so that no kernel is compiled twice at once by two workers
+or by a worker and a subprocess test; EXSIM_NO_WARMUP=1 skips that.
 """
 
 from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,6 +26,30 @@ from exchange.schema import (
 from model import Model
 
 from exchange import Engine
+
+def pytest_sessionstart(session):
+    """Fill the numba cache before the workers start: only in the xdist controller (its hook
+    runs before xdist's, which starts the workers) and only for the whole suite (a run of chosen
+    files compiles what it uses, as without xdist). Each group of tests/kernel_warmup.py runs in
+    its own subprocess, all at once; their report lines are shown, and nothing there fails the
+    run."""
+    config = session.config
+    if (hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None)
+            or config.args_source is not pytest.Config.ArgsSource.TESTPATHS
+            or os.environ.get("EXSIM_NO_WARMUP", "") not in ("", "0")):
+        return
+    from kernel_warmup import GROUPS
+
+    script = Path(__file__).with_name("kernel_warmup.py")
+    procs = [subprocess.Popen([sys.executable, str(script), g], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for g in GROUPS]
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    for p in procs:
+        out, _ = p.communicate()
+        for line in out.splitlines():
+            if reporter is not None:
+                reporter.write_line(line)
+
 
 STP_MODES = ["none", "cancel_resting", "cancel_incoming", "cancel_both"]
 # (name, min_price, max_price): B has a narrow band so PRICE_OUT_OF_BAND happens often.
@@ -64,11 +97,12 @@ def engine():
 
 def msg(kind=Kind.NEW, side=Side.BUY, price=100, qty=10, order_id=1, symbol=0, trader=1,
         order_type=OrderType.LIMIT, tif=Tif.GTC, flags=0, ts=0, stop_price=0, display_qty=0,
-        min_qty=0, expire_ts=0):
-    """One ORDER_DTYPE row (as a 1-element array) with readable defaults."""
+        min_qty=0, expire_ts=0, phase=0):
+    """One ORDER_DTYPE row (as a 1-element array) with readable defaults (``phase``: the target
+    of a PHASE message, 0 on every other kind)."""
     a = np.zeros(1, dtype=ORDER_DTYPE)
     a[0] = (ts, order_id, price, qty, symbol, trader, kind, order_type, tif, flags, side,
-            stop_price, display_qty, min_qty, expire_ts)
+            stop_price, display_qty, min_qty, expire_ts, phase)
     return a
 
 
@@ -544,7 +578,7 @@ def resting_flow(*rows):
     flow for backtest and what-if tests whose expected fills are worked out by hand."""
     out = np.zeros(len(rows), ORDER_DTYPE)
     for k, (ts, oid, side, price, qty) in enumerate(rows):
-        out[k] = (ts, oid, price, qty, 0, 1, Kind.NEW, OrderType.LIMIT, Tif.GTC, 0, side, 0, 0, 0, 0)
+        out[k] = (ts, oid, price, qty, 0, 1, Kind.NEW, OrderType.LIMIT, Tif.GTC, 0, side, 0, 0, 0, 0, 0)
     return out
 
 

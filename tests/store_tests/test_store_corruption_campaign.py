@@ -48,12 +48,18 @@ def pristine(tmp_path_factory):
     eng = FakeEngine()
     for name in ("A", "B", "C"):
         eng.add_symbol(name)
+    # why not in the background: a seal thread could still be writing a segment (.seg.tmp)
+    # when the fixture returns and the copies are taken; sealed in process(), every file is
+    # complete once the last process() returns
     s = Session.create(str(d), eng, run_info={"scenario": "campaign", "seed": 13},
-                       seal_every=1000, checkpoint_every=1800, durability="none")
+                       seal_every=1000, checkpoint_every=1800, durability="none",
+                       seal_in_background=False)
     for i in range(10):
         s.process(make_orders(300, seed=i))
     s.wal.close()        # a crash: the batches after the last seal stay in the WAL only
     s.catalog.close()
+    leftovers = [p.name for p in d.rglob("*.tmp")]
+    assert not leftovers, f"temporary files left in the pristine directory: {leftovers}"
     return str(d)
 
 
