@@ -22,7 +22,7 @@ def _flow(n: int = 6):
     o = np.zeros(n, ORDER_DTYPE)
     for k in range(n):
         side, price = (Side.SELL, 500) if k == 0 else (Side.BUY, 10 + k)
-        o[k] = (100 * k, k + 1, price, 1, 0, 1, Kind.NEW, 0, 0, 0, side, 0, 0, 0, 0)
+        o[k] = (100 * k, k + 1, price, 1, 0, 1, Kind.NEW, 0, 0, 0, side, 0, 0, 0, 0, 0)
     return o
 
 

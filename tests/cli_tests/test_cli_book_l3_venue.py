@@ -62,4 +62,4 @@ def test_verify_help_names_every_rule():
     text = " ".join(out.split())
     for rule in RULES:
         assert rule in text, rule
-    assert "min_qty" in RULES and "tick_lot, min_qty." in text
+    assert "min_qty" in RULES and "indicative, band." in text

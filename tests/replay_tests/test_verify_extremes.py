@@ -95,7 +95,7 @@ def _hypothesis_over_extreme_runs(examples: int) -> dict:
     def check(msgs):
         o = np.zeros(len(msgs), ORDER_DTYPE)
         for i, (kind, side, otype, tif, p, qty, oid) in enumerate(msgs):
-            o[i] = (i + 1, oid, p, qty, 0, 1 + oid % 2, kind, otype, tif, 0, side, 0, 0, 0, 0)
+            o[i] = (i + 1, oid, p, qty, 0, 1 + oid % 2, kind, otype, tif, 0, side, 0, 0, 0, 0, 0)
         eng = Engine(stp="cancel_resting")
         eng.add_symbol("A")
         res = eng.process(o)

@@ -37,12 +37,12 @@ class Run:
         self.seq += 1
         self.ts = ts
         self.orders.append((ts, oid, price, qty, symbol, trader, int(kind), otype, int(tif), 0,
-                            side, stop, display, 0, expire))
+                            side, stop, display, 0, expire, 0))
         return self
 
     def ev(self, oid, event, filled=0, leaves=0, reason=0, symbol=0):
         self.events.append((self.seq, self.ts, oid, filled, leaves, symbol, int(event),
-                            int(reason)))
+                            int(reason), 0, 0))
         return self
 
     def fill(self, price, qty, buy, sell, buy_trader, sell_trader, aggressor, symbol=0):
