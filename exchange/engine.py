@@ -41,7 +41,8 @@ from .errors import CorruptionError, UsageError
 from .order_index import index_find, new_index, rehash_into
 from .protocol import OutputBuffers, Result
 from .symbol_options import OPTIONS as _OPTIONS
-from .symbol_options import OptionError, normalize as _normalize_options
+from .symbol_options import PHASE_OPTIONS as _PHASE_OPTIONS
+from .symbol_options import OptionError, normalize as _normalize_options, phase_option
 from .schema import (
     CALL_PHASES, CHECKPOINT_DTYPE, DEPTH_DTYPE, L3_DTYPE, MAX_PRICE, ORDER_DTYPE, Flag, Kind,
     OrderType, Phase, Side, Stp, Tif,
@@ -203,7 +204,7 @@ class Engine:
             raise UsageError(
                 f"price band must satisfy 1 <= min_price <= max_price <= {MAX_PRICE}; "
                 f"got [{min_price}, {max_price}] for {name!r}")
-        if opts["reference_price"] and not lo <= opts["reference_price"] <= hi:
+        if not lo <= phase_option(opts, "reference_price") <= hi and opts.get("reference_price"):
             raise UsageError(f"reference_price of {name!r} must be 0 (none) or in [min_price, "
                              f"max_price] = [{lo}, {hi}]; got {reference_price!r}")
         tick = _tick_arg(tick_size, name)
@@ -249,11 +250,9 @@ class Engine:
             opts["lot_size"], opts["min_order_qty"], opts["session_close"])
         row["tick_off"], row["tick_n"] = at, n
         # the phase state a symbol starts with; a checkpoint overwrites it with the saved one
-        phase = Phase[opts["phase"].upper()]
-        row["reference_price"] = opts["reference_price"]
-        row["static_band_bps"] = opts["static_band_bps"]
-        row["dynamic_band_bps"] = opts["dynamic_band_bps"]
-        row["interruption_ns"] = opts["interruption_ns"]
+        phase = Phase[phase_option(opts, "phase").upper()]
+        for key in ("reference_price", "static_band_bps", "dynamic_band_bps", "interruption_ns"):
+            row[key] = phase_option(opts, key)
         row["phase"] = int(phase)
         row["auction"] = int(_CALL_AUCTION.get(phase, 0))
         row["auction_end"] = row["ind_price"] = row["ind_qty"] = row["ind_surplus"] = 0
@@ -292,7 +291,8 @@ class Engine:
     def config(self) -> dict:
         """Return the engine's options and symbols as a JSON-able dict (enough to rebuild it
         with ``Engine.from_config``): "stp", "ownership" and per symbol its name, id,
-        tick_size, min_price, max_price and every ``add_symbol`` option."""
+        tick_size, min_price, max_price and every ``add_symbol`` option (the trading-phase
+        options only where they differ from their defaults, see ``symbol_options``)."""
         return {
             "stp": self.stp,
             "ownership": self.ownership,
@@ -327,7 +327,7 @@ class Engine:
         if not isinstance(cfg["symbols"], list):
             raise UsageError(f"config key 'symbols' must be a list; got {cfg['symbols']!r}")
         eng = cls(stp=cfg["stp"], ownership=cfg.get("ownership", False))
-        known = {"name", "id", "tick_size", "min_price", "max_price", *_OPTIONS}
+        known = {"name", "id", "tick_size", "min_price", "max_price", *_OPTIONS, *_PHASE_OPTIONS}
         for k, sym in enumerate(cfg["symbols"]):
             if not isinstance(sym, dict):
                 raise UsageError(f"config symbols[{k}] must be a dict; got {sym!r}")

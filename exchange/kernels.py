@@ -138,7 +138,8 @@ def _refresh_next_end(meta, symbols):
     meta[M_NEXT_END] = best
 
 
-@njit(cache=True, _nrt=False, inline="always")
+# cold path: compiled once, not inlined into every matching copy
+@njit(cache=True, _nrt=False)
 def _interrupt(seq, ts, symbol, symbols, meta, events, cnt):
     """A fill would have printed outside the dynamic band: ``symbol`` enters REOPENING_AUCTION
     ending at ``ts + interruption_ns`` (the int64 clock end if that is past it), with the
@@ -157,7 +158,8 @@ def _interrupt(seq, ts, symbol, symbols, meta, events, cnt):
                 srow.reference_price)
 
 
-@njit(cache=True, _nrt=False, inline="always")
+# cold path: compiled once, not inlined into every matching copy
+@njit(cache=True, _nrt=False)
 def _publish_indicative(seq, ts, sym, levels, books, ladder_levels, symbols, events, cnt):
     """Compute the uncross ``sym`` would run now and, if it differs from the last one published,
     publish it: one INDICATIVE event (price, volume as filled_qty, surplus as leaves_qty; all 0
@@ -593,7 +595,8 @@ def _modify_pending(m, seq, r, arena, arena_ext, levels, stops, ladder_keys, lad
     append_to_level(arena, levels, r, nlv)
 
 
-@njit(cache=True, _nrt=False, inline="always")
+# cold path: compiled once, not inlined into every matching copy
+@njit(cache=True, _nrt=False)
 def _phase_message(m, seq, arena, arena_ext, levels, index, books, ladder_keys, ladder_levels,
                    meta, symbols, expiry, fills, l2, events, cnt):
     """Apply a PHASE message (semantics.md, PHASE messages): validation, the reference price,

@@ -18,7 +18,8 @@ import numbers
 
 from .schema import MAX_PRICE, Phase
 
-__all__ = ["OPTIONS", "DEFAULTS", "PHASE_OPTIONS", "MAX_BAND_BPS", "MAX_TICK_ROWS", "DAY_NS", "MAX_CURRENCY_LEN", "OptionError",
+__all__ = ["OPTIONS", "DEFAULTS", "PHASE_OPTIONS", "PHASE_DEFAULTS", "MAX_BAND_BPS",
+           "phase_option", "MAX_TICK_ROWS", "DAY_NS", "MAX_CURRENCY_LEN", "OptionError",
            "normalize", "is_default"]
 
 MAX_TICK_ROWS = 64            # rows of one symbol's tick table
@@ -29,16 +30,17 @@ MAX_BPS = 10_000              # |maker_bps|, |taker_bps| < 100 %
 MAX_BAND_BPS = 10_000         # a band's half-width is at most 100 % of its centre
 INTERRUPTION_NS = 120 * 10 ** 9   # default length of a re-opening auction after a band breach
 
+DEFAULTS = {"tick_table": [[1, 1]], "lot_size": 1, "min_order_qty": 1, "session_close": 0,
+            "currency": "", "tick_value": None, "maker_bps": 0.0, "taker_bps": 0.0}
+OPTIONS = tuple(DEFAULTS)
+
 # the trading-phase options (docs/semantics.md, Trading phases); ``phase`` is the phase the
-# symbol starts in, by its lower-case name
+# symbol starts in, by its lower-case name. The normal form leaves out each one at its default,
+# so the options (and the configs and checkpoint headers that carry them) of a symbol that does
+# not use phases are exactly those written before phases existed.
 PHASE_DEFAULTS = {"reference_price": 0, "static_band_bps": 0, "dynamic_band_bps": 0,
                   "interruption_ns": INTERRUPTION_NS, "phase": "continuous"}
 PHASE_OPTIONS = tuple(PHASE_DEFAULTS)
-
-DEFAULTS = {"tick_table": [[1, 1]], "lot_size": 1, "min_order_qty": 1, "session_close": 0,
-            "currency": "", "tick_value": None, "maker_bps": 0.0, "taker_bps": 0.0,
-            **PHASE_DEFAULTS}
-OPTIONS = tuple(DEFAULTS)
 
 
 class OptionError(ValueError):
@@ -106,7 +108,8 @@ def _tick_table(table, where: str) -> list:
 
 
 def normalize(options: dict, name: str = "") -> dict:
-    """Return every option of ``OPTIONS`` in canonical form, missing ones at their default.
+    """Return every option of ``OPTIONS`` in canonical form, missing ones at their default, and
+    the options of ``PHASE_OPTIONS`` that differ from their default (``phase_option`` reads them).
 
     ``name`` (the symbol's) goes into the messages. Raises OptionError naming the first bad
     option: an unknown key; a tick table that is not 1..64 rows (from_price, tick) of integers
@@ -119,10 +122,10 @@ def normalize(options: dict, name: str = "") -> dict:
     """
     where = f" of {name!r}" if name else ""
     for key in options:
-        if key not in DEFAULTS:
+        if key not in DEFAULTS and key not in PHASE_DEFAULTS:
             raise OptionError(str(key), f"unknown symbol option {key!r}{where}; known: "
-                                        f"{', '.join(OPTIONS)}")
-    o = {**DEFAULTS, **options}
+                                        f"{', '.join(OPTIONS + PHASE_OPTIONS)}")
+    o = {**DEFAULTS, **PHASE_DEFAULTS, **options}
     out = {"tick_table": _tick_table(o["tick_table"], where)}
     out["lot_size"] = _int(o["lot_size"], "lot_size", 1, MAX_PRICE, f"lot_size{where}")
     out["min_order_qty"] = _int(o["min_order_qty"], "min_order_qty", 1, MAX_PRICE,
@@ -147,14 +150,20 @@ def normalize(options: dict, name: str = "") -> dict:
         if not -MAX_BPS < v < MAX_BPS:
             raise OptionError(key, f"{key}{where} must be in (-{MAX_BPS}, {MAX_BPS}); got {v!r}")
         out[key] = v
-    out["reference_price"] = _int(o["reference_price"], "reference_price", 0, MAX_PRICE,
-                                  f"reference_price{where} (0: none)")
+    phase = {"reference_price": _int(o["reference_price"], "reference_price", 0, MAX_PRICE,
+                                     f"reference_price{where} (0: none)")}
     for key in ("static_band_bps", "dynamic_band_bps"):
-        out[key] = _int(o[key], key, 0, MAX_BAND_BPS, f"{key}{where} (0: no band)")
-    out["interruption_ns"] = _int(o["interruption_ns"], "interruption_ns", 1, (1 << 63) - 1,
-                                  f"interruption_ns{where}")
-    out["phase"] = _phase_name(o["phase"], where)
+        phase[key] = _int(o[key], key, 0, MAX_BAND_BPS, f"{key}{where} (0: no band)")
+    phase["interruption_ns"] = _int(o["interruption_ns"], "interruption_ns", 1, (1 << 63) - 1,
+                                    f"interruption_ns{where}")
+    phase["phase"] = _phase_name(o["phase"], where)
+    out.update((k, v) for k, v in phase.items() if v != PHASE_DEFAULTS[k])
     return out
+
+
+def phase_option(options: dict, key: str):
+    """Return phase option ``key`` of normalized ``options`` (its default when left out)."""
+    return options.get(key, PHASE_DEFAULTS[key])
 
 
 def _phase_name(value, where: str) -> str:
