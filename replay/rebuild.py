@@ -104,8 +104,8 @@ class BookView:
 
 @njit(cache=True)
 def _apply_l2_kernel(keys0, qty0, cnt0, keys1, qty1, cnt1):
-    # open addressing over key = 2 * price + side (price < 2^62, so no overflow); the last row
-    # written for a key is its final state
+    # open addressing over key = 2 * price + side (mod 2^64: price <= MAX_PRICE + 1, a BUY
+    # MARKET in a call, so keys are distinct); the last row written for a key is its final state
     n = keys0.size + keys1.size
     cap = 16
     while cap < 2 * n:
@@ -170,7 +170,9 @@ def apply_l2(bids: np.ndarray, asks: np.ndarray, updates: np.ndarray,
     keys1 = updates["price"].astype(np.int64) * 2 + updates["side"].astype(np.int64)
     k, q, c = _apply_l2_kernel(keys0, qty0, cnt0, keys1, updates["qty"].astype(np.int64),
                                updates["count"].astype(np.int64))
-    side, price = k & 1, k >> 1
+    # why unsigned: a BUY MARKET resting in a call stands at MAX_PRICE + 1, whose key passes
+    # 2^63 (the int64 keys wrap; their bit patterns stay distinct, and decode as uint64)
+    side, price = k & 1, (k.view(np.uint64) >> np.uint64(1)).astype(np.int64)
     b, a = side == _BUY, side != _BUY
     return (_depth(price[b], q[b], c[b], True, depth), _depth(price[a], q[a], c[a], False, depth))
 
