@@ -56,6 +56,7 @@ from .schema import (CALL_MARKET_PRICE, CHECKPOINT_DTYPE, MAX_LEVEL_QTY, MAX_PRI
                      Side, Stp)
 from .symbol_options import DEFAULTS as _DEFAULT_OPTIONS
 from .symbol_options import OPTIONS as _OPTIONS
+from .symbol_options import PHASE_DEFAULTS as _PHASE_DEFAULTS
 from .symbol_options import OptionError, normalize as _normalize_options
 
 __all__ = ["MAGIC", "VERSION", "V1_ROW_DTYPE", "MAX_ORDERS", "Checkpoint", "encode",
@@ -75,9 +76,7 @@ _I64_MAX = (1 << 63) - 1
 _U64_MAX = (1 << 64) - 1
 
 # the trading-phase symbol options (of those symbol_options declares) and their defaults
-PHASE_OPTIONS = {k: _DEFAULT_OPTIONS[k] for k in ("reference_price", "static_band_bps",
-                                                  "dynamic_band_bps", "interruption_ns", "phase")
-                 if k in _DEFAULT_OPTIONS}
+PHASE_OPTIONS = dict(_PHASE_DEFAULTS)
 # a symbol's phase state in a checkpoint: SYMBOL_DTYPE fields (phase and auction as Phase names)
 PHASE_STATE = ("phase", "auction", "reference_price", "auction_end", "ind_price", "ind_qty",
                "ind_surplus")
@@ -95,7 +94,7 @@ _CONFIG_FIELDS = {"stp", "symbols"}
 _SYMBOL_FIELDS = {"name", "id", "tick_size", "min_price", "max_price"}
 _NEW_HEADER_FIELDS = _HEADER_FIELDS | {"last_prices"}
 _NEW_CONFIG_FIELDS = _CONFIG_FIELDS | {"ownership"}
-_NEW_SYMBOL_FIELDS = _SYMBOL_FIELDS | (set(_OPTIONS) - set(PHASE_OPTIONS))
+_NEW_SYMBOL_FIELDS = _SYMBOL_FIELDS | set(_OPTIONS)   # and any of PHASE_OPTIONS
 
 
 class Checkpoint(NamedTuple):
@@ -130,7 +129,7 @@ def make_header(config: dict, seq: int, trade_id: int, next_auto_id: int,
     each symbol's phase options written only where they differ from their default."""
     old = (phases is None and not config["ownership"] and not any(last_prices)
            and all(sym.get(k, v) == v for sym in config["symbols"]
-                   for k, v in _DEFAULT_OPTIONS.items()))
+                   for k, v in {**_DEFAULT_OPTIONS, **PHASE_OPTIONS}.items()))
     if old:
         config = {"stp": config["stp"],
                   "symbols": [{k: sym[k] for k in _SYMBOL_FIELDS} for sym in config["symbols"]]}
@@ -341,7 +340,8 @@ def _parse_header(head: bytes) -> tuple[str, list, tuple, bool, list, list | Non
         if lo > hi:
             raise _corrupt_header(f"{where}price band [{lo}, {hi}] is empty")
         try:
-            opts = _normalize_options({key: sym[key] for key in _OPTIONS if key in sym})
+            opts = _normalize_options({key: sym[key] for key in (*_OPTIONS, *PHASE_OPTIONS)
+                                       if key in sym})
         except OptionError as e:
             raise _corrupt_header(f"{where}{e.option}: {e}") from None
         ref = opts.get("reference_price", 0)

@@ -30,10 +30,9 @@ from . import checkpoint as ckpt
 from . import checkpoint_kernels as ck_kernels
 from . import kernels
 from .book import (
-    ARENA_DTYPE, ARENA_EXT_DTYPE, BOOK_DTYPE, EXPIRY_DTYPE, LEVEL_DTYPE, M_EXPIRY_N, M_INDEX_COUNT, M_NEED_BOOK,
-    M_NEED_EVENTS, M_NEED_FILLS, M_NEED_L2, M_NSYM, M_OWNERSHIP, M_SEQ, M_STOPS_LIVE, M_STP,
-    M_TRADE_ID,
-    SYMBOL_DTYPE, TICK_DTYPE, new_meta,
+    ARENA_DTYPE, ARENA_EXT_DTYPE, BOOK_DTYPE, EXPIRY_DTYPE, LEVEL_DTYPE, M_EXPIRY_N, M_INDEX_COUNT,
+    M_NEED_BOOK, M_NEED_EVENTS, M_NEED_FILLS, M_NEED_L2, M_NEXT_END, M_NSYM, M_OWNERSHIP, M_SEQ,
+    M_STOPS_LIVE, M_STP, M_TRADE_ID, SYMBOL_DTYPE, TICK_DTYPE, new_meta,
 )
 from .checkpoint import MAX_ORDERS as _MAX_ORDERS
 from .checkpoint import positive_number as _positive_number
@@ -53,9 +52,6 @@ __all__ = ["Engine", "Result", "OutputBuffers"]
 
 _INITIAL_LADDER = 8
 
-# the auction a call ends in (what a PHASE message to CONTINUOUS or CLOSED then uncrosses)
-_CALL_AUCTION = {Phase.PRE_OPEN: Phase.OPENING_AUCTION, Phase.PRE_CLOSE: Phase.CLOSING_AUCTION,
-                 Phase.REOPENING_AUCTION: Phase.REOPENING_AUCTION}
 
 
 # the range of each message field a per-order call fills in (its ORDER_DTYPE type)
@@ -254,7 +250,7 @@ class Engine:
         for key in ("reference_price", "static_band_bps", "dynamic_band_bps", "interruption_ns"):
             row[key] = phase_option(opts, key)
         row["phase"] = int(phase)
-        row["auction"] = int(_CALL_AUCTION.get(phase, 0))
+        row["auction"] = int(ckpt.CALL_AUCTION.get(phase, 0))
         row["auction_end"] = row["ind_price"] = row["ind_qty"] = row["ind_surplus"] = 0
 
     def symbol_id(self, symbol: str | int) -> int:
@@ -720,10 +716,8 @@ class Engine:
                   capacity=min(max(2 * len(ck.rows), 1024), _MAX_ORDERS))
         eng._load_checkpoint(ck.symbols, ck.rows, ck.rows_at, ckpt.row_size(blob), ck.phases)
         eng._symbols["last_price"] = ck.last_prices
-        from . import book as _book   # the kernels' copy of the earliest re-opening end
-        if hasattr(_book, "M_NEXT_END"):
-            ends = eng._symbols["auction_end"]
-            eng._meta[_book.M_NEXT_END] = int(ends[ends > 0].min()) if (ends > 0).any() else 0
+        ends = eng._symbols["auction_end"]   # the kernels keep the earliest re-opening end
+        eng._meta[M_NEXT_END] = int(ends[ends > 0].min()) if (ends > 0).any() else 0
         eng._meta[M_SEQ], eng._meta[M_TRADE_ID], eng._next_auto_id = ck.counters
         if ckpt.version_for(eng._state_header(), ck.rows) != ckpt.row_version(blob):
             raise CorruptionError(

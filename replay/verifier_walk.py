@@ -184,7 +184,9 @@ def _hands_over(ev, xid, htab, ost):
     return False
 
 
-@njit(cache=True, _nrt=False, inline="always")
+# not inlined: the kernel calls it from three places, and three inlined copies of it were half
+# of the verify kernel's cold compile (about 85 of 155 CPU seconds)
+@njit(cache=True, _nrt=False)
 def _walk(x, seq, ts, stp, fills, fp, f_hi, events, k, e_hi, ost, ext, lst, oid, htab, ladder,
           ladlv, touched, meta, vrows, vids, counts):
     """Follow an incoming order's reports from event ``k``: fills, resting reports, STP cancels

@@ -410,7 +410,7 @@ def venue_orders(msgs, t0=VENUE_T0):
             if m["kind"] == Kind.MODIFY and m["ttl"] % 2:
                 m["price"], m["stop_price"] = last[key]["price"], last[key]["stop_price"]
         for f in ORDER_DTYPE.names:
-            row[f] = m[f]
+            row[f] = m.get(f, 0)
     return out
 
 

@@ -525,7 +525,7 @@ def _reaches(e, qty, trader=9, stp=0, limit=100):
     from exchange.fillable import fillable
     s = e.state
     return bool(fillable(s.books, s.levels, s.arena, s.ladder_levels, 1, Side.BUY, False, limit,
-                         qty, trader, stp))
+                         qty, trader, stp, 0, MAX_PRICE))   # no band
 
 
 def test_the_fok_walk_counts_reserve_when_no_self_trade_is_in_the_way():
