@@ -87,7 +87,7 @@ def one_run(flow: np.ndarray) -> dict:
             "indicative_events": int(np.count_nonzero(collect.events["event"] == Event.INDICATIVE)),
             "price": int(uncross["price"][0]), "volume": int(uncross["filled_qty"][0]),
             "fills": len(res.fills), "events": len(res.events), "l2": len(res.l2),
-            "resting_after": eng.live_orders()}
+            "resting_after": eng.live_orders}
 
 
 def main(argv=None) -> dict:

@@ -203,6 +203,10 @@ class Engine:
         if not lo <= phase_option(opts, "reference_price") <= hi and opts.get("reference_price"):
             raise UsageError(f"reference_price of {name!r} must be 0 (none) or in [min_price, "
                              f"max_price] = [{lo}, {hi}]; got {reference_price!r}")
+        ref = phase_option(opts, "reference_price")
+        if ref and ref % [t for f, t in opts["tick_table"] if f <= ref][-1]:
+            raise UsageError(f"reference_price of {name!r} is off its tick table "
+                             f"{opts['tick_table']}; got {reference_price!r}")
         tick = _tick_arg(tick_size, name)
         sid = len(self._names)
         if 2 * sid + 2 > len(self._book_rows):

@@ -38,7 +38,7 @@ import numpy as np
 from numba import njit
 
 from exchange.errors import UsageError
-from exchange.schema import AUCTION_SIDE, Event, Phase, Reason
+from exchange.schema import AUCTION_SIDE, CALL_MARKET_PRICE, Event, Phase, Reason
 from store import Reader, read
 
 from replay.rundir import SEQ_MAX, resolve_symbol, run_info
@@ -162,6 +162,11 @@ def stats_arrays(bids: np.ndarray, asks: np.ndarray, l2: np.ndarray, fills: np.n
     """
     if levels < 1 or window_ns < 1:
         raise UsageError(f"levels and window_ns must be >= 1; got {levels}, {window_ns}")
+    # market orders resting in a call sit at their side's CALL_MARKET_PRICE: they quote no price
+    bids = bids[bids["price"] != CALL_MARKET_PRICE[0]]
+    asks = asks[asks["price"] != CALL_MARKET_PRICE[1]]
+    l2 = l2[~(((l2["side"] == 0) & (l2["price"] == CALL_MARKET_PRICE[0]))
+              | ((l2["side"] == 1) & (l2["price"] == CALL_MARKET_PRICE[1])))]
     ts, seq, vals = _series(
         bids["price"].astype(np.int64), bids["qty"].astype(np.int64),
         asks["price"].astype(np.int64), asks["qty"].astype(np.int64),

@@ -50,7 +50,11 @@ def register(sub, parents, formatter) -> None:
         help="rebuild a symbol's book as it stood after a seq or at a time",
         description="Rebuild SYMBOL's order book exactly as it stood after message --seq N (or the "
                     "last message at or\nbefore --ts T) and print its levels, best first; with "
-                    "--l3, every live order in queue order.\nPrices are in integer ticks.",
+                    "--l3, every live order in queue order.\nPrices are in integer ticks. A "
+                    "symbol not in continuous trading gets one more line: its phase and,\nin a "
+                    "call, the indicative uncross (price, volume, surplus). A call book may be "
+                    "crossed; a\nMARKET order resting in a call shows as `market` at the top of "
+                    "its side.",
         epilog="example:\n  exsim book runs/default JPM --seq 5000\n"
                "  exsim book runs/default BTCUSD --ts 2500000000 --depth 5 --l3\n")
     p.add_argument("dir", metavar="DIR", help="data directory")
@@ -99,7 +103,10 @@ def register(sub, parents, formatter) -> None:
                     "--levels levels and\nVWAP over --window-ns windows from the stored L2 updates "
                     "and fills. Prints a table (evenly\nspaced rows across the range), all rows as "
                     "CSV with --csv, or a plot with --plot (needs\nmatplotlib: pip install "
-                    "'exsim[plot]'). Prices are in ticks.",
+                    "'exsim[plot]'). Prices are in ticks. For a symbol that left continuous "
+                    "trading the table\nis followed by its trading day: each kind of auction "
+                    "(count, volume, VWAP), the time in each\nphase, trades in auctions apart from "
+                    "continuous ones, halts and volatility interruptions.",
         epilog="example:\n  exsim stats runs/default JPM\n"
                "  exsim stats runs/default JPM --levels 3 --window-ns 500000000 --plot jpm.png\n")
     p.add_argument("dir", metavar="DIR", help="data directory")

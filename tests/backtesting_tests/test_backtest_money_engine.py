@@ -27,9 +27,9 @@ def _flow():
     """ts 10: trader 1 sells 2 @ 100 (hits the strategy's resting bid, sent at ts 0);
     ts 20: trader 2 bids 2 @ 103, which the strategy's sell (sent at 25) takes."""
     o = np.zeros(3, ORDER_DTYPE)
-    o[0] = (5, 1, 200, 1, 0, 3, Kind.NEW, 0, 0, 0, Side.SELL, 0, 0, 0, 0)   # a far ask
-    o[1] = (10, 2, 100, 2, 0, 1, Kind.NEW, 0, 0, 0, Side.SELL, 0, 0, 0, 0)
-    o[2] = (20, 3, 103, 2, 0, 2, Kind.NEW, 0, 0, 0, Side.BUY, 0, 0, 0, 0)
+    o[0] = (5, 1, 200, 1, 0, 3, Kind.NEW, 0, 0, 0, Side.SELL, 0, 0, 0, 0, 0)   # a far ask
+    o[1] = (10, 2, 100, 2, 0, 1, Kind.NEW, 0, 0, 0, Side.SELL, 0, 0, 0, 0, 0)
+    o[2] = (20, 3, 103, 2, 0, 2, Kind.NEW, 0, 0, 0, Side.BUY, 0, 0, 0, 0, 0)
     return o
 
 

@@ -28,9 +28,9 @@ def run_dir(tmp_path_factory):
     eng = Engine(stp="cancel_resting", ownership=True)
     eng.add_symbol(**SYMBOL)
     o = np.zeros(3, ORDER_DTYPE)
-    o[0] = (10, 1, 200, 10, 0, 1, Kind.NEW, 0, 0, 0, Side.SELL, 0, 0, 0, 0)
-    o[1] = (20, 2, 50, 10, 0, 2, Kind.NEW, 0, 0, 0, Side.BUY, 0, 0, 0, 0)
-    o[2] = (30, 3, 60, 10, 0, 2, Kind.NEW, 0, 0, 0, Side.BUY, 0, 0, 0, 0)
+    o[0] = (10, 1, 200, 10, 0, 1, Kind.NEW, 0, 0, 0, Side.SELL, 0, 0, 0, 0, 0)
+    o[1] = (20, 2, 50, 10, 0, 2, Kind.NEW, 0, 0, 0, Side.BUY, 0, 0, 0, 0, 0)
+    o[2] = (30, 3, 60, 10, 0, 2, Kind.NEW, 0, 0, 0, Side.BUY, 0, 0, 0, 0, 0)
     with Session.create(str(d), eng, durability="none") as s:
         s.process(o)
     return str(d)

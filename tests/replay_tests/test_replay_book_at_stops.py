@@ -80,7 +80,7 @@ def test_the_l2_view_has_no_stops_and_the_same_displayed_depth(run):
 def _msg(ts, oid, side, price, qty, *, order_type=OrderType.LIMIT, tif=Tif.GTC, stop=0,
          display=0, expire=0, kind=Kind.NEW, trader=1):
     m = np.zeros(1, ORDER_DTYPE)
-    m[0] = (ts, oid, price, qty, 0, trader, kind, order_type, tif, 0, side, stop, display, 0, expire)
+    m[0] = (ts, oid, price, qty, 0, trader, kind, order_type, tif, 0, side, stop, display, 0, expire, 0)
     return m
 
 
