@@ -15,6 +15,7 @@ EXSIM_BENCH_SMOKE=1 (benchmarks/_smoke.py): n = 500, one run.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
 import time
@@ -73,17 +74,24 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=10_000)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--out", default=None, help="JSON report (default: benchmarks/results/local/"
+                    "restore.json)")
     args = ap.parse_args(argv)
     n, runs = _smoke.scaled(args.n, 500), _smoke.scaled(args.runs, 1)
     Engine.restore(levels_blob(10))    # compiled: compiling is not restore's work
     worst = 0.0
+    report = {"runs": runs, "target_ratio": TARGET, "workloads": {}}
     # levels restore ~100x faster per item than symbols: 8x as many keep the timer well above noise
     for name, make, n in (("symbols", symbols_blob, n), ("levels", levels_blob, 8 * n)):
         t_n, t_4n = restore_seconds(make(n), runs), restore_seconds(make(4 * n), runs)
         ratio = t_4n / max(t_n, 1e-4)
         worst = max(worst, ratio)
         print(f"{name:8s} n={n:>9,} {t_n * 1e3:9.2f} ms   4n {t_4n * 1e3:9.2f} ms   x{ratio:5.2f}")
+        report["workloads"][name] = {"n": n, "cpu_s_n": t_n, "cpu_s_4n": t_4n, "ratio": ratio}
     print(f"target: under x{TARGET:g} (quadratic is x16)")
+    out = _smoke.report_path(args.out, "restore.json")
+    out.write_text(json.dumps(report, indent=1) + "\n")
+    print(f"wrote {out}")
     return 1 if worst >= TARGET and not _smoke.enabled() else 0
 
 
