@@ -30,7 +30,9 @@ def _rows(rows):
 
 def _verify(engine, orders):
     res = engine.process(orders)
-    report = verify_arrays(orders, res.fills, res.l2, res.events, config=engine.config())
+    config = engine.config()
+    report = verify_arrays(orders, res.fills, res.l2, res.events, config=config,
+                           stp=config["stp"])
     return res, report
 
 
@@ -101,7 +103,7 @@ def _random_flow(seed: int, n: int):
     rng = random.Random(seed)
     # no dynamic band: a PRICE_BAND interruption during the stops an auction end releases
     # misses its INDICATIVE in today's engine (a known engine defect, not verify's)
-    eng = Engine()
+    eng = Engine(stp=rng.choice(["none", "cancel_resting", "cancel_incoming", "cancel_both"]))
     eng.add_symbol("A", static_band_bps=2000, reference_price=100,
                    phase=rng.choice(["pre_open", "continuous"]))
     eng.add_symbol("B", phase="pre_open", reference_price=100)
@@ -144,7 +146,8 @@ def _random_flow(seed: int, n: int):
     return eng, _rows(rows)
 
 
-# seeds whose flows release stops after uncrosses that rest while others follow
+# seeds 0, 5, 8 and 10 release a stop after an uncross that rests while another matcher follows
+# (verify lost it); 12 flows of 250 messages verify in about 0.3 s
 @pytest.mark.parametrize("seed", range(12))
 def test_random_phase_flows_with_stops_verify_clean(seed):
     eng, orders = _random_flow(seed, 250)
