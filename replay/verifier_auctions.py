@@ -476,10 +476,12 @@ class PhaseChecker:
                     self._rejected(seq, ts, m, rs)
             elif et == int(Event.ACCEPTED):
                 if m is not None and kind == _NEW and oid == mid:
+                    self._settle(seq, st)
                     st.aggressor = self._accepted(seq, m)
             elif et == int(Event.MODIFIED):
                 if m is not None and kind == _MODIFY and oid == mid:
-                    st.aggressor = self._modified(seq, m, st.aggressor)
+                    self._settle(seq, st)
+                    st.aggressor = self._modified(seq, m, None)
             elif et == int(Event.CANCELLED):
                 o = self.book.get(oid)
                 if st.uncross is not None and o is not None and o.market and \
@@ -496,6 +498,7 @@ class PhaseChecker:
                     pair = 2
                 pair = max(pair - 1, 0)
             elif et == int(Event.TRIGGERED):
+                self._settle(seq, st)
                 st.aggressor = self._triggered(seq, oid)
             elif et == int(Event.UNCROSS):
                 self._uncross_start(seq, ts, ev, m, st)
@@ -891,11 +894,7 @@ class PhaseChecker:
             self._v(seq, "phase", "PHASE message with no PHASE event" if want == 0 else
                     f"invalid PHASE message (reason {want}) not rejected")
         a = st.aggressor
-        if a is not None and a.oid in self.book and not a.resting:
-            if a.market or a.tif in (int(Tif.IOC), int(Tif.FOK)):
-                self._drop(a.oid)          # never rests (the kernel's order_type rule)
-            else:
-                self._rest(a)
+        self._finish_matching(a)
         if self.phase in _CALLS:
             want = self._answer()
             if want != self.published:
@@ -909,6 +908,26 @@ class PhaseChecker:
             if bb is not None and ba is not None and bb >= ba:
                 self._v(seq, "crossed_book", f"book crossed after the message: best bid "
                         f"{bb} >= best ask {ba}")
+
+    def _finish_matching(self, a) -> None:
+        """Aggressor ``a`` (None: none) has matched all it will: what is left of it rests, or
+        leaves the book if it may not rest (the kernel's order_type rule). Returns None."""
+        if a is not None and a.oid in self.book and not a.resting:
+            if a.market or a.tif in (int(Tif.IOC), int(Tif.FOK)):
+                self._drop(a.oid)
+            else:
+                self._rest(a)
+
+    def _settle(self, seq, st) -> None:
+        """The message's next matcher (a released stop, or the message's own NEW or MODIFY
+        after the stops an uncross released) starts: the current aggressor has finished, as
+        every released order is matched in full and rests before the next one (docs/semantics.md
+        "Stops"). Its rest joins the book, and in CONTINUOUS it must not have stopped at a
+        crossing order outside the dynamic band (``band``). Returns None."""
+        a, st.aggressor = st.aggressor, None
+        self._finish_matching(a)
+        if a is not None and self.phase == _CONT and a.oid in self.book:
+            self._stopped_at_band(seq, a, st)
 
     def _stopped_at_band(self, seq, a, st) -> bool:
         """``band``: aggressor ``a`` stopped matching (it rests, or its rest is cancelled) in
