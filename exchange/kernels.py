@@ -292,7 +292,7 @@ def _match(seq, ts, symbol, side, is_market, limit, qty, order_id, trader, fille
     if last != 0:
         symbols[symbol].last_price = last
     if band_stop:
-        _interrupt(seq, ts, symbol, symbols, meta, events, cnt)
+        _interrupt(seq, ts, np.int64(symbol), symbols, meta, events, cnt)
         return remaining, _BY_BAND
     return remaining, _BY_STP if stp_stop else _RAN_OUT
 
@@ -400,7 +400,8 @@ def _execute(seq, ts, symbol, side, is_market, tif, price, qty, filled, order_id
 # cold callers (a released stop, a new-price MODIFY) share this one compiled copy of
 # ``_execute`` instead of inlining its ~800 lines each: that was most of the cold compile. Every
 # call site passes the same types (symbol int64, order_id uint64, trader uint32, flags uint8,
-# the other integers int64), so it is compiled once.
+# is_market a bool, the other integers int64; never a literal, which numba types apart), so it
+# is compiled once.
 @njit(cache=True, _nrt=False)
 def _execute_cold(seq, ts, symbol, side, is_market, tif, price, qty, filled, order_id, trader,
                   flags, display, expire_ts, at, arena, arena_ext, levels, index, books,
@@ -594,7 +595,7 @@ def _modify(m, seq, in_call, arena, arena_ext, levels, index, books, ladder_keys
     if L.count == 0:
         remove_level(books, levels, ladder_keys, ladder_levels, meta,
                      np.int64(sym) * 2 + side, side, lv)
-    _execute_cold(np.int64(seq), np.int64(m.ts), np.int64(sym), side, False, tif,
+    _execute_cold(np.int64(seq), np.int64(m.ts), np.int64(sym), side, np.bool_(False), tif,
                   np.int64(m.price), np.int64(m.qty), np.int64(filled), np.uint64(m.order_id),
                   np.uint32(trader), np.uint8(flags), np.int64(display), np.int64(expire_ts),
                   np.int64(-1), arena, arena_ext, levels, index, books, ladder_keys,
@@ -843,8 +844,8 @@ def _auction_ends(ts, seq, arena, arena_ext, levels, index, books, ladder_keys, 
         if sym < 0:     # an end cleared without a refresh cannot happen; stay safe
             _refresh_next_end(meta, symbols)
             return OK
-        status = _uncross_room(sym, True, levels, books, ladder_levels, meta, stops, fills, l2,
-                               events, cnt)
+        status = _uncross_room(sym, np.bool_(True), levels, books, ladder_levels, meta, stops,
+                               fills, l2, events, cnt)
         if status != OK:
             return status
         srow = symbols[sym]
@@ -877,7 +878,7 @@ def _uncross_room(sym, continuous, levels, books, ladder_levels, meta, stops, fi
     nl = np.int64(_PHASE_L2)
     ne = np.int64(1 + _PHASE_EVENTS)
     if continuous and stops[sym * 2].live + stops[sym * 2 + 1].live > 0:
-        status, f, l, e = _cascade_need(sym, 0, levels, books, ladder_levels, meta, stops)
+        status, f, l, e = _cascade_need(sym, np.int64(0), levels, books, ladder_levels, meta, stops)
         if status != OK:
             return status
         nf += f
@@ -931,8 +932,8 @@ def _room(m, arena, levels, index, books, ladder_levels, meta, symbols, stops, e
         if target == _CONTINUOUS and stops[sym * 2].live + stops[sym * 2 + 1].live > 0:
             # entering CONTINUOUS checks the stops: the cascade, behind the PHASE event
             cnt[2] += 1
-            status = _cascade_room(m, sym, 0, 0, levels, books, ladder_levels, meta, stops,
-                                   fills, l2, events, cnt)
+            status = _cascade_room(m, sym, np.int64(0), np.int64(0), levels, books,
+                                   ladder_levels, meta, stops, fills, l2, events, cnt)
             cnt[2] -= 1
             return status
         need_events = 2     # the PHASE event, the indicative of the call it enters
