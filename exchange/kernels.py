@@ -20,8 +20,11 @@ after their end (``_auction_ends``, resumable like the expiry sweep; ``meta[M_NE
 the earliest end so the check is one compare). A symbol in CONTINUOUS with no band pays one
 load of its phase and one of its band per message.
 
-Stops wait in the stop books and are released after a message that traded (``_release_stops``),
-only while their symbol is CONTINUOUS;
+Stops wait in the stop books and are released after a message that traded, and when a symbol
+enters CONTINUOUS (a PHASE message, a re-opening auction's end) (``_release_stops``), only while
+their symbol is CONTINUOUS, so after every message no pending stop of a CONTINUOUS symbol is
+triggered. The matching copy of ``_execute`` is inlined into the hot path only; the cold callers
+share one compiled copy (``_execute_cold``);
 icebergs rest with ``leaves`` = the shown slice and ``hidden`` = the reserve (level ``qty`` counts
 shown quantity only, level ``hidden`` the reserve); DAY/GTD orders sit in the expiry heap
 (``exchange.expiry``) from entry until they leave for any reason.
@@ -188,8 +191,11 @@ def _match(seq, ts, symbol, side, is_market, limit, qty, order_id, trader, fille
 
     A resting iceberg whose shown slice is used up while reserve remains shows its next slice
     at once at the back of its level (CME Globex), and matching goes on at that level. Every
-    fill moves the symbol's last trade price. A level priced outside ``meta[M_BAND_LO]`` ..
-    ``meta[M_BAND_HI]`` (the dynamic band of the message) is not traded: the symbol is interrupted there (``_interrupt``), before that fill.
+    fill moves the symbol's last trade price. A fill priced outside ``meta[M_BAND_LO]`` ..
+    ``meta[M_BAND_HI]`` (the dynamic band of the message) does not happen: the symbol is
+    interrupted (``_interrupt``) where that fill would have been, i.e. after self-trade
+    prevention handled the resting orders ahead of it (own orders cancelled by CANCEL_RESTING
+    are not fills; CANCEL_INCOMING / CANCEL_BOTH stop before any fill, so without a breach).
     """
     opp = 1 - side
     opp_b = np.int64(symbol) * 2 + opp
@@ -209,9 +215,9 @@ def _match(seq, ts, symbol, side, is_market, limit, qty, order_id, trader, fille
         price = L.price
         if not _crosses(side, is_market, limit, price):
             break
-        if price < lo or price > hi:
-            band_stop = True
-            break
+        # every fill of a level prints at its price; the check is made for the next fill,
+        # after self-trade prevention has dealt with the order at the head of the queue
+        outside = price < lo or price > hi
         changed = False
         while remaining > 0 and L.count > 0:
             r = L.head
@@ -228,6 +234,9 @@ def _match(seq, ts, symbol, side, is_market, limit, qty, order_id, trader, fille
                     stp_stop = True
                     break
                 continue
+            if outside:
+                band_stop = True
+                break
             q = min(remaining, o.leaves)
             meta[M_TRADE_ID] += 1
             f = fills[cnt[0]]
@@ -278,12 +287,12 @@ def _match(seq, ts, symbol, side, is_market, limit, qty, order_id, trader, fille
             write_l2(l2, cnt, seq, ts, symbol, opp, price, L.qty, L.count)
         if L.count == 0:
             remove_level(books, levels, ladder_keys, ladder_levels, meta, opp_b, opp, lv)
-        if stp_stop:
+        if stp_stop or band_stop:
             break
     if last != 0:
         symbols[symbol].last_price = last
     if band_stop:
-        _interrupt(seq, ts, symbol, symbols, meta, events, cnt)
+        _interrupt(seq, ts, np.int64(symbol), symbols, meta, events, cnt)
         return remaining, _BY_BAND
     return remaining, _BY_STP if stp_stop else _RAN_OUT
 
@@ -345,7 +354,8 @@ def _execute(seq, ts, symbol, side, is_market, tif, price, qty, filled, order_id
     The dynamic band is in meta (``_match``). In a call (the symbol's phase is one whenever it is not
     CONTINUOUS here: halted and closed symbols refuse orders before) nothing matches; in a call,
     and after a band breach, what is left is handled as an order entered in the call: a MARKET
-    rests at its call price, an IOC or FOK is cancelled, anything else rests.
+    rests at its call price, an IOC or FOK is cancelled, anything else rests; after a breach
+    the indicative is then published.
     """
     live_before = meta[M_INDEX_COUNT]
     if symbols[symbol].phase == _CONTINUOUS:
@@ -380,6 +390,26 @@ def _execute(seq, ts, symbol, side, is_market, tif, price, qty, filled, order_id
                    expiry, l2, cnt):
         write_event(events, cnt, seq, ts, symbols, symbol, order_id, Event.CANCELLED,
                     Reason.OVERFLOW, done, 0, 0)
+    if why == _BY_BAND:
+        # the call a breach starts publishes its indicative at once, before anything later
+        # in the message (or the message after a re-opening end's stop cascade)
+        _publish_indicative(seq, ts, np.int64(symbol), levels, books, ladder_levels, symbols,
+                            events, cnt)
+
+
+# cold callers (a released stop, a new-price MODIFY) share this one compiled copy of
+# ``_execute`` instead of inlining its ~800 lines each: that was most of the cold compile. Every
+# call site passes the same types (symbol int64, order_id uint64, trader uint32, flags uint8,
+# is_market a bool, the other integers int64; never a literal, which numba types apart), so it
+# is compiled once.
+@njit(cache=True, _nrt=False)
+def _execute_cold(seq, ts, symbol, side, is_market, tif, price, qty, filled, order_id, trader,
+                  flags, display, expire_ts, at, arena, arena_ext, levels, index, books,
+                  ladder_keys, ladder_levels, meta, symbols, expiry, fills, l2, events, cnt):
+    """``_execute`` for the cold paths (see there)."""
+    _execute(seq, ts, symbol, side, is_market, tif, price, qty, filled, order_id, trader, flags,
+             display, expire_ts, at, arena, arena_ext, levels, index, books, ladder_keys,
+             ladder_levels, meta, symbols, expiry, fills, l2, events, cnt)
 
 
 @njit(cache=True, _nrt=False, inline="always")
@@ -469,7 +499,8 @@ def _release_stops(seq, ts, sym, arena, arena_ext, levels, index, books, ladder_
     Stops are released only while the symbol is CONTINUOUS: a band breach (the band in meta,
     see ``_match``) by one of them ends the cascade."""
     while True:
-        if symbols[sym].phase != _CONTINUOUS:
+        # no trade yet: no stop is triggered (a SELL stop is not reached by a last price of 0)
+        if symbols[sym].phase != _CONTINUOUS or symbols[sym].last_price == 0:
             return
         r = _next_triggered(sym, levels, stops, ladder_levels, symbols[sym].last_price)
         if r < 0:
@@ -489,9 +520,11 @@ def _release_stops(seq, ts, sym, arena, arena_ext, levels, index, books, ladder_
                         expiry, r)
         write_event(events, cnt, seq, ts, symbols, sym, order_id, Event.TRIGGERED, Reason.NONE, 0,
                     qty, 0)
-        _execute(seq, ts, sym, side, is_market, tif, price, qty, 0, order_id, trader, flags, 0,
-                 expire_ts, -1, arena, arena_ext, levels, index, books, ladder_keys, ladder_levels,
-                 meta, symbols, expiry, fills, l2, events, cnt)
+        _execute_cold(np.int64(seq), np.int64(ts), np.int64(sym), side, is_market, tif, price,
+                      qty, np.int64(0), np.uint64(order_id), np.uint32(trader), np.uint8(flags),
+                      np.int64(0), np.int64(expire_ts), np.int64(-1), arena, arena_ext, levels,
+                      index, books, ladder_keys, ladder_levels, meta, symbols, expiry, fills, l2,
+                      events, cnt)
 
 
 @njit(cache=True, _nrt=False, inline="always")
@@ -562,9 +595,11 @@ def _modify(m, seq, in_call, arena, arena_ext, levels, index, books, ladder_keys
     if L.count == 0:
         remove_level(books, levels, ladder_keys, ladder_levels, meta,
                      np.int64(sym) * 2 + side, side, lv)
-    _execute(seq, m.ts, sym, side, False, tif, m.price, m.qty, filled, m.order_id, trader,
-             flags, display, expire_ts, -1, arena, arena_ext, levels, index, books, ladder_keys,
-             ladder_levels, meta, symbols, expiry, fills, l2, events, cnt)
+    _execute_cold(np.int64(seq), np.int64(m.ts), np.int64(sym), side, np.bool_(False), tif,
+                  np.int64(m.price), np.int64(m.qty), np.int64(filled), np.uint64(m.order_id),
+                  np.uint32(trader), np.uint8(flags), np.int64(display), np.int64(expire_ts),
+                  np.int64(-1), arena, arena_ext, levels, index, books, ladder_keys,
+                  ladder_levels, meta, symbols, expiry, fills, l2, events, cnt)
 
 
 @njit(cache=True, _nrt=False, inline="always")
@@ -601,8 +636,9 @@ def _phase_message(m, seq, arena, arena_ext, levels, index, books, ladder_keys, 
                    meta, symbols, expiry, fills, l2, events, cnt):
     """Apply a PHASE message (semantics.md, PHASE messages): validation, the reference price,
     the uncross when the target ends an auction, the PHASE event and the call it enters.
-    Returns whether an uncross traded (the caller then checks the stops). The indicative of a
-    call entered is published by the caller, after this."""
+    Returns whether the message was valid and left the symbol CONTINUOUS (the caller then
+    checks the stops, whether or not an uncross traded). The indicative of a call entered is
+    published by the caller, after this."""
     sym = m.symbol
     reason = check_phase(m, books)
     if reason != Reason.NONE:
@@ -618,7 +654,6 @@ def _phase_message(m, seq, arena, arena_ext, levels, index, books, ladder_keys, 
         auction = target
     elif target == _CONTINUOUS or target == _CLOSED:
         auction = srow.auction
-    fills_before = cnt[0]
     if auction != 0:
         uncross(seq, m.ts, np.int64(sym), auction, arena, arena_ext, levels, index, books,
                 ladder_keys, ladder_levels, meta, symbols, expiry, fills, l2, events, cnt)
@@ -644,7 +679,7 @@ def _phase_message(m, seq, arena, arena_ext, levels, index, books, ladder_keys, 
         _refresh_next_end(meta, symbols)
     write_event(events, cnt, seq, m.ts, symbols, sym, 0, Event.PHASE, Reason.NONE, 0, 0,
                 srow.reference_price)
-    return cnt[0] != fills_before
+    return new == _CONTINUOUS
 
 
 @njit(cache=True, _nrt=False, inline="always")
@@ -662,11 +697,11 @@ def _process_one(m, seq, arena, arena_ext, levels, index, books, ladder_keys, la
     srow = symbols[sym]
     phase = srow.phase
     in_call = False
-    traded = False
+    check_stops = False
     lo = np.int64(0)
     hi = np.int64(MAX_PRICE)
     if m.kind == Kind.PHASE:
-        traded = _phase_message(m, seq, arena, arena_ext, levels, index, books, ladder_keys,
+        check_stops = _phase_message(m, seq, arena, arena_ext, levels, index, books, ladder_keys,
                                 ladder_levels, meta, symbols, expiry, fills, l2, events, cnt)
         # stops released after an uncross meet the band around the uncross price
         lo, hi = _dynamic_band(srow)
@@ -734,10 +769,12 @@ def _process_one(m, seq, arena, arena_ext, levels, index, books, ladder_keys, la
         else:
             _modify(m, seq, in_call, arena, arena_ext, levels, index, books, ladder_keys,
                     ladder_levels, meta, symbols, ticks, stops, expiry, fills, l2, events, cnt)
-        traded = cnt[0] != fills_before
-    # only trades move the last price, so only a message that traded can trigger stops
-    # (meta first: with no stop pending anywhere the symbol's stop rows are never read)
-    if traded and meta[M_STOPS_LIVE] > 0 and (
+        check_stops = cnt[0] != fills_before
+    # only trades move the last price, so only a message that traded can trigger stops; a
+    # symbol entering CONTINUOUS checks them too (stops triggered by the fills before a band
+    # breach waited through the call). Meta first: with no stop pending anywhere the symbol's
+    # stop rows are never read
+    if check_stops and meta[M_STOPS_LIVE] > 0 and (
             stops[np.int64(sym) * 2].live + stops[np.int64(sym) * 2 + 1].live > 0):
         _release_stops(seq, m.ts, np.int64(sym), arena, arena_ext, levels, index, books,
                        ladder_keys, ladder_levels, meta, symbols, stops, expiry, fills, l2,
@@ -807,12 +844,11 @@ def _auction_ends(ts, seq, arena, arena_ext, levels, index, books, ladder_keys, 
         if sym < 0:     # an end cleared without a refresh cannot happen; stay safe
             _refresh_next_end(meta, symbols)
             return OK
-        status = _uncross_room(sym, True, levels, books, ladder_levels, meta, stops, fills, l2,
-                               events, cnt)
+        status = _uncross_room(sym, np.bool_(True), levels, books, ladder_levels, meta, stops,
+                               fills, l2, events, cnt)
         if status != OK:
             return status
         srow = symbols[sym]
-        fills_before = cnt[0]
         uncross(seq, ts, sym, srow.auction, arena, arena_ext, levels, index, books, ladder_keys,
                 ladder_levels, meta, symbols, expiry, fills, l2, events, cnt)
         srow.auction = 0
@@ -821,7 +857,8 @@ def _auction_ends(ts, seq, arena, arena_ext, levels, index, books, ladder_keys, 
         _refresh_next_end(meta, symbols)
         write_event(events, cnt, seq, ts, symbols, sym, 0, Event.PHASE, Reason.AUCTION_END, 0, 0,
                     srow.reference_price)
-        if cnt[0] != fills_before and stops[sym * 2].live + stops[sym * 2 + 1].live > 0:
+        # checked whether or not the uncross traded (see ``_process_one``)
+        if stops[sym * 2].live + stops[sym * 2 + 1].live > 0:
             lo, hi = _dynamic_band(srow)
             meta[M_BAND_LO] = lo
             meta[M_BAND_HI] = hi
@@ -841,7 +878,7 @@ def _uncross_room(sym, continuous, levels, books, ladder_levels, meta, stops, fi
     nl = np.int64(_PHASE_L2)
     ne = np.int64(1 + _PHASE_EVENTS)
     if continuous and stops[sym * 2].live + stops[sym * 2 + 1].live > 0:
-        status, f, l, e = _cascade_need(sym, 0, levels, books, ladder_levels, meta, stops)
+        status, f, l, e = _cascade_need(sym, np.int64(0), levels, books, ladder_levels, meta, stops)
         if status != OK:
             return status
         nf += f
@@ -892,6 +929,13 @@ def _room(m, arena, levels, index, books, ladder_levels, meta, symbols, stops, e
                 (target == _CONTINUOUS or target == _CLOSED) and symbols[sym].auction != 0):
             return _uncross_room(sym, target == _OPENING or target == _CONTINUOUS, levels, books,
                                  ladder_levels, meta, stops, fills, l2, events, cnt)
+        if target == _CONTINUOUS and stops[sym * 2].live + stops[sym * 2 + 1].live > 0:
+            # entering CONTINUOUS checks the stops: the cascade, behind the PHASE event
+            cnt[2] += 1
+            status = _cascade_room(m, sym, np.int64(0), np.int64(0), levels, books,
+                                   ladder_levels, meta, stops, fills, l2, events, cnt)
+            cnt[2] -= 1
+            return status
         need_events = 2     # the PHASE event, the indicative of the call it enters
     elif m.kind <= Kind.MODIFY and sym < meta[M_NSYM] and m.kind != Kind.CANCEL:
         side = np.int64(m.side)

@@ -15,7 +15,8 @@ Invariants kept by the model (and checked by the property tests on the engine):
   suspended one) it may be, and nothing matches until the uncross;
 - a MARKET order rests only in a call or a halt, at ``CALL_MARKET_PRICE[side]``; an uncross
   cancels every one still resting;
-- a pending stop is released only in CONTINUOUS;
+- a pending stop is released only in CONTINUOUS, and after every message no pending stop of a
+  CONTINUOUS symbol is triggered (entering CONTINUOUS checks them, traded or not);
 - every output row carries the seq and ts of the message that caused it, and every event the
   symbol's phase after it (an UNCROSS: its auction).
 
@@ -721,11 +722,10 @@ class Model:
             return self._event(oid, Event.REJECTED, Reason.BAD_EXPIRY)
         if price > 0:                                                                # 1
             book.ref = price
-        traded = False
         if target in (Phase.OPENING_AUCTION, Phase.CLOSING_AUCTION):                 # 2
-            traded = self._uncross(book, target)
+            self._uncross(book, target)
         elif target in (Phase.CONTINUOUS, Phase.CLOSED) and book.auction:
-            traded = self._uncross(book, book.auction)
+            self._uncross(book, book.auction)
         book.phase = {Phase.OPENING_AUCTION: Phase.CONTINUOUS,                       # 3
                       Phase.CLOSING_AUCTION: Phase.CLOSED}.get(target, target)
         if book.in_call:
@@ -735,7 +735,9 @@ class Model:
         self._event(0, Event.PHASE, price=book.ref)
         if book.in_call:                                                             # 4
             self._publish(book)
-        if book.phase == Phase.CONTINUOUS and traded:                                # 5
+        # 5: whether or not the uncross traded (stops triggered by the fills before a band
+        # breach waited through the call)
+        if book.phase == Phase.CONTINUOUS:
             book.set_band()   # around the uncross price, the symbol's last trade
             self._continuous_stops(book)
 

@@ -527,7 +527,8 @@ def test_model_uncrosses_are_maximal_at_one_price_and_leave_no_crossed_book(orde
     """Message by message: an uncross run by a PHASE message (no expiry before it) executes the
     largest volume any integer price would (checked over every price of the book, not only the
     candidates), all its fills are at its price and add up to its volume; outside a call and a
-    halt no MARKET order rests and the book is not crossed."""
+    halt no MARKET order rests and the book is not crossed; in CONTINUOUS no pending stop is
+    triggered."""
     m = make_book("model", "none", PHASE_SYMBOLS)
     for i in range(len(orders)):
         before = {n: m.orders(n) for n, *_ in PHASE_SYMBOLS}
@@ -548,7 +549,9 @@ def test_model_uncrosses_are_maximal_at_one_price_and_leave_no_crossed_book(orde
                     assert u["filled_qty"] == best, "the uncross volume is the largest possible"
                 assert auction["qty"].sum() == u["filled_qty"]
                 assert np.all(auction["price"] == u["price"])
-        for name, *_ in PHASE_SYMBOLS:
+        for k, (name, *_) in enumerate(PHASE_SYMBOLS):
+            if m.phase(name) == P.CONTINUOUS:
+                assert m.books[k].triggered() is None, "a triggered stop waits in CONTINUOUS"
             if m.phase(name) in (P.CONTINUOUS, P.CLOSED):
                 o = m.orders(name)
                 assert not np.any(o["order_type"] == OrderType.MARKET), "a market order rests"

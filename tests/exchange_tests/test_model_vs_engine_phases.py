@@ -14,12 +14,15 @@ These tests need the engine that implements docs/semantics.md "Trading phases, a
 price bands" (Engine.add_symbol's phase options, Kind.PHASE, checkpoints of the phase state).
 """
 
+import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
 from conftest import assert_same_outputs, assert_table_equal, cut_points, levels, make_book, run
+from exchange.schema import Event, OrderType, Phase, Reason
 from phase_flows import (
-    PHASE_SYMBOLS, band_flows, call_auctions, phase_flows, stop_uncross_flows,
+    BUY, INTERRUPTION_NS, PHASE_SYMBOLS, SELL, T0, band_flows, call_auctions, cancel, chain, new,
+    phase_flows, stop_uncross_flows, to_phase,
 )
 
 
@@ -96,3 +99,128 @@ def test_engine_restored_mid_phase_flow_goes_on_as_the_model(orders, data):
     restored = type(engine).restore(engine.checkpoint())
     assert_same_outputs(run(restored, orders[at:]), run(model, orders[at:]))
     assert_same_phase_books(restored, model)
+
+
+# ---- regressions: three rules the engine and the model once read differently ----------------------
+# Symbol B (id 1): dynamic band of 2 % around the last trade, static band [95, 105], re-opening
+# auctions of INTERRUPTION_NS. Each flow first trades 1 lot at 100 (band [98, 102]).
+
+def _on_b(*rows):
+    """The rows on symbol B, one ns apart from T0 (later rows may move their own ts)."""
+    flow = chain(*rows, t0=T0, dt=1)
+    flow["symbol"] = 1
+    return flow
+
+
+def _trade_at_100():
+    return (new(1, SELL, 100, 1, trader=1), new(2, BUY, 100, 1, trader=2))
+
+
+def _sell_stop(order_id, stop_price, qty, trader=5):
+    return new(order_id, SELL, 0, qty, order_type=OrderType.STOP, stop_price=stop_price,
+               trader=trader)
+
+
+@pytest.mark.parametrize("stp", ["cancel_resting", "cancel_incoming", "cancel_both"])
+def test_band_is_checked_for_the_next_fill_after_self_trade_prevention(stp):
+    """At a level outside the band, the aggressor's own order at its head is handled by STP
+    first: CANCEL_RESTING cancels it (not a fill) and then breaches at the next order;
+    CANCEL_INCOMING / CANCEL_BOTH stop matching there, with no breach."""
+    flow = _on_b(*_trade_at_100(),
+                 new(3, SELL, 101, 1, trader=3),
+                 new(4, SELL, 103, 1, trader=2),    # own order of the aggressor, head of 103
+                 new(5, SELL, 103, 1, trader=4),
+                 new(6, BUY, 104, 5, trader=2))     # fills 101, then meets 103 (outside)
+    engine, model = both(stp)
+    out = run(model, flow)
+    assert_same_outputs(run(engine, flow), out)
+    assert_same_phase_books(engine, model)
+    last = out[2][out[2]["seq"] == len(flow)]
+    cancelled = {int(e["order_id"]) for e in last if e["reason"] == Reason.SELF_TRADE}
+    breached = (last["reason"] == Reason.PRICE_BAND).any()
+    if stp == "cancel_resting":
+        assert cancelled == {4} and breached
+    else:
+        assert 6 in cancelled and not breached
+
+
+def test_indicative_is_published_right_after_a_breach_by_stops_at_a_reopening_end():
+    """The stop released when a re-opening auction ends breaches the band around the uncross
+    price: the new call's INDICATIVE follows at once, before the next message's rows (here a
+    message on another symbol), and again after a later message on B that changes it."""
+    flow = _on_b(*_trade_at_100(),
+                 _sell_stop(3, 99, 1),
+                 new(4, BUY, 95, 1, trader=3),
+                 new(5, BUY, 97, 1, trader=3),
+                 new(6, SELL, 96, 1, trader=4),     # 97 is outside [98, 102]: breach, rests
+                 new(7, BUY, 99, 1, trader=6),      # after the end: on A
+                 new(8, BUY, 95, 1, trader=3))      # B again: the indicative changes
+    flow["ts"][-2:] += 2 * INTERRUPTION_NS
+    flow["symbol"][-2] = 0
+    engine, model = both()
+    out = run(model, flow)
+    assert_same_outputs(run(engine, flow), out)
+    assert_same_phase_books(engine, model)
+    ev = out[2]
+    at_end = ev[ev["seq"] == len(flow) - 1]
+    on_b = np.flatnonzero(at_end["symbol"] == 1)
+    assert on_b[-1] < np.flatnonzero(at_end["symbol"] == 0)[0]    # B's rows come first
+    b_rows = at_end[on_b]
+    # the uncross at 97 triggers the stop, whose market sell meets 95 outside [96, 98]
+    assert list(b_rows["event"][-4:]) == [Event.PHASE, Event.TRIGGERED, Event.PHASE,
+                                          Event.INDICATIVE]
+    assert list(b_rows["reason"][[-4, -2]]) == [Reason.AUCTION_END, Reason.PRICE_BAND]
+    assert b_rows["price"][-1] == 95
+    later = ev[ev["seq"] == len(flow)]
+    assert later["event"][-1] == Event.INDICATIVE
+
+
+@pytest.mark.parametrize("by", ["phase_message", "reopening_end"])
+def test_entering_continuous_checks_stops_even_when_the_uncross_does_not_trade(by):
+    """A fill just before a breach triggers a stop that then waits through the call; the
+    uncross trades nothing, and entering CONTINUOUS (a PHASE message or the re-opening end)
+    still releases it."""
+    rows = [*_trade_at_100(),
+            _sell_stop(3, 99, 1),
+            new(4, BUY, 99, 1, trader=3),
+            new(5, BUY, 95, 1, trader=3),
+            new(6, SELL, 95, 2, trader=4),          # fills 99 (the stop is reached), breach at 95
+            cancel(6, trader=4),                    # the call book no longer crosses
+            new(7, BUY, 99, 1, trader=3)]
+    rows.append(to_phase(Phase.CONTINUOUS) if by == "phase_message"
+                else new(8, BUY, 99, 1, trader=6))  # a message on A after the end
+    flow = _on_b(*rows)
+    if by == "reopening_end":
+        flow["ts"][-1] += 2 * INTERRUPTION_NS
+        flow["symbol"][-1] = 0
+    engine, model = both()
+    out = run(model, flow)
+    assert_same_outputs(run(engine, flow), out)
+    assert_same_phase_books(engine, model)
+    ev = out[2]
+    last = ev[(ev["seq"] == len(flow)) & (ev["symbol"] == 1)]
+    assert list(last["event"][:2]) == [Event.UNCROSS, Event.PHASE]
+    assert last["filled_qty"][0] == 0                       # the uncross traded nothing
+    assert list(last["order_id"][last["event"] == Event.TRIGGERED]) == [3]
+    assert list(out[0]["sell_order_id"][out[0]["seq"] == len(flow)]) == [3]   # it sold at 99
+    assert int(engine.phase("B")) == Phase.CONTINUOUS
+
+
+def test_reentering_continuous_after_a_close_releases_the_stops_the_closing_uncross_triggered():
+    """Stops triggered by a closing uncross wait while CLOSED; a PHASE message to CONTINUOUS
+    (no auction pending, so no uncross) releases them."""
+    flow = chain(to_phase(Phase.OPENING_AUCTION),
+                 new(1, SELL, 100, 1, trader=1), new(2, BUY, 100, 1, trader=2),
+                 new(3, BUY, 0, 1, order_type=OrderType.STOP, stop_price=102, trader=3),
+                 new(4, SELL, 105, 1, trader=2),
+                 to_phase(Phase.PRE_CLOSE),
+                 new(5, BUY, 102, 2, trader=2), new(6, SELL, 102, 2, trader=1),
+                 to_phase(Phase.CLOSING_AUCTION),
+                 to_phase(Phase.CONTINUOUS), t0=T0, dt=1)
+    engine, model = both()
+    out = run(model, flow)
+    assert_same_outputs(run(engine, flow), out)
+    assert_same_phase_books(engine, model)
+    last = out[2][out[2]["seq"] == len(flow)]
+    assert list(last["event"]) == [Event.PHASE, Event.TRIGGERED, Event.FILLED, Event.FILLED]
+    assert list(out[0][out[0]["seq"] == len(flow)][["price", "qty"]].tolist()) == [(105, 1)]
