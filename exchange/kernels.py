@@ -126,7 +126,7 @@ def _dynamic_band(srow):
     if bps == 0 or x == 0 or srow.phase != _CONTINUOUS:
         return np.int64(0), np.int64(MAX_PRICE)
     w = band_width(x, bps)
-    return x - w, min(x + w, np.int64(MAX_PRICE))
+    return x - w, x + min(w, np.int64(MAX_PRICE) - x)   # x + w could pass int64
 
 
 @njit(cache=True, _nrt=False)
@@ -633,14 +633,14 @@ def _modify_pending(m, seq, r, arena, arena_ext, levels, stops, ladder_keys, lad
 # cold path: compiled once, not inlined into every matching copy
 @njit(cache=True, _nrt=False)
 def _phase_message(m, seq, arena, arena_ext, levels, index, books, ladder_keys, ladder_levels,
-                   meta, symbols, expiry, fills, l2, events, cnt):
+                   meta, symbols, ticks, expiry, fills, l2, events, cnt):
     """Apply a PHASE message (semantics.md, PHASE messages): validation, the reference price,
     the uncross when the target ends an auction, the PHASE event and the call it enters.
     Returns whether the message was valid and left the symbol CONTINUOUS (the caller then
     checks the stops, whether or not an uncross traded). The indicative of a call entered is
     published by the caller, after this."""
     sym = m.symbol
-    reason = check_phase(m, books)
+    reason = check_phase(m, books, symbols, ticks)
     if reason != Reason.NONE:
         write_event(events, cnt, seq, m.ts, symbols, sym, m.order_id, Event.REJECTED, reason, 0, 0,
                     0)
@@ -702,7 +702,8 @@ def _process_one(m, seq, arena, arena_ext, levels, index, books, ladder_keys, la
     hi = np.int64(MAX_PRICE)
     if m.kind == Kind.PHASE:
         check_stops = _phase_message(m, seq, arena, arena_ext, levels, index, books, ladder_keys,
-                                ladder_levels, meta, symbols, expiry, fills, l2, events, cnt)
+                                     ladder_levels, meta, symbols, ticks, expiry, fills, l2,
+                                     events, cnt)
         # stops released after an uncross meet the band around the uncross price
         lo, hi = _dynamic_band(srow)
         meta[M_BAND_LO] = lo

@@ -73,7 +73,7 @@ def outside_static_band(sym_row, price):
     if ref == 0:
         return False
     w = band_width(ref, bps)
-    return price < ref - w or price > ref + w
+    return ref - price > w or price - ref > w   # differences: ref + w could pass int64
 
 
 @njit(cache=True, _nrt=False, inline="always")
@@ -84,7 +84,7 @@ def is_call_market(side, price):
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def check_phase(m, books):
+def check_phase(m, books, symbols, ticks):
     """Return the reason PHASE message ``m`` is refused (Trading phases, PHASE messages steps
     2-5), or Reason.NONE. The caller has checked the kind and the symbol (step 1)."""
     if m.phase > _LAST_PHASE:
@@ -94,6 +94,8 @@ def check_phase(m, books):
     b = np.int64(m.symbol) * 2
     if m.price > 0 and (m.price < books[b].min_price or m.price > books[b].max_price):
         return Reason.PRICE_OUT_OF_BAND
+    if m.price > 0 and not on_tick(ticks, symbols[m.symbol], m.price):
+        return Reason.OFF_TICK
     if m.expire_ts != 0 and (m.phase != _REOPENING or m.expire_ts <= m.ts):
         return Reason.BAD_EXPIRY
     return Reason.NONE
