@@ -336,3 +336,30 @@ def test_tiny_output_buffers_give_the_same_bytes_as_one_big_batch():
     for name in ("fills", "l2", "events"):
         assert np.concatenate([getattr(p, name) for p in parts]).tobytes() == \
             getattr(big, name).tobytes(), name
+
+
+# ---------------------------------------------------------------- found by review
+def test_a_phase_reference_price_off_the_tick_table_is_rejected_and_changes_nothing():
+    eng = _engine(tick_table=[(1, 1), (100, 5)], reference_price=100)
+    res = eng.set_phase("X", "pre_open", reference_price=102)
+    assert [int(e) for e in res.events["event"]] == [Event.REJECTED]
+    assert _reasons(res) == [Reason.OFF_TICK]
+    assert eng.phase("X") is Phase.CONTINUOUS
+    ok = eng.set_phase("X", "pre_open", reference_price=105)
+    assert _events(ok, Event.PHASE)["price"].tolist() == [105]
+
+
+def test_add_symbol_refuses_a_reference_price_off_its_tick_table():
+    with pytest.raises(UsageError, match="reference_price.*tick table"):
+        _engine(tick_table=[(1, 1), (100, 5)], reference_price=102)
+
+
+def test_bands_at_the_top_of_the_price_range_do_not_wrap_around():
+    top = 1 << 62
+    eng = _engine(reference_price=top, static_band_bps=10_000, dynamic_band_bps=10_000)
+    res = eng.submit("X", "sell", price=top, qty=1, trader=1)
+    assert _reasons(res) == [Reason.NONE]            # inside [0, 2 * top]: accepted
+    res = eng.submit("X", "buy", price=top, qty=1, trader=2)
+    assert len(res.fills) == 1                        # the dynamic band around the last price too
+    res = eng.submit("X", "sell", price=top, qty=1, trader=1)
+    assert _reasons(res) == [Reason.NONE]
