@@ -667,6 +667,11 @@ class VenueChecker:
             if ev == Event.ACCEPTED:
                 assert key not in self.open, "accepted an id that is live"
                 self.open[key] = [leaves, 0, leaves]
+                if key in start:
+                    # the id's earlier order ended in this message: only an expiry before it can
+                    # end one (the message is this NEW), so that order traded nothing here
+                    assert final[key] == start[key], f"fills vs events of {key} (id reused)"
+                    del start[key]
             ent = self.open[key]
             start.setdefault(key, ent[1])
             if ev in (Event.PARTIAL, Event.FILLED):

@@ -12,6 +12,7 @@ mid-flow must give the same future outputs and books.
 These tests need the engine that implements docs/semantics.md's venue rules.
 """
 
+import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
@@ -19,6 +20,7 @@ from conftest import (
     STP_MODES, VENUE_SYMBOLS, VenueChecker, assert_same_outputs, assert_table_equal, cut_points,
     levels, make_book, run, sweep_flows, venue_flows,
 )
+from exchange.schema import ORDER_DTYPE, Reason
 
 
 def assert_same_venue_books(a, b, symbols=VENUE_SYMBOLS):
@@ -111,3 +113,25 @@ def test_checkpoint_restored_mid_venue_flow_gives_identical_outputs_and_books(st
     assert_same_outputs(restored.process(orders[at:]), original.process(orders[at:]))
     assert_same_venue_books(restored, original)
     assert restored.state_hash() == original.state_hash()
+
+
+def test_invariants_hold_when_an_id_is_reused_right_after_its_order_expired():
+    # found by hypothesis: a GTD iceberg (id 4) fills 1 lot, expires before the message that
+    # enters a new order 4; the ledger must treat them as two orders, not one
+    t = 1728003599999999700
+    rows = [(t, 0, 97, 1, 0, 2, 0, 0, 0, 1, 1, 97, 0, 0, 0, 0),
+            (t, 0, 97, 1, 0, 2, 0, 1, 1, 0, 0, 97, 0, 0, 0, 0)]
+    rows += [(t, 0, 97, 1, 0, 2, 0, 0, 0, 1, 0, 97, 0, 0, 0, 0)] * 2
+    rows += [(t, 0, 97, 1, 0, 2, 0, 0, 0, 0, 0, 97, 1, 0, 0, 0)] * 11
+    rows += [(t, 4, 97, 2, 0, 1, 0, 0, 4, 0, 0, 97, 1, 0, t + 1, 0),
+             (t, 0, 97, 1, 0, 2, 0, 0, 1, 0, 0, 97, 0, 0, 0, 0),
+             (t, 0, 97, 1, 0, 2, 0, 1, 1, 0, 0, 97, 0, 0, 0, 0),
+             (t, 0, 97, 1, 0, 2, 0, 0, 0, 0, 0, 97, 1, 0, 0, 0),
+             (t + 1, 4, 97, 1, 0, 1, 0, 0, 0, 0, 0, 97, 1, 0, 0, 0)]
+    orders = np.array(rows, ORDER_DTYPE)
+    engine, checker = make_book("engine", "cancel_resting", VENUE_SYMBOLS), VenueChecker()
+    for i in range(len(orders)):
+        checker.step(engine, orders[i:i + 1])
+    res = make_book("engine", "cancel_resting", VENUE_SYMBOLS).process(orders)
+    four = res.events[res.events["order_id"] == 4]
+    assert [int(r) for r in four["reason"]] == [0, 0, Reason.EXPIRED, 0]   # two orders 4
