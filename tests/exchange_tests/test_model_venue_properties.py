@@ -38,3 +38,26 @@ def test_model_refills_iceberg_slices_behind_older_orders_while_swept(stp, order
     model, checker = make_book("model", stp, VENUE_SYMBOLS), VenueChecker()
     for i in range(len(orders)):
         checker.step(model, orders[i:i + 1])
+
+
+@pytest.mark.parametrize("book", ["model", "engine"])
+def test_invariants_hold_when_a_new_order_reuses_the_id_of_a_stop_that_just_expired(book):
+    # found by hypothesis: GTD stop 1 expires at ts t + 1; the message at t + 1 is a new MARKET 1
+    # that fills; its fill is the new order's, not the expired stop's
+    import numpy as np
+    from exchange.schema import ORDER_DTYPE
+
+    t = 1728003599999999700
+    rows = [(t, 0, 97, 1, 0, 1, 0, 0, 0, 1, 0, 97, 0, 0, 0, 0)] * 5
+    rows += [(t, 0, 97, 1, 0, 1, 0, 0, 1, 0, 0, 97, 0, 0, 0, 0)] * 3
+    rows += [(t, 0, 97, 1, 0, 1, 0, 1, 1, 0, 0, 97, 0, 0, 0, 0)]
+    rows += [(t, 0, 97, 1, 0, 1, 0, 0, 0, 0, 0, 97, 1, 0, 0, 0)] * 8
+    rows += [(t, 1, 97, 1, 0, 1, 0, 2, 4, 0, 0, 97, 0, 0, t + 1, 0),
+             (t, 0, 97, 1, 0, 1, 0, 0, 0, 0, 0, 97, 1, 0, 0, 0),
+             (t + 1, 1, 97, 1, 0, 1, 0, 1, 1, 0, 1, 97, 0, 0, 0, 0)]
+    orders = np.array(rows, ORDER_DTYPE)
+    target, checker = make_book(book, "none", VENUE_SYMBOLS), VenueChecker()
+    for i in range(len(orders)):
+        checker.step(target, orders[i:i + 1])
+    res = make_book(book, "none", VENUE_SYMBOLS).process(orders)
+    assert len(res.fills) == 1 and res.fills["sell_order_id"][0] == 1
