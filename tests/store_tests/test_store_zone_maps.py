@@ -122,11 +122,16 @@ def _rewrite(path, edit, fix_crc: bool):
 
 
 def _all_readers_refuse(path, what=""):
+    """Return the messages of the CorruptionError each reader raised on ``path`` (a full read, a
+    windowed read, the check); fail if one did not raise or named another file."""
+    messages = []
     for fn in (lambda: sg.read_segment(path), lambda: sg.read_segment(path, ["price"], seq=(1, 50)),
                lambda: sg.check_segment(path)):
         with pytest.raises(CorruptionError) as e:
             fn()
         assert e.value.path == path and path in str(e.value) and what in str(e.value), e.value
+        messages.append(str(e.value))
+    return messages
 
 
 @pytest.mark.parametrize("byte", [0, 7, 8, 31, 100, 250])
@@ -222,7 +227,8 @@ def test_an_index_declaring_zero_rows_per_block_is_refused(tmp_path):
     def zero(data, at, length):
         struct.pack_into("<I", data, at - sg.ZONE_HEAD.size, 0)
     _rewrite(path, zero, fix_crc=True)
-    _all_readers_refuse(path, "0 rows per block")
+    messages = _all_readers_refuse(path, "0 rows per block")
+    assert len(messages) == 3 and all("0 rows per block" in m for m in messages)
 
 
 def test_an_index_whose_zone_map_runs_past_it_is_refused(tmp_path):
@@ -231,4 +237,5 @@ def test_an_index_whose_zone_map_runs_past_it_is_refused(tmp_path):
     def tiny_blocks(data, at, length):   # 1 row per block: 5,000 zone entries claimed
         struct.pack_into("<I", data, at - sg.ZONE_HEAD.size, 1)
     _rewrite(path, tiny_blocks, fix_crc=True)
-    _all_readers_refuse(path, "run past the index")
+    messages = _all_readers_refuse(path, "run past the index")
+    assert len(messages) == 3 and all("run past the index" in m for m in messages)
