@@ -32,11 +32,10 @@ from numba import njit
 
 from ._cache_guard import guard
 from .book import (
-    M_NEED_EVENTS, M_NEED_FILLS, M_NEED_L2, M_TRADE_ID, append_to_level, detach_from_level,
-    remove_level,
+    M_TRADE_ID, append_to_level, detach_from_level, remove_level,
 )
 from .removal import remove_order
-from .rows import write_event, write_l2
+from .rows import output_fits, write_event, write_l2
 from .schema import AUCTION_SIDE, CALL_MARKET_PRICE, Event, Reason
 
 # numba keys this module's cache on this file only; these files are compiled into its kernels
@@ -208,13 +207,7 @@ def uncross_room(sym, books, meta, fills, l2, events, cnt):
     need_fills = live
     need_events = 1 + 2 * need_fills + live + 4
     need_l2 = books[bb].n + books[bb + 1].n + 2
-    if (cnt[0] + need_fills > len(fills) or cnt[1] + need_l2 > len(l2)
-            or cnt[2] + need_events > len(events)):
-        meta[M_NEED_FILLS] = cnt[0] + need_fills
-        meta[M_NEED_L2] = cnt[1] + need_l2
-        meta[M_NEED_EVENTS] = cnt[2] + need_events
-        return False
-    return True
+    return output_fits(meta, cnt, fills, l2, events, need_fills, need_l2, need_events)
 
 
 @njit(cache=True, _nrt=False)

@@ -53,7 +53,7 @@ from .order_index import (
 )
 from .prefetch import prefetch
 from .removal import remove_order
-from .rows import write_event, write_l2
+from .rows import output_fits, write_event, write_l2
 from .schema import (
     CALL_MARKET_PRICE, MAX_LEVEL_QTY, MAX_PRICE, Event, Kind, OrderType, Phase, Reason, Side, Stp,
     Tif,
@@ -1008,13 +1008,8 @@ def _room(m, arena, levels, index, books, ladder_levels, meta, symbols, stops, e
                 need_l2 = opp.n + 3
     need_events += _PHASE_EVENTS
     need_l2 += _PHASE_L2
-    if (cnt[0] + need_fills > len(fills) or cnt[1] + need_l2 > len(l2)
-            or cnt[2] + need_events > len(events)):
-        meta[M_NEED_FILLS] = cnt[0] + need_fills
-        meta[M_NEED_L2] = cnt[1] + need_l2
-        meta[M_NEED_EVENTS] = cnt[2] + need_events
-        return NEED_OUTPUT
-    return OK
+    return OK if output_fits(meta, cnt, fills, l2, events, need_fills, need_l2,
+                             need_events) else NEED_OUTPUT
 
 
 @njit(cache=True, _nrt=False)
@@ -1057,13 +1052,8 @@ def _cascade_room(m, sym, side, qty, levels, books, ladder_levels, meta, stops, 
                                                              ladder_levels, meta, stops)
     if status != OK:
         return status
-    if (cnt[0] + need_fills > len(fills) or cnt[1] + need_l2 > len(l2)
-            or cnt[2] + need_events > len(events)):
-        meta[M_NEED_FILLS] = cnt[0] + need_fills
-        meta[M_NEED_L2] = cnt[1] + need_l2
-        meta[M_NEED_EVENTS] = cnt[2] + need_events
-        return NEED_OUTPUT
-    return OK
+    return OK if output_fits(meta, cnt, fills, l2, events, need_fills, need_l2,
+                             need_events) else NEED_OUTPUT
 
 
 @njit(cache=True, _nrt=False, inline="always")

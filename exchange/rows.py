@@ -1,7 +1,7 @@
 """Writing one output row: an order or symbol event, an L2 update.
 
 The kernels write every event and L2 row through these two functions, so each field is set in
-one place. ``cnt`` is the kernels' output counter ``[fills, l2, events]``; the caller has checked
+one place, and check room for them through ``output_fits``. ``cnt`` is the kernels' output counter ``[fills, l2, events]``; the caller has checked
 that the row fits (see ``kernels._room``). An event's ``phase`` is the symbol's phase as the
 symbol row says when the row is written, i.e. after the change the event reports.
 """
@@ -11,8 +11,22 @@ from __future__ import annotations
 from numba import njit
 
 from ._cache_guard import guard
+from .book import M_NEED_EVENTS, M_NEED_FILLS, M_NEED_L2
 
-guard(__name__, __file__, deps=())
+guard(__name__, __file__, deps=("exchange.book",))
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def output_fits(meta, cnt, fills, l2, events, need_fills, need_l2, need_events):
+    """Return True if ``need_*`` more rows fit after ``cnt`` in each output; else record the
+    totals needed in ``meta[M_NEED_*]`` (what the facade grows the outputs to) and return False."""
+    if (cnt[0] + need_fills > len(fills) or cnt[1] + need_l2 > len(l2)
+            or cnt[2] + need_events > len(events)):
+        meta[M_NEED_FILLS] = cnt[0] + need_fills
+        meta[M_NEED_L2] = cnt[1] + need_l2
+        meta[M_NEED_EVENTS] = cnt[2] + need_events
+        return False
+    return True
 
 
 @njit(cache=True, _nrt=False, inline="always")
