@@ -1,0 +1,235 @@
+"""Execution reports: what a client is told about its orders, derived from the engine's rows.
+
+``derive`` turns one batch's journaled rows (the order messages and their fills and events)
+into ``Report`` objects, using the gateway's per-order state (``OrderState``: who sent the
+order, its client order id, cumulative quantity and notional). The live gateway calls it on the
+engine's Result; recovery after a crash calls it on the same rows read back from the store, so
+the reports of a batch are the same bytes whichever path made them.
+
+Invariants:
+- A report's quantities come from the engine's event row (``cum_qty`` = the event's
+  ``filled_qty``, ``leaves_qty`` its ``leaves_qty``); ``last_qty`` is the difference from the
+  previous cumulative quantity and ``last_px`` / ``trade_id`` come from the fill the event
+  belongs to (the k-th PARTIAL/FILLED event of an order in a message is its k-th fill there).
+- Symbol events (order id 0) and events of orders the gateway did not send make no report.
+- ``to_json`` is deterministic (sorted keys, no spaces), so equal reports are equal bytes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict, deque
+from dataclasses import asdict, dataclass, field, fields
+
+import numpy as np
+
+from exchange.schema import Event, Kind, Reason
+
+__all__ = ["Report", "OrderState", "derive", "EXEC_KINDS", "STATUSES"]
+
+EXEC_KINDS = ("new", "rejected", "trade", "canceled", "replaced", "expired", "triggered",
+              "cancel_rejected", "replace_rejected")
+STATUSES = ("pending", "new", "partially_filled", "filled", "canceled", "expired", "rejected")
+
+
+@dataclass(frozen=True)
+class Report:
+    """One execution report (fields: docs/gateway.md, "Execution reports")."""
+
+    stream: str
+    rseq: int
+    seq: int
+    ts: int
+    exec: str
+    status: str
+    order_id: int
+    client_order_id: str
+    orig_client_order_id: str
+    account: str
+    symbol: str
+    side: int
+    order_type: int
+    tif: int
+    price: int
+    stop_price: int
+    qty: int
+    last_px: int = 0
+    last_qty: int = 0
+    trade_id: int = 0
+    cum_qty: int = 0
+    leaves_qty: int = 0
+    avg_px: float = 0.0
+    reason: int = 0
+    text: str = ""
+
+    def to_json(self) -> str:
+        """Return the report as one line of JSON (sorted keys: equal reports, equal bytes)."""
+        return json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> "Report":
+        """Return the report ``to_json`` wrote. Raises ValueError for anything else."""
+        data = json.loads(text)
+        names = {f.name for f in fields(cls)}
+        if not isinstance(data, dict) or set(data) != names:
+            raise ValueError("not a report: the fields differ")
+        return cls(**data)
+
+
+@dataclass
+class OrderState:
+    """What the gateway knows of one order it sent to the engine."""
+
+    order_id: int
+    account: str
+    firm: str
+    stream: str
+    client_order_id: str
+    symbol: str
+    side: int
+    order_type: int
+    tif: int
+    price: int
+    stop_price: int
+    qty: int             # total order quantity (cum + open), as a FIX client counts it
+    cum_qty: int = 0
+    notional: int = 0    # sum of price * qty over its fills (ticks * lots)
+    leaves_qty: int = 0
+    status: str = "pending"
+
+    def to_json(self) -> str:
+        """Return the state as one line of JSON."""
+        return json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> "OrderState":
+        """Return the state ``to_json`` wrote. Raises ValueError / TypeError for anything else."""
+        return cls(**json.loads(text))
+
+    @property
+    def avg_px(self) -> float:
+        """Average fill price in ticks (0.0 before the first fill)."""
+        return self.notional / self.cum_qty if self.cum_qty else 0.0
+
+
+@dataclass(frozen=True)
+class Origin:
+    """The request behind one engine message: which order it names and who asked."""
+
+    kind: str                  # "new", "cancel", "replace"
+    order_id: int              # the engine order id it names (0: none known)
+    stream: str
+    client_order_id: str
+    orig_client_order_id: str = ""
+    qty: int = 0               # replace: the new total quantity asked for
+    price: int = 0
+    stop_price: int = 0
+    extra: dict = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        """Return the origin as one line of JSON."""
+        return json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> "Origin":
+        """Return the origin ``to_json`` wrote. Raises ValueError / TypeError for anything else."""
+        return cls(**json.loads(text))
+
+
+def _base(st: OrderState, seq: int, ts: int, exec_kind: str, **kw) -> Report:
+    # why ``cid``: a report answering a cancel/replace request carries that request's own id
+    return Report(stream=st.stream, rseq=0, seq=seq, ts=ts, exec=exec_kind, status=st.status,
+                  order_id=st.order_id, client_order_id=kw.pop("cid", st.client_order_id),
+                  orig_client_order_id=kw.pop("orig", ""), account=st.account, symbol=st.symbol,
+                  side=st.side, order_type=st.order_type, tif=st.tif, price=st.price,
+                  stop_price=st.stop_price, qty=st.qty, cum_qty=st.cum_qty,
+                  leaves_qty=st.leaves_qty, avg_px=st.avg_px, **kw)
+
+
+def _reason_text(reason: int) -> str:
+    try:
+        return Reason(reason).name
+    except ValueError:
+        return f"reason {reason}"
+
+
+def derive(first_seq: int, orders: np.ndarray, fills: np.ndarray, events: np.ndarray,
+           origins: dict, states: dict) -> list[Report]:
+    """Return the reports of one batch, in event order (rseq 0: the caller numbers them).
+
+    ``orders``: the batch's ORDER_DTYPE rows (message i has seq ``first_seq + i``); ``fills``
+    and ``events``: its output rows; ``origins``: {seq: Origin} of the messages the gateway
+    sent; ``states``: {order_id: OrderState}, updated in place (cumulative quantity, status,
+    client order id after a replace). Each report names the stream of the order; the caller
+    copies it to the request's stream and the firm's drop copy.
+    Raises nothing for rows it does not know (they make no report).
+    """
+    trades = defaultdict(deque)   # (seq, order_id) -> its fills at that seq, in order
+    for f in fills:
+        s = int(f["seq"])
+        trades[(s, int(f["buy_order_id"]))].append(f)
+        trades[(s, int(f["sell_order_id"]))].append(f)
+    out: list[Report] = []
+    for ev in events:
+        oid = int(ev["order_id"])
+        st = states.get(oid)
+        if oid == 0 or st is None:
+            continue
+        seq, ts, kind = int(ev["seq"]), int(ev["ts"]), int(ev["event"])
+        origin = origins.get(seq)
+        msg_kind = int(orders[seq - first_seq]["kind"]) if 0 <= seq - first_seq < len(orders) else -1
+        by_request = origin is not None and origin.order_id == oid
+        cum, leaves, reason = int(ev["filled_qty"]), int(ev["leaves_qty"]), int(ev["reason"])
+        if kind == Event.ACCEPTED:
+            st.status, st.leaves_qty = "new", leaves
+            out.append(_base(st, seq, ts, "new"))
+        elif kind == Event.REJECTED:
+            if by_request and msg_kind == Kind.CANCEL:
+                out.append(_base(st, seq, ts, "cancel_rejected", orig=origin.orig_client_order_id,
+                                 reason=reason, text=_reason_text(reason),
+                                 cid=origin.client_order_id))
+            elif by_request and msg_kind == Kind.MODIFY:
+                out.append(_base(st, seq, ts, "replace_rejected",
+                                 orig=origin.orig_client_order_id, reason=reason,
+                                 text=_reason_text(reason), cid=origin.client_order_id))
+            else:
+                st.status, st.leaves_qty = "rejected", 0
+                out.append(_base(st, seq, ts, "rejected", reason=reason, text=_reason_text(reason)))
+        elif kind in (Event.PARTIAL, Event.FILLED):
+            last_qty = cum - st.cum_qty
+            q = trades.get((seq, oid))
+            f = q.popleft() if q else None
+            last_px = int(ev["price"]) if f is None else int(f["price"])
+            st.cum_qty, st.leaves_qty = cum, leaves
+            st.notional += last_px * last_qty
+            st.status = "filled" if kind == Event.FILLED else "partially_filled"
+            out.append(_base(st, seq, ts, "trade", last_px=last_px, last_qty=last_qty,
+                             trade_id=0 if f is None else int(f["trade_id"])))
+        elif kind == Event.CANCELLED:
+            st.leaves_qty = 0
+            st.status = "expired" if reason == Reason.EXPIRED else "canceled"
+            exec_kind = "expired" if reason == Reason.EXPIRED else "canceled"
+            if by_request and msg_kind == Kind.CANCEL:
+                r = _base(st, seq, ts, exec_kind, orig=origin.orig_client_order_id, reason=reason,
+                          text=_reason_text(reason), cid=origin.client_order_id)
+            else:
+                r = _base(st, seq, ts, exec_kind, reason=reason, text=_reason_text(reason))
+            out.append(r)
+        elif kind == Event.MODIFIED:
+            orig = st.client_order_id
+            if by_request:
+                st.client_order_id = origin.client_order_id
+                if origin.price:
+                    st.price = origin.price
+                if origin.stop_price:
+                    st.stop_price = origin.stop_price
+            st.leaves_qty = leaves
+            st.qty = st.cum_qty + leaves
+            st.status = "partially_filled" if st.cum_qty else "new"
+            out.append(_base(st, seq, ts, "replaced", orig=orig if by_request else ""))
+        elif kind == Event.TRIGGERED:
+            st.leaves_qty = leaves
+            out.append(_base(st, seq, ts, "triggered"))
+    return out
+
+
