@@ -11,9 +11,10 @@ state and returns what changed, at most every ``interval_s`` (100 ms): a busy ga
 watcher ten messages a second, not one per batch.
 
 Who may watch (the page shows per-account positions, so it is not public):
-- the operator, with the read-only token of this server (``token=`` option, else a random one;
-  ``WebServer.url`` is the page's address with the token in its ``#fragment``, which a browser
-  never sends over HTTP): everything, every account's positions;
+- the operator, with the read-only token of this server (``token=`` option, else the one kept
+  in ``DATA_DIR/gateway/web-token``, made on first start with mode 0600, so an open page
+  reconnects after a restart; ``WebServer.url`` is the page's address with the token in its
+  ``#fragment``, which a browser never sends over HTTP): everything, every account's positions;
 - an account with role ``marketdata`` (name and password typed into the page): the ladders and
   the anonymous tape, and the positions of its own account, or of every account of its firm if
   it also has role ``dropcopy`` (the same executions its drop copy would see).
@@ -44,6 +45,7 @@ import heapq
 import hmac
 import ipaddress
 import json
+import os
 import re
 import secrets
 from collections import deque
@@ -60,7 +62,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Response
 
 from exchange.errors import UsageError
-from exchange.schema import AUCTION_SIDE, Event, Phase, Side
+from exchange.schema import AUCTION_SIDE, EVENT_DTYPE, L2_DTYPE, Event, Phase, Side
 
 from .accounts import AuthError
 
@@ -69,6 +71,9 @@ __all__ = ["Board", "Position", "Scope", "WebServer", "start", "PAGE"]
 PAGE = Path(__file__).with_name("static") / "index.html"
 MAX_INBOUND = 4096
 SIDES = {int(Side.BUY): "bids", int(Side.SELL): "asks"}
+TOKEN_FILE = "web-token"     # in the gateway's state directory: the operator's token, mode 0600
+_TOKEN_RE = re.compile(r"[A-Za-z0-9_-]{16,128}")
+_EMPTY_L2, _EMPTY_EVENTS = np.zeros(0, L2_DTYPE), np.zeros(0, EVENT_DTYPE)
 
 
 @dataclass(frozen=True)
@@ -330,10 +335,21 @@ class WebServer:
                 self.board.load_depth(sym_id, bids, asks)
                 self.board.set_phase(sym_id, int(engine.phase(name)))
             self.board.seq = int(engine.seq)
+            session = getattr(self.gw, "session", None)
+            if session is not None and engine.seq > 0:
+                # why: after a restart the positions and the tape go back to the day's first
+                # fill, not to this process's; read under the lock, so no batch runs meanwhile
+                fills = await _read_journal(self.gw, "fills", (1, int(engine.seq)))
+                self.board.add_batch(engine.seq, _EMPTY_L2, fills, _EMPTY_EVENTS)
+                self.board.flush()
             self.gw.add_market_listener(self._on_batch)
-        self._server = await serve(self._handle, host, port, process_request=self._http,
-                                   max_size=MAX_INBOUND, max_queue=4, close_timeout=2,
-                                   write_limit=1 << 16, compression=None)
+        try:
+            self._server = await serve(self._handle, host, port, process_request=self._http,
+                                       max_size=MAX_INBOUND, max_queue=4, close_timeout=2,
+                                       write_limit=1 << 16, compression=None)
+        except BaseException:
+            self.gw.remove_market_listener(self._on_batch)
+            raise
         sock = self._server.sockets[0].getsockname()
         self.host, self.port = sock[0], sock[1]
         self._ticker = asyncio.create_task(self._tick(), name="web-flush")
@@ -471,9 +487,7 @@ class WebServer:
             self._ticker.cancel()
         if self._server is not None:
             self._server.close()
-        remove = getattr(self.gw, "remove_market_listener", None)
-        if remove is not None:
-            remove(self._on_batch)
+        self.gw.remove_market_listener(self._on_batch)
 
     async def wait_closed(self) -> None:
         """Return once the server and every watcher connection are closed."""
@@ -481,11 +495,43 @@ class WebServer:
             await self._server.wait_closed()
 
 
+async def _read_journal(gw, table: str, seq: tuple[int, int]) -> np.ndarray:
+    """Return the journaled rows of ``table`` in ``seq`` (the store's catalog is SQLite and
+    serves only the thread that opened it: the core's worker thread)."""
+    read = getattr(gw, "read_journal", None)
+    if read is not None:
+        return await read(table, seq=seq)
+    return await asyncio.get_running_loop().run_in_executor(
+        gw._pool, lambda: gw.session.read(table, seq=seq))
+
+
 async def _send_quietly(ws, text: str) -> None:
     try:
         await ws.send(text)
     except ConnectionClosed:
         pass
+
+
+def _stored_token(state_dir: str | None) -> str:
+    """Return the operator token kept in ``state_dir`` (made on first use, mode 0600), so a
+    page left open reconnects after a restart; a random one if there is no state directory.
+    Raises UsageError if the stored file is not a token, OSError if it cannot be written."""
+    if state_dir is None:
+        return secrets.token_urlsafe(18)
+    path = os.path.join(state_dir, TOKEN_FILE)
+    os.makedirs(state_dir, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        with open(path, "rb") as f:
+            text = f.read(256).decode("ascii", "replace").strip()
+        if not _TOKEN_RE.fullmatch(text):
+            raise UsageError(f"{path}: not a web token (delete it to make a new one)") from None
+        return text
+    token = secrets.token_urlsafe(18)
+    with os.fdopen(fd, "w") as f:
+        f.write(token + "\n")
+    return token
 
 
 def _check_host(host: str) -> str:
@@ -514,8 +560,10 @@ async def start(gw, host: str = "127.0.0.1", port: int = 0, **options) -> WebSer
     unknown = set(options) - known
     if unknown:
         raise UsageError(f"unknown web option(s) {sorted(unknown)}; known: {sorted(known)}")
-    token = options.get("token") or secrets.token_urlsafe(18)
-    if not isinstance(token, str) or not re.fullmatch(r"[A-Za-z0-9_-]{16,128}", token):
+    token = options.get("token")
+    if token is None:
+        token = _stored_token(getattr(gw, "state_dir", None))
+    if not isinstance(token, str) or not _TOKEN_RE.fullmatch(token):
         raise UsageError("the web token must be 16-128 letters, digits, _ or -")
     cfg = {"levels": 10, "tape": 50, "interval_s": 0.1, "queue_max": 64, "max_watchers": 32,
            "auth_timeout_s": 10.0}
