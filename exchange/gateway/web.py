@@ -45,13 +45,13 @@ import heapq
 import hmac
 import ipaddress
 import json
+import logging
 import os
 import re
 import secrets
 from collections import deque
 from dataclasses import dataclass
 from decimal import Decimal
-from fractions import Fraction
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -67,6 +67,8 @@ from exchange.schema import AUCTION_SIDE, EVENT_DTYPE, L2_DTYPE, Event, Phase, S
 from .accounts import AuthError
 
 __all__ = ["Board", "Position", "Scope", "WebServer", "start", "PAGE"]
+
+log = logging.getLogger("exsim.gateway.web")
 
 PAGE = Path(__file__).with_name("static") / "index.html"
 MAX_INBOUND = 4096
@@ -90,14 +92,15 @@ class Scope:
 
 class Position:
     """One account's position in one symbol: net lots, average cost of the open position
-    (ticks), realised profit (ticks * lots), lots bought and sold. Exact (fractions)."""
+    (ticks), realised profit (ticks * lots), lots bought and sold. The lots are exact integers;
+    cost and profit are floats (a display value: exact while they stay below 2^53)."""
 
-    __slots__ = ("net", "_cost", "realized", "bought", "sold")
+    __slots__ = ("net", "avg_cost", "realized", "bought", "sold")
 
     def __init__(self):
         self.net = 0
-        self._cost = Fraction(0)     # average cost of the open position, ticks
-        self.realized = Fraction(0)
+        self.avg_cost = 0.0
+        self.realized = 0.0
         self.bought = 0
         self.sold = 0
 
@@ -107,28 +110,24 @@ class Position:
             self.bought += qty
         else:
             self.sold -= qty
-        if self.net == 0 or (self.net > 0) == (qty > 0):
-            total = self.net + qty
-            self._cost = (self._cost * abs(self.net) + Fraction(price) * abs(qty)) / abs(total)
+        net = self.net
+        if net == 0 or (net > 0) == (qty > 0):
+            total = net + qty
+            self.avg_cost = (self.avg_cost * abs(net) + price * abs(qty)) / abs(total)
             self.net = total
             return
-        closing = min(abs(qty), abs(self.net))
-        self.realized += closing * (price - self._cost) * (1 if self.net > 0 else -1)
-        self.net += qty
+        closing = min(abs(qty), abs(net))
+        self.realized += closing * (price - self.avg_cost) * (1 if net > 0 else -1)
+        self.net = net + qty
         if self.net == 0:
-            self._cost = Fraction(0)
+            self.avg_cost = 0.0
         elif abs(qty) > closing:        # through zero: the rest opens the other side here
-            self._cost = Fraction(price)
-
-    @property
-    def avg_cost(self) -> float:
-        """Average cost of the open position in ticks (0.0 when flat)."""
-        return float(self._cost)
+            self.avg_cost = float(price)
 
     def row(self, account: str, symbol: str) -> dict:
         """Return the position as the page's JSON row."""
         return {"account": account, "symbol": symbol, "net": self.net,
-                "avg_cost": float(self._cost), "realized": float(self.realized),
+                "avg_cost": self.avg_cost, "realized": self.realized,
                 "bought": self.bought, "sold": self.sold}
 
 
@@ -299,6 +298,7 @@ class WebServer:
         self.watchers: set[_Watcher] = set()
         self.dropped = 0              # watchers disconnected for reading too slowly
         self._connections = 0
+        self._closing: set[asyncio.Task] = set()
         self._auth_lock = asyncio.Lock()   # one scrypt at a time: a guesser cannot take both cores
         self._closed = False
         by_trader = getattr(self.accounts, "by_trader", None)
@@ -364,7 +364,11 @@ class WebServer:
     async def _tick(self) -> None:
         while not self._closed:
             await asyncio.sleep(self.interval_s)
-            update = self.board.flush()
+            try:
+                update = self.board.flush()
+            except Exception:   # why broad: a bug in the view must not stop it for good
+                log.exception("web page: building an update failed; the batch is skipped")
+                continue
             if update is None or not self.watchers:
                 continue
             texts: dict[Scope, str] = {}
@@ -387,7 +391,9 @@ class WebServer:
         self.watchers.discard(w)
         if w.sender is not None:
             w.sender.cancel()
-        asyncio.create_task(w.ws.close(1013, "too slow: updates dropped, reload the page"))
+        task = asyncio.create_task(w.ws.close(1013, "too slow: updates dropped, reload the page"))
+        self._closing.add(task)      # why keep it: the loop holds only a weak reference to a task
+        task.add_done_callback(self._closing.discard)
 
     def _http(self, connection, request):
         """process_request: the page at / (and /index.html), the WebSocket at /ws, else 404."""
