@@ -1,0 +1,154 @@
+"""``exsim serve`` (the network gateway) and ``exsim account`` (write an accounts file entry).
+
+A layer over ``exchange.gateway.server.serve`` and ``exchange.gateway.accounts``.
+
+Invariants:
+- ``exsim account`` never writes a clear password: it reads the password from stdin
+  (``--password-stdin``) or a prompt and writes only its scrypt hash; the file is rewritten
+  atomically with mode 0600, other accounts kept as they were.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import os
+import secrets
+import sys
+
+from exchange.errors import InputError, UsageError
+
+from replay.cli.common import EXIT_OK, note
+
+__all__ = ["register", "cmd_serve", "cmd_account"]
+
+SERVE_EXAMPLES = """\
+examples:
+  exsim account accounts.toml alice --firm ACME --trader 1      # prints alice's new password
+  exsim serve runs/day1 --accounts accounts.toml --fix 0 --binary 0 --feed 0 --web 0 --duration 2
+  exsim verify runs/day1 && exsim rerun runs/day1               # a served day, like any run
+  # fixed ports, until Ctrl-C: exsim serve runs/day1 --accounts accounts.toml --fix 9878 --web 8080
+"""
+
+ACCOUNT_EXAMPLES = """\
+examples:
+  exsim account accounts.toml alice --firm ACME --trader 1      # prints a new random password
+  exsim account accounts.toml acme-dc --firm ACME --trader 900 --roles dropcopy
+  exsim account accounts.toml bob --firm ACME --trader 2 --prompt   # type the password instead
+  # from a script: printf '%s\\n' "$PW" | exsim account accounts.toml bob --trader 2 --password-stdin
+"""
+
+
+def register(sub, parents, formatter) -> None:
+    """Add the ``serve`` and ``account`` subcommands to the ``sub`` subparsers action."""
+    p = sub.add_parser(
+        "serve", parents=parents, formatter_class=formatter, epilog=SERVE_EXAMPLES,
+        help="run the network gateway: FIX, binary order entry, market-data feed, web page",
+        description="Serve DATA_DIR over the network (docs/gateway.md): every order from every "
+                    "session is stamped,\nbatched into the engine and journaled; an "
+                    "acknowledgement is sent only once its batch is durable.\nA new DATA_DIR is "
+                    "created with the symbols of --scenario; an existing one is reopened (its "
+                    "\nreports resent by sequence number). Ports listen on 127.0.0.1 unless "
+                    "HOST is given; port 0\npicks a free one (DATA_DIR/gateway/listening.json "
+                    "says which). Stop with Ctrl-C or SIGTERM.")
+    p.add_argument("data_dir", metavar="DATA_DIR", help="data directory to serve (created if absent)")
+    p.add_argument("--accounts", required=True, metavar="FILE",
+                   help="accounts file (TOML; `exsim account` writes entries)")
+    for name, what in (("fix", "FIX 4.4 order entry, drop copy and market data"),
+                       ("binary", "OUCH-style binary order entry over SoupBinTCP framing"),
+                       ("feed", "ITCH-style market-data feed"),
+                       ("web", "the live depth / trades / positions page (HTTP + WebSocket)")):
+        p.add_argument(f"--{name}", metavar="HOST:PORT", help=what)
+    p.add_argument("--scenario", default="default", metavar="NAME",
+                   help="preset or scenario file whose symbols a new DATA_DIR gets (default: "
+                        "%(default)s)")
+    p.add_argument("--fsync", choices=("batch", "interval", "none"), default="batch",
+                   help="durability of each batch before it is acknowledged (default: "
+                        "%(default)s)")
+    p.add_argument("--batch-us", type=int, default=1000, metavar="US",
+                   help="gather requests for at most this many microseconds (default: "
+                        "%(default)s)")
+    p.add_argument("--batch-max", type=int, default=1024, metavar="N",
+                   help="... or until this many are waiting (default: %(default)s)")
+    p.add_argument("--duration", type=float, metavar="S",
+                   help="stop cleanly after S seconds (default: run until Ctrl-C or SIGTERM)")
+    p.set_defaults(func=cmd_serve)
+
+    a = sub.add_parser(
+        "account", parents=parents, formatter_class=formatter, epilog=ACCOUNT_EXAMPLES,
+        help="add or replace an account in a gateway accounts file (password stored hashed)",
+        description="Add the account NAME to FILE (created if absent), or replace it; the "
+                    "password is read from\nstdin or a prompt and stored only as a scrypt hash.")
+    a.add_argument("file", metavar="FILE", help="accounts file (TOML)")
+    a.add_argument("name", metavar="NAME", help="login name (1-32 letters, digits, _.-)")
+    a.add_argument("--firm", help="firm (drop copy sees its firm's executions; default: NAME)")
+    a.add_argument("--trader", type=int, required=True, metavar="N",
+                   help="the engine trader id of this account's orders (unique, >= 1)")
+    a.add_argument("--roles", default="trade,marketdata", metavar="LIST",
+                   help="comma-separated: trade, dropcopy, marketdata (default: %(default)s)")
+    a.add_argument("--rate", type=int, default=1000, metavar="N",
+                   help="inbound messages per second before rejects (default: %(default)s)")
+    how = a.add_mutually_exclusive_group()
+    how.add_argument("--prompt", action="store_true",
+                     help="ask for the password (default: generate a random one and print it)")
+    how.add_argument("--password-stdin", action="store_true",
+                     help="read the password from the first line of stdin")
+    a.set_defaults(func=cmd_account)
+
+
+def cmd_serve(args) -> int:
+    """Run ``exsim serve``; return 0 after a clean stop."""
+    from exchange.gateway.server import serve
+
+    ports = {n: getattr(args, n) for n in ("fix", "binary", "feed", "web")
+             if getattr(args, n) is not None}
+    if args.batch_us < 1 or args.batch_max < 1:
+        raise UsageError("--batch-us and --batch-max must be >= 1")
+    durability = {"batch": "fsync", "interval": "interval", "none": "none"}[args.fsync]
+    if args.duration is not None and not args.duration > 0:
+        raise UsageError(f"--duration must be > 0 seconds; got {args.duration}")
+
+    async def run() -> None:
+        stop = asyncio.Event()
+        if args.duration is not None:
+            asyncio.get_running_loop().call_later(args.duration, stop.set)
+        await serve(args.data_dir, args.accounts, ports, scenario=args.scenario,
+                    durability=durability, batch_ns=args.batch_us * 1000,
+                    batch_max=args.batch_max, stop=stop)
+
+    asyncio.run(run())
+    print(f"served {args.data_dir}: stopped cleanly")
+    return EXIT_OK
+
+
+def cmd_account(args) -> int:
+    """Run ``exsim account``; return 0 once the file is written."""
+    from exchange.gateway.accounts import Account, Accounts, format_account, hash_password
+
+    generated = None
+    if args.password_stdin:
+        password = sys.stdin.readline().rstrip("\r\n")
+    elif args.prompt:
+        password = getpass.getpass(f"password for {args.name}: ")
+    else:
+        password = generated = secrets.token_urlsafe(12)
+    roles = frozenset(r.strip() for r in args.roles.split(",") if r.strip())
+    existing = list(Accounts.load(args.file)) if os.path.exists(args.file) else []
+    new = Account(args.name, args.firm or args.name, args.trader, roles, args.rate,
+                  hash_password(password))
+    rows = [a for a in existing if a.name != args.name] + [new]
+    text = "\n".join(format_account(a) for a in rows)
+    tmp = f"{args.file}.tmp{os.getpid()}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    try:
+        Accounts.load(tmp)   # why: refuse to write a file serve would refuse (bad name, roles)
+    except InputError as e:
+        os.unlink(tmp)
+        raise InputError(str(e).replace(tmp, args.file)) from None
+    os.replace(tmp, args.file)
+    note(f"wrote account {args.name!r} to {args.file}")
+    if generated is not None:
+        print(f"password for {args.name}: {generated}   (stored only as a hash: keep it now)")
+    return EXIT_OK
