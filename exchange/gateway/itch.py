@@ -37,7 +37,9 @@ from typing import NamedTuple
 import numpy as np
 
 from exchange.errors import ExsimError
-from exchange.schema import CALL_MARKET_PRICE, CALL_PHASES, AUCTION_SIDE, Event, Kind, OrderType, Phase, Side
+from exchange.schema import (
+    AUCTION_SIDE, CALL_MARKET_PRICE, CALL_PHASES, Event, Kind, OrderType, Phase, Side,
+)
 
 __all__ = [
     "MsgType", "LAYOUTS", "HEADER", "ALL_SYMBOLS", "FeedError", "FeedDesync",
