@@ -261,12 +261,14 @@ class FeedServer:
 
     # ------------------------------------------------------------ life cycle
     def close(self) -> None:
-        """Stop listening and end every session (End of Session, then close)."""
+        """Stop listening and end every session (System Event "C", End of Session, close)."""
         self.gw.remove_market_listener(self.on_batch)
         if self.server is not None:
             self.server.close()
+        bye = frame(PacketType.SEQUENCED, itch.encode(
+            itch.SystemEvent(itch.ALL_SYMBOLS, 0, self.gw.now_ns(), b"C")))
         for s in list(self.sessions):
-            s.send(frame(PacketType.END_OF_SESSION))
+            s.send(bye + frame(PacketType.END_OF_SESSION))
             s.closed = True
             s.writer.close()
         self.sessions.clear()
