@@ -86,10 +86,12 @@ class SessionStore:
             db.execute("ROLLBACK")
             raise
 
-    def outbound(self, key: str, first: int, last: int) -> list[Outbound]:
-        """Return the stored outbound messages of ``key`` with first <= seq <= last, in order."""
+    def resendable(self, key: str, first: int, last: int, limit: int) -> list[Outbound]:
+        """Return up to ``limit`` stored outbound messages of ``key`` that a resend repeats
+        (those with bytes), first <= seq <= last, in seq order."""
         rows = self.db.execute("SELECT seq, msg_type, rseq, raw FROM fix_outbound WHERE key=? "
-                               "AND seq BETWEEN ? AND ? ORDER BY seq", (key, first, last))
+                               "AND seq BETWEEN ? AND ? AND raw IS NOT NULL ORDER BY seq "
+                               "LIMIT ?", (key, first, last, limit))
         return [Outbound(*r) for r in rows]
 
     def reset(self, key: str, last_rseq: int) -> SessionState:
