@@ -37,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from decimal import Decimal
 
 import numpy as np
 
@@ -133,15 +134,16 @@ class FixClient:
         from exchange.gateway.client.fix import FixClient as Client
 
         self.c = await Client.connect(host, port, account, PASSWORD, timeout=30)
+        self.price = str(PRICE * Decimal("0.01"))   # JPM's tick is 0.01
 
     async def send(self, token: str, side: int) -> None:
-        await self.c.new_order(token, SYMBOL, side, 1, PRICE)
+        self.c.new_order(token, SYMBOL, "sell" if side else "buy", 1, self.price, tif="1")
 
     async def acks(self):
         while True:
-            rep = await self.c.next_report(60)
-            if rep.exec_type == "0":
-                yield rep.cl_ord_id
+            msg = await self.c.next(60)
+            if msg.type == "8" and msg.get(150) == "0":
+                yield msg.get(11)
 
     async def close(self):
         await self.c.close()
