@@ -5,7 +5,7 @@ market data (``exchange.gateway.fix.server``), binary order entry
 (``exchange.gateway.binary_server``), the ITCH-style feed (``exchange.gateway.feed_server``)
 and the web page (``exchange.gateway.web``). Once every port listens, the actual addresses are
 written to ``DATA_DIR/gateway/listening.json`` (``{"fix": [host, port], ...}``; port 0 asks the
-system for a free port) and printed to stderr.
+system for a free port) and printed to stderr; the file is removed at a clean stop.
 
 Invariants:
 - Ports listen on 127.0.0.1 unless an address names another host.
@@ -110,6 +110,10 @@ async def serve(data_dir: str, accounts_path: str, ports: dict, *, scenario: str
         if gw.failed is not None:
             raise gw.failed
     finally:
+        try:
+            os.unlink(os.path.join(gw.state_dir, "listening.json"))   # why: the ports are gone
+        except OSError:
+            pass
         for srv in servers:
             srv.close()
         for srv in servers:
