@@ -304,6 +304,10 @@ class Gateway:
                 return None, None
             if st is not None:
                 sid = self.symbols[st.symbol].id if st.symbol in self.symbols else sid
+            elif not req.symbol and self.symbols:
+                # why: a request naming no symbol (an OUCH cancel) and no known order must be
+                # answered UNKNOWN_ID, not UNKNOWN_SYMBOL: any listed symbol has no order id 0
+                sid = next(iter(self.symbols.values())).id
             row["order_id"], row["symbol"] = oid, sid
             if req.kind == "cancel":
                 row["kind"] = Kind.CANCEL
