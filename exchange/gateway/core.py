@@ -315,7 +315,9 @@ class Gateway:
                 row["kind"], row["price"] = Kind.MODIFY, req.price
                 # why: a client asks for a new total quantity (FIX OrderQty); the engine takes
                 # the new open quantity
-                row["qty"] = req.qty - (st.cum_qty if st is not None else 0)
+                # (a total at or below the filled quantity asks for nothing open: 0, which the
+                # engine rejects as BAD_QTY, where the difference could leave int64)
+                row["qty"] = max(req.qty - (st.cum_qty if st is not None else 0), 0)
                 row["stop_price"] = req.stop_price
             return row, Origin(req.kind, oid, req.stream, req.client_order_id,
                                req.orig_client_order_id, req.qty, req.price, req.stop_price,
@@ -341,22 +343,37 @@ class Gateway:
         self._pending_core.append((r, req.account.firm))
 
     async def _process(self, batch: list) -> None:
-        """Run one batch, split before each replace whose symbol the batch already touched."""
-        # why split: a replace asks for a new total quantity and the engine takes the new open
-        # quantity, which is total - filled at the moment the engine runs it; a message earlier
-        # in the same batch may fill the order, so the replace must see that batch's reports
-        start, seen = 0, set()
+        """Run one batch, in parts cut where a request must see the reports of an earlier one
+        (``_part_length``)."""
+        while batch:
+            n = self._part_length(batch)
+            await self._process_part(batch[:n])
+            batch = batch[n:]
+
+    def _part_length(self, batch: list) -> int:
+        """Return how many requests from the start of ``batch`` can run as one engine batch.
+
+        Why cut: a replace asks for a new total quantity and the engine takes the new open
+        quantity, which is total - filled at the moment the engine runs it; a message earlier in
+        the same batch on its symbol may fill the order, so the replace must see those reports.
+        And a client id a replace gives is known only once its reports are derived, so a
+        cancel/replace naming it must wait for them.
+        """
+        seen = set()   # symbols this part touches
+        named = {}     # (account, client id) this part gives -> (symbol, given by a replace)
         for i, (_, req) in enumerate(batch):
             sym = req.symbol
-            if req.kind != "new":
-                st = self._states.get(self._client_ids.get(
-                    (req.account.name, req.orig_client_order_id), 0))
-                sym = st.symbol if st is not None else req.symbol
-            if req.kind == "replace" and sym in seen:
-                await self._process_part(batch[start:i])
-                start, seen = i, set()
+            if req.kind in ("cancel", "replace"):
+                key = (req.account.name, req.orig_client_order_id)
+                st = self._states.get(self._client_ids.get(key, 0))
+                sym, renamed = ((st.symbol, False) if st is not None
+                                else named.get(key, (req.symbol, False)))
+                if i and (renamed or (req.kind == "replace" and sym in seen)):
+                    return i
+            if req.kind in ("new", "replace"):
+                named[(req.account.name, req.client_order_id)] = (sym, req.kind == "replace")
             seen.add(sym)
-        await self._process_part(batch[start:])
+        return len(batch)
 
     async def _process_part(self, batch: list) -> None:
         loop = asyncio.get_running_loop()

@@ -48,7 +48,9 @@ async def settle(gw):
 
     gw.subscribe("fix:acct3", seen)
     gw.submit(cancel(ACCOUNTS.get("acct3"), cid, "none"))
-    await asyncio.wait_for(done, 10)
+    await asyncio.wait_for(asyncio.wait({done, gw._task}, return_when="FIRST_COMPLETED"), 10)
+    assert gw.failed is None, f"the gateway failed: {gw.failed!r}"
+    assert done.done()
     gw.unsubscribe("fix:acct3", seen)
 
 
