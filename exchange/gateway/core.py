@@ -30,16 +30,17 @@ import asyncio
 import concurrent.futures
 import logging
 import os
+import sqlite3
 import time
 from dataclasses import dataclass
 from decimal import Decimal
 
 import numpy as np
 
-from exchange.errors import StoreError, UsageError
+from exchange.errors import CorruptionError, StoreError, UsageError
 from exchange.gateway.accounts import Account, Accounts
 from exchange.gateway.reports import Origin, OrderState, Report, derive
-from exchange.gateway.state_db import StateDB
+from exchange.gateway.state_db import DB_NAME, StateDB
 from exchange.schema import Flag, Kind, ORDER_DTYPE, OrderType, Side, Tif
 
 __all__ = ["Gateway", "Request", "SymbolInfo", "MarketBatch", "RateLimiter", "MAX_CLIENT_ID",
@@ -160,9 +161,23 @@ class Gateway:
         try:
             self._db = StateDB(self.data_dir, durability)
             await loop.run_in_executor(self._pool, self._recover)
-        except BaseException:
-            self.session.close()
-            self._pool.shutdown(wait=False)
+        except BaseException as e:
+            # why on the pool: the session's SQLite objects belong to the thread that opened it
+            # (closing it here raised a thread error that hid the real one)
+            def close_all():
+                self.session.close()
+                if getattr(self, "_db", None) is not None:
+                    self._db.close()
+            try:
+                await loop.run_in_executor(self._pool, close_all)
+            except Exception:   # why: the error that stopped the open is the one to report
+                pass
+            finally:
+                self._pool.shutdown(wait=False)
+            if isinstance(e, sqlite3.DatabaseError):
+                path = os.path.join(self.state_dir, DB_NAME)
+                raise CorruptionError(f"{path}: the gateway state cannot be read: {e}",
+                                      path, -1) from None
             raise
         self.symbols = {name: SymbolInfo(sid, name, Decimal(str(self.engine._tick_sizes[sid])))
                         for name, sid in self.engine.symbols.items()}
@@ -387,8 +402,10 @@ class Gateway:
         core_reports, self._pending_core = self._pending_core, []
         if core_reports:
             numbered = self._number([(r, firm) for r, firm in core_reports])
+            # why last_ts: a core reject's stamp was sent to a client, so a later run must not
+            # stamp below it (no engine batch may follow to store the clock)
             await loop.run_in_executor(self._pool, self._db.end_batch, numbered, [], [],
-                                       self._db_reported())
+                                       self._db_reported(), self._last_ts)
             self._dispatch(numbered)
         if not rows:
             return
