@@ -220,12 +220,12 @@ async def _child(data_dir: str, out_path: str, crash_at: int) -> None:
         real = StateDB.end_batch
         count = [0]
 
-        def end_batch(self, reports, changed, client_ids, reported_through):
+        def end_batch(self, reports, *args, **kw):
             if any(r.seq > 0 for r in reports):
                 count[0] += 1
                 if count[0] == crash_at:
                     os._exit(9)
-            return real(self, reports, changed, client_ids, reported_through)
+            return real(self, reports, *args, **kw)
 
         StateDB.end_batch = end_batch
     accounts = make_accounts(4)
