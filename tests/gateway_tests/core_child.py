@@ -6,12 +6,14 @@ gateway state keeps) with a fresh ``OrderState`` per order, and asserts that the
 streams are exactly those reports, numbered 1..N per stream, copied to the asking stream and the
 firm's drop copy, and that they agree with the journal (fills) and the engine (live orders).
 
-Run as a script (``python core_child.py DATA_DIR OUT_FILE [CRASH_AT_BATCH]``) it opens a
+Run as a script (``python core_child.py DATA_DIR OUT_FILE [CRASH_AT_BATCH [WHERE]]``) it opens a
 Gateway with durability "fsync", subscribes to every stream of the test accounts, submits a
 seeded random flow forever, and appends every report it is handed (that is, acknowledged) to
 OUT_FILE as ``to_json`` lines, flushed and fsynced per callback. With CRASH_AT_BATCH = K the
 K-th engine batch's report commit (``StateDB.end_batch``) exits the process at once
 (``os._exit(9)``): the engine journaled the batch, the gateway state did not get its reports.
+With WHERE = "engine" the first batch from the K-th on that holds a new order exits as it reaches the engine (``Session.process``):
+the gateway state holds its requests, the journal does not.
 """
 
 from __future__ import annotations
@@ -211,12 +213,25 @@ def random_request(rng: random.Random, accounts, gw, n: int, mine: dict) -> Requ
                    qty=rng.randint(1, 20))
 
 
-async def _child(data_dir: str, out_path: str, crash_at: int) -> None:
+async def _child(data_dir: str, out_path: str, crash_at: int, where: str) -> None:
     from gw_fixtures import make_accounts
     from exchange.gateway.core import Gateway
     from exchange.gateway.state_db import StateDB
 
-    if crash_at:
+    if crash_at and where == "engine":
+        from store.session import Session
+
+        real_process = Session.process
+        calls = [0]
+
+        def process(self, orders, *args, **kw):
+            calls[0] += 1
+            if calls[0] >= crash_at and (orders["kind"] == Kind.NEW).any():
+                os._exit(9)
+            return real_process(self, orders, *args, **kw)
+
+        Session.process = process
+    elif crash_at:
         real = StateDB.end_batch
         count = [0]
 
@@ -250,4 +265,5 @@ async def _child(data_dir: str, out_path: str, crash_at: int) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(_child(sys.argv[1], sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 0))
+    asyncio.run(_child(sys.argv[1], sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 0,
+                       sys.argv[4] if len(sys.argv) > 4 else "report"))

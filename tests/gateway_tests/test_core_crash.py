@@ -12,6 +12,7 @@ that batch's reports.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import sqlite3
@@ -131,3 +132,44 @@ def test_crash_between_journal_and_report_commit_is_recovered(tmp_path):
     acked_keys = {(r.stream, r.rseq) for r in acked}
     assert not any((r.stream, r.rseq) in acked_keys for r in recovered)
     assert sum(len(rs) for rs in stored.values()) > n_before
+
+
+def test_crash_before_the_engine_forgets_the_unjournaled_requests(tmp_path):
+    """The 30th batch's requests are committed to the gateway state but the engine never ran
+    it: at reopen they are dropped (nobody was told of them), so their client ids are free
+    again, and the order ids they took are never used again."""
+    d, out = tmp_path / "d", tmp_path / "acked.jsonl"
+    proc = _start(d, out, 30, "engine")
+    try:
+        assert proc.wait(60) == 9, proc.stderr.read().decode()[-2000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    from store import journaled_through
+
+    journal = journaled_through(str(d))
+    db = sqlite3.connect(os.path.join(d, "gateway", "gateway.sqlite"))
+    try:
+        next_id = db.execute("SELECT value FROM meta WHERE key = 'next_order_id'").fetchone()[0]
+        lost = [(json.loads(o)["account"], json.loads(o)["client_order_id"]) for (o,) in
+                db.execute("SELECT origin FROM requests WHERE seq > ?", (journal,))
+                if json.loads(o)["kind"] == "new"]
+    finally:
+        db.close()
+    assert lost, "the crash left no unjournaled new order"
+    acked = _acknowledged(out)
+
+    async def go():
+        async with running_gateway(d, ACCOUNTS, durability="fsync") as gw:
+            assert gw._db.origins(journal + 1, 1 << 62) == {}
+            got = defaultdict(list)
+            name, cid = lost[0]
+            gw.subscribe(f"fix:{name}", got[name].extend)
+            gw.submit(new(ACCOUNTS.get(name), cid, Side.BUY, 14000, 1))
+            await settle(gw)
+            r = [r for r in got[name] if r.client_order_id == cid][0]
+            assert r.exec == "new" and r.order_id >= next_id
+        await _reopen_and_check(d, acked)
+
+    asyncio.run(go())

@@ -218,3 +218,83 @@ def test_unknown_symbol_and_unknown_order_are_journaled_rejects(tmp_path):
         assert r.seq > 0   # journaled: the engine refused it
     assert list(live.values()) == [1]   # acct1's order untouched
     assert [r.exec for r in got["fix:acct1"]] == ["new"]
+
+
+# -- the core's other promises ----------------------------------------------------------------------
+
+def test_rate_limiter_is_a_token_bucket():
+    from exchange.gateway.core import RateLimiter
+
+    rl = RateLimiter(10)
+    t = 5 * 10**9
+    assert [rl.allow(t) for _ in range(11)] == [True] * 10 + [False]   # burst = per_sec
+    assert rl.allow(t + 50_000_000) is False                            # half a token
+    assert rl.allow(t + 100_000_000) is True                            # 0.1 s: one more
+    assert rl.allow(t + 100_000_000) is False
+    t += 3600 * 10**9                                                    # idle an hour
+    assert sum(rl.allow(t) for _ in range(50)) == 10                    # never above the burst
+
+
+def test_broken_listeners_are_removed_and_the_others_go_on(tmp_path):
+    async def go():
+        async with running_gateway(tmp_path / "d", ACCOUNTS) as gw:
+            good, batches, calls = [], [], []
+
+            def bad(rs):
+                calls.append(1)
+                raise RuntimeError("a buggy session")
+
+            def market_bad(batch):
+                raise RuntimeError("a buggy feed")
+
+            gw.subscribe("fix:acct0", bad)
+            gw.subscribe("fix:acct0", good.extend)
+            gw.add_market_listener(market_bad)
+            gw.add_market_listener(lambda b: batches.append((b.first_seq, len(b.orders))))
+            gw.submit(new(A0, "b1", Side.BUY, 14990, 1))
+            await settle(gw)
+            gw.submit(new(A0, "b2", Side.BUY, 14990, 1))
+            await settle(gw)
+            assert [r.client_order_id for r in good] == ["b1", "b2"]
+            assert len(calls) == 1 and gw.failed is None
+            assert batches == [(1, 2), (3, 2)]   # each order with its settle marker
+            gw.unsubscribe("fix:acct0", good.extend)   # a bound method: equal, not identical
+            gw.unsubscribe("fix:acct0", good.extend)   # no-op
+        with pytest.raises(Exception, match="closed"):
+            gw.submit(new(A0, "b3", Side.BUY, 14990, 1))
+        await gw.close()   # idempotent
+
+    asyncio.run(go())
+
+
+def test_read_stream_beside_a_busy_writer_sees_only_whole_dispatched_prefixes(tmp_path):
+    """Sessions catch up with read_stream while the worker thread commits batches: every read
+    is a prefix of the final stream, never a report that was not yet dispatched."""
+    async def go():
+        async with running_gateway(tmp_path / "d", ACCOUNTS, batch_ns=100_000) as gw:
+            reads = []
+            stop = False
+
+            async def reader():
+                while not stop:
+                    for s in ("fix:acct0", "dropcopy:F1"):
+                        reads.append((s, gw.stream_head(s), gw.read_stream(s, 0)))
+                    await asyncio.sleep(0)
+
+            task = asyncio.create_task(reader())
+            for i in range(300):
+                a = (A0, A1)[i % 2]
+                gw.submit(new(a, f"o{i}", (Side.BUY, Side.SELL)[i % 2], 14999 + i % 3, 1 + i % 4))
+                if i % 7 == 0:
+                    await asyncio.sleep(0)
+            await settle(gw)
+            stop = True
+            await task
+            final = {s: [r.to_json() for r in gw.read_stream(s, 0)]
+                     for s in ("fix:acct0", "dropcopy:F1")}
+            assert len(reads) > 20
+            for s, head, rs in reads:
+                assert len(rs) == head
+                assert [r.to_json() for r in rs] == final[s][:len(rs)]
+
+    asyncio.run(go())
