@@ -372,7 +372,8 @@ class Gateway:
         quantity, which is total - filled at the moment the engine runs it; a message earlier in
         the same batch on its symbol may fill the order, so the replace must see those reports.
         And a client id a replace gives is known only once its reports are derived, so a
-        cancel/replace naming it must wait for them.
+        cancel/replace naming it, or a request giving the same id again (a duplicate), must
+        wait for them.
         """
         seen = set()   # symbols this part touches
         named = {}     # (account, client id) this part gives -> (symbol, given by a replace)
@@ -386,7 +387,10 @@ class Gateway:
                 if i and (renamed or (req.kind == "replace" and sym in seen)):
                     return i
             if req.kind in ("new", "replace"):
-                named[(req.account.name, req.client_order_id)] = (sym, req.kind == "replace")
+                mine = (req.account.name, req.client_order_id)
+                if i and named.get(mine, (None, False))[1]:
+                    return i   # its id is being given by a replace here: refused after that
+                named[mine] = (sym, req.kind == "replace")
             seen.add(sym)
         return len(batch)
 

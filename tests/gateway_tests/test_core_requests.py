@@ -298,3 +298,19 @@ def test_read_stream_beside_a_busy_writer_sees_only_whole_dispatched_prefixes(tm
                 assert [r.to_json() for r in rs] == final[s][:len(rs)]
 
     asyncio.run(go())
+
+
+@pytest.mark.parametrize("second", ["replace", "new"])
+def test_a_client_id_a_replace_gives_cannot_be_taken_again_in_its_batch(tmp_path, second):
+    """Replace J1 -> x on JPM, then (same batch) replace B1 -> x on BTCUSD or a new order x:
+    the second is refused as a duplicate, as it is in the next batch; x names one order."""
+    btc = Request("new", A0, "fix:acct0", "B1", "BTCUSD", side=Side.BUY, price=119990, qty=5)
+    then = (Request("replace", A0, "fix:acct0", "x", "BTCUSD", "B1", side=Side.BUY,
+                    price=119990, qty=4) if second == "replace"
+            else Request("new", A0, "fix:acct0", "x", "BTCUSD", side=Side.BUY, price=119990,
+                         qty=1))
+    got, live = asyncio.run(run(tmp_path, [[new(A0, "J1", Side.BUY, 14990, 5), btc],
+                                           [replace_(A0, "x", "J1", 3, 14990), then]]))
+    rs = [r for r in got["fix:acct0"] if r.client_order_id == "x"]
+    assert [r.exec for r in rs] == ["replaced", f"{'replace_' if second == 'replace' else ''}rejected"]
+    assert rs[1].text == "duplicate client_order_id"
