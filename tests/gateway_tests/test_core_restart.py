@@ -171,3 +171,39 @@ def test_a_damaged_gateway_sqlite_is_a_clear_error(tmp_path, damage):
     with pytest.raises(StoreError) as e:
         asyncio.run(_open_close(d))
     assert "gateway.sqlite" in str(e.value)
+
+
+def test_a_second_gateway_on_a_directory_another_process_serves_is_refused(tmp_path):
+    """Two servers on one data directory would interleave two journals: the second open fails
+    with a StoreError and the first goes on serving."""
+    import subprocess
+    import sys
+    import time
+
+    from test_core_crash import _lines, _start
+
+    d, out = tmp_path / "d", tmp_path / "acked.jsonl"
+    proc = _start(d, out)
+    try:
+        end = time.monotonic() + 60
+        while _lines(out) < 50:
+            assert proc.poll() is None and time.monotonic() < end
+            time.sleep(0.01)
+        with pytest.raises(StoreError):
+            asyncio.run(_open_close(d))
+        n = _lines(out)
+        time.sleep(0.3)
+        assert proc.poll() is None and _lines(out) > n   # still serving
+    finally:
+        proc.kill()
+        proc.wait(10)
+
+
+def test_open_refuses_bad_options(tmp_path):
+    from exchange.errors import UsageError
+
+    for kw in (dict(durability="sometimes"), dict(batch_ns=0), dict(batch_max=0),
+               dict(batch_ns=1.5)):
+        with pytest.raises(UsageError):
+            asyncio.run(Gateway.open(tmp_path / "d", ACCOUNTS, **kw))
+    assert not (tmp_path / "d").exists()
