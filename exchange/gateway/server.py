@@ -99,6 +99,9 @@ async def serve(data_dir: str, accounts_path: str, ports: dict, *, scenario: str
             listening[name] = list(_address(srv))
             print(f"exsim serve: {name} listening on {listening[name][0]}:{listening[name][1]}",
                   file=sys.stderr, flush=True)
+            if getattr(srv, "url", None):
+                # why: the page's link carries its operator token (after the #)
+                print(f"exsim serve: web page {srv.url}", file=sys.stderr, flush=True)
         _write_listening(gw.state_dir, listening)
         stopper = loop.create_task(stop.wait())
         core = gw._task

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import getpass
 import os
+import secrets
 import sys
 
 from exchange.errors import InputError, UsageError
@@ -23,16 +24,18 @@ __all__ = ["register", "cmd_serve", "cmd_account"]
 
 SERVE_EXAMPLES = """\
 examples:
-  exsim account accounts.toml alice --firm ACME --trader 1 --roles trade,marketdata
-  exsim serve runs/day1 --accounts accounts.toml --fix 9878 --binary 9879 --feed 9880 --web 8080
-  exsim verify runs/day1 && exsim rerun runs/day1      # after stopping it (Ctrl-C)
+  exsim account accounts.toml alice --firm ACME --trader 1      # prints alice's new password
+  exsim serve runs/day1 --accounts accounts.toml --fix 0 --binary 0 --feed 0 --web 0 --duration 2
+  exsim verify runs/day1 && exsim rerun runs/day1               # a served day, like any run
+  # fixed ports, until Ctrl-C: exsim serve runs/day1 --accounts accounts.toml --fix 9878 --web 8080
 """
 
 ACCOUNT_EXAMPLES = """\
 examples:
-  exsim account accounts.toml alice --firm ACME --trader 1            # prompts for the password
-  echo "$PW" | exsim account accounts.toml bob --firm ACME --trader 2 --password-stdin
-  exsim account accounts.toml acme-dc --firm ACME --trader 900 --roles dropcopy --password-stdin
+  exsim account accounts.toml alice --firm ACME --trader 1      # prints a new random password
+  exsim account accounts.toml acme-dc --firm ACME --trader 900 --roles dropcopy
+  exsim account accounts.toml bob --firm ACME --trader 2 --prompt   # type the password instead
+  # from a script: printf '%s\\n' "$PW" | exsim account accounts.toml bob --trader 2 --password-stdin
 """
 
 
@@ -67,6 +70,8 @@ def register(sub, parents, formatter) -> None:
                         "%(default)s)")
     p.add_argument("--batch-max", type=int, default=1024, metavar="N",
                    help="... or until this many are waiting (default: %(default)s)")
+    p.add_argument("--duration", type=float, metavar="S",
+                   help="stop cleanly after S seconds (default: run until Ctrl-C or SIGTERM)")
     p.set_defaults(func=cmd_serve)
 
     a = sub.add_parser(
@@ -83,8 +88,11 @@ def register(sub, parents, formatter) -> None:
                    help="comma-separated: trade, dropcopy, marketdata (default: %(default)s)")
     a.add_argument("--rate", type=int, default=1000, metavar="N",
                    help="inbound messages per second before rejects (default: %(default)s)")
-    a.add_argument("--password-stdin", action="store_true",
-                   help="read the password from the first line of stdin instead of a prompt")
+    how = a.add_mutually_exclusive_group()
+    how.add_argument("--prompt", action="store_true",
+                     help="ask for the password (default: generate a random one and print it)")
+    how.add_argument("--password-stdin", action="store_true",
+                     help="read the password from the first line of stdin")
     a.set_defaults(func=cmd_account)
 
 
@@ -97,9 +105,19 @@ def cmd_serve(args) -> int:
     if args.batch_us < 1 or args.batch_max < 1:
         raise UsageError("--batch-us and --batch-max must be >= 1")
     durability = {"batch": "fsync", "interval": "interval", "none": "none"}[args.fsync]
-    asyncio.run(serve(args.data_dir, args.accounts, ports, scenario=args.scenario,
-                      durability=durability, batch_ns=args.batch_us * 1000,
-                      batch_max=args.batch_max))
+    if args.duration is not None and not args.duration > 0:
+        raise UsageError(f"--duration must be > 0 seconds; got {args.duration}")
+
+    async def run() -> None:
+        stop = asyncio.Event()
+        if args.duration is not None:
+            asyncio.get_running_loop().call_later(args.duration, stop.set)
+        await serve(args.data_dir, args.accounts, ports, scenario=args.scenario,
+                    durability=durability, batch_ns=args.batch_us * 1000,
+                    batch_max=args.batch_max, stop=stop)
+
+    asyncio.run(run())
+    print(f"served {args.data_dir}: stopped cleanly")
     return EXIT_OK
 
 
@@ -107,10 +125,13 @@ def cmd_account(args) -> int:
     """Run ``exsim account``; return 0 once the file is written."""
     from exchange.gateway.accounts import Account, Accounts, format_account, hash_password
 
+    generated = None
     if args.password_stdin:
         password = sys.stdin.readline().rstrip("\r\n")
-    else:
+    elif args.prompt:
         password = getpass.getpass(f"password for {args.name}: ")
+    else:
+        password = generated = secrets.token_urlsafe(12)
     roles = frozenset(r.strip() for r in args.roles.split(",") if r.strip())
     existing = list(Accounts.load(args.file)) if os.path.exists(args.file) else []
     new = Account(args.name, args.firm or args.name, args.trader, roles, args.rate,
@@ -128,4 +149,6 @@ def cmd_account(args) -> int:
         raise InputError(str(e).replace(tmp, args.file)) from None
     os.replace(tmp, args.file)
     note(f"wrote account {args.name!r} to {args.file}")
+    if generated is not None:
+        print(f"password for {args.name}: {generated}   (stored only as a hash: keep it now)")
     return EXIT_OK

@@ -2,7 +2,8 @@
 
 Its shell commands (the CLI walk-through, the benchmark commands) run in
 tests/docs_tests/test_docs_commands.py with those of docs/*.md; the two install commands at the top are what
-CI itself runs (marked "not run by tests" there; the second is checked against .ci/run here).
+CI itself runs (marked "not run by tests" there; the second is checked here to be the last line
+of .ci/run, whose only other step installs the system Chromium for the web page's browser test).
 """
 
 from __future__ import annotations
@@ -22,7 +23,12 @@ def test_readme_starts_with_the_install_and_demo_command_then_the_test_command()
     assert "pip install -e ." in first and "exsim demo" in first
     assert "pip install -q -e '.[test]'" in second and "pytest" in second
     ci = (README.parent / ".ci" / "run").read_text()
-    assert second.strip() in ci
+    steps = [line for line in ci.splitlines() if line.strip() and not line.startswith("#")]
+    assert steps[-1] == second.strip(), ".ci/run must end with the README's test command"
+    assert steps[:2] == ["set -euo pipefail", 'cd "$(dirname "$0")/.."']
+    # the one other step: the system Chromium for the --web page's browser test, only if missing
+    assert len(steps) == 4 and steps[2].startswith("[ -x /usr/bin/chromium ] ||")
+    assert re.search(r"apt-get install -y -qq --no-install-recommends chromium;", steps[2])
 
 
 def test_readme_python_snippet_fills_at_the_resting_price():

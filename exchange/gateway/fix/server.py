@@ -1,0 +1,115 @@
+"""The FIX port: a TCP listener whose every connection is one ``session.FixSession``.
+
+``start(gw, host, port, **options)`` returns a ``FixServer`` (``close()`` / ``wait_closed()``,
+``sockets`` for the bound address). Options (all keywords, defaults in ``DEFAULTS``):
+``comp_id`` (the gateway's CompID, the clients' TargetCompID), ``logon_timeout`` (s a
+connection may take to log on), ``max_message_size`` (BodyLength limit, bytes),
+``min_heartbeat`` / ``max_heartbeat`` (the HeartBtInt a client may ask for, s),
+``max_output_bytes`` (unsent output before a client that does not read is disconnected),
+``max_garbled`` (garbled messages a session may send before it is logged out),
+``max_sessions`` (connections at once; more are closed at once), ``marketdata`` (serve
+MarketDataRequest, 35=V).
+
+Invariants:
+- The session state lives in ``<gw.state_dir>/fix.sqlite`` (``store.SessionStore``), never
+  outside the data directory.
+- Closing the server logs every session out and closes the listener; the store is closed
+  once every session has ended.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+from exchange.errors import UsageError
+from exchange.gateway.fix.session import FixSession
+from exchange.gateway.fix.store import SessionStore
+
+__all__ = ["start", "FixServer", "DEFAULTS"]
+
+DEFAULTS = {"comp_id": "EXSIM", "logon_timeout": 10.0, "max_message_size": 4096,
+            "min_heartbeat": 1, "max_heartbeat": 300, "max_output_bytes": 16 << 20,
+            "max_garbled": 16, "max_sessions": 1024, "marketdata": True}
+
+
+class FixServer:
+    """The listening FIX port (module docstring)."""
+
+    def __init__(self, gw, options: dict):
+        unknown = set(options) - set(DEFAULTS)
+        if unknown:
+            raise UsageError(f"unknown FIX option(s) {sorted(unknown)}; known: {sorted(DEFAULTS)}")
+        opts = {**DEFAULTS, **options}
+        self.gw = gw
+        self.comp_id = str(opts["comp_id"])
+        self.logon_timeout = float(opts["logon_timeout"])
+        self.max_message_size = int(opts["max_message_size"])
+        self.min_heartbeat, self.max_heartbeat = int(opts["min_heartbeat"]), int(opts["max_heartbeat"])
+        self.max_output_bytes = int(opts["max_output_bytes"])
+        self.max_garbled = int(opts["max_garbled"])
+        self.max_sessions = int(opts["max_sessions"])
+        if not (0 < self.logon_timeout and 64 <= self.max_message_size <= 1 << 20
+                and 1 <= self.min_heartbeat <= self.max_heartbeat):
+            raise UsageError("FIX options out of range: logon_timeout > 0, max_message_size in "
+                             "[64, 2^20], 1 <= min_heartbeat <= max_heartbeat")
+        self.store = SessionStore(os.path.join(gw.state_dir, "fix.sqlite"))
+        self.active: dict[str, FixSession] = {}    # session key -> the logged-on session
+        self.sessions: set[FixSession] = set()
+        self.tasks: set[asyncio.Task] = set()
+        self.marketdata = None
+        if opts["marketdata"]:
+            try:
+                from exchange.gateway.fix.marketdata import MarketData
+            except ImportError:
+                MarketData = None
+            if MarketData is not None:
+                self.marketdata = MarketData(gw, self)
+        self.server: asyncio.Server | None = None
+
+    @property
+    def sockets(self):
+        """The listening sockets (``getsockname()`` gives the bound address)."""
+        return self.server.sockets if self.server else []
+
+    async def _serve(self, reader, writer) -> None:
+        if len(self.sessions) >= self.max_sessions:
+            writer.close()
+            return
+        session = FixSession(self, reader, writer)
+        self.sessions.add(session)
+        task = asyncio.current_task()
+        self.tasks.add(task)
+        try:
+            await session.run()
+        finally:
+            self.sessions.discard(session)
+            self.tasks.discard(task)
+            if self.marketdata is not None:
+                self.marketdata.drop(session)
+
+    def close(self) -> None:
+        """Stop listening and log every session out."""
+        if self.server is not None:
+            self.server.close()
+        for s in list(self.sessions):
+            s.shutdown("the gateway is shutting down")
+        if self.marketdata is not None:
+            self.marketdata.close()
+
+    async def wait_closed(self) -> None:
+        """Wait until the listener and every session have ended, then close the store."""
+        if self.server is not None:
+            await self.server.wait_closed()
+        if self.tasks:
+            await asyncio.wait(set(self.tasks), timeout=5)
+        self.store.close()
+
+
+async def start(gw, host: str = "127.0.0.1", port: int = 0, **options) -> FixServer:
+    """Listen for FIX connections on (host, port) (port 0: any free port) and return the
+    FixServer. Raises UsageError for an unknown or out-of-range option, OSError if the address
+    cannot be bound."""
+    srv = FixServer(gw, options)
+    srv.server = await asyncio.start_server(srv._serve, host, port)
+    return srv

@@ -1,0 +1,542 @@
+"""The FIX 4.4 session layer of one TCP connection (docs/gateway-fix.md, "Session").
+
+A connection must log on (35=A) within ``logon_timeout`` seconds: SenderCompID (49) is the
+account name, Password (554) its password, TargetCompID (56) the gateway's CompID. An account
+with the "trade" role gets an order-entry session on report stream ``fix:<account>``; one with
+only "dropcopy" (or a Logon with TargetSubID 57=DROPCOPY) gets the drop copy of its firm,
+stream ``dropcopy:<firm>``, and may not send orders. One session per account and kind at a time.
+
+Invariants:
+- Sequence numbers and the outbound store are persisted (``store.SessionStore``) before the
+  bytes they describe are written and before inbound requests reach the engine, so they survive
+  a restart; a resend repeats the stored bytes with PossDupFlag=Y and OrigSendingTime, and
+  gap-fills administrative messages with SequenceReset-GapFill.
+- Reports reach a session through ``read_stream`` then ``subscribe`` with no await between,
+  and each is sent once: a report whose rseq is not above the last one sent is skipped.
+- The FIX rules for a received MsgSeqNum: equal to the expected one, processed; lower without
+  PossDupFlag=Y, Logout and disconnect; lower with it, ignored; higher, one ResendRequest and
+  the message is dropped (the resend brings it again). A message with no MsgSeqNum, a wrong
+  BeginString, an unusable BodyLength or one above ``max_message_size`` bytes ends the session;
+  a bad checksum or trailer is ignored (FIX "garbled"), and more than ``max_garbled`` of them
+  end the session; a framed message breaking a field rule gets a session Reject (35=3).
+- No callback awaits; a client that does not read is disconnected when its unsent output
+  passes ``max_output_bytes`` (its reports stay stored; a reconnect resends them), so a slow
+  or half-open client never holds up the core or another session. Heartbeats: a Heartbeat
+  after ``HeartBtInt`` seconds without output; a TestRequest after HeartBtInt + 20 % without
+  input; a Logout and disconnect if the TestRequest is not answered within HeartBtInt more.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from exchange.errors import UsageError
+from exchange.gateway.accounts import AuthError
+from exchange.gateway.core import RateLimiter
+from exchange.gateway.fix.codec import FatalFrame, FieldError, Framer, Garbled, body_of, build, \
+    field, field_int, field_str, parse_frame, parse_utc_timestamp, seq_of, utc_timestamp
+from exchange.gateway.fix.orders import ORDER_MSG_TYPES, Refused, parse_order, refusal_body, \
+    report_body
+from exchange.gateway.fix.store import Outbound
+
+__all__ = ["FixSession", "ADMIN_TYPES"]
+
+log = logging.getLogger("exsim.gateway.fix")
+
+ADMIN_TYPES = frozenset({"0", "1", "2", "3", "4", "5", "A"})
+_RATE_TEXT = "message rate exceeded"
+_MAX_SEQ = (1 << 31) - 1   # FIX SeqNum is an int; the gateway keeps it in 31 bits
+
+
+class _Close(Exception):
+    """Raised inside frame handling to end the session (after what was queued is flushed)."""
+
+
+class FixSession:
+    """One FIX connection (module docstring). ``await run()`` serves it until it ends."""
+
+    def __init__(self, server, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
+        self.server, self.gw, self.store = server, server.gw, server.store
+        self.reader, self.writer = reader, writer
+        self.loop = asyncio.get_running_loop()
+        self.framer = Framer(server.max_message_size)
+        self.state = None          # store.SessionState once logged on
+        self.key = self.account = self.stream = self.kind = None
+        self.heartbeat = 0
+        self.limiter = None
+        self.rows: list[Outbound] = []      # outbound rows not yet committed
+        self.out: list[bytes] = []          # bytes not yet written
+        self.to_submit: list = []           # requests waiting for the commit of next_in
+        self.dirty = False
+        self.closing = False
+        self.logout_sent = False
+        self.resend_until = 0      # while > 0: a ResendRequest of ours is outstanding
+        self.resending = False     # while True, output waits in self.held (a resend is running)
+        self.held: list[bytes] = []
+        self.garbled = 0
+        self.test_request_at = None
+        self.started = self.last_recv = self.last_sent = self.loop.time()
+        peer = writer.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+
+    # -- the connection --------------------------------------------------------------------------
+    async def run(self) -> None:
+        """Serve the connection until the peer leaves, logs out or breaks a rule. Raises nothing
+        for anything the peer sends."""
+        timer = self.loop.create_task(self._timer())
+        try:
+            while not self.closing:
+                data = await self.reader.read(65536)
+                if not data:
+                    break
+                self.last_recv = self.loop.time()
+                self.framer.feed(data)
+                try:
+                    await self._frames()
+                except _Close:
+                    self.closing = True
+                self._flush()
+                if self.closing:
+                    break
+                await self.writer.drain()
+        except (ConnectionError, OSError, asyncio.IncompleteReadError):
+            pass
+        except Exception:   # why broad: a bug here must end this session only, never the server
+            log.exception("FIX session %s (%s) failed", self.key, self.peer)
+        finally:
+            timer.cancel()
+            self._end()
+
+    def _end(self) -> None:
+        self.closing = True
+        if self.stream is not None:
+            self.gw.unsubscribe(self.stream, self._on_reports)
+        if self.key is not None and self.server.active.get(self.key) is self:
+            del self.server.active[self.key]
+        try:
+            self._flush()
+        except Exception:   # why: the store or socket may be gone at shutdown; nothing to save
+            pass
+        self.writer.close()
+
+    def shutdown(self, text: str) -> None:
+        """Log the session out with ``text`` and close it (the server is stopping)."""
+        if self.closing:
+            return
+        if self.state is not None:
+            self._send("5", [(58, text)])
+            self._flush()
+        self.closing = True
+        self.writer.close()
+
+    async def _timer(self) -> None:
+        while not self.closing:
+            hb = self.heartbeat or self.server.logon_timeout
+            await asyncio.sleep(min(0.5, hb / 4))
+            now = self.loop.time()
+            if self.state is None:
+                if now - self.started > self.server.logon_timeout:
+                    log.info("FIX %s: no logon within %s s", self.peer, self.server.logon_timeout)
+                    self.closing = True
+                    self.writer.close()
+                    return
+                continue
+            if self.test_request_at is not None and self.last_recv > self.test_request_at:
+                self.test_request_at = None
+            if self.test_request_at is not None and now - self.test_request_at > hb:
+                self._logout("TestRequest not answered: heartbeat timeout")
+                self._flush()
+                return
+            if self.test_request_at is None and now - self.last_recv > hb * 1.2:
+                self.test_request_at = now
+                self._send("1", [(112, f"TEST{self.state.next_out}")])
+            elif now - self.last_sent >= hb:
+                self._send("0", [])
+            self._flush()
+
+    # -- output ------------------------------------------------------------------------------------
+    def _send(self, msg_type: str, body: list, rseq: int = 0) -> None:
+        """Number, store (at the next flush) and queue one outbound message."""
+        st = self.state
+        seq = st.next_out
+        st.next_out += 1
+        if rseq:
+            st.last_rseq = rseq
+        raw = build(msg_type, self.server.comp_id, self.account.name, seq,
+                    utc_timestamp(self.gw.now_ns()), body)
+        self.rows.append(Outbound(seq, msg_type, rseq, None if msg_type in ADMIN_TYPES else raw))
+        self.out.append(raw)
+        self.last_sent = self.loop.time()
+
+    def _flush(self) -> None:
+        """Commit the session state and queued rows, hand the queued requests to the core,
+        then write the queued bytes (module docstring: that order is the invariant)."""
+        if self.state is not None and (self.rows or self.dirty):
+            self.store.commit(self.key, self.state, self.rows)
+            self.rows, self.dirty = [], False
+        if self.to_submit:
+            reqs, self.to_submit = self.to_submit, []
+            for r in reqs:
+                try:
+                    self.gw.submit(r)
+                except UsageError as e:   # the gateway is closing or failed
+                    self._logout(str(e))
+                    break
+        if self.out:
+            data, self.out = b"".join(self.out), []
+            if self.resending:
+                self.held.append(data)
+            elif not self.writer.is_closing():
+                self.writer.write(data)
+                self._check_output()
+
+    def _check_output(self) -> None:
+        transport = self.writer.transport
+        if transport.get_write_buffer_size() > self.server.max_output_bytes:
+            log.warning("FIX %s: client does not read (%d bytes unsent); disconnected",
+                        self.key, transport.get_write_buffer_size())
+            self.closing = True
+            transport.abort()
+
+    def _logout(self, text: str) -> None:
+        """Send Logout with ``text`` (once) and end the session after the flush."""
+        if not self.logout_sent and self.state is not None:
+            self._send("5", [(58, text)])
+            self.logout_sent = True
+        self.closing = True
+        self.loop.call_soon(self.writer.close)
+
+    def _reject(self, ref_seq: int, msg_type: str | None, err: FieldError) -> None:
+        body = [(45, ref_seq)]
+        if err.tag:
+            body.append((371, err.tag))
+        if msg_type:
+            body.append((372, msg_type))
+        body += [(373, err.reason), (58, err.text)]
+        self._send("3", body)
+
+    def _business_reject(self, ref_seq: int, msg_type: str, reason: int, text: str,
+                         ref_id: str | None = None) -> None:
+        body = [(45, ref_seq), (372, msg_type)]
+        if ref_id:
+            body.append((379, ref_id))
+        body += [(380, reason), (58, text)]
+        self._send("j", body)
+
+    # -- reports -----------------------------------------------------------------------------------
+    def _on_reports(self, reports: list) -> None:
+        """Core callback: send each report not sent yet, in rseq order."""
+        if self.closing:
+            return
+        self._queue_reports(reports)
+        self._flush()
+
+    def _queue_reports(self, reports: list) -> None:
+        dropcopy = self.kind == "dropcopy"
+        for r in reports:
+            if r.rseq <= self.state.last_rseq:
+                continue
+            msg_type, body = report_body(r, self.gw.symbols, with_account=dropcopy)
+            self._send(msg_type, body, r.rseq)
+
+    # -- input -------------------------------------------------------------------------------------
+    async def _frames(self) -> None:
+        while not self.closing:
+            try:
+                item = self.framer.next()
+            except FatalFrame as e:
+                if self.state is None:
+                    raise _Close() from None
+                self._logout(str(e))
+                raise _Close() from None
+            if item is None:
+                return
+            if isinstance(item, Garbled):
+                self.garbled += 1
+                if self.state is None:
+                    raise _Close()
+                if self.garbled > self.server.max_garbled:
+                    self._logout(f"more than {self.server.max_garbled} garbled messages")
+                    raise _Close()
+                continue
+            if self.state is None:
+                await self._logon(item)
+            else:
+                self._message(item)
+
+    async def _logon(self, frame: bytes) -> None:
+        """Handle the first message of the connection: it must be a valid Logon."""
+        srv = self.server
+        try:
+            msg = parse_frame(frame)
+            seq = field_int(msg, 34, required=True, lo=1, hi=_MAX_SEQ)
+            if msg.message_type != b"A":
+                raise FieldError(0, "the first message must be a Logon (35=A)", 35)
+            name = field_str(msg, 49, required=True, max_len=32)
+            target = field_str(msg, 56, required=True, max_len=32)
+            user = field_str(msg, 553, max_len=32)
+            password = field_str(msg, 554, required=True, max_len=256)
+            encrypt = field_int(msg, 98, required=True)
+            hb = field_int(msg, 108, required=True)
+            reset = field(msg, 141) == b"Y"
+            sub = field_str(msg, 57, max_len=32)
+            raw_time = field(msg, 52)
+            if raw_time is None:
+                raise FieldError(1, "required tag 52 missing", 52)
+            parse_utc_timestamp(raw_time, 52)
+        except FieldError as e:
+            log.info("FIX %s: refused logon: %s", self.peer, e.text)
+            raise _Close() from None
+        problem = None
+        if target != srv.comp_id:
+            problem = f"TargetCompID must be {srv.comp_id}"
+        elif user is not None and user != name:
+            problem = "Username (553) must equal SenderCompID (49)"
+        elif encrypt != 0:
+            problem = "EncryptMethod (98) must be 0"
+        elif not srv.min_heartbeat <= hb <= srv.max_heartbeat:
+            problem = f"HeartBtInt (108) must be in [{srv.min_heartbeat}, {srv.max_heartbeat}]"
+        elif reset and seq != 1:
+            problem = "a Logon with ResetSeqNumFlag=Y must have MsgSeqNum 1"
+        role = "trade"
+        known = self.gw.accounts.get(name)
+        if sub == "DROPCOPY" or (known is not None and not known.can("trade")
+                                 and known.can("dropcopy")):
+            role = "dropcopy"
+        if problem is None:
+            try:
+                acct = await asyncio.to_thread(self.gw.accounts.authenticate, name, password, role)
+            except AuthError as e:
+                problem = str(e)
+        if problem is None and f"{role}:{acct.name}" in srv.active:
+            problem = "this account already has a session of this kind logged on"
+        if problem is not None:
+            log.info("FIX %s: refused logon of %r: %s", self.peer, name, problem)
+            # why unstored, MsgSeqNum 1: no session state is touched for a refused logon
+            self.writer.write(build("5", srv.comp_id, name, 1, utc_timestamp(self.gw.now_ns()),
+                                    [(58, problem)]))
+            raise _Close()
+        self.account, self.kind, self.key = acct, role, f"{role}:{acct.name}"
+        srv.active[self.key] = self
+        state = self.store.load(self.key)
+        if reset:
+            state = self.store.reset(self.key, state.last_rseq)
+        self.state, self.heartbeat = state, hb
+        self.limiter = RateLimiter(acct.max_msgs_per_sec)
+        if seq < state.next_in:
+            self._logout(f"MsgSeqNum too low, expecting {state.next_in} but received {seq}")
+            raise _Close()
+        body = [(98, 0), (108, hb)]
+        if reset:
+            body.append((141, "Y"))
+        self._send("A", body)
+        if seq == state.next_in:
+            state.next_in += 1
+        else:
+            self._ask_resend(seq)
+        self.stream = f"fix:{acct.name}" if role == "trade" else f"dropcopy:{acct.firm}"
+        backlog = self.gw.read_stream(self.stream, state.last_rseq)
+        self.gw.subscribe(self.stream, self._on_reports)
+        self._queue_reports(backlog)
+        log.info("FIX %s: %s logged on (%s), next in %d out %d, %d reports to deliver",
+                 self.peer, acct.name, role, state.next_in, state.next_out, len(backlog))
+
+    def _ask_resend(self, seen: int) -> None:
+        if self.resend_until == 0:
+            self._send("2", [(7, self.state.next_in), (16, 0)])
+        self.resend_until = max(self.resend_until, seen)
+
+    def _message(self, frame: bytes) -> None:
+        """Handle one framed message of a logged-on session."""
+        st = self.state
+        seq = seq_of(frame)
+        if seq is None or seq > _MAX_SEQ:
+            self._logout("MsgSeqNum (34) missing or out of range")
+            raise _Close()
+        poss_dup = b"\x0143=Y\x01" in frame
+        try:
+            msg = parse_frame(frame)
+        except FieldError as e:
+            if self._sequenced(seq, poss_dup, None, None):
+                self._reject(seq, None, e)
+            return
+        msg_type = msg.message_type.decode("ascii", "replace")
+        if field(msg, 49) != self.account.name.encode() or \
+                field(msg, 56) != self.server.comp_id.encode():
+            self._reject(seq, msg_type, FieldError(9, "CompID problem", 49))
+            self._logout("SenderCompID / TargetCompID do not match the session")
+            raise _Close()
+        if msg_type == "4" and field(msg, 123) != b"Y":
+            self._sequence_reset(msg, seq)
+            return
+        if not self._sequenced(seq, poss_dup, msg_type, msg):
+            return
+        try:
+            self._check_header(msg, poss_dup)
+            self._dispatch(msg, msg_type, seq)
+        except FieldError as e:
+            self._reject(seq, msg_type, e)
+
+    def _sequenced(self, seq: int, poss_dup: bool, msg_type, msg) -> bool:
+        """Apply the MsgSeqNum rules (module docstring); return True if the message is the
+        expected one (now counted as received)."""
+        st = self.state
+        if seq < st.next_in:
+            if poss_dup:
+                return False
+            self._logout(f"MsgSeqNum too low, expecting {st.next_in} but received {seq}")
+            raise _Close()
+        if seq > st.next_in:
+            self._ask_resend(seq)
+            # why process these out of order: FIX says a ResendRequest is honoured before our
+            # own, and a Logout is answered
+            if msg_type == "2" and msg is not None:
+                try:
+                    self._resend(msg)
+                except FieldError:
+                    pass
+            elif msg_type == "5":
+                self._logout("logout")
+                raise _Close()
+            return False
+        st.next_in += 1
+        self.dirty = True
+        if self.resend_until and st.next_in > self.resend_until:
+            self.resend_until = 0
+        return True
+
+    def _check_header(self, msg, poss_dup: bool) -> None:
+        raw = field(msg, 52)
+        if raw is None:
+            raise FieldError(1, "required tag 52 missing", 52)
+        parse_utc_timestamp(raw, 52)
+        if poss_dup:
+            orig = field(msg, 122)
+            if orig is None:
+                raise FieldError(1, "required tag 122 missing (PossDupFlag=Y)", 122)
+            parse_utc_timestamp(orig, 122)
+
+    def _dispatch(self, msg, msg_type: str, seq: int) -> None:
+        limited = not self.limiter.allow(self.gw.now_ns())
+        if msg_type == "0":
+            return
+        if msg_type == "1":
+            if limited:
+                raise FieldError(99, _RATE_TEXT)
+            test_id = field_str(msg, 112, required=True, max_len=64)
+            self._send("0", [(112, test_id)])
+        elif msg_type == "2":
+            if limited:
+                raise FieldError(99, _RATE_TEXT)
+            self._resend(msg)
+        elif msg_type == "3":
+            log.info("FIX %s: client rejected our message %s: %s", self.key, msg.get(45),
+                     msg.get(58))
+        elif msg_type == "4":
+            new = field_int(msg, 36, required=True, lo=1, hi=_MAX_SEQ)
+            if new < self.state.next_in:
+                raise FieldError(5, "SequenceReset-GapFill may not lower MsgSeqNum", 36)
+            self.state.next_in = new
+        elif msg_type == "5":
+            self._logout("logout")
+            raise _Close()
+        elif msg_type == "A":
+            self._logout("Logon received on a session already logged on")
+            raise _Close()
+        elif msg_type in ORDER_MSG_TYPES:
+            self._order(msg, msg_type, seq, limited)
+        elif msg_type == "V" and self.server.marketdata is not None:
+            if limited:
+                self._business_reject(seq, msg_type, 0, _RATE_TEXT)
+            elif not self.account.can("marketdata"):
+                self._business_reject(seq, msg_type, 6, "account may not receive market data")
+            else:
+                self.server.marketdata.request(self, msg, seq)
+        elif len(msg_type) <= 2 and msg_type.isalnum():
+            self._business_reject(seq, msg_type, 3, f"unsupported MsgType {msg_type}")
+        else:
+            raise FieldError(11, "invalid MsgType", 35)
+
+    def _order(self, msg, msg_type: str, seq: int, limited: bool) -> None:
+        if self.kind == "dropcopy":
+            self._business_reject(seq, msg_type, 6, "a drop-copy session may not send orders",
+                                  (msg.get(11) or b"").decode("ascii", "replace")[:32])
+            return
+        try:
+            req = parse_order(msg, msg_type, self.account, self.stream, self.gw.symbols)
+            if limited:
+                side = "2" if req.side == 1 else "1"
+                raise Refused(req.kind, req.client_order_id, req.orig_client_order_id,
+                              req.symbol, _RATE_TEXT, side)
+        except Refused as r:
+            out_type, body = refusal_body(r, f"{self.stream}:L{self.state.next_out}",
+                                          self.gw.now_ns())
+            self._send(out_type, body)
+            return
+        self.to_submit.append(req)
+
+    def _sequence_reset(self, msg, seq: int) -> None:
+        """SequenceReset in reset mode (123=N): MsgSeqNum is ignored (FIX)."""
+        try:
+            new = field_int(msg, 36, required=True, lo=1, hi=_MAX_SEQ)
+            if new < self.state.next_in:
+                raise FieldError(5, "SequenceReset may not lower MsgSeqNum", 36)
+        except FieldError as e:
+            self._reject(seq, "4", e)
+            return
+        self.state.next_in = new
+        self.dirty = True
+        if self.resend_until and new > self.resend_until:
+            self.resend_until = 0
+
+    # -- resend ------------------------------------------------------------------------------------
+    def _resend(self, msg) -> None:
+        """Answer a ResendRequest: stored application messages again (PossDupFlag=Y,
+        OrigSendingTime), administrative ones gap-filled; written by a task that waits for the
+        socket, while new output is held back until it is done."""
+        begin = field_int(msg, 7, required=True, lo=1, hi=_MAX_SEQ)
+        end = field_int(msg, 16, required=True, lo=0, hi=_MAX_SEQ)
+        self._flush()
+        last = self.state.next_out - 1
+        end = last if end == 0 or end > last else end
+        if begin > end:
+            return
+        self.resending = True
+        self.loop.create_task(self._resend_task(begin, end))
+
+    async def _resend_task(self, begin: int, end: int) -> None:
+        srv, name = self.server, self.account.name
+        try:
+            pos = begin   # the first seq not yet resent or gap-filled
+            while pos <= end and not self.closing:
+                rows = self.store.resendable(self.key, pos, end, 1000)
+                parts = []
+                for r in rows:
+                    if r.seq > pos:
+                        parts.append(self._gap_fill(pos, r.seq))
+                    msg_type, body, sent = body_of(r.raw)
+                    parts.append(build(msg_type, srv.comp_id, name, r.seq,
+                                       utc_timestamp(self.gw.now_ns()), body, poss_dup=True,
+                                       orig_sending_time=sent))
+                    pos = r.seq + 1
+                if len(rows) < 1000 and pos <= end:
+                    parts.append(self._gap_fill(pos, end + 1))
+                    pos = end + 1
+                if parts:
+                    self.writer.write(b"".join(parts))
+                    self.last_sent = self.loop.time()
+                    await self.writer.drain()
+        except (ConnectionError, OSError):
+            self.closing = True
+        finally:
+            self.resending = False
+            held, self.held = self.held, []
+            if held and not self.writer.is_closing():
+                self.writer.write(b"".join(held))
+                self._check_output()
+
+    def _gap_fill(self, first: int, next_seq: int) -> bytes:
+        now = utc_timestamp(self.gw.now_ns())
+        return build("4", self.server.comp_id, self.account.name, first, now,
+                     [(123, "Y"), (36, next_seq)], poss_dup=True, orig_sending_time=now)
