@@ -30,16 +30,17 @@ import asyncio
 import concurrent.futures
 import logging
 import os
+import sqlite3
 import time
 from dataclasses import dataclass
 from decimal import Decimal
 
 import numpy as np
 
-from exchange.errors import StoreError, UsageError
+from exchange.errors import CorruptionError, StoreError, UsageError
 from exchange.gateway.accounts import Account, Accounts
 from exchange.gateway.reports import Origin, OrderState, Report, derive
-from exchange.gateway.state_db import StateDB
+from exchange.gateway.state_db import DB_NAME, StateDB
 from exchange.schema import Flag, Kind, ORDER_DTYPE, OrderType, Side, Tif
 
 __all__ = ["Gateway", "Request", "SymbolInfo", "MarketBatch", "RateLimiter", "MAX_CLIENT_ID",
@@ -160,9 +161,23 @@ class Gateway:
         try:
             self._db = StateDB(self.data_dir, durability)
             await loop.run_in_executor(self._pool, self._recover)
-        except BaseException:
-            self.session.close()
-            self._pool.shutdown(wait=False)
+        except BaseException as e:
+            # why on the pool: the session's SQLite objects belong to the thread that opened it
+            # (closing it here raised a thread error that hid the real one)
+            def close_all():
+                self.session.close()
+                if getattr(self, "_db", None) is not None:
+                    self._db.close()
+            try:
+                await loop.run_in_executor(self._pool, close_all)
+            except Exception:   # why: the error that stopped the open is the one to report
+                pass
+            finally:
+                self._pool.shutdown(wait=False)
+            if isinstance(e, sqlite3.DatabaseError):
+                path = os.path.join(self.state_dir, DB_NAME)
+                raise CorruptionError(f"{path}: the gateway state cannot be read: {e}",
+                                      path, -1) from None
             raise
         self.symbols = {name: SymbolInfo(sid, name, Decimal(str(self.engine._tick_sizes[sid])))
                         for name, sid in self.engine.symbols.items()}
@@ -304,6 +319,10 @@ class Gateway:
                 return None, None
             if st is not None:
                 sid = self.symbols[st.symbol].id if st.symbol in self.symbols else sid
+            elif not req.symbol and self.symbols:
+                # why: a request naming no symbol (an OUCH cancel) and no known order must be
+                # answered UNKNOWN_ID, not UNKNOWN_SYMBOL: any listed symbol has no order id 0
+                sid = next(iter(self.symbols.values())).id
             row["order_id"], row["symbol"] = oid, sid
             if req.kind == "cancel":
                 row["kind"] = Kind.CANCEL
@@ -311,7 +330,9 @@ class Gateway:
                 row["kind"], row["price"] = Kind.MODIFY, req.price
                 # why: a client asks for a new total quantity (FIX OrderQty); the engine takes
                 # the new open quantity
-                row["qty"] = req.qty - (st.cum_qty if st is not None else 0)
+                # (a total at or below the filled quantity asks for nothing open: 0, which the
+                # engine rejects as BAD_QTY, where the difference could leave int64)
+                row["qty"] = max(req.qty - (st.cum_qty if st is not None else 0), 0)
                 row["stop_price"] = req.stop_price
             return row, Origin(req.kind, oid, req.stream, req.client_order_id,
                                req.orig_client_order_id, req.qty, req.price, req.stop_price,
@@ -337,22 +358,41 @@ class Gateway:
         self._pending_core.append((r, req.account.firm))
 
     async def _process(self, batch: list) -> None:
-        """Run one batch, split before each replace whose symbol the batch already touched."""
-        # why split: a replace asks for a new total quantity and the engine takes the new open
-        # quantity, which is total - filled at the moment the engine runs it; a message earlier
-        # in the same batch may fill the order, so the replace must see that batch's reports
-        start, seen = 0, set()
+        """Run one batch, in parts cut where a request must see the reports of an earlier one
+        (``_part_length``)."""
+        while batch:
+            n = self._part_length(batch)
+            await self._process_part(batch[:n])
+            batch = batch[n:]
+
+    def _part_length(self, batch: list) -> int:
+        """Return how many requests from the start of ``batch`` can run as one engine batch.
+
+        Why cut: a replace asks for a new total quantity and the engine takes the new open
+        quantity, which is total - filled at the moment the engine runs it; a message earlier in
+        the same batch on its symbol may fill the order, so the replace must see those reports.
+        And a client id a replace gives is known only once its reports are derived, so a
+        cancel/replace naming it, or a request giving the same id again (a duplicate), must
+        wait for them.
+        """
+        seen = set()   # symbols this part touches
+        named = {}     # (account, client id) this part gives -> (symbol, given by a replace)
         for i, (_, req) in enumerate(batch):
             sym = req.symbol
-            if req.kind != "new":
-                st = self._states.get(self._client_ids.get(
-                    (req.account.name, req.orig_client_order_id), 0))
-                sym = st.symbol if st is not None else req.symbol
-            if req.kind == "replace" and sym in seen:
-                await self._process_part(batch[start:i])
-                start, seen = i, set()
+            if req.kind in ("cancel", "replace"):
+                key = (req.account.name, req.orig_client_order_id)
+                st = self._states.get(self._client_ids.get(key, 0))
+                sym, renamed = ((st.symbol, False) if st is not None
+                                else named.get(key, (req.symbol, False)))
+                if i and (renamed or (req.kind == "replace" and sym in seen)):
+                    return i
+            if req.kind in ("new", "replace"):
+                mine = (req.account.name, req.client_order_id)
+                if i and named.get(mine, (None, False))[1]:
+                    return i   # its id is being given by a replace here: refused after that
+                named[mine] = (sym, req.kind == "replace")
             seen.add(sym)
-        await self._process_part(batch[start:])
+        return len(batch)
 
     async def _process_part(self, batch: list) -> None:
         loop = asyncio.get_running_loop()
@@ -366,8 +406,10 @@ class Gateway:
         core_reports, self._pending_core = self._pending_core, []
         if core_reports:
             numbered = self._number([(r, firm) for r, firm in core_reports])
+            # why last_ts: a core reject's stamp was sent to a client, so a later run must not
+            # stamp below it (no engine batch may follow to store the clock)
             await loop.run_in_executor(self._pool, self._db.end_batch, numbered, [], [],
-                                       self._db_reported())
+                                       self._db_reported(), self._last_ts)
             self._dispatch(numbered)
         if not rows:
             return

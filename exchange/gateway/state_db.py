@@ -76,7 +76,12 @@ class StateDB:
 
     def _meta(self, key: str, default):
         row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        return default if row is None else int(row[0])
+        if row is None:
+            return default
+        if type(row[0]) is not int:
+            raise CorruptionError(f"{self.path}: meta {key!r} is {row[0]!r}, not an integer",
+                                  self.path, -1)
+        return row[0]
 
     def _set_meta(self, key: str, value: int) -> None:
         self.db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, int(value)))
@@ -168,10 +173,12 @@ class StateDB:
             self._set_meta("last_ts", last_ts)))
 
     def end_batch(self, reports: list[Report], changed: list, client_ids: list,
-                  reported_through: int) -> None:
-        """Commit a batch's reports, the changed order states, new client ids (a replace's) and
-        ``reported_through`` in one transaction. Raises WriteError if SQLite cannot write."""
+                  reported_through: int, last_ts: int | None = None) -> None:
+        """Commit a batch's reports, the changed order states, new client ids (a replace's),
+        ``reported_through`` and (if given) the latest stamp in one transaction. Raises
+        WriteError if SQLite cannot write."""
         self._write(lambda db: (
+            last_ts is not None and self._set_meta("last_ts", max(last_ts, self.last_ts())),
             db.executemany("INSERT INTO reports (stream, rseq, seq, body) VALUES (?, ?, ?, ?)",
                            [(r.stream, r.rseq, r.seq, r.to_json()) for r in reports]),
             db.executemany("UPDATE orders SET client_order_id = ?, state = ? WHERE order_id = ?",
