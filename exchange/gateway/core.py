@@ -237,8 +237,14 @@ class Gateway:
         if self._closing or self.failed is not None:
             raise UsageError("the gateway is closed" if self.failed is None
                              else f"the gateway failed: {self.failed}")
-        if self._queue.qsize() >= MAX_QUEUE:
-            self._core_reject(self.now_ns(), request, "gateway overloaded: request queue full")
+        if not isinstance(request.account, Account) or not isinstance(request.stream, str):
+            raise UsageError("a Request names its Account and its report stream (a str)")
+        problem = _malformed(request)
+        if problem is not None or self._queue.qsize() >= MAX_QUEUE:
+            self._core_reject(self.now_ns(), _printable(request),
+                              problem or "gateway overloaded: request queue full")
+            # why a (ts, None) item: it wakes the batch loop, which sends the reject
+            self._queue.put_nowait((self._last_ts, None))
             return
         self._queue.put_nowait((self.now_ns(), request))
 
@@ -378,6 +384,8 @@ class Gateway:
         seen = set()   # symbols this part touches
         named = {}     # (account, client id) this part gives -> (symbol, given by a replace)
         for i, (_, req) in enumerate(batch):
+            if req is None:
+                continue
             sym = req.symbol
             if req.kind in ("cancel", "replace"):
                 key = (req.account.name, req.orig_client_order_id)
@@ -399,6 +407,8 @@ class Gateway:
         first_seq = self.engine.seq + 1
         rows, origins, new_states = [], {}, []
         for ts, req in batch:
+            if req is None:
+                continue
             row, origin = self._row(ts, req, first_seq + len(rows), new_states)
             if row is not None:
                 origins[first_seq + len(rows)] = origin
@@ -525,6 +535,13 @@ class Gateway:
         if callback in self._market:
             self._market.remove(callback)
 
+    async def read_journal(self, table: str, seq: tuple[int, int] | None = None) -> np.ndarray:
+        """Return the journaled rows of ``table`` ("orders", "fills", "l2", "events") with seq
+        in ``seq`` (inclusive; None: all), read on the core's worker thread (the store's catalog
+        serves only the thread that opened it). Raises as ``store.read``."""
+        return await asyncio.get_running_loop().run_in_executor(
+            self._pool, lambda: self.session.read(table, seq=seq))
+
     def order_state(self, order_id: int) -> OrderState | None:
         """Return the gateway's state of an engine order id, or None."""
         return self._states.get(int(order_id))
@@ -546,6 +563,36 @@ class Gateway:
         finally:
             self._db.close()
             self._pool.shutdown(wait=True)
+
+
+MAX_SYMBOL_NAME = 64
+
+
+def _malformed(req: Request) -> str | None:
+    """Return why a request's text fields cannot be used (None if they can): each must be a str
+    of bounded length, so no hostile value reaches a dict key or the state file unbounded."""
+    if req.kind not in ("new", "cancel", "replace"):
+        return f"unknown request kind {str(req.kind)[:16]!r}"
+    if not isinstance(req.symbol, str) or len(req.symbol) > MAX_SYMBOL_NAME:
+        return f"symbol must be a name of at most {MAX_SYMBOL_NAME} characters"
+    for name in ("client_order_id", "orig_client_order_id"):
+        v = getattr(req, name)
+        if not isinstance(v, str) or len(v) > MAX_CLIENT_ID:
+            return f"{name} must be at most {MAX_CLIENT_ID} characters"
+    return None
+
+
+def _printable(req: Request) -> Request:
+    """Return ``req`` with its text fields cut to strings a report can carry."""
+    from dataclasses import replace
+
+    def text(v, n):
+        return v[:n] if isinstance(v, str) else ""
+
+    return replace(req, kind=req.kind if req.kind in ("new", "cancel", "replace") else "new",
+                   symbol=text(req.symbol, MAX_SYMBOL_NAME),
+                   client_order_id=text(req.client_order_id, MAX_CLIENT_ID),
+                   orig_client_order_id=text(req.orig_client_order_id, MAX_CLIENT_ID))
 
 
 def _renumber(r: Report, stream: str, rseq: int) -> Report:
