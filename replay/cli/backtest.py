@@ -16,7 +16,8 @@ the strategy has any: a second table (count, volume, PnL contribution) after the
 Invariants: ``--json`` prints strict JSON (a NaN measure is ``null``) and nothing else on stdout;
 notes such as "wrote PNG" go to stderr. ``--plot`` is checked (format, directory) before the
 backtest runs.
-A bad ``--strategy`` (unimportable module, missing class, not a Strategy) or a bad
+``--strategy`` takes ``module:Class`` or ``path/file.py:Class`` (loaded by its path, no
+PYTHONPATH needed). A bad ``--strategy`` (unimportable module or file, missing class, not a Strategy) or a bad
 ``--param`` raises UsageError naming it, so ``exsim`` exits 2 with one line and no traceback.
 """
 
@@ -57,7 +58,9 @@ def add_backtest_arguments(p) -> None:
                         "not streamed, since the strategy is merged into the flow), generic "
                         "flow file (.csv, .parquet), or exsim data directory")
     p.add_argument("--strategy", default=DEFAULT_STRATEGY, metavar="MODULE:CLASS",
-                   help="strategy class (default: %(default)s)")
+                   help="strategy class: a module's (on the Python path) or a file's, "
+                        "FILE.py:CLASS, loaded by its path (`exsim new-strategy` writes one) "
+                        "(default: %(default)s)")
     p.add_argument("--symbol", metavar="NAME", help="symbol to trade (needed with several)")
     p.add_argument("--feed-ns", type=int, default=0, metavar="NS",
                    help="market data latency in ns (default: %(default)s)")

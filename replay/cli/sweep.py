@@ -19,6 +19,7 @@ import json
 
 from exchange.errors import UsageError
 
+from replay.backtesting.loading import absolute_spec
 from replay.backtesting.money import TICKS_X_LOTS
 from replay.cli.backtest import add_backtest_arguments, money_label
 from replay.cli.common import EXIT_OK, format_number, json_text, note, print_table
@@ -115,7 +116,7 @@ def cmd_sweep(args) -> int:
             raise UsageError(f"{key} is both a --param and a --grid")
         fixed[key] = _value(raw)
     points = [{**p, **fixed} for p in grid_points(grid)]
-    rows = sweep(args.flow, args.strategy, points, seeds=_parse_seeds(args.seeds),
+    rows = sweep(args.flow, absolute_spec(args.strategy), points, seeds=_parse_seeds(args.seeds),
                  scheduler=args.scheduler, n_workers=args.workers,
                  latency=ConstantLatency(args.feed_ns, args.order_ns), fees_bps=args.fees_bps,
                  symbol=args.symbol)
