@@ -32,7 +32,7 @@ __all__ = [
     "format_table", "print_table", "open_catalog", "symbol_names", "symbol_tick_size", "resolve_symbol", "note",
     "dir_bytes", "human_bytes", "printable", "json_text", "check_plot_path", "plot_failed",
     "need_pyarrow", "compile_note", "COMPILE_NOTE", "format_number",
-    "out_failed",
+    "out_failed", "run_day", "parse_ts", "parse_ts_range",
 ]
 
 EXIT_OK = 0        # the command did what was asked and every check passed
@@ -68,6 +68,33 @@ def parse_range(text: str, what: str = "--seq") -> tuple[int, int]:
     if lo > hi:
         raise UsageError(f"{what} {text!r}: the low bound is above the high bound")
     return lo, hi
+
+
+def run_day(data_dir: str) -> int:
+    """Return midnight UTC (ns) of the day of the run's first journaled message (0 for a run
+    whose ts count from midnight, or one with no message): what a time of day such as
+    ``10:00:00`` is added to. Raises as ``replay.rundir.run_info``."""
+    from replay.rundir import read_table, run_info
+    from replay.timefmt import day_start
+
+    info = run_info(data_dir)
+    rows = read_table(info, "orders", None, info.first_seq + 1, info.first_seq + 1, ["ts"])
+    return day_start(int(rows["ts"][0])) if rows.size else 0
+
+
+def parse_ts(text: str, what: str, data_dir: str) -> int:
+    """Return the ns timestamp of ``text`` for the run in ``data_dir``: ns, ``HH:MM[:SS[.f]]``
+    on the run's first day (UTC) or an ISO date-time (``replay.timefmt.parse_time``).
+    Raises UsageError naming ``what`` for anything else."""
+    from replay.timefmt import parse_time
+    return parse_time(text, what, lambda: run_day(data_dir))
+
+
+def parse_ts_range(text: str, what: str, data_dir: str) -> tuple[int, int]:
+    """Return the inclusive (lo, hi) ns range of ``text`` (``LO..HI`` of ``parse_ts`` forms, or
+    the integer ``LO:HI``) for the run in ``data_dir``; UsageError naming ``what`` if malformed."""
+    from replay.timefmt import parse_time_range
+    return parse_time_range(text, what, lambda: run_day(data_dir))
 
 
 def printable(text) -> str:
