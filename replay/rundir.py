@@ -16,6 +16,7 @@ Invariants:
 from __future__ import annotations
 
 import json
+import logging
 import os
 from dataclasses import dataclass
 
@@ -30,6 +31,8 @@ from store.tables import orders_without_seq as strip_seq  # noqa: F401 (exported
 __all__ = ["RunInfo", "run_info", "resolve_symbol", "load_checkpoint", "checkpoint_row", "restore",
            "read_table", "segment_cuts", "output_segments", "checkpoint_config", "config_difference",
            "strip_seq", "SEQ_MAX"]
+
+log = logging.getLogger(__name__)
 
 SEQ_MAX = (1 << 62)   # an inclusive upper bound above any seq a run can reach
 
@@ -81,6 +84,9 @@ def run_info(data_dir) -> RunInfo:
     symbols = {r["name"]: int(r["id"]) for r in symbol_rows}
     last = max(cks[-1], sealed, journaled_through(data_dir))
     config = _check_config(data_dir, cks[0], runs[0] if runs else None, symbol_rows)
+    log.info("%s: seq %s..%s, %d checkpoint(s), %d symbol(s), stp %s; the catalog's run "
+             "configuration agrees with the first checkpoint's", data_dir, f"{cks[0]:,}",
+             f"{last:,}", len(cks), len(symbols), config.get("stp", "none"))
     return RunInfo(data_dir, cks[0], last, cks, symbols, config)
 
 

@@ -35,7 +35,7 @@ from exchange.errors import ExsimError, VerificationError
 from replay.cli import backtest as cli_backtest, bench as cli_bench, export as cli_export
 from replay.cli import inspect as cli_inspect, run as cli_run, sweep as cli_sweep
 from replay.cli import template as cli_template, whatif as cli_whatif
-from replay.cli.common import EXIT_FAILED, EXIT_USAGE, Formatter, printable
+from replay.cli.common import EXIT_FAILED, EXIT_USAGE, Formatter, log, printable, setup_logging
 
 __all__ = ["main", "build_parser", "render_docs", "write_docs", "COMMANDS"]
 
@@ -92,6 +92,8 @@ def build_parser(width: int | None = None) -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("-q", "--quiet", action="store_true",
                         help="no progress bars (they are also off when stderr is not a terminal)")
+    common.add_argument("-v", "--verbose", action="store_true",
+                        help="log what the command does (steps, inputs, timings) to stderr")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     # argparse lists subcommands in the order they are added: the order of COMMANDS
     cli_run.register(sub, [common], fmt)
@@ -116,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as e:   # --help, --version and argparse usage errors
         return int(e.code) if isinstance(e.code, int) else (0 if e.code is None else EXIT_USAGE)
+    setup_logging(getattr(args, "verbose", False))
+    log.info("%s %s", args.command, " ".join(printable(a) for a in (argv or sys.argv[1:])[1:]))
     try:
         return int(args.func(args))
     except BrokenPipeError:

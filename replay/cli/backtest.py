@@ -23,12 +23,14 @@ PYTHONPATH needed). A bad ``--strategy`` (unimportable module or file, missing c
 
 from __future__ import annotations
 
+import time
+
 from exchange.errors import UsageError
 
 from replay.backtesting.loading import load_strategy
 from replay.backtesting.report import auction_summary
 from replay.cli.common import (EXIT_OK, check_plot_path, compile_note, format_number, json_text,
-                               note, print_table)
+                               live_progress, log, note, print_table)
 
 __all__ = ["register", "cmd_backtest", "add_backtest_arguments"]
 
@@ -129,10 +131,19 @@ def cmd_backtest(args) -> int:
     if args.plot:
         check_plot_path(args.plot, formats=("png",))   # why first: fail before the backtest
     strategy = load_strategy(args.strategy, args.param)
-    compile_note(args.quiet)
-    res = backtest(args.flow, strategy, latency=ConstantLatency(args.feed_ns, args.order_ns),
-                   fees_bps=args.fees_bps, symbol=args.symbol, store_dir=args.store,
-                   queue_model=args.queue_model)
+    log.info("strategy %s (%s), feed latency %d ns, order latency %d ns",
+             args.strategy, type(strategy).__qualname__, args.feed_ns, args.order_ns)
+    if compile_note(args.quiet):
+        log.info("numba cache is cold: the first kernel calls compile")
+    t0 = time.perf_counter()
+    with live_progress("backtest", quiet=args.quiet) as tell:
+        res = backtest(args.flow, strategy, latency=ConstantLatency(args.feed_ns, args.order_ns),
+                       fees_bps=args.fees_bps, symbol=args.symbol, store_dir=args.store,
+                       queue_model=args.queue_model, progress=tell)
+    log.info("backtest of %s: %s market messages, %s strategy orders, %s fills, %s path, "
+             "%.2f s", res.meta.get("source") or args.flow, f"{res.meta.get('n_market', 0):,}",
+             f"{res.summary.get('n_orders', 0):,}", f"{res.summary.get('n_fills', 0):,}",
+             res.meta.get("path"), time.perf_counter() - t0)
     money = res.meta["money"]
     report = res.report(bar_ns=args.bar_ns) if args.report else None
     auction = auction_summary(res) if len(res.auction_fills()) else None

@@ -24,8 +24,8 @@ from exchange.errors import CorruptionError, UsageError
 
 from replay.cli.common import (
     EXIT_FAILED, EXIT_OK, check_plot_path, dir_bytes, format_table, human_bytes, note,
-    open_catalog, parse_ts, parse_ts_range, plot_failed, print_table, printable, resolve_symbol,
-    run_day,
+    compile_note, live_progress, log, open_catalog, parse_ts, parse_ts_range, plot_failed,
+    print_table, printable, resolve_symbol, run_day,
     symbol_tick_size,
 )
 
@@ -215,6 +215,8 @@ def cmd_book(args) -> int:
     finally:
         cat.close()
     ts = None if args.ts is None else parse_ts(args.ts, "--ts", args.dir)
+    if ts is not None:
+        log.info("book: --ts %s is ts %s", args.ts, f"{ts:,}")
     view = book_at(args.dir, args.symbol, seq=args.seq, ts=ts, depth=args.depth, l3=args.l3)
     when = ("before its first message" if view.ts is None
             else f"ts {view.ts:,}, {_clock(int(view.ts), args.dir)} UTC")
@@ -342,6 +344,7 @@ def cmd_verify(args) -> int:
     from replay import verify
 
     _check_dir(args.dir)
+    log.info("verify %s", args.dir)
     t0 = time.perf_counter()
     try:
         report = verify(args.dir, progress=_show_progress(args))
@@ -414,6 +417,7 @@ def cmd_rerun(args) -> int:
     from replay import rerun
 
     _check_dir(args.dir)
+    log.info("rerun %s from its first checkpoint", args.dir)
     t0 = time.perf_counter()
     try:
         report = rerun(args.dir, progress=_show_progress(args))
@@ -471,7 +475,14 @@ def cmd_stats(args) -> int:
         check_plot_path(args.plot)
     from replay import stats
 
-    series = stats(args.dir, args.symbol, ts=ts, levels=args.levels, window_ns=args.window_ns)
+    log.info("stats of %s in %s: ts %s, %d level(s), VWAP window %d ns", args.symbol, args.dir,
+             "all" if ts is None else f"{ts[0]}..{ts[1]}", args.levels, args.window_ns)
+    if compile_note(args.quiet):
+        log.info("numba cache is cold: the first kernel calls compile")
+    with live_progress("stats", unit="step", quiet=args.quiet) as tell:
+        series = stats(args.dir, args.symbol, ts=ts, levels=args.levels,
+                       window_ns=args.window_ns, progress=tell)
+    log.info("stats: %s row(s)", f"{series.size:,}")
     names = list(series.dtype.names)
     if args.plot:
         _plot(series, args.symbol, args.plot)
