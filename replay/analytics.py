@@ -182,9 +182,12 @@ def stats_arrays(bids: np.ndarray, asks: np.ndarray, l2: np.ndarray, fills: np.n
 
 
 def stats(source, symbol, *, ts=None, levels: int = 5,
-          window_ns: int = 1_000_000_000) -> np.ndarray:
+          window_ns: int = 1_000_000_000, progress=None) -> np.ndarray:
     """Return a STATS_DTYPE array: one row per timestamp at which ``symbol``'s book changed,
     after its last message (module docstring).
+
+    ``progress``: None or a callable ``progress(done, total, what)`` told each of the four
+    steps (read l2, rebuild the first book, read fills, compute) as it starts.
 
     ``source``: a data directory or a ``store.Reader`` of one (kept between calls).
     ``ts``: an inclusive ``(lo, hi)`` nanosecond range of rows (None: the whole run).
@@ -192,13 +195,14 @@ def stats(source, symbol, *, ts=None, levels: int = 5,
     StoreError if ``source`` is not a data directory.
     """
     if isinstance(source, Reader):
-        return _stats(source, _run(source), symbol, ts, levels, window_ns)
+        return _stats(source, _run(source), symbol, ts, levels, window_ns, progress)
     info = run_info(os.fspath(source))   # why first: its errors name a missing directory
     with Reader(info.data_dir) as reader:
-        return _stats(reader, info, symbol, ts, levels, window_ns)
+        return _stats(reader, info, symbol, ts, levels, window_ns, progress)
 
 
-def _stats(reader, info, symbol, ts, levels, window_ns) -> np.ndarray:
+def _stats(reader, info, symbol, ts, levels, window_ns, progress=None) -> np.ndarray:
+    tell = progress or (lambda done, total, what: None)
     sid, name = resolve_symbol(info, symbol)
     if ts is None:
         lo_ts, hi_ts = _TS_MIN, (1 << 63) - 1
@@ -209,16 +213,23 @@ def _stats(reader, info, symbol, ts, levels, window_ns) -> np.ndarray:
             raise UsageError(f"ts must be an inclusive (lo, hi) pair; got {ts!r}") from None
     if levels < 1 or window_ns < 1:
         raise UsageError(f"levels and window_ns must be >= 1; got {levels}, {window_ns}")
+    tell(0, 4, "read l2")
     l2 = read(reader, "l2", symbol=sid, ts=(lo_ts, hi_ts))
     if l2.size == 0:
+        tell(4, 4, "done")
         return np.zeros(0, STATS_DTYPE)
     first = int(l2["seq"][0])
+    tell(1, 4, "rebuild the first book")
     start = book_at(reader, sid, seq=max(first - 1, info.first_seq), depth=None)
     # why max(..., -2^63): the window reaches back before lo_ts without underflowing int64
     f_lo = max(int(l2["ts"][0]) - int(window_ns), _TS_MIN)
+    tell(2, 4, "read fills")
     fills = read(reader, "fills", symbol=sid, seq=(1, SEQ_MAX), ts=(f_lo, hi_ts),
                  columns=["ts", "price", "qty"])
-    return stats_arrays(start.bids, start.asks, l2, fills, levels=levels, window_ns=window_ns)
+    tell(3, 4, "compute")
+    out = stats_arrays(start.bids, start.asks, l2, fills, levels=levels, window_ns=window_ns)
+    tell(4, 4, "done")
+    return out
 
 
 def phase_stats(source, symbol) -> dict:

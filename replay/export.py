@@ -53,30 +53,32 @@ def _windows(data_dir: str, seq: tuple[int, int] | None):
         yield start, hi
 
 
-def _chunks(data_dir: str, table: str, symbol, seq, quiet: bool):
+def _chunks(data_dir: str, table: str, symbol, seq, quiet: bool, ts=None):
     """Yield non-empty structured-array chunks of ``table`` in seq order (one ``store.Reader``
-    for all of them: the catalog is opened once and a segment's index read once)."""
+    for all of them: the catalog is opened once and a segment's index read once), only rows
+    with ts in the inclusive ``ts`` range when given."""
     from store import Reader, read
 
     windows = list(_windows(data_dir, seq))
     with Reader(data_dir) as reader:
         for lo, hi in progress(windows, desc=f"export {table}", unit="chunk", quiet=quiet):
-            rows = read(reader, table, symbol=symbol, seq=(lo, hi))
+            rows = read(reader, table, symbol=symbol, seq=(lo, hi), ts=ts)
             if rows.size:
                 yield rows
 
 
 def write_csv(f, data_dir: str, table: str, *, symbol: str | None = None,
-              seq: tuple[int, int] | None = None, quiet: bool = True) -> int:
+              seq: tuple[int, int] | None = None, quiet: bool = True,
+              ts: tuple[int, int] | None = None) -> int:
     """Write ``table`` (header line, then rows in seq order) as CSV to the text file ``f``;
-    return the number of rows. ``symbol``/``seq`` (inclusive) filter the rows.
+    return the number of rows. ``symbol``/``seq``/``ts`` (inclusive) filter the rows.
     Raises StoreError/UsageError from ``store.read`` for a bad directory, table or symbol."""
     from store.tables import table_dtype
 
     w = csv.writer(f)
     w.writerow(table_dtype(table).names)
     n = 0
-    for rows in _chunks(data_dir, table, symbol, seq, quiet):
+    for rows in _chunks(data_dir, table, symbol, seq, quiet, ts):
         w.writerows(rows.tolist())   # tuples of Python ints: exact, no float formatting
         n += rows.size
     return n
@@ -84,11 +86,11 @@ def write_csv(f, data_dir: str, table: str, *, symbol: str | None = None,
 
 def export(data_dir: str, tables, out: str, *, fmt: str, symbol: str | None = None,
            seq: tuple[int, int] | None = None, quiet: bool = True,
-           filter_text: dict | None = None) -> dict[str, int]:
+           filter_text: dict | None = None, ts: tuple[int, int] | None = None) -> dict[str, int]:
     """Write ``tables`` (a name of TABLES, or several for sqlite) of ``data_dir`` to the file
     ``out`` as ``fmt`` (csv, parquet, sqlite), replacing any file there; return {table: rows}.
 
-    ``symbol``/``seq`` filter the rows; an SQLite file records them in its ``meta`` table (as
+    ``symbol``/``seq``/``ts`` (inclusive ns) filter the rows; an SQLite file records them in its ``meta`` table (as
     ``filter_text`` when given: the filter as the user wrote it). Raises UsageError for an
     unknown format or table, several tables outside sqlite, a missing pyarrow (parquet), a
     value SQLite cannot hold, or (``flow``) symbol ids that are not 0..n-1 or a symbol id
@@ -107,7 +109,7 @@ def export(data_dir: str, tables, out: str, *, fmt: str, symbol: str | None = No
         if tables != ("orders",):
             raise UsageError("--format flow writes the orders table, as the generic order-flow "
                              "format (docs/data-formats.md)")
-        return {"orders": _write_flow(data_dir, os.path.abspath(out), symbol, seq, quiet)}
+        return {"orders": _write_flow(data_dir, os.path.abspath(out), symbol, seq, quiet, ts)}
     if fmt == "parquet":
         _pyarrow()   # fail on the missing extra before reading anything
     out = os.path.abspath(out)
@@ -115,13 +117,15 @@ def export(data_dir: str, tables, out: str, *, fmt: str, symbol: str | None = No
     try:
         if fmt == "csv":
             with open(tmp, "w", newline="", encoding="utf-8") as f:
-                counts = {tables[0]: write_csv(f, data_dir, tables[0], symbol=symbol, seq=seq, quiet=quiet)}
+                counts = {tables[0]: write_csv(f, data_dir, tables[0], symbol=symbol, seq=seq,
+                                                  quiet=quiet, ts=ts)}
         elif fmt == "parquet":
-            counts = {tables[0]: _write_parquet(tmp, data_dir, tables[0], symbol, seq, quiet)}
+            counts = {tables[0]: _write_parquet(tmp, data_dir, tables[0], symbol, seq, quiet, ts)}
         else:
             if filter_text is None:
-                filter_text = {"symbol": symbol, "seq": None if seq is None else f"{seq[0]}:{seq[1]}"}
-            counts = _write_sqlite(tmp, data_dir, tables, symbol, seq, quiet, filter_text)
+                filter_text = {"symbol": symbol, "seq": None if seq is None else f"{seq[0]}:{seq[1]}",
+                               "ts": None if ts is None else f"{ts[0]}..{ts[1]}"}
+            counts = _write_sqlite(tmp, data_dir, tables, symbol, seq, quiet, filter_text, ts)
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
         os.replace(tmp, out)
@@ -144,7 +148,7 @@ def _pyarrow():
     return pyarrow, pq
 
 
-def _write_parquet(path, data_dir, table, symbol, seq, quiet) -> int:
+def _write_parquet(path, data_dir, table, symbol, seq, quiet, ts=None) -> int:
     import numpy as np
 
     from store.tables import table_dtype
@@ -154,14 +158,14 @@ def _write_parquet(path, data_dir, table, symbol, seq, quiet) -> int:
     schema = pa.schema([(n, pa.from_numpy_dtype(dtype.fields[n][0])) for n in dtype.names])
     n = 0
     with pq.ParquetWriter(path, schema) as writer:
-        for rows in _chunks(data_dir, table, symbol, seq, quiet):
+        for rows in _chunks(data_dir, table, symbol, seq, quiet, ts):
             writer.write_table(pa.Table.from_arrays(
                 [pa.array(np.ascontiguousarray(rows[c])) for c in dtype.names], schema=schema))
             n += rows.size
     return n
 
 
-def _write_flow(data_dir, out, symbol, seq, quiet) -> int:
+def _write_flow(data_dir, out, symbol, seq, quiet, ts=None) -> int:
     """The orders table as a generic order-flow file (CSV, CSV.gz or Parquet by ``out``'s name)
     with the run's symbol table and each symbol's engine options (tick table, lot, minimum,
     session close, money), so ``exsim simulate --flow csv OUT`` runs the same market again."""
@@ -176,7 +180,7 @@ def _write_flow(data_dir, out, symbol, seq, quiet) -> int:
     if [s["id"] for s in symbols] != list(range(len(symbols))):
         raise UsageError(f"{data_dir}: symbol ids are not 0..{len(symbols) - 1}; a flow file "
                          "numbers its symbols in table order")
-    parts = [orders_without_seq(rows) for rows in _chunks(data_dir, "orders", symbol, seq, quiet)]
+    parts = [orders_without_seq(rows) for rows in _chunks(data_dir, "orders", symbol, seq, quiet, ts)]
     orders = np.concatenate(parts) if parts else np.zeros(0, ORDER_DTYPE)
     try:
         return write_generic(out, orders, [_symbol_spec(s) for s in symbols])
@@ -254,7 +258,7 @@ _INDEXES = {
 }
 
 
-def _write_sqlite(path, data_dir, tables, symbol, seq, quiet, filter_text) -> dict[str, int]:
+def _write_sqlite(path, data_dir, tables, symbol, seq, quiet, filter_text, ts=None) -> dict[str, int]:
     import numpy as np
     import sqlite_utils
 
@@ -275,7 +279,7 @@ def _write_sqlite(path, data_dir, tables, symbol, seq, quiet, filter_text) -> di
             db[table].create({c: int for c in dtype.names})
             sql = f"INSERT INTO [{table}] VALUES ({', '.join('?' * len(dtype.names))})"
             n = 0
-            for rows in _chunks(data_dir, table, symbol, seq, quiet):
+            for rows in _chunks(data_dir, table, symbol, seq, quiet, ts):
                 for c in dtype.names:
                     if dtype.fields[c][0] == np.uint64 and rows.size and int(rows[c].max()) > INT64_MAX:
                         raise UsageError(f"{data_dir}: {table}.{c} holds values >= 2**63, which an "

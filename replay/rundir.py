@@ -15,6 +15,8 @@ Invariants:
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 from dataclasses import dataclass
 
@@ -27,8 +29,10 @@ from store.catalog import resolve_symbol as store_resolve_symbol
 from store.tables import orders_without_seq as strip_seq  # noqa: F401 (exported)
 
 __all__ = ["RunInfo", "run_info", "resolve_symbol", "load_checkpoint", "checkpoint_row", "restore",
-           "read_table", "segment_cuts", "output_segments",
+           "read_table", "segment_cuts", "output_segments", "checkpoint_config", "config_difference",
            "strip_seq", "SEQ_MAX"]
+
+log = logging.getLogger(__name__)
 
 SEQ_MAX = (1 << 62)   # an inclusive upper bound above any seq a run can reach
 
@@ -42,7 +46,8 @@ class RunInfo:
     last_seq: int                  # last journaled message
     checkpoints: tuple             # checkpoint seqs, oldest first
     symbols: dict                  # name -> id, as the catalog records them
-    config: dict                   # the engine config recorded for the first run ({} if none)
+    config: dict                   # the engine config the first checkpoint records (the
+                                   # catalog's copy must agree: run_info checks)
 
 
 def _open_catalog(data_dir) -> Catalog:
@@ -55,49 +60,163 @@ def _open_catalog(data_dir) -> Catalog:
 def run_info(data_dir) -> RunInfo:
     """Return the RunInfo of ``data_dir``.
 
-    The configuration is the first run's ``engine_options`` as the catalog's checked rows hold
-    it (a damaged one is a CorruptionError, never a different engine).
+    The configuration (``RunInfo.config``, ``Engine.config()`` form) is the one the run's first
+    checkpoint records: what the engine actually ran with, under the checkpoint file's CRC32C.
+    The catalog's copies (the first run's ``engine_options`` and the ``symbols`` table) must
+    agree with it value for value, so an edited catalog, even one from before row checksums,
+    is a CorruptionError and never a different engine (``_check_config``). For a checkpoint of
+    another engine class (whose layout only it knows) the catalog's ``engine_options`` is used.
     Raises StoreError if it is not a data directory or holds no checkpoint (nothing to rebuild
-    from), CorruptionError if the catalog or the WAL fails a check.
+    from), CorruptionError if the catalog, the first checkpoint or the WAL fails a check, or
+    the catalog's configuration differs from the first checkpoint's.
     """
     data_dir = os.fspath(data_dir)
     cat = _open_catalog(data_dir)
     try:
         cks = tuple(int(r["seq"]) for r in cat.checkpoints())
         sealed = cat.sealed_through()
-        symbols = {r["name"]: int(r["id"]) for r in cat.symbols()}
+        symbol_rows = cat.symbols()
         runs = cat.runs()[:1]
     finally:
         cat.close()
     if not cks:
         raise StoreError(f"{data_dir}: no checkpoint registered; the run cannot be rebuilt")
+    symbols = {r["name"]: int(r["id"]) for r in symbol_rows}
     last = max(cks[-1], sealed, journaled_through(data_dir))
-    config = runs[0]["engine_options"] if runs else {}
-    _check_config(data_dir, cks[0], config, symbols)
+    config = _check_config(data_dir, cks[0], runs[0] if runs else None, symbol_rows)
+    log.info("%s: seq %s..%s, %d checkpoint(s), %d symbol(s), stp %s; the catalog's run "
+             "configuration agrees with the first checkpoint's", data_dir, f"{cks[0]:,}",
+             f"{last:,}", len(cks), len(symbols), config.get("stp", "none"))
     return RunInfo(data_dir, cks[0], last, cks, symbols, config)
 
 
-def _check_config(data_dir: str, first: int, config: dict, symbols: dict) -> None:
-    """CorruptionError naming the catalog if its run configuration (STP mode, symbols) is not
-    the one the run's first checkpoint records. why: the checkpoint is what the engine actually
-    ran with and sits under its own checksums; a catalog from before row checksums does not, and
-    verify would otherwise judge the run by an edited STP mode."""
+def checkpoint_config(ck) -> dict:
+    """Return ``Engine.config()`` of the engine that wrote the parsed checkpoint ``ck``
+    (``exchange.checkpoint.parse``), as JSON values (lists, not tuples).
+
+    why it can: the header holds stp, ownership and every symbol's name, tick size, band and
+    options in ``symbol_options``' normal form, which is what ``Engine.config()`` lists."""
+    return json.loads(json.dumps({"stp": ck.stp, "ownership": ck.ownership, "symbols": [
+        {"name": name, "id": i, "tick_size": tick, "min_price": lo, "max_price": hi, **opts}
+        for i, (name, tick, lo, hi, opts) in enumerate(ck.symbols)]}))
+
+
+def _check_config(data_dir: str, first: int, run: dict | None, symbol_rows: list) -> dict:
+    """Return the run's engine configuration: the first checkpoint's (``checkpoint_config``),
+    or the catalog's (``run``'s engine_options; {} without a run row) when the checkpoint is
+    another engine's.
+
+    Raises CorruptionError naming the catalog, the table and the value when the first run
+    row's ``engine_options`` or a ``symbols`` row says anything the checkpoint does
+    not. why: the checkpoint is what the engine actually ran with and sits under its own
+    checksum; the catalog's copy is what a reader would otherwise trust, and a catalog from
+    before row checksums is read unchecked, so verify would judge the run by an edited STP mode
+    or lot size while rerun (which restores the checkpoint) saw nothing wrong.
+    """
     from exchange.checkpoint import MAGIC, parse
 
     _, blob = read_checkpoint(data_dir, first)
     if bytes(blob[:len(MAGIC)]) != MAGIC:
-        return   # another engine's checkpoint: its layout is its own (restore checks it)
-    ck = parse(blob)
+        return run["engine_options"] if run else {}
+    truth = checkpoint_config(parse(blob))
     catalog = os.path.join(data_dir, "catalog.sqlite")
-    stp = config.get("stp", "none") if isinstance(config, dict) else config
-    if stp != ck.stp:
-        raise CorruptionError(f"{catalog}: the run's engine options say stp {stp!r}, but its first "
-                              f"checkpoint (seq {first}) was made with stp {ck.stp!r}: the catalog "
-                              "is damaged", catalog, -1)
-    names = {name: i for i, (name, *_rest) in enumerate(ck.symbols)}
-    if any(names.get(name, sid) != sid for name, sid in symbols.items()):
-        raise CorruptionError(f"{catalog}: the symbols table disagrees with the run's first "
-                              f"checkpoint (seq {first}): the catalog is damaged", catalog, -1)
+
+    def damaged(where: str, problem: str) -> CorruptionError:
+        return CorruptionError(f"{catalog}: {where}: {problem} (the run's first checkpoint, "
+                               f"seq {first}, records what the engine ran with): the catalog "
+                               "is damaged", catalog, -1)
+
+    if run is None:
+        raise damaged("table runs", "has no row (no run configuration)")
+    problem = config_difference(run["engine_options"], truth)
+    if problem:
+        raise damaged(f"table runs row id={run['id']}: engine_options", problem)
+    by_id = {int(r["id"]): r for r in symbol_rows}
+    if sorted(by_id) != list(range(len(truth["symbols"]))):
+        raise damaged("table symbols", f"holds symbol ids {sorted(by_id)} where the first checkpoint "
+                                       f"has {len(truth['symbols'])} symbol(s)")
+    for sid, want in enumerate(truth["symbols"]):
+        row = by_id[sid]
+        if row["name"] != want["name"]:
+            raise damaged(f"table symbols row id={sid}", f"name is {row['name']!r} where the "
+                                                         f"first checkpoint has {want['name']!r}")
+        if row["tick_size"] != float(want["tick_size"]):
+            raise damaged(f"table symbols row id={sid}",
+                          f"tick_size is {row['tick_size']!r} where the first checkpoint has "
+                          f"{want['tick_size']!r}")
+        problem = _symbol_difference(row["info"], want, f"symbol {sid}")
+        if problem:
+            raise damaged(f"table symbols row id={sid}: info", problem)
+    return truth
+
+
+def config_difference(recorded, truth: dict) -> str | None:
+    """Return the first value in which the engine config ``recorded`` (a catalog's copy,
+    possibly written before some options existed) differs from ``truth`` (``Engine.config()``
+    form), as text naming the key and both values; None when they agree.
+
+    An option ``recorded`` lacks counts as its default (older writers did not know it), so an
+    old catalog agrees with its own checkpoint."""
+    if not isinstance(recorded, dict):
+        return f"is {_short(recorded)}, not an engine config"
+    extra = sorted(str(k) for k in recorded.keys() - {"stp", "ownership", "symbols"})
+    if extra:
+        return f"has key {extra[0]!r}, which no engine config has"
+    for key, default in (("stp", "none"), ("ownership", False)):
+        got = recorded.get(key, default)
+        if got != truth[key] or type(got) is not type(truth[key]):
+            return f"{key} is {_short(got)} where the first checkpoint has {_short(truth[key])}"
+    syms = recorded.get("symbols")
+    if not isinstance(syms, list) or len(syms) != len(truth["symbols"]):
+        return (f"symbols is {_short(syms)} where the first checkpoint has {len(truth['symbols'])} "
+                "symbol(s)")
+    for k, (got, want) in enumerate(zip(syms, truth["symbols"])):
+        problem = _symbol_difference(got, want, f"symbols[{k}]")
+        if problem:
+            return problem
+    return None
+
+
+def _symbol_difference(got, want: dict, where: str) -> str | None:
+    """The first value in which the symbol config ``got`` differs from ``want`` (both
+    ``Engine.config()`` symbol entries; options ``got`` lacks at their defaults), or None."""
+    from exchange.symbol_options import OPTIONS, PHASE_OPTIONS, OptionError, normalize
+
+    if not isinstance(got, dict):
+        return f"{where} is {_short(got)}, not a symbol config"
+    base = ("name", "id", "tick_size", "min_price", "max_price")
+    extra = sorted(str(k) for k in got.keys() - {*base, *OPTIONS, *PHASE_OPTIONS})
+    if extra:
+        return f"{where} has key {extra[0]!r}, which no symbol config has"
+    for key in base:
+        if key not in got:
+            continue   # why: an older writer's entry may lack one; what it has must agree
+        v = got[key]
+        if v != want[key] or isinstance(v, bool) or (key == "name" and not isinstance(v, str)):
+            return (f"{where}.{key} is {_short(v)} where the first checkpoint has "
+                    f"{_short(want[key])}")
+    try:
+        opts = json.loads(json.dumps(normalize({k: got[k] for k in (*OPTIONS, *PHASE_OPTIONS)
+                                                if k in got})))
+    except (OptionError, TypeError, ValueError) as e:
+        return f"{where}: {e}"
+    for key in sorted(opts.keys() | (want.keys() - set(base))):
+        v, w = opts.get(key, _default_of(key)), want.get(key, _default_of(key))
+        if v != w or type(v) is not type(w):
+            return f"{where}.{key} is {_short(v)} where the first checkpoint has {_short(w)}"
+    return None
+
+
+def _default_of(key: str):
+    """The normal-form default of symbol option ``key`` (a phase option at its default is left
+    out of the normal form, so either side may lack it)."""
+    from exchange.symbol_options import DEFAULTS, PHASE_DEFAULTS
+    return json.loads(json.dumps({**DEFAULTS, **PHASE_DEFAULTS}.get(key)))
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def resolve_symbol(info: RunInfo, symbol) -> tuple[int, str]:

@@ -163,6 +163,13 @@ class _Driver:
         self.obs_ts = int(msgs["ts"][0]) if len(msgs) else 0
         self.ctx = Context(self, ID_BASE, terms)
         self._bind_callbacks()
+        self.progress = None   # callable(done, total) of market messages, or None
+
+    def _tick(self, done: int) -> None:
+        """Report ``done`` market messages of ``len(msgs)`` to ``self.progress`` (at wake-ups:
+        Python runs there anyway, so a report costs no extra round trip)."""
+        if self.progress is not None:
+            self.progress(int(done), len(self.msgs))
 
     # called by Context
     def send(self, kind, side, oid, price, qty, tif, flags, otype, local, stop_price=0,
@@ -356,6 +363,7 @@ class _EngineDriver(_Driver):
             if status == C.WAKE:
                 self._wake(int(self._ts[int(ds[C.D_I]) - 1]))
                 ds[C.D_NEXT_WAKE] += every
+                self._tick(int(ds[C.D_I]))
             elif status == C.TIMER:
                 self._fire_timer()
             elif status == K.OK:
@@ -445,6 +453,7 @@ class _L2Driver(_Driver):
                 if step == C.STEP_WAKE:
                     self._wake(obs)
                     next_wake += every
+                    self._tick(i)
                 else:
                     self._fire_timer()
             else:
@@ -460,7 +469,7 @@ class _L2Driver(_Driver):
 
 
 def _backtest_l2(flow, strategy, model, trader, money, fast, store_dir, engine_options,
-                 queue_model, info):
+                 queue_model, info, progress=None):
     """Run ``strategy`` on an ``L2Flow`` through the queue model; return a BacktestResult."""
     from replay.backtesting.l2queue import L2Sim, l2_events
     if fast:
@@ -475,7 +484,10 @@ def _backtest_l2(flow, strategy, model, trader, money, fast, store_dir, engine_o
     sim = L2Sim(events, queue_model, trader)
     feed, order = model.samplers()
     d = _L2Driver(sim, events, strategy, feed, order, trader, 0, money.terms())
+    d.progress = progress
     d.run()
+    if progress is not None:
+        progress(len(events), len(events))
     meta = {"latency": model.describe(), "trader": trader, "symbol": 0,
             "symbol_name": flow.name, "fees_bps": money.taker_rate * 1e4,
             "n_market": int(len(events)), "path": "python", **queue_model.describe(),
@@ -520,7 +532,7 @@ def _run_fast(engine, msgs, strat: QuoteStrategy, feed, order, trader, symbol, t
 def backtest(flow, strategy: Strategy, *, latency=None, trader: int = DEFAULT_TRADER,
              fees_bps: float | None = None, symbol: int | str | None = None,
              engine_options=None, store_dir=None, fast: bool | None = None,
-             queue_model="conservative", symbols=None) -> BacktestResult:
+             queue_model="conservative", symbols=None, progress=None) -> BacktestResult:
     """Run ``strategy`` against ``flow`` through one engine; return a ``BacktestResult``.
 
     ``flow``: ORDER_DTYPE array sorted by ts, a ``Scenario``, a scenario name or file, a
@@ -541,6 +553,9 @@ def backtest(flow, strategy: Strategy, *, latency=None, trader: int = DEFAULT_TR
     flow only). ``queue_model``: for L2-only flow (``L2Flow``, ``BinanceData``, a Binance
     capture), "conservative" or "proportional", or a ``queue_models.QueueModel`` (see
     ``replay.backtesting.l2queue``).
+    ``progress``: None or a callable ``progress(done, total)`` told how many of the flow's
+    ``total`` market messages have run: at wake-ups on the Python path, once at the end (done
+    == total) on every path.
     Money (cash, PnL, fees, turnover) is in the traded symbol's currency when it has one, else
     in ticks x lots; ``result.meta["money"]`` says which.
     Raises UsageError for a bad argument, an unsorted flow, a market id in the strategy's range,
@@ -565,7 +580,7 @@ def backtest(flow, strategy: Strategy, *, latency=None, trader: int = DEFAULT_TR
         if symbol is not None and symbol not in (0, orders.name):
             raise UsageError(f"symbol {symbol!r}: the L2 flow has one symbol, {orders.name!r}")
         return _backtest_l2(orders, strategy, as_latency(latency), int(trader), money, fast,
-                            store_dir, engine_options, queue_model, info)
+                            store_dir, engine_options, queue_model, info, progress)
     msgs = np.ascontiguousarray(orders)
     unsorted, high_id, has_trader, top_symbol = C.check_flow(msgs, int(trader), ID_BASE)
     if unsorted:
@@ -607,9 +622,12 @@ def backtest(flow, strategy: Strategy, *, latency=None, trader: int = DEFAULT_TR
                                                 sid, terms)
     else:
         d = _EngineDriver(engine, msgs, strategy, feed, order, int(trader), sid, terms)
+        d.progress = progress
         d.run()
         a, olog, osent, oseq = d.arrays, d.olog[:d.nord], d.osent[:d.nord], d.oseq[:d.nord]
         marks = d.marks[:d.nmark]
+    if progress is not None:
+        progress(len(msgs), len(msgs))
     meta = {"latency": model.describe(), "trader": int(trader), "symbol": sid,
             "symbol_name": sym_cfg["name"], "fees_bps": fees_bps,
             "n_market": int(len(msgs)), "path": "njit" if fast else "python",

@@ -119,7 +119,7 @@ def _run_point(orders, spec, params: dict, kwargs: dict) -> dict:
 
 
 def sweep(flow, strategy_factory_spec, grid, *, seeds=None, scheduler=None, n_workers: int = 2,
-          **backtest_kwargs) -> list[dict]:
+          progress=None, **backtest_kwargs) -> list[dict]:
     """Backtest every grid point (times every seed); return one row dict per run, in grid order.
 
     ``flow``: anything ``backtest`` accepts (loaded once here). ``strategy_factory_spec``:
@@ -130,7 +130,8 @@ def sweep(flow, strategy_factory_spec, grid, *, seeds=None, scheduler=None, n_wo
     LocalCluster of ``n_workers`` processes) or a Dask scheduler address or ``Client``.
     ``backtest_kwargs``: passed to every ``backtest`` (latency, fees_bps, symbol, trader,
     engine_options, fast, symbols; not store_dir); the flow's symbols (a scenario's with its
-    options: money, grid ...) go to every run unless ``symbols`` is given.
+    options: money, grid ...) go to every run unless ``symbols`` is given. ``progress``: None
+    or a callable ``progress(done, total)`` told how many of the ``total`` runs have finished.
 
     Returns ``[{**params, "seed": s (only with seeds), **summary}]``; when the traded symbol
     has a currency, each row also has ``"currency"`` (its money values are in it; else in ticks
@@ -154,12 +155,15 @@ def sweep(flow, strategy_factory_spec, grid, *, seeds=None, scheduler=None, n_wo
         for p in points[:1]:
             _make_strategy(strategy_factory_spec, p)
     jobs = [(seed, orders, p) for seed, orders in flows for p in points]
+    tell = progress or (lambda done, total: None)
     if scheduler == SERIAL:
-        summaries = [_run_point(orders, strategy_factory_spec, p, backtest_kwargs)
-                     for _, orders, p in jobs]
+        summaries = []
+        for _, orders, p in jobs:
+            summaries.append(_run_point(orders, strategy_factory_spec, p, backtest_kwargs))
+            tell(len(summaries), len(jobs))
     else:
         summaries = _run_dask(flows, jobs, strategy_factory_spec, backtest_kwargs, scheduler,
-                              n_workers)
+                              n_workers, tell)
     rows = []
     for (seed, _, p), summary in zip(jobs, summaries):
         head = dict(p) if seed is None else {**p, "seed": seed}
@@ -170,8 +174,9 @@ def sweep(flow, strategy_factory_spec, grid, *, seeds=None, scheduler=None, n_wo
     return rows
 
 
-def _run_dask(flows, jobs, spec, kwargs, scheduler, n_workers) -> list[dict]:
-    """Run the jobs on Dask; return their summaries in job order."""
+def _run_dask(flows, jobs, spec, kwargs, scheduler, n_workers, tell=None) -> list[dict]:
+    """Run the jobs on Dask; return their summaries in job order, calling ``tell(done, total)``
+    as each finishes."""
     try:
         from distributed import Client, LocalCluster
     except ImportError as e:
@@ -199,6 +204,10 @@ def _run_dask(flows, jobs, spec, kwargs, scheduler, n_workers) -> list[dict]:
             remote[seed] = client.scatter(orders, broadcast=True, hash=False)
         futures = [client.submit(_run_point, remote[seed], spec, p, kwargs, pure=False)
                    for seed, _, p in jobs]
+        if tell is not None:
+            from distributed import as_completed
+            for done, _ in enumerate(as_completed(futures), 1):
+                tell(done, len(futures))
         return client.gather(futures)
     finally:
         if own_client:

@@ -1,6 +1,6 @@
 """PNG plot of a backtest: price (mid at wake-ups) with the strategy's buys and sells (fills an
 uncross made drawn apart, as gold diamonds labelled "auction"), its position and its PnL (in the result's unit: the symbol's currency, or ticks x lots), on one
-shared time axis (seconds from the first point).
+shared time axis in time of day (UTC; replay.timefmt.time_of_day_axis).
 
 Uses matplotlib's Agg backend (no display needed); imported only when a plot is asked for.
 """
@@ -31,8 +31,12 @@ def plot_result(result, path, title: str | None = None) -> str:
     import matplotlib.pyplot as plt
 
     m, f, s = result.marks, result.fills, result.series
-    starts = [a["ts"][0] for a in (m, s) if len(a)]
-    t0 = min(starts) if starts else 0
+    from replay.timefmt import DAY_NS, day_start, time_of_day_axis
+
+    starts = [int(a["ts"][0]) for a in (m, s) if len(a)]
+    ends = [int(a["ts"][-1]) for a in (m, s) if len(a)]
+    # why from the first day's midnight: the axis then reads as times of day (time_of_day_axis)
+    t0 = day_start(min(starts)) if starts else 0
     sec = lambda ts: (np.asarray(ts, np.float64) - t0) / 1e9   # noqa: E731 - local unit helper
     fig, axes = plt.subplots(3, 1, figsize=(11, 8), sharex=True,
                              gridspec_kw={"height_ratios": [3, 1, 1.5]})
@@ -55,7 +59,7 @@ def plot_result(result, path, title: str | None = None) -> str:
     axes[2].plot(sec(s["ts"]), s["pnl"], color="tab:purple")
     unit = result.unit
     axes[2].set_ylabel(f"PnL ({unit})")
-    axes[2].set_xlabel("seconds")
+    time_of_day_axis(axes[2], t0, (max(ends) - min(starts)) if starts else 0, epoch=t0 >= DAY_NS)
     summ = result.summary
     axes[0].set_title(title or f"{result.meta.get('strategy', '')}  pnl={summ['pnl']:.0f} {unit}  "
                                f"volume={summ['volume']}  fills={summ['n_fills']}", fontsize=9)

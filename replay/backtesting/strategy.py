@@ -4,7 +4,10 @@ A strategy subclasses ``Strategy`` and overrides the callbacks it needs:
 
 - ``on_start(ctx)``: once, before the first market message (local time = first message's ts).
 - ``on_book(ctx, book)``: after every ``every`` market messages (class or instance attribute;
-  0 = never). ``book`` is a ``MarketView`` of the state after the last of them.
+  0 = never). ``book`` is a ``MarketView`` of the state after the last of them. An empty side
+  is **0, not None**: ``book.bid``/``book.ask`` (and their qty) are 0 then, and ``book.mid`` is
+  None unless both sides are there; test ``if book.bid and book.ask`` (a check for ``is None``
+  never fires, and the order goes out at price 0).
 - ``on_fill(ctx, fill)``: once per fill of one of its orders (``Fill``), as soon as it happens.
 - ``on_order(ctx, event)``: once per execution report of one of its orders (EVENT_DTYPE row).
 - ``on_timer(ctx, ts)``: every ``timer_ns`` of local time (0 = never), or at times set with
@@ -67,7 +70,8 @@ class Strategy:
         """Called once before the first market message."""
 
     def on_book(self, ctx: "Context", book: "MarketView") -> None:
-        """Called after every ``every`` market messages."""
+        """Called after every ``every`` market messages. ``book.bid``/``book.ask`` are integer
+        ticks, **0** (not None) on an empty side; ``book.mid`` is None unless both are there."""
 
     def on_fill(self, ctx: "Context", fill: "Fill") -> None:
         """Called for each fill of one of the strategy's orders."""
@@ -112,7 +116,9 @@ class OpenOrder:
 class MarketView:
     """What the strategy sees at a wake-up: top of book at exchange time ``ts``.
 
-    ``bid``/``ask`` are 0 (and their qty 0) when that side is empty. ``depth(levels)`` returns the
+    ``bid``/``ask`` are 0 (and their qty 0) when that side is empty, never None: the njit
+    fast path passes the same four ints to a ``QuoteStrategy`` function, so both paths test
+    ``bid > 0``; ``mid`` is None unless both sides are there. ``depth(levels)`` returns the
     engine's (bids, asks) DEPTH_DTYPE arrays for the same instant (valid only inside the callback).
     """
 

@@ -9,6 +9,7 @@ Subcommands (each in its own module, each ``--help`` carrying an example)::
     backtest                  replay/cli/backtest.py
     whatif                    replay/cli/whatif.py
     sweep                     replay/cli/sweep.py
+    new-strategy              replay/cli/template.py
     bench                     replay/cli/bench.py
     serve, account            replay/cli/serve.py
 
@@ -34,8 +35,8 @@ from exchange.errors import ExsimError, VerificationError
 
 from replay.cli import backtest as cli_backtest, bench as cli_bench, export as cli_export
 from replay.cli import inspect as cli_inspect, run as cli_run, sweep as cli_sweep
-from replay.cli import serve as cli_serve, whatif as cli_whatif
-from replay.cli.common import EXIT_FAILED, EXIT_USAGE, Formatter, printable
+from replay.cli import serve as cli_serve, template as cli_template, whatif as cli_whatif
+from replay.cli.common import EXIT_FAILED, EXIT_USAGE, Formatter, log, printable, setup_logging
 
 __all__ = ["main", "build_parser", "render_docs", "write_docs", "COMMANDS"]
 
@@ -44,7 +45,7 @@ DOCS_WIDTH = 100
 # The order commands appear in help and docs.
 COMMANDS = (
     "simulate", "demo", "ls", "book", "verify", "rerun", "stats", "export", "backtest", "whatif",
-    "sweep", "bench", "serve", "account",
+    "sweep", "new-strategy", "bench", "serve", "account",
 )
 
 DESCRIPTION = """\
@@ -92,6 +93,8 @@ def build_parser(width: int | None = None) -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("-q", "--quiet", action="store_true",
                         help="no progress bars (they are also off when stderr is not a terminal)")
+    common.add_argument("-v", "--verbose", action="store_true",
+                        help="log what the command does (steps, inputs, timings) to stderr")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     # argparse lists subcommands in the order they are added: the order of COMMANDS
     cli_run.register(sub, [common], fmt)
@@ -100,6 +103,7 @@ def build_parser(width: int | None = None) -> argparse.ArgumentParser:
     cli_backtest.register(sub, [common], fmt)
     cli_whatif.register(sub, [common], fmt)
     cli_sweep.register(sub, [common], fmt)
+    cli_template.register(sub, [common], fmt)
     cli_bench.register(sub, [common], fmt)
     cli_serve.register(sub, [common], fmt)
     return parser
@@ -116,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as e:   # --help, --version and argparse usage errors
         return int(e.code) if isinstance(e.code, int) else (0 if e.code is None else EXIT_USAGE)
+    setup_logging(getattr(args, "verbose", False))
+    log.info("%s %s", args.command, " ".join(printable(a) for a in (argv or sys.argv[1:])[1:]))
     try:
         return int(args.func(args))
     except BrokenPipeError:

@@ -16,18 +16,21 @@ the strategy has any: a second table (count, volume, PnL contribution) after the
 Invariants: ``--json`` prints strict JSON (a NaN measure is ``null``) and nothing else on stdout;
 notes such as "wrote PNG" go to stderr. ``--plot`` is checked (format, directory) before the
 backtest runs.
-A bad ``--strategy`` (unimportable module, missing class, not a Strategy) or a bad
+``--strategy`` takes ``module:Class`` or ``path/file.py:Class`` (loaded by its path, no
+PYTHONPATH needed). A bad ``--strategy`` (unimportable module or file, missing class, not a Strategy) or a bad
 ``--param`` raises UsageError naming it, so ``exsim`` exits 2 with one line and no traceback.
 """
 
 from __future__ import annotations
+
+import time
 
 from exchange.errors import UsageError
 
 from replay.backtesting.loading import load_strategy
 from replay.backtesting.report import auction_summary
 from replay.cli.common import (EXIT_OK, check_plot_path, compile_note, format_number, json_text,
-                               note, print_table)
+                               live_progress, log, note, print_table)
 
 __all__ = ["register", "cmd_backtest", "add_backtest_arguments"]
 
@@ -57,7 +60,9 @@ def add_backtest_arguments(p) -> None:
                         "not streamed, since the strategy is merged into the flow), generic "
                         "flow file (.csv, .parquet), or exsim data directory")
     p.add_argument("--strategy", default=DEFAULT_STRATEGY, metavar="MODULE:CLASS",
-                   help="strategy class (default: %(default)s)")
+                   help="strategy class: a module's (on the Python path) or a file's, "
+                        "FILE.py:CLASS, loaded by its path (`exsim new-strategy` writes one) "
+                        "(default: %(default)s)")
     p.add_argument("--symbol", metavar="NAME", help="symbol to trade (needed with several)")
     p.add_argument("--feed-ns", type=int, default=0, metavar="NS",
                    help="market data latency in ns (default: %(default)s)")
@@ -126,10 +131,19 @@ def cmd_backtest(args) -> int:
     if args.plot:
         check_plot_path(args.plot, formats=("png",))   # why first: fail before the backtest
     strategy = load_strategy(args.strategy, args.param)
-    compile_note(args.quiet)
-    res = backtest(args.flow, strategy, latency=ConstantLatency(args.feed_ns, args.order_ns),
-                   fees_bps=args.fees_bps, symbol=args.symbol, store_dir=args.store,
-                   queue_model=args.queue_model)
+    log.info("strategy %s (%s), feed latency %d ns, order latency %d ns",
+             args.strategy, type(strategy).__qualname__, args.feed_ns, args.order_ns)
+    if compile_note(args.quiet):
+        log.info("numba cache is cold: the first kernel calls compile")
+    t0 = time.perf_counter()
+    with live_progress("backtest", quiet=args.quiet) as tell:
+        res = backtest(args.flow, strategy, latency=ConstantLatency(args.feed_ns, args.order_ns),
+                       fees_bps=args.fees_bps, symbol=args.symbol, store_dir=args.store,
+                       queue_model=args.queue_model, progress=tell)
+    log.info("backtest of %s: %s market messages, %s strategy orders, %s fills, %s path, "
+             "%.2f s", res.meta.get("source") or args.flow, f"{res.meta.get('n_market', 0):,}",
+             f"{res.summary.get('n_orders', 0):,}", f"{res.summary.get('n_fills', 0):,}",
+             res.meta.get("path"), time.perf_counter() - t0)
     money = res.meta["money"]
     report = res.report(bar_ns=args.bar_ns) if args.report else None
     auction = auction_summary(res) if len(res.auction_fills()) else None

@@ -15,10 +15,13 @@ Invariants:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import logging
 import math
 import os
 import sys
+import threading
 from typing import Iterable, Sequence
 
 from exchange.errors import StoreError, UsageError
@@ -32,8 +35,12 @@ __all__ = [
     "format_table", "print_table", "open_catalog", "symbol_names", "symbol_tick_size", "resolve_symbol", "note",
     "dir_bytes", "human_bytes", "printable", "json_text", "check_plot_path", "plot_failed",
     "need_pyarrow", "compile_note", "COMPILE_NOTE", "format_number",
-    "out_failed",
+    "out_failed", "run_day", "parse_ts", "parse_ts_range", "live_progress", "log",
+    "setup_logging",
 ]
+
+# what --verbose shows: the steps a command takes, on stderr (``setup_logging``)
+log = logging.getLogger("exsim")
 
 EXIT_OK = 0        # the command did what was asked and every check passed
 EXIT_FAILED = 1    # a verification or determinism check found a problem
@@ -68,6 +75,33 @@ def parse_range(text: str, what: str = "--seq") -> tuple[int, int]:
     if lo > hi:
         raise UsageError(f"{what} {text!r}: the low bound is above the high bound")
     return lo, hi
+
+
+def run_day(data_dir: str) -> int:
+    """Return midnight UTC (ns) of the day of the run's first journaled message (0 for a run
+    whose ts count from midnight, or one with no message): what a time of day such as
+    ``10:00:00`` is added to. Raises as ``replay.rundir.run_info``."""
+    from replay.rundir import read_table, run_info
+    from replay.timefmt import day_start
+
+    info = run_info(data_dir)
+    rows = read_table(info, "orders", None, info.first_seq + 1, info.first_seq + 1, ["ts"])
+    return day_start(int(rows["ts"][0])) if rows.size else 0
+
+
+def parse_ts(text: str, what: str, data_dir: str) -> int:
+    """Return the ns timestamp of ``text`` for the run in ``data_dir``: ns, ``HH:MM[:SS[.f]]``
+    on the run's first day (UTC) or an ISO date-time (``replay.timefmt.parse_time``).
+    Raises UsageError naming ``what`` for anything else."""
+    from replay.timefmt import parse_time
+    return parse_time(text, what, lambda: run_day(data_dir))
+
+
+def parse_ts_range(text: str, what: str, data_dir: str) -> tuple[int, int]:
+    """Return the inclusive (lo, hi) ns range of ``text`` (``LO..HI`` of ``parse_ts`` forms, or
+    the integer ``LO:HI``) for the run in ``data_dir``; UsageError naming ``what`` if malformed."""
+    from replay.timefmt import parse_time_range
+    return parse_time_range(text, what, lambda: run_day(data_dir))
 
 
 def printable(text) -> str:
@@ -268,6 +302,61 @@ def need_pyarrow() -> None:
     except ImportError:
         raise UsageError("Parquet needs pyarrow, which is not installed: "
                          "pip install 'exsim[parquet]'") from None
+
+
+def setup_logging(verbose: bool) -> None:
+    """With ``verbose``, send INFO records of the exsim loggers ("exsim" and the library's
+    "replay", "store", "scenarios") to stderr as ``exsim: MESSAGE`` lines; without, only
+    warnings and worse (Python's default). Returns None. why stderr: stdout is the result."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("exsim: %(message)s"))
+    for name in ("exsim", "replay", "store", "scenarios"):
+        logger = logging.getLogger(name)
+        for h in list(logger.handlers):
+            if getattr(h, "_exsim_cli", False):
+                logger.removeHandler(h)   # why: main() may run many times in one process (tests)
+        handler._exsim_cli = True
+        if verbose:
+            logger.addHandler(handler)
+        logger.setLevel(logging.INFO if verbose else logging.NOTSET)
+        logger.propagate = not verbose
+
+
+@contextlib.contextmanager
+def live_progress(desc: str, *, unit: str = "msg", quiet: bool = False):
+    """Yield ``tell(done, total, what=None)``, which moves a tqdm bar on stderr to ``done`` of
+    ``total`` (``what``: the step now running, shown after ``desc``). No bar when ``quiet`` or
+    stderr is not a terminal (``replay.progress.progress``): ``tell`` then does nothing.
+
+    The bar's clock is redrawn every second by a helper thread, so a long step that reports
+    nothing (the first run's kernel compile, a big read) still shows time passing."""
+    bar = progress(total=None, desc=desc, unit=unit, quiet=quiet)
+    if bar.disable:
+        bar.close()
+        yield lambda done, total, what=None: None
+        return
+    stop = threading.Event()
+
+    def redraw():
+        while not stop.wait(1.0):
+            bar.refresh()
+
+    thread = threading.Thread(target=redraw, name="exsim-progress", daemon=True)
+    thread.start()
+
+    def tell(done, total, what=None):
+        if total is not None and bar.total != total:
+            bar.total = total
+        if what:
+            bar.set_description_str(f"{desc}: {what}", refresh=False)
+        bar.update(int(done) - bar.n)
+
+    try:
+        yield tell
+    finally:
+        stop.set()
+        thread.join()
+        bar.close()
 
 
 COMPILE_NOTE = "compiling the matching kernels (first run only, 1-2 minutes)..."

@@ -14,7 +14,7 @@ import sys
 from exchange.errors import UsageError
 
 from replay.cli.common import (EXIT_OK, need_pyarrow, open_catalog, out_failed, parse_range,
-                               resolve_symbol)
+                               parse_ts_range, resolve_symbol)
 from replay.export import FORMATS, TABLES, export, write_csv
 
 __all__ = ["register", "cmd_export"]
@@ -24,6 +24,7 @@ examples:
   exsim export runs/default all --format sqlite --out default.db
   sqlite3 default.db "SELECT s.name, count(*), sum(qty) FROM deals d JOIN symbols s ON s.id = d.symbol GROUP BY 1"
   exsim export runs/default fills --format csv --out fills.csv --symbol JPM --seq 1000:5000
+  exsim export runs/default l2 --format csv --out l2.csv --ts 00:00:01..00:00:02   # times of day
   exsim export runs/default orders --format parquet --out orders.parquet   # needs exsim[parquet]
   exsim export runs/default orders --format flow --out flow.csv   # exsim simulate --flow csv flow.csv
 """
@@ -50,6 +51,9 @@ def register(sub, parents, formatter) -> None:
     p.add_argument("--out", required=True, metavar="PATH", help="output file")
     p.add_argument("--symbol", metavar="S", help="only this symbol")
     p.add_argument("--seq", metavar="LO:HI", help="only this inclusive seq range (either end may be empty)")
+    p.add_argument("--ts", metavar="LO..HI",
+                   help="only this inclusive time range; each bound (either may be empty) ns, "
+                        "HH:MM[:SS[.fff]] (UTC, on the run's first day) or an ISO date-time")
     p.add_argument("--force", action="store_true", help="replace PATH if it exists")
     p.set_defaults(func=cmd_export)
 
@@ -69,8 +73,10 @@ def cmd_export(args) -> int:
             resolve_symbol(cat, args.symbol, args.dir)
     finally:
         cat.close()
+    ts = parse_ts_range(args.ts, "--ts", args.dir) if args.ts else None
     if args.out == "-":
-        write_csv(sys.stdout, args.dir, args.table, symbol=args.symbol, seq=seq, quiet=args.quiet)
+        write_csv(sys.stdout, args.dir, args.table, symbol=args.symbol, seq=seq, quiet=args.quiet,
+                  ts=ts)
         return EXIT_OK
     if os.path.isdir(args.out):
         raise UsageError(f"--out {args.out}: is a directory")
@@ -81,8 +87,8 @@ def cmd_export(args) -> int:
         raise UsageError(f"--out {args.out}: directory {parent} does not exist")
     try:
         counts = export(args.dir, TABLES if args.table == "all" else args.table, args.out,
-                        fmt=args.format, symbol=args.symbol, seq=seq, quiet=args.quiet,
-                        filter_text={"symbol": args.symbol, "seq": args.seq})
+                        fmt=args.format, symbol=args.symbol, seq=seq, quiet=args.quiet, ts=ts,
+                        filter_text={"symbol": args.symbol, "seq": args.seq, "ts": args.ts})
     except OSError as e:
         raise out_failed(args.out, e) from None
     what = ", ".join(f"{n:,} {t}" for t, n in counts.items())

@@ -24,7 +24,8 @@ from exchange.errors import CorruptionError, UsageError
 
 from replay.cli.common import (
     EXIT_FAILED, EXIT_OK, check_plot_path, dir_bytes, format_table, human_bytes, note,
-    open_catalog, parse_range, plot_failed, print_table, printable, resolve_symbol,
+    compile_note, live_progress, log, open_catalog, parse_ts, parse_ts_range, plot_failed,
+    print_table, printable, resolve_symbol, run_day,
     symbol_tick_size,
 )
 
@@ -56,12 +57,15 @@ def register(sub, parents, formatter) -> None:
                     "crossed; a\nMARKET order resting in a call shows as `market` at the top of "
                     "its side.",
         epilog="example:\n  exsim book runs/default JPM --seq 5000\n"
-               "  exsim book runs/default BTCUSD --ts 2500000000 --depth 5 --l3\n")
+               "  exsim book runs/default BTCUSD --ts 2500000000 --depth 5 --l3\n"
+               "  exsim book runs/default JPM --ts 00:00:02.5        # a time of day (UTC)\n")
     p.add_argument("dir", metavar="DIR", help="data directory")
     p.add_argument("symbol", metavar="SYMBOL", help="symbol name")
     at = p.add_mutually_exclusive_group(required=True)
     at.add_argument("--seq", type=int, metavar="N", help="after the message with this seq")
-    at.add_argument("--ts", type=int, metavar="T", help="at this timestamp (ns, as in the input)")
+    at.add_argument("--ts", metavar="T",
+                    help="at this time: ns as stored, HH:MM[:SS[.fff]] (UTC, on the run's first "
+                         "day) or an ISO date-time such as 2024-08-08T10:00:00Z")
     p.add_argument("--depth", type=int, default=10, metavar="K", help="levels per side (default: %(default)s)")
     p.add_argument("--l3", action="store_true", help="also list the live orders (L3) in queue order")
     p.set_defaults(func=cmd_book)
@@ -108,14 +112,18 @@ def register(sub, parents, formatter) -> None:
                     "(count, volume, VWAP), the time in each\nphase, trades in auctions apart from "
                     "continuous ones, halts and volatility interruptions.",
         epilog="example:\n  exsim stats runs/default JPM\n"
-               "  exsim stats runs/default JPM --levels 3 --window-ns 500000000 --plot jpm.png\n")
+               "  exsim stats runs/default JPM --levels 3 --window-ns 500000000 --plot jpm.png\n"
+               "  exsim stats runs/default JPM --ts 00:00:01..00:00:03 --rows 5\n")
     p.add_argument("dir", metavar="DIR", help="data directory")
     p.add_argument("symbol", metavar="SYMBOL", help="symbol name")
     p.add_argument("--levels", type=int, default=5, metavar="K",
                    help="levels per side for the imbalance (default: %(default)s)")
     p.add_argument("--window-ns", type=int, default=1_000_000_000, metavar="N",
                    help="VWAP window in ns (default: %(default)s)")
-    p.add_argument("--ts", metavar="LO:HI", help="only this inclusive ts range (ns)")
+    p.add_argument("--ts", metavar="LO..HI",
+                   help="only this inclusive time range; each bound (either may be empty) ns, "
+                        "HH:MM[:SS[.fff]] (UTC, on the run's first day) or an ISO date-time; "
+                        "LO:HI of integers (ns) also works")
     p.add_argument("--rows", type=int, default=25, metavar="N",
                    help="rows of the printed table (default: %(default)s; 0: all)")
     out = p.add_mutually_exclusive_group()
@@ -206,8 +214,12 @@ def cmd_book(args) -> int:
         resolve_symbol(cat, args.symbol, args.dir)
     finally:
         cat.close()
-    view = book_at(args.dir, args.symbol, seq=args.seq, ts=args.ts, depth=args.depth, l3=args.l3)
-    when = "before its first message" if view.ts is None else f"ts {view.ts:,}"
+    ts = None if args.ts is None else parse_ts(args.ts, "--ts", args.dir)
+    if ts is not None:
+        log.info("book: --ts %s is ts %s", args.ts, f"{ts:,}")
+    view = book_at(args.dir, args.symbol, seq=args.seq, ts=ts, depth=args.depth, l3=args.l3)
+    when = ("before its first message" if view.ts is None
+            else f"ts {view.ts:,}, {_clock(int(view.ts), args.dir)} UTC")
     print(f"{printable(args.symbol)} after seq {view.seq:,} ({when})  prices in ticks")
     _print_phase(view)
     n = max(len(view.bids), len(view.asks))
@@ -250,6 +262,14 @@ def cmd_book(args) -> int:
             print()
             _print_stops(view.stops)
     return EXIT_OK
+
+
+def _clock(ts: int, data_dir: str) -> str:
+    """``ts`` as the time of day ``book --ts`` takes (``HH:MM:SS`` after the run's first
+    midnight, decimals only when it has a fraction of a second)."""
+    from replay.timefmt import clock_text
+    digits = 0 if ts % 10**9 == 0 else 9
+    return clock_text(ts, run_day(data_dir), digits)
 
 
 def _bid_label(price: int) -> str:
@@ -324,6 +344,7 @@ def cmd_verify(args) -> int:
     from replay import verify
 
     _check_dir(args.dir)
+    log.info("verify %s", args.dir)
     t0 = time.perf_counter()
     try:
         report = verify(args.dir, progress=_show_progress(args))
@@ -396,6 +417,7 @@ def cmd_rerun(args) -> int:
     from replay import rerun
 
     _check_dir(args.dir)
+    log.info("rerun %s from its first checkpoint", args.dir)
     t0 = time.perf_counter()
     try:
         report = rerun(args.dir, progress=_show_progress(args))
@@ -442,18 +464,25 @@ def cmd_stats(args) -> int:
         raise UsageError(f"--levels must be >= 1, got {args.levels}")
     if args.window_ns < 1:
         raise UsageError(f"--window-ns must be >= 1, got {args.window_ns}")
-    ts = parse_range(args.ts, "--ts") if args.ts else None
     cat = open_catalog(args.dir)
     try:
         resolve_symbol(cat, args.symbol, args.dir)
     finally:
         cat.close()
+    ts = parse_ts_range(args.ts, "--ts", args.dir) if args.ts else None
     if args.plot:
         # why first: a missing extra, an unwritable format or directory fails before the work
         check_plot_path(args.plot)
     from replay import stats
 
-    series = stats(args.dir, args.symbol, ts=ts, levels=args.levels, window_ns=args.window_ns)
+    log.info("stats of %s in %s: ts %s, %d level(s), VWAP window %d ns", args.symbol, args.dir,
+             "all" if ts is None else f"{ts[0]}..{ts[1]}", args.levels, args.window_ns)
+    if compile_note(args.quiet):
+        log.info("numba cache is cold: the first kernel calls compile")
+    with live_progress("stats", unit="step", quiet=args.quiet) as tell:
+        series = stats(args.dir, args.symbol, ts=ts, levels=args.levels,
+                       window_ns=args.window_ns, progress=tell)
+    log.info("stats: %s row(s)", f"{series.size:,}")
     names = list(series.dtype.names)
     if args.plot:
         _plot(series, args.symbol, args.plot)
@@ -516,8 +545,12 @@ def _plot_module():
 
 def _plot(series, symbol: str, path: str) -> None:
     """Write a three-panel PNG: prices (mid, microprice, VWAP), spread, imbalance."""
+    from replay.timefmt import DAY_NS, day_start, time_of_day_axis
+
     plt = _plot_module()
-    t = (series["ts"] - (series["ts"][0] if series.size else 0)) / 1e9
+    first = int(series["ts"][0]) if series.size else 0
+    base = day_start(first)
+    t = (series["ts"] - base) / 1e9   # seconds after the first day's midnight: a time of day
     fig, axes = plt.subplots(3, 1, figsize=(10, 8), sharex=True,
                              gridspec_kw={"height_ratios": [3, 1, 1]})
     for name in ("mid", "microprice", "vwap"):
@@ -530,7 +563,8 @@ def _plot(series, symbol: str, path: str) -> None:
     axes[1].set_ylabel("spread")
     axes[2].plot(t, series["imbalance"], lw=0.8, color="tab:green")
     axes[2].set_ylabel("imbalance")
-    axes[2].set_xlabel("seconds from the first point")
+    span = int(series["ts"][-1]) - first if series.size else 0
+    time_of_day_axis(axes[2], base, span, epoch=base >= DAY_NS)
     fig.tight_layout()
     try:
         fig.savefig(path, dpi=100)

@@ -19,9 +19,11 @@ import json
 
 from exchange.errors import UsageError
 
+from replay.backtesting.loading import absolute_spec
 from replay.backtesting.money import TICKS_X_LOTS
 from replay.cli.backtest import add_backtest_arguments, money_label
-from replay.cli.common import EXIT_OK, format_number, json_text, note, print_table
+from replay.cli.common import (EXIT_OK, compile_note, format_number, json_text, live_progress,
+                               log, note, print_table)
 
 __all__ = ["register", "cmd_sweep", "parse_grid"]
 
@@ -115,10 +117,16 @@ def cmd_sweep(args) -> int:
             raise UsageError(f"{key} is both a --param and a --grid")
         fixed[key] = _value(raw)
     points = [{**p, **fixed} for p in grid_points(grid)]
-    rows = sweep(args.flow, args.strategy, points, seeds=_parse_seeds(args.seeds),
-                 scheduler=args.scheduler, n_workers=args.workers,
-                 latency=ConstantLatency(args.feed_ns, args.order_ns), fees_bps=args.fees_bps,
-                 symbol=args.symbol)
+    seeds = _parse_seeds(args.seeds)
+    log.info("sweep of %s over %d point(s) x %d seed(s), scheduler %s", args.strategy,
+             len(points), len(seeds or [None]), args.scheduler or f"LocalCluster({args.workers})")
+    compile_note(args.quiet)
+    with live_progress("sweep", unit="run", quiet=args.quiet) as tell:
+        rows = sweep(args.flow, absolute_spec(args.strategy), points, seeds=seeds,
+                     scheduler=args.scheduler, n_workers=args.workers, progress=tell,
+                     latency=ConstantLatency(args.feed_ns, args.order_ns),
+                     fees_bps=args.fees_bps, symbol=args.symbol)
+    log.info("sweep: %d run(s) done", len(rows))
     if args.json:
         print(json_text(rows))
         return EXIT_OK

@@ -247,5 +247,5 @@ def test_an_edited_stp_mode_in_a_catalog_without_checksums_is_found_against_the_
     d = _old_dir(tmp_path)
     _sql(d, "UPDATE runs SET engine_options = replace(engine_options, '\"stp\": \"none\"', "
             "'\"stp\": \"cancel_both\"')")
-    with pytest.raises(CorruptionError, match="catalog.sqlite.*stp 'cancel_both'.*checkpoint"):
+    with pytest.raises(CorruptionError, match="catalog.sqlite.*stp is 'cancel_both'.*checkpoint"):
         verify(d)

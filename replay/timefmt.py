@@ -1,0 +1,135 @@
+"""Times as people write them: parsing ``10:00:00`` or ISO timestamps into a run's ns, and a
+time-of-day axis for plots.
+
+A run's timestamps are integer ns, either since midnight (LOBSTER, the scenarios: a day that
+starts at 0) or since the Unix epoch (Binance, Databento). Both are read as UTC: a time of day
+``HH:MM[:SS[.fraction]]`` is that time on the run's first day (midnight of its first
+timestamp's day: 0 for a day-relative run), an ISO date or date-time
+(``2024-08-08T10:00:00.250Z``, ``2024-08-08 10:00``, an offset such as ``+02:00``, none: UTC)
+is that instant since the epoch, and a plain integer is ns as stored. Fractions keep all nine
+digits (no float rounding).
+
+Invariants: parsing is exact integer arithmetic; a text that is none of these forms raises
+UsageError naming the option and the forms it takes.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import re
+
+from exchange.errors import UsageError
+
+__all__ = ["DAY_NS", "parse_time", "parse_time_range", "day_start", "clock_text",
+           "time_of_day_axis", "TIME_FORMS"]
+
+DAY_NS = 86_400 * 10**9
+TIME_FORMS = "ns, HH:MM[:SS[.fff]] (UTC, on the run's first day) or an ISO date-time"
+
+_CLOCK = re.compile(r"^(\d{1,2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?$")
+_ISO = re.compile(r"^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{1,2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?)?"
+                  r"\s*(Z|[+-]\d{2}:?\d{2})?$", re.I)
+_INT = re.compile(r"^[+-]?\d[\d_]*$")
+
+
+def day_start(ts: int) -> int:
+    """Return midnight UTC (ns) of the day holding ``ts`` (0 for a ts within the first day)."""
+    return (int(ts) // DAY_NS) * DAY_NS
+
+
+def _fraction_ns(text: str | None) -> int:
+    return int((text or "").ljust(9, "0")) if text else 0
+
+
+def parse_time(text: str, what: str = "--ts", base=0) -> int:
+    """Return the ns timestamp ``text`` names: an integer (ns as stored), a time of day
+    ``HH:MM[:SS[.fraction]]`` (UTC, added to ``base``: midnight of the run's first day, see
+    ``day_start``; a callable returning it is called only for this form) or an ISO date / date-time (ns since the Unix epoch; UTC unless it carries
+    an offset).
+
+    Raises UsageError naming ``what`` and the accepted forms when ``text`` is none of them or
+    names an impossible time (25:00, 2024-02-30)."""
+    s = str(text).strip()
+    if _INT.match(s):
+        return int(s.replace("_", ""))
+    m = _CLOCK.match(s)
+    if m:
+        h, mi, sec = int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
+        if h > 23 or mi > 59 or sec > 59:
+            raise UsageError(f"{what} {text!r}: not a time of day (HH 0-23, MM and SS 0-59)")
+        base = base() if callable(base) else base
+        return int(base) + ((h * 60 + mi) * 60 + sec) * 10**9 + _fraction_ns(m.group(4))
+    m = _ISO.match(s)
+    if m:
+        y, mo, d, h, mi, sec, frac, zone = m.groups()
+        try:
+            when = _dt.datetime(int(y), int(mo), int(d), int(h or 0), int(mi or 0), int(sec or 0),
+                                tzinfo=_zone(zone))
+        except ValueError as e:
+            raise UsageError(f"{what} {text!r}: {e}") from None
+        epoch = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+        delta = when - epoch
+        seconds = delta.days * 86_400 + delta.seconds
+        return seconds * 10**9 + _fraction_ns(frac)
+    raise UsageError(f"{what} {text!r}: expected a time as {TIME_FORMS} (e.g. 36000000000000, "
+                     "10:00:00, 2024-08-08T10:00:00Z)")
+
+
+def _zone(zone: str | None) -> _dt.timezone:
+    if not zone or zone.upper() == "Z":
+        return _dt.timezone.utc
+    sign = -1 if zone[0] == "-" else 1
+    digits = zone[1:].replace(":", "")
+    hours, minutes = int(digits[:2]), int(digits[2:])
+    if hours > 23 or minutes > 59:
+        raise UsageError(f"time zone offset {zone!r} is not +HH:MM")
+    return _dt.timezone(sign * _dt.timedelta(hours=hours, minutes=minutes))
+
+
+def parse_time_range(text: str, what: str = "--ts", base=0) -> tuple[int, int]:
+    """Parse an inclusive ts range: ``LO..HI`` with either bound any ``parse_time`` form (or
+    empty: open), or the older ``LO:HI`` of integers (``N`` alone: ``N:N``).
+
+    Returns (lo, hi) with open ends as 0 and 2**62. Raises UsageError naming ``what`` for a
+    bound that is not a time or lo > hi."""
+    s = str(text).strip()
+    if ".." in s:
+        lo_s, _, hi_s = s.partition("..")
+    elif re.match(r"^[\d_]*:[\d_]*$", s):
+        lo_s, _, hi_s = s.partition(":")
+    else:
+        lo_s = hi_s = s   # one time alone
+        if not s:
+            raise UsageError(f"{what}: expected LO..HI, each {TIME_FORMS}")
+    lo = parse_time(lo_s, what, base) if lo_s.strip() else 0
+    hi = parse_time(hi_s, what, base) if hi_s.strip() else 1 << 62
+    if lo > hi:
+        raise UsageError(f"{what} {text!r}: the low bound is above the high bound")
+    return lo, hi
+
+
+def clock_text(ns: int, base: int = 0, digits: int = 0) -> str:
+    """Return ``ns`` as a time of day ``HH:MM:SS`` (with ``digits`` decimals, 0..9) after midnight
+    ``base``; a day past the first is written ``+Nd HH:MM:SS``."""
+    rel = int(ns) - int(base)
+    days, rest = divmod(rel, DAY_NS)
+    sec, frac = divmod(rest, 10**9)
+    text = f"{sec // 3600:02d}:{sec // 60 % 60:02d}:{sec % 60:02d}"
+    if digits:
+        text += "." + f"{frac:09d}"[:digits]
+    return text if days == 0 else f"{days:+d}d {text}"
+
+
+def time_of_day_axis(ax, base: int, span_ns: int, epoch: bool) -> None:
+    """Label ``ax``'s x axis, whose values are seconds after midnight ``base``, as times of
+    day (``HH:MM:SS``, with decimals for spans under a minute); returns None.
+
+    ``epoch``: whether the run's ts count from the Unix epoch (the label then names the date)."""
+    from matplotlib.ticker import FuncFormatter
+
+    digits = 3 if span_ns < 60 * 10**9 else 0
+    ax.xaxis.set_major_formatter(FuncFormatter(
+        lambda x, _pos: clock_text(round(x * 1e9), 0, digits)))
+    day = _dt.datetime.fromtimestamp(base / 1e9, _dt.timezone.utc).date() if epoch else None
+    ax.set_xlabel(f"time of day (UTC, {day.isoformat()})" if day else
+                  "time of day (ns after midnight, as the run's ts)")
