@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict, deque
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 
@@ -124,7 +124,9 @@ class Origin:
     qty: int = 0               # replace: the new total quantity asked for
     price: int = 0
     stop_price: int = 0
-    extra: dict = field(default_factory=dict)
+    account: str = ""
+    firm: str = ""
+    symbol: str = ""
 
     def to_json(self) -> str:
         """Return the origin as one line of JSON."""
@@ -153,6 +155,17 @@ def _reason_text(reason: int) -> str:
         return f"reason {reason}"
 
 
+def _unknown_order_reject(origin: Origin, seq: int, ts: int, reason: int) -> Report:
+    """The answer to a cancel/replace naming a client order id the account never used (the
+    engine saw order id 0 and rejected it)."""
+    return Report(stream=origin.stream, rseq=0, seq=seq, ts=ts, exec=f"{origin.kind}_rejected",
+                  status="rejected", order_id=0, client_order_id=origin.client_order_id,
+                  orig_client_order_id=origin.orig_client_order_id, account=origin.account,
+                  symbol=origin.symbol, side=0, order_type=0, tif=0, price=origin.price,
+                  stop_price=origin.stop_price, qty=origin.qty, reason=reason,
+                  text=_reason_text(reason))
+
+
 def derive(first_seq: int, orders: np.ndarray, fills: np.ndarray, events: np.ndarray,
            origins: dict, states: dict) -> list[Report]:
     """Return the reports of one batch, in event order (rseq 0: the caller numbers them).
@@ -172,11 +185,15 @@ def derive(first_seq: int, orders: np.ndarray, fills: np.ndarray, events: np.nda
     out: list[Report] = []
     for ev in events:
         oid = int(ev["order_id"])
-        st = states.get(oid)
-        if oid == 0 or st is None:
-            continue
         seq, ts, kind = int(ev["seq"]), int(ev["ts"]), int(ev["event"])
         origin = origins.get(seq)
+        st = states.get(oid)
+        if st is None and kind == Event.REJECTED and origin is not None and origin.order_id == 0 \
+                and origin.kind != "new" and oid == 0:
+            out.append(_unknown_order_reject(origin, seq, ts, int(ev["reason"])))
+            continue
+        if oid == 0 or st is None:
+            continue
         msg_kind = int(orders[seq - first_seq]["kind"]) if 0 <= seq - first_seq < len(orders) else -1
         by_request = origin is not None and origin.order_id == oid
         cum, leaves, reason = int(ev["filled_qty"]), int(ev["leaves_qty"]), int(ev["reason"])

@@ -10,6 +10,7 @@ Subcommands (each in its own module, each ``--help`` carrying an example)::
     whatif                    replay/cli/whatif.py
     sweep                     replay/cli/sweep.py
     bench                     replay/cli/bench.py
+    serve, account            replay/cli/serve.py
 
 Exit status: 0 ok, 1 a verification or determinism check failed, 2 usage or input error.
 
@@ -33,7 +34,7 @@ from exchange.errors import ExsimError, VerificationError
 
 from replay.cli import backtest as cli_backtest, bench as cli_bench, export as cli_export
 from replay.cli import inspect as cli_inspect, run as cli_run, sweep as cli_sweep
-from replay.cli import whatif as cli_whatif
+from replay.cli import serve as cli_serve, whatif as cli_whatif
 from replay.cli.common import EXIT_FAILED, EXIT_USAGE, Formatter, printable
 
 __all__ = ["main", "build_parser", "render_docs", "write_docs", "COMMANDS"]
@@ -43,7 +44,7 @@ DOCS_WIDTH = 100
 # The order commands appear in help and docs.
 COMMANDS = (
     "simulate", "demo", "ls", "book", "verify", "rerun", "stats", "export", "backtest", "whatif",
-    "sweep", "bench",
+    "sweep", "bench", "serve", "account",
 )
 
 DESCRIPTION = """\
@@ -100,6 +101,7 @@ def build_parser(width: int | None = None) -> argparse.ArgumentParser:
     cli_whatif.register(sub, [common], fmt)
     cli_sweep.register(sub, [common], fmt)
     cli_bench.register(sub, [common], fmt)
+    cli_serve.register(sub, [common], fmt)
     return parser
 
 

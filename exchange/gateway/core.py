@@ -1,0 +1,530 @@
+"""The gateway core: one engine and one store session shared by every network session.
+
+Protocol sessions hand ``Request`` objects to ``Gateway.submit``; the core stamps each with the
+gateway clock on arrival, gathers them into batches (every ``batch_ns`` or ``batch_max``
+requests, whichever comes first), and runs each batch through ``store.Session.process`` on one
+worker thread. Execution reports (``reports.Report``) are derived from the batch's rows, stored
+in the sequenced report streams (``state_db``), and only then handed to the subscribers, so a
+client never hears of an order before the engine's journal holds it.
+
+Invariants:
+- Order of events per batch: requests and new orders committed to the gateway state ->
+  engine + WAL (durable per policy) -> reports committed -> reports dispatched -> market
+  listeners called. A crash between any two steps is repaired at ``open``: the journaled
+  seqs without reports get them derived from the stored rows (the same function, the same
+  bytes); requests the engine never journaled are dropped (nobody was told of them).
+- Engine order ids are the gateway's, 1, 2, 3 ... never reused (not even after a restart); a
+  client names its orders by its own client order id, unique per account.
+- Timestamps never go back: ``now_ns`` is the wall clock at start advanced by the monotonic
+  clock, and never below the last stamp of an earlier run.
+- Everything an account may do is checked before its request reaches a batch: an account only
+  ever names its own orders (client ids are looked up per account) and the engine's ownership
+  check (trader ids) backs that up.
+- The engine is read (depth, orders, phase) only inside a market listener or under
+  ``engine_lock``; the batch in flight holds the lock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import os
+import time
+from dataclasses import dataclass
+from decimal import Decimal
+
+import numpy as np
+
+from exchange.errors import StoreError, UsageError
+from exchange.gateway.accounts import Account, Accounts
+from exchange.gateway.reports import Origin, OrderState, Report, derive
+from exchange.gateway.state_db import StateDB
+from exchange.schema import Flag, Kind, ORDER_DTYPE, OrderType, Side, Tif
+
+__all__ = ["Gateway", "Request", "SymbolInfo", "MarketBatch", "RateLimiter", "MAX_CLIENT_ID",
+           "UNKNOWN_SYMBOL_ID"]
+
+log = logging.getLogger("exsim.gateway")
+
+MAX_CLIENT_ID = 32            # characters of a client order id
+UNKNOWN_SYMBOL_ID = 0xFFFFFFFF  # sent for a symbol name the gateway does not list: the engine
+                                # rejects it (UNKNOWN_SYMBOL) and the journal records the reject
+MAX_QUEUE = 1_000_000         # requests waiting for a batch before submit refuses more
+_U64, _I64 = (1 << 64) - 1, (1 << 63) - 1
+
+
+@dataclass(frozen=True)
+class SymbolInfo:
+    """A symbol the gateway trades: engine id, name, and the currency value of one tick."""
+
+    id: int
+    name: str
+    tick_size: Decimal
+
+
+@dataclass(frozen=True)
+class Request:
+    """One inbound order message, as a protocol session decoded it (docs/gateway.md)."""
+
+    kind: str                        # "new" | "cancel" | "replace"
+    account: Account
+    stream: str                      # the report stream its reports go to
+    client_order_id: str
+    symbol: str = ""
+    orig_client_order_id: str = ""   # cancel / replace: the order it names
+    side: int = Side.BUY
+    order_type: int = OrderType.LIMIT
+    tif: int = Tif.GTC
+    price: int = 0
+    qty: int = 0                     # new: quantity; replace: the new TOTAL quantity
+    stop_price: int = 0
+    display_qty: int = 0
+    min_qty: int = 0
+    expire_ts: int = 0
+    post_only: bool = False
+
+
+@dataclass(frozen=True)
+class MarketBatch:
+    """What a market listener sees of one batch (read ``engine`` only inside the callback)."""
+
+    first_seq: int
+    orders: np.ndarray
+    result: object
+    engine: object
+
+
+class RateLimiter:
+    """A token bucket: ``per_sec`` messages a second, bursts of up to ``per_sec``."""
+
+    def __init__(self, per_sec: int):
+        self.rate = float(per_sec)
+        self.tokens = float(per_sec)
+        self.last = None
+
+    def allow(self, now_ns: int) -> bool:
+        """Return True and take a token if one is left at ``now_ns``; False otherwise."""
+        if self.last is not None:
+            self.tokens = min(self.rate, self.tokens + (now_ns - self.last) * 1e-9 * self.rate)
+        self.last = now_ns
+        if self.tokens >= 1.0:
+            self.tokens -= 1.0
+            return True
+        return False
+
+
+def _fits(v, lo: int, hi: int) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi
+
+
+class Gateway:
+    """The shared core (module docstring). Build with ``await Gateway.open(...)``."""
+
+    def __init__(self):
+        raise UsageError("build a Gateway with `await Gateway.open(data_dir, accounts)`")
+
+    @classmethod
+    async def open(cls, data_dir, accounts: Accounts, *, scenario: str = "default",
+                   durability: str = "fsync", batch_ns: int = 1_000_000,
+                   batch_max: int = 1024, **session_options) -> "Gateway":
+        """Open (or create) ``data_dir`` and return the running gateway.
+
+        A directory with a catalog is reopened (``store.Session.open``: checkpoint + WAL tail)
+        and the reports of journaled batches that have none are derived; an absent or empty
+        one is created with the symbols of ``scenario`` (a preset name or a TOML file).
+        Raises UsageError for bad options, StoreError / CorruptionError as ``Session.open`` /
+        ``Session.create`` and if the gateway state disagrees with the journal (it holds
+        reports of seqs the journal lacks).
+        """
+        if durability not in ("fsync", "interval", "none"):
+            raise UsageError(f"durability must be fsync, interval or none; got {durability!r}")
+        if not _fits(batch_ns, 1, 10**10) or not _fits(batch_max, 1, 1 << 20):
+            raise UsageError(f"batch_ns must be in [1, 1e10] and batch_max in [1, 2^20]; "
+                             f"got {batch_ns!r}, {batch_max!r}")
+        self = object.__new__(cls)
+        self.data_dir = os.fspath(data_dir)
+        self.accounts = accounts
+        self.batch_ns, self.batch_max = batch_ns, batch_max
+        self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="exsim-gateway")
+        loop = asyncio.get_running_loop()
+        try:
+            self.session = await loop.run_in_executor(
+                self._pool, lambda: _open_session(self.data_dir, scenario, durability,
+                                                  session_options))
+        except BaseException:
+            self._pool.shutdown(wait=False)
+            raise
+        self.engine = self.session.engine
+        self.state_dir = os.path.join(self.data_dir, "gateway")
+        try:
+            self._db = StateDB(self.data_dir, durability)
+            await loop.run_in_executor(self._pool, self._recover)
+        except BaseException:
+            self.session.close()
+            self._pool.shutdown(wait=False)
+            raise
+        self.symbols = {name: SymbolInfo(sid, name, Decimal(str(self.engine._tick_sizes[sid])))
+                        for name, sid in self.engine.symbols.items()}
+        self._names = {s.id: s.name for s in self.symbols.values()}
+        self.engine_lock = asyncio.Lock()
+        self._queue: asyncio.Queue = asyncio.Queue()
+        self._listeners: dict[str, list] = {}
+        self._market: list = []
+        self._closing = False
+        self._pending_core: list = []
+        self._wall0, self._mono0 = time.time_ns(), time.monotonic_ns()
+        self._task = loop.create_task(self._run(), name="exsim-gateway-core")
+        self.failed: BaseException | None = None
+        return self
+
+    def _recover(self) -> None:
+        """Load the gateway state and derive the reports of journaled seqs that have none."""
+        db, engine_seq = self._db, self.engine.seq
+        self._states, self._client_ids = db.load_orders()
+        self._next_id = db.next_order_id()
+        self._last_ts = db.last_ts()
+        self._heads = db.stream_heads()
+        done = db.reported_through()
+        if done > engine_seq:
+            raise StoreError(f"{db.path}: holds reports up to seq {done} but the journal ends at "
+                             f"{engine_seq}: acknowledged batches are missing from the store")
+        if done < engine_seq:
+            origins = db.origins(done + 1, engine_seq)
+            lo, hi = done + 1, engine_seq
+            from store.tables import orders_without_seq
+
+            orders = orders_without_seq(self.session.read("orders", seq=(lo, hi)))
+            fills = self.session.read("fills", seq=(lo, hi))
+            events = self.session.read("events", seq=(lo, hi))
+            self._commit_reports(lo, orders, fills, events, origins)
+        for oid in db.forget_after(engine_seq):
+            st = self._states.pop(oid, None)
+            if st is not None:
+                self._client_ids.pop((st.account, st.client_order_id), None)
+        self._dispatched = dict(self._heads)
+
+    # -- the clock and the inbound side -----------------------------------------------------------
+    def now_ns(self) -> int:
+        """Return the gateway clock: epoch ns, never below an earlier stamp (this run or before)."""
+        t = self._wall0 + (time.monotonic_ns() - self._mono0)
+        if t <= self._last_ts:
+            t = self._last_ts
+        self._last_ts = t
+        return t
+
+    def submit(self, request: Request) -> None:
+        """Queue ``request`` for the next batch, stamped now. Never raises for its content:
+        anything refused comes back as a report on the request's stream. Raises UsageError if
+        ``request`` is not a Request or the gateway is closing or failed."""
+        if not isinstance(request, Request):
+            raise UsageError(f"submit() takes a Request; got {type(request).__name__}")
+        if self._closing or self.failed is not None:
+            raise UsageError("the gateway is closed" if self.failed is None
+                             else f"the gateway failed: {self.failed}")
+        if self._queue.qsize() >= MAX_QUEUE:
+            self._core_reject(self.now_ns(), request, "gateway overloaded: request queue full")
+            return
+        self._queue.put_nowait((self.now_ns(), request))
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            while True:
+                item = await self._queue.get()
+                if item is None:
+                    return
+                batch = [item]
+                deadline = loop.time() + self.batch_ns * 1e-9
+                stop = False
+                while len(batch) < self.batch_max:
+                    try:
+                        nxt = self._queue.get_nowait()
+                    except asyncio.QueueEmpty:
+                        left = deadline - loop.time()
+                        if left <= 0:
+                            break
+                        try:
+                            nxt = await asyncio.wait_for(self._queue.get(), left)
+                        except asyncio.TimeoutError:
+                            break
+                    if nxt is None:
+                        stop = True
+                        break
+                    batch.append(nxt)
+                await self._process(batch)
+                if stop:
+                    return
+        except BaseException as e:   # why broad: a failed store must stop the gateway loudly
+            if not isinstance(e, asyncio.CancelledError):
+                self.failed = e
+            raise
+
+    def _row(self, ts: int, req: Request, seq: int, new_states: list):
+        """Return (order row or None, Origin or None) for one request; a core-level refusal
+        makes a report at once and returns (None, None)."""
+        acct = req.account
+        sym = self.symbols.get(req.symbol)
+        sid = sym.id if sym is not None else UNKNOWN_SYMBOL_ID
+        row = np.zeros(1, ORDER_DTYPE)[0]
+        row["ts"], row["trader"] = ts, acct.trader
+        if not isinstance(req.client_order_id, str) or not 0 < len(req.client_order_id) <= MAX_CLIENT_ID:
+            self._core_reject(ts, req, f"client_order_id must be 1-{MAX_CLIENT_ID} characters")
+            return None, None
+        ints = (req.price, req.qty, req.stop_price, req.display_qty, req.min_qty, req.expire_ts)
+        if not all(_fits(v, -_I64 - 1, _I64) for v in ints) or not all(
+                _fits(v, 0, 255) for v in (req.side, req.order_type, req.tif)):
+            self._core_reject(ts, req, "a numeric field is out of range")
+            return None, None
+        if req.kind == "new":
+            if (acct.name, req.client_order_id) in self._client_ids:
+                self._core_reject(ts, req, "duplicate client_order_id")
+                return None, None
+            oid = self._next_id
+            self._next_id += 1
+            row["kind"], row["order_id"], row["symbol"] = Kind.NEW, oid, sid
+            row["side"], row["order_type"], row["tif"] = req.side, req.order_type, req.tif
+            row["flags"] = Flag.POST_ONLY if req.post_only else 0
+            row["price"], row["qty"], row["stop_price"] = req.price, req.qty, req.stop_price
+            row["display_qty"], row["min_qty"], row["expire_ts"] = (req.display_qty, req.min_qty,
+                                                                   req.expire_ts)
+            st = OrderState(oid, acct.name, acct.firm, req.stream, req.client_order_id,
+                            req.symbol, req.side, req.order_type, req.tif, req.price,
+                            req.stop_price, req.qty)
+            self._states[oid] = st
+            self._client_ids[(acct.name, req.client_order_id)] = oid
+            new_states.append(st)
+            return row, Origin("new", oid, req.stream, req.client_order_id, account=acct.name,
+                               firm=acct.firm, symbol=req.symbol)
+        if req.kind in ("cancel", "replace"):
+            oid = self._client_ids.get((acct.name, req.orig_client_order_id), 0)
+            st = self._states.get(oid)
+            if req.kind == "replace" and (acct.name, req.client_order_id) in self._client_ids:
+                self._core_reject(ts, req, "duplicate client_order_id")
+                return None, None
+            if st is not None:
+                sid = self.symbols[st.symbol].id if st.symbol in self.symbols else sid
+            row["order_id"], row["symbol"] = oid, sid
+            if req.kind == "cancel":
+                row["kind"] = Kind.CANCEL
+            else:
+                row["kind"], row["price"] = Kind.MODIFY, req.price
+                # why: a client asks for a new total quantity (FIX OrderQty); the engine takes
+                # the new open quantity
+                row["qty"] = req.qty - (st.cum_qty if st is not None else 0)
+                row["stop_price"] = req.stop_price
+            return row, Origin(req.kind, oid, req.stream, req.client_order_id,
+                               req.orig_client_order_id, req.qty, req.price, req.stop_price,
+                               account=acct.name, firm=acct.firm, symbol=req.symbol)
+        self._core_reject(ts, req, f"unknown request kind {req.kind!r}")
+        return None, None
+
+    def _core_reject(self, ts: int, req: Request, text: str) -> None:
+        """Store and dispatch a report for a request the core refused before the engine."""
+        exec_kind = {"cancel": "cancel_rejected", "replace": "replace_rejected"}.get(req.kind,
+                                                                                   "rejected")
+        cid = req.client_order_id if isinstance(req.client_order_id, str) else ""
+        r = Report(stream=req.stream, rseq=0, seq=0, ts=ts, exec=exec_kind, status="rejected",
+                   order_id=0, client_order_id=cid[:64],
+                   orig_client_order_id=str(req.orig_client_order_id)[:64],
+                   account=req.account.name, symbol=str(req.symbol)[:64],
+                   side=req.side if _fits(req.side, 0, 255) else 0,
+                   order_type=req.order_type if _fits(req.order_type, 0, 255) else 0,
+                   tif=req.tif if _fits(req.tif, 0, 255) else 0,
+                   price=req.price if _fits(req.price, -_I64 - 1, _I64) else 0,
+                   stop_price=req.stop_price if _fits(req.stop_price, -_I64 - 1, _I64) else 0,
+                   qty=req.qty if _fits(req.qty, -_I64 - 1, _I64) else 0, text=text)
+        self._pending_core.append((r, req.account.firm))
+
+    async def _process(self, batch: list) -> None:
+        """Run one batch, split before each replace whose symbol the batch already touched."""
+        # why split: a replace asks for a new total quantity and the engine takes the new open
+        # quantity, which is total - filled at the moment the engine runs it; a message earlier
+        # in the same batch may fill the order, so the replace must see that batch's reports
+        start, seen = 0, set()
+        for i, (_, req) in enumerate(batch):
+            sym = req.symbol
+            if req.kind != "new":
+                st = self._states.get(self._client_ids.get(
+                    (req.account.name, req.orig_client_order_id), 0))
+                sym = st.symbol if st is not None else req.symbol
+            if req.kind == "replace" and sym in seen:
+                await self._process_part(batch[start:i])
+                start, seen = i, set()
+            seen.add(sym)
+        await self._process_part(batch[start:])
+
+    async def _process_part(self, batch: list) -> None:
+        loop = asyncio.get_running_loop()
+        first_seq = self.engine.seq + 1
+        rows, origins, new_states = [], {}, []
+        for ts, req in batch:
+            row, origin = self._row(ts, req, first_seq + len(rows), new_states)
+            if row is not None:
+                origins[first_seq + len(rows)] = origin
+                rows.append(row)
+        core_reports, self._pending_core = self._pending_core, []
+        if core_reports:
+            numbered = self._number([(r, firm) for r, firm in core_reports])
+            await loop.run_in_executor(self._pool, self._db.end_batch, numbered, [], [],
+                                       self._db_reported())
+            self._dispatch(numbered)
+        if not rows:
+            return
+        orders = np.array(rows, dtype=ORDER_DTYPE)
+        async with self.engine_lock:
+            await loop.run_in_executor(self._pool, self._db.begin_batch, origins, new_states,
+                                       self._next_id, self._last_ts)
+            result = await loop.run_in_executor(self._pool, self.session.process, orders)
+            reports = await loop.run_in_executor(
+                self._pool, self._commit_reports, first_seq, orders, result.fills,
+                result.events, origins)
+            self._dispatch(reports)
+            batch_view = MarketBatch(first_seq, orders, result, self.engine)
+            for cb in list(self._market):
+                self._call(cb, batch_view, self._market)
+
+    def _db_reported(self) -> int:
+        return self._db.reported_through()
+
+    def _number(self, pairs: list) -> list[Report]:
+        """Return the reports of (report, firm) pairs numbered on their streams, each also on
+        its firm's drop-copy stream."""
+        out = []
+        for r, firm in pairs:
+            for stream in (r.stream, f"dropcopy:{firm}"):
+                rseq = self._heads.get(stream, 0) + 1
+                self._heads[stream] = rseq
+                out.append(_renumber(r, stream, rseq))
+        return out
+
+    def _commit_reports(self, first_seq, orders, fills, events, origins) -> list[Report]:
+        """Derive, number and store the reports of one journaled batch; return them."""
+        before = {}
+        for ev in events:
+            st = self._states.get(int(ev["order_id"]))
+            if st is not None and st.order_id not in before:
+                before[st.order_id] = st.client_order_id
+        raw = derive(first_seq, orders, fills, events, origins, self._states)
+        pairs = []
+        for r in raw:
+            st = self._states.get(r.order_id)
+            firm = st.firm if st is not None else origins[r.seq].firm
+            pairs.append((r, firm))
+            origin = origins.get(r.seq)
+            if origin is not None and origin.order_id == r.order_id and origin.stream != r.stream \
+                    and r.exec in ("canceled", "replaced", "cancel_rejected", "replace_rejected"):
+                # why: a cancel/replace from another session of the account is answered there too
+                pairs.append((_renumber(r, origin.stream, 0), None))
+        numbered = []
+        for r, firm in pairs:
+            if firm is None:
+                rseq = self._heads.get(r.stream, 0) + 1
+                self._heads[r.stream] = rseq
+                numbered.append(_renumber(r, r.stream, rseq))
+            else:
+                numbered.extend(self._number([(r, firm)]))
+        changed = [self._states[o] for o in before]
+        client_ids = [(st.account, st.client_order_id, st.order_id) for st in changed
+                      if st.client_order_id != before[st.order_id]]
+        for st in changed:
+            if st.client_order_id != before[st.order_id]:
+                self._client_ids[(st.account, st.client_order_id)] = st.order_id
+        last = first_seq + len(orders) - 1
+        self._db.end_batch(numbered, changed, client_ids, last)
+        return numbered
+
+    # -- the outbound side --------------------------------------------------------------------------
+    def _dispatch(self, reports: list[Report]) -> None:
+        by_stream: dict[str, list] = {}
+        for r in reports:
+            by_stream.setdefault(r.stream, []).append(r)
+        for stream, rs in by_stream.items():
+            self._dispatched[stream] = rs[-1].rseq
+            for cb in list(self._listeners.get(stream, ())):
+                self._call(cb, rs, self._listeners.get(stream, []))
+
+    @staticmethod
+    def _call(cb, arg, owner: list) -> None:
+        """Call a listener; one that raises is logged and removed, never allowed to stop the
+        core (one broken session must not disturb the others)."""
+        try:
+            cb(arg)
+        except Exception:   # why broad: any bug in a protocol session is that session's
+            log.exception("gateway listener %r failed and was removed", cb)
+            if cb in owner:
+                owner.remove(cb)
+
+    def subscribe(self, stream: str, callback) -> None:
+        """Call ``callback(list of Report)`` for every report of ``stream`` dispatched from now on."""
+        self._listeners.setdefault(stream, []).append(callback)
+
+    def unsubscribe(self, stream: str, callback) -> None:
+        """Stop calling ``callback`` for ``stream`` (no-op if it was not subscribed)."""
+        cbs = self._listeners.get(stream, [])
+        if callback in cbs:
+            cbs.remove(callback)
+
+    def read_stream(self, stream: str, after_rseq: int, limit: int = 1 << 30) -> list[Report]:
+        """Return the dispatched reports of ``stream`` with rseq > ``after_rseq`` (at most
+        ``limit``), in order. Raises CorruptionError if a stored report does not parse."""
+        return self._db.read_stream(stream, after_rseq, self._dispatched.get(stream, 0), limit)
+
+    def stream_head(self, stream: str) -> int:
+        """Return the last dispatched rseq of ``stream`` (0: none yet)."""
+        return self._dispatched.get(stream, 0)
+
+    def add_market_listener(self, callback) -> None:
+        """Call ``callback(MarketBatch)`` after every batch (module docstring)."""
+        self._market.append(callback)
+
+    def remove_market_listener(self, callback) -> None:
+        """Stop calling ``callback`` (no-op if it was not added)."""
+        if callback in self._market:
+            self._market.remove(callback)
+
+    def order_state(self, order_id: int) -> OrderState | None:
+        """Return the gateway's state of an engine order id, or None."""
+        return self._states.get(int(order_id))
+
+    async def close(self) -> None:
+        """Process the requests already queued, then close the store (sealing what is
+        journaled) and the gateway state. Idempotent. Raises what the store's close raises."""
+        if self._closing:
+            return
+        self._closing = True
+        self._queue.put_nowait(None)
+        try:
+            await self._task
+        except BaseException:   # why: the loop's failure is kept in self.failed; close anyway
+            pass
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.run_in_executor(self._pool, self.session.close)
+        finally:
+            self._db.close()
+            self._pool.shutdown(wait=True)
+
+
+def _renumber(r: Report, stream: str, rseq: int) -> Report:
+    from dataclasses import replace
+
+    return replace(r, stream=stream, rseq=rseq)
+
+
+def _open_session(data_dir: str, scenario: str, durability: str, options: dict):
+    """Return a store Session on ``data_dir``: reopened if it holds a catalog, else created
+    with the symbols (and engine options) of ``scenario``."""
+    from exchange import Engine
+    from store.catalog import CATALOG_NAME
+    from store.session import Session
+
+    if os.path.isfile(os.path.join(data_dir, CATALOG_NAME)):
+        return Session.open(data_dir, durability=durability, **options)
+    from scenarios.scenario import load_scenario
+
+    sc = load_scenario(scenario)
+    engine = Engine(stp="none", ownership=True)   # why ownership: a gateway always enforces it
+    sc.add_symbols(engine)
+    return Session.create(data_dir, engine, run_info={"scenario": f"gateway ({sc.name})"},
+                          durability=durability, **options)
