@@ -30,9 +30,10 @@ import logging
 import struct
 
 from exchange.gateway import ouch
+from exchange.errors import UsageError
 from exchange.gateway.accounts import AuthError
+from exchange.gateway.core import RateLimiter, Request
 from exchange.gateway.framing import FrameError, PacketType, frame, read_frame
-from exchange.schema import Side
 
 __all__ = ["BinaryServer", "start", "DEFAULTS"]
 
@@ -187,7 +188,6 @@ class _Session:
         """Unsubscribe, stop the tasks and close the socket (idempotent)."""
         if self.account is not None:
             self.gw.unsubscribe(self.stream, self._on_reports)
-            self.account = self.account  # the name stays for the log
         for t in self.tasks:
             t.cancel()
         if not self.closed:
@@ -306,7 +306,7 @@ class _Session:
         self.gw.subscribe(self.stream, self._on_reports)
         self._write(frame(PacketType.LOGIN_ACCEPTED,
                           ouch.encode_login_accepted(self.opts["session"], after + 1)))
-        self.limiter = _rate_limiter(account.max_msgs_per_sec)
+        self.limiter = RateLimiter(account.max_msgs_per_sec)
         self.tasks = [asyncio.ensure_future(self._sender()),
                       asyncio.ensure_future(self._heartbeats())]
         return True
@@ -331,7 +331,11 @@ class _Session:
         except ouch.MessageError as e:
             self._reject(e.token, e.reason)
             return
-        self.gw.submit(_request(self, msg))
+        try:
+            self.gw.submit(_request(self, msg))
+        except UsageError as e:   # the gateway is closing or failed: nothing more will trade
+            self._reject(msg.token, ouch.OuchReason.GATEWAY)
+            self.drop(str(e))
 
 
 def _peek_token(payload: bytes) -> str:
@@ -343,14 +347,8 @@ def _peek_token(payload: bytes) -> str:
         return ""
 
 
-def _rate_limiter(per_sec: int):
-    from exchange.gateway.core import RateLimiter
-    return RateLimiter(per_sec)
-
-
 def _request(session: _Session, msg):
     """Return the core Request of one parsed client message."""
-    from exchange.gateway.core import Request
     common = dict(account=session.account, stream=session.stream)
     if isinstance(msg, ouch.ENTER.tuple):
         return Request(kind="new", client_order_id=msg.token, orig_client_order_id="",
@@ -362,5 +360,5 @@ def _request(session: _Session, msg):
         return Request(kind="cancel", client_order_id=msg.token, orig_client_order_id=msg.token,
                        symbol="", **common)
     return Request(kind="replace", client_order_id=msg.new_token, orig_client_order_id=msg.token,
-                   symbol="", side=Side.BUY, price=msg.price, qty=msg.qty,
+                   price=msg.price, qty=msg.qty,
                    stop_price=msg.stop_price, **common)
