@@ -41,3 +41,51 @@ async def login(srv, name: str = "acct0", *, seq: int = 1, password: str = PASSW
     """Return an OuchClient logged in to ``srv`` as ``name`` from sequence number ``seq``."""
     options.setdefault("timeout", 5.0)
     return await OuchClient.connect("127.0.0.1", srv.port, name, password, seq=seq, **options)
+
+
+async def raw_connect(srv, *, rcvbuf: int = 0):
+    """Return (reader, writer) of a plain TCP connection to ``srv`` (``rcvbuf``: a small
+    receive buffer, set before connecting, for slow-reader tests)."""
+    import socket
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    if rcvbuf:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    sock.setblocking(False)
+    await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", srv.port))
+    return await asyncio.open_connection(sock=sock)
+
+
+async def raw_login(srv, name: str = "acct0", *, seq: int = 1, password: str = PASSWORD,
+                    rcvbuf: int = 0):
+    """Return (reader, writer, next seq) of a raw connection logged in as ``name``; raises
+    AssertionError if the login is not accepted."""
+    from exchange.gateway import ouch
+    from exchange.gateway.framing import PacketType, frame, read_frame
+
+    reader, writer = await raw_connect(srv, rcvbuf=rcvbuf)
+    writer.write(frame(PacketType.LOGIN_REQUEST, ouch.encode_login(name, password, "", seq)))
+    got = await read_frame(reader, max_size=1 << 16, idle_s=5)
+    assert got is not None and got[0] == PacketType.LOGIN_ACCEPTED, got
+    return reader, writer, ouch.parse_login_accepted(got[1])[1]
+
+
+async def read_until_quiet(reader, quiet_s: float = 0.3, limit: int = 100_000):
+    """Return (packets, closed): the (type, payload) packets received until nothing came for
+    ``quiet_s`` seconds (closed False) or the server closed the connection (closed True)."""
+    from exchange.gateway.framing import FrameError, read_frame
+
+    packets = []
+    while len(packets) < limit:
+        try:
+            got = await read_frame(reader, max_size=1 << 16, idle_s=quiet_s)
+        except FrameError as e:
+            if "nothing received" in str(e):
+                return packets, False
+            return packets, True
+        except ConnectionError:
+            return packets, True
+        if got is None:
+            return packets, True
+        packets.append(got)
+    return packets, False
