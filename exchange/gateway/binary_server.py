@@ -261,7 +261,10 @@ class _Session:
                 elif ptype == PacketType.CLIENT_HEARTBEAT or ptype == PacketType.DEBUG:
                     pass
                 elif ptype == PacketType.LOGOUT_REQUEST:
-                    self.end_of_session()
+                    # the client ends its session, not the server's: no End of Session
+                    self.closed = True
+                    self.wake.set()
+                    self.transport.close()
                     return
                 else:
                     self.drop(f"packet type {ptype:#04x} is not allowed after login")
