@@ -13,8 +13,9 @@ Invariants:
   with no await between them, and the session drops a report whose rseq it already queued.
 - No session stalls another: report callbacks only append to the session's queue (never
   await), one sender task per session writes and drains; a session whose queue passes
-  ``max_queued_reports`` or whose socket buffer passes ``max_buffer_bytes`` is disconnected (it
-  can reconnect and replay by sequence number).
+  ``max_queued_reports``, whose socket buffer passes ``max_buffer_bytes``, or whose socket
+  takes no bytes for ``idle_s`` is disconnected (it can reconnect and replay by sequence
+  number).
 - Every read has a deadline: the login must arrive within ``login_timeout_s``, then some packet
   (at least a client heartbeat) within every ``idle_s``; the server sends a heartbeat after each
   ``heartbeat_s`` without other output.
@@ -27,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import socket
 import struct
 
 from exchange.gateway import ouch
@@ -47,6 +49,7 @@ DEFAULTS = dict(
     max_queued_reports=10_000,  # live reports waiting for one slow reader before it is dropped
     max_buffer_bytes=1 << 20,   # bytes in one socket's write buffer before it is dropped
     max_sessions=1024,          # connections at once (logged in or not); more are closed at once
+    sndbuf=0,                   # SO_SNDBUF of each connection in bytes (0: the system's autotuning)
 )
 SEND_CHUNK = 256                # reports written per drain
 # why 1 + the largest payload: read_frame's limit counts the type byte and the payload
@@ -116,7 +119,7 @@ async def start(gw, host: str = "127.0.0.1", port: int = 0, **options) -> Binary
     """Listen for binary order-entry sessions on host:port (port 0: any free port).
 
     Options (DEFAULTS): session, heartbeat_s, idle_s, login_timeout_s, max_queued_reports,
-    max_buffer_bytes, max_sessions, and ``accounts`` (default ``gw.accounts``).
+    max_buffer_bytes, max_sessions, sndbuf, and ``accounts`` (default ``gw.accounts``).
     Returns the BinaryServer. Raises TypeError for an unknown option, OSError if the address
     cannot be bound.
     """
@@ -153,6 +156,9 @@ class _Session:
         # why these limits: drain() returns below 16 KiB and waits above 64 KiB, far under
         # max_buffer_bytes, so a reader that keeps up is never near the disconnect limit
         self.transport.set_write_buffer_limits(high=1 << 16, low=1 << 14)
+        sock = writer.get_extra_info("socket")
+        if self.opts["sndbuf"] and sock is not None:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.opts["sndbuf"])
 
     # -- output -----------------------------------------------------------------------------
 
@@ -226,7 +232,11 @@ class _Session:
                     self.sent_rseq = r.rseq
                     out.append(frame(PacketType.SEQUENCED, ouch.encode_report(r)))
                 self._write(b"".join(out))
-                await self.writer.drain()
+                try:
+                    await asyncio.wait_for(self.writer.drain(), self.opts["idle_s"])
+                except asyncio.TimeoutError:
+                    self.drop(f"its socket took no bytes for {self.opts['idle_s']:g} s")
+                    return
         except (ConnectionError, asyncio.CancelledError):
             pass
 

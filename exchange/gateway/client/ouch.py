@@ -152,7 +152,7 @@ class OuchClient:
                 elif ptype == PacketType.END_OF_SESSION:
                     self.ended = True
                     break
-        except (FrameError, ValueError, ConnectionError, asyncio.CancelledError):
+        except (FrameError, ValueError, ConnectionError):
             pass
         finally:
             self.closed = True
@@ -163,7 +163,7 @@ class OuchClient:
             while not self.closed:
                 await asyncio.sleep(self.heartbeat_s)
                 self._writer.write(frame(PacketType.CLIENT_HEARTBEAT))
-        except (ConnectionError, asyncio.CancelledError, RuntimeError):
+        except (ConnectionError, RuntimeError):
             pass
 
     async def send(self, payload: bytes, packet_type: int = PacketType.UNSEQUENCED) -> None:
@@ -237,19 +237,19 @@ class OuchClient:
 
     async def close(self) -> None:
         """Close the connection and stop the tasks (idempotent). Raises nothing."""
-        for t in self._tasks:
-            t.cancel()
-        for t in self._tasks:
-            try:
-                await t
-            except BaseException:   # why: a cancelled or failed helper task must not escape close
-                pass
-        self._tasks = []
+        self.closed = True
+        # why close before cancel: the read loop then ends on its own at the end of stream (a
+        # cancel alone can be lost inside asyncio.wait_for on Python 3.11)
         if self._writer is not None:
             self._writer.close()
+        for t in self._tasks:
+            t.cancel()
+        if self._tasks:
+            await asyncio.wait(self._tasks, timeout=2.0)
+        self._tasks = []
+        if self._writer is not None:
             try:
                 await asyncio.wait_for(self._writer.wait_closed(), 1.0)
             except (ConnectionError, asyncio.TimeoutError, OSError):
                 pass
             self._writer = None
-        self.closed = True
