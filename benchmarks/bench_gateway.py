@@ -54,7 +54,7 @@ READY_TIMEOUT_S = 300     # the first start compiles the numba kernels
 class Server:
     """An ``exsim serve`` child process on a fresh data directory (ports picked by the system)."""
 
-    def __init__(self, fsync: str, n_accounts: int, batch_us: int = 200):
+    def __init__(self, fsync: str, n_accounts: int, protocols, batch_us: int = 200):
         from exchange.gateway.accounts import Account, format_account, hash_password
 
         self.tmp = tempfile.TemporaryDirectory(prefix="exsim-bench-gw-")
@@ -70,7 +70,8 @@ class Server:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "replay.cli", "serve", self.data_dir, "--accounts", accounts,
-             "--fix", "0", "--binary", "0", "--fsync", fsync, "--batch-us", str(batch_us)],
+             *[a for p in protocols for a in (f"--{p}", "0")], "--fsync", fsync,
+             "--batch-us", str(batch_us)],
             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         self.ports = self._wait_ready()
 
@@ -133,7 +134,7 @@ class FixClient:
     async def connect(self, host, port, account):
         from exchange.gateway.client.fix import FixClient as Client
 
-        self.c = await Client.connect(host, port, account, PASSWORD, timeout=30)
+        self.c = await Client.connect(host, port, account, PASSWORD, timeout=30, reset=True)
         self.price = str(PRICE * Decimal("0.01"))   # JPM's tick is 0.01
 
     async def send(self, token: str, side: int) -> None:
@@ -240,7 +241,7 @@ def measure(protocols, fsyncs, rates, client_counts, duration, runs, window) -> 
     rows_lat, rows_tput = [], []
     for fsync in fsyncs:
         for run in range(runs):
-            server = Server(fsync, max(client_counts))
+            server = Server(fsync, max(client_counts), protocols)
             try:
                 for proto in protocols:
                     host, port = server.ports[proto]

@@ -1,0 +1,377 @@
+"""The binary order-entry port: OUCH-style messages (``ouch``) over SoupBinTCP sessions.
+
+A session: the client sends a Login Request (username, password, session, the next sequence
+number it wants); the server checks it with ``Accounts.authenticate(name, password, "trade")``
+and answers Login Accepted (with the sequence number of the next report it will send) or Login
+Rejected, then sends the account's durable report stream ``ouch:<account>`` from that number as
+Sequenced Data packets. The packet with sequence number n is the report with ``rseq`` n, so a
+client that reconnects (also to a restarted server) with its next expected number gets the same
+bytes it would have got live, and nothing twice. Rules for bad input: docs/gateway-binary.md.
+
+Invariants:
+- Replay and live reports meet without a gap or a repeat: ``read_stream`` and ``subscribe`` run
+  with no await between them, and the session drops a report whose rseq it already queued.
+- No session stalls another: report callbacks only append to the session's queue (never
+  await), one sender task per session writes and drains; a session whose queue passes
+  ``max_queued_reports``, whose socket buffer passes ``max_buffer_bytes``, or whose socket
+  takes no bytes for ``idle_s`` is disconnected (it can reconnect and replay by sequence
+  number).
+- Every read has a deadline: the login must arrive within ``login_timeout_s``, then some packet
+  (at least a client heartbeat) within every ``idle_s``; the server sends a heartbeat after each
+  ``heartbeat_s`` without other output.
+- Hostile bytes end in a Rejected message (unsequenced, not journaled) or a clean disconnect,
+  never an exception out of the connection handler.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import socket
+import struct
+
+from exchange.gateway import ouch
+from exchange.errors import UsageError
+from exchange.gateway.accounts import AuthError
+from exchange.gateway.core import RateLimiter, Request
+from exchange.gateway.framing import FrameError, PacketType, frame, read_frame
+
+__all__ = ["BinaryServer", "start", "DEFAULTS"]
+
+log = logging.getLogger(__name__)
+
+DEFAULTS = dict(
+    session="EXSIM",            # SoupBinTCP session name (a blank requested session means this)
+    heartbeat_s=1.0,            # server heartbeat after this long without other output
+    idle_s=15.0,                # disconnect a client silent for this long (SoupBinTCP: 15 s)
+    login_timeout_s=5.0,        # the Login Request must arrive within this
+    max_queued_reports=10_000,  # live reports waiting for one slow reader before it is dropped
+    max_buffer_bytes=1 << 20,   # bytes in one socket's write buffer before it is dropped
+    max_sessions=1024,          # connections at once (logged in or not); more are closed at once
+    sndbuf=0,                   # SO_SNDBUF of each connection in bytes (0: the system's autotuning)
+)
+SEND_CHUNK = 256                # reports written per drain
+# why 1 + the largest payload: read_frame's limit counts the type byte and the payload
+MAX_FRAME = 1 + max(ouch.LOGIN_REQUEST.size, ouch.MAX_CLIENT_MESSAGE)
+YIELD_EVERY = 64                # inbound packets handled before letting other sessions run
+
+
+class BinaryServer:
+    """The listening port and its sessions. ``close()`` sends End of Session to every logged-in
+    client and closes all connections; ``await wait_closed()`` waits until they are gone."""
+
+    def __init__(self, gw, accounts, options: dict):
+        unknown = set(options) - set(DEFAULTS)
+        if unknown:
+            raise TypeError(f"unknown binary port option(s) {sorted(unknown)}; "
+                            f"known: {sorted(DEFAULTS)}")
+        self.gw = gw
+        self.accounts = accounts
+        self.opts = {**DEFAULTS, **options}
+        self.sessions: set[_Session] = set()
+        self._server: asyncio.AbstractServer | None = None
+        self._closing = False
+
+    @property
+    def sockets(self):
+        """The listening sockets (``sockets[0].getsockname()[1]`` is the port)."""
+        return self._server.sockets if self._server else ()
+
+    @property
+    def port(self) -> int:
+        """The port the server listens on."""
+        return self.sockets[0].getsockname()[1]
+
+    async def _handle(self, reader, writer):
+        if self._closing or len(self.sessions) >= self.opts["max_sessions"]:
+            writer.transport.abort()
+            return
+        s = _Session(self, reader, writer)
+        self.sessions.add(s)
+        try:
+            await s.run()
+        except Exception:   # a bug here must cost one connection, never the server
+            log.exception("binary session %s ended by an error", s.peer)
+        finally:
+            s.shutdown()
+            self.sessions.discard(s)
+
+    def close(self) -> None:
+        """Stop listening, send End of Session to logged-in clients and close every session."""
+        self._closing = True
+        if self._server is not None:
+            self._server.close()
+        for s in list(self.sessions):
+            s.end_of_session()
+
+    async def wait_closed(self) -> None:
+        """Wait until the listener and every session are closed."""
+        if self._server is not None:
+            await self._server.wait_closed()
+        for _ in range(200):
+            if not self.sessions:
+                break
+            await asyncio.sleep(0.01)
+
+
+async def start(gw, host: str = "127.0.0.1", port: int = 0, **options) -> BinaryServer:
+    """Listen for binary order-entry sessions on host:port (port 0: any free port).
+
+    Options (DEFAULTS): session, heartbeat_s, idle_s, login_timeout_s, max_queued_reports,
+    max_buffer_bytes, max_sessions, sndbuf, and ``accounts`` (default ``gw.accounts``).
+    Returns the BinaryServer. Raises TypeError for an unknown option, OSError if the address
+    cannot be bound.
+    """
+    accounts = options.pop("accounts", None) or gw.accounts
+    srv = BinaryServer(gw, accounts, options)
+    srv._server = await asyncio.start_server(srv._handle, host, port, limit=1 << 16)
+    return srv
+
+
+class _Session:
+    """One client connection: login, then the report sender, heartbeats and the order reader."""
+
+    def __init__(self, server: BinaryServer, reader, writer):
+        self.server = server
+        self.gw = server.gw
+        self.opts = server.opts
+        self.reader = reader
+        self.writer = writer
+        self.transport = writer.transport
+        self.peer = writer.get_extra_info("peername")
+        self.account = None
+        self.stream = ""
+        self.limiter = None
+        self.replay: list = []
+        self.live: collections.deque = collections.deque()
+        self.queued_rseq = 0   # rseq of the last report queued (replay or live)
+        self.sent_rseq = 0     # rseq of the last report written
+        self.wake = asyncio.Event()
+        self.closed = False
+        self.tasks: list[asyncio.Task] = []
+        loop = asyncio.get_running_loop()
+        self.loop = loop
+        self.last_sent = loop.time()
+        # why these limits: drain() returns below 16 KiB and waits above 64 KiB, far under
+        # max_buffer_bytes, so a reader that keeps up is never near the disconnect limit
+        self.transport.set_write_buffer_limits(high=1 << 16, low=1 << 14)
+        sock = writer.get_extra_info("socket")
+        if self.opts["sndbuf"] and sock is not None:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.opts["sndbuf"])
+
+    # -- output -----------------------------------------------------------------------------
+
+    def _write(self, data: bytes) -> None:
+        if self.closed:
+            return
+        self.transport.write(data)
+        self.last_sent = self.loop.time()
+        if self.transport.get_write_buffer_size() > self.opts["max_buffer_bytes"]:
+            self.drop("its socket buffer passed max_buffer_bytes (a slow reader)")
+
+    def drop(self, why: str) -> None:
+        """Disconnect now (no more bytes are written); the client may reconnect and replay."""
+        if not self.closed:
+            log.info("binary session %s (%s) disconnected: %s", self.peer,
+                     self.account.name if self.account else "not logged in", why)
+            self.closed = True
+            self.wake.set()
+            self.transport.abort()
+
+    def end_of_session(self) -> None:
+        """Send End of Session (logged-in clients) and close the connection after the bytes
+        already queued."""
+        if self.closed:
+            return
+        if self.account is not None:
+            self.transport.write(frame(PacketType.END_OF_SESSION))
+        self.closed = True
+        self.wake.set()
+        self.transport.close()
+
+    def shutdown(self) -> None:
+        """Unsubscribe, stop the tasks and close the socket (idempotent)."""
+        if self.account is not None:
+            self.gw.unsubscribe(self.stream, self._on_reports)
+        for t in self.tasks:
+            t.cancel()
+        if not self.closed:
+            self.closed = True
+            self.transport.close()
+
+    def _on_reports(self, reports) -> None:
+        # called by the gateway in the event loop: queue only, never await
+        if self.closed:
+            return
+        for r in reports:
+            if r.rseq > self.queued_rseq:
+                self.live.append(r)
+                self.queued_rseq = r.rseq
+        if len(self.live) > self.opts["max_queued_reports"]:
+            self.drop("more than max_queued_reports reports waiting (a slow reader)")
+            return
+        self.wake.set()
+
+    async def _sender(self) -> None:
+        try:
+            while not self.closed:
+                if self.replay:
+                    chunk, self.replay = self.replay[:SEND_CHUNK], self.replay[SEND_CHUNK:]
+                elif self.live:
+                    chunk = [self.live.popleft() for _ in range(min(SEND_CHUNK, len(self.live)))]
+                else:
+                    self.wake.clear()
+                    await self.wake.wait()
+                    continue
+                out = []
+                for r in chunk:
+                    if r.rseq != self.sent_rseq + 1:
+                        self.drop(f"report stream gap: rseq {r.rseq} after {self.sent_rseq}")
+                        return
+                    self.sent_rseq = r.rseq
+                    out.append(frame(PacketType.SEQUENCED, ouch.encode_report(r)))
+                self._write(b"".join(out))
+                try:
+                    await asyncio.wait_for(self.writer.drain(), self.opts["idle_s"])
+                except asyncio.TimeoutError:
+                    self.drop(f"its socket took no bytes for {self.opts['idle_s']:g} s")
+                    return
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+
+    async def _heartbeats(self) -> None:
+        period = self.opts["heartbeat_s"]
+        try:
+            while not self.closed:
+                wait = self.last_sent + period - self.loop.time()
+                if wait > 0:
+                    await asyncio.sleep(wait)
+                    continue
+                self._write(frame(PacketType.SERVER_HEARTBEAT))
+        except asyncio.CancelledError:
+            pass
+
+    # -- input ------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Serve the connection until the client logs out, breaks a rule, goes silent, or the
+        server closes. Raises nothing for anything the client sends."""
+        try:
+            if not await self._login():
+                return
+            n = 0
+            while not self.closed:
+                got = await read_frame(self.reader, max_size=MAX_FRAME, idle_s=self.opts["idle_s"])
+                if got is None or self.closed:
+                    return
+                ptype, payload = got
+                if ptype == PacketType.UNSEQUENCED:
+                    self._order(payload)
+                elif ptype == PacketType.CLIENT_HEARTBEAT or ptype == PacketType.DEBUG:
+                    pass
+                elif ptype == PacketType.LOGOUT_REQUEST:
+                    # the client ends its session, not the server's: no End of Session
+                    self.closed = True
+                    self.wake.set()
+                    self.transport.close()
+                    return
+                else:
+                    self.drop(f"packet type {ptype:#04x} is not allowed after login")
+                    return
+                n += 1
+                if n % YIELD_EVERY == 0:
+                    await asyncio.sleep(0)
+        except FrameError as e:
+            self.drop(str(e))
+        except ConnectionError as e:
+            self.drop(f"connection error: {e}")
+
+    async def _login(self) -> bool:
+        got = await read_frame(self.reader, max_size=MAX_FRAME,
+                               idle_s=self.opts["login_timeout_s"])
+        if got is None:
+            return False
+        ptype, payload = got
+        if ptype != PacketType.LOGIN_REQUEST:
+            self.drop(f"packet type {ptype:#04x} before the login")
+            return False
+        try:
+            req = ouch.parse_login(payload)
+        except ValueError as e:
+            return self._login_rejected(ouch.REJECT_NOT_AUTHORIZED, str(e))
+        try:
+            account = await asyncio.to_thread(self.server.accounts.authenticate, req.username,
+                                              req.password, "trade")
+        except AuthError as e:
+            return self._login_rejected(ouch.REJECT_NOT_AUTHORIZED, str(e))
+        if req.session not in ("", self.opts["session"]) or self.closed:
+            return self._login_rejected(ouch.REJECT_SESSION, f"no session {req.session!r}")
+        self.account = account
+        self.stream = f"ouch:{account.name}"
+        # from here to subscribe: no await, so the replay and the live reports meet exactly
+        head = self.gw.stream_head(self.stream)
+        after = head if req.seq == 0 else min(req.seq - 1, head)
+        self.replay = list(self.gw.read_stream(self.stream, after))
+        self.sent_rseq = self.queued_rseq = after
+        if self.replay:
+            self.queued_rseq = self.replay[-1].rseq
+        self.gw.subscribe(self.stream, self._on_reports)
+        self._write(frame(PacketType.LOGIN_ACCEPTED,
+                          ouch.encode_login_accepted(self.opts["session"], after + 1)))
+        self.limiter = RateLimiter(account.max_msgs_per_sec)
+        self.tasks = [asyncio.ensure_future(self._sender()),
+                      asyncio.ensure_future(self._heartbeats())]
+        return True
+
+    def _login_rejected(self, code: bytes, why: str) -> bool:
+        log.info("binary login from %s rejected: %s", self.peer, why)
+        self.transport.write(frame(PacketType.LOGIN_REJECTED, ouch.LOGIN_REJECTED.pack(code)))
+        self.closed = True
+        self.transport.close()
+        return False
+
+    def _reject(self, token: str, reason: int) -> None:
+        self._write(frame(PacketType.UNSEQUENCED,
+                          ouch.encode_reject(self.gw.now_ns(), token, reason)))
+
+    def _order(self, payload: bytes) -> None:
+        if not self.limiter.allow(self.gw.now_ns()):
+            self._reject(_peek_token(payload), ouch.OuchReason.RATE_LIMITED)
+            return
+        try:
+            msg = ouch.parse_client(payload)
+        except ouch.MessageError as e:
+            self._reject(e.token, e.reason)
+            return
+        try:
+            self.gw.submit(_request(self, msg))
+        except UsageError as e:   # the gateway is closing or failed: nothing more will trade
+            self._reject(msg.token, ouch.OuchReason.GATEWAY)
+            self.drop(str(e))
+
+
+def _peek_token(payload: bytes) -> str:
+    """Return the token of a message not parsed (rate-limited), or "" if it is not one."""
+    try:
+        return ouch.KINDS["token"][2](payload[1:1 + ouch.TOKEN_LEN]) \
+            if len(payload) > ouch.TOKEN_LEN and payload[0] in ouch.CLIENT else ""
+    except (ValueError, struct.error):
+        return ""
+
+
+def _request(session: _Session, msg):
+    """Return the core Request of one parsed client message."""
+    common = dict(account=session.account, stream=session.stream)
+    if isinstance(msg, ouch.ENTER.tuple):
+        return Request(kind="new", client_order_id=msg.token, orig_client_order_id="",
+                       symbol=msg.symbol, side=msg.side, order_type=msg.order_type, tif=msg.tif,
+                       price=msg.price, qty=msg.qty, stop_price=msg.stop_price,
+                       display_qty=msg.display_qty, min_qty=msg.min_qty,
+                       expire_ts=msg.expire_ts, post_only=msg.post_only, **common)
+    if isinstance(msg, ouch.CANCEL.tuple):
+        return Request(kind="cancel", client_order_id=msg.token, orig_client_order_id=msg.token,
+                       symbol="", **common)
+    return Request(kind="replace", client_order_id=msg.new_token, orig_client_order_id=msg.token,
+                   price=msg.price, qty=msg.qty,
+                   stop_price=msg.stop_price, **common)
