@@ -16,7 +16,7 @@ from fix_helpers import PASSWORD, client, fix_port, px, raw_msg, read_raw, run
 from gw_fixtures import cheap_hash, make_accounts
 
 from exchange.gateway.accounts import Account, Accounts
-from exchange.gateway.client.fix import MarketDataBook
+from exchange.gateway.client.fix import FixClientError, MarketDataBook
 from exchange.gateway.fix.marketdata import MAX_DEPTH
 
 SYM = "JPM"
@@ -154,9 +154,11 @@ def test_snapshot_plus_incrementals_is_the_engine_depth_after_every_batch(tmp_pa
                         live.append((c, f"N{k}", side))
                 if k % 7 == 0:
                     await asyncio.sleep(0.001)   # spread the flow over several batches
-            # every order is processed once the core answered a last one
-            a.new_order("LAST", SYM, "buy", 1, px(gw, SYM, 90), tif="1")
-            await a.expect("8", where=lambda m: m.get(11) == "LAST", timeout=20)
+            # every order of a session is processed once the core answered its last one
+            for c in (a, b):
+                c.new_order("LAST", SYM, "buy", 1, px(gw, SYM, 90), tif="1")
+            for c in (a, b):
+                await c.expect("8", where=lambda m: m.get(11) == "LAST", timeout=20)
             for label, (c, rid, n) in sessions.items():
                 msgs = [m for m in await _fence(c, f"F{label}") + c.received
                         if m.type in "WX" and m.get(262) == rid]
@@ -302,7 +304,6 @@ def test_accounts_without_the_marketdata_role_are_refused(tmp_path):
             feed = await client(port, "feed")
             feed.subscribe(SYM)
             assert (await feed.expect("W", "Y")).type == "W"
-            from exchange.gateway.client.fix import FixClientError
             try:
                 await client(port, "tonly", marketdata=True)
                 raise AssertionError("tonly got a market-data session")
@@ -314,7 +315,16 @@ def test_accounts_without_the_marketdata_role_are_refused(tmp_path):
 def test_a_subscriber_that_does_not_read_is_cut_off_and_others_go_on(tmp_path):
     async def body():
         async with fix_port(tmp_path, _accounts(), max_output_bytes=16 << 10) as (gw, port):
-            # a raw subscriber with a tiny receive buffer that never reads
+            a = await client(port, "acct0")
+            for k in range(200):   # a deep book: a full snapshot is ~7 kB
+                a.new_order(f"D{k}", SYM, "buy" if k % 2 else "sell", 1,
+                            px(gw, SYM, 100 - k if k % 2 else 101 + k), tif="1")
+            await a.expect("8", where=lambda m: m.get(11) == "D199", timeout=30)
+            watcher = await client(port, "acct1")
+            rid = watcher.subscribe(SYM)
+            await watcher.expect("W")
+            # a raw subscriber with a tiny receive buffer that never reads, and asks for far
+            # more than the kernel buffers hold (a few MB on loopback)
             sock = socket.socket()
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 2048)
             sock.setblocking(False)
@@ -322,31 +332,35 @@ def test_a_subscriber_that_does_not_read_is_cut_off_and_others_go_on(tmp_path):
             reader, writer = await asyncio.open_connection(sock=sock)
             writer.write(raw_msg("A", 1, [(98, 0), (108, 30), (554, PASSWORD)], sender="feed"))
             assert (await read_raw(reader, 1, timeout=5))[0].type == "A"
-            writer.write(raw_msg("V", 2, [(262, "slow"), (263, "1"), (264, 0), (267, 3),
-                                          (269, "0"), (269, "1"), (269, "2"), (146, 1),
-                                          (55, SYM)], sender="feed"))
-            await writer.drain()
-            a = await client(port, "acct0")
-            watcher = await client(port, "acct1")
-            rid = watcher.subscribe(SYM)
-            await watcher.expect("W")
-            n = 1500
-            for k in range(n):
-                t = 50 + k % 50 if k % 2 else 101 + k % 50
+            groups = [(264, 0), (267, 3), (269, "0"), (269, "1"), (269, "2"), (146, 1), (55, SYM)]
+            writer.write(raw_msg("V", 2, [(262, "live"), (263, "1")] + groups, sender="feed"))
+            for q in range(3, 1000):
+                writer.write(raw_msg("V", q, [(262, f"s{q}"), (263, "0")] + groups,
+                                     sender="feed"))
+            # the others keep trading and watching meanwhile
+            for k in range(300):
                 a.new_order(f"O{k}", SYM, "buy" if k % 2 else "sell", 1 + k % 3,
-                            px(gw, SYM, t), tif="1")
-                if k % 100 == 0:
+                            px(gw, SYM, 60 + k % 40 if k % 2 else 141 + k % 40), tif="1")
+                if k % 50 == 0:
                     await asyncio.sleep(0.002)
-            await a.expect("8", where=lambda m: m.get(11) == f"O{n - 1}", timeout=60)
-            # the watcher holds the engine's book: nobody waited for the slow reader
+            await a.expect("8", where=lambda m: m.get(11) == "O299", timeout=30)
             await _fence(watcher, "T")
             book = MarketDataBook(req_id=rid)
             for m in watcher.received:
                 book.apply(m)
             bids, asks = await _depth(gw)
             assert _ticks(gw, book, "bid") == bids and _ticks(gw, book, "ask") == asks
-            # the slow session was disconnected: its account can log on again at once
-            again = await client(port, "feed", reset=True)
+            # the slow session is disconnected: its account can log on again (one session per
+            # account and kind at a time)
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + 20
+            while True:
+                try:
+                    again = await client(port, "feed", reset=True)
+                    break
+                except FixClientError:
+                    assert loop.time() < deadline, "the slow subscriber was never cut off"
+                    await asyncio.sleep(0.2)
             again.subscribe(SYM, snapshot_only=True)
             assert (await again.expect("W")).type == "W"
             writer.close()
