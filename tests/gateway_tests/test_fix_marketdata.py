@@ -57,8 +57,12 @@ class Recorder:
 
 
 def _ticks(gw, book: MarketDataBook, side: str) -> list:
-    tick = gw.symbols[SYM].tick_size
-    return [(int(p / tick), q, c) for p, q, c in book.levels(SYM, side)]
+    return _ticks_of(gw, book, SYM, side)
+
+
+def _ticks_of(gw, book: MarketDataBook, symbol: str, side: str) -> list:
+    tick = gw.symbols[symbol].tick_size
+    return [(int(p / tick), q, c) for p, q, c in book.levels(symbol, side)]
 
 
 async def _fence(c, tag: str):
@@ -74,8 +78,12 @@ async def _fence(c, tag: str):
 
 
 async def _depth(gw, n: int = 1 << 30):
+    return await _depth_of(gw, SYM, n)
+
+
+async def _depth_of(gw, symbol: str, n: int = 1 << 30):
     async with gw.engine_lock:
-        bids, asks = gw.engine.depth(SYM, n)
+        bids, asks = gw.engine.depth(symbol, n)
     rows = lambda a: [(int(r["price"]), int(r["qty"]), int(r["count"])) for r in a]  # noqa
     return rows(bids), rows(asks)
 
@@ -223,6 +231,63 @@ def test_trades_come_in_engine_order_with_their_prices(tmp_path):
                                                                (Decimal("1.02"), 2)]
             assert all(v == "2" for t, v in x.fields if t == 269)
             assert 272 in x and 273 in x and not book.levels(SYM, "bid")
+    run(body())
+
+
+AUCTION_SCENARIO = """
+description = "one symbol whose dynamic band interrupts trading for a one-second auction"
+generator = "trading_day"
+seed = 1
+[params]
+n = 10
+[[symbols]]
+name = "AUC"
+tick_size = 0.01
+mid = 10_000
+reference_price = 10_000
+dynamic_band_bps = 100
+interruption_ns = 1_000_000_000
+"""
+
+
+def test_auction_prices_indicative_then_opening(tmp_path):
+    async def body():
+        scenario = tmp_path / "auc.toml"
+        scenario.write_text(AUCTION_SCENARIO)
+        async with fix_port(tmp_path / "d", _accounts(),
+                            gw_options={"scenario": str(scenario)}) as (gw, port):
+            a, b = await client(port, "acct0"), await client(port, "acct1")
+            feed = await client(port, "feed")
+            rid = feed.subscribe("AUC", types=("0", "1", "2", "4", "5"))
+            await feed.expect("W")
+            a.new_order("S1", "AUC", "sell", 1, "100", tif="1")
+            await a.expect("8")
+            b.new_order("B1", "AUC", "buy", 1, "100", tif="1")   # last price 100.00
+            await b.expect("8", where=lambda m: m.get(150) == "F")
+            a.new_order("S2", "AUC", "sell", 1, "103", tif="1")
+            await a.expect("8", where=lambda m: m.get(11) == "S2")
+            b.new_order("B2", "AUC", "buy", 1, "103", tif="1")   # 3 % away: an auction call
+            await b.expect("8", where=lambda m: m.get(11) == "B2")
+            book = MarketDataBook(req_id=rid)
+            for m in await _fence(feed, "T1"):
+                book.apply(m)
+            assert book.auction["AUC"] == {("4", "expected"): (Decimal("103"), 1)}
+            # a snapshot during the call carries the indicative price
+            snap = feed.subscribe("AUC", types=("4",), snapshot_only=True)
+            w = await feed.expect("W", where=lambda m: m.get(262) == snap)
+            assert [(t, v) for t, v in w.fields if t in (269, 270, 271, 286)] == \
+                [(269, "4"), (270, "103"), (271, "1"), (286, "3")]
+            await asyncio.sleep(1.1)   # the interruption ends: the next message uncrosses
+            a.new_order("S3", "AUC", "sell", 1, "110", tif="1")
+            await a.expect("8", where=lambda m: m.get(11) == "S3")
+            for m in await _fence(feed, "T2"):
+                book.apply(m)
+            assert book.auction["AUC"] == {("4", "actual"): (Decimal("103"), 1)}
+            assert [(p, q) for _, p, q, _ in book.trades] == [(Decimal("100"), 1),
+                                                               (Decimal("103"), 1)]
+            bids, asks = await _depth_of(gw, "AUC")
+            assert _ticks_of(gw, book, "AUC", "bid") == bids
+            assert _ticks_of(gw, book, "AUC", "ask") == asks
     run(body())
 
 
