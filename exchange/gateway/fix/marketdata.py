@@ -124,6 +124,7 @@ class MarketData:
         self.by_session: dict[object, dict[str, Subscription]] = {}
         self.by_symbol: dict[int, list[Subscription]] = {}
         self.books: dict[int, _Book] = {}
+        self.tasks: set[asyncio.Task] = set()   # snapshots waiting for the engine lock
         self.names = {s.id: s.name for s in gw.symbols.values()}
         self.ticks = {s.id: s.tick_size for s in gw.symbols.values()}
         gw.add_market_listener(self._on_batch)
@@ -194,7 +195,9 @@ class MarketData:
                 self.by_symbol.setdefault(sid, []).append(sub)
         if self.gw.engine_lock.locked():
             # a batch is in flight: snapshot once it (and its listeners) are done
-            asyncio.get_running_loop().create_task(self._start_locked(sub, kind == b"1"))
+            task = asyncio.get_running_loop().create_task(self._start_locked(sub, kind == b"1"))
+            self.tasks.add(task)   # why: the loop keeps only a weak reference to a task
+            task.add_done_callback(self.tasks.discard)
         else:
             self._start(sub, kind == b"1")
 
@@ -264,6 +267,8 @@ class MarketData:
     def close(self) -> None:
         """Stop listening to the gateway and forget every subscription."""
         self.gw.remove_market_listener(self._on_batch)
+        for task in self.tasks:
+            task.cancel()
         self.by_session.clear()
         self.by_symbol.clear()
         self.books.clear()
