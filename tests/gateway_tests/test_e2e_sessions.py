@@ -1,0 +1,334 @@
+"""End to end against a real ``exsim serve`` child process over loopback.
+
+- 32 order-entry sessions (16 FIX, 16 binary; accounts of two firms) trade a seeded random mix
+  against each other on both symbols, watched by one FIX drop-copy session per firm and one
+  feed client. After a clean stop: every report each client received is its stored stream,
+  in order, exactly (FIX: the body after the standard header; binary: the decoded message), the
+  stored streams agree with the journal's orders / fills / events, each drop copy holds exactly
+  its firm's executions, the feed client's book is the final engine book (``book_at``), and
+  ``exsim verify`` / ``exsim rerun`` pass on the served directory.
+- A FIX client that stops reading and binary clients that send half a frame or never read do
+  not stall the other sessions: a healthy client's round trips stay bounded meanwhile.
+
+Quiescence without looking inside the server: after trading, every client enters one resting
+"sentinel" buy per symbol far below the mid and waits for its acknowledgements (its own
+requests were processed before them); once all have, a second round of sentinels is acked on
+every stream, so every report made before is already on its socket's way in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import statistics
+import struct
+import time
+
+import pytest
+
+from e2e_fixtures import (MIDS, NETWORK_S, PASSWORD, SENTINEL_OFFSET, Flow, OuchRecorder,
+                          ServeProcess, TERMINAL_FIX, _px, accounts_file,
+                          check_streams_against_journal, expected_fix, expected_ouch, fix_login,
+                          fix_reports, fix_business, fix_send, journal, ouch_send, run,
+                          stored_streams, symbol_infos, wait_until)
+
+from exchange.gateway.client.itch import FeedClient
+from exchange.gateway.framing import PacketType, frame
+from exchange.gateway.fix.codec import utc_timestamp
+from exchange.schema import OrderType, Side, Tif
+
+N_FIX = N_OUCH = 16
+TRADE_S = 3.0
+PACE_S = (0.005, 0.045)   # pause between one client's messages (about 40 a second each)
+
+
+def absorb_fix(client, flow, start: int) -> int:
+    """Forget the flow's orders the new reports since ``start`` closed; return the new index."""
+    rec = client.received
+    for m in rec[start:]:
+        if m.type == "8" and m.get(39) in TERMINAL_FIX:
+            flow.done(m.get(11))
+            flow.done(m.get(41))
+    return len(rec)
+
+
+def absorb_ouch(rec: OuchRecorder, flow, start: int) -> int:
+    log = rec.log
+    for _, got in log[start:]:
+        m = got.msg
+        if got.kind in ("Canceled", "Rejected") or (got.kind == "Executed" and m.leaves_qty == 0):
+            flow.done(m.token)
+            flow.done(getattr(m, "orig_token", ""))
+    return len(log)
+
+
+async def fix_trader(client, flow, until: float, orders: dict) -> None:
+    seen = 0
+    while time.monotonic() < until:
+        seen = absorb_fix(client, flow, seen)
+        fix_send(client, flow.next(), orders)
+        await asyncio.sleep(flow.rng.uniform(*PACE_S))
+
+
+async def ouch_trader(rec, flow, until: float) -> None:
+    seen = 0
+    while time.monotonic() < until:
+        seen = absorb_ouch(rec, flow, seen)
+        await ouch_send(rec.client, flow.next())
+        await asyncio.sleep(flow.rng.uniform(*PACE_S))
+
+
+def sentinel_cids(tag: str) -> dict:
+    return {sym: f"{tag}{sym[:3]}" for sym in MIDS}
+
+
+def fix_acks(client, cids) -> dict:
+    return {m.get(11): int(m[37]) for m in client.received
+            if m.type == "8" and m.get(150) == "0" and m.get(11) in cids}
+
+
+def ouch_acks(rec, cids) -> dict:
+    return {g.msg.token: g.msg.order_id for _, g in rec.log
+            if g.kind == "Accepted" and g.msg.token in cids}
+
+
+async def fix_sentinels(client, tag: str) -> dict:
+    """Enter one resting buy per symbol far below the mid; return {symbol: order id} once both
+    are acknowledged."""
+    cids = sentinel_cids(tag)
+    for sym, cid in cids.items():
+        client.new_order(cid, sym, "1", 1, _px(sym, MIDS[sym] - SENTINEL_OFFSET), tif="1")
+    want = set(cids.values())
+    await wait_until(lambda: set(fix_acks(client, want)) == want, NETWORK_S,
+                     f"{client.name}'s sentinels {want}")
+    acks = fix_acks(client, want)
+    return {sym: acks[cid] for sym, cid in cids.items()}
+
+
+async def ouch_sentinels(rec, tag: str) -> dict:
+    cids = sentinel_cids(tag)
+    for sym, cid in cids.items():
+        await rec.client.enter(cid, sym, Side.BUY, 1, MIDS[sym] - SENTINEL_OFFSET)
+    want = set(cids.values())
+    await wait_until(lambda: set(ouch_acks(rec, want)) == want, NETWORK_S,
+                     f"{rec.client.username}'s sentinels {want}")
+    acks = ouch_acks(rec, want)
+    return {sym: acks[cid] for sym, cid in cids.items()}
+
+
+@pytest.mark.slow
+def test_32_sessions_trade_and_every_report_agrees_with_the_journal(tmp_path):
+    acc_path, accts = accounts_file(tmp_path, N_FIX + N_OUCH)
+    data = tmp_path / "served"
+    srv = ServeProcess(data, acc_path, tmp_path / "serve.log")
+    fix_names = [f"acct{i}" for i in range(N_FIX)]
+    ouch_names = [f"acct{i}" for i in range(N_FIX, N_FIX + N_OUCH)]
+    timings = {}
+
+    async def main():
+        t0 = time.monotonic()
+        ports = await srv.start()
+        timings["start"] = time.monotonic() - t0
+        try:
+            feed = await FeedClient.connect("127.0.0.1", ports["feed"], "feed", PASSWORD,
+                                            timeout=NETWORK_S, idle_s=60)
+            await feed.wait_synced(NETWORK_S)
+            drops = {f: await fix_login(ports["fix"], f"drop{f[-1]}", dropcopy=True)
+                     for f in ("F0", "F1")}
+            fixc = await asyncio.gather(*(fix_login(ports["fix"], n) for n in fix_names))
+            ouchc = await asyncio.gather(*(OuchRecorder.connect(ports["binary"], n)
+                                           for n in ouch_names))
+            flows = {n: Flow(1000 + i, f"{'f' if n in fix_names else 'b'}{i}-")
+                     for i, n in enumerate(fix_names + ouch_names)}
+            orders = {n: {} for n in fix_names}
+            t1 = time.monotonic()
+            until = t1 + TRADE_S
+            await asyncio.wait_for(asyncio.gather(
+                *(fix_trader(c, flows[c.name], until, orders[c.name]) for c in fixc),
+                *(ouch_trader(r, flows[r.client.username], until) for r in ouchc)),
+                TRADE_S + NETWORK_S)
+            timings["trading"] = time.monotonic() - t1
+            # quiescence (module docstring)
+            for tag in ("zA", "zB"):
+                got = await asyncio.gather(*(fix_sentinels(c, tag) for c in fixc),
+                                           *(ouch_sentinels(r, tag) for r in ouchc))
+            last = dict(zip(fix_names + ouch_names, got))
+            for firm, d in drops.items():
+                want = {(n, cid) for n in last if accts.get(n).firm == firm
+                        for cid in sentinel_cids("zB").values()}
+                await wait_until(lambda: want <= {(m.get(1), m.get(11)) for m in d.received
+                                                  if m.type == "8"}, NETWORK_S,
+                                 f"the drop copy of {firm}")
+            for sym in MIDS:
+                refs = {ids[sym] for ids in last.values()}
+                await feed.wait_for(lambda: refs <= {r[0] for r in feed.book(sym)}, NETWORK_S)
+            timings["quiesce"] = time.monotonic() - t1 - timings["trading"]
+            feed_books = {sym: (feed.book(sym), feed.depth(sym)) for sym in MIDS}
+            await asyncio.gather(*(c.logout(timeout=5) for c in fixc),
+                                 *(d.logout(timeout=5) for d in drops.values()),
+                                 *(r.close() for r in ouchc))
+            await feed.close()
+        finally:
+            rc = await srv.stop()
+        assert rc == 0, srv.log()
+        return fixc, ouchc, drops, feed_books
+
+    fixc, ouchc, drops, feed_books = run(main(), 120)
+    t2 = time.monotonic()
+    streams = stored_streams(data)
+    jr = journal(data)
+    symbols = symbol_infos(data)
+    assert {s: int(i.tick_size * 100) for s, i in symbols.items()} == {"JPM": 1, "BTCUSD": 50}
+    check_streams_against_journal(streams, jr, accts)
+    fills = {int(f["trade_id"]): f for f in jr["fills"]}
+
+    # every FIX client: its stream, in order, exactly; no session-level trouble
+    for c in fixc:
+        got = [fix_business(m.raw) for m in fix_reports(c)]
+        want = [expected_fix(r, symbols) for r in streams.get(f"fix:{c.name}", [])]
+        assert got == want, f"{c.name}: what it received is not its stored stream"
+        assert not [m for m in c.received if m.type in ("3", "j")], c.name
+        for m in fix_reports(c):
+            if m.type == "8" and m.get(150) == "F":
+                f = fills[int(m[880])]
+                assert int(m[37]) in (int(f["buy_order_id"]), int(f["sell_order_id"]))
+                tick = symbols[m[55]].tick_size
+                assert (int(m[32]), m[31]) == (int(f["qty"]),
+                                               format((tick * int(f["price"])).normalize(), "f"))
+    # every binary client: its stream, in order, exactly; Executed is a fill row
+    for r in ouchc:
+        name = r.client.username
+        assert [g.seq for g in r.sequenced] == list(range(1, len(r.sequenced) + 1)), name
+        assert [g.msg for g in r.sequenced] == \
+            [expected_ouch(x) for x in streams.get(f"ouch:{name}", [])], name
+        assert not [g for _, g in r.log if g.seq is None], f"{name}: unsequenced rejects"
+        for g in r.sequenced:
+            if g.kind == "Executed":
+                f = fills[g.msg.match_number]
+                assert (g.msg.qty, g.msg.price) == (int(f["qty"]), int(f["price"]))
+                assert g.msg.order_id in (int(f["buy_order_id"]), int(f["sell_order_id"]))
+    # each drop copy: exactly its firm's stream (and so exactly its firm's executions)
+    for firm, d in drops.items():
+        got = [fix_business(m.raw) for m in fix_reports(d)]
+        want = [expected_fix(r, symbols, dropcopy=True)
+                for r in streams.get(f"dropcopy:{firm}", [])]
+        assert got == want, f"drop copy {firm}"
+        assert {m[1] for m in fix_reports(d)} == {a.name for a in accts if a.firm == firm
+                                                  and a.name.startswith("acct")}
+    # the feed's book is the final engine book
+    from replay import book_at
+
+    last_seq = int(jr["orders"]["seq"].max())
+    for sym, (rows, (bids, asks)) in feed_books.items():
+        view = book_at(str(data), sym, seq=last_seq, depth=None, l3=True)
+        want = [(int(o["order_id"]), int(o["side"]), int(o["price"]), int(o["qty"]))
+                for o in view.orders]
+        assert rows == want, f"the feed's {sym} book is not the engine's"
+        assert bids == [(int(b["price"]), int(b["qty"]), int(b["count"])) for b in view.bids]
+        assert asks == [(int(a["price"]), int(a["qty"]), int(a["count"])) for a in view.asks]
+    timings["checks"] = time.monotonic() - t2
+
+    # the mix really happened
+    execs = {r.exec for rs in streams.values() for r in rs}
+    assert {"new", "trade", "canceled", "replaced", "triggered", "rejected",
+            "cancel_rejected"} <= execs, execs
+    assert len(fills) > 300, len(fills)
+    assert all(streams.get(f"fix:{n}") for n in fix_names)
+    assert all(streams.get(f"ouch:{n}") for n in ouch_names)
+
+    from replay.cli import main as cli
+
+    t3 = time.monotonic()
+    assert cli(["verify", str(data)]) == 0
+    assert cli(["rerun", str(data)]) == 0
+    timings["verify+rerun"] = time.monotonic() - t3
+    n = sum(len(v) for k, v in streams.items() if not k.startswith("dropcopy"))
+    print(f"\n32 sessions: {len(jr['orders'])} messages, {len(fills)} fills, {n} reports; "
+          + ", ".join(f"{k} {v:.1f} s" for k, v in timings.items()))
+
+
+# -- slow and half-open clients ------------------------------------------------------------------
+
+async def round_trips(client, n: int, tag: str) -> list[float]:
+    """Return the seconds each of ``n`` NewOrderSingle -> ExecutionReport round trips took."""
+    out = []
+    for i in range(n):
+        cid = f"{tag}{i}"
+        t = time.perf_counter()
+        client.new_order(cid, "JPM", "1", 1, _px("JPM", MIDS["JPM"] - SENTINEL_OFFSET), tif="1")
+        await client.expect("8", timeout=NETWORK_S, where=lambda m: m.get(11) == cid)
+        out.append(time.perf_counter() - t)
+        await asyncio.sleep(0.005)
+    return out
+
+
+def small_rcvbuf_socket(port: int) -> socket.socket:
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.settimeout(5)
+    s.connect(("127.0.0.1", port))
+    return s
+
+
+@pytest.mark.slow
+def test_slow_and_half_open_clients_do_not_stall_others(tmp_path):
+    from exchange.gateway import ouch
+    from fix_helpers import logon_body, raw_msg
+
+    acc_path, accts = accounts_file(tmp_path, 4)
+    data = tmp_path / "served"
+    srv = ServeProcess(data, acc_path, tmp_path / "serve.log")
+
+    async def main():
+        ports = await srv.start()
+        bad = []
+        try:
+            healthy = await fix_login(ports["fix"], "acct0")
+            before = await round_trips(healthy, 30, "h")
+            # a FIX trader that floods orders and never reads its reports (nor the drop copy)
+            s = small_rcvbuf_socket(ports["fix"])
+            bad.append(s)
+            s.sendall(raw_msg("A", 1, logon_body(), sender="acct1"))
+            s.sendall(b"".join(raw_msg("D", 2 + i, [
+                (11, f"n{i}"), (55, "JPM"), (54, "2" if i % 2 else "1"), (60, utc_timestamp(time.time_ns())),
+                (38, 5), (40, "2"), (59, "1"), (44, _px("JPM", MIDS["JPM"] + (i % 3) - 1))],
+                sender="acct1") for i in range(1500)))
+            d = small_rcvbuf_socket(ports["fix"])
+            bad.append(d)
+            d.sendall(raw_msg("A", 1, logon_body() + [(57, "DROPCOPY")], sender="drop1"))
+            # a binary client that sends half a frame, and one that logs in and never reads
+            h = small_rcvbuf_socket(ports["binary"])
+            bad.append(h)
+            h.sendall(struct.pack(">H", 76) + b"U" + b"O" + b"x" * 20)
+            b = small_rcvbuf_socket(ports["binary"])
+            bad.append(b)
+            b.sendall(frame(PacketType.LOGIN_REQUEST, ouch.encode_login("acct3", PASSWORD, "", 1)))
+            b.sendall(b"".join(frame(PacketType.UNSEQUENCED, ouch.ENTER.pack(
+                token=f"q{i}", side=Side(i % 2), qty=3, symbol="JPM",
+                price=MIDS["JPM"] + (i % 3) - 1, order_type=OrderType.LIMIT, tif=Tif.GTC, display_qty=0,
+                min_qty=0, stop_price=0, expire_ts=0, post_only=False)) for i in range(1500)))
+            half = await asyncio.open_connection("127.0.0.1", ports["fix"])
+            bad.append(half[1])
+            half[1].write(b"8=FIX.4.4\x019=200\x0135=D\x01")   # half a FIX message, then silence
+            during = await round_trips(healthy, 60, "m")
+            alive = srv.alive()
+            await healthy.logout(timeout=5)
+        finally:
+            for x in bad:
+                x.close()
+            rc = await srv.stop()
+        return before, during, alive, rc
+
+    before, during, alive, rc = run(main(), 90)
+    assert alive and rc == 0, srv.log()
+    p50b, p50d = statistics.median(before), statistics.median(during)
+    print(f"\nhealthy round trip p50 {p50b * 1e3:.1f} ms alone, {p50d * 1e3:.1f} ms "
+          f"beside the slow clients (max {max(during) * 1e3:.1f} ms)")
+    # bounded: no round trip waits on the misbehaving sockets (a stall would be >= their
+    # timeouts, 10-15 s); loose bounds for a loaded machine
+    assert max(during) < 2.0, during
+    assert p50d < max(0.25, 10 * p50b), (p50b, p50d)
+    streams = stored_streams(data)
+    assert len(streams.get("fix:acct1", [])) >= 1500      # the flood was served, not dropped
+    assert len(streams.get("ouch:acct3", [])) >= 1500
