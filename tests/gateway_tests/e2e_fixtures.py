@@ -38,7 +38,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 from gw_fixtures import PASSWORD, make_accounts, write_accounts  # noqa: E402
 
 from exchange.gateway import ouch  # noqa: E402
-from exchange.gateway.client.fix import FixClient  # noqa: E402
+from exchange.gateway.client.fix import FixClient, FixClientError  # noqa: E402
 from exchange.gateway.client.ouch import OuchClient, SessionClosed  # noqa: E402
 from exchange.gateway.core import SymbolInfo  # noqa: E402
 from exchange.gateway.fix.codec import body_of  # noqa: E402
@@ -47,9 +47,11 @@ from exchange.gateway.reports import Report  # noqa: E402
 from exchange.schema import Event, Kind, OrderType, Side, Tif  # noqa: E402
 
 __all__ = ["PASSWORD", "ROOT", "ServeProcess", "RecordingFixClient", "OuchRecorder", "Flow",
-           "MIDS", "accounts_file", "stored_streams", "journal", "symbol_infos",
-           "check_streams_against_journal", "fix_business", "expected_fix", "expected_ouch",
-           "fix_reports", "run", "wait_until", "SENTINEL_OFFSET"]
+           "MIDS", "NETWORK_S", "SENTINEL_OFFSET", "accounts_file", "fix_login", "fix_trader",
+           "ouch_trader", "quiesce", "stored_streams", "journal", "symbol_infos",
+           "check_streams_against_journal", "check_fix_client", "check_ouch_client",
+           "fix_business", "expected_fix", "expected_ouch", "fix_reports", "run", "wait_until",
+           "warm_up", "px", "core_oracle"]
 
 # the default scenario's symbols and mids (ticks): JPM 0.01, BTCUSD 0.5
 MIDS = {"JPM": 15_000, "BTCUSD": 120_000}
@@ -337,7 +339,8 @@ class Flow:
         self.live.pop(cid, None)
 
 
-def _px(symbol: str, ticks: int) -> str:
+def px(symbol: str, ticks: int) -> str:
+    """Return the FIX decimal price of ``ticks`` ticks of ``symbol``."""
     return format(TICKS[symbol] * ticks, "f")
 
 
@@ -355,9 +358,9 @@ def fix_send(client: FixClient, action, orders: dict) -> str:
         orders[cid] = (o["symbol"], o["side"])
         side = "1" if o["side"] == Side.BUY else "2"
         ot = o["order_type"]
-        price = _px(o["symbol"], o["price"]) if ot in (OrderType.LIMIT, OrderType.STOP_LIMIT) \
+        price = px(o["symbol"], o["price"]) if ot in (OrderType.LIMIT, OrderType.STOP_LIMIT) \
             else None
-        stop = _px(o["symbol"], o["stop_price"]) if o["stop_price"] else None
+        stop = px(o["symbol"], o["stop_price"]) if o["stop_price"] else None
         client.new_order(cid, o["symbol"], side, o["qty"], price, ord_type=_FIX_ORD[ot],
                          tif=_FIX_TIF[o["tif"]], stop_px=stop, post_only=o["post_only"],
                          max_floor=o["display_qty"] or None, min_qty=o["min_qty"] or None)
@@ -369,7 +372,7 @@ def fix_send(client: FixClient, action, orders: dict) -> str:
         client.cancel(cid, orig, symbol, fside)
     else:
         orders[cid] = (symbol, side)
-        client.replace(cid, orig, symbol, fside, action[3], _px(symbol, action[4]), tif="1")
+        client.replace(cid, orig, symbol, fside, action[3], px(symbol, action[4]), tif="1")
     return cid
 
 
@@ -391,12 +394,133 @@ async def ouch_send(client: OuchClient, action) -> str:
     return cid
 
 
-TERMINAL_FIX = {"2", "4", "C", "8"}
+TERMINAL_FIX = {"2", "4", "C", "8"}   # OrdStatus of an order that is no longer open
 
 
 def fix_reports(client: FixClient) -> list:
     """Return the ExecutionReports and OrderCancelRejects handed out to ``client``, in order."""
     return [m for m in client.received if m.type in ("8", "9")]
+
+
+# -- trading and quiescence ----------------------------------------------------------------------
+
+PACE_S = (0.005, 0.045)   # pause between one client's messages (about 40 a second each)
+
+
+def absorb_fix(client, flow, start: int) -> int:
+    """Forget the flow's orders the reports handed out since ``start`` closed; return the new
+    index into ``client.received``."""
+    rec = client.received
+    for m in rec[start:]:
+        if m.type == "8" and m.get(39) in TERMINAL_FIX:
+            flow.done(m.get(11))
+            flow.done(m.get(41))
+    return len(rec)
+
+
+def absorb_ouch(rec: "OuchRecorder", flow, start: int) -> int:
+    """``absorb_fix`` of a binary client (index into ``rec.log``)."""
+    log = rec.log
+    for _, got in log[start:]:
+        m = got.msg
+        if got.kind in ("Canceled", "Rejected") or (got.kind == "Executed" and m.leaves_qty == 0):
+            flow.done(m.token)
+            flow.done(getattr(m, "orig_token", ""))
+    return len(log)
+
+
+async def fix_trader(client, flow, until: float, orders: dict, pace=PACE_S,
+                     stop: asyncio.Event | None = None) -> int:
+    """Send the flow over FIX until ``until`` (monotonic) or ``stop``; return the messages sent.
+    A dropped connection ends it quietly (the crash tests drop it on purpose)."""
+    seen = sent = 0
+    try:
+        while time.monotonic() < until and not (stop and stop.is_set()):
+            seen = absorb_fix(client, flow, seen)
+            fix_send(client, flow.next(), orders)
+            sent += 1
+            await asyncio.sleep(flow.rng.uniform(*pace))
+    except FixClientError:
+        pass
+    return sent
+
+
+async def ouch_trader(rec, flow, until: float, pace=PACE_S,
+                      stop: asyncio.Event | None = None) -> int:
+    """``fix_trader`` over the binary port."""
+    seen = sent = 0
+    try:
+        while time.monotonic() < until and not (stop and stop.is_set()):
+            seen = absorb_ouch(rec, flow, seen)
+            await ouch_send(rec.client, flow.next())
+            sent += 1
+            await asyncio.sleep(flow.rng.uniform(*pace))
+    except SessionClosed:
+        pass
+    return sent
+
+
+def sentinel_cids(tag: str) -> dict:
+    """Return {symbol: client id} of one quiescence round."""
+    return {sym: f"{tag}{sym[:3]}" for sym in MIDS}
+
+
+def fix_acks(client, cids) -> dict:
+    """Return {ClOrdID: OrderID} of the acknowledgements (150=0) of ``cids`` handed out."""
+    return {m.get(11): int(m[37]) for m in client.received
+            if m.type == "8" and m.get(150) == "0" and m.get(11) in cids}
+
+
+def ouch_acks(rec, cids) -> dict:
+    """Return {token: order id} of the Accepted messages of ``cids``."""
+    return {g.msg.token: g.msg.order_id for _, g in rec.log
+            if g.kind == "Accepted" and g.msg.token in cids}
+
+
+async def fix_sentinels(client, tag: str) -> dict:
+    """Enter one resting buy per symbol far below the mid; return {symbol: order id} once both
+    are acknowledged (so every earlier request of the session was answered)."""
+    cids = sentinel_cids(tag)
+    for sym, cid in cids.items():
+        client.new_order(cid, sym, "1", 1, px(sym, MIDS[sym] - SENTINEL_OFFSET), tif="1")
+    want = set(cids.values())
+    await wait_until(lambda: set(fix_acks(client, want)) == want, NETWORK_S,
+                     f"{client.name}'s sentinels {want}")
+    acks = fix_acks(client, want)
+    return {sym: acks[cid] for sym, cid in cids.items()}
+
+
+async def ouch_sentinels(rec, tag: str) -> dict:
+    """``fix_sentinels`` over the binary port."""
+    cids = sentinel_cids(tag)
+    for sym, cid in cids.items():
+        await rec.client.enter(cid, sym, Side.BUY, 1, MIDS[sym] - SENTINEL_OFFSET)
+    want = set(cids.values())
+    await wait_until(lambda: set(ouch_acks(rec, want)) == want, NETWORK_S,
+                     f"{rec.client.username}'s sentinels {want}")
+    acks = ouch_acks(rec, want)
+    return {sym: acks[cid] for sym, cid in cids.items()}
+
+
+async def quiesce(fixc, ouchc, drops: dict, accounts, feed=None) -> None:
+    """Wait until every report made so far reached every client (module docstring of
+    test_e2e_sessions): two rounds of sentinels, then the drop copies and the feed see the
+    second round."""
+    for tag in ("zA", "zB"):
+        got = await asyncio.gather(*(fix_sentinels(c, tag) for c in fixc),
+                                   *(ouch_sentinels(r, tag) for r in ouchc))
+    names = [c.name for c in fixc] + [r.client.username for r in ouchc]
+    last = dict(zip(names, got))
+    for firm, d in drops.items():
+        want = {(n, cid) for n in last if accounts.get(n).firm == firm
+                for cid in sentinel_cids("zB").values()}
+        await wait_until(lambda: want <= {(m.get(1), m.get(11)) for m in d.received
+                                          if m.type == "8"}, NETWORK_S,
+                         f"the drop copy of {firm}")
+    if feed is not None:
+        for sym in MIDS:
+            refs = {ids[sym] for ids in last.values()}
+            await feed.wait_for(lambda: refs <= {r[0] for r in feed.book(sym)}, NETWORK_S)
 
 
 # -- the oracle ----------------------------------------------------------------------------------
@@ -501,9 +625,6 @@ def check_streams_against_journal(streams: dict, jr: dict, accounts) -> dict:
     return owner
 
 
-_FIX_HEADER_ONLY = ()
-
-
 def fix_business(raw: bytes) -> tuple:
     """Return (MsgType, body pairs as bytes) of a FIX message: its content without the standard
     header (BodyLength, MsgSeqNum, SendingTime, PossDupFlag, OrigSendingTime ...) and trailer."""
@@ -520,3 +641,91 @@ def expected_fix(report: Report, symbols: dict, *, dropcopy: bool = False) -> tu
 def expected_ouch(report: Report):
     """Return the decoded binary message of ``report``."""
     return ouch.decode_server(ouch.encode_report(report))
+
+
+def check_fix_client(client, stream: str, streams: dict, symbols: dict, fills: dict) -> None:
+    """Assert that the reports handed out to ``client`` are ``stream`` as stored, in order,
+    exactly, that a trade's LastQty / LastPx / OrderID are its fill row's, and that no
+    session-level Reject or BusinessMessageReject came."""
+    dropcopy = stream.startswith("dropcopy:")
+    got = [fix_business(m.raw) for m in fix_reports(client)]
+    want = [expected_fix(r, symbols, dropcopy=dropcopy) for r in streams.get(stream, [])]
+    if got != want:
+        first = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
+        raise AssertionError(f"{stream}: {len(got)} reports received, {len(want)} stored; the "
+                             f"first difference is at #{first + 1}: "
+                             f"{got[first] if first < len(got) else None} != "
+                             f"{want[first] if first < len(want) else None}")
+    assert not [m for m in client.received if m.type in ("3", "j")], f"{stream}: rejects"
+    for m in fix_reports(client):
+        if m.type == "8" and m.get(150) == "F":
+            f = fills[int(m[880])]
+            assert int(m[37]) in (int(f["buy_order_id"]), int(f["sell_order_id"])), m.raw
+            tick = symbols[m[55]].tick_size
+            assert (int(m[32]), m[31]) == (
+                int(f["qty"]), format((tick * int(f["price"])).normalize(), "f")), m.raw
+
+
+def check_ouch_client(rec, streams: dict, fills: dict) -> None:
+    """Assert that the sequenced messages ``rec`` received are its stored stream, numbered
+    1..N, exactly, that every Executed is its fill row, and that no unsequenced reject came."""
+    name = rec.client.username
+    seqd = rec.sequenced
+    assert [g.seq for g in seqd] == list(range(1, len(seqd) + 1)), f"{name}: numbering"
+    want = [expected_ouch(x) for x in streams.get(f"ouch:{name}", [])]
+    assert [g.msg for g in seqd] == want, f"{name}: {len(seqd)} received, {len(want)} stored"
+    assert not [g for _, g in rec.log if g.seq is None], f"{name}: unsequenced rejects"
+    for g in seqd:
+        if g.kind == "Executed":
+            f = fills[g.msg.match_number]
+            assert (g.msg.qty, g.msg.price) == (int(f["qty"]), int(f["price"])), g
+            assert g.msg.order_id in (int(f["buy_order_id"]), int(f["sell_order_id"])), g
+
+
+_warm = []
+
+
+def warm_up(tmp_path) -> None:
+    """Compile the engine in this process once (numba writes its cache), so a child server's
+    first batch does not spend a minute compiling while the test's socket waits run."""
+    if _warm:
+        return
+    from gw_fixtures import running_gateway
+    from exchange.gateway.core import Request
+
+    async def main():
+        accts = make_accounts(2)
+        a0, a1 = accts.get("acct0"), accts.get("acct1")
+        async with running_gateway(tmp_path / "warm", accts) as gw:
+            heard = []
+            gw.subscribe("fix:acct1", heard.extend)
+            gw.submit(Request("new", a0, "fix:acct0", "w1", "JPM", side=Side.BUY, price=15000,
+                              qty=5, display_qty=1))
+            gw.submit(Request("new", a0, "fix:acct0", "w2", "JPM", side=Side.BUY,
+                              order_type=OrderType.STOP, stop_price=15002, qty=1))
+            gw.submit(Request("new", a1, "fix:acct1", "w3", "JPM", side=Side.SELL, price=15000,
+                              qty=2))
+            gw.submit(Request("replace", a0, "fix:acct0", "w4", "JPM", orig_client_order_id="w1",
+                              price=14999, qty=4))
+            gw.submit(Request("cancel", a0, "fix:acct0", "w5", "JPM", orig_client_order_id="w4"))
+            await wait_until(lambda: heard, 600, "the warm-up's reports")
+    asyncio.run(main())
+    _warm.append(True)
+
+
+def core_oracle(data_dir, accounts) -> None:
+    """Reopen the served directory in-process and run the core tests' oracle
+    (``core_child.check_journal``: every stored stream is what ``derive`` makes of the journal,
+    the order states agree with the fills and the engine's live orders). Run it after verify
+    and rerun: reopening seals and checkpoints again."""
+    from core_child import check_journal, in_core
+    from exchange.gateway.core import Gateway
+
+    async def main():
+        gw = await Gateway.open(str(data_dir), accounts, durability="none")
+        try:
+            async with gw.engine_lock:
+                await in_core(gw, check_journal, gw)
+        finally:
+            await gw.close()
+    asyncio.run(asyncio.wait_for(main(), 120))

@@ -28,10 +28,10 @@ import time
 import pytest
 
 from e2e_fixtures import (MIDS, NETWORK_S, PASSWORD, SENTINEL_OFFSET, Flow, OuchRecorder,
-                          ServeProcess, TERMINAL_FIX, _px, accounts_file,
-                          check_streams_against_journal, expected_fix, expected_ouch, fix_login,
-                          fix_reports, fix_business, fix_send, journal, ouch_send, run,
-                          stored_streams, symbol_infos, wait_until)
+                          ServeProcess, accounts_file, check_fix_client, check_ouch_client,
+                          check_streams_against_journal, core_oracle, fix_login, fix_reports, fix_trader,
+                          journal, ouch_trader, px, quiesce, run, stored_streams, symbol_infos,
+                          warm_up)
 
 from exchange.gateway.client.itch import FeedClient
 from exchange.gateway.framing import PacketType, frame
@@ -40,85 +40,11 @@ from exchange.schema import OrderType, Side, Tif
 
 N_FIX = N_OUCH = 16
 TRADE_S = 3.0
-PACE_S = (0.005, 0.045)   # pause between one client's messages (about 40 a second each)
-
-
-def absorb_fix(client, flow, start: int) -> int:
-    """Forget the flow's orders the new reports since ``start`` closed; return the new index."""
-    rec = client.received
-    for m in rec[start:]:
-        if m.type == "8" and m.get(39) in TERMINAL_FIX:
-            flow.done(m.get(11))
-            flow.done(m.get(41))
-    return len(rec)
-
-
-def absorb_ouch(rec: OuchRecorder, flow, start: int) -> int:
-    log = rec.log
-    for _, got in log[start:]:
-        m = got.msg
-        if got.kind in ("Canceled", "Rejected") or (got.kind == "Executed" and m.leaves_qty == 0):
-            flow.done(m.token)
-            flow.done(getattr(m, "orig_token", ""))
-    return len(log)
-
-
-async def fix_trader(client, flow, until: float, orders: dict) -> None:
-    seen = 0
-    while time.monotonic() < until:
-        seen = absorb_fix(client, flow, seen)
-        fix_send(client, flow.next(), orders)
-        await asyncio.sleep(flow.rng.uniform(*PACE_S))
-
-
-async def ouch_trader(rec, flow, until: float) -> None:
-    seen = 0
-    while time.monotonic() < until:
-        seen = absorb_ouch(rec, flow, seen)
-        await ouch_send(rec.client, flow.next())
-        await asyncio.sleep(flow.rng.uniform(*PACE_S))
-
-
-def sentinel_cids(tag: str) -> dict:
-    return {sym: f"{tag}{sym[:3]}" for sym in MIDS}
-
-
-def fix_acks(client, cids) -> dict:
-    return {m.get(11): int(m[37]) for m in client.received
-            if m.type == "8" and m.get(150) == "0" and m.get(11) in cids}
-
-
-def ouch_acks(rec, cids) -> dict:
-    return {g.msg.token: g.msg.order_id for _, g in rec.log
-            if g.kind == "Accepted" and g.msg.token in cids}
-
-
-async def fix_sentinels(client, tag: str) -> dict:
-    """Enter one resting buy per symbol far below the mid; return {symbol: order id} once both
-    are acknowledged."""
-    cids = sentinel_cids(tag)
-    for sym, cid in cids.items():
-        client.new_order(cid, sym, "1", 1, _px(sym, MIDS[sym] - SENTINEL_OFFSET), tif="1")
-    want = set(cids.values())
-    await wait_until(lambda: set(fix_acks(client, want)) == want, NETWORK_S,
-                     f"{client.name}'s sentinels {want}")
-    acks = fix_acks(client, want)
-    return {sym: acks[cid] for sym, cid in cids.items()}
-
-
-async def ouch_sentinels(rec, tag: str) -> dict:
-    cids = sentinel_cids(tag)
-    for sym, cid in cids.items():
-        await rec.client.enter(cid, sym, Side.BUY, 1, MIDS[sym] - SENTINEL_OFFSET)
-    want = set(cids.values())
-    await wait_until(lambda: set(ouch_acks(rec, want)) == want, NETWORK_S,
-                     f"{rec.client.username}'s sentinels {want}")
-    acks = ouch_acks(rec, want)
-    return {sym: acks[cid] for sym, cid in cids.items()}
 
 
 @pytest.mark.slow
 def test_32_sessions_trade_and_every_report_agrees_with_the_journal(tmp_path):
+    warm_up(tmp_path)
     acc_path, accts = accounts_file(tmp_path, N_FIX + N_OUCH)
     data = tmp_path / "served"
     srv = ServeProcess(data, acc_path, tmp_path / "serve.log")
@@ -149,20 +75,7 @@ def test_32_sessions_trade_and_every_report_agrees_with_the_journal(tmp_path):
                 *(ouch_trader(r, flows[r.client.username], until) for r in ouchc)),
                 TRADE_S + NETWORK_S)
             timings["trading"] = time.monotonic() - t1
-            # quiescence (module docstring)
-            for tag in ("zA", "zB"):
-                got = await asyncio.gather(*(fix_sentinels(c, tag) for c in fixc),
-                                           *(ouch_sentinels(r, tag) for r in ouchc))
-            last = dict(zip(fix_names + ouch_names, got))
-            for firm, d in drops.items():
-                want = {(n, cid) for n in last if accts.get(n).firm == firm
-                        for cid in sentinel_cids("zB").values()}
-                await wait_until(lambda: want <= {(m.get(1), m.get(11)) for m in d.received
-                                                  if m.type == "8"}, NETWORK_S,
-                                 f"the drop copy of {firm}")
-            for sym in MIDS:
-                refs = {ids[sym] for ids in last.values()}
-                await feed.wait_for(lambda: refs <= {r[0] for r in feed.book(sym)}, NETWORK_S)
+            await quiesce(fixc, ouchc, drops, accts, feed)
             timings["quiesce"] = time.monotonic() - t1 - timings["trading"]
             feed_books = {sym: (feed.book(sym), feed.depth(sym)) for sym in MIDS}
             await asyncio.gather(*(c.logout(timeout=5) for c in fixc),
@@ -183,37 +96,13 @@ def test_32_sessions_trade_and_every_report_agrees_with_the_journal(tmp_path):
     check_streams_against_journal(streams, jr, accts)
     fills = {int(f["trade_id"]): f for f in jr["fills"]}
 
-    # every FIX client: its stream, in order, exactly; no session-level trouble
     for c in fixc:
-        got = [fix_business(m.raw) for m in fix_reports(c)]
-        want = [expected_fix(r, symbols) for r in streams.get(f"fix:{c.name}", [])]
-        assert got == want, f"{c.name}: what it received is not its stored stream"
-        assert not [m for m in c.received if m.type in ("3", "j")], c.name
-        for m in fix_reports(c):
-            if m.type == "8" and m.get(150) == "F":
-                f = fills[int(m[880])]
-                assert int(m[37]) in (int(f["buy_order_id"]), int(f["sell_order_id"]))
-                tick = symbols[m[55]].tick_size
-                assert (int(m[32]), m[31]) == (int(f["qty"]),
-                                               format((tick * int(f["price"])).normalize(), "f"))
-    # every binary client: its stream, in order, exactly; Executed is a fill row
+        check_fix_client(c, f"fix:{c.name}", streams, symbols, fills)
     for r in ouchc:
-        name = r.client.username
-        assert [g.seq for g in r.sequenced] == list(range(1, len(r.sequenced) + 1)), name
-        assert [g.msg for g in r.sequenced] == \
-            [expected_ouch(x) for x in streams.get(f"ouch:{name}", [])], name
-        assert not [g for _, g in r.log if g.seq is None], f"{name}: unsequenced rejects"
-        for g in r.sequenced:
-            if g.kind == "Executed":
-                f = fills[g.msg.match_number]
-                assert (g.msg.qty, g.msg.price) == (int(f["qty"]), int(f["price"]))
-                assert g.msg.order_id in (int(f["buy_order_id"]), int(f["sell_order_id"]))
+        check_ouch_client(r, streams, fills)
     # each drop copy: exactly its firm's stream (and so exactly its firm's executions)
     for firm, d in drops.items():
-        got = [fix_business(m.raw) for m in fix_reports(d)]
-        want = [expected_fix(r, symbols, dropcopy=True)
-                for r in streams.get(f"dropcopy:{firm}", [])]
-        assert got == want, f"drop copy {firm}"
+        check_fix_client(d, f"dropcopy:{firm}", streams, symbols, fills)
         assert {m[1] for m in fix_reports(d)} == {a.name for a in accts if a.firm == firm
                                                   and a.name.startswith("acct")}
     # the feed's book is the final engine book
@@ -243,6 +132,7 @@ def test_32_sessions_trade_and_every_report_agrees_with_the_journal(tmp_path):
     assert cli(["verify", str(data)]) == 0
     assert cli(["rerun", str(data)]) == 0
     timings["verify+rerun"] = time.monotonic() - t3
+    core_oracle(data, accts)
     n = sum(len(v) for k, v in streams.items() if not k.startswith("dropcopy"))
     print(f"\n32 sessions: {len(jr['orders'])} messages, {len(fills)} fills, {n} reports; "
           + ", ".join(f"{k} {v:.1f} s" for k, v in timings.items()))
@@ -256,7 +146,7 @@ async def round_trips(client, n: int, tag: str) -> list[float]:
     for i in range(n):
         cid = f"{tag}{i}"
         t = time.perf_counter()
-        client.new_order(cid, "JPM", "1", 1, _px("JPM", MIDS["JPM"] - SENTINEL_OFFSET), tif="1")
+        client.new_order(cid, "JPM", "1", 1, px("JPM", MIDS["JPM"] - SENTINEL_OFFSET), tif="1")
         await client.expect("8", timeout=NETWORK_S, where=lambda m: m.get(11) == cid)
         out.append(time.perf_counter() - t)
         await asyncio.sleep(0.005)
@@ -276,6 +166,7 @@ def test_slow_and_half_open_clients_do_not_stall_others(tmp_path):
     from exchange.gateway import ouch
     from fix_helpers import logon_body, raw_msg
 
+    warm_up(tmp_path)
     acc_path, accts = accounts_file(tmp_path, 4)
     data = tmp_path / "served"
     srv = ServeProcess(data, acc_path, tmp_path / "serve.log")
@@ -292,7 +183,7 @@ def test_slow_and_half_open_clients_do_not_stall_others(tmp_path):
             s.sendall(raw_msg("A", 1, logon_body(), sender="acct1"))
             s.sendall(b"".join(raw_msg("D", 2 + i, [
                 (11, f"n{i}"), (55, "JPM"), (54, "2" if i % 2 else "1"), (60, utc_timestamp(time.time_ns())),
-                (38, 5), (40, "2"), (59, "1"), (44, _px("JPM", MIDS["JPM"] + (i % 3) - 1))],
+                (38, 5), (40, "2"), (59, "1"), (44, px("JPM", MIDS["JPM"] + (i % 3) - 1))],
                 sender="acct1") for i in range(1500)))
             d = small_rcvbuf_socket(ports["fix"])
             bad.append(d)
