@@ -29,13 +29,13 @@ import pytest
 
 from e2e_fixtures import (MIDS, NETWORK_S, PASSWORD, SENTINEL_OFFSET, Flow, OuchRecorder,
                           ServeProcess, accounts_file, check_fix_client, check_ouch_client,
-                          check_streams_against_journal, core_oracle, fix_login, fix_reports, fix_trader,
+                          check_streams_against_journal, core_oracle, expected_fix, fix_login, fix_reports, fix_trader,
                           journal, ouch_trader, px, quiesce, run, stored_streams, symbol_infos,
-                          warm_up)
+                          wait_until, warm_up)
 
 from exchange.gateway.client.itch import FeedClient
 from exchange.gateway.framing import PacketType, frame
-from exchange.gateway.fix.codec import utc_timestamp
+from exchange.gateway.fix.codec import build, utc_timestamp
 from exchange.schema import OrderType, Side, Tif
 
 N_FIX = N_OUCH = 16
@@ -140,6 +140,9 @@ def test_32_sessions_trade_and_every_report_agrees_with_the_journal(tmp_path):
 
 # -- slow and half-open clients ------------------------------------------------------------------
 
+FLOOD_PAIRS = 7500   # crossing order pairs of firm F1: 30,000 reports on F1's drop copy
+
+
 async def round_trips(client, n: int, tag: str) -> list[float]:
     """Return the seconds each of ``n`` NewOrderSingle -> ExecutionReport round trips took."""
     out = []
@@ -154,6 +157,7 @@ async def round_trips(client, n: int, tag: str) -> list[float]:
 
 
 def small_rcvbuf_socket(port: int) -> socket.socket:
+    """Return a blocking socket connected to ``port`` with a 4 KiB receive buffer."""
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     s.settimeout(5)
@@ -161,13 +165,39 @@ def small_rcvbuf_socket(port: int) -> socket.socket:
     return s
 
 
+def kernel_send_buffer_max() -> int:
+    """Return net.ipv4.tcp_wmem's maximum (bytes a server socket may buffer), 4 MiB if unknown."""
+    try:
+        with open("/proc/sys/net/ipv4/tcp_wmem") as f:
+            return int(f.read().split()[2])
+    except (OSError, ValueError, IndexError):
+        return 4 << 20
+
+
+async def flood(a, b, pairs: int) -> None:
+    """acct1 rests and acct3 hits: ``pairs`` crossing pairs, then wait until acct3 has all of
+    its reports (so the flood was served)."""
+    for i in range(pairs):
+        a.new_order(f"a{i}", "JPM", "1", 5, px("JPM", MIDS["JPM"]), tif="1")
+        b.new_order(f"b{i}", "JPM", "2", 5, px("JPM", MIDS["JPM"]), tif="1")
+        if i % 100 == 99:
+            await asyncio.sleep(0.005)
+    await wait_until(lambda: sum(m.type == "8" for m in b.received) >= 2 * pairs, 60,
+                     "the flood's reports")
+
+
 @pytest.mark.slow
 def test_slow_and_half_open_clients_do_not_stall_others(tmp_path):
+    """A drop copy that never reads while its firm floods (more output than the kernel buffers
+    hold), a FIX trader that never reads, half a FIX message, half a binary login frame and a
+    binary trader that never reads: a healthy FIX client's round trips all complete during the
+    flood and are as fast as before once it is over, while the misbehaving sockets are still
+    open and full."""
     from exchange.gateway import ouch
     from fix_helpers import logon_body, raw_msg
 
     warm_up(tmp_path)
-    acc_path, accts = accounts_file(tmp_path, 4)
+    acc_path, accts = accounts_file(tmp_path, 6)
     data = tmp_path / "served"
     srv = ServeProcess(data, acc_path, tmp_path / "serve.log")
 
@@ -177,49 +207,60 @@ def test_slow_and_half_open_clients_do_not_stall_others(tmp_path):
         try:
             healthy = await fix_login(ports["fix"], "acct0")
             before = await round_trips(healthy, 30, "h")
-            # a FIX trader that floods orders and never reads its reports (nor the drop copy)
-            s = small_rcvbuf_socket(ports["fix"])
-            bad.append(s)
-            s.sendall(raw_msg("A", 1, logon_body(), sender="acct1"))
-            s.sendall(b"".join(raw_msg("D", 2 + i, [
-                (11, f"n{i}"), (55, "JPM"), (54, "2" if i % 2 else "1"), (60, utc_timestamp(time.time_ns())),
-                (38, 5), (40, "2"), (59, "1"), (44, px("JPM", MIDS["JPM"] + (i % 3) - 1))],
-                sender="acct1") for i in range(1500)))
-            d = small_rcvbuf_socket(ports["fix"])
+            d = small_rcvbuf_socket(ports["fix"])              # F1's drop copy, never read
             bad.append(d)
             d.sendall(raw_msg("A", 1, logon_body() + [(57, "DROPCOPY")], sender="drop1"))
-            # a binary client that sends half a frame, and one that logs in and never reads
-            h = small_rcvbuf_socket(ports["binary"])
+            s = small_rcvbuf_socket(ports["fix"])              # a trader that never reads
+            bad.append(s)
+            s.sendall(raw_msg("A", 1, logon_body(), sender="acct2"))
+            s.sendall(b"".join(raw_msg("D", 2 + i, [
+                (11, f"n{i}"), (55, "JPM"), (54, "1"), (60, utc_timestamp(time.time_ns())),
+                (38, 1), (40, "2"), (59, "1"), (44, px("JPM", MIDS["JPM"] - 100))],
+                sender="acct2") for i in range(1000)))
+            half = small_rcvbuf_socket(ports["fix"])           # half a FIX message, silence
+            bad.append(half)
+            half.sendall(b"8=FIX.4.4\x019=200\x0135=A\x0149=acct5\x01")
+            h = small_rcvbuf_socket(ports["binary"])           # half a Login Request frame
             bad.append(h)
-            h.sendall(struct.pack(">H", 76) + b"U" + b"O" + b"x" * 20)
-            b = small_rcvbuf_socket(ports["binary"])
+            h.sendall(struct.pack(">H", 127) + b"L" + b"acct5".ljust(32) + b"x" * 10)
+            b = small_rcvbuf_socket(ports["binary"])           # a binary trader, never read
             bad.append(b)
-            b.sendall(frame(PacketType.LOGIN_REQUEST, ouch.encode_login("acct3", PASSWORD, "", 1)))
+            b.sendall(frame(PacketType.LOGIN_REQUEST, ouch.encode_login("acct4", PASSWORD, "", 1)))
             b.sendall(b"".join(frame(PacketType.UNSEQUENCED, ouch.ENTER.pack(
-                token=f"q{i}", side=Side(i % 2), qty=3, symbol="JPM",
-                price=MIDS["JPM"] + (i % 3) - 1, order_type=OrderType.LIMIT, tif=Tif.GTC, display_qty=0,
-                min_qty=0, stop_price=0, expire_ts=0, post_only=False)) for i in range(1500)))
-            half = await asyncio.open_connection("127.0.0.1", ports["fix"])
-            bad.append(half[1])
-            half[1].write(b"8=FIX.4.4\x019=200\x0135=D\x01")   # half a FIX message, then silence
-            during = await round_trips(healthy, 60, "m")
+                token=f"q{i}", side=Side.BUY, qty=1, symbol="JPM", price=MIDS["JPM"] - 100,
+                order_type=OrderType.LIMIT, tif=Tif.GTC, display_qty=0, min_qty=0,
+                stop_price=0, expire_ts=0, post_only=False)) for i in range(1000)))
+            f1 = await fix_login(ports["fix"], "acct1")
+            f3 = await fix_login(ports["fix"], "acct3")
+            flooding = asyncio.create_task(flood(f1, f3, FLOOD_PAIRS))
+            during = await round_trips(healthy, 40, "m")
+            await asyncio.wait_for(flooding, 90)
+            after = await round_trips(healthy, 30, "a")
             alive = srv.alive()
-            await healthy.logout(timeout=5)
+            await asyncio.gather(*(c.logout(timeout=5) for c in (healthy, f1, f3)))
         finally:
             for x in bad:
                 x.close()
             rc = await srv.stop()
-        return before, during, alive, rc
+        return before, during, after, alive, rc
 
-    before, during, alive, rc = run(main(), 90)
+    before, during, after, alive, rc = run(main(), 150)
     assert alive and rc == 0, srv.log()
-    p50b, p50d = statistics.median(before), statistics.median(during)
-    print(f"\nhealthy round trip p50 {p50b * 1e3:.1f} ms alone, {p50d * 1e3:.1f} ms "
-          f"beside the slow clients (max {max(during) * 1e3:.1f} ms)")
-    # bounded: no round trip waits on the misbehaving sockets (a stall would be >= their
-    # timeouts, 10-15 s); loose bounds for a loaded machine
-    assert max(during) < 2.0, during
-    assert p50d < max(0.25, 10 * p50b), (p50b, p50d)
+    p50 = {k: statistics.median(v) for k, v in
+           (("before", before), ("during", during), ("after", after))}
+    print("\nhealthy round trip p50 " + ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in p50.items())
+          + f" (max during the flood {max(during) * 1e3:.0f} ms, after {max(after) * 1e3:.0f} ms)")
+    # the drop copy really was more output than the kernel could hold for it
     streams = stored_streams(data)
-    assert len(streams.get("fix:acct1", [])) >= 1500      # the flood was served, not dropped
-    assert len(streams.get("ouch:acct3", [])) >= 1500
+    symbols = symbol_infos(data)
+    wire = sum(len(build(*expected_fix(r, symbols, dropcopy=True)[:1], "EXSIM", "drop1", 1,
+                         utc_timestamp(r.ts), expected_fix(r, symbols, dropcopy=True)[1]))
+               for r in streams["dropcopy:F1"])   # MsgSeqNum 1: a lower bound
+    assert wire > kernel_send_buffer_max() + (2 << 20), wire
+    # during the flood the healthy orders queue behind F1's thousands in the core (one FIFO
+    # of requests: load, not a stall; each still came within expect's NETWORK_S). After it, with
+    # the drop copy's socket and the server's buffer for it still full and the half-open
+    # sockets still open, a stall on any of them would last their timeouts (10-15 s) or
+    # forever; the loose bounds allow for a loaded machine
+    assert max(after) < 1.0 and p50["after"] < max(0.25, 10 * p50["before"]), (before, after)
+    assert len(streams["fix:acct2"]) >= 1000 and len(streams["ouch:acct4"]) >= 1000
