@@ -139,7 +139,10 @@ def test_sigkill_mid_session_and_resync(tmp_path, kill_after_acks):
         assert rc == 0, srv.log()
         return fixc, ouchc, drop, before
 
-    fixc, ouchc, drop, before = run(main(), 120)
+    try:
+        fixc, ouchc, drop, before = run(main(), 120)
+    finally:
+        srv.kill()   # a no-op after a clean stop; never leave a child behind
     streams = stored_streams(data)
     jr = journal(data)
     symbols = symbol_infos(data)
@@ -263,8 +266,11 @@ def test_resend_request_beyond_a_gap_is_answered(tmp_path):
                         tif="1")
             want = {"lost1", "after1"}
             await wait_until(lambda: want <= {m.get(11) for m in c.received if m.type == "8"},
-                             8, "the lost order and the next one to be acknowledged")
+                             5, "the lost order and the next one to be acknowledged")
             await c.logout(timeout=5)
         finally:
             await srv.stop()
-    run(main(), 60)
+    try:
+        run(main(), 60)
+    finally:
+        srv.kill()

@@ -19,7 +19,6 @@ every stream, so every report made before is already on its socket's way in orde
 from __future__ import annotations
 
 import asyncio
-import os
 import socket
 import statistics
 import struct
@@ -87,7 +86,10 @@ def test_32_sessions_trade_and_every_report_agrees_with_the_journal(tmp_path):
         assert rc == 0, srv.log()
         return fixc, ouchc, drops, feed_books
 
-    fixc, ouchc, drops, feed_books = run(main(), 120)
+    try:
+        fixc, ouchc, drops, feed_books = run(main(), 120)
+    finally:
+        srv.kill()   # a no-op after a clean stop; never leave a child behind
     t2 = time.monotonic()
     streams = stored_streams(data)
     jr = journal(data)
@@ -244,7 +246,10 @@ def test_slow_and_half_open_clients_do_not_stall_others(tmp_path):
             rc = await srv.stop()
         return before, during, after, alive, rc
 
-    before, during, after, alive, rc = run(main(), 150)
+    try:
+        before, during, after, alive, rc = run(main(), 150)
+    finally:
+        srv.kill()
     assert alive and rc == 0, srv.log()
     p50 = {k: statistics.median(v) for k, v in
            (("before", before), ("during", during), ("after", after))}
