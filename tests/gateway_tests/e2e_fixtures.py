@@ -184,19 +184,12 @@ class ServeProcess:
 
 class RecordingFixClient(FixClient):
     """A FixClient that also keeps every frame the gateway sent, duplicates included:
-    ``frames`` [(connection number, raw bytes)] (``received`` keeps what was handed out).
+    ``frames`` [(connection number, raw bytes)] (``received`` keeps what was handed out)."""
 
-    ``answer_resend_beyond_gap=True`` adds the FIX session rule the library client lacks: a
-    ResendRequest whose MsgSeqNum is beyond a gap is answered at once (the gap is asked for
-    after). Without it a client that both missed messages and lost one of its own in a crash
-    deadlocks with the gateway (test_e2e_crash.py::test_resend_request_beyond_a_gap_is_answered,
-    xfail until exchange/gateway/client/fix.py does it)."""
-
-    def __init__(self, *args, answer_resend_beyond_gap: bool = False, **kw):
+    def __init__(self, *args, **kw):
         super().__init__(*args, **kw)
         self.frames: list[tuple[int, bytes]] = []
         self.connections = 0
-        self.answer_resend_beyond_gap = answer_resend_beyond_gap
 
     async def logon(self, *, timeout: float = 5.0, reset: bool = False):
         self.connections += 1
@@ -204,10 +197,6 @@ class RecordingFixClient(FixClient):
 
     def _on_frame(self, frame: bytes) -> None:
         self.frames.append((self.connections, frame))
-        if self.answer_resend_beyond_gap:
-            m = parse_frame(frame)
-            if m.message_type == b"2" and int(m.get(34)) > self.next_in:
-                self._resend(int(m.get(7)), int(m.get(16)))
         super()._on_frame(frame)
 
 

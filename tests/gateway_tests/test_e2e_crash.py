@@ -75,14 +75,8 @@ def test_sigkill_mid_session_and_resync(tmp_path, kill_after_acks):
     async def main():
         ports = await srv.start()
         try:
-            drop = await fix_login(ports["fix"], "drop0", dropcopy=True,
-                                   answer_resend_beyond_gap=True)
-            # why answer_resend_beyond_gap: a kill between the server's commit of a message and
-            # its write leaves the client a gap while the server asks for the client's lost
-            # messages; the library client deadlocks on that (the xfail test below)
-            fixc = list(await asyncio.gather(*(fix_login(ports["fix"], n,
-                                                         answer_resend_beyond_gap=True)
-                                               for n in fix_names)))
+            drop = await fix_login(ports["fix"], "drop0", dropcopy=True)
+            fixc = list(await asyncio.gather(*(fix_login(ports["fix"], n) for n in fix_names)))
             ouchc = list(await asyncio.gather(*(OuchRecorder.connect(ports["binary"], n)
                                                 for n in ouch_names)))
             flows = {n: Flow(7 * kill_after_acks + i, f"{'f' if i < N_FIX else 'b'}{i}-")
@@ -233,11 +227,6 @@ def test_sigkill_mid_session_and_resync(tmp_path, kill_after_acks):
           f"{late} reports made before the kill delivered after it, {possdup} FIX resends")
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "exchange/gateway/client/fix.py FixClient._on_frame drops a ResendRequest whose MsgSeqNum "
-    "is beyond the client's gap instead of answering it (FIX session rules: answer it, then "
-    "ask for the gap); the gateway gap-fills its own ResendRequest when it resends, so the "
-    "client's lost message is never resent and the session deadlocks"))
 def test_resend_request_beyond_a_gap_is_answered(tmp_path):
     """After a SIGKILL, a client that missed the last reports AND whose last order's bytes died
     with the server reconnects: the gateway's Logon is beyond the client's gap and the gateway

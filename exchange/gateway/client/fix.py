@@ -291,6 +291,11 @@ class FixClient:
             if msg.type == "5":
                 self._deliver(msg)
                 return
+            if msg.type == "2":
+                # why: FIX answers a ResendRequest even beyond a gap (then asks for the gap);
+                # the gateway gap-fills its own ResendRequest when it resends, so ignoring it
+                # here would leave our lost message unsent and both sides waiting
+                self._resend(int(msg[7]), int(msg[16]))
             if self.resend_until == 0:
                 self.send("2", [(7, self.next_in), (16, 0)])
             self.resend_until = max(self.resend_until, msg.seq)
