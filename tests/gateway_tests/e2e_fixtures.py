@@ -41,7 +41,7 @@ from exchange.gateway import ouch  # noqa: E402
 from exchange.gateway.client.fix import FixClient, FixClientError  # noqa: E402
 from exchange.gateway.client.ouch import OuchClient, SessionClosed  # noqa: E402
 from exchange.gateway.core import SymbolInfo  # noqa: E402
-from exchange.gateway.fix.codec import body_of, parse_frame  # noqa: E402
+from exchange.gateway.fix.codec import body_of  # noqa: E402
 from exchange.gateway.fix.orders import report_body  # noqa: E402
 from exchange.gateway.reports import Report  # noqa: E402
 from exchange.schema import Event, Kind, OrderType, Side, Tif  # noqa: E402
