@@ -93,7 +93,7 @@ class Tif(IntEnum):
 class Flag(IntEnum):
     """Bits of the order message's ``flags`` field."""
 
-    POST_ONLY = 1  # reject instead of crossing; only with LIMIT + GTC
+    POST_ONLY = 1  # reject instead of crossing; only with LIMIT + GTC, DAY or GTD
 
 
 KNOWN_FLAGS = int(Flag.POST_ONLY)

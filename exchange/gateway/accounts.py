@@ -175,7 +175,7 @@ class Accounts:
         if acct is None or not ok:
             raise AuthError("unknown account or wrong password")
         if role is not None and not acct.can(role):
-            raise AuthError(f"account {acct.name!r} may not {role}")
+            raise AuthError(f"account {acct.name!r} lacks the role {role!r}")
         return acct
 
 

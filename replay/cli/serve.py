@@ -18,7 +18,8 @@ import sys
 
 from exchange.errors import InputError, UsageError
 
-from replay.cli.common import EXIT_OK, note
+from replay.cli.common import EXIT_OK, compile_note, note
+from replay.simulation import warm_up
 
 __all__ = ["register", "cmd_serve", "cmd_account"]
 
@@ -107,6 +108,11 @@ def cmd_serve(args) -> int:
     durability = {"batch": "fsync", "interval": "interval", "none": "none"}[args.fsync]
     if args.duration is not None and not args.duration > 0:
         raise UsageError(f"--duration must be > 0 seconds; got {args.duration}")
+    # why before the ports listen: a cold numba cache compiles the kernels for a minute or two,
+    # and a client connected meanwhile would hear nothing about its first orders
+    if compile_note(args.quiet):
+        warm_up(durability="none")
+        note("kernels compiled")
 
     async def run() -> None:
         stop = asyncio.Event()
@@ -128,8 +134,13 @@ def cmd_account(args) -> int:
     generated = None
     if args.password_stdin:
         password = sys.stdin.readline().rstrip("\r\n")
+        if not password:
+            raise UsageError("--password-stdin: the first line of stdin is empty; give the "
+                             "password on it")
     elif args.prompt:
         password = getpass.getpass(f"password for {args.name}: ")
+        if not password:
+            raise UsageError("--prompt: an empty password was typed")
     else:
         password = generated = secrets.token_urlsafe(12)
     roles = frozenset(r.strip() for r in args.roles.split(",") if r.strip())
@@ -139,9 +150,14 @@ def cmd_account(args) -> int:
     rows = [a for a in existing if a.name != args.name] + [new]
     text = "\n".join(format_account(a) for a in rows)
     tmp = f"{args.file}.tmp{os.getpid()}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+    except OSError as e:
+        # why: name the file the user gave, not the temporary one beside it
+        raise InputError(f"{args.file}: cannot write the accounts file: "
+                         f"{e.strerror or e}") from None
     try:
         Accounts.load(tmp)   # why: refuse to write a file serve would refuse (bad name, roles)
     except InputError as e:

@@ -152,7 +152,7 @@ def test_authenticate(tmp_path):
             accts.authenticate(name, pw)
         messages.add(str(e.value))
     assert messages == {"unknown account or wrong password"}
-    with pytest.raises(AuthError, match="may not trade"):
+    with pytest.raises(AuthError, match="lacks the role .trade."):
         accts.authenticate("bob", PASSWORD, "trade")
 
 

@@ -147,7 +147,10 @@ def parse_order(msg, msg_type: str, account, stream: str, symbols: dict) -> Requ
         raise FieldError(1, "required tag 44 missing (Price, for OrdType 2 and 4)", 44)
     if order_type in (OrderType.STOP, OrderType.STOP_LIMIT) and field(msg, 99) is None:
         raise FieldError(1, "required tag 99 missing (StopPx, for OrdType 3 and 4)", 99)
-    tif = _enum(msg, 59, TIFS, required=False, default=Tif.DAY)
+    # why IOC for a market order without 59: FIX's default DAY cannot apply to an order that
+    # never rests (the engine refuses a DAY market order, BAD_TIF); IOC is what it does anyway
+    tif = _enum(msg, 59, TIFS, required=False,
+                default=Tif.IOC if order_type == OrderType.MARKET else Tif.DAY)
     expire = field(msg, 126)
     expire_ts = parse_utc_timestamp(expire, 126) if expire is not None else 0
     if tif == Tif.GTD and expire is None:
