@@ -83,7 +83,8 @@ def _entry(dispatcher, args):
 
 
 class _StateArray:
-    """A state array attribute of Engine: setting it drops the engine's cached state tuple.
+    """A state array attribute of Engine (or its prefetch distance): setting it drops the
+    engine's cached argument tuples (``_state_args``, ``_tail``).
 
     It defines ``__set__`` only, so reads find the value in the instance dict at the speed of a
     plain attribute; every write (grow, add_symbol, restore ...) goes through here, so the
@@ -95,7 +96,7 @@ class _StateArray:
     def __set__(self, obj, value):
         d = obj.__dict__
         d[self.name] = value
-        d["_state_args"] = None
+        d["_state_args"] = d["_tail"] = None
 
 
 # the message row submit, cancel, modify and set_phase pack in one struct call (ORDER_DTYPE's
@@ -145,6 +146,9 @@ def _enum_arg(table, enum, value, what: str) -> int:
             return code
     return _parse_enum(enum, value, what)
 _new_tuple = tuple.__new__   # Result(...) without the namedtuple's Python-level __new__
+# what a small call's Result holds for a table it wrote no row to (shared: nothing to overwrite)
+_NO_FILLS, _NO_L2, _NO_EVENTS = (np.zeros(0, FILL_DTYPE), np.zeros(0, L2_DTYPE),
+                                 np.zeros(0, EVENT_DTYPE))
 
 
 def _plain(a, dtype) -> bool:
@@ -225,6 +229,7 @@ class Engine:
     # the arrays of ``state``: replacing one drops the cached argument tuple (``_StateArray``)
     (_arena, _arena_ext, _levels, _index, _books, _ladder_keys, _ladder_levels, _meta, _symbols,
      _ticks, _stops, _expiry) = (_StateArray() for _ in EngineState._fields)
+    prefetch_distance = _StateArray()
 
     def __init__(self, stp: str | int = "none", *, ownership: bool = True, capacity: int = 1024):
         capacity = _int_arg(capacity, "capacity", 0, _MAX_ORDERS)
@@ -496,25 +501,34 @@ class Engine:
 
     def _process_small(self, orders: np.ndarray) -> Result:
         """``process(orders)`` of a small batch, without ``out``: the outputs go to the engine's
-        rolling buffers, each call's rows after the previous call's, and the Result views them.
+        rolling buffers, each call's rows after the previous call's, and the Result views them
+        (an empty table is a shared empty array).
 
         Why it is safe: no row is written twice. When the buffers lack room the kernel says so
         before writing a message's rows (NEED_OUTPUT), and fresh zeroed buffers take over
         (``_roll_over``); the old ones live as long as Results view them. So a Result is never
-        overwritten by a later call, and its bytes are those of fresh zeroed outputs."""
-        roll = self._roll or self._new_roll()
-        fills, l2, events, cnt, a = roll
-        ahead = self.prefetch_distance
-        if _PROCESS is not None and type(ahead) is int and orders.flags.writeable \
-                and _I64_MIN <= ahead <= _I64_MAX:
-            status, start = _PROCESS(orders, 0, *(self._state_args or self._cache_state()),
-                                     fills, l2, events, cnt, ahead)
-            if status == 0:    # kernels.OK
-                b = roll[4] = cnt.tolist()
-                return _new_tuple(Result, (fills[a[0]: b[0]], l2[a[1]: b[1]],
-                                           events[a[2]: b[2]]))
-        else:
-            status, start = -1, 0      # not started
+        overwritten by a later call, and its bytes are those of fresh zeroed outputs.
+
+        The fast case is one call of the kernel's entry point with the cached argument tail
+        (``_tail``: state arrays, rolling buffers, counters, prefetch distance), valid while
+        none of them is replaced; anything else goes through ``_process_rolling``."""
+        tail = self._tail
+        if tail is None:
+            return self._process_rolling(orders, -1, 0)
+        roll = self._roll
+        fills, l2, events, cnt, (a0, a1, a2) = roll
+        status, start = _PROCESS(orders, 0, *tail)
+        if status != 0:     # kernels.OK
+            return self._process_rolling(orders, status, start)
+        b0, b1, b2 = roll[4] = cnt.tolist()
+        return _new_tuple(Result, (fills[a0: b0] if b0 != a0 else _NO_FILLS,
+                                   l2[a1: b1] if b1 != a1 else _NO_L2,
+                                   events[a2: b2] if b2 != a2 else _NO_EVENTS))
+
+    def _process_rolling(self, orders: np.ndarray, status: int, start: int) -> Result:
+        """``_process_small`` from ``start`` with the kernel's last ``status`` (-1: not started):
+        grows state or rolls the buffers over as the kernel asks, then caches ``_tail``."""
+        fills, l2, events, cnt, a = self._roll or self._new_roll()
         try:
             while status != kernels.OK:
                 if status == kernels.NEED_OUTPUT:
@@ -527,6 +541,10 @@ class Engine:
                     events, cnt, self.prefetch_distance)
         finally:     # even if growing fails: the next call's rows start after this one's
             b = self._roll[4] = self._roll[3].tolist()
+        ahead = self.prefetch_distance
+        if _PROCESS is not None and type(ahead) is int and _I64_MIN <= ahead <= _I64_MAX:
+            self._tail = (*(self._state_args or self._cache_state()), fills, l2, events, cnt,
+                          ahead)
         return Result(fills[a[0]: b[0]], l2[a[1]: b[1]], events[a[2]: b[2]])
 
     def _new_roll(self, fills_rows: int = 0, l2_rows: int = 0, events_rows: int = 0) -> list:
@@ -541,6 +559,7 @@ class Engine:
         if events_rows > len(events):
             events = np.zeros(events_rows, EVENT_DTYPE)
         self._roll = [fills, l2, events, np.zeros(3, np.int64), [0, 0, 0]]
+        self._tail = None
         return self._roll
 
     def _roll_over(self, a: list) -> list:
@@ -561,16 +580,23 @@ class Engine:
     def _caller(self, orders, fills, l2, events):
         """Return what to call ``kernels.process_batch`` through for these arguments: its
         compiled entry point (``_entry``) when every argument has the types it was compiled for
-        (engine state, a writeable ORDER_DTYPE array, plain C arrays of the output dtypes, an
+        (engine state, a C-contiguous ORDER_DTYPE array, plain C arrays of the output dtypes, an
         int prefetch distance), else the numba dispatcher itself (which types them and compiles
-        a new specialisation if need be, as before)."""
+        a new specialisation if need be, as before).
+
+        A read-only batch is passed to the entry point compiled for writeable ones: the kernel
+        never writes the batch (numba compiles it for read-only arrays too, which it refuses
+        for code that writes them), so the code is the same; this also spares a caller with a
+        read-only batch (``np.frombuffer``) a second compile of the kernel."""
         global _PROCESS
         ahead = self.prefetch_distance
-        if not (orders.flags.writeable and type(ahead) is int and _I64_MIN <= ahead <= _I64_MAX
+        if not (type(ahead) is int and _I64_MIN <= ahead <= _I64_MAX
                 and _plain(fills, FILL_DTYPE) and _plain(l2, L2_DTYPE)
                 and _plain(events, EVENT_DTYPE)):
             return kernels.process_batch
         if _PROCESS is None:
+            if not orders.flags.writeable:
+                orders = orders.copy()     # the types of the entry point: writeable arrays
             args = self._state_args or self._cache_state()
             _PROCESS = _entry(kernels.process_batch, (orders, 0, *args, fills, l2, events,
                                                       np.zeros(3, np.int64), ahead))
@@ -586,7 +612,7 @@ class Engine:
         # a copy or an unpickled engine gets rolling buffers of its own (at its first small
         # call): two engines writing one set would overwrite each other's Results
         d = dict(self.__dict__)
-        d["_roll"] = d["_state_args"] = d["_row"] = None
+        d["_roll"] = d["_state_args"] = d["_tail"] = d["_row"] = None
         return d
 
     # ---------------------------------------------------------------- the state arrays

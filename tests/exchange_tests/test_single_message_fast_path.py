@@ -206,10 +206,10 @@ def test_submit_still_refuses_what_its_fields_cannot_hold(kwargs, what):
 
 
 def test_arguments_of_other_types_go_through_numbas_dispatcher():
-    """The compiled entry point takes only the types it was compiled for: a read-only batch, a
-    float prefetch distance or an output array of another layout go through the dispatcher
-    (which types them itself, compiling a specialisation if need be). Not run here: compiling
-    process_batch for a read-only array takes minutes."""
+    """The compiled entry point takes only the types it was compiled for (a read-only batch
+    too: the kernel never writes it): a float prefetch distance or an output array of another
+    layout or byte order go through the dispatcher (which types them itself, compiling a
+    specialisation if need be; not run here, compiling process_batch takes minutes)."""
     eng = tight(SYMBOLS)
     orders = random_flow(3, 4)
     eng.process(orders)
@@ -219,8 +219,8 @@ def test_arguments_of_other_types_go_through_numbas_dispatcher():
     assert eng._caller(orders, out.fills, out.l2, out.events) is fast
     ro = orders.copy()
     ro.flags.writeable = False
-    assert eng._caller(ro, out.fills, out.l2, out.events) is engine_module.kernels.process_batch
-    assert eng._caller(orders, out.fills[::2], out.l2, out.events) is not fast
+    assert eng._caller(ro, out.fills, out.l2, out.events) is fast
+    assert eng._caller(orders, out.fills[::2], out.l2, out.events) is engine_module.kernels.process_batch
     assert eng._caller(orders, out.fills, out.l2.astype(out.l2.dtype.newbyteorder()),
                        out.events) is not fast
     eng.prefetch_distance = 2.0
@@ -229,19 +229,21 @@ def test_arguments_of_other_types_go_through_numbas_dispatcher():
     assert eng._caller(orders, out.fills, out.l2, out.events) is not fast
 
 
-def test_odd_order_arrays_take_the_general_path_with_the_same_bytes():
-    """Strided and recarray inputs, a changed prefetch distance and ``out=``: the same bytes as
-    the fast path."""
+def test_odd_order_arrays_give_the_same_bytes():
+    """Read-only, strided and recarray inputs, a changed prefetch distance and ``out=``: the
+    same bytes as the batch path."""
     orders = random_flow(3, 200)
     want, want_ck = batch_reference(SYMBOLS, orders)
     eng = tight(SYMBOLS)
     results = []
     wide = np.zeros(2 * len(orders), ORDER_DTYPE)
     wide[::2] = orders
+    ro = orders.copy()
+    ro.flags.writeable = False
     out = OutputBuffers(0)
     for k in range(len(orders)):
         if k % 5 == 0:
-            results.append(eng.process(orders[k: k + 1].copy()))
+            results.append(eng.process(ro[k: k + 1]))
         elif k % 5 == 1:
             results.append(eng.process(wide[2 * k: 2 * k + 1:2]))
         elif k % 5 == 2:
@@ -254,6 +256,9 @@ def test_odd_order_arrays_take_the_general_path_with_the_same_bytes():
             results.append(eng.process(orders[k: k + 1]))
     assert_same_outputs(concat([tuple(r) for r in results]), want)
     assert eng.checkpoint() == want_ck
+    whole = tight(SYMBOLS)
+    assert_same_outputs(tuple(whole.process(ro)), want)     # a read-only batch, 200 rows
+    assert whole.checkpoint() == want_ck
 
 
 def test_result_tables_are_fresh_writeable_arrays_of_the_output_dtypes():
