@@ -66,8 +66,9 @@ _U32 = (0, (1 << 32) - 1)
 # record dtypes' types are not in its fast fingerprint table), a fresh OutputBuffers (three
 # np.zeros of 1024+ rows), the counter array and the state tuple. Now: the compiled entry point
 # is called directly (``_entry``) with arguments whose types are checked to be the ones it was
-# compiled for, the state tuple is cached (``_StateArray`` drops it whenever a state array is
-# replaced) and small out=None calls write into the engine's rolling output buffers.
+# compiled for, the argument tuple is cached (``Engine.__setattr__`` drops it whenever a state
+# array is replaced), small out=None calls write into the engine's rolling output buffers, and
+# the per-order calls pack their row with one struct call into a reused one-row array.
 _SMALL = 64            # messages: a batch up to this with out=None writes the rolling buffers
 _ROLL_MESSAGES = 2048  # the rolling buffers are OutputBuffers(_ROLL_MESSAGES) when they roll
 
@@ -80,23 +81,6 @@ def _entry(dispatcher, args):
     arrays. Its caller must pass arguments of exactly the numba types ``args`` have (it unboxes
     without checking): the engine does so only for arrays it made itself or checked."""
     return dispatcher.compile(tuple(dispatcher.typeof_pyval(a) for a in args))
-
-
-class _StateArray:
-    """A state array attribute of Engine (or its prefetch distance): setting it drops the
-    engine's cached argument tuples (``_state_args``, ``_tail``).
-
-    It defines ``__set__`` only, so reads find the value in the instance dict at the speed of a
-    plain attribute; every write (grow, add_symbol, restore ...) goes through here, so the
-    cached tuple the fast path passes to the kernel can never hold a replaced array."""
-
-    def __set_name__(self, owner, name):
-        self.name = name
-
-    def __set__(self, obj, value):
-        d = obj.__dict__
-        d[self.name] = value
-        d["_state_args"] = d["_tail"] = None
 
 
 # the message row submit, cancel, modify and set_phase pack in one struct call (ORDER_DTYPE's
@@ -146,6 +130,10 @@ def _enum_arg(table, enum, value, what: str) -> int:
             return code
     return _parse_enum(enum, value, what)
 _new_tuple = tuple.__new__   # Result(...) without the namedtuple's Python-level __new__
+_setattr = object.__setattr__
+# the attributes the fast path's cached argument tuples are made of (see Engine.__setattr__)
+_CACHED_ARGS = frozenset(["_" + f for f in EngineState._fields] + ["prefetch_distance"])
+_ndarray, _ascontiguous = np.ndarray, np.ascontiguousarray   # one lookup less per call
 # what a small call's Result holds for a table it wrote no row to (shared: nothing to overwrite)
 _NO_FILLS, _NO_L2, _NO_EVENTS = (np.zeros(0, FILL_DTYPE), np.zeros(0, L2_DTYPE),
                                  np.zeros(0, EVENT_DTYPE))
@@ -226,12 +214,19 @@ class Engine:
     the order's (NOT_OWNER). Raises UsageError for an unknown mode or a non-bool ownership.
     """
 
-    # the arrays of ``state``: replacing one drops the cached argument tuple (``_StateArray``)
-    (_arena, _arena_ext, _levels, _index, _books, _ladder_keys, _ladder_levels, _meta, _symbols,
-     _ticks, _stops, _expiry) = (_StateArray() for _ in EngineState._fields)
-    prefetch_distance = _StateArray()
+    def __setattr__(self, name, value):
+        # replacing a state array or the prefetch distance (grow, add_symbol, restore ...) drops
+        # the argument tuples the fast path caches (``_cache_state``, ``_tail``), so none can
+        # ever hold a replaced array. Why here and not in a descriptor: stores through
+        # object.__setattr__ keep the instance's attributes in CPython's shared-key layout,
+        # where every attribute load on the hot path is several times faster.
+        _setattr(self, name, value)
+        if name in _CACHED_ARGS:
+            _setattr(self, "_state_args", None)
+            _setattr(self, "_tail", None)
 
     def __init__(self, stp: str | int = "none", *, ownership: bool = True, capacity: int = 1024):
+        self._state_args = self._tail = None   # first: __setattr__ of a state array sets them
         capacity = _int_arg(capacity, "capacity", 0, _MAX_ORDERS)
         if not _is_bool(ownership):
             raise UsageError(f"ownership must be a bool; got {ownership!r}")
@@ -469,10 +464,10 @@ class Engine:
         Raises UsageError if ``orders`` is not a one-dimensional ORDER_DTYPE array or ``out`` is
         not None or an OutputBuffers; never raises on message content.
         """
-        if not isinstance(orders, np.ndarray) or orders.dtype != ORDER_DTYPE or orders.ndim != 1:
+        if not isinstance(orders, _ndarray) or orders.dtype != ORDER_DTYPE or orders.ndim != 1:
             got = getattr(orders, "dtype", type(orders).__name__)
             raise UsageError(f"process() takes a 1-d numpy array of ORDER_DTYPE; got {got}")
-        orders = np.ascontiguousarray(orders)
+        orders = _ascontiguous(orders)
         if out is None:
             if len(orders) <= _SMALL:
                 return self._process_small(orders)
@@ -603,7 +598,7 @@ class Engine:
         return _PROCESS
 
     def _cache_state(self) -> tuple:
-        """Return the state arrays as a tuple, cached until one is replaced (``_StateArray``)."""
+        """Return the state arrays as a tuple, cached until one is replaced (``__setattr__``)."""
         args = tuple(self.state)
         self._state_args = args
         return args
