@@ -20,7 +20,8 @@ Figures are medians of ``--runs`` runs. Prints a markdown table and writes JSON.
 Single message (issue 20, "one message cheap"): the per-call cost the gateway, Python strategies
 and interactive users pay, over the first ``--single`` messages of uniform1 (default 20,000; 0
 skips it): "process" calls ``Engine.process(one-row array)`` on each message in turn (fresh
-outputs, no ``out``); "submit" calls ``Engine.submit(symbol name, side name, qty=, price=, ts=)``
+outputs, no ``out``), "process, out=" the same with one reused ``OutputBuffers`` (what the
+journal and the gateway do); "submit" calls ``Engine.submit(symbol name, side name, qty=, price=, ts=)``
 (automatic order ids) on each of its NEW messages. ns per call in wall-clock and in thread CPU
 time (the second is steadier on a loaded machine), medians of ``--runs`` rounds, with the
 ``--baseline`` engine interleaved in the same rounds when given.
@@ -165,7 +166,7 @@ def run_once(flow: np.ndarray, n_symbols: int, batch: int, reuse: bool,
 def single_once(flow: np.ndarray, call: str, package=None, count: bool = False) -> dict:
     """Feed ``flow`` one message per call to a fresh one-symbol engine of ``package`` (default:
     this ``exchange``): ``call`` "process" (``process(flow[k:k+1])``, the rows sliced before
-    the clock starts) or "submit" (its NEW messages through ``submit``); return ns per call
+    the clock starts), "process, out=" (the same into one reused OutputBuffers) or "submit" (its NEW messages through ``submit``); return ns per call
     (wall and thread CPU). The timed loop does nothing but the calls (each Result is dropped
     at the next one); with ``count``, an untimed second pass on a fresh engine adds the
     output counts."""
@@ -177,6 +178,13 @@ def single_once(flow: np.ndarray, call: str, package=None, count: bool = False) 
         t0, c0 = time.perf_counter_ns(), time.thread_time_ns()
         for row in rows:
             process(row)
+    elif call == "process, out=":
+        rows = [flow[k: k + 1] for k in range(len(flow))]
+        process = eng.process
+        out = (OutputBuffers if package is None else package.OutputBuffers)(1)
+        t0, c0 = time.perf_counter_ns(), time.thread_time_ns()
+        for row in rows:
+            process(row, out=out)
     else:
         new = flow[flow["kind"] == 0]   # Kind.NEW
         sides = np.where(new["side"] == 0, "buy", "sell").tolist()
@@ -192,7 +200,7 @@ def single_once(flow: np.ndarray, call: str, package=None, count: bool = False) 
         eng.add_symbol("S0")
         got.update(fills=0, l2=0, events=0)
         for r in rows:   # one Result at a time: an old engine's pins ~170 KB of buffers
-            res = eng.process(r) if call == "process" else eng.submit(
+            res = eng.process(r) if call != "submit" else eng.submit(
                 "S0", r[0], qty=r[1], price=r[2], ts=r[3])
             for t in ("fills", "l2", "events"):
                 got[t] += len(getattr(res, t))
@@ -200,11 +208,11 @@ def single_once(flow: np.ndarray, call: str, package=None, count: bool = False) 
 
 
 def single_message(flow: np.ndarray, runs: int, baseline=None) -> list[dict]:
-    """Time ``single_once`` for "process" and "submit" on this engine (and on ``baseline``, a
+    """Time ``single_once`` for "process", "process, out=" and "submit" on this engine (and on ``baseline``, a
     package from ``load_baseline``), variants interleaved and their order alternated per round;
     return one row per (call, engine) with medians, and the new-vs-baseline ratio on the new
     rows."""
-    variants = [(call, label, pkg) for call in ("process", "submit")
+    variants = [(call, label, pkg) for call in ("process", "process, out=", "submit")
                 for label, pkg in (("new", None), ("baseline", baseline))
                 if label == "new" or baseline is not None]
     timed: dict[tuple, list[dict]] = {(c, lab): [] for c, lab, _ in variants}

@@ -24,6 +24,7 @@ import hashlib
 import math
 import numbers
 import struct
+import weakref
 
 import numpy as np
 
@@ -259,6 +260,8 @@ class Engine:
         # small out=None calls' outputs: [fills, l2, events, cnt], made at the first such call
         self._roll = None
         self._row = None               # the one-row message the per-order calls pack
+        self._cnt = np.zeros(3, np.int64)   # the row counters of an out= or large call
+        self._checked = None           # weakrefs to the output arrays _caller checked last
 
     # ---------------------------------------------------------------- symbols and options
     def add_symbol(self, name: str, tick_size: float = 1, min_price: int = 1,
@@ -475,24 +478,25 @@ class Engine:
         elif not isinstance(out, OutputBuffers):
             raise UsageError(f"process(out=...) takes an OutputBuffers; got {type(out).__name__}")
         fills, l2, events = out.fills, out.l2, out.events
-        cnt = np.zeros(3, np.int64)
+        cnt = self._cnt
+        cnt.fill(0)
         call = self._caller(orders, fills, l2, events)
-        start = 0
-        while True:
-            args = self._state_args or self._cache_state()
-            status, start = call(orders, start, *args, fills, l2, events, cnt,
-                                 self.prefetch_distance)
-            if status == kernels.OK:
-                break
-            if status == kernels.NEED_OUTPUT:
-                fills = _grow(fills, int(self._meta[M_NEED_FILLS]))
-                l2 = _grow(l2, int(self._meta[M_NEED_L2]))
-                events = _grow(events, int(self._meta[M_NEED_EVENTS]))
-                call = self._caller(orders, fills, l2, events)
-            else:
-                self.grow(status)
-        out.fills, out.l2, out.events = fills, l2, events
-        return Result(fills[: cnt[0]], l2[: cnt[1]], events[: cnt[2]])
+        status, start = call(orders, 0, *(self._state_args or self._cache_state()), fills, l2,
+                             events, cnt, self.prefetch_distance)
+        if status != kernels.OK:
+            while status != kernels.OK:
+                if status == kernels.NEED_OUTPUT:
+                    fills = _grow(fills, int(self._meta[M_NEED_FILLS]))
+                    l2 = _grow(l2, int(self._meta[M_NEED_L2]))
+                    events = _grow(events, int(self._meta[M_NEED_EVENTS]))
+                    call = self._caller(orders, fills, l2, events)
+                else:
+                    self.grow(status)
+                status, start = call(orders, start, *(self._state_args or self._cache_state()),
+                                     fills, l2, events, cnt, self.prefetch_distance)
+            out.fills, out.l2, out.events = fills, l2, events
+        b0, b1, b2 = cnt.tolist()
+        return _new_tuple(Result, (fills[:b0], l2[:b1], events[:b2]))
 
     def _process_small(self, orders: np.ndarray) -> Result:
         """``process(orders)`` of a small batch, without ``out``: the outputs go to the engine's
@@ -582,13 +586,20 @@ class Engine:
         A read-only batch is passed to the entry point compiled for writeable ones: the kernel
         never writes the batch (numba compiles it for read-only arrays too, which it refuses
         for code that writes them), so the code is the same; this also spares a caller with a
-        read-only batch (``np.frombuffer``) a second compile of the kernel."""
+        read-only batch (``np.frombuffer``) a second compile of the kernel. The output arrays
+        checked last are remembered (weakly) and not checked again: changing an array's flags
+        or shape in place (``a.flags.writeable = False``) is not supported; replace it."""
         global _PROCESS
         ahead = self.prefetch_distance
-        if not (type(ahead) is int and _I64_MIN <= ahead <= _I64_MAX
-                and _plain(fills, FILL_DTYPE) and _plain(l2, L2_DTYPE)
-                and _plain(events, EVENT_DTYPE)):
+        if not (type(ahead) is int and _I64_MIN <= ahead <= _I64_MAX):
             return kernels.process_batch
+        seen = self._checked      # the output arrays checked last, weakly held
+        if seen is None or seen[0]() is not fills or seen[1]() is not l2 \
+                or seen[2]() is not events:
+            if not (_plain(fills, FILL_DTYPE) and _plain(l2, L2_DTYPE)
+                    and _plain(events, EVENT_DTYPE)):
+                return kernels.process_batch
+            self._checked = (weakref.ref(fills), weakref.ref(l2), weakref.ref(events))
         if _PROCESS is None:
             if not orders.flags.writeable:
                 orders = orders.copy()     # the types of the entry point: writeable arrays
@@ -607,7 +618,7 @@ class Engine:
         # a copy or an unpickled engine gets rolling buffers of its own (at its first small
         # call): two engines writing one set would overwrite each other's Results
         d = dict(self.__dict__)
-        d["_roll"] = d["_state_args"] = d["_tail"] = d["_row"] = None
+        d["_roll"] = d["_state_args"] = d["_tail"] = d["_row"] = d["_checked"] = None
         return d
 
     # ---------------------------------------------------------------- the state arrays
