@@ -13,6 +13,7 @@ as it was returned while later calls run (none is overwritten).
 from __future__ import annotations
 
 import copy
+import pickle
 
 import numpy as np
 import pytest
@@ -24,7 +25,9 @@ from conftest import (
 )
 from exchange import Engine, OutputBuffers, Result, UsageError
 from exchange import engine as engine_module
-from exchange.schema import EVENT_DTYPE, FILL_DTYPE, L2_DTYPE, ORDER_DTYPE, Kind, Phase, Side
+from exchange.schema import (
+    EVENT_DTYPE, FILL_DTYPE, L2_DTYPE, ORDER_DTYPE, Kind, Phase, Side, Tif,
+)
 from exchange.state import GROW_STATUSES, NEED_EXPIRY, NEED_INDEX, NEED_LADDER, NEED_LEVELS, \
     NEED_ORDERS
 from phase_flows import PHASE_SYMBOLS, phase_flows
@@ -119,22 +122,54 @@ def test_a_message_needing_more_rows_than_the_rolling_buffers_hold():
     assert snapshot([first]) == keep
 
 
+def test_expiries_grow_the_heap_and_roll_the_outputs_before_a_message():
+    """3,000 GTD orders one per call (the expiry heap grows from 16), then one message whose ts
+    expires them all: their rows come before its own and need more room than the rolling
+    buffers have left."""
+    n = 3_000
+    gtd = np.zeros(n, ORDER_DTYPE)
+    gtd["kind"], gtd["qty"], gtd["tif"] = Kind.NEW, 1, Tif.GTD
+    gtd["side"] = np.arange(n) % 2
+    gtd["price"] = np.where(gtd["side"] == Side.BUY, 1000 - np.arange(n) % 500,
+                            2000 + np.arange(n) % 500)
+    gtd["order_id"] = np.arange(1, n + 1)
+    gtd["ts"] = np.arange(n)
+    gtd["expire_ts"] = 10**6 + np.arange(n)
+    late = np.zeros(1, ORDER_DTYPE)
+    late["kind"], late["side"], late["qty"], late["price"] = Kind.NEW, Side.BUY, 1, 1500
+    late["order_id"], late["ts"] = n + 1, 10**7
+    orders = np.concatenate([gtd, late])
+    symbols = [("X", 1, 10**4)]
+    want, want_ck = batch_reference(symbols, orders)
+    eng = tight(symbols)
+    results = [eng.process(orders[k: k + 1]) for k in range(len(orders))]
+    assert len(results[-1].events) > n
+    assert_same_outputs(concat([tuple(r) for r in results]), want)
+    assert eng.checkpoint() == want_ck
+
+
 def test_every_grow_status_on_the_single_path():
     """A tight engine grows its arena, levels, index, ladders and expiry heap while fed one
-    message at a time, and the state it passes the kernel is always the current one."""
+    message at a time (the random flows above check the bytes); replacing any state array drops
+    the cached argument tuples, so the next call passes the kernel the current arrays."""
     orders = random_flow(5, 3_000)
     eng = tight(SYMBOLS)
+    sizes = {f: len(a) for f, a in zip(eng.state._fields, eng.state)}
     for k in range(len(orders)):
         eng.process(orders[k: k + 1])
-        assert eng._state_args is None or eng._state_args == tuple(eng.state) or all(
-            a is b for a, b in zip(eng._state_args, eng.state))
-    for status in sorted(GROW_STATUSES):
-        if status == NEED_LADDER:
-            continue      # needs M_NEED_BOOK set by the kernel
+    grown = {f for f, a in zip(eng.state._fields, eng.state) if len(a) > sizes[f]}
+    assert {"arena", "levels", "index"} <= grown
+    assert int(eng.state.books["cap"].max()) > 8      # a ladder region moved (NEED_LADDER)
+    for status in sorted(GROW_STATUSES - {NEED_LADDER}):    # NEED_LADDER needs M_NEED_BOOK
         eng.grow(status)
-        assert eng._state_args is None
+        assert eng._state_args is None and eng._tail is None
         eng.process(orders[:1])
+        assert all(a is b for a, b in zip(eng._tail, eng.state))
         assert all(a is b for a, b in zip(eng._state_args, eng.state))
+    eng.prefetch_distance = 3
+    assert eng._tail is None
+    eng.process(orders[:1])
+    assert eng._tail[-1] == 3
     assert {NEED_ORDERS, NEED_LEVELS, NEED_INDEX, NEED_EXPIRY} <= set(GROW_STATUSES)
 
 
@@ -284,6 +319,17 @@ def test_copies_of_an_engine_have_their_own_rolling_buffers():
     assert snapshot([r]) == kept
     assert int(a.fills["qty"][0]) == 1 and int(b.fills["qty"][0]) == 2
     assert eng.checkpoint() != twin.checkpoint()
+
+
+def test_a_pickled_engine_goes_on_alike():
+    eng = tight([("X", 1, 1000)])
+    r = eng.submit("X", "sell", qty=5, price=101)
+    twin = pickle.loads(pickle.dumps(eng))
+    assert twin._roll is None and twin._tail is None
+    kept = snapshot([r])
+    assert_same_outputs(tuple(twin.submit("X", "buy", qty=2, price=101)),
+                        tuple(eng.submit("X", "buy", qty=2, price=101)))
+    assert snapshot([r]) == kept and twin.checkpoint() == eng.checkpoint()
 
 
 def test_the_struct_row_matches_order_dtype():
