@@ -130,14 +130,13 @@ def _enum_arg(table, enum, value, what: str) -> int:
         if code is not None:
             return code
     return _parse_enum(enum, value, what)
+
+
 _new_tuple = tuple.__new__   # Result(...) without the namedtuple's Python-level __new__
 _setattr = object.__setattr__
 # the attributes the fast path's cached argument tuples are made of (see Engine.__setattr__)
 _CACHED_ARGS = frozenset(["_" + f for f in EngineState._fields] + ["prefetch_distance"])
 _ndarray, _ascontiguous = np.ndarray, np.ascontiguousarray   # one lookup less per call
-# what a small call's Result holds for a table it wrote no row to (shared: nothing to overwrite)
-_NO_FILLS, _NO_L2, _NO_EVENTS = (np.zeros(0, FILL_DTYPE), np.zeros(0, L2_DTYPE),
-                                 np.zeros(0, EVENT_DTYPE))
 
 
 def _plain(a, dtype) -> bool:
@@ -500,8 +499,7 @@ class Engine:
 
     def _process_small(self, orders: np.ndarray) -> Result:
         """``process(orders)`` of a small batch, without ``out``: the outputs go to the engine's
-        rolling buffers, each call's rows after the previous call's, and the Result views them
-        (an empty table is a shared empty array).
+        rolling buffers, each call's rows after the previous call's, and the Result views them.
 
         Why it is safe: no row is written twice. When the buffers lack room the kernel says so
         before writing a message's rows (NEED_OUTPUT), and fresh zeroed buffers take over
@@ -520,9 +518,7 @@ class Engine:
         if status != 0:     # kernels.OK
             return self._process_rolling(orders, status, start)
         b0, b1, b2 = roll[4] = cnt.tolist()
-        return _new_tuple(Result, (fills[a0: b0] if b0 != a0 else _NO_FILLS,
-                                   l2[a1: b1] if b1 != a1 else _NO_L2,
-                                   events[a2: b2] if b2 != a2 else _NO_EVENTS))
+        return _new_tuple(Result, (fills[a0: b0], l2[a1: b1], events[a2: b2]))
 
     def _process_rolling(self, orders: np.ndarray, status: int, start: int) -> Result:
         """``_process_small`` from ``start`` with the kernel's last ``status`` (-1: not started):
@@ -800,7 +796,7 @@ class Engine:
         (reference_price, ts, end_ts int64); refused values in range (a negative price, an end
         not after ``ts`` ...) come back as a REJECTED event."""
         sid = self.symbol_id(symbol)
-        code = _parse_enum(Phase, phase, "phase")
+        code = _enum_arg(_PHASES, Phase, phase, "phase")
         price = _int_arg(reference_price, "reference_price", *_I64)
         return self._process_small(self._message(Kind.PHASE, sid, 0, price, 0,
                                                  self._ts_arg(ts), phase=code,

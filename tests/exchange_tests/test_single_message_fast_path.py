@@ -304,6 +304,7 @@ def test_result_tables_are_fresh_writeable_arrays_of_the_output_dtypes():
         assert type(r) is Result
         for a, dt in zip(r, (FILL_DTYPE, L2_DTYPE, EVENT_DTYPE)):
             assert a.dtype == dt and a.flags.writeable and a.ndim == 1
+    assert not any(a is b for a, b in zip(r1, r2))
     kept = snapshot([r1])
     r2.events["qty" if "qty" in EVENT_DTYPE.names else "leaves_qty"] = 0   # writing one Result
     assert snapshot([r1]) == kept                                           # leaves the other
