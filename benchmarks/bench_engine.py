@@ -17,13 +17,22 @@ fills, L2 updates and events all emitted. "reused" keeps the output buffers betw
 first call of the process (numba compile, or loading the on-disk cache) is timed apart.
 Figures are medians of ``--runs`` runs. Prints a markdown table and writes JSON.
 
+Single message (issue 20, "one message cheap"): the per-call cost the gateway, Python strategies
+and interactive users pay, over the first ``--single`` messages of uniform1 (default 20,000; 0
+skips it): "process" calls ``Engine.process(one-row array)`` on each message in turn (fresh
+outputs, no ``out``), "process, out=" the same with one reused ``OutputBuffers`` (what the
+journal and the gateway do); "submit" calls ``Engine.submit(symbol name, side name, qty=, price=, ts=)``
+(automatic order ids) on each of its NEW messages. ns per call in wall-clock and in thread CPU
+time (the second is steadier on a loaded machine), medians of ``--runs`` rounds, with the
+``--baseline`` engine interleaved in the same rounds when given.
+
 ``--baseline REV`` adds the engine as of git revision REV (its ``exchange/`` extracted to
 <tmp>/exsim-engine-baseline-<sha> and imported apart as ``exchange_baseline``; the first run there
 compiles it cold) as one more interleaved variant, "reused, baseline", so old and new engines meet
 the same machine noise; the table then gives new vs baseline per workload (ratio of the medians,
 and the median of the per-round ratios) and whether their output counts agree.
 
-    python -m benchmarks.bench_engine [--runs 5] [--batch 65536] [--baseline REV] [--out benchmarks/results/engine.json]
+    python -m benchmarks.bench_engine [--runs 5] [--batch 65536] [--single 20000] [--baseline REV] [--out benchmarks/results/engine.json]
 
 EXSIM_BENCH_SMOKE=1 (benchmarks/_smoke.py): one run over one QuantCup replay and the first 20,000
 messages of each seeded flow, JSON to the smoke directory: seconds, for the docs' command tests.
@@ -154,6 +163,81 @@ def run_once(flow: np.ndarray, n_symbols: int, batch: int, reuse: bool,
             "live_end": eng.live_orders, "state_bytes": eng.memory_bytes()}
 
 
+def single_once(flow: np.ndarray, call: str, package=None, count: bool = False) -> dict:
+    """Feed ``flow`` one message per call to a fresh one-symbol engine of ``package`` (default:
+    this ``exchange``): ``call`` "process" (``process(flow[k:k+1])``, the rows sliced before
+    the clock starts), "process, out=" (the same into one reused OutputBuffers) or "submit" (its NEW messages through ``submit``); return ns per call
+    (wall and thread CPU). The timed loop does nothing but the calls (each Result is dropped
+    at the next one); with ``count``, an untimed second pass on a fresh engine adds the
+    output counts."""
+    eng = (Engine if package is None else package.Engine)()
+    eng.add_symbol("S0")
+    if call == "process":
+        rows = [flow[k: k + 1] for k in range(len(flow))]
+        process = eng.process
+        t0, c0 = time.perf_counter_ns(), time.thread_time_ns()
+        for row in rows:
+            process(row)
+    elif call == "process, out=":
+        rows = [flow[k: k + 1] for k in range(len(flow))]
+        process = eng.process
+        out = (OutputBuffers if package is None else package.OutputBuffers)(1)
+        t0, c0 = time.perf_counter_ns(), time.thread_time_ns()
+        for row in rows:
+            process(row, out=out)
+    else:
+        new = flow[flow["kind"] == 0]   # Kind.NEW
+        sides = np.where(new["side"] == 0, "buy", "sell").tolist()
+        rows = list(zip(sides, new["qty"].tolist(), new["price"].tolist(), new["ts"].tolist()))
+        submit = eng.submit
+        t0, c0 = time.perf_counter_ns(), time.thread_time_ns()
+        for side, qty, price, ts in rows:
+            submit("S0", side, qty=qty, price=price, ts=ts)
+    wall, cpu = time.perf_counter_ns() - t0, time.thread_time_ns() - c0
+    got = {"calls": len(rows), "wall_ns": wall / len(rows), "cpu_ns": cpu / len(rows)}
+    if count:
+        eng = (Engine if package is None else package.Engine)()
+        eng.add_symbol("S0")
+        got.update(fills=0, l2=0, events=0)
+        for r in rows:   # one Result at a time: an old engine's pins ~170 KB of buffers
+            res = eng.process(r) if call != "submit" else eng.submit(
+                "S0", r[0], qty=r[1], price=r[2], ts=r[3])
+            for t in ("fills", "l2", "events"):
+                got[t] += len(getattr(res, t))
+    return got
+
+
+def single_message(flow: np.ndarray, runs: int, baseline=None) -> list[dict]:
+    """Time ``single_once`` for "process", "process, out=" and "submit" on this engine (and on ``baseline``, a
+    package from ``load_baseline``), variants interleaved and their order alternated per round;
+    return one row per (call, engine) with medians, and the new-vs-baseline ratio on the new
+    rows."""
+    variants = [(call, label, pkg) for call in ("process", "process, out=", "submit")
+                for label, pkg in (("new", None), ("baseline", baseline))
+                if label == "new" or baseline is not None]
+    timed: dict[tuple, list[dict]] = {(c, lab): [] for c, lab, _ in variants}
+    for rnd in range(runs):
+        for call, label, pkg in (variants if rnd % 2 == 0 else variants[::-1]):
+            f = flow if pkg is None else in_dtype(flow, pkg.ORDER_DTYPE)
+            timed[(call, label)].append(single_once(f, call, pkg, count=rnd == 0))
+    rows = []
+    for (call, label), got in timed.items():
+        first = got[0]
+        row = {"call": call, "engine": label, "calls": first["calls"],
+               "wall_ns": statistics.median(r["wall_ns"] for r in got),
+               "cpu_ns": statistics.median(r["cpu_ns"] for r in got),
+               "runs_wall_ns": [r["wall_ns"] for r in got],
+               "fills": first["fills"], "l2_rows": first["l2"], "events": first["events"]}
+        old = timed.get((call, "baseline"))
+        if label == "new" and old:
+            row["speedup_wall"] = statistics.median(r["wall_ns"] for r in old) / row["wall_ns"]
+            row["speedup_cpu"] = statistics.median(r["cpu_ns"] for r in old) / row["cpu_ns"]
+            row["same_output_counts"] = all(old[0][t] == first[t]
+                                            for t in ("fills", "l2", "events"))
+        rows.append(row)
+    return rows
+
+
 def first_call_seconds(package=None) -> float:
     """Time the process's first engine call: numba compile, or loading its on-disk cache."""
     t0 = time.perf_counter()
@@ -169,6 +253,10 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--batch", type=int, default=65_536)
     ap.add_argument("--quantcup-messages", type=int, default=10_000_000)
+    ap.add_argument("--single", type=int, default=20_000, metavar="N",
+                    help="messages for the single-message section (0: skip it)")
+    ap.add_argument("--single-only", action="store_true",
+                    help="run only the single-message section")
     ap.add_argument("--baseline", metavar="REV", default=None,
                     help="also time the engine of git revision REV (interleaved), e.g. main")
     ap.add_argument("--out", default=None, help="JSON report (default: benchmarks/results/local/engine.json; the committed one: --out benchmarks/results/engine.json)")
@@ -184,11 +272,14 @@ def main(argv: list[str] | None = None) -> dict:
     first = first_call_seconds()
     baseline = load_baseline(args.baseline) if args.baseline else None
     baseline_first = first_call_seconds(baseline) if baseline else None
-    qc, qc_syms = quantcup_workload(_smoke.scaled(args.quantcup_messages, 1))
     uniform1 = uniform_flow(n_symbols=1, **law)
-    workloads = {"quantcup": (qc, qc_syms), "uniform1": (uniform1, 1),
-                 "uniform100": (uniform_flow(n_symbols=100, **law), 100),
-                 "venue": (venue_mix(uniform1, seed=7), 1)}
+    workloads = {}
+    if not args.single_only:
+        qc, qc_syms = quantcup_workload(_smoke.scaled(args.quantcup_messages, 1))
+        workloads = {"quantcup": (qc, qc_syms), "uniform1": (uniform1, 1),
+                     "uniform100": (uniform_flow(n_symbols=100, **law), 100),
+                     "venue": (venue_mix(uniform1, seed=7), 1)}
+    n_single = min(_smoke.scaled(args.single, 2_000), len(uniform1))
     rows = []
     versus = []
     for name, (flow, nsym) in workloads.items():
@@ -229,10 +320,11 @@ def main(argv: list[str] | None = None) -> dict:
                 "state_bytes": last["state_bytes"],
                 "bytes_per_live_order": last["state_bytes"] / max(last["live_end"], 1),
             })
+    single = single_message(uniform1[:n_single], args.runs, baseline) if n_single > 0 else []
     report = {"benchmark": "engine", "first_call_seconds": first, "batch": args.batch,
               "runs": args.runs, "machine": machine(),
               "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-              "rows": rows}
+              "rows": rows, "single_message": single}
     if baseline is not None:
         report["baseline"] = {"rev": args.baseline, "first_call_seconds": baseline_first,
                               "versus": versus}
@@ -254,6 +346,18 @@ def main(argv: list[str] | None = None) -> dict:
         for v in versus:
             print(f"| {v['workload']} | {v['speedup']:.2f}x | {v['median_round_ratio']:.2f}x "
                   f"| {'yes' if v['same_output_counts'] else 'NO'} |")
+    if single:
+        print(f"\nsingle message: uniform1's first {n_single:,} messages one per call (submit: "
+              f"its NEW ones), ns per call, median of {args.runs} interleaved rounds\n")
+        print("| call | engine | calls | ns/call (wall) | ns/call (thread CPU) | speedup (wall) "
+              "| speedup (CPU) | same output counts |")
+        print("|---|---|---:|---:|---:|---:|---:|---|")
+        for r in single:
+            ratio = (f"{r['speedup_wall']:.1f}x | {r['speedup_cpu']:.1f}x | "
+                     f"{'yes' if r['same_output_counts'] else 'NO'}"
+                     if "speedup_wall" in r else " | | ")
+            print(f"| {r['call']} | {r['engine']} | {r['calls']:,} | {r['wall_ns']:,.0f} "
+                  f"| {r['cpu_ns']:,.0f} | {ratio} |")
     out = _smoke.report_path(args.out, "engine.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2))
