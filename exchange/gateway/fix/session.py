@@ -496,7 +496,9 @@ class FixSession:
                 raise Refused(req.kind, req.client_order_id, req.orig_client_order_id,
                               req.symbol, _RATE_TEXT, side)
         except Refused as r:
-            out_type, body = refusal_body(r, f"{self.stream}:L{self.state.next_out}",
+            # why the gateway clock: it never repeats (also across restarts and sequence
+            # resets), where a MsgSeqNum starts again at 1 after 141=Y
+            out_type, body = refusal_body(r, f"{self.stream}:L{self.gw.now_ns()}",
                                           self.gw.now_ns())
             self._send(out_type, body)
             return
