@@ -820,6 +820,18 @@ class Engine:
             return 0, 0, 0
         return int(row["ind_price"]), int(row["ind_qty"]), int(row["ind_surplus"])
 
+    def next_deadline(self) -> int:
+        """Return the earliest time (ns, the message clock) at which the engine will act by
+        itself: a DAY or GTD order expiring or a re-opening auction ending; 0 if none is
+        pending. It acts only when a message with ``ts`` at or after it arrives (a live venue
+        sends one then: the gateway's clock message). Raises nothing."""
+        times = []
+        if int(self._meta[M_EXPIRY_N]) > 0:
+            times.append(int(self._expiry[0]["expire_ts"]))
+        if int(self._meta[M_NEXT_END]) > 0:
+            times.append(int(self._meta[M_NEXT_END]))
+        return min(times) if times else 0
+
     @staticmethod
     def _ts_arg(ts) -> int:
         return 0 if ts is None else _int_arg(ts, "ts", *_I64)
