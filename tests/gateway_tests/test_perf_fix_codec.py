@@ -130,3 +130,16 @@ def test_build_known_case():
         body = [(55, "JPM"), (tag, "X"), (11, 7)]
         assert codec.build("D", "A", "B", 1, "t", body) == \
             codec._build_simplefix("D", "A", "B", 1, "t", body), tag
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(-(1 << 40), 7_000_000_000_000_000_000), min_size=1, max_size=5))
+def test_utc_timestamp_is_the_datetime_text_of_its_millisecond(stamps):
+    import datetime
+
+    # repeated and neighbouring stamps too: the text of one millisecond is kept for the next
+    for ns in stamps + [s + 1 for s in stamps] + stamps:
+        secs, rem = divmod(ns, 1_000_000_000)
+        want = datetime.datetime.fromtimestamp(secs, datetime.timezone.utc).strftime(
+            "%Y%m%d-%H:%M:%S") + f".{rem // 1_000_000:03d}"
+        assert codec.utc_timestamp(ns) == want

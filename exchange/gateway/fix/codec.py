@@ -261,12 +261,22 @@ def field_int(msg, tag: int, *, required: bool = False, lo: int = 0,
 _TS = re.compile(rb"(\d{4})(\d{2})(\d{2})-(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?")
 
 
+_LAST_STAMP = (None, "")   # (epoch ms, its text): every message of a millisecond has one
+
+
 def utc_timestamp(ns: int) -> str:
     """Return FIX UTCTimestamp text (millisecond precision) of epoch nanoseconds ``ns``."""
+    global _LAST_STAMP
+    ms = int(ns) // 1_000_000
+    last_ms, text = _LAST_STAMP
+    if ms == last_ms:
+        return text
     import datetime as _dt
-    secs, rem = divmod(int(ns), 1_000_000_000)
+    secs, rem = divmod(ms, 1000)
     t = _dt.datetime.fromtimestamp(secs, _dt.timezone.utc)
-    return t.strftime("%Y%m%d-%H:%M:%S") + f".{rem // 1_000_000:03d}"
+    text = t.strftime("%Y%m%d-%H:%M:%S") + f".{rem:03d}"
+    _LAST_STAMP = (ms, text)
+    return text
 
 
 def parse_utc_timestamp(raw: bytes, tag: int) -> int:
