@@ -326,6 +326,10 @@ class Gateway:
         if req.kind in ("cancel", "replace"):
             oid = self._client_ids.get((acct.name, req.orig_client_order_id), 0)
             st = self._states.get(oid)
+            if st is not None and st.client_order_id != req.orig_client_order_id:
+                # why: an id the order had before a replace no longer names it (FIX: the
+                # OrigClOrdID is the order's latest ClOrdID); it stays taken for duplicates
+                oid, st = 0, None
             if req.kind == "replace" and (acct.name, req.client_order_id) in self._client_ids:
                 self._core_reject(ts, req, "duplicate client_order_id")
                 return None, None

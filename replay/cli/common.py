@@ -356,6 +356,7 @@ def live_progress(desc: str, *, unit: str = "msg", quiet: bool = False):
     finally:
         stop.set()
         thread.join()
+        bar.refresh()   # why: tqdm skips draws within mininterval; the final count must show
         bar.close()
 
 

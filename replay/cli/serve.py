@@ -34,7 +34,7 @@ ACCOUNT_EXAMPLES = """\
 examples:
   exsim account accounts.toml alice --firm ACME --trader 1      # prints a new random password
   exsim account accounts.toml acme-dc --firm ACME --trader 900 --roles dropcopy
-  exsim account accounts.toml bob --firm ACME --trader 2 --prompt   # type the password instead
+  # to type the password instead: exsim account accounts.toml bob --trader 2 --prompt
   # from a script: printf '%s\\n' "$PW" | exsim account accounts.toml bob --trader 2 --password-stdin
 """
 

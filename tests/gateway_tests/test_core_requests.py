@@ -314,3 +314,39 @@ def test_a_client_id_a_replace_gives_cannot_be_taken_again_in_its_batch(tmp_path
     rs = [r for r in got["fix:acct0"] if r.client_order_id == "x"]
     assert [r.exec for r in rs] == ["replaced", f"{'replace_' if second == 'replace' else ''}rejected"]
     assert rs[1].text == "duplicate client_order_id"
+
+
+def test_an_id_replaced_away_no_longer_names_the_order(tmp_path):
+    """After replace A1 -> A2, a cancel naming A1 is rejected (UNKNOWN_ID) and the order stays;
+    A1 is still refused as a new order's id (duplicate)."""
+    import asyncio
+
+    from exchange.gateway.core import Request
+    from exchange.schema import Side
+    from gw_fixtures import make_accounts, running_gateway
+
+    async def main():
+        accts = make_accounts(2)
+        a = accts.get("acct0")
+        got = []
+        async with running_gateway(tmp_path / "d", accts) as gw:
+            gw.subscribe("fix:acct0", got.extend)
+            gw.submit(Request("new", a, "fix:acct0", "A1", "JPM", side=Side.BUY, price=15000, qty=5))
+            await asyncio.sleep(0.05)
+            gw.submit(Request("replace", a, "fix:acct0", "A2", "JPM", orig_client_order_id="A1",
+                              side=Side.BUY, price=14999, qty=5))
+            await asyncio.sleep(0.05)
+            gw.submit(Request("cancel", a, "fix:acct0", "A3", "JPM", orig_client_order_id="A1"))
+            gw.submit(Request("new", a, "fix:acct0", "A1", "JPM", side=Side.BUY, price=15000, qty=5))
+            await asyncio.sleep(0.05)
+            live = gw.engine.orders("JPM")
+        return got, live
+
+    got, live = asyncio.run(main())
+    assert [r.exec for r in got] == ["new", "replaced", "rejected", "cancel_rejected"] or \
+        [r.exec for r in got] == ["new", "replaced", "cancel_rejected", "rejected"]
+    rej = next(r for r in got if r.exec == "cancel_rejected")
+    assert rej.text == "UNKNOWN_ID" and rej.client_order_id == "A3"
+    dup = next(r for r in got if r.exec == "rejected")
+    assert dup.text == "duplicate client_order_id"
+    assert len(live) == 1 and int(live["price"][0]) == 14999

@@ -25,7 +25,7 @@ from decimal import Decimal
 from exchange.gateway.fix.codec import Framer, Garbled, body_of, build, parse_frame, \
     utc_timestamp
 
-__all__ = ["FixClient", "FixMessage", "FixClientError"]
+__all__ = ["FixClient", "FixMessage", "FixClientError", "MarketDataBook"]
 
 ADMIN = frozenset({"0", "1", "2", "4", "5", "A"})
 
@@ -64,9 +64,12 @@ class FixClient:
     """One FIX session with the gateway (module docstring)."""
 
     def __init__(self, host: str, port: int, name: str, password: str, *, target: str = "EXSIM",
-                 heartbeat: int = 30, dropcopy: bool = False, max_message_size: int = 1 << 16):
+                 heartbeat: int = 30, dropcopy: bool = False, marketdata: bool = False,
+                 max_message_size: int = 1 << 16):
         self.host, self.port, self.name, self.password = host, port, name, password
         self.target, self.heartbeat, self.dropcopy = target, heartbeat, dropcopy
+        self.marketdata = marketdata
+        self.md_requests: dict[str, list] = {}   # MDReqID -> its symbols and types (unsubscribe)
         self.max_message_size = max_message_size
         self.next_out = 1
         self.next_in = 1
@@ -106,8 +109,8 @@ class FixClient:
         body = [(98, 0), (108, self.heartbeat), (553, self.name), (554, self.password)]
         if reset:
             body.append((141, "Y"))
-        if self.dropcopy:
-            body.insert(0, (57, "DROPCOPY"))
+        if self.dropcopy or self.marketdata:
+            body.insert(0, (57, "DROPCOPY" if self.dropcopy else "MARKETDATA"))
         self.send("A", body)
         msg = await self.expect("A", "5", timeout=timeout)
         if msg.type == "5":
@@ -199,6 +202,30 @@ class FixClient:
         body += _order_extras(price, tif, stop_px, None, False, None, None)
         return self.send("G", body)
 
+    def subscribe(self, symbols, *, depth: int = 0, types=("0", "1", "2"),
+                  snapshot_only: bool = False, req_id: str | None = None) -> str:
+        """Send a MarketDataRequest for ``symbols`` (a name or a list of names); return its
+        MDReqID. ``depth``: 0 every level, N the best N per side; ``types``: MDEntryTypes
+        ("0" bid, "1" offer, "2" trade, "4" opening, "5" closing price); ``snapshot_only``: one
+        W per symbol and no updates. Apply the W / X messages to a ``MarketDataBook``. Raises
+        FixClientError if not connected."""
+        names = [symbols] if isinstance(symbols, str) else list(symbols)
+        req_id = req_id or self.new_client_id("MD")
+        groups = [(267, len(types))] + [(269, t) for t in types] + \
+            [(146, len(names))] + [(55, n) for n in names]
+        self.send("V", [(262, req_id), (263, "0" if snapshot_only else "1"), (264, depth),
+                        (265, 1)] + groups)
+        if not snapshot_only:
+            self.md_requests[req_id] = [(264, depth)] + groups
+        return req_id
+
+    def unsubscribe(self, req_id: str) -> int:
+        """End the subscription ``req_id`` (MarketDataRequest 263=2); return its MsgSeqNum.
+        Raises KeyError if this client made no such subscription, FixClientError if not
+        connected."""
+        groups = self.md_requests.pop(req_id)
+        return self.send("V", [(262, req_id), (263, "2")] + groups)
+
     # -- receiving -------------------------------------------------------------------------------
     async def next(self, timeout: float = 5.0) -> FixMessage:
         """Return the next message handed out (not Heartbeats and session-internal ones).
@@ -267,6 +294,11 @@ class FixClient:
             if msg.type == "5":
                 self._deliver(msg)
                 return
+            if msg.type == "2":
+                # why: FIX answers a ResendRequest even beyond a gap (then asks for the gap);
+                # the gateway gap-fills its own ResendRequest when it resends, so ignoring it
+                # here would leave our lost message unsent and both sides waiting
+                self._resend(int(msg[7]), int(msg[16]))
             if self.resend_until == 0:
                 self.send("2", [(7, self.next_in), (16, 0)])
             self.resend_until = max(self.resend_until, msg.seq)
@@ -350,3 +382,82 @@ def _order_extras(price, tif, stop_px, expire_time, post_only, max_floor, min_qt
 
 def _dec(v) -> str:
     return format(Decimal(str(v)), "f")
+
+
+@dataclass
+class MarketDataBook:
+    """A local copy of the gateway's books built from MarketData W / X messages (all
+    subscriptions of a session, or one: give ``req_id``).
+
+    ``bids[symbol]`` / ``asks[symbol]`` map a price (Decimal) to (size, number of orders);
+    ``trades`` lists (symbol, price, size, trade id) in order; ``auction[symbol]`` maps
+    (MDEntryType, "expected" | "actual") to (price, size). ``seq[symbol]`` is the last engine
+    seq (83 RptSeq) applied."""
+
+    req_id: str | None = None
+    bids: dict = dc_field(default_factory=dict)
+    asks: dict = dc_field(default_factory=dict)
+    trades: list = dc_field(default_factory=list)
+    auction: dict = dc_field(default_factory=dict)
+    seq: dict = dc_field(default_factory=dict)
+
+    def apply(self, msg: FixMessage) -> bool:
+        """Apply one message; return True if it was a W or X of this book's subscription."""
+        if msg.type not in ("W", "X") or (self.req_id is not None
+                                          and msg.get(262) != self.req_id):
+            return False
+        if msg.type == "W":
+            symbol = msg[55]
+            self.bids[symbol], self.asks[symbol] = {}, {}
+            self.auction[symbol] = {}
+            self.seq[symbol] = int(msg.get(83, 0))
+            for e in _entries(msg.fields, 269):
+                self._put(symbol, "0", e)
+            return True
+        for e in _entries(msg.fields, 279):
+            symbol = e[55]
+            if e[279] == "2":
+                self._delete(symbol, e)
+            else:
+                self._put(symbol, e[279], e)
+            if 83 in e:
+                self.seq[symbol] = int(e[83])
+        return True
+
+    def _put(self, symbol: str, action: str, e: dict) -> None:
+        etype = e[269]
+        if etype in ("0", "1"):
+            side = self.bids if etype == "0" else self.asks
+            side.setdefault(symbol, {})[Decimal(e[270])] = (int(e[271]), int(e.get(346, 0)))
+        elif etype == "2":
+            self.trades.append((symbol, Decimal(e[270]), int(e[271]), e.get(278)))
+        else:
+            kind = "expected" if e.get(286) == "3" else "actual"
+            self.auction.setdefault(symbol, {})[(etype, kind)] = (Decimal(e[270]), int(e[271]))
+
+    def _delete(self, symbol: str, e: dict) -> None:
+        etype = e[269]
+        if etype in ("0", "1"):
+            side = self.bids if etype == "0" else self.asks
+            side.get(symbol, {}).pop(Decimal(e[270]), None)
+        else:
+            kind = "expected" if e.get(286) == "3" else "actual"
+            self.auction.get(symbol, {}).pop((etype, kind), None)
+
+    def levels(self, symbol: str, side: str) -> list:
+        """Return [(price, size, orders)] of ``side`` ("bid" or "ask") of ``symbol``, best
+        first."""
+        book = (self.bids if side == "bid" else self.asks).get(symbol, {})
+        return [(p, q, c) for p, (q, c) in sorted(book.items(), reverse=side == "bid")]
+
+
+def _entries(fields: list, first_tag: int) -> list[dict]:
+    """Return the repeating-group entries of ``fields``: each starts at ``first_tag``."""
+    out, cur = [], None
+    for tag, value in fields:
+        if tag == first_tag:
+            cur = {}
+            out.append(cur)
+        if cur is not None and tag != 10:
+            cur.setdefault(tag, value)
+    return out

@@ -4,13 +4,17 @@ A connection must log on (35=A) within ``logon_timeout`` seconds: SenderCompID (
 account name, Password (554) its password, TargetCompID (56) the gateway's CompID. An account
 with the "trade" role gets an order-entry session on report stream ``fix:<account>``; one with
 only "dropcopy" (or a Logon with TargetSubID 57=DROPCOPY) gets the drop copy of its firm,
-stream ``dropcopy:<firm>``, and may not send orders. One session per account and kind at a time.
+stream ``dropcopy:<firm>``, and may not send orders; one with neither (or a Logon with
+57=MARKETDATA) gets a market-data session, which has no report stream and may not send orders.
+An account with the "marketdata" role may send MarketDataRequest on any of its sessions
+(``marketdata.MarketData``). One session per account and kind at a time.
 
 Invariants:
 - Sequence numbers and the outbound store are persisted (``store.SessionStore``) before the
   bytes they describe are written and before inbound requests reach the engine, so they survive
   a restart; a resend repeats the stored bytes with PossDupFlag=Y and OrigSendingTime, and
-  gap-fills administrative messages with SequenceReset-GapFill.
+  gap-fills administrative messages and market data (W, X: stale once sent) with
+  SequenceReset-GapFill.
 - Reports reach a session through ``read_stream`` then ``subscribe`` with no await between,
   and each is sent once: a report whose rseq is not above the last one sent is skipped.
 - The FIX rules for a received MsgSeqNum: equal to the expected one, processed; lower without
@@ -21,7 +25,8 @@ Invariants:
   end the session; a framed message breaking a field rule gets a session Reject (35=3).
 - No callback awaits; a client that does not read is disconnected when its unsent output
   passes ``max_output_bytes`` (its reports stay stored; a reconnect resends them), so a slow
-  or half-open client never holds up the core or another session. Heartbeats: a Heartbeat
+  or half-open client never holds up the core or another session; output held back while a
+  resend runs counts against the same bound. Heartbeats: a Heartbeat
   after ``HeartBtInt`` seconds without output; a TestRequest after HeartBtInt + 20 % without
   input; a Logout and disconnect if the TestRequest is not answered within HeartBtInt more.
 """
@@ -45,6 +50,7 @@ __all__ = ["FixSession", "ADMIN_TYPES"]
 log = logging.getLogger("exsim.gateway.fix")
 
 ADMIN_TYPES = frozenset({"0", "1", "2", "3", "4", "5", "A"})
+UNSTORED_TYPES = ADMIN_TYPES | {"W", "X"}   # gap-filled on a resend (module docstring)
 _RATE_TEXT = "message rate exceeded"
 _MAX_SEQ = (1 << 31) - 1   # FIX SeqNum is an int; the gateway keeps it in 31 bits
 
@@ -74,6 +80,7 @@ class FixSession:
         self.resend_until = 0      # while > 0: a ResendRequest of ours is outstanding
         self.resending = False     # while True, output waits in self.held (a resend is running)
         self.held: list[bytes] = []
+        self.held_bytes = 0
         self.garbled = 0
         self.test_request_at = None
         self.started = self.last_recv = self.last_sent = self.loop.time()
@@ -165,7 +172,7 @@ class FixSession:
             st.last_rseq = rseq
         raw = build(msg_type, self.server.comp_id, self.account.name, seq,
                     utc_timestamp(self.gw.now_ns()), body)
-        self.rows.append(Outbound(seq, msg_type, rseq, None if msg_type in ADMIN_TYPES else raw))
+        self.rows.append(Outbound(seq, msg_type, rseq, None if msg_type in UNSTORED_TYPES else raw))
         self.out.append(raw)
         self.last_sent = self.loop.time()
 
@@ -187,6 +194,12 @@ class FixSession:
             data, self.out = b"".join(self.out), []
             if self.resending:
                 self.held.append(data)
+                self.held_bytes += len(data)
+                if self.held_bytes > self.server.max_output_bytes:
+                    log.warning("FIX %s: client does not read during a resend; disconnected",
+                                self.key)
+                    self.closing = True
+                    self.writer.transport.abort()
             elif not self.writer.is_closing():
                 self.writer.write(data)
                 self._check_output()
@@ -223,6 +236,15 @@ class FixSession:
             body.append((379, ref_id))
         body += [(380, reason), (58, text)]
         self._send("j", body)
+
+    def send_market_data(self, messages: list) -> None:
+        """Send market-data messages, (MsgType, body pairs) each, in order, and flush; nothing
+        if the session is ending."""
+        if self.closing or self.state is None:
+            return
+        for msg_type, body in messages:
+            self._send(msg_type, body)
+        self._flush()
 
     # -- reports -----------------------------------------------------------------------------------
     def _on_reports(self, reports: list) -> None:
@@ -304,6 +326,9 @@ class FixSession:
         if sub == "DROPCOPY" or (known is not None and not known.can("trade")
                                  and known.can("dropcopy")):
             role = "dropcopy"
+        elif sub == "MARKETDATA" or (known is not None and not known.can("trade")
+                                     and known.can("marketdata")):
+            role = "marketdata"
         if problem is None:
             try:
                 acct = await asyncio.to_thread(self.gw.accounts.authenticate, name, password, role)
@@ -335,10 +360,12 @@ class FixSession:
             state.next_in += 1
         else:
             self._ask_resend(seq)
-        self.stream = f"fix:{acct.name}" if role == "trade" else f"dropcopy:{acct.firm}"
-        backlog = self.gw.read_stream(self.stream, state.last_rseq)
-        self.gw.subscribe(self.stream, self._on_reports)
-        self._queue_reports(backlog)
+        self.stream = {"trade": f"fix:{acct.name}", "dropcopy": f"dropcopy:{acct.firm}"}.get(role)
+        backlog = []
+        if self.stream is not None:
+            backlog = self.gw.read_stream(self.stream, state.last_rseq)
+            self.gw.subscribe(self.stream, self._on_reports)
+            self._queue_reports(backlog)
         log.info("FIX %s: %s logged on (%s), next in %d out %d, %d reports to deliver",
                  self.peer, acct.name, role, state.next_in, state.next_out, len(backlog))
 
@@ -449,8 +476,6 @@ class FixSession:
         elif msg_type == "V" and self.server.marketdata is not None:
             if limited:
                 self._business_reject(seq, msg_type, 0, _RATE_TEXT)
-            elif not self.account.can("marketdata"):
-                self._business_reject(seq, msg_type, 6, "account may not receive market data")
             else:
                 self.server.marketdata.request(self, msg, seq)
         elif len(msg_type) <= 2 and msg_type.isalnum():
@@ -459,8 +484,9 @@ class FixSession:
             raise FieldError(11, "invalid MsgType", 35)
 
     def _order(self, msg, msg_type: str, seq: int, limited: bool) -> None:
-        if self.kind == "dropcopy":
-            self._business_reject(seq, msg_type, 6, "a drop-copy session may not send orders",
+        if self.kind != "trade":
+            kind = {"dropcopy": "drop-copy", "marketdata": "market-data"}[self.kind]
+            self._business_reject(seq, msg_type, 6, f"a {kind} session may not send orders",
                                   (msg.get(11) or b"").decode("ascii", "replace")[:32])
             return
         try:
@@ -531,7 +557,7 @@ class FixSession:
             self.closing = True
         finally:
             self.resending = False
-            held, self.held = self.held, []
+            held, self.held, self.held_bytes = self.held, [], 0
             if held and not self.writer.is_closing():
                 self.writer.write(b"".join(held))
                 self._check_output()
