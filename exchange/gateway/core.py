@@ -190,6 +190,7 @@ class Gateway:
         self._market: list = []
         self._closing = False
         self._pending_core: list = []
+        self._gather: asyncio.Future | None = None   # the batch loop waits on it for requests
         self._wall0, self._mono0 = time.time_ns(), time.monotonic_ns()
         self._task = loop.create_task(self._run(), name="exsim-gateway-core")
         self.failed: BaseException | None = None
@@ -251,8 +252,10 @@ class Gateway:
                               problem or "gateway overloaded: request queue full")
             # why a (ts, None) item: it wakes the batch loop, which sends the reject
             self._queue.put_nowait((self._last_ts, None))
-            return
-        self._queue.put_nowait((self.now_ns(), request))
+        else:
+            self._queue.put_nowait((self.now_ns(), request))
+        if self._gather is not None and self._queue.qsize() >= self.batch_max - 1:
+            _wake(self._gather)
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -262,19 +265,19 @@ class Gateway:
                 if item is None:
                     return
                 batch = [item]
-                deadline = loop.time() + self.batch_ns * 1e-9
                 stop = False
-                while len(batch) < self.batch_max:
+                # why one timer per batch (not a timed get per request): the window is waited
+                # out once, or cut short by submit() when batch_max requests are queued
+                if self._queue.qsize() < self.batch_max - 1:
+                    self._gather = loop.create_future()
+                    timer = loop.call_later(self.batch_ns * 1e-9, _wake, self._gather)
                     try:
-                        nxt = self._queue.get_nowait()
-                    except asyncio.QueueEmpty:
-                        left = deadline - loop.time()
-                        if left <= 0:
-                            break
-                        try:
-                            nxt = await asyncio.wait_for(self._queue.get(), left)
-                        except asyncio.TimeoutError:
-                            break
+                        await self._gather
+                    finally:
+                        timer.cancel()
+                        self._gather = None
+                while len(batch) < self.batch_max and not self._queue.empty():
+                    nxt = self._queue.get_nowait()
                     if nxt is None:
                         stop = True
                         break
@@ -569,6 +572,8 @@ class Gateway:
             return
         self._closing = True
         self._queue.put_nowait(None)
+        if self._gather is not None:
+            _wake(self._gather)   # why: the batch in gathering runs now, then the loop stops
         try:
             await self._task
         except BaseException:   # why: the loop's failure is kept in self.failed; close anyway
@@ -609,6 +614,11 @@ def _printable(req: Request) -> Request:
                    symbol=text(req.symbol, MAX_SYMBOL_NAME),
                    client_order_id=text(req.client_order_id, MAX_CLIENT_ID),
                    orig_client_order_id=text(req.orig_client_order_id, MAX_CLIENT_ID))
+
+
+def _wake(fut: asyncio.Future) -> None:
+    if not fut.done():
+        fut.set_result(None)
 
 
 def _renumber(r: Report, stream: str, rseq: int) -> Report:
