@@ -41,7 +41,7 @@ import numpy as np
 
 from exchange.errors import CorruptionError, StoreError, UsageError
 from exchange.gateway.accounts import Account, Accounts
-from exchange.gateway.reports import Origin, OrderState, Report, derive
+from exchange.gateway.reports import Origin, OrderState, Report, derive, renumbered_json
 from exchange.gateway.state_db import DB_NAME, StateDB
 from exchange.schema import Flag, Kind, ORDER_DTYPE, OrderType, Side, Tif
 
@@ -487,14 +487,15 @@ class Gateway:
                     and r.exec in ("canceled", "replaced", "cancel_rejected", "replace_rejected"):
                 # why: a cancel/replace from another session of the account is answered there too
                 pairs.append((_renumber(r, origin.stream, 0), None))
-        numbered = []
+        numbered, bodies = [], []
         for r, firm in pairs:
-            if firm is None:
-                rseq = self._heads.get(r.stream, 0) + 1
-                self._heads[r.stream] = rseq
-                numbered.append(_renumber(r, r.stream, rseq))
-            else:
-                numbered.extend(self._number([(r, firm)]))
+            # why one JSON per report: its copies differ only in stream and rseq
+            body = r.to_json()
+            for stream in ((r.stream,) if firm is None else (r.stream, f"dropcopy:{firm}")):
+                rseq = self._heads.get(stream, 0) + 1
+                self._heads[stream] = rseq
+                numbered.append(_renumber(r, stream, rseq))
+                bodies.append(renumbered_json(body, r, stream, rseq))
         changed = [self._states[o] for o in before]
         client_ids = [(st.account, st.client_order_id, st.order_id) for st in changed
                       if st.client_order_id != before[st.order_id]]
@@ -502,7 +503,7 @@ class Gateway:
             if st.client_order_id != before[st.order_id]:
                 self._client_ids[(st.account, st.client_order_id)] = st.order_id
         last = first_seq + len(orders) - 1
-        self._db.end_batch(numbered, changed, client_ids, last)
+        self._db.end_batch(numbered, changed, client_ids, last, bodies=bodies)
         return numbered
 
     # -- the outbound side --------------------------------------------------------------------------

@@ -26,7 +26,7 @@ import numpy as np
 
 from exchange.schema import Event, Kind, Reason
 
-__all__ = ["Report", "OrderState", "derive", "EXEC_KINDS", "STATUSES"]
+__all__ = ["Report", "OrderState", "derive", "renumbered_json", "EXEC_KINDS", "STATUSES"]
 
 EXEC_KINDS = ("new", "rejected", "trade", "canceled", "replaced", "expired", "triggered",
               "cancel_rejected", "replace_rejected")
@@ -179,6 +179,24 @@ def _to_json(obj) -> str:
         except (TypeError, KeyError):
             pass
     return json.dumps(d, sort_keys=True, separators=(",", ":"))
+
+
+def renumbered_json(body: str, r: Report, stream: str, rseq: int) -> str:
+    """Return the ``to_json`` of ``r`` moved to ``stream`` as its report ``rseq``, given
+    ``body`` = ``r.to_json()``: the two values replaced in place, since sorted keys put each
+    once between fixed neighbours (a str value's quotes are escaped, so the pattern cannot
+    occur inside one). Falls back to writing the copy if a pattern is not found exactly once.
+    """
+    if type(r.rseq) is int and type(rseq) is int and type(r.stream) is str \
+            and type(stream) is str:
+        old_rseq = f',"rseq":{r.rseq},"seq":'
+        old_stream = f',"stream":{_json_str(r.stream)},"symbol":'
+        if body.count(old_rseq) == 1 and body.count(old_stream) == 1:
+            return body.replace(old_rseq, f',"rseq":{rseq},"seq":').replace(
+                old_stream, f',"stream":{_json_str(stream)},"symbol":')
+    copy = object.__new__(Report)
+    copy.__dict__.update(r.__dict__, stream=stream, rseq=rseq)
+    return copy.to_json()
 
 
 def _base(st: OrderState, seq: int, ts: int, exec_kind: str, *, cid: str | None = None,

@@ -180,14 +180,18 @@ class StateDB:
             self._set_meta("last_ts", last_ts)))
 
     def end_batch(self, reports: list[Report], changed: list, client_ids: list,
-                  reported_through: int, last_ts: int | None = None) -> None:
+                  reported_through: int, last_ts: int | None = None, *,
+                  bodies: list[str] | None = None) -> None:
         """Commit a batch's reports, the changed order states, new client ids (a replace's),
-        ``reported_through`` and (if given) the latest stamp in one transaction. Raises
-        WriteError if SQLite cannot write."""
+        ``reported_through`` and (if given) the latest stamp in one transaction. ``bodies``:
+        each report's ``to_json()`` if the caller has it already. Raises WriteError if SQLite
+        cannot write."""
+        if bodies is None:
+            bodies = [r.to_json() for r in reports]
         self._write(lambda db: (
             last_ts is not None and self._set_meta("last_ts", max(last_ts, self.last_ts())),
             db.executemany("INSERT INTO reports (stream, rseq, seq, body) VALUES (?, ?, ?, ?)",
-                           [(r.stream, r.rseq, r.seq, r.to_json()) for r in reports]),
+                           [(r.stream, r.rseq, r.seq, b) for r, b in zip(reports, bodies)]),
             db.executemany("UPDATE orders SET client_order_id = ?, state = ? WHERE order_id = ?",
                            [(st.client_order_id, st.to_json(), st.order_id) for st in changed]),
             db.executemany("INSERT OR REPLACE INTO client_ids (account, client_order_id, "

@@ -84,3 +84,17 @@ def test_the_json_round_trips():
                15000, 0, 1, last_px=15000, last_qty=1, trade_id=9, cum_qty=1, avg_px=15000.0)
     assert Report.from_json(r.to_json()) == r
     assert r.to_json() == _dumps(r)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_values(Report, odd=False), st.one_of(_texts, _texts.map(_Str)),
+       st.integers(0, 1 << 62), st.one_of(st.none(), st.sampled_from(list(Report.__dataclass_fields__))),
+       _odd)
+def test_a_renumbered_copy_writes_as_json_dumps(values, stream, rseq, odd_name, odd):
+    from exchange.gateway.reports import renumbered_json
+
+    if odd_name is not None:
+        values = {**values, odd_name: odd}
+    r = _build(Report, values)
+    copy = _build(Report, {**values, "stream": stream, "rseq": rseq})
+    assert renumbered_json(r.to_json(), r, stream, rseq) == _dumps(copy)
