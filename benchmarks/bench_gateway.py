@@ -23,6 +23,8 @@ Anchors to read beside the figures (not measured here): go-quantcup with Postgre
 orders/s end to end (its README); the Philadelphia Java FIX engine's published 7.7 us loopback
 round trip. Figures are medians over ``--runs`` runs. Prints a markdown table and writes JSON.
 EXSIM_BENCH_SMOKE=1 (benchmarks/_smoke.py): one short run of each cell at one low rate.
+EXSIM_BENCH_WAIT_S (default 120): how long a latency run waits for its last acknowledgement
+before it fails (the first run on a fresh checkout also compiles the numba kernels).
 """
 
 from __future__ import annotations
@@ -186,7 +188,7 @@ async def latency_run(proto: str, host: str, port: int, rate: int, n: int, tag: 
         token = f"{tag}{i}"
         due[token] = (i, when)
         await client.send(token, i % 2)
-    await asyncio.wait_for(done.wait(), float(os.environ.get("BENCH_WAIT", 120)))
+    await asyncio.wait_for(done.wait(), float(os.environ.get("EXSIM_BENCH_WAIT_S", 120)))
     listener.cancel()
     await client.close()
     return lat
