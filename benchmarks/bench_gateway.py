@@ -17,12 +17,14 @@ journal, report, encode), not a growing book.
 Both for each protocol (``fix``, ``binary``) and durability (``--fsync batch`` fsyncs every
 batch before acknowledging it; ``none`` does not).
 
-    python -m benchmarks.bench_gateway [--protocols fix binary] [--fsync batch none] [--rates 500 2000 8000] [--clients 1 16] [--duration 3] [--runs 3] [--out benchmarks/results/gateway.json]
+    python -m benchmarks.bench_gateway [--protocols fix binary] [--fsync batch none] [--rates 500 2000 8000] [--clients 1 16] [--duration 3] [--runs 3] [--batch-us 200] [--out benchmarks/results/gateway.json]
 
 Anchors to read beside the figures (not measured here): go-quantcup with PostgreSQL, 42.8 k
 orders/s end to end (its README); the Philadelphia Java FIX engine's published 7.7 us loopback
 round trip. Figures are medians over ``--runs`` runs. Prints a markdown table and writes JSON.
 EXSIM_BENCH_SMOKE=1 (benchmarks/_smoke.py): one short run of each cell at one low rate.
+EXSIM_BENCH_WAIT_S (default 120): how long a latency run waits for its last acknowledgement
+before it fails (the first run on a fresh checkout also compiles the numba kernels).
 """
 
 from __future__ import annotations
@@ -186,7 +188,7 @@ async def latency_run(proto: str, host: str, port: int, rate: int, n: int, tag: 
         token = f"{tag}{i}"
         due[token] = (i, when)
         await client.send(token, i % 2)
-    await asyncio.wait_for(done.wait(), 120)
+    await asyncio.wait_for(done.wait(), float(os.environ.get("EXSIM_BENCH_WAIT_S", 120)))
     listener.cancel()
     await client.close()
     return lat
@@ -235,13 +237,14 @@ def _pct(lat_ns: np.ndarray) -> dict:
             "p999_us": float(np.percentile(us, 99.9)), "n": int(lat_ns.size)}
 
 
-def measure(protocols, fsyncs, rates, client_counts, duration, runs, window) -> dict:
+def measure(protocols, fsyncs, rates, client_counts, duration, runs, window,
+            batch_us: int = 200) -> dict:
     """Return the report: one latency row per (protocol, fsync, rate) and one throughput row
     per (protocol, fsync, clients), each the median over ``runs`` runs."""
     rows_lat, rows_tput = [], []
     for fsync in fsyncs:
         for run in range(runs):
-            server = Server(fsync, max(client_counts), protocols)
+            server = Server(fsync, max(client_counts), protocols, batch_us)
             try:
                 for proto in protocols:
                     host, port = server.ports[proto]
@@ -262,7 +265,7 @@ def measure(protocols, fsyncs, rates, client_counts, duration, runs, window) -> 
                                     ("p50_us", "p99_us", "p999_us")),
             "throughput": _median_rows(rows_tput, ("protocol", "fsync", "clients"),
                                        ("orders_per_s",)),
-            "runs": runs, "duration_s": duration, "window": window}
+            "runs": runs, "duration_s": duration, "window": window, "batch_us": batch_us}
 
 
 def _median_rows(rows: list, keys: tuple, values: tuple) -> list:
@@ -303,13 +306,16 @@ def main(argv=None) -> int:
     p.add_argument("--duration", type=float, default=3.0)
     p.add_argument("--window", type=int, default=32)
     p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--batch-us", type=int, default=200,
+                   help="the server's longest wait for more requests to a batch (us)")
     p.add_argument("--out", default=None)
     args = p.parse_args(argv)
     rates = args.rates if not _smoke.enabled() else [min(args.rates)]
     clients = args.clients if not _smoke.enabled() else [min(args.clients)]
     duration = args.duration if not _smoke.enabled() else 0.3
     runs = _smoke.scaled(args.runs, 1)
-    report = measure(args.protocols, args.fsync, rates, clients, duration, runs, args.window)
+    report = measure(args.protocols, args.fsync, rates, clients, duration, runs, args.window,
+                     args.batch_us)
     report["machine"] = machine()
     report["command"] = "python -m benchmarks.bench_gateway " + " ".join(argv or sys.argv[1:])
     report["anchors"] = {"go-quantcup + PostgreSQL orders/s (its README)": 42_800,

@@ -52,9 +52,11 @@ DEFAULTS = dict(
     sndbuf=0,                   # SO_SNDBUF of each connection in bytes (0: the system's autotuning)
 )
 SEND_CHUNK = 256                # reports written per drain
+READ_CHUNK = 1 << 16            # bytes asked of the socket per read (many packets at a time)
 # why 1 + the largest payload: read_frame's limit counts the type byte and the payload
 MAX_FRAME = 1 + max(ouch.LOGIN_REQUEST.size, ouch.MAX_CLIENT_MESSAGE)
 YIELD_EVERY = 64                # inbound packets handled before letting other sessions run
+WRITE_HIGH = 1 << 16            # socket buffer bytes above which the sender waits for drain
 
 
 class BinaryServer:
@@ -155,7 +157,7 @@ class _Session:
         self.last_sent = loop.time()
         # why these limits: drain() returns below 16 KiB and waits above 64 KiB, far under
         # max_buffer_bytes, so a reader that keeps up is never near the disconnect limit
-        self.transport.set_write_buffer_limits(high=1 << 16, low=1 << 14)
+        self.transport.set_write_buffer_limits(high=WRITE_HIGH, low=WRITE_HIGH // 4)
         sock = writer.get_extra_info("socket")
         if self.opts["sndbuf"] and sock is not None:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.opts["sndbuf"])
@@ -232,11 +234,14 @@ class _Session:
                     self.sent_rseq = r.rseq
                     out.append(frame(PacketType.SEQUENCED, ouch.encode_report(r)))
                 self._write(b"".join(out))
-                try:
-                    await asyncio.wait_for(self.writer.drain(), self.opts["idle_s"])
-                except asyncio.TimeoutError:
-                    self.drop(f"its socket took no bytes for {self.opts['idle_s']:g} s")
-                    return
+                # why only above the high-water mark: below it drain() returns at once, and a
+                # timed wait per write (a task and a timer) cost more than the write itself
+                if self.transport.get_write_buffer_size() > WRITE_HIGH:
+                    try:
+                        await asyncio.wait_for(self.writer.drain(), self.opts["idle_s"])
+                    except asyncio.TimeoutError:
+                        self.drop(f"its socket took no bytes for {self.opts['idle_s']:g} s")
+                        return
         except (ConnectionError, asyncio.CancelledError):
             pass
 
@@ -260,32 +265,67 @@ class _Session:
         try:
             if not await self._login():
                 return
-            n = 0
-            while not self.closed:
-                got = await read_frame(self.reader, max_size=MAX_FRAME, idle_s=self.opts["idle_s"])
-                if got is None or self.closed:
-                    return
-                ptype, payload = got
-                if ptype == PacketType.UNSEQUENCED:
-                    self._order(payload)
-                elif ptype == PacketType.CLIENT_HEARTBEAT or ptype == PacketType.DEBUG:
-                    pass
-                elif ptype == PacketType.LOGOUT_REQUEST:
-                    # the client ends its session, not the server's: no End of Session
-                    self.closed = True
-                    self.wake.set()
-                    self.transport.close()
-                    return
-                else:
-                    self.drop(f"packet type {ptype:#04x} is not allowed after login")
-                    return
-                n += 1
-                if n % YIELD_EVERY == 0:
-                    await asyncio.sleep(0)
+            await self._packets()
         except FrameError as e:
             self.drop(str(e))
         except ConnectionError as e:
             self.drop(f"connection error: {e}")
+
+    async def _packets(self) -> None:
+        """Read the socket a chunk at a time and handle every whole packet in it, until the
+        client logs out or breaks a rule. Raises FrameError for a bad length, a packet not
+        completed within ``idle_s`` of its first byte, nothing within ``idle_s``, or the
+        stream ending inside a packet; ConnectionError from the socket."""
+        # why not read_frame per packet: two timed reads per packet cost more than the packet
+        idle = self.opts["idle_s"]
+        buf, n, partial_since = b"", 0, None
+        while not self.closed:
+            packets, buf = ouch.split_packets(buf, MAX_FRAME)
+            for ptype, payload in packets:
+                if not self._packet(ptype, payload):
+                    return
+                n += 1
+                if n % YIELD_EVERY == 0:
+                    await asyncio.sleep(0)
+            # the idle clock restarts with every whole packet; a packet begun must be
+            # completed within idle_s
+            if packets or not buf:
+                partial_since = None
+            now = self.loop.time()
+            if not buf:
+                wait = idle
+            else:
+                partial_since = now if partial_since is None else partial_since
+                wait = partial_since + idle - now
+            try:
+                chunk = await asyncio.wait_for(self.reader.read(READ_CHUNK), max(wait, 0.0))
+            except asyncio.TimeoutError:
+                raise FrameError(f"a frame was not completed within {idle:g} s" if buf
+                                 else f"nothing received for {idle:g} s") from None
+            if not chunk:
+                if buf:
+                    raise FrameError("the connection ended inside a frame")
+                return
+            buf += chunk
+
+    def _packet(self, ptype: int, payload: bytes) -> bool:
+        """Handle one packet after the login; return False when the session is over."""
+        if self.closed:
+            return False
+        if ptype == PacketType.UNSEQUENCED:
+            self._order(payload)
+        elif ptype == PacketType.CLIENT_HEARTBEAT or ptype == PacketType.DEBUG:
+            pass
+        elif ptype == PacketType.LOGOUT_REQUEST:
+            # the client ends its session, not the server's: no End of Session
+            self.closed = True
+            self.wake.set()
+            self.transport.close()
+            return False
+        else:
+            self.drop(f"packet type {ptype:#04x} is not allowed after login")
+            return False
+        return True
 
     async def _login(self) -> bool:
         got = await read_frame(self.reader, max_size=MAX_FRAME,

@@ -8,7 +8,8 @@ in the sequenced report streams (``state_db``), and only then handed to the subs
 client never hears of an order before the engine's journal holds it.
 
 Invariants:
-- Order of events per batch: requests and new orders committed to the gateway state ->
+- Order of events per batch, all in one call on the worker thread: requests, new orders and
+  the core's own rejects committed to the gateway state ->
   engine + WAL (durable per policy) -> reports committed -> reports dispatched -> market
   listeners called. A crash between any two steps is repaired at ``open``: the journaled
   seqs without reports get them derived from the stored rows (the same function, the same
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import gc
 import logging
 import os
 import sqlite3
@@ -39,7 +41,7 @@ import numpy as np
 
 from exchange.errors import CorruptionError, StoreError, UsageError
 from exchange.gateway.accounts import Account, Accounts
-from exchange.gateway.reports import Origin, OrderState, Report, derive
+from exchange.gateway.reports import Origin, OrderState, Report, derive, renumbered_json
 from exchange.gateway.state_db import DB_NAME, StateDB
 from exchange.schema import Flag, Kind, ORDER_DTYPE, OrderType, Side, Tif
 
@@ -188,9 +190,14 @@ class Gateway:
         self._market: list = []
         self._closing = False
         self._pending_core: list = []
+        self._gather: asyncio.Future | None = None   # the batch loop waits on it for requests
         self._wall0, self._mono0 = time.time_ns(), time.monotonic_ns()
         self._task = loop.create_task(self._run(), name="exsim-gateway-core")
         self.failed: BaseException | None = None
+        # why: what is alive now (the engine, the compiled kernels, the recovered orders) lives
+        # as long as the process; left to the collector, each full collection scanned its
+        # ~150k objects and paused the event loop for tens of ms (the p99 outliers)
+        gc.freeze()
         return self
 
     def _recover(self) -> None:
@@ -245,8 +252,10 @@ class Gateway:
                               problem or "gateway overloaded: request queue full")
             # why a (ts, None) item: it wakes the batch loop, which sends the reject
             self._queue.put_nowait((self._last_ts, None))
-            return
-        self._queue.put_nowait((self.now_ns(), request))
+        else:
+            self._queue.put_nowait((self.now_ns(), request))
+        if self._gather is not None and self._queue.qsize() >= self.batch_max - 1:
+            _wake(self._gather)
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -256,19 +265,19 @@ class Gateway:
                 if item is None:
                     return
                 batch = [item]
-                deadline = loop.time() + self.batch_ns * 1e-9
                 stop = False
-                while len(batch) < self.batch_max:
+                # why one timer per batch (not a timed get per request): the window is waited
+                # out once, or cut short by submit() when batch_max requests are queued
+                if self._queue.qsize() < self.batch_max - 1:
+                    self._gather = loop.create_future()
+                    timer = loop.call_later(self.batch_ns * 1e-9, _wake, self._gather)
                     try:
-                        nxt = self._queue.get_nowait()
-                    except asyncio.QueueEmpty:
-                        left = deadline - loop.time()
-                        if left <= 0:
-                            break
-                        try:
-                            nxt = await asyncio.wait_for(self._queue.get(), left)
-                        except asyncio.TimeoutError:
-                            break
+                        await self._gather
+                    finally:
+                        timer.cancel()
+                        self._gather = None
+                while len(batch) < self.batch_max and not self._queue.empty():
+                    nxt = self._queue.get_nowait()
                     if nxt is None:
                         stop = True
                         break
@@ -418,30 +427,36 @@ class Gateway:
                 origins[first_seq + len(rows)] = origin
                 rows.append(row)
         core_reports, self._pending_core = self._pending_core, []
-        if core_reports:
-            numbered = self._number([(r, firm) for r, firm in core_reports])
-            # why last_ts: a core reject's stamp was sent to a client, so a later run must not
-            # stamp below it (no engine batch may follow to store the clock)
-            await loop.run_in_executor(self._pool, self._db.end_batch, numbered, [], [],
-                                       self._db_reported(), self._last_ts)
-            self._dispatch(numbered)
+        core = self._number(core_reports) if core_reports else []
         if not rows:
+            if core:
+                # why last_ts: a core reject's stamp was sent to a client, so a later run must
+                # not stamp below it (no engine batch may follow to store the clock)
+                await loop.run_in_executor(self._pool, self._db.end_batch, core, [], [], 0,
+                                           self._last_ts)
+                self._dispatch(core)
             return
         orders = np.array(rows, dtype=ORDER_DTYPE)
         async with self.engine_lock:
-            await loop.run_in_executor(self._pool, self._db.begin_batch, origins, new_states,
-                                       self._next_id, self._last_ts)
-            result = await loop.run_in_executor(self._pool, self.session.process, orders)
-            reports = await loop.run_in_executor(
-                self._pool, self._commit_reports, first_seq, orders, result.fills,
-                result.events, origins)
+            # why one hop: each hand-over to the worker thread and back costs a thread wake-up
+            # (and on a loaded machine a wait for a CPU), so the whole batch runs in one
+            result, reports = await loop.run_in_executor(
+                self._pool, self._run_batch, first_seq, orders, origins, new_states, core,
+                self._next_id, self._last_ts)
+            self._dispatch(core)
             self._dispatch(reports)
             batch_view = MarketBatch(first_seq, orders, result, self.engine)
             for cb in list(self._market):
                 self._call(cb, batch_view, self._market)
 
-    def _db_reported(self) -> int:
-        return self._db.reported_through()
+    def _run_batch(self, first_seq, orders, origins, new_states, core, next_id, last_ts):
+        """On the worker thread: commit the batch's requests (and the core's reports of this
+        batch), run it through the store session (durable per policy), derive and commit its
+        reports; return (engine Result, reports)."""
+        self._db.begin_batch(origins, new_states, next_id, last_ts, core)
+        result = self.session.process(orders)
+        return result, self._commit_reports(first_seq, orders, result.fills, result.events,
+                                            origins)
 
     def _number(self, pairs: list) -> list[Report]:
         """Return the reports of (report, firm) pairs numbered on their streams, each also on
@@ -472,14 +487,15 @@ class Gateway:
                     and r.exec in ("canceled", "replaced", "cancel_rejected", "replace_rejected"):
                 # why: a cancel/replace from another session of the account is answered there too
                 pairs.append((_renumber(r, origin.stream, 0), None))
-        numbered = []
+        numbered, bodies = [], []
         for r, firm in pairs:
-            if firm is None:
-                rseq = self._heads.get(r.stream, 0) + 1
-                self._heads[r.stream] = rseq
-                numbered.append(_renumber(r, r.stream, rseq))
-            else:
-                numbered.extend(self._number([(r, firm)]))
+            # why one JSON per report: its copies differ only in stream and rseq
+            body = r.to_json()
+            for stream in ((r.stream,) if firm is None else (r.stream, f"dropcopy:{firm}")):
+                rseq = self._heads.get(stream, 0) + 1
+                self._heads[stream] = rseq
+                numbered.append(_renumber(r, stream, rseq))
+                bodies.append(renumbered_json(body, r, stream, rseq))
         changed = [self._states[o] for o in before]
         client_ids = [(st.account, st.client_order_id, st.order_id) for st in changed
                       if st.client_order_id != before[st.order_id]]
@@ -487,7 +503,7 @@ class Gateway:
             if st.client_order_id != before[st.order_id]:
                 self._client_ids[(st.account, st.client_order_id)] = st.order_id
         last = first_seq + len(orders) - 1
-        self._db.end_batch(numbered, changed, client_ids, last)
+        self._db.end_batch(numbered, changed, client_ids, last, bodies=bodies)
         return numbered
 
     # -- the outbound side --------------------------------------------------------------------------
@@ -557,6 +573,8 @@ class Gateway:
             return
         self._closing = True
         self._queue.put_nowait(None)
+        if self._gather is not None:
+            _wake(self._gather)   # why: the batch in gathering runs now, then the loop stops
         try:
             await self._task
         except BaseException:   # why: the loop's failure is kept in self.failed; close anyway
@@ -597,6 +615,11 @@ def _printable(req: Request) -> Request:
                    symbol=text(req.symbol, MAX_SYMBOL_NAME),
                    client_order_id=text(req.client_order_id, MAX_CLIENT_ID),
                    orig_client_order_id=text(req.orig_client_order_id, MAX_CLIENT_ID))
+
+
+def _wake(fut: asyncio.Future) -> None:
+    if not fut.done():
+        fut.set_result(None)
 
 
 def _renumber(r: Report, stream: str, rseq: int) -> Report:

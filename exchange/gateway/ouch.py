@@ -36,7 +36,7 @@ __all__ = [
     "TRIGGERED", "CANCEL_REJECT", "LOGIN_REQUEST", "LOGIN_ACCEPTED", "LOGIN_REJECTED",
     "MAX_CLIENT_MESSAGE", "parse_client", "encode_report", "encode_reject", "decode_server",
     "encode_login", "parse_login", "encode_login_accepted", "parse_login_accepted",
-    "reject_reason", "layout_table", "LoginRequest",
+    "reject_reason", "layout_table", "LoginRequest", "split_packets",
 ]
 
 TOKEN_LEN = 14
@@ -439,3 +439,32 @@ def layout_table(layout: Layout) -> str:
         lines.append(f"| {off} | {size} | {name} | `{fmt}` | {doc} |")
     lines.append(f"| | **{layout.size}** | total | | |")
     return "\n".join(lines)
+
+
+def split_packets(buf: bytes, max_size: int) -> tuple[list[tuple[int, bytes]], bytes]:
+    """Return the whole SoupBinTCP packets at the start of ``buf`` as (packet type, payload)
+    pairs, and the bytes after them (a packet not yet complete).
+
+    Why here and not one ``framing.read_frame`` per packet: a session reads its socket a chunk
+    at a time and takes every packet in it, with no timed wait per packet. Raises
+    ``framing.FrameError`` for a length of 0 or above ``max_size`` (checked on the header,
+    before the payload is waited for) at the start of ``buf``; a bad length after whole
+    packets ends the list there, so the packets before it are handled first.
+    """
+    from exchange.gateway.framing import HEADER, FrameError
+
+    out, pos, end, head = [], 0, len(buf), HEADER.size
+    while end - pos >= head:
+        length, ptype = HEADER.unpack_from(buf, pos)
+        if (length == 0 or length > max_size) and out:
+            break   # the packets before a bad one are handled first; the next call raises
+        if length == 0:
+            raise FrameError("a frame of length 0 (it must count at least its type byte)")
+        if length > max_size:
+            raise FrameError(f"a frame of {length} bytes; this port's limit is {max_size}")
+        stop = pos + 2 + length
+        if stop > end:
+            break
+        out.append((ptype, buf[pos + head:stop]))
+        pos = stop
+    return out, buf[pos:]

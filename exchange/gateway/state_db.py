@@ -5,7 +5,9 @@ identity and progress, and the sequenced report streams. One SQLite file,
 Invariants:
 - ``begin_batch`` commits the requests (by the engine seq they will get) and the new orders
   before the batch reaches the engine, so after a crash every journaled message has its request
-  here; rows of seqs the engine never journaled are dropped by ``forget_after``.
+  here; rows of seqs the engine never journaled are dropped by ``forget_after``. The reports
+  the core answered itself (seq 0) are committed in the same transaction, or in an
+  ``end_batch`` of their own when no request of the batch reaches the engine.
 - ``end_batch`` commits the batch's reports, the orders' new state and ``reported_through`` in
   one transaction, so the reports of a seq are either all stored or none.
 - Under durability "fsync" every commit is synced (``synchronous=FULL``); under "interval" and
@@ -155,11 +157,16 @@ class StateDB:
                                   self.path, -1) from None
 
     # -- writing, batch by batch ------------------------------------------------------------------
-    def begin_batch(self, origins: dict, new_orders: list, next_order_id: int, last_ts: int) -> None:
-        """Commit the requests of a batch and the orders it creates, before the engine runs it.
+    def begin_batch(self, origins: dict, new_orders: list, next_order_id: int, last_ts: int,
+                    reports: list = ()) -> None:
+        """Commit the requests of a batch and the orders it creates, before the engine runs it,
+        with ``reports`` the core answered itself (seq 0: they need no engine message).
 
         Raises WriteError if SQLite cannot write."""
         self._write(lambda db: (
+            reports and db.executemany(
+                "INSERT INTO reports (stream, rseq, seq, body) VALUES (?, ?, ?, ?)",
+                [(r.stream, r.rseq, r.seq, r.to_json()) for r in reports]),
             db.executemany("INSERT OR REPLACE INTO requests (seq, origin) VALUES (?, ?)",
                            [(s, o.to_json()) for s, o in origins.items()]),
             db.executemany("INSERT OR REPLACE INTO orders (order_id, account, client_order_id, "
@@ -173,14 +180,18 @@ class StateDB:
             self._set_meta("last_ts", last_ts)))
 
     def end_batch(self, reports: list[Report], changed: list, client_ids: list,
-                  reported_through: int, last_ts: int | None = None) -> None:
+                  reported_through: int, last_ts: int | None = None, *,
+                  bodies: list[str] | None = None) -> None:
         """Commit a batch's reports, the changed order states, new client ids (a replace's),
-        ``reported_through`` and (if given) the latest stamp in one transaction. Raises
-        WriteError if SQLite cannot write."""
+        ``reported_through`` and (if given) the latest stamp in one transaction. ``bodies``:
+        each report's ``to_json()`` if the caller has it already. Raises WriteError if SQLite
+        cannot write."""
+        if bodies is None:
+            bodies = [r.to_json() for r in reports]
         self._write(lambda db: (
             last_ts is not None and self._set_meta("last_ts", max(last_ts, self.last_ts())),
             db.executemany("INSERT INTO reports (stream, rseq, seq, body) VALUES (?, ?, ?, ?)",
-                           [(r.stream, r.rseq, r.seq, r.to_json()) for r in reports]),
+                           [(r.stream, r.rseq, r.seq, b) for r, b in zip(reports, bodies)]),
             db.executemany("UPDATE orders SET client_order_id = ?, state = ? WHERE order_id = ?",
                            [(st.client_order_id, st.to_json(), st.order_id) for st in changed]),
             db.executemany("INSERT OR REPLACE INTO client_ids (account, client_order_id, "

@@ -230,7 +230,10 @@ class FixClient:
     async def next(self, timeout: float = 5.0) -> FixMessage:
         """Return the next message handed out (not Heartbeats and session-internal ones).
         Raises asyncio.TimeoutError, FixClientError if the connection ended."""
-        msg = await asyncio.wait_for(self.inbox.get(), timeout)
+        if not self.inbox.empty():   # why: no timer for a message already here
+            msg = self.inbox.get_nowait()
+        else:
+            msg = await asyncio.wait_for(self.inbox.get(), timeout)
         if msg is None:
             self.inbox.put_nowait(None)   # keep telling later callers
             raise FixClientError("the connection ended")

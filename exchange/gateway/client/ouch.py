@@ -137,21 +137,29 @@ class OuchClient:
         return await self.login(None)
 
     async def _read_loop(self) -> None:
+        # why a chunk at a time (not read_frame per packet): a timed read per packet cost more
+        # than decoding it; the server sends a heartbeat at least every second, so silence
+        # for idle_s still ends the session
+        buf = b""
         try:
             while True:
-                got = await read_frame(self._reader, max_size=MAX_SERVER_FRAME,
-                                       idle_s=self.idle_s)
-                if got is None:
+                try:
+                    chunk = await asyncio.wait_for(self._reader.read(1 << 16), self.idle_s)
+                except asyncio.TimeoutError:
                     break
-                ptype, payload = got
-                if ptype == PacketType.SEQUENCED:
-                    self._queue.put_nowait(Received(self.next_seq, ouch.decode_server(payload)))
-                    self.next_seq += 1
-                elif ptype == PacketType.UNSEQUENCED:
-                    self._queue.put_nowait(Received(None, ouch.decode_server(payload)))
-                elif ptype == PacketType.END_OF_SESSION:
-                    self.ended = True
+                if not chunk:
                     break
+                packets, buf = ouch.split_packets(buf + chunk, MAX_SERVER_FRAME)
+                for ptype, payload in packets:
+                    if ptype == PacketType.SEQUENCED:
+                        self._queue.put_nowait(Received(self.next_seq,
+                                                        ouch.decode_server(payload)))
+                        self.next_seq += 1
+                    elif ptype == PacketType.UNSEQUENCED:
+                        self._queue.put_nowait(Received(None, ouch.decode_server(payload)))
+                    elif ptype == PacketType.END_OF_SESSION:
+                        self.ended = True
+                        return
         except (FrameError, ValueError, ConnectionError):
             pass
         finally:
@@ -172,10 +180,16 @@ class OuchClient:
         if self.closed or self._writer is None:
             raise SessionClosed("the session is closed")
         self._writer.write(frame(packet_type, payload))
-        try:
-            await asyncio.wait_for(self._writer.drain(), self.timeout)
-        except (ConnectionError, asyncio.TimeoutError) as e:
-            raise SessionClosed(f"cannot send: {e!r}") from None
+        # why only above the high-water mark: below it drain() returns at once, and a timed
+        # wait per message (a task and a timer) cost more than sending it
+        transport = self._writer.transport
+        if transport.get_write_buffer_size() > transport.get_write_buffer_limits()[1]:
+            try:
+                await asyncio.wait_for(self._writer.drain(), self.timeout)
+            except (ConnectionError, asyncio.TimeoutError) as e:
+                raise SessionClosed(f"cannot send: {e!r}") from None
+        elif transport.is_closing():
+            raise SessionClosed("cannot send: the connection is closing")
 
     async def enter(self, token: str, symbol: str, side: Side, qty: int, price: int = 0, *,
                     order_type: OrderType = OrderType.LIMIT, tif: Tif = Tif.GTC,
@@ -208,8 +222,11 @@ class OuchClient:
         """Return the next server message. Raises SessionClosed once the connection has
         ended and every message before it was returned, asyncio.TimeoutError after
         ``timeout`` seconds (default: the client's timeout)."""
-        item = await asyncio.wait_for(self._queue.get(),
-                                      self.timeout if timeout is None else timeout)
+        if not self._queue.empty():   # why: no timer for a message already here
+            item = self._queue.get_nowait()
+        else:
+            item = await asyncio.wait_for(self._queue.get(),
+                                          self.timeout if timeout is None else timeout)
         if item is None:
             self._queue.put_nowait(None)   # every later recv sees the end too
             raise SessionClosed("End of Session" if self.ended else "the connection ended")

@@ -389,8 +389,13 @@ class FixSession:
                 self._reject(seq, None, e)
             return
         msg_type = msg.message_type.decode("ascii", "replace")
-        if field(msg, 49) != self.account.name.encode() or \
-                field(msg, 56) != self.server.comp_id.encode():
+        try:
+            sender, target = field(msg, 49), field(msg, 56)
+        except FieldError as e:   # a repeated CompID: rejected (373=13), never a crash
+            if self._sequenced(seq, poss_dup, None, None):
+                self._reject(seq, msg_type, e)
+            return
+        if sender != self.account.name.encode() or target != self.server.comp_id.encode():
             self._reject(seq, msg_type, FieldError(9, "CompID problem", 49))
             self._logout("SenderCompID / TargetCompID do not match the session")
             raise _Close()
