@@ -220,10 +220,20 @@ class Gateway:
             fills = self.session.read("fills", seq=(lo, hi))
             events = self.session.read("events", seq=(lo, hi))
             self._commit_reports(lo, orders, fills, events, origins)
+        dropped = db.origins(engine_seq + 1, 1 << 62)
         for oid in db.forget_after(engine_seq):
             st = self._states.pop(oid, None)
             if st is not None:
                 self._client_ids.pop((st.account, st.client_order_id), None)
+        if dropped:
+            # why answer them: a session counted these requests as received (a FIX MsgSeqNum
+            # was taken) but the engine never journaled them; the client must hear that they
+            # were not processed, so it can send them again (their client ids are free)
+            ts = max(self._last_ts, time.time_ns())
+            reports = self._number([(_not_processed(o, ts), o.firm)
+                                    for _, o in sorted(dropped.items())])
+            db.end_batch(reports, [], [], 0, ts)
+            self._last_ts = ts
         self._dispatched = dict(self._heads)
 
     # -- the clock and the inbound side -----------------------------------------------------------
@@ -261,7 +271,7 @@ class Gateway:
         loop = asyncio.get_running_loop()
         try:
             while True:
-                item = await self._queue.get()
+                item = await self._next_item()
                 if item is None:
                     return
                 batch = [item]
@@ -289,6 +299,23 @@ class Gateway:
             if not isinstance(e, asyncio.CancelledError):
                 self.failed = e
             raise
+
+    async def _next_item(self):
+        """Return the next queued request, or a clock item ``(ts, CLOCK)`` once the engine's
+        next deadline (an expiry, a re-opening auction's end) has come with nothing queued."""
+        while True:
+            if not self._queue.empty():
+                return self._queue.get_nowait()
+            due = self.engine.next_deadline()   # no batch is in flight here
+            if not due:
+                return await self._queue.get()
+            wait = (due - self._wall0 - (time.monotonic_ns() - self._mono0)) * 1e-9
+            if wait <= 0:
+                return self.now_ns(), CLOCK
+            try:
+                return await asyncio.wait_for(self._queue.get(), min(wait, 3600.0))
+            except asyncio.TimeoutError:
+                continue
 
     def _row(self, ts: int, req: Request, seq: int, new_states: list):
         """Return (order row or None, Origin or None) for one request; a core-level refusal
@@ -397,7 +424,7 @@ class Gateway:
         seen = set()   # symbols this part touches
         named = {}     # (account, client id) this part gives -> (symbol, given by a replace)
         for i, (_, req) in enumerate(batch):
-            if req is None:
+            if req is None or req is CLOCK:
                 continue
             sym = req.symbol
             if req.kind in ("cancel", "replace"):
@@ -421,6 +448,9 @@ class Gateway:
         rows, origins, new_states = [], {}, []
         for ts, req in batch:
             if req is None:
+                continue
+            if req is CLOCK:
+                rows.append(_clock_row(ts, next(iter(self.symbols.values())).id))
                 continue
             row, origin = self._row(ts, req, first_seq + len(rows), new_states)
             if row is not None:
@@ -589,6 +619,18 @@ class Gateway:
 
 MAX_SYMBOL_NAME = 64
 
+CLOCK = object()   # a queue item: the clock message is due (Gateway._next_item)
+
+
+def _clock_row(ts: int, symbol_id: int) -> np.ndarray:
+    """Return the clock message: a CANCEL of order id 0 by trader 0, which the engine rejects
+    (UNKNOWN_ID) after expiring every order due by ``ts`` and ending every re-opening auction
+    due (docs/semantics.md, "Time in force by the clock"). It has no origin, so it makes no
+    report of its own; the expiries it causes make theirs."""
+    row = np.zeros(1, ORDER_DTYPE)[0]
+    row["ts"], row["kind"], row["symbol"] = ts, Kind.CANCEL, symbol_id
+    return row
+
 
 def _malformed(req: Request) -> str | None:
     """Return why a request's text fields cannot be used (None if they can): each must be a str
@@ -620,6 +662,22 @@ def _printable(req: Request) -> Request:
 def _wake(fut: asyncio.Future) -> None:
     if not fut.done():
         fut.set_result(None)
+
+
+NOT_PROCESSED = ("not processed: the gateway stopped before this request was journaled; "
+                 "send it again")
+
+
+def _not_processed(o: Origin, ts: int) -> Report:
+    """Return the report answering a request the engine never journaled (a crash between
+    committing it and its batch's WAL record): rejected, with ``NOT_PROCESSED`` as text."""
+    exec_kind = {"cancel": "cancel_rejected", "replace": "replace_rejected"}.get(o.kind,
+                                                                             "rejected")
+    return Report(stream=o.stream, rseq=0, seq=0, ts=ts, exec=exec_kind, status="rejected",
+                  order_id=0, client_order_id=o.client_order_id,
+                  orig_client_order_id=o.orig_client_order_id, account=o.account,
+                  symbol=o.symbol, side=0, order_type=0, tif=0, price=o.price,
+                  stop_price=o.stop_price, qty=o.qty, text=NOT_PROCESSED)
 
 
 def _renumber(r: Report, stream: str, rseq: int) -> Report:

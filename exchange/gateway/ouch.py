@@ -222,7 +222,7 @@ ENTER = Layout(b"O", "EnterOrder", [
     ("min_qty", "u64", "minimum lots to fill at once, 0 = none"),
     ("stop_price", "i64", "stop and stop-limit trigger in ticks, else 0"),
     ("expire_ts", "u64", "GTD expiry, epoch ns, else 0"),
-    ("post_only", "yes_no", "refuse instead of crossing (limit GTC only)"),
+    ("post_only", "yes_no", "refuse instead of crossing (a resting limit: GTC, DAY or GTD)"),
 ])
 CANCEL = Layout(b"X", "CancelOrder", [
     ("token", "token", "the token of the order to cancel"),

@@ -1,18 +1,11 @@
-"""Review finding: a FIX order whose MsgSeqNum the gateway accepted is lost without a word when
-the server is SIGKILLed between committing the request (step 1 of docs/gateway.md "The life of
-an order") and the WAL record of its batch (step 2).
-
-The FIX session commits ``next_in`` to fix.sqlite before it hands the order to the core, so after
-the restart the client's Logon shows no gap and no ResendRequest asks for the order; the core's
-recovery drops the request (``Gateway._recover`` / ``forget_after``). The client never gets an
-ExecutionReport (neither 150=0 nor 150=8) for a NewOrderSingle the session counted as received:
-it waits for ever (no OrderStatusRequest to ask). Expected: after the restart every order
-message the session counted as received gets a report (it is re-submitted from the stored
-requests, or rejected with a text saying it was not processed).
+"""A FIX order whose MsgSeqNum the gateway accepted, killed (SIGKILL) between the core's commit
+of the request (step 1 of docs/gateway.md "The life of an order") and the WAL record of its
+batch (step 2), is answered after the restart: the recovery rejects every request the engine
+never journaled, with a text saying it was not processed, and frees its client order id so the
+client can send it again.
 
 The window is widened by a child ``exsim serve`` whose engine step sleeps while a flag file
-exists (a wrapper script, no library change).
-"""
+exists (a wrapper script, no library change)."""
 
 from __future__ import annotations
 
@@ -31,10 +24,6 @@ from e2e_fixtures import PASSWORD, ROOT, accounts_file, run, warm_up
 
 from exchange.gateway.client.fix import FixClient
 
-pytestmark = pytest.mark.xfail(
-    strict=True, reason="review: a FIX order counted as received (MsgSeqNum consumed) but not yet "
-    "in the WAL at a SIGKILL is dropped at restart with no report; fix in Gateway._recover "
-    "(re-submit or reject the stored requests) or commit FIX next_in only with the batch")
 
 WRAPPER = textwrap.dedent("""
     import os, sys, time
@@ -102,9 +91,11 @@ def test_order_counted_as_received_is_not_lost_in_a_crash(tmp_path):
         try:
             m = await c.expect("8", where=lambda m: m.get(11) == "X1", timeout=8)
         except asyncio.TimeoutError:
-            m = None
+            return None, None
+        c.new_order("X1", "JPM", "buy", 1, "150.00", tif="1")   # sent again: its id is free
+        again = await c.expect("8", where=lambda m: m.get(11) == "X1", timeout=20)
         await c.logout()
-        return m
+        return m, again
 
     try:
         got = run(main(), 240)
@@ -117,4 +108,7 @@ def test_order_counted_as_received_is_not_lost_in_a_crash(tmp_path):
                 except subprocess.TimeoutExpired:
                     p.kill()
         log.close()
-    assert got is not None, "no ExecutionReport ever came for ClOrdID X1 after the restart"
+    m, again = got
+    assert m is not None, "no ExecutionReport ever came for ClOrdID X1 after the restart"
+    assert m.get(150) == "8" and "not processed" in m.get(58), (m.get(150), m.get(58))
+    assert again.get(150) == "0", ("X1 sent again was not accepted", again.get(58))

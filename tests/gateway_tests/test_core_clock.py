@@ -1,12 +1,8 @@
-"""Review finding: a GTD order (FIX 59=6 with 126 ExpireTime) is not expired when its time
-comes on a served session: the engine expires orders only when a later message is processed,
-and the gateway feeds it only client messages. With no other traffic the order stays live (and
-tradable) past its ExpireTime and the client gets no ExecType=C report until someone else sends
-something; the report then carries that later message's time. The same holds for DAY orders at
-``session_close``. Expected: the gateway wakes the engine at the earliest pending expiry (a
-timer in exchange/gateway/core.py, Gateway._run, submitting a clock/no-op message) so the
-Expired report comes at the ExpireTime.
-"""
+"""A GTD order (FIX 59=6 with 126 ExpireTime) expires when its time comes on a served session,
+with no other traffic: the engine acts only on messages, so the gateway sends its clock message
+at the engine's next deadline (``Engine.next_deadline``) and the Expired report (150=C) comes
+at the ExpireTime, not with the next client's order. The same holds for DAY orders at the
+symbol's session close."""
 
 from __future__ import annotations
 
@@ -17,9 +13,6 @@ import pytest
 
 from fix_helpers import client, fix_port, run
 from exchange.gateway.fix.codec import utc_timestamp
-
-pytestmark = pytest.mark.xfail(strict=True, reason="review: no expiry timer in the gateway core; "
-                               "GTD/DAY expiry waits for the next client message")
 
 
 def test_gtd_order_expires_without_other_traffic(tmp_path):
