@@ -33,8 +33,28 @@ EXEC_KINDS = ("new", "rejected", "trade", "canceled", "replaced", "expired", "tr
 STATUSES = ("pending", "new", "partially_filled", "filled", "canceled", "expired", "rejected")
 
 
+class _JsonRow:
+    """One line of JSON per row of the gateway's state file: ``to_json`` (sorted keys, no
+    spaces: equal rows, equal bytes) and ``from_json`` (exactly the class's fields)."""
+
+    __slots__ = ()
+
+    def to_json(self) -> str:
+        """Return the row as one line of JSON."""
+        return _to_json(self)
+
+    @classmethod
+    def from_json(cls, text: str):
+        """Return the row ``to_json`` wrote. Raises ValueError for anything else (not JSON, not
+        an object, or other fields than the class's)."""
+        data = json.loads(text)
+        if not isinstance(data, dict) or set(data) != {f.name for f in fields(cls)}:
+            raise ValueError(f"not a {cls.__name__} row: the fields differ")
+        return cls(**data)
+
+
 @dataclass(frozen=True)
-class Report:
+class Report(_JsonRow):
     """One execution report (fields: docs/gateway.md, "Execution reports")."""
 
     stream: str
@@ -63,22 +83,10 @@ class Report:
     reason: int = 0
     text: str = ""
 
-    def to_json(self) -> str:
-        """Return the report as one line of JSON (sorted keys: equal reports, equal bytes)."""
-        return _to_json(self)
-
-    @classmethod
-    def from_json(cls, text: str) -> "Report":
-        """Return the report ``to_json`` wrote. Raises ValueError for anything else."""
-        data = json.loads(text)
-        names = {f.name for f in fields(cls)}
-        if not isinstance(data, dict) or set(data) != names:
-            raise ValueError("not a report: the fields differ")
-        return cls(**data)
 
 
 @dataclass
-class OrderState:
+class OrderState(_JsonRow):
     """What the gateway knows of one order it sent to the engine."""
 
     order_id: int
@@ -98,14 +106,6 @@ class OrderState:
     leaves_qty: int = 0
     status: str = "pending"
 
-    def to_json(self) -> str:
-        """Return the state as one line of JSON (sorted keys, no spaces)."""
-        return _to_json(self)
-
-    @classmethod
-    def from_json(cls, text: str) -> "OrderState":
-        """Return the state ``to_json`` wrote. Raises ValueError / TypeError for anything else."""
-        return cls(**json.loads(text))
 
     @property
     def avg_px(self) -> float:
@@ -114,7 +114,7 @@ class OrderState:
 
 
 @dataclass(frozen=True)
-class Origin:
+class Origin(_JsonRow):
     """The request behind one engine message: which order it names and who asked."""
 
     kind: str                  # "new", "cancel", "replace"
@@ -129,14 +129,6 @@ class Origin:
     firm: str = ""
     symbol: str = ""
 
-    def to_json(self) -> str:
-        """Return the origin as one line of JSON (sorted keys, no spaces)."""
-        return _to_json(self)
-
-    @classmethod
-    def from_json(cls, text: str) -> "Origin":
-        """Return the origin ``to_json`` wrote. Raises ValueError / TypeError for anything else."""
-        return cls(**json.loads(text))
 
 
 def _json_float(v) -> str:
