@@ -84,7 +84,6 @@ class Report(_JsonRow):
     text: str = ""
 
 
-
 @dataclass
 class OrderState(_JsonRow):
     """What the gateway knows of one order it sent to the engine."""
@@ -128,7 +127,6 @@ class Origin(_JsonRow):
     account: str = ""
     firm: str = ""
     symbol: str = ""
-
 
 
 def _json_float(v) -> str:
@@ -308,8 +306,6 @@ def derive(first_seq: int, orders: np.ndarray, fills: np.ndarray, events: np.nda
             st.leaves_qty = leaves
             out.append(_base(st, seq, ts, "triggered"))
     return out
-
-
 
 
 _WRITERS = {cls: (_json_writer(cls), len(fields(cls))) for cls in (Report, OrderState, Origin)}
