@@ -94,15 +94,22 @@ def _new(a, n: int, gw):
     return Request("new", acct, stream, f"c{n}", sym, **kw)
 
 
-def _run_flow(actions) -> None:
+def _run_flow(actions) -> tuple[dict, dict]:
+    """Run ``actions`` through a gateway and check it against its journal; return (stored
+    streams, what the subscribers were handed), both {stream: [Report]}."""
     d = tempfile.mkdtemp(prefix="exsim-coreflow-")
     try:
-        asyncio.run(_flow(d, actions))
+        return asyncio.run(_flow(d, actions))
     finally:
         shutil.rmtree(d, ignore_errors=True)
 
 
-async def _flow(d, actions) -> None:
+def _same_as_stored(stored: dict, got: dict) -> bool:
+    return all([r.to_json() for r in rs] == [r.to_json() for r in stored.get(s, [])]
+               for s, rs in got.items())
+
+
+async def _flow(d, actions) -> tuple[dict, dict]:
     async with running_gateway(d, ACCOUNTS, batch_ns=300_000) as gw:
         got = _subscribe_all(gw)
         cids = []            # (account index, client id) of every new / replace so far
@@ -136,6 +143,7 @@ async def _flow(d, actions) -> None:
         await _settle(gw)
         async with gw.engine_lock:
             stored, events = await in_core(gw, _check, gw, got)
+            seen = {st: list(rs) for st, rs in got.items()}   # what was handed out by then
             for cid, name in foreign:
                 rs = [r for s in (f"fix:{name}", f"ouch:{name}") for r in stored.get(s, [])
                       if r.client_order_id == cid]
@@ -150,6 +158,7 @@ async def _flow(d, actions) -> None:
                 assert len(evs) == 1 and evs[0]["event"] == Event.REJECTED \
                     and evs[0]["order_id"] == 0
         assert gw.failed is None
+    return stored, seen
 
 
 def _check(gw, got):
@@ -161,7 +170,8 @@ def _check(gw, got):
 @settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.lists(action, min_size=5, max_size=150))
 def test_random_flows_agree_with_the_journal(actions):
-    _run_flow(actions)
+    stored, got = _run_flow(actions)
+    assert _same_as_stored(stored, got)
 
 
 def test_a_busy_flow_agrees_with_the_journal():
@@ -187,4 +197,6 @@ def test_a_busy_flow_agrees_with_the_journal():
                             rng.randint(1, 15)))
         else:
             actions.append(("pause", rng.choice([0, 0.0003, 0.001])))
-    _run_flow(actions)
+    stored, got = _run_flow(actions)
+    assert _same_as_stored(stored, got)
+    assert sum(r.exec == "trade" for rs in stored.values() for r in rs) > 0   # it did trade

@@ -257,9 +257,14 @@ def test_resend_request_beyond_a_gap_is_answered(tmp_path):
             await wait_until(lambda: want <= {m.get(11) for m in c.received if m.type == "8"},
                              5, "the lost order and the next one to be acknowledged")
             await c.logout(timeout=5)
+            return c.received
         finally:
             await srv.stop()
     try:
-        run(main(), 60)
+        received = run(main(), 60)
     finally:
         srv.kill()
+    acks = {m.get(11) for m in received if m.type == "8" and m.get(150) == "0"}
+    assert {"lost1", "after1"} <= acks, sorted(acks)
+    resent = [m for m in received if m.type == "8" and m.get(43) == "Y"]
+    assert resent, "the two reports that never arrived were not resent (PossDupFlag=Y)"

@@ -78,9 +78,10 @@ class Reader:
     in_snapshot = False
 
 
-def run_flow(eng, flow, cuts):
+def run_flow(eng, flow, cuts, final: dict | None = None):
     """Process ``flow`` in batches cut at ``cuts``; after each batch compare the books. Return
-    every message the builder emitted."""
+    every message the builder emitted; ``final`` (if given) gets {symbol id: (the reader's
+    rows, the engine's rows)} after the last batch."""
     fb = itch.FeedBuilder.from_engine(eng)
     reader = Reader(fb)
     sids = list(eng.symbols.values())
@@ -113,6 +114,8 @@ def run_flow(eng, flow, cuts):
               or type(m) is itch.Trade]
     assert sorted(m.match for m in prints) == sorted(trades)
     assert sum(m.qty for m in prints) == volume
+    if final is not None:
+        final.update({sid: (reader.books[sid].rows(), engine_rows(eng, sid)) for sid in sids})
     return every
 
 
@@ -123,19 +126,25 @@ cut_lists = st.lists(st.integers(0, 120), max_size=8)
 @given(flow=venue_flows(), cuts=cut_lists, stp=st.sampled_from(["none", "cancel_resting",
                                                                  "cancel_incoming", "cancel_both"]))
 def test_venue_flows_book_matches_engine(flow, cuts, stp):
-    run_flow(make_engine(VENUE_SYMBOLS, stp), flow, cuts)
+    final = {}
+    run_flow(make_engine(VENUE_SYMBOLS, stp), flow, cuts, final)
+    assert final and all(feed == engine for feed, engine in final.values())
 
 
 @SETTINGS
 @given(flow=phase_flows(), cuts=cut_lists)
 def test_phase_flows_book_matches_engine(flow, cuts):
-    run_flow(make_engine(PHASE_SYMBOLS), flow, cuts)
+    final = {}
+    run_flow(make_engine(PHASE_SYMBOLS), flow, cuts, final)
+    assert final and all(feed == engine for feed, engine in final.values())
 
 
 @SETTINGS
 @given(flow=st.one_of(band_flows(), call_auctions(), stop_uncross_flows()), cuts=cut_lists)
 def test_auction_and_band_flows_book_matches_engine(flow, cuts):
-    run_flow(make_engine(PHASE_SYMBOLS), flow, cuts)
+    final = {}
+    run_flow(make_engine(PHASE_SYMBOLS), flow, cuts, final)
+    assert final and all(feed == engine for feed, engine in final.values())
 
 
 def body(msgs, after_seq=0):
