@@ -41,7 +41,8 @@ import numpy as np
 
 from exchange.errors import CorruptionError, StoreError, UsageError
 from exchange.gateway.accounts import Account, Accounts
-from exchange.gateway.reports import Origin, OrderState, Report, derive, renumbered_json
+from exchange.gateway.reports import (Origin, OrderState, Report, derive, origin_reject,
+                                      renumbered_json)
 from exchange.gateway.state_db import DB_NAME, StateDB
 from exchange.schema import Flag, Kind, ORDER_DTYPE, OrderType, Side, Tif
 
@@ -230,7 +231,7 @@ class Gateway:
             # was taken) but the engine never journaled them; the client must hear that they
             # were not processed, so it can send them again (their client ids are free)
             ts = max(self._last_ts, time.time_ns())
-            reports = self._number([(_not_processed(o, ts), o.firm)
+            reports = self._number([(origin_reject(o, 0, ts, 0, NOT_PROCESSED), o.firm)
                                     for _, o in sorted(dropped.items())])
             db.end_batch(reports, [], [], 0, ts)
             self._last_ts = ts
@@ -666,18 +667,6 @@ def _wake(fut: asyncio.Future) -> None:
 
 NOT_PROCESSED = ("not processed: the gateway stopped before this request was journaled; "
                  "send it again")
-
-
-def _not_processed(o: Origin, ts: int) -> Report:
-    """Return the report answering a request the engine never journaled (a crash between
-    committing it and its batch's WAL record): rejected, with ``NOT_PROCESSED`` as text."""
-    exec_kind = {"cancel": "cancel_rejected", "replace": "replace_rejected"}.get(o.kind,
-                                                                             "rejected")
-    return Report(stream=o.stream, rseq=0, seq=0, ts=ts, exec=exec_kind, status="rejected",
-                  order_id=0, client_order_id=o.client_order_id,
-                  orig_client_order_id=o.orig_client_order_id, account=o.account,
-                  symbol=o.symbol, side=0, order_type=0, tif=0, price=o.price,
-                  stop_price=o.stop_price, qty=o.qty, text=NOT_PROCESSED)
 
 
 def _renumber(r: Report, stream: str, rseq: int) -> Report:

@@ -26,7 +26,8 @@ import numpy as np
 
 from exchange.schema import Event, Kind, Reason
 
-__all__ = ["Report", "OrderState", "derive", "renumbered_json", "EXEC_KINDS", "STATUSES"]
+__all__ = ["Report", "OrderState", "Origin", "derive", "origin_reject", "renumbered_json",
+           "EXEC_KINDS", "STATUSES"]
 
 EXEC_KINDS = ("new", "rejected", "trade", "canceled", "replaced", "expired", "triggered",
               "cancel_rejected", "replace_rejected")
@@ -213,15 +214,18 @@ def _reason_text(reason: int) -> str:
         return f"reason {reason}"
 
 
-def _unknown_order_reject(origin: Origin, seq: int, ts: int, reason: int) -> Report:
-    """The answer to a cancel/replace naming a client order id the account never used (the
-    engine saw order id 0 and rejected it)."""
-    return Report(stream=origin.stream, rseq=0, seq=seq, ts=ts, exec=f"{origin.kind}_rejected",
+def origin_reject(origin: Origin, seq: int, ts: int, reason: int, text: str = "") -> Report:
+    """Return the reject answering a request that names no order the gateway knows: a
+    cancel/replace of a client order id the account never used (the engine saw order id 0 and
+    rejected it, ``reason``), or any request the engine never journaled (seq 0, ``text`` says
+    why). ``exec`` is rejected / cancel_rejected / replace_rejected by the request's kind."""
+    exec_kind = "rejected" if origin.kind == "new" else f"{origin.kind}_rejected"
+    return Report(stream=origin.stream, rseq=0, seq=seq, ts=ts, exec=exec_kind,
                   status="rejected", order_id=0, client_order_id=origin.client_order_id,
                   orig_client_order_id=origin.orig_client_order_id, account=origin.account,
                   symbol=origin.symbol, side=0, order_type=0, tif=0, price=origin.price,
                   stop_price=origin.stop_price, qty=origin.qty, reason=reason,
-                  text=_reason_text(reason))
+                  text=text or _reason_text(reason))
 
 
 def derive(first_seq: int, orders: np.ndarray, fills: np.ndarray, events: np.ndarray,
@@ -248,7 +252,7 @@ def derive(first_seq: int, orders: np.ndarray, fills: np.ndarray, events: np.nda
         st = states.get(oid)
         if st is None and kind == Event.REJECTED and origin is not None and origin.order_id == 0 \
                 and origin.kind != "new" and oid == 0:
-            out.append(_unknown_order_reject(origin, seq, ts, int(ev["reason"])))
+            out.append(origin_reject(origin, seq, ts, int(ev["reason"])))
             continue
         if oid == 0 or st is None:
             continue

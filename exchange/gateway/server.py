@@ -85,7 +85,9 @@ async def serve(data_dir: str, accounts_path: str, ports: dict, *, scenario: str
     for sig in (signal.SIGINT, signal.SIGTERM):
         try:
             loop.add_signal_handler(sig, stop.set)
-        except (NotImplementedError, RuntimeError):   # why: not the main thread (tests)
+        except (NotImplementedError, RuntimeError):
+            # why: signal handlers can be set only from the main thread (serve run by a test
+            # on another thread stops by ``stop`` alone) and not on every platform's loop
             pass
     gw = await Gateway.open(data_dir, accounts, scenario=scenario, durability=durability,
                             batch_ns=batch_ns, batch_max=batch_max)
