@@ -191,6 +191,7 @@ class Gateway:
         self._market: list = []
         self._closing = False
         self._pending_core: list = []
+        self._clock_sent_for = 0   # the deadline the last clock message was sent for
         self._gather: asyncio.Future | None = None   # the batch loop waits on it for requests
         self._wall0, self._mono0 = time.time_ns(), time.monotonic_ns()
         self._task = loop.create_task(self._run(), name="exsim-gateway-core")
@@ -308,10 +309,13 @@ class Gateway:
             if not self._queue.empty():
                 return self._queue.get_nowait()
             due = self.engine.next_deadline()   # no batch is in flight here
-            if not due:
+            if not due or due == self._clock_sent_for:
+                # why the second test: a deadline a clock message did not clear must not make
+                # the core journal clock messages in a loop; the next request carries it on
                 return await self._queue.get()
             wait = (due - self._wall0 - (time.monotonic_ns() - self._mono0)) * 1e-9
             if wait <= 0:
+                self._clock_sent_for = due
                 return self.now_ns(), CLOCK
             try:
                 return await asyncio.wait_for(self._queue.get(), min(wait, 3600.0))

@@ -32,3 +32,17 @@ def test_gtd_order_expires_without_other_traffic(tmp_path):
 
     got = run(main())
     assert got is not None, "no Expired ExecutionReport 3 s after the order's ExpireTime"
+
+
+def test_a_deadline_the_clock_message_does_not_clear_sends_one_clock_message(tmp_path):
+    """If the engine kept reporting a passed deadline (a bug), the core must not journal clock
+    messages in a loop: one is sent for that deadline, then the core waits for requests."""
+    from gw_fixtures import running_gateway
+
+    async def main():
+        async with running_gateway(tmp_path / "d") as gw:
+            gw.engine.next_deadline = lambda: 1   # long past, never cleared
+            await asyncio.sleep(0.3)
+            return gw.engine.seq
+
+    assert run(main()) == 1
