@@ -28,6 +28,7 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import gc
 import logging
@@ -151,7 +152,7 @@ class Gateway:
         self.accounts = accounts
         self.batch_ns, self.batch_max = batch_ns, batch_max
         self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="exsim-gateway")
-        loop = asyncio.get_running_loop()
+        loop = self._loop = asyncio.get_running_loop()
         try:
             self.session = await loop.run_in_executor(
                 self._pool, lambda: _open_session(self.data_dir, scenario, durability,
@@ -191,6 +192,9 @@ class Gateway:
         self._market: list = []
         self._closing = False
         self._pending_core: list = []
+        # submit() numbers requests in queue order; a batch journals a prefix of them
+        self._submitted = self._done_count = 0
+        self._waiters: collections.deque = collections.deque()
         self._clock_sent_for = 0   # the deadline the last clock message was sent for
         self._gather: asyncio.Future | None = None   # the batch loop waits on it for requests
         self._wall0, self._mono0 = time.time_ns(), time.monotonic_ns()
@@ -247,10 +251,15 @@ class Gateway:
         self._last_ts = t
         return t
 
-    def submit(self, request: Request) -> None:
+    def submit(self, request: Request) -> asyncio.Future:
         """Queue ``request`` for the next batch, stamped now. Never raises for its content:
-        anything refused comes back as a report on the request's stream. Raises UsageError if
-        ``request`` is not a Request or the gateway is closing or failed."""
+        anything refused comes back as a report on the request's stream.
+
+        Returns a future that becomes done (result None) once the request is journaled: the
+        gateway state holds it (step 1 of docs/gateway.md "The life of an order"), or its
+        core-level refusal is committed, so a restart answers it whatever happens next. It stays pending if the gateway fails first and is cancelled by
+        ``close``. Raises UsageError if ``request`` is not a Request or the gateway is closing
+        or failed."""
         if not isinstance(request, Request):
             raise UsageError(f"submit() takes a Request; got {type(request).__name__}")
         if self._closing or self.failed is not None:
@@ -266,8 +275,12 @@ class Gateway:
             self._queue.put_nowait((self._last_ts, None))
         else:
             self._queue.put_nowait((self.now_ns(), request))
+        self._submitted += 1
+        done = asyncio.get_running_loop().create_future()
+        self._waiters.append((self._submitted, done))
         if self._gather is not None and self._queue.qsize() >= self.batch_max - 1:
             _wake(self._gather)
+        return done
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -301,6 +314,15 @@ class Gateway:
             if not isinstance(e, asyncio.CancelledError):
                 self.failed = e
             raise
+
+    def _journaled(self, n: int) -> None:
+        """``n`` more submitted requests (in queue order) are journaled: their futures are done."""
+        self._done_count += n
+        waiters = self._waiters
+        while waiters and waiters[0][0] <= self._done_count:
+            done = waiters.popleft()[1]
+            if not done.done():
+                done.set_result(None)
 
     async def _next_item(self):
         """Return the next queued request, or a clock item ``(ts, CLOCK)`` once the engine's
@@ -450,6 +472,7 @@ class Gateway:
     async def _process_part(self, batch: list) -> None:
         loop = asyncio.get_running_loop()
         first_seq = self.engine.seq + 1
+        submitted = sum(1 for _, req in batch if req is not CLOCK)
         rows, origins, new_states = [], {}, []
         for ts, req in batch:
             if req is None:
@@ -470,6 +493,7 @@ class Gateway:
                 await loop.run_in_executor(self._pool, self._db.end_batch, core, [], [], 0,
                                            self._last_ts)
                 self._dispatch(core)
+            self._journaled(submitted)
             return
         orders = np.array(rows, dtype=ORDER_DTYPE)
         async with self.engine_lock:
@@ -477,18 +501,24 @@ class Gateway:
             # (and on a loaded machine a wait for a CPU), so the whole batch runs in one
             result, reports = await loop.run_in_executor(
                 self._pool, self._run_batch, first_seq, orders, origins, new_states, core,
-                self._next_id, self._last_ts)
+                self._next_id, self._last_ts, submitted)
             self._dispatch(core)
             self._dispatch(reports)
             batch_view = MarketBatch(first_seq, orders, result, self.engine)
             for cb in list(self._market):
                 self._call(cb, batch_view, self._market)
 
-    def _run_batch(self, first_seq, orders, origins, new_states, core, next_id, last_ts):
+    def _run_batch(self, first_seq, orders, origins, new_states, core, next_id, last_ts,
+                   submitted):
         """On the worker thread: commit the batch's requests (and the core's reports of this
-        batch), run it through the store session (durable per policy), derive and commit its
-        reports; return (engine Result, reports)."""
+        batch), tell the loop its ``submitted`` requests are journaled, run it through the
+        store session (durable per policy), derive and commit its reports; return (engine
+        Result, reports)."""
         self._db.begin_batch(origins, new_states, next_id, last_ts, core)
+        # why now, not after the hop: from here a restart answers every request of the batch
+        # (derived reports, or "not processed"), so a FIX session may count them as received
+        # while the engine and the WAL run
+        self._loop.call_soon_threadsafe(self._journaled, submitted)
         result = self.session.process(orders)
         return result, self._commit_reports(first_seq, orders, result.fills, result.events,
                                             origins)
@@ -597,6 +627,11 @@ class Gateway:
         return await asyncio.get_running_loop().run_in_executor(
             self._pool, lambda: self.session.read(table, seq=seq))
 
+    def knows_client_order_id(self, account: str, client_order_id: str) -> bool:
+        """Return True if ``account`` has an order that was given ``client_order_id`` (a new
+        order's id, or the id a replace gave it), journaled or in the batch being journaled."""
+        return (account, client_order_id) in self._client_ids
+
     def order_state(self, order_id: int) -> OrderState | None:
         """Return the gateway's state of an engine order id, or None."""
         return self._states.get(int(order_id))
@@ -614,6 +649,9 @@ class Gateway:
             await self._task
         except BaseException:   # why: the loop's failure is kept in self.failed; close anyway
             pass
+        for _, done in self._waiters:   # what is left was never journaled (the loop failed)
+            done.cancel()
+        self._waiters.clear()
         loop = asyncio.get_running_loop()
         try:
             await loop.run_in_executor(self._pool, self.session.close)

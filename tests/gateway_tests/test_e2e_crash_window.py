@@ -112,3 +112,54 @@ def test_order_counted_as_received_is_not_lost_in_a_crash(tmp_path):
     assert m is not None, "no ExecutionReport ever came for ClOrdID X1 after the restart"
     assert m.get(150) == "8" and "not processed" in m.get(58), (m.get(150), m.get(58))
     assert again.get(150) == "0", ("X1 sent again was not accepted", again.get(58))
+
+
+def test_order_waiting_for_its_batch_is_asked_again_after_a_crash(tmp_path):
+    """A NewOrderSingle the session took (MsgSeqNum counted) while it waited in memory for its
+    batch (a long ``--batch-us`` window), then SIGKILL: the restarted gateway has not counted
+    it as received, asks for it again (ResendRequest; the test client answers it itself), and
+    the resent copy (PossDupFlag=Y) is accepted: the only way Q1 can be answered here, since
+    the core never held it. Before the inbound number waited for the journal, the
+    gateway expected the next number and the order was never answered."""
+    warm_up(tmp_path)
+    accounts, _ = accounts_file(tmp_path, 2)
+    data_dir = str(tmp_path / "served")
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    serve = ["serve", data_dir, "--accounts", str(accounts), "--fix", "0"]
+    log = open(tmp_path / "serve.log", "ab")
+    procs = []
+
+    async def main():
+        proc, port = _start([sys.executable, "-m", "replay.cli", *serve, "--batch-us",
+                             "9000000"], env, data_dir, log)
+        procs.append(proc)
+        c = await FixClient.connect("127.0.0.1", port, "acct0", PASSWORD, reset=True,
+                                    timeout=20)
+        c.new_order("Q1", "JPM", "buy", 1, "140.00", tif="1")
+        await asyncio.sleep(1.0)          # the session has read it; its batch waits 9 s
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        proc, port = _start([sys.executable, "-m", "replay.cli", *serve], env, data_dir, log)
+        procs.append(proc)
+        c.port = port
+        await c.reconnect(timeout=20)
+        try:
+            m = await c.expect("8", where=lambda m: m.get(11) == "Q1", timeout=20)
+        except asyncio.TimeoutError:
+            m = None
+        await c.logout()
+        return m
+
+    try:
+        m = run(main(), 240)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+                try:
+                    p.wait(20)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+        log.close()
+    assert m is not None, "no ExecutionReport ever came for ClOrdID Q1 after the restart"
+    assert m.get(150) == "0", (m.get(150), m.get(58))

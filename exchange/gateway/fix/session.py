@@ -12,7 +12,11 @@ An account with the "marketdata" role may send MarketDataRequest on any of its s
 Invariants:
 - Sequence numbers and the outbound store are persisted (``store.SessionStore``) before the
   bytes they describe are written and before inbound requests reach the engine, so they survive
-  a restart; a resend repeats the stored bytes with PossDupFlag=Y and OrigSendingTime, and
+  a restart. The inbound number persisted stops at the first order message whose request the
+  core has not journaled yet (``Gateway.submit``'s future), so a crash before the journal
+  leaves it unreceived: after the restart the gateway asks for it again (ResendRequest) and the
+  resent copy (PossDupFlag=Y) is processed; a resent NewOrderSingle / replace whose ClOrdID the
+  gateway already knows was journaled after all and is not run twice; a resend repeats the stored bytes with PossDupFlag=Y and OrigSendingTime, and
   gap-fills administrative messages and market data (W, X: stale once sent) with
   SequenceReset-GapFill.
 - Reports reach a session through ``read_stream`` then ``subscribe`` with no await between,
@@ -34,6 +38,8 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import collections
+import dataclasses
 import logging
 
 from exchange.errors import UsageError
@@ -52,7 +58,10 @@ log = logging.getLogger("exsim.gateway.fix")
 ADMIN_TYPES = frozenset({"0", "1", "2", "3", "4", "5", "A"})
 UNSTORED_TYPES = ADMIN_TYPES | {"W", "X"}   # gap-filled on a resend (module docstring)
 _RATE_TEXT = "message rate exceeded"
-_MAX_SEQ = (1 << 31) - 1   # FIX SeqNum is an int; the gateway keeps it in 31 bits
+_MAX_SEQ = (1 << 31) - 1
+# how long a closing session waits for its requests in flight to be journaled (a batch takes
+# milliseconds; a stuck store must not hold the connection open)
+SETTLE_SECONDS = 2.0   # FIX SeqNum is an int; the gateway keeps it in 31 bits
 
 
 class _Close(Exception):
@@ -73,7 +82,10 @@ class FixSession:
         self.limiter = None
         self.rows: list[Outbound] = []      # outbound rows not yet committed
         self.out: list[bytes] = []          # bytes not yet written
-        self.to_submit: list = []           # requests waiting for the commit of next_in
+        self.to_submit: list = []           # (MsgSeqNum, request) waiting for the commit
+        # (MsgSeqNum, Gateway.submit's future) of the requests in flight, in submit order
+        self.unjournaled: collections.deque = collections.deque()
+        self.ended = False                  # once True this object never commits again
         self.dirty = False
         self.closing = False
         self.logout_sent = False
@@ -113,7 +125,21 @@ class FixSession:
             log.exception("FIX session %s (%s) failed", self.key, self.peer)
         finally:
             timer.cancel()
-            self._end()
+            try:
+                await self._settle()
+            finally:
+                self._end()
+
+    async def _settle(self) -> None:
+        """Hand what is queued to the core and wait (bounded) until it is journaled, so the
+        final commit counts it as received and a reconnect does not have it sent again."""
+        try:
+            self._flush()
+        except Exception:   # why: the store or socket may be gone at shutdown; _end tries again
+            return
+        pending = [done for _, done in self.unjournaled]
+        if pending:
+            await asyncio.wait(pending, timeout=SETTLE_SECONDS)
 
     def _end(self) -> None:
         self.closing = True
@@ -125,6 +151,9 @@ class FixSession:
             self._flush()
         except Exception:   # why: the store or socket may be gone at shutdown; nothing to save
             pass
+        # why: a later session of this key loads the state from the store; a late commit of
+        # this one would overwrite it
+        self.ended = True
         self.writer.close()
 
     def shutdown(self, text: str) -> None:
@@ -179,17 +208,23 @@ class FixSession:
     def _flush(self) -> None:
         """Commit the session state and queued rows, hand the queued requests to the core,
         then write the queued bytes (module docstring: that order is the invariant)."""
-        if self.state is not None and (self.rows or self.dirty):
-            self.store.commit(self.key, self.state, self.rows)
+        if self.state is not None and (self.rows or self.dirty) and not self.ended:
+            st = self.state
+            first = (self.unjournaled[0][0] if self.unjournaled
+                     else self.to_submit[0][0] if self.to_submit else st.next_in)
+            durable = st if first >= st.next_in else dataclasses.replace(st, next_in=first)
+            self.store.commit(self.key, durable, self.rows)
             self.rows, self.dirty = [], False
         if self.to_submit:
             reqs, self.to_submit = self.to_submit, []
-            for r in reqs:
+            for seq, r in reqs:
                 try:
-                    self.gw.submit(r)
+                    done = self.gw.submit(r)
                 except UsageError as e:   # the gateway is closing or failed
                     self._logout(str(e))
                     break
+                self.unjournaled.append((seq, done))
+                done.add_done_callback(self._on_journaled)
         if self.out:
             data, self.out = b"".join(self.out), []
             if self.resending:
@@ -203,6 +238,22 @@ class FixSession:
             elif not self.writer.is_closing():
                 self.writer.write(data)
                 self._check_output()
+
+    def _on_journaled(self, done: asyncio.Future) -> None:
+        """The oldest request in flight is journaled (the core keeps queue order): the inbound
+        number may now be persisted past it."""
+        if done.cancelled() or not self.unjournaled:
+            return
+        self.unjournaled.popleft()
+        if self.state is not None and not self.ended and not self.dirty:
+            # why deferred: a batch journals many requests of a session at once; their
+            # callbacks all run before this, so the session commits once per batch
+            self.dirty = True
+            self.loop.call_soon(self._commit_later)
+
+    def _commit_later(self) -> None:
+        if self.dirty and not self.ended:
+            self._flush()
 
     def _check_output(self) -> None:
         transport = self.writer.transport
@@ -406,7 +457,7 @@ class FixSession:
             return
         try:
             self._check_header(msg, poss_dup)
-            self._dispatch(msg, msg_type, seq)
+            self._dispatch(msg, msg_type, seq, poss_dup)
         except FieldError as e:
             self._reject(seq, msg_type, e)
 
@@ -449,7 +500,7 @@ class FixSession:
                 raise FieldError(1, "required tag 122 missing (PossDupFlag=Y)", 122)
             parse_utc_timestamp(orig, 122)
 
-    def _dispatch(self, msg, msg_type: str, seq: int) -> None:
+    def _dispatch(self, msg, msg_type: str, seq: int, poss_dup: bool = False) -> None:
         limited = not self.limiter.allow(self.gw.now_ns())
         if msg_type == "0":
             return
@@ -477,7 +528,7 @@ class FixSession:
             self._logout("Logon received on a session already logged on")
             raise _Close()
         elif msg_type in ORDER_MSG_TYPES:
-            self._order(msg, msg_type, seq, limited)
+            self._order(msg, msg_type, seq, limited, poss_dup)
         elif msg_type == "V" and self.server.marketdata is not None:
             if limited:
                 self._business_reject(seq, msg_type, 0, _RATE_TEXT)
@@ -488,7 +539,7 @@ class FixSession:
         else:
             raise FieldError(11, "invalid MsgType", 35)
 
-    def _order(self, msg, msg_type: str, seq: int, limited: bool) -> None:
+    def _order(self, msg, msg_type: str, seq: int, limited: bool, poss_dup: bool) -> None:
         if self.kind != "trade":
             kind = {"dropcopy": "drop-copy", "marketdata": "market-data"}[self.kind]
             self._business_reject(seq, msg_type, 6, f"a {kind} session may not send orders",
@@ -507,7 +558,12 @@ class FixSession:
                                           self.gw.now_ns())
             self._send(out_type, body)
             return
-        self.to_submit.append(req)
+        if poss_dup and req.kind in ("new", "replace") and self.gw.knows_client_order_id(
+                self.account.name, req.client_order_id):
+            log.info("FIX %s: PossDup %s %s already journaled; not run again", self.key,
+                     msg_type, req.client_order_id)
+            return
+        self.to_submit.append((seq, req))
 
     def _sequence_reset(self, msg, seq: int) -> None:
         """SequenceReset in reset mode (123=N): MsgSeqNum is ignored (FIX)."""
