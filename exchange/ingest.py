@@ -2,7 +2,7 @@
 
 A ``RecordLayout`` says, for each ORDER_DTYPE field, where its value comes from in a foreign
 record of ``itemsize`` bytes (a C struct array from ctypes or cffi, a memory-mapped file, a numpy
-structured array): a ``Field`` (byte offset, integer format, optional value map for codes that
+structured array): a ``ForeignField`` (byte offset, integer format, optional value map for codes that
 differ, such as ``b"B"``/``b"S"`` for the side) or an int constant for a field the foreign
 layout lacks. A field named nowhere is 0 (NEW, LIMIT, GTC, no flags, BUY, no stop, CONTINUOUS:
 what ``np.zeros(n, ORDER_DTYPE)`` holds). Two ways in:
@@ -40,7 +40,7 @@ import numpy as np
 from .errors import InputError, UsageError
 from .schema import ORDER_DTYPE
 
-__all__ = ["Field", "RecordLayout"]
+__all__ = ["ForeignField", "RecordLayout"]
 
 MAP_SPAN = 1 << 16          # most codes one value map's table covers (max key - min key + 1)
 _I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
@@ -49,7 +49,7 @@ _TARGETS = {name: (ORDER_DTYPE.fields[name][0], ORDER_DTYPE.fields[name][1])
 
 
 @dataclass(frozen=True)
-class Field:
+class ForeignField:
     """Where one ORDER_DTYPE field comes from in the foreign record.
 
     ``source``: the foreign field's name (``RecordLayout.from_dtype``) or its byte offset.
@@ -109,14 +109,14 @@ class _Source:
 class RecordLayout:
     """A foreign fixed-size record mapped onto ORDER_DTYPE (see the module docstring).
 
-    ``RecordLayout(itemsize, fields)``: ``fields`` maps ORDER_DTYPE field names to a ``Field``
+    ``RecordLayout(itemsize, fields)``: ``fields`` maps ORDER_DTYPE field names to a ``ForeignField``
     (``source`` a byte offset, ``format`` given) or an int constant; fields not named are 0.
     Raises InputError naming the field for an unknown field name, a format that is not a 1-, 2-,
     4- or 8-byte integer, a field outside the record or overlapping another, a constant or a
     value-map entry that does not fit its ORDER_DTYPE field, a value map wider than MAP_SPAN.
     """
 
-    def __init__(self, itemsize: int, fields: Mapping[str, Field | int]):
+    def __init__(self, itemsize: int, fields: Mapping[str, ForeignField | int]):
         self.itemsize = _int(itemsize, "itemsize")
         if self.itemsize < 1:
             raise InputError(f"itemsize must be at least 1; got {self.itemsize}")
@@ -129,7 +129,7 @@ class RecordLayout:
             if name not in _TARGETS:
                 raise InputError(f"field {name!r} is not an ORDER_DTYPE field (those are "
                                  f"{', '.join(ORDER_DTYPE.names)})")
-            if isinstance(spec, Field):
+            if isinstance(spec, ForeignField):
                 self._sources[name] = self._source(name, spec)
             else:
                 lo, hi = _range(_TARGETS[name][0])
@@ -146,10 +146,10 @@ class RecordLayout:
         self._ops, self._maps, self._op_field = self._table()
 
     @classmethod
-    def from_dtype(cls, dtype, fields: Mapping[str, Field | str | int] | None = None
+    def from_dtype(cls, dtype, fields: Mapping[str, ForeignField | str | int] | None = None
                    ) -> RecordLayout:
         """Return the layout of records of numpy structured ``dtype`` (``np.dtype(ctypes struct)``
-        works). ``fields`` maps ORDER_DTYPE names to a foreign field name, a ``Field`` (its
+        works). ``fields`` maps ORDER_DTYPE names to a foreign field name, a ``ForeignField`` (its
         ``source`` a foreign name or offset) or an int constant; None takes every ORDER_DTYPE
         field the dtype has by the same name. Raises InputError for a dtype that is not
         structured, a foreign name the dtype lacks, and everything ``RecordLayout`` checks."""
@@ -164,21 +164,21 @@ class RecordLayout:
         if not isinstance(fields, Mapping):
             raise InputError(f"fields must be a mapping of ORDER_DTYPE field names; got "
                              f"{type(fields).__name__}")
-        resolved: dict[str, Field | int] = {}
+        resolved: dict[str, ForeignField | int] = {}
         for name, spec in fields.items():
             if isinstance(spec, str):
-                spec = Field(spec)
-            if isinstance(spec, Field) and isinstance(spec.source, str):
+                spec = ForeignField(spec)
+            if isinstance(spec, ForeignField) and isinstance(spec.source, str):
                 if spec.source not in dt.names:
                     raise InputError(f"field {name!r}: the foreign dtype has no field "
                                      f"{spec.source!r} (it has {', '.join(dt.names)})")
                 fdt, off = dt.fields[spec.source][:2]
-                spec = Field(off, fdt if spec.format is None else spec.format, spec.values)
+                spec = ForeignField(off, fdt if spec.format is None else spec.format, spec.values)
             resolved[name] = spec
         return cls(dt.itemsize, resolved)
 
     # ---------------------------------------------------------------- checking the layout
-    def _source(self, name: str, spec: Field) -> _Source:
+    def _source(self, name: str, spec: ForeignField) -> _Source:
         off = spec.source
         if isinstance(off, str):
             raise InputError(f"field {name!r}: source {off!r} is a name; names need "
@@ -297,9 +297,9 @@ class RecordLayout:
     # ---------------------------------------------------------------- what it tells
     @property
     def fields(self) -> dict:
-        """Return ORDER_DTYPE field name -> ``Field`` (offset, format, value map as given,
+        """Return ORDER_DTYPE field name -> ``ForeignField`` (offset, format, value map as given,
         normalised) or int constant, for every field the layout names."""
-        out: dict = {n: Field(s.offset, s.dtype.str, s.values) for n, s in self._sources.items()}
+        out: dict = {n: ForeignField(s.offset, s.dtype.str, s.values) for n, s in self._sources.items()}
         out.update(self._constants)
         return out
 
