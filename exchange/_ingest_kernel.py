@@ -1,10 +1,14 @@
 """The one compiled pass of ``exchange.ingest``: foreign fixed-size records → ORDER_DTYPE rows.
 
-One kernel serves every layout: it is driven by a table of operations (``OP_*`` columns, one row
-per ORDER_DTYPE field, built and checked by ``exchange.ingest.RecordLayout``), so a new layout
-costs no compile. Input and output are byte arrays; every load and store is an unaligned
-fixed-width access (``_load``/``_store``: foreign C structs and ORDER_DTYPE's packed rows are
-not aligned), so the kernel never reads or writes outside ``[p, p + width)`` of a record.
+One kernel serves every layout: it is driven by a table of operations (``OP_*`` columns; one
+row per sourced ORDER_DTYPE field, plus plain copies and constants merged into 8/4/2/1-byte
+pieces; built and checked by ``exchange.ingest.RecordLayout``), so a new layout costs no
+compile. Input and output are byte arrays; every load and store is an unaligned fixed-width
+access (``_load*``/``_store*``: foreign C structs and ORDER_DTYPE's packed rows are not
+aligned), so the kernel never touches a byte outside the fields the table names.
+Records go through in blocks of ``BLOCK`` (both sides of a block stay in L1): each operation
+runs over the whole block, and a conversion one step at a time (load, byte swap, sign, value
+map or range check, store), so every branch is decided once per block, not once per record.
 
 Invariants (the table's builder guarantees them; the kernel trusts them):
 - every source ``[offset, offset + width)`` lies inside the foreign record, every destination
@@ -17,6 +21,7 @@ The kernel stops at the first record that fails a check and reports it in ``err`
 
 from __future__ import annotations
 
+import numpy as np
 from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
@@ -84,46 +89,73 @@ def _swap(v, width):
 BLOCK = 256   # records per block: a block's input and output rows stay in L1 between operations
 
 
-@njit(cache=True)
-def _value(buf, at, src, k, ops, maps, err):
-    """Return the converted value of operation ``k`` of the foreign field at ``at`` and whether it
-    passed its range check or value map (if not, ``err`` says why)."""
-    width = src & 15
+@njit(cache=True, inline="always")
+def _gather(buf, at, itemsize, width, vals, m):
+    """Load ``m`` fields of ``width`` bytes, ``itemsize`` apart from ``at``, into ``vals``."""
     if width == 8:
-        v = _load8(buf, at)
+        for r in range(m):
+            vals[r] = _load8(buf, at + r * itemsize)
     elif width == 4:
-        v = _load4(buf, at)
+        for r in range(m):
+            vals[r] = _load4(buf, at + r * itemsize)
     elif width == 1:
-        v = _load1(buf, at)
+        for r in range(m):
+            vals[r] = _load1(buf, at + r * itemsize)
     else:
-        v = _load2(buf, at)
-    if src & SRC_SWAP:
-        v = _swap(v, width)
-    if src & SRC_SIGNED and width < 8:
-        m = 1 << (8 * width - 1)
-        v = (v ^ m) - m
-    if ops[k, OP_MAP_LEN]:
-        j = v - ops[k, OP_MAP_LO]
-        if j < 0 or j >= ops[k, OP_MAP_LEN] or maps[ops[k, OP_MAP_BASE] + j] == UNMAPPED:
-            err[0], err[1], err[2] = k, ERR_UNMAPPED, v
-            return v, False
-        return maps[ops[k, OP_MAP_BASE] + j], True
-    if ops[k, OP_CHECK] and (v < ops[k, OP_LO] or v > ops[k, OP_HI]):
-        err[0], err[1], err[2] = k, ERR_RANGE, v
-        return v, False
-    return v, True
+        for r in range(m):
+            vals[r] = _load2(buf, at + r * itemsize)
 
 
 @njit(cache=True, inline="always")
-def _put(out, to, width, v):
+def _scatter(out, to, row, width, vals, m):
+    """Store the low ``width`` bytes of ``vals[:m]`` ``row`` bytes apart from ``to``."""
     if width == 8:
-        _store8(out, to, v)
+        for r in range(m):
+            _store8(out, to + r * row, vals[r])
     elif width == 4:
-        _store4(out, to, v)
+        for r in range(m):
+            _store4(out, to + r * row, vals[r])
     elif width == 1:
-        _store1(out, to, v)
+        for r in range(m):
+            _store1(out, to + r * row, vals[r])
     else:
-        _store2(out, to, v)
+        for r in range(m):
+            _store2(out, to + r * row, vals[r])
+
+
+@njit(cache=True, inline="always")
+def _fill(out, to, row, width, v, m):
+    """Store the low ``width`` bytes of ``v`` ``m`` times, ``row`` bytes apart from ``to``."""
+    if width == 8:
+        for r in range(m):
+            _store8(out, to + r * row, v)
+    elif width == 4:
+        for r in range(m):
+            _store4(out, to + r * row, v)
+    elif width == 1:
+        for r in range(m):
+            _store1(out, to + r * row, v)
+    else:
+        for r in range(m):
+            _store2(out, to + r * row, v)
+
+
+@njit(cache=True, inline="always")
+def _copy(buf, at, itemsize, out, to, row, width, m):
+    """Copy ``m`` fields of ``width`` bytes, ``itemsize`` apart from ``at``, to ``row`` bytes
+    apart from ``to``."""
+    if width == 8:
+        for r in range(m):
+            _store8(out, to + r * row, _load8(buf, at + r * itemsize))
+    elif width == 4:
+        for r in range(m):
+            _store4(out, to + r * row, _load4(buf, at + r * itemsize))
+    elif width == 1:
+        for r in range(m):
+            _store1(out, to + r * row, _load1(buf, at + r * itemsize))
+    else:
+        for r in range(m):
+            _store2(out, to + r * row, _load2(buf, at + r * itemsize))
 
 
 @njit(cache=True)
@@ -133,50 +165,46 @@ def convert(buf, base, itemsize, n, ops, maps, out, row, err):
     -1 when every record converted, else the index of the first record that failed; then ``err``
     holds ``[op row, ERR_RANGE or ERR_UNMAPPED, the foreign value]``.
 
-    Works a block of records at a time, one operation over the whole block: each operation's
-    branches are decided once per block, and a plain copy (a source of the target's width and
-    byte order, unchecked) is a tight load/store loop."""
-    nops = ops.shape[0]
+    Works a block of records at a time, one operation over the whole block and one step of it
+    (load, swap, sign, map or check, store) over the block's values at a time: each branch is
+    decided once per block, and every inner loop is a tight loop the compiler can schedule."""
+    vals = np.empty(BLOCK, np.int64)
     for b0 in range(0, n, BLOCK):
-        b1 = min(n, b0 + BLOCK)
-        for k in range(nops):
+        m = min(n - b0, BLOCK)
+        for k in range(ops.shape[0]):
             src = ops[k, OP_SRC]
             dw = ops[k, OP_DST_WIDTH]
             to = ops[k, OP_DST_OFF] + b0 * row
             if src == SRC_CONST:
-                v = ops[k, OP_CONST]
-                for _ in range(b0, b1):
-                    _put(out, to, dw, v)
-                    to += row
+                _fill(out, to, row, dw, ops[k, OP_CONST], m)
                 continue
-            at = base + b0 * itemsize + ops[k, OP_SRC_OFF]
-            if src == dw and ops[k, OP_CHECK] == 0 and ops[k, OP_MAP_LEN] == 0:
-                if dw == 8:
-                    for _ in range(b0, b1):
-                        _store8(out, to, _load8(buf, at))
-                        to += row
-                        at += itemsize
-                elif dw == 4:
-                    for _ in range(b0, b1):
-                        _store4(out, to, _load4(buf, at))
-                        to += row
-                        at += itemsize
-                elif dw == 1:
-                    for _ in range(b0, b1):
-                        _store1(out, to, _load1(buf, at))
-                        to += row
-                        at += itemsize
-                else:
-                    for _ in range(b0, b1):
-                        _store2(out, to, _load2(buf, at))
-                        to += row
-                        at += itemsize
+            if src == dw and not ops[k, OP_CHECK] and not ops[k, OP_MAP_LEN]:   # plain copy
+                _copy(buf, base + b0 * itemsize + ops[k, OP_SRC_OFF], itemsize, out, to, row,
+                      dw, m)
                 continue
-            for i in range(b0, b1):
-                v, ok = _value(buf, at, src, k, ops, maps, err)
-                if not ok:
-                    return i
-                _put(out, to, dw, v)
-                to += row
-                at += itemsize
+            width = src & 15
+            _gather(buf, base + b0 * itemsize + ops[k, OP_SRC_OFF], itemsize, width, vals, m)
+            if src & SRC_SWAP:
+                for r in range(m):
+                    vals[r] = _swap(vals[r], width)
+            if src & SRC_SIGNED and width < 8:
+                half = 1 << (8 * width - 1)
+                for r in range(m):
+                    vals[r] = (vals[r] ^ half) - half
+            if ops[k, OP_MAP_LEN]:
+                lo, size, at = ops[k, OP_MAP_LO], ops[k, OP_MAP_LEN], ops[k, OP_MAP_BASE]
+                for r in range(m):
+                    j = vals[r] - lo
+                    code = maps[at + j] if 0 <= j < size else UNMAPPED
+                    if code == UNMAPPED:
+                        err[0], err[1], err[2] = k, ERR_UNMAPPED, vals[r]
+                        return b0 + r
+                    vals[r] = code
+            elif ops[k, OP_CHECK]:
+                lo, hi = ops[k, OP_LO], ops[k, OP_HI]
+                for r in range(m):
+                    if vals[r] < lo or vals[r] > hi:
+                        err[0], err[1], err[2] = k, ERR_RANGE, vals[r]
+                        return b0 + r
+            _scatter(out, to, row, dw, vals, m)
     return -1
