@@ -343,9 +343,6 @@ class RecordLayout:
         if rest:
             raise InputError(f"buffer: {raw.size} bytes are not a whole number of "
                              f"{self.itemsize}-byte records ({rest} bytes left over)")
-        if raw.flags.writeable:
-            raw = raw.view()
-            raw.flags.writeable = False     # the kernel is compiled for read-only input only
         return raw, n
 
     def count(self, buffer) -> int:
@@ -363,7 +360,12 @@ class RecordLayout:
         is not in the field's value map (rows before that record are converted; the rest of
         ``out`` is unspecified); UsageError for an ``out`` that is not such an array.
         """
+        if sys.byteorder != "little":
+            raise UsageError("RecordLayout.convert needs a little-endian host (ORDER_DTYPE is)")
         raw, n = self._records(buffer)
+        if raw.flags.writeable:
+            raw = raw.view()
+            raw.flags.writeable = False     # the kernel is compiled for read-only input only
         if out is None:
             out = np.empty(n, ORDER_DTYPE)
         elif not (isinstance(out, np.ndarray) and out.dtype == ORDER_DTYPE and out.ndim == 1
@@ -372,8 +374,6 @@ class RecordLayout:
                              f"array; got {getattr(out, 'dtype', type(out).__name__)}")
         elif len(out) < n:
             raise UsageError(f"convert(out=...) has room for {len(out)} rows; the buffer holds {n}")
-        if sys.byteorder != "little":
-            raise UsageError("RecordLayout.convert needs a little-endian host (ORDER_DTYPE is)")
         if n == 0:
             return out[:0]
         from ._ingest_kernel import convert
@@ -404,15 +404,13 @@ class RecordLayout:
         copy: of dtype ORDER_DTYPE itself when the foreign record holds ORDER_DTYPE's packed 78
         bytes at one offset (strided when ``itemsize`` > 78), else a structured dtype with the
         foreign offsets and itemsize (see the module docstring for what the engine accepts).
-        Read-only when the buffer is. Raises UsageError naming the field when the layout is not
+        Read-only when the buffer is; a non-contiguous numpy array is copied first (the view is
+        then of that copy). Raises UsageError naming the field when the layout is not
         ``viewable``, and what ``convert`` raises for the buffer's size."""
         why = self._why_not_viewable()
         if why is not None:
             raise UsageError(f"this layout needs convert(), not view(): {why}")
         raw, n = self._records(buffer)
-        if isinstance(buffer, np.ndarray) and buffer.flags.writeable and \
-                np.shares_memory(raw, buffer):
-            raw = np.ascontiguousarray(buffer).reshape(-1).view(np.uint8)   # keep it writeable
         shift = {self._sources[k].offset - _TARGETS[k][1] for k in ORDER_DTYPE.names}
         if len(shift) == 1 and (c := shift.pop()) >= 0 and c + ORDER_DTYPE.itemsize <= self.itemsize:
             dt, offset = ORDER_DTYPE, c

@@ -315,3 +315,13 @@ def test_any_layout_converts_to_what_a_field_by_field_copy_gives(data):
             want[name][i] = field.values[v] if field.values is not None else v
     assert layout.convert(buf.tobytes()).tobytes() == want.tobytes()
     assert layout.convert(buf, out=np.zeros(n + 2, ORDER_DTYPE)).tobytes() == want.tobytes()
+
+
+def test_convert_writes_only_the_rows_of_the_buffer():
+    out = np.full(5, 0xAB, np.uint8).repeat(ORDER_DTYPE.itemsize).view(ORDER_DTYPE)
+    before = out[3:].tobytes()
+    rows = RecordLayout(4, {"symbol": 5, "qty": ForeignField(0, "<u4")}).convert(
+        np.array([7, 8, 9], "<u4"), out=out)
+    assert rows.tolist() == [(0, 0, 0, q, 5, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0) for q in (7, 8, 9)]
+    assert out[3:].tobytes() == before
+    assert RecordLayout(4, {}).count(bytes(12)) == 3
