@@ -2,9 +2,9 @@
 
 A ``RecordLayout`` says, for each ORDER_DTYPE field, where its value comes from in a foreign
 record of ``itemsize`` bytes (a C struct array from ctypes or cffi, a memory-mapped file, a numpy
-structured array): a ``ForeignField`` (byte offset, integer format, optional value map for codes that
-differ, such as ``b"B"``/``b"S"`` for the side) or an int constant for a field the foreign
-layout lacks. A field named nowhere is 0 (NEW, LIMIT, GTC, no flags, BUY, no stop, CONTINUOUS:
+structured array): a ``ForeignField`` (byte offset, integer format, optional value map for
+codes that differ, such as ``b"B"``/``b"S"`` for the side) or an int constant for a field the
+foreign layout lacks. A field named nowhere is 0 (NEW, LIMIT, GTC, no flags, BUY, no stop, CONTINUOUS:
 what ``np.zeros(n, ORDER_DTYPE)`` holds). Two ways in:
 
 - ``convert(buffer, out=None)``: one compiled pass (numba, one kernel for every layout, driven
@@ -109,8 +109,9 @@ class _Source:
 class RecordLayout:
     """A foreign fixed-size record mapped onto ORDER_DTYPE (see the module docstring).
 
-    ``RecordLayout(itemsize, fields)``: ``fields`` maps ORDER_DTYPE field names to a ``ForeignField``
-    (``source`` a byte offset, ``format`` given) or an int constant; fields not named are 0.
+    ``RecordLayout(itemsize, fields)``: ``fields`` maps ORDER_DTYPE field names to a
+    ``ForeignField`` (``source`` a byte offset, ``format`` given) or an int constant; fields not
+    named are 0.
     Raises InputError naming the field for an unknown field name, a format that is not a 1-, 2-,
     4- or 8-byte integer, a field outside the record or overlapping another, a constant or a
     value-map entry that does not fit its ORDER_DTYPE field, a value map wider than MAP_SPAN.
@@ -299,7 +300,8 @@ class RecordLayout:
     def fields(self) -> dict:
         """Return ORDER_DTYPE field name -> ``ForeignField`` (offset, format, value map as given,
         normalised) or int constant, for every field the layout names."""
-        out: dict = {n: ForeignField(s.offset, s.dtype.str, s.values) for n, s in self._sources.items()}
+        out: dict = {n: ForeignField(s.offset, s.dtype.str, s.values)
+                     for n, s in self._sources.items()}
         out.update(self._constants)
         return out
 
@@ -317,7 +319,8 @@ class RecordLayout:
             if s.values is not None:
                 return f"field {name!r} has a value map"
             if s.dtype != _TARGETS[name][0]:
-                return f"field {name!r} is {s.dtype} in the foreign record, {_TARGETS[name][0]} in ORDER_DTYPE"
+                return (f"field {name!r} is {s.dtype} in the foreign record, "
+                        f"{_TARGETS[name][0]} in ORDER_DTYPE")
         return None
 
     def __repr__(self) -> str:
@@ -412,7 +415,8 @@ class RecordLayout:
             raise UsageError(f"this layout needs convert(), not view(): {why}")
         raw, n = self._records(buffer)
         shift = {self._sources[k].offset - _TARGETS[k][1] for k in ORDER_DTYPE.names}
-        if len(shift) == 1 and (c := shift.pop()) >= 0 and c + ORDER_DTYPE.itemsize <= self.itemsize:
+        c = shift.pop() if len(shift) == 1 else -1
+        if 0 <= c and c + ORDER_DTYPE.itemsize <= self.itemsize:
             dt, offset = ORDER_DTYPE, c
         else:
             dt = np.dtype({"names": list(ORDER_DTYPE.names),
