@@ -19,6 +19,7 @@ import importlib
 from .errors import (
     CorruptionError, ExsimError, InputError, StoreError, UsageError, VerificationError, WriteError,
 )
+from .ingest import ForeignField, RecordLayout
 from .protocol import EngineProtocol, OutputBuffers, Result
 from .schema import (
     AUCTION_SIDE, CALL_MARKET_PRICE, CALL_PHASES, CHECKPOINT_DTYPE, DEPTH_DTYPE, EVENT_DTYPE,
@@ -34,6 +35,7 @@ __all__ = [
     "CALL_PHASES", "CALL_MARKET_PRICE", "AUCTION_SIDE",
     "ExsimError", "UsageError", "InputError", "StoreError", "CorruptionError", "WriteError",
     "VerificationError",
+    "RecordLayout", "ForeignField",
 ]
 
 # The engine pulls in numba (~0.4 s); loading it on first use keeps `exsim --help`, the error
