@@ -51,7 +51,7 @@ def test_journaled_rows_equal_a_plain_engines_outputs(tmp_path, many, room):
     batches = [flow[i:i + 10_000] for i in range(0, flow.size, 10_000)]
     ref = _engine()
     want = [[np.array(a) for a in ref.process(b)] for b in batches]
-    s = Session.create(str(tmp_path / "d"), _engine(), durability="none", journal_parts=4)
+    s = Session.create(str(tmp_path / "d"), _engine(), durability="none", wal_compress=True, journal_parts=4)
     s.PART_MIN = 1000   # several parts per batch
     if room is not None:
         s._rows_per_msg = dict.fromkeys(s._rows_per_msg, room)   # the engine must grow them
@@ -79,4 +79,15 @@ def test_an_engine_that_ignores_out_is_journaled_from_its_own_arrays(tmp_path):
         assert a.tobytes() == b.tobytes()
     rec = s.unsealed_records()[-1]
     assert rec.events.tobytes() == want.events.tobytes()
+    s.close()
+
+
+def test_a_strided_batch_is_journaled_as_its_rows(tmp_path):
+    flow = _flow(40_000)[::2]   # not contiguous: copied row by row
+    s = Session.create(str(tmp_path / "d"), _engine(), durability="none", wal_compress=True, journal_parts=4)
+    s.PART_MIN = 1000
+    got = s.process(flow)
+    want = _engine().process(np.ascontiguousarray(flow))
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(got, want))
+    assert s.unsealed_records()[-1].orders.tobytes() == np.ascontiguousarray(flow).tobytes()
     s.close()
