@@ -33,8 +33,10 @@ Workloads:
   and then the median of the rounds.
 - ``--baseline REV``: the store (and everything else) as of git revision REV, extracted once to
   <tmp>/exsim-store-baseline-<sha> (its numba cache lives there: the first run compiles it
-  cold), measured in a child process in every round just before this tree's variants: engine
-  alone, end to end with fsync through ``process`` and ``process_many``, and their ratios.
+  cold), measured in a child process in every round beside this tree's variants: engine
+  alone, end to end with fsync through ``process`` and ``process_many``, and their ratios
+  (the baseline goes first in odd rounds, last in even ones; every timed run starts after an
+  ``os.sync()``, so no run pays for the writeback of the one before).
 
 Each measurement is the median of ``--runs`` runs (rounds interleave every variant). Prints a
 table, writes benchmarks/results/local/store.json (``--out PATH`` elsewhere).
@@ -83,6 +85,7 @@ def _engine():
 def end_to_end(flow, durability, tmp, background=True, many=False, parts=None):
     """One end-to-end run: returns dict of throughput, CPU per 1M messages (all threads, calling
     thread), WAL and segment sizes, compaction time, WAL records per fsync group."""
+    _settle()
     d = tempfile.mkdtemp(dir=tmp)
     s = Session.create(d, _engine(), run_info={"scenario": "bench_1m", "seed": BENCH_1M["seed"]},
                        durability=durability, seal_every=4 * BATCH, checkpoint_every=10**12,
@@ -135,7 +138,16 @@ def sealing(flow, tmp):
             "seal_rows_per_s_after_first": sum(r for r, _ in later) / sum(t for _, t in later)}
 
 
+def _settle() -> None:
+    """Flush the writeback an earlier run left (its files, its deletions) before timing the
+    next: the kernel's flushing otherwise lands inside whichever run comes next (measured: the
+    engine alone 0.6x right after a baseline child's run)."""
+    os.sync()
+
+
 def engine_only(flow):
+    """Messages per second of the bare engine over ``flow`` in batches, as the session calls it."""
+    _settle()
     eng = _engine()
     out = OutputBuffers(BATCH)
     t0 = time.perf_counter()
@@ -283,8 +295,10 @@ def main(argv=None):
         # interleaved rounds: the machine's load drifts, so each round measures every variant
         heads, base_heads, seal_runs = [], [], []
         runs = {"fsync_whole": [], "none": [], "fsync_inline": [], "none_many": []}
-        for _ in range(args.runs):
-            if tree is not None:
+        for k in range(args.runs):
+            # why alternated: whichever of the two trees runs first in a round meets the
+            # machine as the other left it
+            if tree is not None and k % 2 == 0:
                 base_heads.append(baseline_round(tree, args.n))
             head = {}
             head["engine"] = engine_only(flow)
@@ -299,6 +313,8 @@ def main(argv=None):
                                           many=p.endswith("_many"),
                                           parts=1 if p == "fsync_whole" else None))
             seal_runs.append(sealing(flow, tmp))
+            if tree is not None and k % 2 == 1:
+                base_heads.append(baseline_round(tree, args.n))
         runs = {p: runs[p] for p in ("fsync", "fsync_whole", "none", "fsync_inline", "fsync_many",
                                      "none_many")}
         eng = statistics.median(h["engine"] for h in heads)
