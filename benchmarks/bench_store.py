@@ -160,10 +160,11 @@ def headline_round(flow, tmp) -> dict:
     """One round of the headline variants: engine alone, end to end with fsync per batch
     through ``process`` and ``process_many``; returns their msgs/s and the ratios to the engine."""
     eng = engine_only(flow)
-    fsync = end_to_end(flow, "fsync", tmp)["msgs_per_s"]
-    many = end_to_end(flow, "fsync", tmp, many=True)["msgs_per_s"]
-    return {"engine": eng, "fsync": fsync, "fsync_many": many,
-            "ratio_fsync": fsync / eng, "ratio_fsync_many": many / eng}
+    fsync = end_to_end(flow, "fsync", tmp)
+    many = end_to_end(flow, "fsync", tmp, many=True)
+    return {"engine": eng, "fsync": fsync["msgs_per_s"], "fsync_many": many["msgs_per_s"],
+            "ratio_fsync": fsync["msgs_per_s"] / eng, "ratio_fsync_many": many["msgs_per_s"] / eng,
+            "cpu_fsync": fsync["cpu_s_per_1m"], "main_cpu_fsync": fsync["main_cpu_s_per_1m"]}
 
 
 def baseline_tree(rev: str) -> Path:
@@ -307,6 +308,8 @@ def main(argv=None):
                 runs.setdefault(p, []).append(r)
                 head[p] = r["msgs_per_s"]
                 head["ratio_" + p] = r["msgs_per_s"] / head["engine"]
+                if p == "fsync":
+                    head["cpu_fsync"], head["main_cpu_fsync"] = r["cpu_s_per_1m"], r["main_cpu_s_per_1m"]
             heads.append(head)
             for p in ("fsync_whole", "none", "fsync_inline", "none_many"):
                 runs[p].append(end_to_end(flow, p.split("_")[0], tmp, background=p != "fsync_inline",
@@ -368,7 +371,8 @@ def main(argv=None):
         result["baseline"] = {
             "rev": args.baseline, "rounds": base_heads,
             **{k: statistics.median(h[k] for h in base_heads)
-               for k in ("engine", "fsync", "fsync_many", "ratio_fsync", "ratio_fsync_many")}}
+               for k in ("engine", "fsync", "fsync_many", "ratio_fsync", "ratio_fsync_many",
+                         "cpu_fsync", "main_cpu_fsync")}}
     print(f"store benchmark: {result['workload']}")
     m = result["machine"]
     print(f"machine: load average {m['loadavg_1min_at_start']:.1f} -> {m['loadavg_1min_at_end']:.1f} on "
@@ -394,6 +398,10 @@ def main(argv=None):
             print(line.format(f"  {label}", f"{b[k]:,.0f}", f"{mine / b[k]:.2f}x"))
         print(line.format("  ratio to engine, process / process_many",
                           f"{b['ratio_fsync']:.3f} / {b['ratio_fsync_many']:.3f}", ""))
+        for k, label in (("cpu_fsync", "CPU s/1M msgs, process fsync, all threads"),
+                         ("main_cpu_fsync", "  same, calling thread")):
+            mine = statistics.median(h[k] for h in heads)
+            print(line.format(f"  {label}", f"{b[k]:.3f}", f"{mine / b[k]:.2f}x"))
     for p in runs:
         print(line.format(f"  CPU s/1M msgs, all / caller: {p}",
                           f"{result['cpu_s_per_1m_msgs'][p]:.3f} / {result['calling_thread_cpu_s_per_1m_msgs'][p]:.3f}", ""))
