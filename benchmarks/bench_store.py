@@ -28,23 +28,37 @@ Workloads:
   records under durability "none".
 - Sealing rate overall (the first seal of a directory searches for encodings) and after the first.
 
-Each measurement is the median of ``--runs`` runs. Prints a table, writes benchmarks/results/local/store.json
-(``--out PATH`` elsewhere).
+- The ratio the issue-20 target names: end to end with fsync per batch (``process``, and the
+  pipelined ``process_many``) over the engine alone, taken per round (both in the same round)
+  and then the median of the rounds.
+- ``--baseline REV``: the store (and everything else) as of git revision REV, extracted once to
+  <tmp>/exsim-store-baseline-<sha> (its numba cache lives there: the first run compiles it
+  cold), measured in a child process in every round beside this tree's variants: engine
+  alone, end to end with fsync through ``process`` and ``process_many``, and their ratios
+  (the baseline goes first in odd rounds, last in even ones; every timed run starts after an
+  ``os.sync()``, so no run pays for the writeback of the one before).
+
+Each measurement is the median of ``--runs`` runs (rounds interleave every variant). Prints a
+table, writes benchmarks/results/local/store.json (``--out PATH`` elsewhere).
 EXSIM_BENCH_SMOKE=1 (benchmarks/_smoke.py): 20,000 messages, one run, JSON outside the checkout.
-Usage: python benchmarks/bench_store.py [--runs 3] [--n 1000000]
+Usage: python benchmarks/bench_store.py [--runs 3] [--n 1000000] [--baseline REV]
 """
 
 from __future__ import annotations
 
 import argparse
 import gzip
+import io
 import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
+import tarfile
 import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -71,6 +85,7 @@ def _engine():
 def end_to_end(flow, durability, tmp, background=True, many=False, parts=None):
     """One end-to-end run: returns dict of throughput, CPU per 1M messages (all threads, calling
     thread), WAL and segment sizes, compaction time, WAL records per fsync group."""
+    _settle()
     d = tempfile.mkdtemp(dir=tmp)
     s = Session.create(d, _engine(), run_info={"scenario": "bench_1m", "seed": BENCH_1M["seed"]},
                        durability=durability, seal_every=4 * BATCH, checkpoint_every=10**12,
@@ -123,13 +138,82 @@ def sealing(flow, tmp):
             "seal_rows_per_s_after_first": sum(r for r, _ in later) / sum(t for _, t in later)}
 
 
+def _settle() -> None:
+    """Flush the writeback an earlier run left (its files, its deletions) before timing the
+    next: the kernel's flushing otherwise lands inside whichever run comes next (measured: the
+    engine alone 0.6x right after a baseline child's run)."""
+    os.sync()
+
+
 def engine_only(flow):
+    """Messages per second of the bare engine over ``flow`` in batches, as the session calls it."""
+    _settle()
     eng = _engine()
     out = OutputBuffers(BATCH)
     t0 = time.perf_counter()
     for i in range(0, flow.size, BATCH):
         eng.process(flow[i:i + BATCH], out=out)   # as the session calls it
     return flow.size / (time.perf_counter() - t0)
+
+
+def headline_round(flow, tmp) -> dict:
+    """One round of the headline variants: engine alone, end to end with fsync per batch
+    through ``process`` and ``process_many``; returns their msgs/s and the ratios to the engine."""
+    eng = engine_only(flow)
+    fsync = end_to_end(flow, "fsync", tmp)
+    many = end_to_end(flow, "fsync", tmp, many=True)
+    return {"engine": eng, "fsync": fsync["msgs_per_s"], "fsync_many": many["msgs_per_s"],
+            "ratio_fsync": fsync["msgs_per_s"] / eng, "ratio_fsync_many": many["msgs_per_s"] / eng,
+            "cpu_fsync": fsync["cpu_s_per_1m"], "main_cpu_fsync": fsync["main_cpu_s_per_1m"]}
+
+
+def baseline_tree(rev: str) -> Path:
+    """Return the directory holding this repository's tree at git revision ``rev``, extracted
+    once per commit to <tmp>/exsim-store-baseline-<sha> (its numba cache lives there).
+    Raises SystemExit naming ``rev`` if git cannot resolve or archive it."""
+    root = Path(__file__).resolve().parent.parent
+    got = subprocess.run(["git", "-C", str(root), "rev-parse", "--verify", "--quiet",
+                          f"{rev}^{{commit}}"], capture_output=True, text=True)
+    if got.returncode != 0:
+        raise SystemExit(f"--baseline: {rev!r} is not a commit of the git repository at {root}")
+    sha = got.stdout.strip()
+    dest = Path(tempfile.gettempdir()) / f"exsim-store-baseline-{sha[:12]}"
+    if not (dest / "store" / "__init__.py").is_file():
+        tar = subprocess.run(["git", "-C", str(root), "archive", "--format=tar", sha],
+                             capture_output=True)
+        if tar.returncode != 0:
+            raise SystemExit(f"--baseline: cannot extract {sha[:12]}: "
+                             f"{tar.stderr.decode(errors='replace').strip()}")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        work = Path(tempfile.mkdtemp(dir=dest.parent, prefix=dest.name + "."))
+        with tarfile.open(fileobj=io.BytesIO(tar.stdout)) as tf:
+            tf.extractall(work, filter="data")
+        shutil.rmtree(dest, ignore_errors=True)
+        work.rename(dest)   # atomic: a half-extracted tree is never used
+    return dest
+
+
+def baseline_round(tree: Path, n: int) -> dict:
+    """``headline_round`` of the code in ``tree`` (a ``baseline_tree``), in a child process
+    importing exchange, store and scenarios from there. Raises SystemExit if the child fails."""
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    got = subprocess.run([sys.executable, os.path.abspath(__file__), "--_round", str(n)],
+                         cwd=tree, env=env, capture_output=True, text=True)
+    if got.returncode != 0:
+        raise SystemExit(f"--baseline: the baseline round failed:\n{got.stderr[-2000:]}")
+    return json.loads(got.stdout.strip().splitlines()[-1])
+
+
+def _one_round(n: int) -> int:
+    """The child side of ``baseline_round``: prints one ``headline_round`` as JSON."""
+    flow = uniform_flow(**{**BENCH_1M, "n": n})
+    tmp = tempfile.mkdtemp(prefix="bench_store_")
+    try:
+        end_to_end(flow[:BATCH * 2], "fsync", tmp)   # warm numba caches and the page cache
+        print(json.dumps(headline_round(flow, tmp)))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
 
 
 def _bytes_per_row(segs):
@@ -195,26 +279,48 @@ def main(argv=None):
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--n", type=int, default=BENCH_1M["n"])
     ap.add_argument("--out", default=None, help="JSON report (default: benchmarks/results/local/store.json; the committed one: --out benchmarks/results/store.json)")
+    ap.add_argument("--baseline", metavar="REV", default=None,
+                    help="also measure the headline variants of git revision REV in every round")
+    ap.add_argument("--_round", type=int, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args._round is not None:
+        return _one_round(args._round)
     args.n = _smoke.scaled(args.n, 20_000)
     args.runs = _smoke.scaled(args.runs, 1)
     flow = uniform_flow(**{**BENCH_1M, "n": args.n})
+    tree = baseline_tree(args.baseline) if args.baseline else None
     tmp = tempfile.mkdtemp(prefix="bench_store_")
     load0, cpu0, wall0 = os.getloadavg()[0], time.process_time(), time.perf_counter()
     try:
         end_to_end(flow[:BATCH * 2], "fsync", tmp)   # warm numba caches and the page cache
         # interleaved rounds: the machine's load drifts, so each round measures every variant
-        engs, seal_runs = [], []
-        runs = {"fsync": [], "fsync_whole": [], "none": [], "fsync_inline": [], "fsync_many": [],
-                "none_many": []}
-        for _ in range(args.runs):
-            engs.append(engine_only(flow))
-            for p in runs:
+        heads, base_heads, seal_runs = [], [], []
+        runs = {"fsync_whole": [], "none": [], "fsync_inline": [], "none_many": []}
+        for k in range(args.runs):
+            # why alternated: whichever of the two trees runs first in a round meets the
+            # machine as the other left it
+            if tree is not None and k % 2 == 0:
+                base_heads.append(baseline_round(tree, args.n))
+            head = {}
+            head["engine"] = engine_only(flow)
+            for p in ("fsync", "fsync_many"):
+                r = end_to_end(flow, "fsync", tmp, many=p == "fsync_many")
+                runs.setdefault(p, []).append(r)
+                head[p] = r["msgs_per_s"]
+                head["ratio_" + p] = r["msgs_per_s"] / head["engine"]
+                if p == "fsync":
+                    head["cpu_fsync"], head["main_cpu_fsync"] = r["cpu_s_per_1m"], r["main_cpu_s_per_1m"]
+            heads.append(head)
+            for p in ("fsync_whole", "none", "fsync_inline", "none_many"):
                 runs[p].append(end_to_end(flow, p.split("_")[0], tmp, background=p != "fsync_inline",
                                           many=p.endswith("_many"),
                                           parts=1 if p == "fsync_whole" else None))
             seal_runs.append(sealing(flow, tmp))
-        eng = statistics.median(engs)
+            if tree is not None and k % 2 == 1:
+                base_heads.append(baseline_round(tree, args.n))
+        runs = {p: runs[p] for p in ("fsync", "fsync_whole", "none", "fsync_inline", "fsync_many",
+                                     "none_many")}
+        eng = statistics.median(h["engine"] for h in heads)
         rows = binance_l2_rows()
         bn = binance_sizes(rows, tmp)
     finally:
@@ -234,6 +340,10 @@ def main(argv=None):
         "end_to_end_fsync_inline_seal_msgs_per_s": med("fsync_inline", "msgs_per_s"),
         "end_to_end_fsync_process_many_msgs_per_s": med("fsync_many", "msgs_per_s"),
         "end_to_end_nofsync_process_many_msgs_per_s": med("none_many", "msgs_per_s"),
+        # the issue-20 target: per round, end to end with fsync / engine alone, then the median
+        "ratio_fsync_to_engine": statistics.median(h["ratio_fsync"] for h in heads),
+        "ratio_fsync_many_to_engine": statistics.median(h["ratio_fsync_many"] for h in heads),
+        "rounds": heads,
         "cpu_s_per_1m_msgs": {p: med(p, "cpu_s_per_1m") for p in runs},
         "calling_thread_cpu_s_per_1m_msgs": {p: med(p, "main_cpu_s_per_1m") for p in runs},
         "process_many_records_per_fsync": med("fsync_many", "records_per_fsync"),
@@ -254,8 +364,15 @@ def main(argv=None):
                     "cpu_cores": os.cpu_count(),
                     "process_cpu_share": (time.process_time() - cpu0) / (time.perf_counter() - wall0)},
         "targets": {"end_to_end_fsync_msgs_per_s": 2e6, "seal_rows_per_s": 1e7,
-                    "binance_l2_bytes_per_row": 3.0, "binance_ratio_to_parquet": 0.8},
+                    "binance_l2_bytes_per_row": 3.0, "binance_ratio_to_parquet": 0.8,
+                    "ratio_fsync_to_engine": 0.5},
     }
+    if tree is not None:
+        result["baseline"] = {
+            "rev": args.baseline, "rounds": base_heads,
+            **{k: statistics.median(h[k] for h in base_heads)
+               for k in ("engine", "fsync", "fsync_many", "ratio_fsync", "ratio_fsync_many",
+                         "cpu_fsync", "main_cpu_fsync")}}
     print(f"store benchmark: {result['workload']}")
     m = result["machine"]
     print(f"machine: load average {m['loadavg_1min_at_start']:.1f} -> {m['loadavg_1min_at_end']:.1f} on "
@@ -270,6 +387,21 @@ def main(argv=None):
     print(line.format("  fsync, process_many (pipelined) (msgs/s)", f"{result['end_to_end_fsync_process_many_msgs_per_s']:,.0f}", "2,000,000"))
     print(line.format("  no fsync, process_many (msgs/s)", f"{result['end_to_end_nofsync_process_many_msgs_per_s']:,.0f}", ""))
     print(line.format("  process_many WAL records per fsync", f"{result['process_many_records_per_fsync']:.2f}", ""))
+    print(line.format("end to end fsync / engine, process", f"{result['ratio_fsync_to_engine']:.3f}", "0.5"))
+    print(line.format("end to end fsync / engine, process_many", f"{result['ratio_fsync_many_to_engine']:.3f}", "0.5"))
+    if tree is not None:
+        b = result["baseline"]
+        print(f"baseline {args.baseline} in the same rounds (medians; this tree / baseline):")
+        for k, label in (("engine", "engine only (msgs/s)"), ("fsync", "end to end fsync, process (msgs/s)"),
+                         ("fsync_many", "end to end fsync, process_many (msgs/s)")):
+            mine = statistics.median(h[k] for h in heads)
+            print(line.format(f"  {label}", f"{b[k]:,.0f}", f"{mine / b[k]:.2f}x"))
+        print(line.format("  ratio to engine, process / process_many",
+                          f"{b['ratio_fsync']:.3f} / {b['ratio_fsync_many']:.3f}", ""))
+        for k, label in (("cpu_fsync", "CPU s/1M msgs, process fsync, all threads"),
+                         ("main_cpu_fsync", "  same, calling thread")):
+            mine = statistics.median(h[k] for h in heads)
+            print(line.format(f"  {label}", f"{b[k]:.3f}", f"{mine / b[k]:.2f}x"))
     for p in runs:
         print(line.format(f"  CPU s/1M msgs, all / caller: {p}",
                           f"{result['cpu_s_per_1m_msgs'][p]:.3f} / {result['calling_thread_cpu_s_per_1m_msgs'][p]:.3f}", ""))

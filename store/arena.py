@@ -4,9 +4,10 @@ Invariants:
 - Every copy handed out is a read-only view whose ``base`` is its chunk; a chunk is reused only
   once nothing refers to it (its reference count says so), so nobody ever sees the bytes of a
   copy change under them.
-- ``TableRows`` appends one table's rows slice by slice into room reserved in a chunk; rows that
-  do not fit are copied apart and joined by one more copy at the end, so the result is always
-  the rows end to end, in order.
+- ``TableRows`` appends one table's rows slice by slice into room reserved in a chunk (copied
+  there, or written there in place by whoever fills ``room()``); rows that do not fit are copied
+  apart and joined by one more copy at the end, so the result is always the rows end to end, in
+  order.
 """
 
 from __future__ import annotations
@@ -117,6 +118,22 @@ class TableRows:
             np.copyto(dst.view(self.dtype), a, casting="no")
         self.size += a.size
         return dst.view(self.dtype)
+
+    def room(self) -> np.ndarray | None:
+        """Return a writable view of the unused reserved room as whole rows of this table's
+        dtype, for rows written there in place and then booked with ``commit``; None when there
+        is no room left or rows already went apart (they must stay in order)."""
+        if self.extra:
+            return None
+        item = self.dtype.itemsize
+        at = self.size * item
+        k = (self.buf.size - at) // item
+        return self.buf[at:at + k * item].view(self.dtype) if k else None
+
+    def commit(self, rows: np.ndarray) -> np.ndarray:
+        """Book ``rows``, the first rows of the last ``room()``, as added; return them."""
+        self.size += rows.size
+        return rows
 
     def rows(self) -> np.ndarray:
         """All rows added, end to end, read-only."""

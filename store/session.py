@@ -62,6 +62,13 @@ from store.wal.format import VERSION as WAL_VERSION, lacks
 
 __all__ = ["Session", "ENGINE_CLASSES", "register_engine_class", "LockedError"]
 
+def _starts_at(rows, room: np.ndarray) -> bool:
+    """True if ``rows`` is a prefix of ``room`` (the engine wrote its outputs there)."""
+    return (isinstance(rows, np.ndarray) and rows.dtype == room.dtype and rows.ndim == 1
+            and rows.size <= room.size
+            and (rows.size == 0 or rows.ctypes.data == room.ctypes.data))
+
+
 class Session:
     """A journaled engine. Build with ``Session.create`` or ``Session.open``, not directly."""
 
@@ -89,6 +96,7 @@ class Session:
         # why: reused output buffers avoid an allocation (and page faults) per batch; the
         # session copies each output once anyway, into its pending record
         self._out: OutputBuffers | None = None   # sized by the first batch (_outputs)
+        self._inplace = OutputBuffers(0)   # its arrays: the arena room the engine writes into
         # why: durability "none" is pure simulation; fsyncing its segments and checkpoints
         # would pay for a power-loss guarantee its WAL does not give anyway
         self._sync = durability != "none"
@@ -291,20 +299,23 @@ class Session:
             self._part_encoder = PartEncoder()
         first, n = self.engine.seq + 1, orders.size
         cuts = [n * i // k for i in range(k + 1)]
-        # why reserved rows: each slice's outputs must be copied at once (the engine reuses its
-        # buffers), and copying them straight to their place in the batch's rows spares a
-        # second copy to join them; the room is guessed from the last batch's rows per message,
-        # and a table that outgrows it is joined by a copy instead
-        outs = [TableRows(self._arena, TABLE_DTYPES[t], int(n * self._rows_per_msg[t]) + 1024)
-                for t in TABLES[1:]]
+        outs = self._table_rows(n)
+        # why the orders are copied on the encoder thread: the copy leaves the calling thread,
+        # and the encoder reads each slice's rows while they are in its cache; the caller's
+        # array is only read, and only until this call returns
+        mine = self._arena.reserve(orders.nbytes).view(orders.dtype) if \
+            orders.dtype == TABLE_DTYPES["orders"] else None
         futs = []
         try:
             for a, b in zip(cuts[:-1], cuts[1:]):
                 sub, f0 = orders[a:b], self.engine.seq + 1
-                res = self.engine.process(sub, out=self._outputs(sub))
-                parts = [o.add(x) for o, x in zip(outs, (res.fills, res.l2, res.events))]
-                futs.append(self._encoder.submit(self._part_encoder.encode, f0, sub, *parts))
-            rec = WalRecord(first, self._arena.copy(orders), *(o.rows() for o in outs))
+                res, parts = self._match_into(sub, outs)
+                futs.append(self._encoder.submit(self._encode_part, f0, sub,
+                                                 None if mine is None else mine[a:b], *parts))
+            if mine is None:
+                mine = self._arena.copy(orders)
+            mine.flags.writeable = False
+            rec = WalRecord(first, mine, *(o.rows() for o in outs))
             self.wal.append_parts(first, n, [f.result() for f in futs])
         except BaseException as e:
             for f in futs:   # why wait: the encoder must be idle before the next batch
@@ -312,9 +323,20 @@ class Session:
             if self.engine.seq >= first:   # the engine is ahead of the journal
                 self._failed = str(e) if isinstance(e, WriteError) else f"journaling failed: {e!r}"
             raise
-        for t, o in zip(TABLES[1:], outs):
-            self._rows_per_msg[t] = o.size / n * 1.25
+        self._learn_rows(n, outs)
         return rec, type(res)(rec.fills, rec.l2, rec.events)
+
+    def _encode_part(self, first_seq, orders, copy, fills, l2, events):
+        """(On the encoder thread) copy ``orders`` into ``copy`` (its place in the record's
+        rows, or None) and encode the part; return the ``Part``."""
+        if copy is not None:
+            if orders.flags.c_contiguous:
+                # why bytes: a structured copyto goes field by field, 10x slower than memcpy
+                np.copyto(copy.view(np.uint8), orders.view(np.uint8))
+            else:
+                np.copyto(copy, orders, casting="no")
+            orders = copy
+        return self._part_encoder.encode(first_seq, orders, fills, l2, events)
 
     def process_many(self, batches, *, depth: int = 4):
         """Process an iterable of order batches, yielding each batch's Result in order.
@@ -408,12 +430,63 @@ class Session:
     def _match(self, orders: np.ndarray):
         """Run the engine; return (record with private copies of the batch, Result of them)."""
         first = self.engine.seq + 1
-        res = self.engine.process(orders, out=self._outputs(orders))
+        if not (isinstance(orders, np.ndarray) and orders.ndim == 1):
+            # anything else goes the one-call way, where the engine names what is wrong
+            res = self.engine.process(orders, out=self._outputs(orders))
+            outs = None
+        else:
+            outs = self._table_rows(orders.size)
+            res, _ = self._match_into(orders, outs)
         cp = self._arena.copy
-        rec = WalRecord(first, cp(orders), cp(res.fills), cp(res.l2), cp(res.events))
+        if outs is None:
+            rec = WalRecord(first, cp(orders), cp(res.fills), cp(res.l2), cp(res.events))
+        else:
+            rec = WalRecord(first, cp(orders), *(o.rows() for o in outs))
+            self._learn_rows(orders.size, outs)
         # the caller gets the record's (read-only) arrays: the engine overwrites its buffers on
         # the next batch
         return rec, type(res)(rec.fills, rec.l2, rec.events)
+
+    def _table_rows(self, n: int) -> list:
+        """TableRows of fills, l2 and events for a batch of ``n`` messages, with the room the
+        last batches' rows per message suggest."""
+        # why reserved rows: the engine writes each slice's outputs straight to their place in
+        # the batch's rows (``_match_into``), sparing a copy of them; the room is guessed from
+        # the last batch's rows per message, and a table that outgrows it is copied instead
+        return [TableRows(self._arena, TABLE_DTYPES[t], int(n * self._rows_per_msg[t]) + 1024)
+                for t in TABLES[1:]]
+
+    def _learn_rows(self, n: int, outs: list) -> None:
+        if n:
+            for t, o in zip(TABLES[1:], outs):
+                self._rows_per_msg[t] = o.size / n * 1.25
+
+    def _match_into(self, orders: np.ndarray, outs: list):
+        """Match ``orders`` (a 1-d array), their fills, l2 and events appended to ``outs``
+        (TableRows): written by the engine in place, in the room after the rows already there,
+        or copied there when the engine needed more room than was left. Returns (the engine's
+        Result, [the rows appended to each of ``outs``])."""
+        base = self._outputs(orders)
+        into = self._inplace
+        rooms = [o.room() for o in outs]
+        into.fills, into.l2, into.events = (
+            getattr(base, t) if r is None else r for t, r in zip(TABLES[1:], rooms))
+        try:
+            res = self.engine.process(orders, out=into)
+            got = []
+            for t, o, r, rows in zip(TABLES[1:], outs, rooms, res):
+                now = getattr(into, t)
+                if r is not None and now is r and _starts_at(rows, r):
+                    got.append(o.commit(rows))   # written in place
+                else:
+                    # the engine grew the buffer, or ignored ``out`` (the protocol allows it)
+                    got.append(o.add(rows))
+                    if r is None:
+                        setattr(base, t, now)    # keep a buffer the engine grew
+            return res, got
+        finally:
+            # why: views of the arena left here would keep its chunk from being reused
+            into.fills, into.l2, into.events = base.fills, base.l2, base.events
 
     def _after_durable(self, rec: WalRecord) -> None:
         """Book a durable record: pending for the next seal; checkpoint and seal when due."""
