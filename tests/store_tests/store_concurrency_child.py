@@ -71,6 +71,11 @@ def writer(d: str, seconds: float) -> int:
         os.replace(tmp, d + ".acked")
         if time.monotonic() > end:
             break
+    # why: the test's second writer must meet an open writer however slowly it starts on a
+    # loaded machine; the test releases this one once the second has been refused
+    release = time.monotonic() + 120
+    while not os.path.exists(d + ".release") and time.monotonic() < release:
+        time.sleep(0.02)
     s.close()
     print(json.dumps({"acked": n}))
     return 0
