@@ -27,7 +27,7 @@ from .schema import (
 )
 
 __all__ = [
-    "Engine", "ShardedEngine", "EngineProtocol", "Result", "OutputBuffers",
+    "Engine", "EngineProtocol", "Result", "OutputBuffers",
     "ORDER_DTYPE", "FILL_DTYPE", "L2_DTYPE", "EVENT_DTYPE", "L3_DTYPE", "CHECKPOINT_DTYPE",
     "DEPTH_DTYPE", "TABLE_DTYPES", "MAX_QTY", "MAX_PRICE", "MAX_LEVEL_QTY",
     "Side", "Kind", "OrderType", "Tif", "Flag", "Event", "Reason", "Stp", "Phase",
@@ -36,6 +36,8 @@ __all__ = [
     "VerificationError",
 ]
 
+# ``ShardedEngine`` (what ``Engine(threads=N)`` returns for N > 1) is importable from here but
+# left out of __all__: users build it through ``Engine``.
 # The engine pulls in numba (~0.4 s); loading it on first use keeps `exsim --help`, the error
 # classes and the dtypes cheap for the CLI and for tools that only read the store.
 _LAZY = {"Engine": ".engine", "ShardedEngine": ".shards"}
