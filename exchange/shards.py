@@ -109,7 +109,9 @@ class _Shard:
             if end >= 0:
                 j = int(ctl[1])
                 args = (own[j:end], 0, *state, self.fills, self.l2, self.events, cnt, ahead)
-                status, done = (_PROCESS or _process_entry(args))(*args)
+                call = (_PROCESS or _process_entry(args)) if type(ahead) is int \
+                    else kernels.process_batch     # numba's dispatch checks other types
+                status, done = call(*args)
                 if status == OK:
                     ctl[1] = end
                     end = -1
