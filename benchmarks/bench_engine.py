@@ -26,13 +26,18 @@ journal and the gateway do); "submit" calls ``Engine.submit(symbol name, side na
 time (the second is steadier on a loaded machine), medians of ``--runs`` rounds, with the
 ``--baseline`` engine interleaved in the same rounds when given.
 
+Threads (issue 20, "every core"): uniform100 on ``Engine(threads=--threads)`` (default 2; 0
+skips it) against ``Engine()``, reused buffers, in the same interleaved rounds: the ratio of
+the medians, the median of the per-round ratios, and whether an untimed pass gives every
+batch's outputs and the final checkpoint byte for byte alike.
+
 ``--baseline REV`` adds the engine as of git revision REV (its ``exchange/`` extracted to
 <tmp>/exsim-engine-baseline-<sha> and imported apart as ``exchange_baseline``; the first run there
 compiles it cold) as one more interleaved variant, "reused, baseline", so old and new engines meet
 the same machine noise; the table then gives new vs baseline per workload (ratio of the medians,
 and the median of the per-round ratios) and whether their output counts agree.
 
-    python -m benchmarks.bench_engine [--runs 5] [--batch 65536] [--single 20000] [--baseline REV] [--out benchmarks/results/engine.json]
+    python -m benchmarks.bench_engine [--runs 5] [--batch 65536] [--single 20000] [--threads 2] [--baseline REV] [--out benchmarks/results/engine.json]
 
 EXSIM_BENCH_SMOKE=1 (benchmarks/_smoke.py): one run over one QuantCup replay and the first 20,000
 messages of each seeded flow, JSON to the smoke directory: seconds, for the docs' command tests.
@@ -138,12 +143,12 @@ def in_dtype(flow: np.ndarray, dtype: np.dtype) -> np.ndarray:
 
 
 def run_once(flow: np.ndarray, n_symbols: int, batch: int, reuse: bool,
-             prefetch: int | None = None, package=None) -> dict:
-    """Feed ``flow`` to a fresh engine of ``package`` (default: this ``exchange``) in batches;
-    return timing and output counts."""
+             prefetch: int | None = None, package=None, threads: int = 1) -> dict:
+    """Feed ``flow`` to a fresh engine of ``package`` (default: this ``exchange``; ``threads``
+    its thread count) in batches; return timing and output counts."""
     engine_cls = Engine if package is None else package.Engine
     buffers = OutputBuffers if package is None else package.OutputBuffers
-    eng = engine_cls()
+    eng = engine_cls() if threads == 1 else engine_cls(threads=threads)
     if prefetch is not None:
         eng.prefetch_distance = prefetch
     for s in range(n_symbols):
@@ -238,6 +243,40 @@ def single_message(flow: np.ndarray, runs: int, baseline=None) -> list[dict]:
     return rows
 
 
+def same_bytes(flow: np.ndarray, n_symbols: int, batch: int, threads: int) -> bool:
+    """Whether ``Engine(threads=threads)`` gives every batch's fills, L2 rows and events, and the
+    final checkpoint, byte for byte as ``Engine()`` does (an untimed pass)."""
+    engines = [Engine(), Engine(threads=threads)]
+    for eng in engines:
+        for s in range(n_symbols):
+            eng.add_symbol(f"S{s}")
+    bufs = [OutputBuffers(batch), OutputBuffers(batch)]
+    for lo in range(0, len(flow), batch):
+        got = [tuple(a.tobytes() for a in eng.process(flow[lo: lo + batch], out=b))
+               for eng, b in zip(engines, bufs)]
+        if got[0] != got[1]:
+            return False
+    return engines[0].checkpoint() == engines[1].checkpoint()
+
+
+def threads_section(flow: np.ndarray, n_symbols: int, batch: int, runs: int,
+                    threads: int) -> dict:
+    """Time ``Engine()`` and ``Engine(threads=threads)`` on ``flow`` (reused buffers, the same
+    interleaved rounds); return the medians, their ratio, the median per-round ratio and
+    whether the outputs are byte-identical."""
+    timed = {1: [], threads: []}
+    for rnd in range(runs):
+        for t in ((1, threads) if rnd % 2 == 0 else (threads, 1)):
+            timed[t].append(run_once(flow, n_symbols, batch, True, threads=t)["seconds"])
+    one, many = statistics.median(timed[1]), statistics.median(timed[threads])
+    return {"workload": f"uniform{n_symbols}", "messages": len(flow), "threads": threads,
+            "seconds_1_thread": one, "seconds_n_threads": many, "speedup": one / many,
+            "median_round_ratio": statistics.median(a / b for a, b in
+                                                    zip(timed[1], timed[threads])),
+            "runs_seconds_1_thread": timed[1], "runs_seconds_n_threads": timed[threads],
+            "identical_outputs": same_bytes(flow, n_symbols, batch, threads)}
+
+
 def first_call_seconds(package=None) -> float:
     """Time the process's first engine call: numba compile, or loading its on-disk cache."""
     t0 = time.perf_counter()
@@ -259,6 +298,8 @@ def main(argv: list[str] | None = None) -> dict:
                     help="run only the single-message section")
     ap.add_argument("--baseline", metavar="REV", default=None,
                     help="also time the engine of git revision REV (interleaved), e.g. main")
+    ap.add_argument("--threads", type=int, default=2, metavar="N",
+                    help="thread count of the uniform100 threads row, against 1 (0: skip it)")
     ap.add_argument("--out", default=None, help="JSON report (default: benchmarks/results/local/engine.json; the committed one: --out benchmarks/results/engine.json)")
     args = ap.parse_args(argv)
     if args.runs < 1 or args.batch < 1:
@@ -320,11 +361,13 @@ def main(argv: list[str] | None = None) -> dict:
                 "state_bytes": last["state_bytes"],
                 "bytes_per_live_order": last["state_bytes"] / max(last["live_end"], 1),
             })
+    threads = (threads_section(workloads["uniform100"][0], 100, args.batch, args.runs,
+                               args.threads) if args.threads > 1 and workloads else None)
     single = single_message(uniform1[:n_single], args.runs, baseline) if n_single > 0 else []
     report = {"benchmark": "engine", "first_call_seconds": first, "batch": args.batch,
               "runs": args.runs, "machine": machine(),
               "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-              "rows": rows, "single_message": single}
+              "rows": rows, "threads": threads, "single_message": single}
     if baseline is not None:
         report["baseline"] = {"rev": args.baseline, "first_call_seconds": baseline_first,
                               "versus": versus}
@@ -346,6 +389,16 @@ def main(argv: list[str] | None = None) -> dict:
         for v in versus:
             print(f"| {v['workload']} | {v['speedup']:.2f}x | {v['median_round_ratio']:.2f}x "
                   f"| {'yes' if v['same_output_counts'] else 'NO'} |")
+    if threads:
+        print(f"\nthreads: {threads['workload']} on Engine(threads={threads['threads']}) vs "
+              f"Engine(), reused buffers, median of {args.runs} interleaved rounds\n")
+        print("| workload | threads | s (1 thread) | s (N threads) | speedup (ratio of medians) "
+              "| median of per-round ratios | byte-identical outputs |")
+        print("|---|---:|---:|---:|---:|---:|---|")
+        print(f"| {threads['workload']} | {threads['threads']} | {threads['seconds_1_thread']:.3f} "
+              f"| {threads['seconds_n_threads']:.3f} | {threads['speedup']:.2f}x "
+              f"| {threads['median_round_ratio']:.2f}x "
+              f"| {'yes' if threads['identical_outputs'] else 'NO'} |")
     if single:
         print(f"\nsingle message: uniform1's first {n_single:,} messages one per call (submit: "
               f"its NEW ones), ns per call, median of {args.runs} interleaved rounds\n")

@@ -38,9 +38,11 @@ __all__ = [
     "RecordLayout", "ForeignField",
 ]
 
+# ``ShardedEngine`` (what ``Engine(threads=N)`` returns for N > 1) is importable from here but
+# left out of __all__: users build it through ``Engine``.
 # The engine pulls in numba (~0.4 s); loading it on first use keeps `exsim --help`, the error
 # classes and the dtypes cheap for the CLI and for tools that only read the store.
-_LAZY = {"Engine": ".engine"}
+_LAZY = {"Engine": ".engine", "ShardedEngine": ".shards"}
 
 
 def __getattr__(name):

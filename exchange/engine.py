@@ -211,8 +211,18 @@ class Engine:
 
     ``stp`` is the self-trade prevention mode: "none", "cancel_resting", "cancel_incoming" or
     "cancel_both" (or an ``Stp``). ``ownership``: refuse a CANCEL or MODIFY from any trader but
-    the order's (NOT_OWNER). Raises UsageError for an unknown mode or a non-bool ownership.
+    the order's (NOT_OWNER). ``threads`` > 1 returns an ``exchange.shards.ShardedEngine``
+    instead: the symbols split among that many shards, a batch matched on that many threads,
+    every output and checkpoint byte-identical to this class's (docs/architecture.md,
+    "Threads"); it is how the engine runs, not state, so ``config()`` and checkpoints do not
+    hold it. Raises UsageError for an unknown mode, a non-bool ownership or ``threads`` not an
+    integer in [1, 64].
     """
+
+    @property
+    def threads(self) -> int:
+        """The number of threads a batch is matched on: 1 (``ShardedEngine`` for more)."""
+        return 1
 
     def __setattr__(self, name, value):
         # replacing a state array or the prefetch distance (grow, add_symbol, restore ...) drops
@@ -225,7 +235,19 @@ class Engine:
             _setattr(self, "_state_args", None)
             _setattr(self, "_tail", None)
 
-    def __init__(self, stp: str | int = "none", *, ownership: bool = True, capacity: int = 1024):
+    def __new__(cls, *args, threads: int = 1, **kwargs):
+        # threads > 1 builds the sharded engine instead (exchange.shards: same interface and
+        # outputs); threads=1 is this class, its per-call path untouched
+        if type(threads) is int and threads == 1:
+            return object.__new__(cls)
+        from .shards import ShardedEngine, threads_arg
+
+        if threads_arg(threads) == 1:
+            return object.__new__(cls)
+        return ShardedEngine(*args, threads=threads, **kwargs)
+
+    def __init__(self, stp: str | int = "none", *, ownership: bool = True, capacity: int = 1024,
+                 threads: int = 1):
         self._state_args = self._tail = None   # first: __setattr__ of a state array sets them
         capacity = _int_arg(capacity, "capacity", 0, _MAX_ORDERS)
         if not _is_bool(ownership):
@@ -418,14 +440,15 @@ class Engine:
         }
 
     @classmethod
-    def from_config(cls, cfg: dict) -> "Engine":
+    def from_config(cls, cfg: dict, *, threads: int = 1) -> "Engine":
         """Return a fresh engine (no orders) with the options and symbols of ``cfg`` (what
         ``config()`` returns, or one written before some options existed: a missing symbol
         option takes its default and a missing "ownership" is False, as before the option
         existed).
 
         Raises UsageError naming the key for anything else: a non-dict, an unknown or missing
-        key, an id out of order, or a value ``add_symbol`` or ``Engine()`` refuses."""
+        key, an id out of order, or a value ``add_symbol`` or ``Engine()`` refuses (``threads``
+        as ``Engine()`` takes it)."""
         if not isinstance(cfg, dict):
             raise UsageError(f"from_config takes a dict (Engine.config()); got "
                              f"{type(cfg).__name__}")
@@ -437,7 +460,7 @@ class Engine:
                 raise UsageError(f"config lacks key {key!r}")
         if not isinstance(cfg["symbols"], list):
             raise UsageError(f"config key 'symbols' must be a list; got {cfg['symbols']!r}")
-        eng = cls(stp=cfg["stp"], ownership=cfg.get("ownership", False))
+        eng = cls(stp=cfg["stp"], ownership=cfg.get("ownership", False), threads=threads)
         known = {"name", "id", "tick_size", "min_price", "max_price", *_OPTIONS, *_PHASE_OPTIONS}
         for k, sym in enumerate(cfg["symbols"]):
             if not isinstance(sym, dict):
@@ -985,7 +1008,7 @@ class Engine:
                                             self.prefetch_distance))
 
     @classmethod
-    def restore(cls, blob: bytes) -> "Engine":
+    def restore(cls, blob: bytes, *, threads: int = 1) -> "Engine":
         """Return a new engine in exactly the state ``blob`` (from ``checkpoint``) describes.
 
         Everything is checked before state is built, so ``restore(b).checkpoint() == b`` for
@@ -1002,7 +1025,13 @@ class Engine:
         their stop books and DAY/GTD orders into the expiry heap. Linear in symbols and rows.
         Raises UsageError if ``blob`` is not bytes-like; CorruptionError ("checkpoint: ...",
         with the row index or header field, and the byte offset) for anything else wrong.
+        ``threads`` > 1: the same state in a ``ShardedEngine`` (as ``Engine()`` takes it).
         """
+        if not (type(threads) is int and threads == 1):
+            from .shards import ShardedEngine, threads_arg
+
+            if threads_arg(threads) > 1:
+                return ShardedEngine.restore(blob, threads=threads)
         try:
             if not isinstance(blob, bytes):   # bytes need no copy
                 blob = bytes(memoryview(blob).cast("B"))
@@ -1010,13 +1039,7 @@ class Engine:
             raise UsageError(f"restore() takes the bytes of a checkpoint; got "
                              f"{type(blob).__name__}") from None
         ck = ckpt.parse(blob)
-        eng = cls(stp=ck.stp, ownership=ck.ownership,
-                  capacity=min(max(2 * len(ck.rows), 1024), _MAX_ORDERS))
-        eng._load_checkpoint(ck.symbols, ck.rows, ck.rows_at, ckpt.row_size(blob), ck.phases)
-        eng._symbols["last_price"] = ck.last_prices
-        ends = eng._symbols["auction_end"]   # the kernels keep the earliest re-opening end
-        eng._meta[M_NEXT_END] = int(ends[ends > 0].min()) if (ends > 0).any() else 0
-        eng._meta[M_SEQ], eng._meta[M_TRADE_ID], eng._next_auto_id = ck.counters
+        eng = cls._restore_part(ck, ckpt.row_size(blob))
         if ckpt.version_for(eng._state_header(), ck.rows) != ckpt.row_version(blob):
             raise CorruptionError(
                 f"checkpoint: version {ckpt.row_version(blob)} is not the one checkpoint() "
@@ -1025,6 +1048,28 @@ class Engine:
         if ckpt.header_bytes(eng._state_header()) != ck.header:
             raise CorruptionError("checkpoint: header is not in canonical form (checkpoint() "
                                   "writes sorted-key JSON with default separators)", offset=16)
+        return eng
+
+    @classmethod
+    def _restore_part(cls, ck: ckpt.Checkpoint, row_size: int, symbols=None,
+                      rows=None) -> "Engine":
+        """Return an engine in the state of the parsed checkpoint ``ck`` (``row_size`` bytes a
+        row in its blob), or, for a shard (``exchange.shards``), of only the symbols in the
+        bool mask ``symbols`` with the rows in the bool mask ``rows``: the other symbols then
+        hold no orders and are as their options start them (no auction end to run). Raises
+        CorruptionError naming the first bad row."""
+        keep = ck.rows if rows is None else ck.rows[rows]
+        phases = ck.phases
+        if symbols is not None and phases is not None:
+            phases = [p if mine else ckpt.start_state(sp[4])
+                      for p, mine, sp in zip(phases, symbols, ck.symbols)]
+        eng = cls(stp=ck.stp, ownership=ck.ownership,
+                  capacity=min(max(2 * len(keep), 1024), _MAX_ORDERS))
+        eng._load_checkpoint(ck.symbols, keep, ck.rows_at, row_size, phases)
+        eng._symbols["last_price"] = ck.last_prices
+        ends = eng._symbols["auction_end"]   # the kernels keep the earliest re-opening end
+        eng._meta[M_NEXT_END] = int(ends[ends > 0].min()) if (ends > 0).any() else 0
+        eng._meta[M_SEQ], eng._meta[M_TRADE_ID], eng._next_auto_id = ck.counters
         return eng
 
     def _load_checkpoint(self, specs: list, rows: np.ndarray, start: int,

@@ -788,15 +788,28 @@ def _process_one(m, seq, arena, arena_ext, levels, index, books, ladder_keys, la
 @njit(cache=True, _nrt=False, inline="always")
 def _expire(ts, seq, arena, arena_ext, levels, index, books, ladder_keys, ladder_levels, meta,
             symbols, stops, expiry, fills, l2, events, cnt):
+    """``_expire_upto`` with no limit: every due expiry (what ``process_batch`` runs)."""
+    return _expire_upto(ts, seq, arena, arena_ext, levels, index, books, ladder_keys,
+                        ladder_levels, meta, symbols, stops, expiry, fills, l2, events, cnt,
+                        _INT64_MAX)
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _expire_upto(ts, seq, arena, arena_ext, levels, index, books, ladder_keys, ladder_levels,
+                 meta, symbols, stops, expiry, fills, l2, events, cnt, limit):
     """Remove every live order whose expiry is at or before ``ts``, in heap order
-    (CANCELLED/EXPIRED, and an L2 row for a resting order's level); rows carry ``seq``.
+    (CANCELLED/EXPIRED, and an L2 row for a resting order's level), at most ``limit`` of them;
+    rows carry ``seq``.
 
     An order of a symbol in a call leaves with the symbol's indicative published after it if it
     changed. Resumable: it checks room for each expiry (two events, one L2 row) and returns
     NEED_OUTPUT with the state consistent and every row so far written, so the call after
-    growing goes on with the next one. Returns OK when none is left.
+    growing goes on with the next one. Returns OK when none is left or ``limit`` are done
+    (``exchange.shards`` steps them one at a time, to interleave several engines' expiries).
     """
-    while meta[M_EXPIRY_N] > 0 and expiry[0].expire_ts <= ts:
+    done = 0
+    while done < limit and meta[M_EXPIRY_N] > 0 and expiry[0].expire_ts <= ts:
+        done += 1
         if cnt[1] + 1 > len(l2) or cnt[2] + 2 > len(events):
             meta[M_NEED_FILLS] = cnt[0]
             meta[M_NEED_L2] = cnt[1] + 1
@@ -825,18 +838,31 @@ def _expire(ts, seq, arena, arena_ext, levels, index, books, ladder_keys, ladder
     return OK
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def _auction_ends(ts, seq, arena, arena_ext, levels, index, books, ladder_keys, ladder_levels,
                   meta, symbols, stops, expiry, fills, l2, events, cnt):
-    """Uncross every re-opening auction whose end is at or before ``ts``, in (end, symbol)
-    order: the uncross, the symbol enters CONTINUOUS (PHASE event, reason AUCTION_END), then
-    its stops are checked (band around the uncross price). Rows carry ``seq``.
+    """``_auction_ends_upto`` with no limit: every due auction (what ``process_batch`` runs)."""
+    return _auction_ends_upto(ts, seq, arena, arena_ext, levels, index, books, ladder_keys,
+                              ladder_levels, meta, symbols, stops, expiry, fills, l2, events,
+                              cnt, _INT64_MAX)
 
-    Resumable like ``_expire``: before each uncross it checks room for it and the stop cascade
-    after it and returns what must grow, the state consistent and every earlier auction done.
-    Returns OK when none is due.
+
+@njit(cache=True, _nrt=False)
+def _auction_ends_upto(ts, seq, arena, arena_ext, levels, index, books, ladder_keys,
+                       ladder_levels, meta, symbols, stops, expiry, fills, l2, events, cnt,
+                       limit):
+    """Uncross every re-opening auction whose end is at or before ``ts``, in (end, symbol)
+    order, at most ``limit`` of them: the uncross, the symbol enters CONTINUOUS (PHASE event,
+    reason AUCTION_END), then its stops are checked (band around the uncross price). Rows
+    carry ``seq``.
+
+    Resumable like ``_expire_upto``: before each uncross it checks room for it and the stop
+    cascade after it and returns what must grow, the state consistent and every earlier
+    auction done. Returns OK when none is due or ``limit`` are done.
     """
-    while meta[M_NEXT_END] != 0 and meta[M_NEXT_END] <= ts:
+    done = 0
+    while done < limit and meta[M_NEXT_END] != 0 and meta[M_NEXT_END] <= ts:
+        done += 1
         sym = np.int64(-1)
         for s in range(meta[M_NSYM]):
             e = symbols[s].auction_end

@@ -56,10 +56,17 @@ def _engine(tmp: Path) -> list:
         eng.process(uniform_flow(500, 1))
         Engine.restore(eng.checkpoint())
 
+    def threads():    # the shard kernels (exchange.shard_kernels), on the pool's path too
+        import exchange.shards as shards
+
+        eng = Engine(threads=2)
+        eng.add_symbol("X", tick_size=1, min_price=1, max_price=10 ** 6)
+        eng.process(uniform_flow(shards.PARALLEL_MIN, 1))
+
     def backtesting():
         backtest(uniform_flow(500, 1), InventoryMarketMaker(every=50), trader=4_000_000_000)
 
-    return [simulate, checkpoint, backtesting]
+    return [simulate, checkpoint, threads, backtesting]
 
 
 def _verify(tmp: Path) -> list:
