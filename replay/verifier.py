@@ -230,7 +230,7 @@ class _Run:
         """Check one symbol whose rows are all in memory."""
         sym = _Symbol(self, options)
         sym.feed(orders, fills, l2, events, known, K.FINAL)
-        self.merge(sym)
+        sym.end()
 
     def add_phase(self, checker: "PhaseChecker") -> None:
         """Collect one symbol's phase, auction and band violations (``verifier_auctions``)."""
@@ -391,6 +391,10 @@ class _Symbol:
         self.checker.feed(orders, fills, events)
         for name, rows in (("orders", orders), ("fills", fills), ("l2", l2), ("events", events)):
             self.tally.totals[name] += rows.size
+
+    def end(self) -> None:
+        """Hand the symbol's findings to the run (all its ranges checked). Returns None."""
+        self.run.merge(self)
 
     def adopt(self, later: "_Symbol") -> None:
         """Continue with what ``later`` found checking the next ranges from a state equal to

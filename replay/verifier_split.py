@@ -343,7 +343,7 @@ def check_stored(ctx_args: tuple, symbols: list[int], threads: int) -> tuple[lis
             seqs += done.seqs
             trade_ids += done.trade_ids
             if job.last:
-                ctx.run.merge(sym)
+                sym.end()
                 sym, form = None, None
     finally:
         if pool is not None:
