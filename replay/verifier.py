@@ -58,11 +58,18 @@ The last six rules are ``replay.verifier_auctions``'s: a symbol is checked by th
 its first phase activity and by that module's checker (seeded with the kernel's book) from then
 on; a run without phases is checked exactly as before.
 
-Speed (10M-message bench_replay run, 1.98M fills, one symbol): the checking kernel costs about
-0.6-0.7 us of CPU per message (``summary["kernel_cpu_seconds"]``) and reading the four tables
-about 0.35 us (store decoding); the read of range k+1 overlaps the check of range k, so with two
-free cores verify runs at about the kernel's rate (~1.5M msgs/s, ~0.3M fills/s), and on a busy
-machine at the sum of both. The checks of stops, icebergs, expiry and tick tables cost plain
+Threads: ``verify`` checks the seq blocks between stored checkpoints on several threads and
+folds them into the report one serial walk gives, whatever the thread count or checkpoint
+spacing (``replay.verifier_split``: each later block starts from a seed built from its
+checkpoint, ``replay.verifier_seed``, kept only when the block before it really ended in that
+state; otherwise the block is checked again from that state).
+
+Speed (10M-message bench_replay run, 1.98M fills, one symbol, ~1M live orders mid-run): the
+checking kernel costs about 0.35-0.55 us of CPU per message (``summary["kernel_cpu_seconds"]``)
+and reading the four tables about 0.25 us (store decoding); on one thread the read of range k+1
+overlaps the check of range k, so verify costs about the larger of the two; on N threads about
+their sum over N, plus about half a CPU second per block boundary for its seed (a million live
+orders). The checks of stops, icebergs, expiry and tick tables cost plain
 flows about 5-8% of kernel CPU (2M-message uniform flow, 0.39M fills, best of three runs, old
 and new code alternating on one busy machine: 0.354-0.358 s against 0.329-0.332 s; an earlier
 pair 0.324 against 0.30-0.31).

@@ -223,8 +223,9 @@ def _seed(ctx: _Context, job: _Job):
     rows = np.ascontiguousarray(ck.rows[ck.rows["symbol"] == job.sid])
     from replay.verifier import configure
     opts = ctx.options.get(job.sid, ctx.options.get(None))
-    state = K.new_state(max(1 << 14, 2 * rows.size + 16), max(ctx.run.max_violations, 1),
-                        level_capacity=rows.size + 16)
+    # room for the book and a quarter more before the first doubling (``grow_state``)
+    state = K.new_state(rows.size + (rows.size >> 2) + (1 << 14),
+                        max(ctx.run.max_violations, 1), level_capacity=rows.size + 16)
     configure(state, opts)
     ost, lst, oid, htab, ladder, ladlv, _t, ext, _cfg, meta = state[:10]
     if S.seed_book(rows, ost, lst, oid, htab, ladder, ladlv, ext, meta) != S.SEED_OK:
