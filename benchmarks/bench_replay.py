@@ -13,9 +13,13 @@ Workload: ``scenarios.generators.uniform.uniform_flow(n, seed=7)`` (the bench_1m
   per-process cache holds each checkpoint's depth. For information: the same seqs with the
   data directory's path (each call opens the catalog, reads the run's bounds and opens the
   segments again), and the L3 view on 100 of those seqs (no target).
-- verify: ``replay.verify(data_dir)`` end to end (store reads included, overlapped with the
-  checking on a worker thread); fills and messages per second, the checking kernel's own rates
-  (its time spent checking, reads excluded), and its msgs/s against the engine's.
+- verify: ``replay.verify(data_dir, threads=--threads)`` end to end (store reads included; the
+  seq blocks between checkpoints checked on that many threads, default the cores, see
+  ``replay.verifier_split``); fills and messages per second, the checking kernel's own rates
+  (its time spent checking summed over threads, reads excluded), and its msgs/s against the
+  engine's (the target). For information: verify on one thread (``threads=1``: one block,
+  reads overlapped with the checking on a worker thread, as before blocks) and the CPU
+  seconds of both.
 - rerun: ``replay.rerun(data_dir)`` (its default: outputs and the last checkpoint compared;
   outputs by digest on a run sealed with row digests, row by row on an older one: the mode is
   printed) messages per second, against a fresh Engine processing the same orders from memory
@@ -31,7 +35,7 @@ Each figure is the median of ``--runs`` runs. Prints a table and writes
 benchmarks/results/local/replay.json (or ``--out PATH``). The default is a 2M-message run (a few
 minutes on 2 cores, compiles included); the issue's size is ``--messages 10000000``. Usage:
     python benchmarks/bench_replay.py [--messages 2000000] [--runs 3] [--data-dir DIR] [--out PATH]
-        [--rerun-only | --book-at-only]
+        [--threads N] [--rerun-only | --book-at-only]
 (``--data-dir`` keeps the stored run there and reuses it when it already holds one; a run
 sealed before row digests then reruns row by row.)
 EXSIM_BENCH_SMOKE=1 (benchmarks/_smoke.py): 20,000 messages, one run, the stored run and the JSON
@@ -64,7 +68,7 @@ from store import Reader, Session, read
 
 BATCH = 65_536
 TARGETS = {"book_at_p50_ms": 2.0, "book_at_p99_ms": 10.0, "verify_fills_per_s": 5e6,
-           "rerun_vs_engine": 0.8}
+           "verify_vs_engine": 0.5, "rerun_vs_engine": 0.8}
 
 
 def _engine() -> Engine:
@@ -129,16 +133,17 @@ def bench_book_at(data_dir: str, runs: int, with_l3: bool = True) -> dict:
 
 
 def bench_verify_rerun(data_dir: str, runs: int, chunk: int = 1_000_000,
-                       with_verify: bool = True) -> dict:
-    """Engine from memory, verify (unless not ``with_verify``), rerun, rerun without its
-    checkpoint check and rerun row by row, alternating within each round (the order rotates
-    between rounds); medians of wall and CPU seconds."""
+                       with_verify: bool = True, threads: int | None = None) -> dict:
+    """Engine from memory, verify on ``threads`` threads and on one (unless not
+    ``with_verify``), rerun, rerun without its checkpoint check and rerun row by row,
+    alternating within each round (the order rotates between rounds); medians of wall and CPU
+    seconds."""
     info = run_info(data_dir)
     orders = strip_seq(read(data_dir, "orders"))
     n = orders.size
-    wall = {k: [] for k in ("engine", "verify", "rerun", "rerun_none", "rerun_rows")}
+    wall = {k: [] for k in ("engine", "verify", "verify_1", "rerun", "rerun_none", "rerun_rows")}
     cpu = {k: [] for k in wall}
-    kernel_s, report, modes = [], None, set()
+    kernel_s, report, modes, splits = [], None, set(), []
 
     def engine():
         eng = _engine()
@@ -148,13 +153,16 @@ def bench_verify_rerun(data_dir: str, runs: int, chunk: int = 1_000_000,
             eng.process(orders[i:i + chunk], out=out)
         return time.perf_counter() - t0
 
-    def run_verify():
+    def run_verify(n=threads):
         nonlocal report
-        report = verify(data_dir)
-        if not report.ok:
-            raise SystemExit(f"verify failed on a clean run: {report.violations[:3]}")
-        kernel_s.append(report.summary["kernel_seconds"])
-        return report.summary["seconds"]
+        rep = verify(data_dir, threads=n)
+        if not rep.ok:
+            raise SystemExit(f"verify failed on a clean run: {rep.violations[:3]}")
+        if n != 1:
+            report = rep
+            kernel_s.append(rep.summary["kernel_seconds"])
+            splits.append(rep.split)
+        return rep.summary["seconds"]
 
     def run_rerun(checkpoints, compare="auto"):
         rr = rerun(data_dir, chunk=chunk, checkpoints=checkpoints, compare=compare)
@@ -164,11 +172,13 @@ def bench_verify_rerun(data_dir: str, runs: int, chunk: int = 1_000_000,
             modes.add(rr.mode)
         return rr.seconds
 
-    steps = {"engine": engine, "verify": run_verify, "rerun": lambda: run_rerun("last"),
+    steps = {"engine": engine, "verify": run_verify, "verify_1": lambda: run_verify(1),
+             "rerun": lambda: run_rerun("last"),
              "rerun_none": lambda: run_rerun("none"),
              "rerun_rows": lambda: run_rerun("last", "rows")}
     if not with_verify:
-        del steps["verify"], wall["verify"], cpu["verify"]
+        for k in ("verify", "verify_1"):
+            del steps[k], wall[k], cpu[k]
     names = list(steps)
     for r in range(runs):
         for name in names[r % len(names):] + names[:r % len(names)]:
@@ -200,7 +210,11 @@ def bench_verify_rerun(data_dir: str, runs: int, chunk: int = 1_000_000,
                     "verify_kernel_fills_per_s": fills / statistics.median(kernel_s),
                     "verify_msgs_per_s": v_rate,
                     "verify_kernel_msgs_per_s": msgs / statistics.median(kernel_s),
-                    "verify_vs_engine": v_rate / eng_rate})
+                    "verify_vs_engine": v_rate / eng_rate,
+                    "verify_1_thread_vs_engine": msgs / med["verify_1"] / eng_rate,
+                    "verify_vs_verify_1_thread": med["verify_1"] / med["verify"],
+                    "verify_cpu_s": cpu_med["verify"], "verify_1_thread_cpu_s": cpu_med["verify_1"],
+                    "verify_split": splits[-1]})
     return out
 
 
@@ -212,6 +226,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seal-every", type=int, default=100_000)
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--out", default=None, help="JSON report (default: benchmarks/results/local/replay.json; the committed one: --out benchmarks/results/replay.json)")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="verify's threads (default: verify's own, the cores up to 8)")
     ap.add_argument("--rerun-only", action="store_true",
                     help="time only the engine and the reruns (no book_at, no verify)")
     ap.add_argument("--book-at-only", action="store_true",
@@ -246,7 +262,8 @@ def main(argv=None) -> int:
         results["load_average_before"] = os.getloadavg()[0]
         if not args.book_at_only:
             results.update(bench_verify_rerun(data_dir, args.runs,
-                                              with_verify=not args.rerun_only))
+                                              with_verify=not args.rerun_only,
+                                              threads=args.threads))
         results["load_average_after"] = os.getloadavg()[0]
         results["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     finally:
@@ -263,7 +280,11 @@ def main(argv=None) -> int:
             ("verify fills/s (kernel)", "verify_kernel_fills_per_s", None),
             ("verify msgs/s (end to end)", "verify_msgs_per_s", None),
             ("verify msgs/s (kernel)", "verify_kernel_msgs_per_s", None),
-            ("verify / engine (msgs/s)", "verify_vs_engine", None),
+            ("verify / engine (msgs/s)", "verify_vs_engine", ">="),
+            ("verify, 1 thread / engine (msgs/s)", "verify_1_thread_vs_engine", None),
+            ("verify / verify on 1 thread (speed)", "verify_vs_verify_1_thread", None),
+            ("verify CPU s", "verify_cpu_s", None),
+            ("verify, 1 thread, CPU s", "verify_1_thread_cpu_s", None),
             ("engine msgs/s (from memory)", "engine_msgs_per_s", None),
             ("rerun msgs/s", "rerun_msgs_per_s", None), ("rerun / engine", "rerun_vs_engine", ">="),
             ("rerun, no checkpoint check / engine", "rerun_no_checkpoint_vs_engine", None),
@@ -274,6 +295,8 @@ def main(argv=None) -> int:
     print(f"load average {results['load_average_before']:.1f} before, "
           f"{results['load_average_after']:.1f} after; peak RSS {results['peak_rss_mib']:.0f} MiB; "
           f"rerun compared the outputs by {results.get('rerun_mode', '-')}")
+    if "verify_split" in results:
+        print(f"verify split: {results['verify_split']}")
     print(f"{'measure':36s} {'value':>14s} {'target':>10s}  ok")
     for label, key, cmp in rows:
         if key not in results:   # --rerun-only

@@ -58,11 +58,18 @@ The last six rules are ``replay.verifier_auctions``'s: a symbol is checked by th
 its first phase activity and by that module's checker (seeded with the kernel's book) from then
 on; a run without phases is checked exactly as before.
 
-Speed (10M-message bench_replay run, 1.98M fills, one symbol): the checking kernel costs about
-0.6-0.7 us of CPU per message (``summary["kernel_cpu_seconds"]``) and reading the four tables
-about 0.35 us (store decoding); the read of range k+1 overlaps the check of range k, so with two
-free cores verify runs at about the kernel's rate (~1.5M msgs/s, ~0.3M fills/s), and on a busy
-machine at the sum of both. The checks of stops, icebergs, expiry and tick tables cost plain
+Threads: ``verify`` checks the seq blocks between stored checkpoints on several threads and
+folds them into the report one serial walk gives, whatever the thread count or checkpoint
+spacing (``replay.verifier_split``: each later block starts from a seed built from its
+checkpoint, ``replay.verifier_seed``, kept only when the block before it really ended in that
+state; otherwise the block is checked again from that state).
+
+Speed (10M-message bench_replay run, 1.98M fills, one symbol, ~1M live orders mid-run): the
+checking kernel costs about 0.35-0.55 us of CPU per message (``summary["kernel_cpu_seconds"]``)
+and reading the four tables about 0.25 us (store decoding); on one thread the read of range k+1
+overlaps the check of range k, so verify costs about the larger of the two; on N threads about
+their sum over N, plus about half a CPU second per block boundary for its seed (a million live
+orders). The checks of stops, icebergs, expiry and tick tables cost plain
 flows about 5-8% of kernel CPU (2M-message uniform flow, 0.39M fills, best of three runs, old
 and new code alternating on one busy machine: 0.354-0.358 s against 0.329-0.332 s; an earlier
 pair 0.324 against 0.30-0.31).
@@ -84,21 +91,22 @@ minimum-quantity rules is caught). Stops are checked against the last trade pric
 from __future__ import annotations
 
 import os
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from exchange.errors import CorruptionError, UsageError, VerificationError
 from exchange.schema import MAX_PRICE, Event, Reason, Side, Stp
-from store import Catalog, Reader, read
+from store import Catalog, read
 
 from replay.verifier_auctions import (
     PhaseChecker, PhaseOptions, band_rows, book_from_state, first_phase_seq, phase_options,
 )
 from replay.verifier_book import M_LAST_PX, M_TRADED
 from replay.verifier_rules import DAY_NS
+from replay.verifier_split import check_stored, default_threads, ranges, read_range
 from store.tables import STORED_DTYPES, orders_with_seq
 
 import replay.verifier_kernel as K
@@ -109,7 +117,8 @@ __all__ = ["Violation", "VerifyReport", "verify", "verify_arrays", "RULES"]
 RULES = K.RULES
 _TABLE_NAMES = ("fill", "L2", "event")
 _CHUNK = 1 << 20   # messages per kernel call: the granularity of the progress bar
-_READ_CHUNK = 1 << 20   # seqs per store read: bounds memory to two ranges of every table
+_READ_CHUNK = 1 << 18   # seqs per store read (why not more: the store assembles rows one column
+#   at a time, and a range of 2^18 seqs keeps its rows in cache for that; 2^20 cost ~1.4x the CPU)
 
 
 @dataclass(frozen=True)
@@ -137,6 +146,9 @@ class VerifyReport:
     ok: bool
     violations: list = field(default_factory=list)
     summary: dict = field(default_factory=dict)
+    # how ``verify`` split the work (threads, blocks, blocks kept as checked ahead, blocks
+    # checked again): not part of the findings, which are the same for every split
+    split: dict = field(default_factory=dict, compare=False)
 
     def raise_if_failed(self) -> None:
         """Raise VerificationError naming the first violations if the run did not verify."""
@@ -155,8 +167,33 @@ def _format(row, oid) -> Violation:
     return Violation(seq, RULES[rule], K.DETAILS[code][1].format(**kw))
 
 
+class _Tally:
+    """What one symbol's checks found over the ranges checked so far: counts per rule, the
+    ``band`` rows (``replay.verifier_auctions.band_rows``) and the kernel's violations, each in
+    the order found (the first ``cap`` of each kept), the rows checked and the kernel's time."""
+
+    def __init__(self, cap: int):
+        self.cap = cap
+        self.counts = np.zeros(len(RULES), np.int64)
+        self.band: list[Violation] = []
+        self.kernel: list[Violation] = []
+        self.totals = {"orders": 0, "fills": 0, "l2": 0, "events": 0}
+        self.kernel_seconds = 0.0
+        self.kernel_cpu_seconds = 0.0
+
+    def absorb(self, later: "_Tally") -> None:
+        """Append what ``later`` (the next ranges of the same symbol) found. Returns None."""
+        self.counts += later.counts
+        self.band += later.band[:max(self.cap - len(self.band), 0)]
+        self.kernel += later.kernel[:max(self.cap - len(self.kernel), 0)]
+        for k, v in later.totals.items():
+            self.totals[k] += v
+        self.kernel_seconds += later.kernel_seconds
+        self.kernel_cpu_seconds += later.kernel_cpu_seconds
+
+
 class _Run:
-    """Accumulates per-symbol kernel results into one report."""
+    """Accumulates per-symbol results into one report, symbol by symbol in the order given."""
 
     def __init__(self, stp: int, max_violations: int, bar):
         self.stp, self.max_violations, self.bar = stp, max_violations, bar
@@ -165,49 +202,37 @@ class _Run:
         self.totals = {"orders": 0, "fills": 0, "l2": 0, "events": 0, "symbols": 0}
         self.kernel_seconds = 0.0
         self.kernel_cpu_seconds = 0.0
+        self._bar_lock = threading.Lock()
+
+    def progress(self, n: int) -> None:
+        """Advance the progress bar (if any) by ``n`` messages; any thread may call it."""
+        if self.bar is not None:
+            with self._bar_lock:
+                self.bar.update(n)
 
     def begin(self, options: "_SymbolOptions | None" = None) -> tuple:
-        """Fresh kernel state for the next symbol, with its options (None: the defaults)."""
+        """Fresh kernel state for a symbol, with its options (None: the defaults)."""
         # why 16k orders: each doubling copies and rehashes every live order; small runs
         # still allocate only a few MB
-        state = K.new_state(1 << 14, max(self.max_violations - len(self.violations), 0))
-        if options is not None:
-            K.set_config(state, options.ownership, options.tick_table, options.lot_size,
-                         options.min_order_qty, options.session_close)
+        state = K.new_state(1 << 14, max(self.max_violations, 1))
+        configure(state, options)
         return state
 
-    def check(self, state: tuple, orders, fills, l2, events, known: bool, final: int) -> tuple:
-        """Check one symbol's rows (all of them, or the next seq range of them: ``final`` is
-        ``K.FLUSH`` for a range more follow, ``K.FINAL`` for the last); return the state."""
-        meta = state[-4]
-        meta[K.M_I] = meta[K.M_FP] = meta[K.M_LP] = meta[K.M_EP] = 0
-        n = orders.size
-        t0, c0 = time.perf_counter(), time.thread_time()
-        for lo in range(0, max(n, 1), _CHUNK):
-            hi = min(n, lo + _CHUNK)
-            while True:
-                status = K.check_symbol(orders, fills, l2, events, hi, known, self.stp,
-                                        final if hi == n else K.MORE, *state)
-                if status == K.OK:
-                    break
-                state = K.grow_state(state)
-            if self.bar is not None:
-                self.bar.update(hi - lo)
-        self.kernel_seconds += time.perf_counter() - t0
-        # why CPU time too: on a shared machine wall time mostly measures the other jobs
-        self.kernel_cpu_seconds += time.thread_time() - c0
-        for name, rows in (("orders", orders), ("fills", fills), ("l2", l2), ("events", events)):
-            self.totals[name] += rows.size
-        return state
-
-    def end(self, state: tuple) -> None:
-        """Collect one symbol's violations and counts from its final state."""
-        room = max(self.max_violations - len(self.violations), 0)
-        meta, vrows, vids, counts = state[-4:]
-        kept = min(int(meta[K.M_VN]), room)
-        self.violations += [_format(vrows[j], vids[j]) for j in range(kept)]
-        self.counts += counts
+    def merge(self, sym: "_Symbol") -> None:
+        """Take one symbol's findings (all its ranges checked): band rows, then the kernel's,
+        then its phase checker's, each as far as ``max_violations`` leaves room. Returns None."""
+        t = sym.tally
+        for rows in (t.band, t.kernel):
+            self.violations += rows[:max(self.max_violations - len(self.violations), 0)]
+        self.counts += t.counts
+        for k, v in t.totals.items():
+            self.totals[k] += v
+        self.kernel_seconds += t.kernel_seconds
+        self.kernel_cpu_seconds += t.kernel_cpu_seconds
         self.totals["symbols"] += 1
+        if sym.checker is not None:
+            sym.checker.finish()
+            self.add_phase(sym.checker)
 
     def symbol(self, orders, fills, l2, events, known: bool, options=None) -> None:
         """Check one symbol whose rows are all in memory."""
@@ -286,49 +311,104 @@ class _SymbolOptions:
     phase: PhaseOptions = PhaseOptions()
 
 
+def configure(state: tuple, options: "_SymbolOptions | None") -> None:
+    """Write a symbol's options into a kernel state (None: leave the defaults). Returns None."""
+    if options is not None:
+        K.set_config(state, options.ownership, options.tick_table, options.lot_size,
+                     options.min_order_qty, options.session_close)
+
+
 class _Symbol:
     """One symbol's checks: the kernel until the symbol's first phase activity, then
-    ``PhaseChecker`` (seeded with the kernel's book; see ``replay.verifier_auctions``)."""
+    ``PhaseChecker`` (seeded with the kernel's book; see ``replay.verifier_auctions``).
+    ``state``: the kernel state to start from (None: a fresh one, the symbol's first seq)."""
 
-    def __init__(self, run: _Run, options: "_SymbolOptions | None"):
+    def __init__(self, run: _Run, options: "_SymbolOptions | None", state: tuple | None = None):
         self.run = run
         self.popts = options.phase if options is not None else PhaseOptions()
-        self.state = run.begin(options)
+        self.state = state if state is not None else run.begin(options)
         self.checker = None
+        self.tally = _Tally(max(run.max_violations, 0))
+        self.show_progress = True
+
+    def needs_phases(self, orders, fills, events) -> bool:
+        """Whether these rows need more than the kernel: band rows or the phase checker."""
+        return bool(self.popts.banded or first_phase_seq(orders, fills, events, self.popts)
+                    is not None or (events.size and np.any(
+                        events["reason"] == Reason.OUTSIDE_STATIC_BAND)))
 
     def _band_rows(self, orders, fills, events) -> None:
         meta = self.state[-4]
         last = int(meta[M_LAST_PX]) if meta[M_TRADED] else 0
+        t = self.tally
         for seq, rule, detail in band_rows(orders, fills, events, self.popts, last):
-            self.run.add_one(seq, rule, detail)
+            t.counts[RULES.index(rule)] += 1
+            if len(t.band) < t.cap:
+                t.band.append(Violation(seq, rule, detail))
+
+    def _check(self, orders, fills, l2, events, known: bool, final: int) -> None:
+        """The kernel over one symbol's rows (all of them, or the next seq range of them:
+        ``final`` is ``K.FLUSH`` for a range more follow, ``K.FINAL`` for the last); its
+        violations and counts move into the tally."""
+        state = self.state
+        meta = state[-4]
+        meta[K.M_I] = meta[K.M_FP] = meta[K.M_LP] = meta[K.M_EP] = 0
+        n = orders.size
+        t0, c0 = time.perf_counter(), time.thread_time()
+        for lo in range(0, max(n, 1), _CHUNK):
+            hi = min(n, lo + _CHUNK)
+            while True:
+                status = K.check_symbol(orders, fills, l2, events, hi, known, self.run.stp,
+                                        final if hi == n else K.MORE, *state)
+                if status == K.OK:
+                    break
+                state = K.grow_state(state)
+            if self.show_progress:
+                self.run.progress(hi - lo)
+        t = self.tally
+        t.kernel_seconds += time.perf_counter() - t0
+        # why CPU time too: on a shared machine wall time mostly measures the other jobs
+        t.kernel_cpu_seconds += time.thread_time() - c0
+        meta, vrows, vids, counts = state[-4:]
+        kept = min(int(meta[K.M_VN]), vrows.shape[0], max(t.cap - len(t.kernel), 0))
+        t.kernel += [_format(vrows[j], vids[j]) for j in range(kept)]
+        meta[K.M_VN] = 0
+        t.counts += counts
+        counts[:] = 0
+        for name, rows in (("orders", orders), ("fills", fills), ("l2", l2), ("events", events)):
+            t.totals[name] += rows.size
+        self.state = state
 
     def feed(self, orders, fills, l2, events, known: bool, final: int) -> None:
-        """Check the symbol's next rows (``final`` as ``_Run.check``). Returns None."""
+        """Check the symbol's next rows (``final`` as ``_check``). Returns None."""
         if self.checker is None:
             cut = first_phase_seq(orders, fills, events, self.popts)
             if cut is None:
                 if self.popts.banded or (events.size and np.any(
                         events["reason"] == Reason.OUTSIDE_STATIC_BAND)):
                     self._band_rows(orders, fills, events)
-                self.state = self.run.check(self.state, orders, fills, l2, events, known, final)
+                self._check(orders, fills, l2, events, known, final)
                 return
             pre = [t[t["seq"] < cut] for t in (orders, fills, l2, events)]
             self._band_rows(pre[0], pre[1], pre[3])
-            self.state = self.run.check(self.state, *pre, known, K.FINAL)
+            self._check(*pre, known, K.FINAL)
             seed, last, traded = book_from_state(self.state)
             self.checker = PhaseChecker(self.popts, seed, last, traded,
                                         max(self.run.max_violations, 1))
             orders, fills, l2, events = (t[t["seq"] >= cut] for t in (orders, fills, l2, events))
         self.checker.feed(orders, fills, events)
         for name, rows in (("orders", orders), ("fills", fills), ("l2", l2), ("events", events)):
-            self.run.totals[name] += rows.size
+            self.tally.totals[name] += rows.size
 
     def end(self) -> None:
-        """Collect the symbol's violations. Returns None."""
-        self.run.end(self.state)
-        if self.checker is not None:
-            self.checker.finish()
-            self.run.add_phase(self.checker)
+        """Hand the symbol's findings to the run (all its ranges checked). Returns None."""
+        self.run.merge(self)
+
+    def adopt(self, later: "_Symbol") -> None:
+        """Continue with what ``later`` found checking the next ranges from a state equal to
+        this one's (``replay.verifier_split``): its state and its findings. Returns None."""
+        self.state = later.state
+        self.tally.absorb(later.tally)
 
 
 _DAY_NS = DAY_NS   # one day of the session-close clock (verifier_rules)
@@ -465,41 +545,37 @@ def _stored_symbols(data_dir: str) -> list[int]:
     return sorted(ids | {int(s) for s in np.unique(tail["symbol"])})
 
 
-def _read_range(source, sid: int, lo: int, hi: int) -> dict:
-    """The four tables of symbol ``sid`` over seqs lo..hi from ``source`` (a path or a Reader)."""
-    return {n: read(source, n, symbol=sid, seq=(lo, hi)) for n in ("orders", "fills", "l2", "events")}
+_read_range = read_range
+_ranges = ranges
 
 
-def _ranges(first: int, last: int, chunk: int) -> list[tuple[int, int]]:
-    """Seq ranges covering first..last (inclusive), none longer than ``chunk``; [(1, 0)] when empty.
-
-    Why they start short (chunk/16, doubling): the first range's read is the only one nothing
-    overlaps (the kernel waits for it), so a short one lets checking start at once; from then on
-    each read (of a range at most twice the one being checked) runs while the kernel works.
-    """
-    out, lo, size = [], first, max(chunk >> 4, 1)
-    while lo <= last:
-        hi = min(lo + size - 1, last)
-        out.append((lo, hi))
-        lo, size = hi + 1, min(2 * size, chunk)
-    return out or [(1, 0)]
+def _threads(threads) -> int:
+    if threads is None:
+        return default_threads()
+    if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1:
+        raise UsageError(f"threads must be an integer >= 1; got {threads!r}")
+    return int(threads)
 
 
 def verify(data_dir, *, progress: bool = False, max_violations: int = 1000,
-           chunk: int = _READ_CHUNK) -> VerifyReport:
+           chunk: int = _READ_CHUNK, threads: int | None = None) -> VerifyReport:
     """Verify every deal of the run in ``data_dir`` against its orders; return a VerifyReport.
 
     Reads one symbol at a time (all four tables), at most ``chunk`` seqs at a time (short
     ranges first, see ``_ranges``), and checks it with the independent kernel while a worker
-    thread reads the next range; then checks run-wide
-    that every seq is stored once and trade ids are consecutive.
-    Raises UsageError for chunk < 1, StoreError if ``data_dir`` is not a data directory,
-    CorruptionError if a stored file fails its checksum or the run's engine config has a
-    malformed symbol entry (tick table, lot, minimum, session close) or ownership value. Violations are reported, not raised
-    (see ``raise_if_failed``).
+    thread reads the next range; then checks run-wide that every seq is stored once and trade
+    ids are consecutive. ``threads`` (None: the cores this process may use, at most
+    ``replay.verifier_split.MAX_THREADS``): the seq blocks between stored checkpoints are
+    checked on that many threads and folded into the report one serial walk gives, the same
+    for every thread count (``replay.verifier_split``); ``report.split`` says how the work
+    was split. Raises UsageError for chunk < 1 or threads < 1, StoreError if ``data_dir`` is
+    not a data directory, CorruptionError if a stored file fails its checksum or the run's
+    engine config has a malformed symbol entry (tick table, lot, minimum, session close) or
+    ownership value. Violations are reported, not raised (see ``raise_if_failed``).
     """
-    if chunk < 1:
+    if isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer)) or chunk < 1:
         raise UsageError(f"chunk must be >= 1; got {chunk}")
+    threads = _threads(threads)
     t0 = time.perf_counter()
     data_dir = os.fspath(data_dir)
     info = run_info(data_dir)
@@ -508,38 +584,16 @@ def verify(data_dir, *, progress: bool = False, max_violations: int = 1000,
                                  f"{data_dir}: the run's engine config")
     known = set(info.symbols.values())
     run = _Run(stp, max_violations, _bar(progress, info.last_seq - info.first_seq, "verify"))
-    seqs, trade_ids = [], []
-    ranges = _ranges(info.first_seq + 1, info.last_seq, chunk)
-    jobs = [(sid, lo, hi) for sid in _stored_symbols(data_dir) for lo, hi in ranges]
-    # why a thread: reading and decoding the next range runs while the kernel (which releases
-    # the GIL) checks this one; with two free cores verify costs about max(read, check)
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="verify-read")
-    # one Reader keeps the catalog snapshot and open segments across ranges; it is used only
-    # on the pool's one thread (a Reader is not thread-safe)
-    reader = pool.submit(Reader, data_dir).result()   # its sqlite connection lives on that thread
     try:
-        ahead = pool.submit(_read_range, reader, *jobs[0]) if jobs else None
-        state = None
-        for k, (sid, lo, hi) in enumerate(jobs):
-            t = ahead.result()
-            ahead = pool.submit(_read_range, reader, *jobs[k + 1]) if k + 1 < len(jobs) else None
-            last = k + 1 == len(jobs) or jobs[k + 1][0] != sid
-            state = state if state is not None else \
-                _Symbol(run, options.get(sid, options.get(None)))
-            state.feed(t["orders"], t["fills"], t["l2"], t["events"], sid in known,
-                       K.FINAL if last else K.FLUSH)
-            # copies, not views: a view would keep every range's rows alive to the end
-            seqs.append(t["orders"]["seq"].copy())
-            trade_ids.append(t["fills"]["trade_id"].copy())
-            if last:
-                state.end()
-                state = None
+        seqs, trade_ids, split = check_stored((data_dir, info, run, options, known, int(chunk)),
+                                              _stored_symbols(data_dir), threads)
+        if info.last_seq > info.first_seq:
+            run.stream(np.concatenate(seqs) if seqs else np.zeros(0, np.int64),
+                       info.first_seq + 1, info.last_seq,
+                       np.concatenate(trade_ids) if trade_ids else np.zeros(0, np.int64))
     finally:
-        pool.submit(reader.close).result()
-        pool.shutdown(wait=True, cancel_futures=True)
-    if info.last_seq > info.first_seq:
-        run.stream(np.concatenate(seqs) if seqs else np.zeros(0, np.int64), info.first_seq + 1,
-                   info.last_seq, np.concatenate(trade_ids) if trade_ids else np.zeros(0, np.int64))
-    if run.bar is not None:
-        run.bar.close()
-    return run.report(time.perf_counter() - t0)
+        if run.bar is not None:
+            run.bar.close()
+    report = run.report(time.perf_counter() - t0)
+    report.split = split
+    return report

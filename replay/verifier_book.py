@@ -96,7 +96,7 @@ def new_state(capacity: int, violations: int, n_rules: int, level_capacity: int 
     ost = _aligned_zeros((cap, NOF), np.int64, _ROW_ALIGN)
     ost[:, O_NEXT] = np.arange(1, cap + 1)
     ost[-1, O_NEXT] = -1
-    ost[:, O_LEVEL] = -1          # free and finished rows rest nowhere (check_live scans rows)
+    ost[:, O_LEVEL] = -1          # free and finished rows rest nowhere
     lst = np.zeros((lcap, NLF), np.int64)
     lst[:, L_HEAD] = np.arange(1, lcap + 1)
     lst[-1, L_HEAD] = -1

@@ -48,9 +48,9 @@ from numba import njit
 from exchange._cache_guard import guard
 
 from replay.verifier_book import (
-    C_CLOSE, C_OWNER, C_PLAIN, E_LIMIT, E_REFILLS, E_RESERVE, E_STOP, L_TAIL, MAX_TICK_ROWS,
-    M_EP, M_FP, M_FREE_O, M_I, M_LAST_PX, M_LAST_SEQ, M_LIVE_L, M_LIVE_O, M_LP, M_NA, M_NB,
-    M_NT, M_ORDERS, M_PENDING, M_PREV_TS, M_TS_BACK, M_VN, O_CANCELLED, O_DISPLAY, O_EXPIRE,
+    C_CLOSE, C_OWNER, C_PLAIN, E_LIMIT, E_REFILLS, E_RESERVE, E_STOP, L_HEAD, L_TAIL,
+    MAX_TICK_ROWS, M_EP, M_FP, M_FREE_O, M_I, M_LAST_PX, M_LAST_SEQ, M_LIVE_L, M_LIVE_O, M_LP,
+    M_NA, M_NB, M_NT, M_ORDERS, M_PENDING, M_PREV_TS, M_TS_BACK, M_VN, O_CANCELLED, O_DISPLAY, O_EXPIRE,
     O_FILLED, O_FILLSUM, O_FLAGS, O_LEAVES, O_LEVEL, O_MARKET, O_NEXT, O_PRICE, O_SIDE, O_TIF,
     O_TOTAL, O_TRADER, T_PRICE, T_ROW, T_SIDE, grow_state, new_state as _new_state, prefetch,
     set_config, _append, _detach, _find_level, _hash_put, _prefetch_id, _prefetch_order,
@@ -528,27 +528,48 @@ def check_symbol(orders, fills, l2, events, i_end, known, stp, final, ost, lst, 
         meta[M_FP], meta[M_LP], meta[M_EP] = nf, nl, ne
     if final >= FINAL:
         last = np.int64(orders[i_end - 1].seq) if i_end > 0 else meta[M_LAST_SEQ]
-        check_live(last, ost, ext, oid, meta, vrows, vids, counts)
+        check_live(last, ost, ext, oid, lst, ladlv, meta, vrows, vids, counts)
     if i_end > 0:
         meta[M_LAST_SEQ] = np.int64(orders[i_end - 1].seq)
     return OK
 
 
+@njit(cache=True, _nrt=False, inline="always")
+def _live_bad(s, now, ost, ext, meta):
+    """Whether live order ``s`` breaks conservation or is past its expiry at ``now``."""
+    return ost[s, O_FILLSUM] + ost[s, O_CANCELLED] + _open(ost, ext, s) != ost[s, O_TOTAL] or (
+        ost[s, O_EXPIRE] > 0 and ost[s, O_EXPIRE] <= now and meta[M_TS_BACK] == 0)
+
+
 @njit(cache=True, _nrt=False)
-def check_live(seq, ost, ext, oid, meta, vrows, vids, counts):
+def check_live(seq, ost, ext, oid, lst, ladlv, meta, vrows, vids, counts):
     """Quantities of the orders still live at the end of the run must balance too, and none may
     be past its expiry at the symbol's latest ts (unless its ts ever stepped back).
 
-    Why a scan of every row rather than a walk of the queues: rows not live have O_LEVEL
-    -1, and a sequential scan streams memory where a queue walk misses the cache per order
-    (millions of live orders at the end of a long run)."""
+    Why a scan of every row first: rows not live have O_LEVEL -1, and a sequential scan
+    streams memory where a queue walk misses the cache per order (millions of live orders at
+    the end of a long run). Only when the scan finds a violation are the orders walked, in book
+    order (sides 0..3, best level first, FIFO), to report them: the rows an order occupies
+    depend on the history of the arrays, the book order only on the book, so the findings come
+    in the same order however the run was split into ranges (``replay.verifier_split``)."""
     now = meta[M_PREV_TS]
+    bad = False
     for s in range(ost.shape[0]):
-        if ost[s, O_LEVEL] >= 0:
-            if ost[s, O_FILLSUM] + ost[s, O_CANCELLED] + _open(ost, ext, s) != ost[s, O_TOTAL]:
-                _viol(vrows, vids, counts, meta, R_CONSERVE, D_CONSERVE, seq, oid[s],
-                      ost[s, O_FILLSUM], ost[s, O_CANCELLED], _open(ost, ext, s),
-                      ost[s, O_TOTAL])
-            if ost[s, O_EXPIRE] > 0 and ost[s, O_EXPIRE] <= now and meta[M_TS_BACK] == 0:
-                _viol(vrows, vids, counts, meta, R_EXPIRY, D_NOT_EXPIRED, seq, oid[s],
-                      ost[s, O_EXPIRE], now, 0, 0)
+        if ost[s, O_LEVEL] >= 0 and _live_bad(s, now, ost, ext, meta):
+            bad = True
+            break
+    if not bad:
+        return
+    for side in range(4):
+        for p in range(meta[M_NB + side] - 1, -1, -1):
+            s = lst[ladlv[side, p], L_HEAD]
+            while s >= 0:
+                if ost[s, O_FILLSUM] + ost[s, O_CANCELLED] + _open(ost, ext, s) != \
+                        ost[s, O_TOTAL]:
+                    _viol(vrows, vids, counts, meta, R_CONSERVE, D_CONSERVE, seq, oid[s],
+                          ost[s, O_FILLSUM], ost[s, O_CANCELLED], _open(ost, ext, s),
+                          ost[s, O_TOTAL])
+                if ost[s, O_EXPIRE] > 0 and ost[s, O_EXPIRE] <= now and meta[M_TS_BACK] == 0:
+                    _viol(vrows, vids, counts, meta, R_EXPIRY, D_NOT_EXPIRED, seq, oid[s],
+                          ost[s, O_EXPIRE], now, 0, 0)
+                s = ost[s, O_NEXT]

@@ -15,6 +15,7 @@ Invariants:
 
 from __future__ import annotations
 
+import argparse
 import math
 import os
 import sys
@@ -83,10 +84,15 @@ def register(sub, parents, formatter) -> None:
                     "GTD/DAY expiry, tick table\nand lot size, minimum quantity filled on entry. "
                     "\n" + _rule_names() + "\nPrints a summary "
                     "and each violation with its seq; exit status 1 if there is any.",
-        epilog="example:\n  exsim verify runs/default\n  exsim verify runs/default --limit 100\n")
+        epilog="example:\n  exsim verify runs/default\n  exsim verify runs/default --limit 100\n"
+               "  exsim verify runs/default --threads 1\n")
     p.add_argument("dir", metavar="DIR", help="data directory")
     p.add_argument("--limit", type=int, default=20, metavar="N",
                    help="print at most N violations (default: %(default)s; 0: all)")
+    p.add_argument("--threads", type=_positive_int, default=None, metavar="N",
+                   help="check the seq blocks between stored checkpoints on N threads (default: "
+                        "the cores this process may use, at most 8); the report is the same "
+                        "for every N")
     p.set_defaults(func=cmd_verify)
 
     p = sub.add_parser(
@@ -329,6 +335,17 @@ def _rule_names() -> str:
 
 # -- verify, rerun -----------------------------------------------------------------------------
 
+def _positive_int(text: str) -> int:
+    """argparse type: an integer >= 1 (``--threads``)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1; got {text!r}")
+    return value
+
+
 def _show_progress(args) -> bool:
     return not args.quiet and sys.stderr.isatty()
 
@@ -347,7 +364,7 @@ def cmd_verify(args) -> int:
     log.info("verify %s", args.dir)
     t0 = time.perf_counter()
     try:
-        report = verify(args.dir, progress=_show_progress(args))
+        report = verify(args.dir, progress=_show_progress(args), threads=args.threads)
     except CorruptionError as e:
         return _corrupt("verify", e)
     secs = time.perf_counter() - t0

@@ -398,19 +398,19 @@ def _in_ranges(tabs, size, symbols, config=None):
     """What verify does with a stored run: each symbol's rows in seq ranges of ``size``, the
     checker's state carried from range to range."""
     import replay.verifier_kernel as K
-    from replay.verifier import _options_by_symbol, _Run, _stored
+    from replay.verifier import _options_by_symbol, _Run, _stored, _Symbol
 
     tabs = [_stored(n, t) for n, t in zip(("orders", "fills", "l2", "events"), tabs)]
     options = _options_by_symbol(config, UsageError, "test")
     run = _Run(0, 1000, None)
     last = int(tabs[0]["seq"].max())
     for sid in symbols:
-        state = run.begin(options.get(sid, options.get(None)))
+        sym = _Symbol(run, options.get(sid, options.get(None)))
         for lo in range(1, last + 1, size):
             part = [t[(t["symbol"] == sid) & (t["seq"] >= lo) & (t["seq"] < lo + size)]
                     for t in tabs]
-            state = run.check(state, *part, True, K.FINAL if lo + size > last else K.FLUSH)
-        run.end(state)
+            sym.feed(*part, True, K.FINAL if lo + size > last else K.FLUSH)
+        sym.end()
     return run.report(0.0)
 
 
