@@ -288,6 +288,9 @@ def load_orders(rows, arena, arena_ext, levels, index, books, stops, ladder_keys
                  row.order_type, row.tif, row.pending)
         append_to_level(arena, levels, r, lv)
         levels[lv].hidden += row.hidden
+        src[b].hidden += row.hidden
+        if pending:
+            src[b].stop_qty += row.qty
         src[b].live += 1
         index_put(index, -1 - p, row.symbol, row.order_id, r)
         meta[M_INDEX_COUNT] += 1

@@ -28,10 +28,12 @@ def remove_order(arena, arena_ext, levels, books, index, expiry, meta, r, bucket
     """
     o = arena[r]
     marks = o.marks
+    bk = books[np.int64(o.symbol) * 2 + o.side]
     if o.hidden != 0:
         levels[o.level].hidden -= o.hidden
+        bk.hidden -= o.hidden
     detach_from_level(arena, levels, r)
-    books[np.int64(o.symbol) * 2 + o.side].live -= 1
+    bk.live -= 1
     if bucket >= 0:
         index_remove_at(index, bucket)
     else:
