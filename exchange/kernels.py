@@ -45,7 +45,7 @@ from .book import (
     M_BAND_HI, M_BAND_LO, M_NEED_FILLS, M_NEED_L2, M_NEXT_END, M_NSYM, M_ORDER_HW, M_SEQ, M_STOPS_LIVE, M_STP,
     M_TRADE_ID,
     MARK_EXPIRING, MARK_ICEBERG, MARK_PENDING, alloc_order, append_to_level, detach_from_level,
-    find_or_add_level, free_order, remove_level, set_cold,
+    find_or_add_level, free_order, remove_level, reserve_slices, set_cold,
 )
 from .expiry import day_expiry, heap_push, heap_remove
 from .order_index import (
@@ -277,7 +277,7 @@ def _match(seq, ts, symbol, side, is_market, limit, qty, order_id, trader, fille
                     s = min(arena_ext[r].display, o.hidden)
                     o.hidden -= s
                     L.hidden -= s
-                    books[opp_b].hidden -= s
+                    books[opp_b].slices -= 1     # s is a whole slice or the last of it
                     detach_from_level(arena, levels, r)
                     o.leaves = s
                     append_to_level(arena, levels, r, lv)
@@ -334,7 +334,7 @@ def _rest(seq, ts, symbol, side, price, qty, filled, order_id, trader, flags, di
     append_to_level(arena, levels, r, lv)
     if shown != qty:
         L.hidden += qty - shown
-        books[b].hidden += qty - shown
+        books[b].slices += reserve_slices(qty - shown, display)
     books[b].live += 1
     if at >= 0:
         index_put(index, at, symbol, order_id, r)
@@ -563,9 +563,12 @@ def _modify(m, seq, in_call, arena, arena_ext, levels, index, books, ladder_keys
             # the reserve goes first; the place in the queue is kept
             cut = open_qty - m.qty
             h = min(cut, o.hidden)
+            if h != 0:
+                d = arena_ext[r].display
+                books[np.int64(sym) * 2 + side].slices += (reserve_slices(o.hidden - h, d)
+                                                           - reserve_slices(o.hidden, d))
             o.hidden -= h
             L.hidden -= h
-            books[np.int64(sym) * 2 + side].hidden -= h
             if cut == h:
                 return
             L.qty -= cut - h
@@ -576,7 +579,10 @@ def _modify(m, seq, in_call, arena, arena_ext, levels, index, books, ladder_keys
             shown = m.qty
             if o.marks & MARK_ICEBERG and 0 < arena_ext[r].display < m.qty:
                 shown = arena_ext[r].display
-            books[np.int64(sym) * 2 + side].hidden += m.qty - shown - o.hidden
+            if o.marks & MARK_ICEBERG:
+                d = arena_ext[r].display
+                books[np.int64(sym) * 2 + side].slices += (reserve_slices(m.qty - shown, d)
+                                                           - reserve_slices(o.hidden, d))
             o.leaves = shown
             o.hidden = m.qty - shown
             L.hidden += o.hidden
@@ -922,7 +928,8 @@ def _room(m, arena, levels, index, books, ladder_levels, meta, symbols, stops, e
     uses up an iceberg slice that refills, and refills at a level are at most its reserve. With
     pending stops on the symbol and an order that can trade, the whole cascade is bounded at
     once: aggressors are the order and the symbol's P pending stops, so fills <= min(their
-    quantity, resting + 2P + 1 + reserve), each aggressor adds a few events and at most two L2
+    quantity, resting + 2P + 1 + the refills the resting icebergs can make; released stops are
+    never icebergs), both O(1) from the book rows' ``stop_qty`` and ``slices``; each aggressor adds a few events and at most two L2
     rows beyond the levels that ever exist (the book's and P more), and at most P + 1 new levels.
     Phases add at most a breach's PHASE event and L2 row (the rest of the order that breached,
     after which nothing matches) and one INDICATIVE event (``_PHASE_EVENTS``, ``_PHASE_L2``);
@@ -1035,7 +1042,7 @@ def _cascade_need(sym, qty, levels, books, ladder_levels, meta, stops):
     # the book rows' running totals: the pending stops' quantity and the books' reserve
     q = max(qty, 0) + stops[sym * 2].stop_qty + stops[sym * 2 + 1].stop_qty
     resting = books[sym * 2].live + books[sym * 2 + 1].live
-    units = min(resting + 2 * p + 1 + books[sym * 2].hidden + books[sym * 2 + 1].hidden, q)
+    units = min(resting + 2 * p + 1 + books[sym * 2].slices + books[sym * 2 + 1].slices, q)
     if meta[M_STP] != Stp.NONE:
         units += resting + p
     return (OK, units, books[sym * 2].n + books[sym * 2 + 1].n + 3 * p + 6 + _PHASE_L2,
