@@ -32,7 +32,7 @@ from numba import njit
 
 from ._cache_guard import guard
 from .book import (
-    M_TRADE_ID, append_to_level, detach_from_level, remove_level,
+    M_TRADE_ID, append_to_level, detach_from_level, remove_level, reserve_slices,
 )
 from .removal import remove_order
 from .rows import output_fits, write_event, write_l2
@@ -218,7 +218,7 @@ def _remove(arena, arena_ext, levels, books, index, expiry, meta, r):
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _take(arena, levels, r, q):
+def _take(arena, arena_ext, levels, books, r, q):
     """Execute ``q`` lots of order ``r``: its displayed part first, then its reserve."""
     o = arena[r]
     L = levels[o.level]
@@ -227,6 +227,10 @@ def _take(arena, levels, r, q):
     L.qty -= shown
     o.hidden -= q - shown
     L.hidden -= q - shown
+    if q != shown:
+        d = arena_ext[r].display
+        books[np.int64(o.symbol) * 2 + o.side].slices += (reserve_slices(o.hidden, d)
+                                                          - reserve_slices(o.hidden + q - shown, d))
     o.filled += q
 
 
@@ -271,6 +275,7 @@ def _finish_last(arena, arena_ext, levels, index, books, expiry, meta, r):
         s = min(arena_ext[r].display, o.hidden)
         o.hidden -= s
         levels[lv].hidden -= s
+        books[np.int64(o.symbol) * 2 + o.side].slices -= 1   # a whole slice or the last of it
         detach_from_level(arena, levels, r)
         o.leaves = s
         append_to_level(arena, levels, r, lv)
@@ -365,9 +370,9 @@ def uncross(seq, ts, sym, auction, arena, arena_ext, levels, index, books, ladde
             f.sell_trader = arena[rs].trader
             f.aggressor_side = AUCTION_SIDE
             cnt[0] += 1
-            _take(arena, levels, rb, q)
+            _take(arena, arena_ext, levels, books, rb, q)
             _order_event(events, cnt, seq, ts, symbols, sym, arena, rb, price)
-            _take(arena, levels, rs, q)
+            _take(arena, arena_ext, levels, books, rs, q)
             _order_event(events, cnt, seq, ts, symbols, sym, arena, rs, price)
             left -= q
             share_b -= q

@@ -15,6 +15,9 @@ State (owned by ``Engine``, passed to kernels as arrays):
   The key is the price for bids and ``-price`` for asks, so "better" is "larger key" on both sides
   and the best level is always the last entry: removing it is O(1), inserting near the top moves
   only the few better levels.
+  A book row also keeps ``slices``, the refills its icebergs can still make (the sum of
+  ``reserve_slices`` over its orders), and a stop book row ``stop_qty``, the sum of its levels'
+  ``qty`` (every pending stop's quantity).
 - ``meta`` (int64): counters and free-list heads, indexed by the ``M_*`` constants.
 - ``symbols`` (SYMBOL_DTYPE): one row per symbol: lot size, minimum order quantity, session
   close, last trade price, its region ``[tick_off, tick_off + tick_n)`` of ``ticks``, and its
@@ -33,7 +36,8 @@ State (owned by ``Engine``, passed to kernels as arrays):
 
 Invariants after every message: a level's ``qty`` is the sum of its orders' ``leaves`` and
 ``count`` their number; no level is empty; a book's ``live`` is its order count; every live order
-is in the order index exactly once. Memory grows with live orders and occupied levels only.
+is in the order index exactly once; a book's ``slices`` is the sum of its orders'
+``reserve_slices`` and a stop book's ``stop_qty`` its levels' quantity. Memory grows with live orders and occupied levels only.
 """
 
 from __future__ import annotations
@@ -113,7 +117,12 @@ EXPIRY_DTYPE = np.dtype(
 
 BOOK_DTYPE = np.dtype(
     [("off", "<i8"), ("n", "<i8"), ("cap", "<i8"), ("live", "<i8"),
-     ("min_price", "<i8"), ("max_price", "<i8")],
+     ("min_price", "<i8"), ("max_price", "<i8"),
+     # running totals, so the stop-cascade bound (``kernels._cascade_need``) is O(1) instead
+     # of a walk over every level: the refills the book's icebergs can still make, the sum of
+     # ``reserve_slices`` over its orders (order books; always 0 in a stop book), and the
+     # pending stops' quantity (stop books; always 0 in an order book)
+     ("slices", "<i8"), ("stop_qty", "<i8")],
     align=True,
 )
 
@@ -139,6 +148,15 @@ M_NEXT_END = 16      # earliest re-opening auction end over all symbols (0: none
 M_BAND_LO = 17       # the dynamic band of the message being processed: fill prices allowed
 M_BAND_HI = 18       # are [lo, hi] (kernels set both before matching; no band: [0, MAX_PRICE])
 META_SIZE = 19
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def reserve_slices(hidden, display):
+    """Return how many refills an iceberg with reserve ``hidden`` and slice size ``display``
+    can still make: ``ceil(hidden / display)``, 0 without reserve (``display`` then unread)."""
+    if hidden == 0:
+        return np.int64(0)
+    return (np.int64(hidden) + display - 1) // display
 
 
 @njit(cache=True, _nrt=False, inline="always")

@@ -20,7 +20,7 @@ from numba import njit
 from ._cache_guard import guard
 from .book import (
     M_INDEX_COUNT, M_STOPS_LIVE, alloc_level, alloc_order, append_to_level, cold_fields,
-    ladder_key, set_cold,
+    ladder_key, reserve_slices, set_cold,
 )
 from .expiry import heap_push
 from .order_index import index_find, index_home, index_probe, index_put
@@ -288,6 +288,9 @@ def load_orders(rows, arena, arena_ext, levels, index, books, stops, ladder_keys
                  row.order_type, row.tif, row.pending)
         append_to_level(arena, levels, r, lv)
         levels[lv].hidden += row.hidden
+        src[b].slices += reserve_slices(row.hidden, row.display_qty)
+        if pending:
+            src[b].stop_qty += row.qty
         src[b].live += 1
         index_put(index, -1 - p, row.symbol, row.order_id, r)
         meta[M_INDEX_COUNT] += 1

@@ -45,7 +45,7 @@ from .book import (
     M_BAND_HI, M_BAND_LO, M_NEED_FILLS, M_NEED_L2, M_NEXT_END, M_NSYM, M_ORDER_HW, M_SEQ, M_STOPS_LIVE, M_STP,
     M_TRADE_ID,
     MARK_EXPIRING, MARK_ICEBERG, MARK_PENDING, alloc_order, append_to_level, detach_from_level,
-    find_or_add_level, free_order, remove_level, set_cold,
+    find_or_add_level, free_order, remove_level, reserve_slices, set_cold,
 )
 from .expiry import day_expiry, heap_push, heap_remove
 from .order_index import (
@@ -277,6 +277,7 @@ def _match(seq, ts, symbol, side, is_market, limit, qty, order_id, trader, fille
                     s = min(arena_ext[r].display, o.hidden)
                     o.hidden -= s
                     L.hidden -= s
+                    books[opp_b].slices -= 1     # s is a whole slice or the last of it
                     detach_from_level(arena, levels, r)
                     o.leaves = s
                     append_to_level(arena, levels, r, lv)
@@ -331,7 +332,9 @@ def _rest(seq, ts, symbol, side, price, qty, filled, order_id, trader, flags, di
     o.hidden = qty - shown
     set_cold(arena, arena_ext, r, display, 0, expire_ts, order_type, tif, 0)
     append_to_level(arena, levels, r, lv)
-    L.hidden += qty - shown
+    if shown != qty:
+        L.hidden += qty - shown
+        books[b].slices += reserve_slices(qty - shown, display)
     books[b].live += 1
     if at >= 0:
         index_put(index, at, symbol, order_id, r)
@@ -448,6 +451,7 @@ def _add_stop(m, at, expire_ts, arena, arena_ext, levels, index, stops, ladder_k
     set_cold(arena, arena_ext, r, 0, m.stop_price, expire_ts, m.order_type, m.tif, 1)
     append_to_level(arena, levels, r, lv)
     stops[b].live += 1
+    stops[b].stop_qty += m.qty
     if at >= 0:
         index_put(index, at, m.symbol, m.order_id, r)
     else:
@@ -466,6 +470,7 @@ def _remove_pending(arena, arena_ext, levels, index, stops, ladder_keys, ladder_
     side = np.int64(o.side)
     b = np.int64(o.symbol) * 2 + side
     lv = o.level
+    stops[b].stop_qty -= o.leaves
     remove_order(arena, arena_ext, levels, stops, index, expiry, meta, r, bucket)
     meta[M_STOPS_LIVE] -= 1
     if levels[lv].count == 0:
@@ -558,6 +563,10 @@ def _modify(m, seq, in_call, arena, arena_ext, levels, index, books, ladder_keys
             # the reserve goes first; the place in the queue is kept
             cut = open_qty - m.qty
             h = min(cut, o.hidden)
+            if h != 0:
+                d = arena_ext[r].display
+                books[np.int64(sym) * 2 + side].slices += (reserve_slices(o.hidden - h, d)
+                                                           - reserve_slices(o.hidden, d))
             o.hidden -= h
             L.hidden -= h
             if cut == h:
@@ -570,6 +579,10 @@ def _modify(m, seq, in_call, arena, arena_ext, levels, index, books, ladder_keys
             shown = m.qty
             if o.marks & MARK_ICEBERG and 0 < arena_ext[r].display < m.qty:
                 shown = arena_ext[r].display
+            if o.marks & MARK_ICEBERG:
+                d = arena_ext[r].display
+                books[np.int64(sym) * 2 + side].slices += (reserve_slices(m.qty - shown, d)
+                                                           - reserve_slices(o.hidden, d))
             o.leaves = shown
             o.hidden = m.qty - shown
             L.hidden += o.hidden
@@ -615,6 +628,7 @@ def _modify_pending(m, seq, r, arena, arena_ext, levels, stops, ladder_keys, lad
     x = arena_ext[r]
     if x.order_type == _STOP_LIMIT:
         o.price = m.price
+    stops[np.int64(m.symbol) * 2 + side].stop_qty += m.qty - o.leaves
     if m.stop_price == x.stop_price and m.qty <= o.leaves:
         L.qty -= o.leaves - m.qty
         o.leaves = m.qty
@@ -940,7 +954,8 @@ def _room(m, arena, levels, index, books, ladder_levels, meta, symbols, stops, e
     uses up an iceberg slice that refills, and refills at a level are at most its reserve. With
     pending stops on the symbol and an order that can trade, the whole cascade is bounded at
     once: aggressors are the order and the symbol's P pending stops, so fills <= min(their
-    quantity, resting + 2P + 1 + reserve), each aggressor adds a few events and at most two L2
+    quantity, resting + 2P + 1 + the refills the resting icebergs can make; released stops are
+    never icebergs), both O(1) from the book rows' ``stop_qty`` and ``slices``; each aggressor adds a few events and at most two L2
     rows beyond the levels that ever exist (the book's and P more), and at most P + 1 new levels.
     Phases add at most a breach's PHASE event and L2 row (the rest of the order that breached,
     after which nothing matches) and one INDICATIVE event (``_PHASE_EVENTS``, ``_PHASE_L2``);
@@ -1050,20 +1065,10 @@ def _cascade_need(sym, qty, levels, books, ladder_levels, meta, stops):
         if books[b].n + p + 1 > books[b].cap:
             meta[M_NEED_BOOK] = b
             return NEED_LADDER, 0, 0, 0
-    q = max(qty, 0)
-    for b in (sym * 2, sym * 2 + 1):
-        bk = stops[b]
-        for k in range(bk.off, bk.off + bk.n):
-            q += levels[ladder_levels[k]].qty
+    # the book rows' running totals: the pending stops' quantity and the books' reserve
+    q = max(qty, 0) + stops[sym * 2].stop_qty + stops[sym * 2 + 1].stop_qty
     resting = books[sym * 2].live + books[sym * 2 + 1].live
-    units = resting + 2 * p + 1
-    for b in (sym * 2, sym * 2 + 1):
-        bk = books[b]
-        for k in range(bk.off, bk.off + bk.n):
-            if units >= q:
-                break
-            units += levels[ladder_levels[k]].hidden
-    units = min(units, q)
+    units = min(resting + 2 * p + 1 + books[sym * 2].slices + books[sym * 2 + 1].slices, q)
     if meta[M_STP] != Stp.NONE:
         units += resting + p
     return (OK, units, books[sym * 2].n + books[sym * 2 + 1].n + 3 * p + 6 + _PHASE_L2,

@@ -11,7 +11,7 @@ import numpy as np
 from numba import njit
 
 from ._cache_guard import guard
-from .book import M_INDEX_COUNT, MARK_EXPIRING, detach_from_level, free_order
+from .book import M_INDEX_COUNT, MARK_EXPIRING, detach_from_level, free_order, reserve_slices
 from .expiry import heap_remove
 from .order_index import index_remove, index_remove_at
 
@@ -28,10 +28,12 @@ def remove_order(arena, arena_ext, levels, books, index, expiry, meta, r, bucket
     """
     o = arena[r]
     marks = o.marks
+    bk = books[np.int64(o.symbol) * 2 + o.side]
     if o.hidden != 0:
         levels[o.level].hidden -= o.hidden
+        bk.slices -= reserve_slices(o.hidden, arena_ext[r].display)
     detach_from_level(arena, levels, r)
-    books[np.int64(o.symbol) * 2 + o.side].live -= 1
+    bk.live -= 1
     if bucket >= 0:
         index_remove_at(index, bucket)
     else:
