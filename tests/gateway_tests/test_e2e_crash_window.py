@@ -59,6 +59,18 @@ def _start(argv, env, data_dir, log):
         return proc, int(json.load(f)["fix"][1])
 
 
+def _stop_all(procs, log) -> None:
+    """Stop every server a test started (SIGTERM, then SIGKILL after 20 s) and close its log."""
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+            try:
+                p.wait(20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+    log.close()
+
+
 def test_order_counted_as_received_is_not_lost_in_a_crash(tmp_path):
     warm_up(tmp_path)
     accounts, _ = accounts_file(tmp_path, 2)
@@ -100,14 +112,7 @@ def test_order_counted_as_received_is_not_lost_in_a_crash(tmp_path):
     try:
         got = run(main(), 240)
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-                try:
-                    p.wait(20)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-        log.close()
+        _stop_all(procs, log)
     m, again = got
     assert m is not None, "no ExecutionReport ever came for ClOrdID X1 after the restart"
     assert m.get(150) == "8" and "not processed" in m.get(58), (m.get(150), m.get(58))
@@ -153,13 +158,6 @@ def test_order_waiting_for_its_batch_is_asked_again_after_a_crash(tmp_path):
     try:
         m = run(main(), 240)
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-                try:
-                    p.wait(20)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-        log.close()
+        _stop_all(procs, log)
     assert m is not None, "no ExecutionReport ever came for ClOrdID Q1 after the restart"
     assert m.get(150) == "0", (m.get(150), m.get(58))
