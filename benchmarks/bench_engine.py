@@ -32,7 +32,7 @@ the medians, the median of the per-round ratios, and whether an untimed pass giv
 batch's outputs and the final checkpoint byte for byte alike.
 
 ``--baseline REV`` adds the engine as of git revision REV (its ``exchange/`` extracted to
-<tmp>/exsim-engine-baseline-<sha> and imported apart as ``exchange_baseline``; the first run there
+<tmp>/exsim-engine-rev-<sha> and imported apart as ``exchange_baseline``; the first run there
 compiles it cold) as one more interleaved variant, "reused, baseline", so old and new engines meet
 the same machine noise; the table then gives new vs baseline per workload (ratio of the medians,
 and the median of the per-round ratios) and whether their output counts agree.
@@ -47,21 +47,17 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import io
 import json
 import platform
 import resource
 import statistics
-import subprocess
 import sys
-import tarfile
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-from benchmarks import _smoke
+from benchmarks import _revisions, _smoke
 from exchange import ORDER_DTYPE, Engine, OutputBuffers
 
 SMOKE_MESSAGES = 20_000   # per seeded workload in smoke mode
@@ -100,30 +96,12 @@ def quantcup_workload(target: int) -> tuple[np.ndarray, int]:
 def load_baseline(rev: str):
     """Return the ``exchange`` package of this repository at git revision ``rev`` (a module).
 
-    The package is extracted once per commit to <tmp>/exsim-engine-baseline-<sha> and imported
-    as ``exchange_baseline`` (its numba cache lives there, apart from the working tree's).
-    Raises SystemExit naming ``rev`` if git cannot resolve it or the revision has no exchange/.
+    The package is extracted once per commit to <tmp>/exsim-engine-rev-<sha>
+    (``benchmarks._revisions``) and imported as ``exchange_baseline`` (its numba cache lives
+    there, apart from the working tree's). Raises SystemExit naming ``rev`` if git cannot
+    resolve it or the revision has no exchange/.
     """
-    root = Path(__file__).resolve().parent.parent
-    got = subprocess.run(["git", "-C", str(root), "rev-parse", "--verify", "--quiet",
-                          f"{rev}^{{commit}}"], capture_output=True, text=True)
-    if got.returncode != 0:
-        raise SystemExit(f"--baseline: {rev!r} is not a commit of the git repository at {root}")
-    sha = got.stdout.strip()
-    dest = Path(tempfile.gettempdir()) / f"exsim-engine-baseline-{sha[:12]}"
-    pkg = dest / "exchange_baseline"
-    if not (pkg / "__init__.py").is_file():
-        tar = subprocess.run(["git", "-C", str(root), "archive", "--format=tar", sha, "exchange"],
-                             capture_output=True)
-        if tar.returncode != 0:
-            raise SystemExit(f"--baseline: commit {sha[:12]} has no exchange/ package "
-                             f"({tar.stderr.decode(errors='replace').strip()})")
-        dest.mkdir(parents=True, exist_ok=True)
-        work = Path(tempfile.mkdtemp(dir=dest))
-        with tarfile.open(fileobj=io.BytesIO(tar.stdout)) as tf:
-            tf.extractall(work, filter="data")
-        (work / "exchange").rename(pkg)   # atomic: a half-extracted copy is never imported
-        work.rmdir()
+    pkg = _revisions.extract(rev, ["exchange"], "exsim-engine-rev") / "exchange"
     spec = importlib.util.spec_from_file_location(
         "exchange_baseline", pkg / "__init__.py", submodule_search_locations=[str(pkg)])
     module = importlib.util.module_from_spec(spec)

@@ -48,14 +48,12 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import io
 import json
 import os
 import shutil
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from pathlib import Path
@@ -63,8 +61,9 @@ from pathlib import Path
 import numpy as np
 
 try:
-    from benchmarks import _smoke
+    from benchmarks import _revisions, _smoke
 except ImportError:          # run as a script: benchmarks/ is sys.path[0]
+    import _revisions
     import _smoke
 from exchange import Engine, OutputBuffers
 from exchange.schema import L2_DTYPE, Side
@@ -169,28 +168,9 @@ def headline_round(flow, tmp) -> dict:
 
 def baseline_tree(rev: str) -> Path:
     """Return the directory holding this repository's tree at git revision ``rev``, extracted
-    once per commit to <tmp>/exsim-store-baseline-<sha> (its numba cache lives there).
-    Raises SystemExit naming ``rev`` if git cannot resolve or archive it."""
-    root = Path(__file__).resolve().parent.parent
-    got = subprocess.run(["git", "-C", str(root), "rev-parse", "--verify", "--quiet",
-                          f"{rev}^{{commit}}"], capture_output=True, text=True)
-    if got.returncode != 0:
-        raise SystemExit(f"--baseline: {rev!r} is not a commit of the git repository at {root}")
-    sha = got.stdout.strip()
-    dest = Path(tempfile.gettempdir()) / f"exsim-store-baseline-{sha[:12]}"
-    if not (dest / "store" / "__init__.py").is_file():
-        tar = subprocess.run(["git", "-C", str(root), "archive", "--format=tar", sha],
-                             capture_output=True)
-        if tar.returncode != 0:
-            raise SystemExit(f"--baseline: cannot extract {sha[:12]}: "
-                             f"{tar.stderr.decode(errors='replace').strip()}")
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        work = Path(tempfile.mkdtemp(dir=dest.parent, prefix=dest.name + "."))
-        with tarfile.open(fileobj=io.BytesIO(tar.stdout)) as tf:
-            tf.extractall(work, filter="data")
-        shutil.rmtree(dest, ignore_errors=True)
-        work.rename(dest)   # atomic: a half-extracted tree is never used
-    return dest
+    once per commit to <tmp>/exsim-store-baseline-<sha> (``benchmarks._revisions``; its numba
+    cache lives there). Raises SystemExit naming ``rev`` if git cannot resolve or archive it."""
+    return _revisions.extract(rev, [], "exsim-store-baseline")
 
 
 def baseline_round(tree: Path, n: int) -> dict:

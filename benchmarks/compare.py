@@ -13,6 +13,9 @@ benchmarks/peers/. Before any time is reported, each peer runs once untimed and 
 exsim: on a match workload the number of fills, the traded volume, the resting orders and the
 final top of book (whichever of these its API exposes, and at least the volume); on an L2 workload
 the final top of book. A peer that disagrees is reported as such, without a speed.
+``--model-messages N`` runs the reference model on each match segment's first N messages only
+(checked against exsim on that cut, its msgs/s over it): on the seeded 1 M flow its deep book
+makes one model run take tens of minutes.
 
 Timing: ``--rounds`` interleaved rounds (every system once per round, A B A B ...), medians. exsim
 runs twice per round as two systems ("exsim" and "exsim (repeat)"); the largest gap between
@@ -21,6 +24,7 @@ their medians on a workload is that workload's noise floor, and a peer within it
 Storage: bytes per row of exsim segments (zstd) vs Parquet (pyarrow, zstd) on identical rows.
 
     python -m benchmarks.compare [--messages 1000000] [--rounds 5] [--peer-python PY312]
+                                 [--model-messages N]
                                  [--workloads l2-seeded,l2-binance [--update]]
                                  [--out benchmarks/results/compare.json] [--write-docs]
 
@@ -46,6 +50,7 @@ import numpy as np
 from benchmarks import _smoke
 from benchmarks.peers import Outcome, Peer, Workload, all_peers
 from benchmarks.peers.exsim_peer import ExsimL2, ExsimMatch
+from benchmarks.peers.model_peer import ReferenceModel
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 README = Path(__file__).resolve().parents[1] / "README.md"   # its Performance section
@@ -144,13 +149,27 @@ def _label(p: Peer) -> str:
     return p.name
 
 
+def cut_workload(wl: Workload, messages: int | None) -> Workload:
+    """``wl`` with every segment cut to its first ``messages`` (``wl`` itself when None or when
+    no segment is longer)."""
+    if not messages or all(len(s) <= messages for s in wl.segments):
+        return wl
+    return Workload(wl.name, wl.kind, [s[:messages] for s in wl.segments],
+                    f"{wl.description}, each segment cut to its first {messages:,}")
+
+
 def run_compare(workloads: list[Workload], peers: list[Peer], rounds: int,
-                log=lambda s: print(s, file=sys.stderr, flush=True)) -> dict:
+                log=lambda s: print(s, file=sys.stderr, flush=True),
+                cuts: dict | None = None) -> dict:
     """Check every peer against exsim, then time the agreeing ones in interleaved rounds.
 
     ``peers`` excludes exsim: it is added twice per workload kind (exsim, exsim (repeat)).
-    Returns {"rows": [...], "noise_floor": float, "floors": {workload: float}}.
+    ``cuts`` maps a peer's name to a message cut (``cut_workload``): that peer is checked
+    against exsim on the cut workload and timed on it, its msgs/s over the cut's messages (for
+    the reference model, whose deep-book operations are slow enough that 1 M messages take
+    most of an hour). Returns {"rows": [...], "noise_floor": float, "floors": {workload: float}}.
     """
+    cuts = cuts or {}
     rows, floors = [], {}
     for wl in workloads:
         ref_sys = ExsimMatch() if wl.kind == "match" else ExsimL2()
@@ -161,22 +180,29 @@ def run_compare(workloads: list[Workload], peers: list[Peer], rounds: int,
         rep_sys.run(rep_prep)                       # warm-up, like the peers' check pass
         timed = [(ref_sys, ref_prep)]
         entries = {}
+        counts = {id(ref_sys): wl.messages, id(rep_sys): wl.messages}   # messages per run
         for p in peers:
             if p.kind != wl.kind:
                 continue
             missing = p.unavailable()
             why = missing or p.cannot(wl)
+            pwl = cut_workload(wl, cuts.get(p.name))
+            counts[id(p)] = pwl.messages
             e = {"system": p.name, "version": "-" if missing else p.version(), "workload": wl.name,
-                 "messages": wl.messages, "msgs_per_s": None, "agrees": False}
+                 "messages": pwl.messages, "msgs_per_s": None, "agrees": False}
             entries[id(p)] = e
             if why:
                 e["agreement"] = f"not run: {why}"
                 log(f"[{wl.name}] {p.name}: not run ({why})")
                 continue
-            prep = p.prepare(wl)
-            log(f"[{wl.name}] {p.name}: checking against exsim")
+            prep = p.prepare(pwl)
+            log(f"[{wl.name}] {p.name}: checking against exsim"
+                + (f" on the first {pwl.messages:,} messages" if pwl is not wl else ""))
             got = p.check(prep)
-            ok, text = agreement(ref, got, wl.kind)
+            pref = ref if pwl is wl else ref_sys.check(ref_sys.prepare(pwl))
+            ok, text = agreement(pref, got, wl.kind)
+            if pwl is not wl:
+                text += f" (on {pwl.messages:,} messages: each segment's first {cuts[p.name]:,})"
             e["agrees"], e["agreement"] = ok, text
             e["reported"] = {f: getattr(got, f) for f in FIELDS}
             log(f"[{wl.name}] {p.name}: {text}")
@@ -190,7 +216,7 @@ def run_compare(workloads: list[Workload], peers: list[Peer], rounds: int,
             for p, prep in timed:
                 seconds[id(p)].append(p.run(prep).seconds)
             log(f"[{wl.name}] round {r + 1}/{rounds}: " + ", ".join(
-                f"{p.name} {wl.messages / seconds[id(p)][-1] / 1e6:.3g}M/s" for p, _ in timed))
+                f"{p.name} {counts[id(p)] / seconds[id(p)][-1] / 1e6:.3g}M/s" for p, _ in timed))
         for p, prep in timed:
             if hasattr(p, "release"):
                 p.release(prep)
@@ -204,7 +230,7 @@ def run_compare(workloads: list[Workload], peers: list[Peer], rounds: int,
         for p, _ in timed:
             e = entries[id(p)]
             e["seconds"] = seconds[id(p)]
-            e["msgs_per_s"] = wl.messages / med[id(p)]
+            e["msgs_per_s"] = counts[id(p)] / med[id(p)]
             e["ratio"] = e["msgs_per_s"] / base
         floors[wl.name] = abs(entries[id(rep_sys)]["ratio"] - 1.0)
         order = [id(ref_sys), id(rep_sys)] + [id(p) for p in peers if id(p) in entries]
@@ -352,6 +378,9 @@ def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--messages", type=int, default=1_000_000, help="cut of the seeded flow; QuantCup replays to about this")
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--model-messages", type=int, default=None, metavar="N",
+                    help="run the reference model on each match segment's first N messages "
+                         "only (checked against exsim on the same cut; default: all)")
     ap.add_argument("--peer-python", default=os.environ.get("EXSIM_BENCH_PEER_PYTHON"),
                     help="a Python >= 3.12 with matching-engine and numpy, for that peer when this "
                          "interpreter is older (env EXSIM_BENCH_PEER_PYTHON)")
@@ -393,7 +422,11 @@ def main(argv: list[str] | None = None) -> dict:
     workloads, seeded = build_workloads(args.messages, binance="l2-binance" in args.workloads)
     workloads = [w for w in workloads if w.name in args.workloads]
     peers = [p for p in all_peers(args.peer_python) if not isinstance(p, (ExsimMatch, ExsimL2))]
-    result = run_compare(workloads, peers, args.rounds)
+    if args.model_messages is not None and args.model_messages < 1:
+        ap.error(f"--model-messages must be >= 1; got {args.model_messages}")
+    model_cut = _smoke.scaled(args.model_messages, SMOKE_MESSAGES) if args.model_messages else None
+    result = run_compare(workloads, peers, args.rounds,
+                         cuts={p.name: model_cut for p in peers if isinstance(p, ReferenceModel)})
     binance = next((w.segments[0] for w in workloads if w.name == "l2-binance"), None)
     if binance is None and args.update:
         binance = _binance_l2()            # the storage table keeps its Binance row

@@ -33,8 +33,8 @@ from . import checkpoint_kernels as ck_kernels
 from . import kernels
 from .book import (
     ARENA_DTYPE, ARENA_EXT_DTYPE, BOOK_DTYPE, EXPIRY_DTYPE, LEVEL_DTYPE, M_EXPIRY_N, M_INDEX_COUNT,
-    M_NEED_BOOK, M_NEED_EVENTS, M_NEED_FILLS, M_NEED_L2, M_NEXT_END, M_NSYM, M_OWNERSHIP, M_SEQ,
-    M_STOPS_LIVE, M_STP, M_TRADE_ID, SYMBOL_DTYPE, TICK_DTYPE, new_meta,
+    M_NEED_BOOK, M_NEED_EVENTS, M_NEED_FILLS, M_NEED_L2, M_NEXT_END, M_NSYM, M_ORDER_HW,
+    M_OWNERSHIP, M_SEQ, M_STOPS_LIVE, M_STP, M_TRADE_ID, SYMBOL_DTYPE, TICK_DTYPE, new_meta,
 )
 from .checkpoint import MAX_ORDERS as _MAX_ORDERS
 from .checkpoint import positive_number as _positive_number
@@ -49,7 +49,8 @@ from .schema import (
     MAX_PRICE, ORDER_DTYPE, Flag, Kind,
     OrderType, Phase, Side, Stp, Tif,
 )
-from .state import EngineState, grow_array as _grow, zeros_aligned as _zeros_aligned
+from .state import EngineState, grow_array as _grow, grow_cold_rows as _grow_cold
+from .state import zeros_aligned as _zeros_aligned
 
 __all__ = ["Engine", "Result", "OutputBuffers"]
 
@@ -653,8 +654,9 @@ class Engine:
         return the new ``state``. Raises UsageError for any other status (``NEED_OUTPUT``
         concerns the caller's output arrays, not the engine's state)."""
         if status == kernels.NEED_ORDERS:
+            used = int(self._meta[M_ORDER_HW])
             self._arena = _grow(self._arena, 0)
-            self._arena_ext = _grow(self._arena_ext, len(self._arena))
+            self._arena_ext = _grow_cold(self._arena_ext, self._arena, used, len(self._arena))
         elif status == kernels.NEED_LEVELS:
             self._levels = _grow(self._levels, 0)
         elif status == kernels.NEED_INDEX:
@@ -1116,8 +1118,9 @@ class Engine:
         self._tick_sizes = [sp[1] for sp in specs]
         self._meta[M_NSYM] = nsym
         if len(self._arena) < n:
+            used = int(self._meta[M_ORDER_HW])
             self._arena = _grow(self._arena, n)
-            self._arena_ext = _grow(self._arena_ext, len(self._arena))
+            self._arena_ext = _grow_cold(self._arena_ext, self._arena, used, len(self._arena))
         nlevels = int(level_count.sum() + stop_level_count.sum())
         if len(self._levels) < nlevels:
             self._levels = _grow(self._levels, nlevels)

@@ -32,7 +32,7 @@ from .kernels import (
 from .order_index import index_find, index_home
 from .prefetch import prefetch
 
-__all__ = ["EngineState", "GROW_STATUSES", "grow_array", "zeros_aligned",
+__all__ = ["EngineState", "GROW_STATUSES", "grow_array", "grow_cold_rows", "zeros_aligned",
            "OK", "NEED_OUTPUT", "NEED_ORDERS", "NEED_LEVELS", "NEED_INDEX", "NEED_LADDER",
            "NEED_EXPIRY",
            "M_SEQ", "M_NEED_FILLS", "M_NEED_L2", "M_NEED_EVENTS",
@@ -71,6 +71,23 @@ def zeros_aligned(n: int, dtype: np.dtype) -> np.ndarray:
     buf = np.zeros(n * dtype.itemsize + CACHE_LINE, dtype=np.uint8)
     skip = -buf.ctypes.data % CACHE_LINE
     return buf[skip: skip + n * dtype.itemsize].view(dtype)
+
+
+def grow_cold_rows(arena_ext: np.ndarray, arena: np.ndarray, used: int, rows: int) -> np.ndarray:
+    """Return ``arena_ext`` (ARENA_EXT_DTYPE) resized to ``rows`` rows, its first row on a cache
+    line: a copy when any of the first ``used`` slots of ``arena`` has ``marks`` set, else fresh
+    zeroed rows.
+
+    Why: an ext row is read only where its slot's marks say it applies, so with no marked slot
+    the old rows are stale and need no copy, and fresh rows are pages the OS maps only when an
+    order with cold fields first writes one. A flow of plain limit orders then never faults
+    in, copies or zeroes them: a third of the order slots' bytes (docs/benchmarks.md, Growth).
+    """
+    new = zeros_aligned(rows, arena_ext.dtype)
+    used = min(used, len(arena), len(arena_ext), rows)
+    if used and arena["marks"][:used].any():
+        new[:used] = arena_ext[:used]
+    return new
 
 
 def grow_array(arr: np.ndarray, at_least: int) -> np.ndarray:

@@ -111,3 +111,18 @@ def test_smoke_mode_shrinks_sizes_and_moves_reports_out_of_the_checkout(tmp_path
     assert _smoke.scaled(1_000_000, 10) == 10 and _smoke.scaled(3, 10) == 3
     assert _smoke.out_path("benchmarks/results/x.json") == tmp_path / "smoke" / "x.json"
     assert _smoke.results_path("store.json").parent.is_dir()
+
+
+def test_a_cut_peer_is_checked_and_timed_on_its_cut_only():
+    flow = compare.seeded_flow(3_000)
+    wl = Workload("tiny", "match", [flow, flow[:1_000]], "seeded flow, 3,000 + 1,000 messages")
+    model, wrong = ReferenceModel(), DropsCancels()
+    got = compare.run_compare([wl], [model, wrong], rounds=1, log=lambda s: None,
+                              cuts={model.name: 1_500, wrong.name: 1_500})
+    row = _row(got, model.name)
+    # the first segment is cut to 1,500, the second (1,000) is kept whole
+    assert row["agrees"] and row["messages"] == 2_500 and "first 1,500" in row["agreement"]
+    assert row["msgs_per_s"] == pytest.approx(2_500 / row["seconds"][0])
+    assert not _row(got, wrong.name)["agrees"]      # a wrong peer still disagrees on the cut
+    assert _row(got, "exsim")["messages"] == 4_000
+    assert compare.cut_workload(wl, 5_000) is wl and compare.cut_workload(wl, None) is wl
