@@ -312,6 +312,10 @@ def markdown(report: dict) -> str:
     for s in report["storage"]:
         lines.append(f"| {s['rows_of']} | {s['rows']:,} | {s['exsim_zstd_bytes_per_row']:.2f} "
                      f"| {s['parquet_zstd_bytes_per_row']:.2f} | {s['ratio_to_parquet']:.2f} |")
+    load = [f"at the {k}: {', '.join(f'{x:.2f}' for x in report[f'load_{k}'])}"
+            for k in ("start", "end") if report.get(f"load_{k}")]
+    if load:
+        lines += ["", f"Load average (1, 5, 15 min) {'; '.join(load)}."]
     lines += ["", f"Command: `{report['command']}`"]
     return "\n".join(lines)
 
@@ -417,6 +421,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     from benchmarks.bench_engine import first_call_seconds, machine
 
+    load_start = list(os.getloadavg())
     first = first_call_seconds()
     t0 = time.perf_counter()
     workloads, seeded = build_workloads(args.messages, binance="l2-binance" in args.workloads)
@@ -437,7 +442,8 @@ def main(argv: list[str] | None = None) -> dict:
               "workloads": [{"name": w.name, "kind": w.kind, "messages": w.messages,
                              "description": w.description} for w in workloads],
               **result, "storage": storage(seeded["result"], binance),
-              "wall_seconds": time.perf_counter() - t0}
+              "wall_seconds": time.perf_counter() - t0,
+              "load_start": load_start, "load_end": list(os.getloadavg())}
     out = Path(args.out)
     if args.update:
         report = merge_reports(json.loads(out.read_text()), report)
