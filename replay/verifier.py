@@ -564,8 +564,8 @@ def verify(data_dir, *, progress: bool = False, max_violations: int = 1000,
     Reads one symbol at a time (all four tables), at most ``chunk`` seqs at a time (short
     ranges first, see ``_ranges``), and checks it with the independent kernel while a worker
     thread reads the next range; then checks run-wide that every seq is stored once and trade
-    ids are consecutive. ``threads`` (None: the cores this process may use, at most
-    ``replay.verifier_split.MAX_THREADS``): the seq blocks between stored checkpoints are
+    ids are consecutive. ``threads`` (None: ``replay.verifier_split.default_threads()``, the cores this process
+    may use less one for the reader, at most ``MAX_THREADS``): the seq blocks between stored checkpoints are
     checked on that many threads and folded into the report one serial walk gives, the same
     for every thread count (``replay.verifier_split``); ``report.split`` says how the work
     was split. Raises UsageError for chunk < 1 or threads < 1, StoreError if ``data_dir`` is

@@ -52,12 +52,17 @@ _WINDOW = 1 << 16   # seqs read back from a block's start for the symbol's last 
 
 
 def default_threads() -> int:
-    """The number of cores this process may use, at most MAX_THREADS."""
+    """Return the checking threads ``verify`` uses by default: the cores this process may use
+    less one, at least 1 and at most MAX_THREADS.
+
+    Why one less: the reader thread decoding the next range takes a core of its own. On the
+    2-core VM two checking threads beside it made verify 0.83x as fast as one (bench_replay,
+    10 M messages, docs/benchmarks.md Replay)."""
     try:
         n = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         n = os.cpu_count() or 1
-    return max(1, min(n, MAX_THREADS))
+    return max(1, min(n - 1, MAX_THREADS))
 
 
 def read_range(source, sid: int, lo: int, hi: int) -> dict:

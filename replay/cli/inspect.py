@@ -91,8 +91,8 @@ def register(sub, parents, formatter) -> None:
                    help="print at most N violations (default: %(default)s; 0: all)")
     p.add_argument("--threads", type=_positive_int, default=None, metavar="N",
                    help="check the seq blocks between stored checkpoints on N threads (default: "
-                        "the cores this process may use, at most 8); the report is the same "
-                        "for every N")
+                        "the cores this process may use less one for the reader, at least 1, "
+                        "at most 8); the report is the same for every N")
     p.set_defaults(func=cmd_verify)
 
     p = sub.add_parser(

@@ -177,3 +177,12 @@ def test_blocks_cut_at_checkpoints_cover_every_seq_once(cuts, n, want):
     assert got == want
     assert got[0][0] == 1 and got[-1][1] == 100
     assert all(b[0] == a[1] + 1 for a, b in zip(got, got[1:]))
+
+
+@pytest.mark.parametrize("cores,expected", [(1, 1), (2, 1), (4, 3), (9, 8), (32, 8)])
+def test_default_threads_leave_a_core_to_the_reader(monkeypatch, cores, expected):
+    from replay import verifier_split
+
+    monkeypatch.setattr(verifier_split.os, "sched_getaffinity", lambda pid: set(range(cores)),
+                        raising=False)
+    assert verifier_split.default_threads() == expected
