@@ -960,6 +960,19 @@ def _levels_full(levels, meta, k):
 
 
 @njit(cache=True, _nrt=False, inline="always")
+def _room_for_one_order(arena, levels, index, meta):
+    """Return OK if the arena, the level table and the order index can take one more order
+    (and its level), else the first of them that must grow."""
+    if meta[M_FREE_ORDER] < 0 and meta[M_ORDER_HW] >= len(arena):
+        return NEED_ORDERS
+    if _levels_full(levels, meta, 1):
+        return NEED_LEVELS
+    if 2 * (meta[M_INDEX_COUNT] + 1) > len(index):
+        return NEED_INDEX
+    return OK
+
+
+@njit(cache=True, _nrt=False, inline="always")
 def _room(m, arena, levels, index, books, ladder_levels, meta, symbols, stops, expiry, fills, l2,
           events, cnt):
     """Return OK if every array can take this message's worst case, else what must grow.
@@ -1005,12 +1018,9 @@ def _room(m, arena, levels, index, books, ladder_levels, meta, symbols, stops, e
             is_market = False
             pending = r >= 0 and (arena[r].marks & MARK_PENDING) != 0
         if side <= _SELL:
-            if meta[M_FREE_ORDER] < 0 and meta[M_ORDER_HW] >= len(arena):
-                return NEED_ORDERS
-            if _levels_full(levels, meta, 1):
-                return NEED_LEVELS
-            if 2 * (meta[M_INDEX_COUNT] + 1) > len(index):
-                return NEED_INDEX
+            status = _room_for_one_order(arena, levels, index, meta)
+            if status != OK:
+                return status
             if m.kind == Kind.NEW and m.tif >= _DAY and meta[M_EXPIRY_N] >= len(expiry):
                 return NEED_EXPIRY
             own = sym * 2 + side
@@ -1184,12 +1194,9 @@ def _rest_plain(m, seq, arena, arena_ext, levels, index, books, ladder_keys, lad
     sym = np.int64(m.symbol)
     side = np.int64(m.side)
     b = sym * 2 + side
-    if meta[M_FREE_ORDER] < 0 and meta[M_ORDER_HW] >= len(arena):
-        return NEED_ORDERS
-    if _levels_full(levels, meta, 1):
-        return NEED_LEVELS
-    if 2 * (meta[M_INDEX_COUNT] + 1) > len(index):
-        return NEED_INDEX
+    status = _room_for_one_order(arena, levels, index, meta)
+    if status != OK:
+        return status
     if books[b].n >= books[b].cap:
         meta[M_NEED_BOOK] = b
         return NEED_LADDER
