@@ -227,7 +227,7 @@ def main(argv=None) -> int:
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--out", default=None, help="JSON report (default: benchmarks/results/local/replay.json; the committed one: --out benchmarks/results/replay.json)")
     ap.add_argument("--threads", type=int, default=None,
-                    help="verify's threads (default: verify's own, the cores up to 8)")
+                    help="verify's threads (default: verify's own, the cores less one, 1 to 8)")
     ap.add_argument("--rerun-only", action="store_true",
                     help="time only the engine and the reruns (no book_at, no verify)")
     ap.add_argument("--book-at-only", action="store_true",
