@@ -71,10 +71,16 @@ class OutputBuffers:
     __slots__ = ("fills", "l2", "events")
 
     def __init__(self, n_messages: int = 0):
+        fills, l2, events = self.sizes(n_messages)
+        self.fills = np.zeros(fills, FILL_DTYPE)
+        self.l2 = np.zeros(l2, L2_DTYPE)
+        self.events = np.zeros(events, EVENT_DTYPE)
+
+    @staticmethod
+    def sizes(n_messages: int) -> tuple[int, int, int]:
+        """Return the (fills, L2, events) rows ``OutputBuffers(n_messages)`` allocates."""
         n = max(int(n_messages), 0)
-        self.fills = np.zeros(n // 2 + 1024, FILL_DTYPE)
-        self.l2 = np.zeros(n + n // 2 + 1024, L2_DTYPE)
-        self.events = np.zeros(2 * n + n // 2 + 1024, EVENT_DTYPE)
+        return n // 2 + 1024, n + n // 2 + 1024, 2 * n + n // 2 + 1024
 
 
 @runtime_checkable

@@ -46,7 +46,7 @@ from .schema import (
     CHECKPOINT_DTYPE, EVENT_DTYPE, FILL_DTYPE, L2_DTYPE, ORDER_DTYPE, Flag, Kind, OrderType,
     Phase, Side, Tif,
 )
-from .state import OK, grow_array as _grow
+from .state import OK, grow_array as _grow, zeros_aligned
 
 __all__ = ["ShardedEngine", "MAX_THREADS"]
 
@@ -78,6 +78,16 @@ class _Shard:
         self.log = np.zeros((64, sk.LOG_COLS), np.int64)
         self.ctl = np.zeros(3, np.int64)     # position, own message, log rows
 
+    def _reserve(self, n_own: int) -> None:
+        """Give each output buffer the room ``OutputBuffers(n_own)`` has: a shard's buffers
+        start empty, and growing them by doubling inside the walk costs a kernel exit, a copy
+        and the GIL each time (the shards then wait on each other). The rows of the previous
+        batch are merged already, so nothing is copied."""
+        sized = OutputBuffers.sizes(n_own)
+        for name, rows in zip(("fills", "l2", "events"), sized):
+            if len(getattr(self, name)) < rows:
+                setattr(self, name, zeros_aligned(rows, getattr(self, name).dtype))
+
     def run(self, orders: np.ndarray, owner: np.ndarray, k: int, owners: np.ndarray) -> None:
         """Match shard ``k``'s part of ``orders`` (its messages and its deadlines), growing what
         the kernels ask for; leaves the rows in the shard's buffers and marks its messages in
@@ -90,6 +100,7 @@ class _Shard:
         own, ownpos, ctl, cnt = self.own, self.ownpos, self.ctl, self.cnt
         n_own, latest = sk.split(orders, owner, k, own, ownpos, owners)
         self.n_own = n_own
+        self._reserve(n_own)
         eng = self.engine
         meta = eng._meta
         meta[M_SEQ] = 0

@@ -17,6 +17,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from conftest import make_book, random_flow, split  # noqa: E402
 
 from exchange import Engine, EngineProtocol, OutputBuffers  # noqa: E402
+from exchange.schema import Kind, Side  # noqa: E402
 from exchange import checkpoint as ckpt  # noqa: E402
 from exchange import state as S  # noqa: E402
 from exchange.errors import CorruptionError, UsageError  # noqa: E402
@@ -69,6 +70,26 @@ def test_grow_ladder_and_refusals():
     assert S.GROW_STATUSES == {S.NEED_ORDERS, S.NEED_LEVELS, S.NEED_INDEX, S.NEED_LADDER,
                                S.NEED_EXPIRY}
     assert S.OK == 0 and S.NEED_OUTPUT not in S.GROW_STATUSES
+
+
+def test_a_ladder_outgrowing_its_first_levels_grows_once_to_128():
+    """A book starts with room for 8 price levels a side; the first growth takes it to 128
+    (each growth is a kernel exit, so 100 levels cost one, not four), later ones double."""
+    eng = Engine()
+    eng.add_symbol("X")
+
+    def bids(first, count):
+        return np.concatenate([Engine._message_fields(Kind.NEW, 0, first + i, 1000 + first + i,
+                                                      1, first + i, side=Side.BUY)
+                               for i in range(count)])
+
+    eng.process(bids(1, 8))
+    assert int(eng.state.books[0]["cap"]) == 8
+    eng.process(bids(9, 1))
+    assert int(eng.state.books[0]["cap"]) == 128
+    eng.process(bids(10, 120))
+    assert int(eng.state.books[0]["cap"]) == 256
+    assert len(eng.depth("X", 200)[0]) == 129
 
 
 def test_backtest_statuses_do_not_reuse_the_engines_codes():

@@ -197,6 +197,26 @@ def test_large_uniform_batches_match_on_the_pool():
     assert many.checkpoint() == one.checkpoint()
 
 
+def test_a_shards_output_buffers_are_sized_for_its_messages_before_matching(monkeypatch):
+    """A shard's buffers start empty: growing them by doubling inside the walk cost a kernel
+    exit and a copy under the GIL each time, so ``run`` sizes them as ``OutputBuffers`` would
+    first and an ordinary batch grows none of them."""
+    from scenarios.generators.uniform import uniform_flow
+
+    flow = uniform_flow(n=2 * shards.PARALLEL_MIN, n_symbols=5, seed=4)
+    one, many = Engine(), Engine(threads=2)
+    for eng in (one, many):
+        for s in range(5):
+            eng.add_symbol(f"S{s}")
+    grown = []
+    real_grow = shards._grow
+    monkeypatch.setattr(shards, "_grow", lambda a, n: grown.append(n) or real_grow(a, n))
+    assert outputs(many.process(flow)) == outputs(one.process(flow))
+    assert grown == []
+    for sh in many._shards:
+        assert [len(sh.fills), len(sh.l2), len(sh.events)] >= list(OutputBuffers.sizes(sh.n_own))
+
+
 def test_the_per_order_calls_match_the_single_engine():
     one, many = Engine(), Engine(threads=3)
     for eng in (one, many):
