@@ -13,7 +13,10 @@ Workloads:
 Each run builds a fresh engine and feeds the workload in batches (default 65,536 messages) with
 fills, L2 updates and events all emitted. "reused" keeps the output buffers between batches
 (``process(out=OutputBuffers)``: what the journal does); "fresh" allocates new outputs per batch;
-"no prefetch" turns the kernel's software prefetch off. Variants run in interleaved rounds. The
+"no prefetch" turns the kernel's software prefetch off; "prefetch always" prefetches on every
+batch (``prefetch_tuning = False``), where the default lets the engine time prefetching on and
+off now and then and keep the faster (exchange.prefetch_tuning). Variants run in interleaved
+rounds. The
 first call of the process (numba compile, or loading the on-disk cache) is timed apart.
 Figures are medians of ``--runs`` runs. Prints a markdown table and writes JSON.
 
@@ -121,13 +124,18 @@ def in_dtype(flow: np.ndarray, dtype: np.dtype) -> np.ndarray:
 
 
 def run_once(flow: np.ndarray, n_symbols: int, batch: int, reuse: bool,
-             prefetch: int | None = None, package=None, threads: int = 1) -> dict:
+             prefetch: int | str | None = None, package=None, threads: int = 1) -> dict:
     """Feed ``flow`` to a fresh engine of ``package`` (default: this ``exchange``; ``threads``
-    its thread count) in batches; return timing and output counts."""
+    its thread count) in batches; return timing and output counts. ``prefetch``: None the
+    engine's default (prefetching chosen by timing), an int the prefetch distance, "always"
+    the default distance with the timed choice off."""
     engine_cls = Engine if package is None else package.Engine
     buffers = OutputBuffers if package is None else package.OutputBuffers
     eng = engine_cls() if threads == 1 else engine_cls(threads=threads)
-    if prefetch is not None:
+    if prefetch == "always":     # the default distance on every batch, no timed choice
+        if hasattr(eng, "prefetch_tuning"):
+            eng.prefetch_tuning = False
+    elif prefetch is not None:
         eng.prefetch_distance = prefetch
     for s in range(n_symbols):
         eng.add_symbol(f"S{s}")
@@ -304,7 +312,8 @@ def main(argv: list[str] | None = None) -> dict:
     for name, (flow, nsym) in workloads.items():
         # interleaved rounds, so machine noise hits every variant alike
         variants = [("reused", True, None, None, flow), ("fresh", False, None, None, flow),
-                    ("reused, no prefetch", True, 0, None, flow)]
+                    ("reused, no prefetch", True, 0, None, flow),
+                    ("reused, prefetch always", True, "always", None, flow)]
         with_baseline = baseline is not None and name != "venue"
         if with_baseline:
             variants.append(("reused, baseline", True, None, baseline,

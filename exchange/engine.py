@@ -24,6 +24,7 @@ import hashlib
 import math
 import numbers
 import struct
+import time
 import weakref
 
 import numpy as np
@@ -40,6 +41,7 @@ from .checkpoint import MAX_ORDERS as _MAX_ORDERS
 from .checkpoint import positive_number as _positive_number
 from .errors import CorruptionError, UsageError
 from .order_index import index_find, new_index, rehash_into
+from . import prefetch_tuning as _tuning
 from .protocol import OutputBuffers, Result
 from .symbol_options import OPTIONS as _OPTIONS
 from .symbol_options import PHASE_OPTIONS as _PHASE_OPTIONS
@@ -284,6 +286,7 @@ class Engine:
         self._options: list[dict] = []   # each symbol's options in symbol_options' normal form
         self._next_auto_id = 1
         self.prefetch_distance = 16  # messages; 0 turns prefetching off (results identical)
+        self._prefetch_tuner = _tuning.PrefetchTuner()   # None: always prefetch_distance
         # small out=None calls' outputs: [fills, l2, events, cnt], made at the first such call
         self._roll = None
         self._row = None               # the one-row message the per-order calls pack
@@ -505,12 +508,39 @@ class Engine:
             out = OutputBuffers(len(orders))
         elif not isinstance(out, OutputBuffers):
             raise UsageError(f"process(out=...) takes an OutputBuffers; got {type(out).__name__}")
-        fills, l2, events = out.fills, out.l2, out.events
         cnt = self._cnt
         cnt.fill(0)
+        ahead = self.prefetch_distance
+        tuner = self._prefetch_tuner
+        if tuner is not None and len(orders) >= _tuning.MIN_BATCH and type(ahead) is int \
+                and ahead > 0:
+            cut = tuner.plan(len(orders))
+            if cut:
+                took = [0, 0]     # kernel ns of the slices with prefetching, without
+                for k, on in enumerate(tuner.trial_order()):
+                    took[not on] += self._match(orders[k * cut: (k + 1) * cut], out, cnt,
+                                                ahead if on else 0)
+                tuner.result(*took)
+                orders = orders[4 * cut:]
+            if not tuner.prefetching:
+                ahead = 0
+        self._match(orders, out, cnt, ahead)
+        b0, b1, b2 = cnt.tolist()
+        return _new_tuple(Result, (out.fills[:b0], out.l2[:b1], out.events[:b2]))
+
+    def _match(self, orders: np.ndarray, out: OutputBuffers, cnt: np.ndarray, ahead) -> int:
+        """Run ``process_batch`` over ``orders`` with prefetch distance ``ahead``, writing
+        ``out``'s arrays from the rows ``cnt`` counts (growing the engine's state and ``out``'s
+        arrays as the kernel asks); return the ns spent in the kernel (``_prefetch_tuner``'s
+        clock; growth is not counted)."""
+        fills, l2, events = out.fills, out.l2, out.events
+        clock = self._prefetch_tuner.clock if self._prefetch_tuner is not None \
+            else time.perf_counter_ns
         call = self._caller(orders, fills, l2, events)
+        t0 = clock()
         status, start = call(orders, 0, *(self._state_args or self._cache_state()), fills, l2,
-                             events, cnt, self.prefetch_distance)
+                             events, cnt, ahead)
+        took = clock() - t0
         if status != kernels.OK:
             while status != kernels.OK:
                 if status == kernels.NEED_OUTPUT:
@@ -520,11 +550,12 @@ class Engine:
                     call = self._caller(orders, fills, l2, events)
                 else:
                     self.grow(status)
+                t0 = clock()
                 status, start = call(orders, start, *(self._state_args or self._cache_state()),
-                                     fills, l2, events, cnt, self.prefetch_distance)
+                                     fills, l2, events, cnt, ahead)
+                took += clock() - t0
             out.fills, out.l2, out.events = fills, l2, events
-        b0, b1, b2 = cnt.tolist()
-        return _new_tuple(Result, (fills[:b0], l2[:b1], events[:b2]))
+        return took
 
     def _process_small(self, orders: np.ndarray) -> Result:
         """``process(orders)`` of a small batch, without ``out``: the outputs go to the engine's
@@ -644,7 +675,24 @@ class Engine:
         # call): two engines writing one set would overwrite each other's Results
         d = dict(self.__dict__)
         d["_roll"] = d["_state_args"] = d["_tail"] = d["_row"] = d["_checked"] = None
+        if d.get("_prefetch_tuner") is not None:    # timings of this machine and run only
+            d["_prefetch_tuner"] = _tuning.PrefetchTuner()
         return d
+
+    @property
+    def prefetch_tuning(self) -> bool:
+        """Whether batches of at least ``prefetch_tuning.MIN_BATCH`` messages time prefetching
+        on and off now and then and keep the faster (``exchange.prefetch_tuning``; default
+        True). False: every batch prefetches ``prefetch_distance`` messages ahead. Either way
+        the outputs are the same bytes."""
+        return self._prefetch_tuner is not None
+
+    @prefetch_tuning.setter
+    def prefetch_tuning(self, on: bool) -> None:
+        if not _is_bool(on):
+            raise UsageError(f"prefetch_tuning must be a bool; got {on!r}")
+        if bool(on) != (self._prefetch_tuner is not None):
+            self._prefetch_tuner = _tuning.PrefetchTuner() if on else None
 
     # ---------------------------------------------------------------- the state arrays
     @property

@@ -235,6 +235,19 @@ class ShardedEngine:
         for e in self._engines():
             e.prefetch_distance = value
 
+    @property
+    def prefetch_tuning(self) -> bool:
+        """False: the shards always prefetch ``prefetch_distance`` messages ahead (the timed
+        choice of ``Engine.prefetch_tuning`` is not made per shard)."""
+        return False
+
+    @prefetch_tuning.setter
+    def prefetch_tuning(self, on: bool) -> None:
+        if on is not False:
+            raise UsageError("prefetch_tuning: an engine with threads > 1 always prefetches "
+                             f"prefetch_distance messages ahead (set that to 0 to turn it "
+                             f"off); got {on!r}")
+
     def config(self) -> dict:
         """``Engine.config()``: the options and symbols (not ``threads``, how it runs)."""
         return self._shards[0].engine.config()

@@ -1,0 +1,169 @@
+"""``Engine.prefetch_tuning`` (exchange.prefetch_tuning): large batches time prefetching on and
+off now and then and keep the faster. What a user relies on: the outputs and the state are the
+same bytes whatever is chosen and whatever the clock reads; the choice follows the timings; the
+option is a documented bool."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from exchange import Engine, OutputBuffers, UsageError
+from exchange import prefetch_tuning as T
+
+
+def uniform(n, symbols=3, seed=11):
+    from scenarios.generators.uniform import uniform_flow
+
+    return uniform_flow(n=n, n_symbols=symbols, seed=seed)
+
+
+def engine(symbols=3, **kwargs):
+    eng = Engine(**kwargs)
+    for s in range(symbols):
+        eng.add_symbol(f"S{s}")
+    return eng
+
+
+class PrefetchCostsClock:
+    """A clock under which every kernel call costs ``with_cost`` ns when it prefetches and
+    ``without_cost`` when it does not: it reads the prefetch distance ``Engine._match`` is
+    running with from its caller's frame, and each call pair (before, after) spans one cost."""
+
+    def __init__(self, with_cost, without_cost):
+        self.costs = (without_cost, with_cost)
+        self.now = 0
+        self.reads = 0
+        self.aheads = []     # the prefetch distance of every kernel call timed
+
+    def __call__(self):
+        ahead = sys._getframe(1).f_locals["ahead"]
+        self.reads += 1
+        if self.reads % 2:      # a call's first read: its cost passes before the second
+            self.aheads.append(ahead)
+            t = self.now
+            self.now += self.costs[ahead > 0]
+            return t
+        return self.now
+
+
+def outputs(res):
+    return [a.tobytes() for a in res]
+
+
+def run(eng, flow, batch, out=None):
+    got = []
+    for lo in range(0, len(flow), batch):
+        got.append(outputs(eng.process(flow[lo: lo + batch], out=out)))
+    return got
+
+
+@pytest.mark.parametrize("with_cost,without_cost", [(100, 50), (50, 100), (100, 100)])
+def test_the_outputs_are_the_same_bytes_whatever_the_clock_says(with_cost, without_cost):
+    flow = uniform(8 * T.MIN_BATCH)
+    plain = engine()
+    plain.prefetch_tuning = False
+    tuned = engine()
+    tuned._prefetch_tuner.clock = PrefetchCostsClock(with_cost, without_cost)
+    off = engine()
+    off.prefetch_distance = 0
+    want = run(plain, flow, T.MIN_BATCH)
+    assert run(tuned, flow, T.MIN_BATCH) == want
+    assert run(off, flow, T.MIN_BATCH, out=OutputBuffers(100)) == want
+    assert tuned.checkpoint() == plain.checkpoint() == off.checkpoint()
+    assert tuned.state_hash() == plain.state_hash()
+
+
+def test_prefetching_is_turned_off_when_it_is_slower_and_back_on_when_it_is_faster():
+    flow = uniform(40 * T.MIN_BATCH)
+    eng = engine()
+    tuner = eng._prefetch_tuner
+    assert tuner.prefetching
+    tuner.clock = PrefetchCostsClock(with_cost=130, without_cost=100)
+    run(eng, flow[: 8 * T.MIN_BATCH], T.MIN_BATCH)
+    assert not tuner.prefetching
+    clock = tuner.clock
+    del clock.aheads[:]
+    run(eng, flow[8 * T.MIN_BATCH: 9 * T.MIN_BATCH], T.MIN_BATCH)    # large batch 9: no trial
+    assert clock.aheads and set(clock.aheads) == {0}     # (more than one call if it grows)
+    tuner.clock = PrefetchCostsClock(with_cost=100, without_cost=130)
+    run(eng, flow[9 * T.MIN_BATCH:], T.MIN_BATCH)   # trials at large batches 16 and 32
+    assert tuner.prefetching
+    assert tuner.clock.aheads[-1] == eng.prefetch_distance
+
+
+def test_prefetching_stays_on_when_the_difference_is_within_the_margin():
+    eng = engine()
+    eng._prefetch_tuner.clock = PrefetchCostsClock(with_cost=101, without_cost=100)
+    run(eng, uniform(8 * T.MIN_BATCH), T.MIN_BATCH)
+    assert eng._prefetch_tuner.prefetching
+
+
+def test_small_batches_are_never_tried():
+    eng = engine()
+    clock = eng._prefetch_tuner.clock = PrefetchCostsClock(100, 50)
+    run(eng, uniform(4 * T.MIN_BATCH), T.MIN_BATCH // 2)
+    assert eng._prefetch_tuner.prefetching and eng._prefetch_tuner._large == 0
+    assert clock.reads > 0       # timed as always, but no trial ran
+
+
+def test_trials_run_at_large_batches_1_2_4_8_16_32_then_every_32nd():
+    tuner = T.PrefetchTuner()
+    assert tuner.plan(T.MIN_BATCH - 1) == 0
+    tried = [k for k in range(1, 200) if tuner.plan(T.MIN_BATCH)]
+    assert tried == [1, 2, 4, 8, 16, 32, 64, 96, 128, 160, 192]
+    tuner = T.PrefetchTuner()
+    assert tuner.plan(T.MIN_BATCH) == max(T.SLICE_MIN, T.MIN_BATCH // 16)
+    assert tuner.plan(10 ** 6) == T.SLICE_MAX
+
+
+def test_a_trials_slices_alternate_their_order():
+    tuner = T.PrefetchTuner()
+    first, second = tuner.trial_order(), tuner.trial_order()
+    assert sorted(first) == sorted(second) == [False, False, True, True]
+    assert first == tuple(not x for x in second) and first[0] == first[3]
+
+
+def test_the_choice_is_the_median_of_the_latest_trials():
+    tuner = T.PrefetchTuner()
+    assert tuner.result(100, 50) is False     # ratios (ns without / ns with): 0.5
+    assert tuner.result(100, 200) is True     # 0.5, 2: median 1.25
+    assert tuner.result(100, 40) is False     # 0.5, 2, 0.4: median 0.5
+    assert tuner.result(0, 100) is False      # a trial that took no time is ignored
+    for _ in range(T.TRIALS):
+        tuner.result(100, 110)
+    assert tuner.prefetching and tuner._ratios == [1.1] * T.TRIALS   # only the latest count
+
+
+def test_prefetch_tuning_is_a_bool_option():
+    eng = engine()
+    assert eng.prefetch_tuning is True
+    eng.prefetch_tuning = False
+    assert eng.prefetch_tuning is False and eng._prefetch_tuner is None
+    eng.prefetch_tuning = True
+    assert eng.prefetch_tuning is True
+    for bad in (1, "yes", None):
+        with pytest.raises(UsageError, match="prefetch_tuning must be a bool"):
+            eng.prefetch_tuning = bad
+
+
+def test_an_engine_on_threads_always_prefetches():
+    eng = Engine(threads=2)
+    assert eng.prefetch_tuning is False
+    eng.prefetch_tuning = False
+    with pytest.raises(UsageError, match="threads > 1 always prefetches"):
+        eng.prefetch_tuning = True
+
+
+def test_a_copied_engine_starts_its_own_trials():
+    import copy
+
+    eng = engine()
+    eng._prefetch_tuner.clock = PrefetchCostsClock(130, 100)
+    run(eng, uniform(4 * T.MIN_BATCH), T.MIN_BATCH)
+    assert not eng._prefetch_tuner.prefetching
+    twin = copy.deepcopy(eng)
+    assert twin._prefetch_tuner.prefetching and twin._prefetch_tuner._large == 0
+    flow = uniform(2 * T.MIN_BATCH, seed=12)
+    assert run(twin, flow, T.MIN_BATCH) == run(eng, flow, T.MIN_BATCH)
