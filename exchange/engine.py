@@ -24,7 +24,6 @@ import hashlib
 import math
 import numbers
 import struct
-import time
 import weakref
 
 import numpy as np
@@ -519,7 +518,7 @@ class Engine:
                 took = [0, 0]     # kernel ns of the slices with prefetching, without
                 for k, on in enumerate(tuner.trial_order()):
                     took[not on] += self._match(orders[k * cut: (k + 1) * cut], out, cnt,
-                                                ahead if on else 0)
+                                                ahead if on else 0, tuner.clock)
                 tuner.result(*took)
                 orders = orders[4 * cut:]
             if not tuner.prefetching:
@@ -528,19 +527,18 @@ class Engine:
         b0, b1, b2 = cnt.tolist()
         return _new_tuple(Result, (out.fills[:b0], out.l2[:b1], out.events[:b2]))
 
-    def _match(self, orders: np.ndarray, out: OutputBuffers, cnt: np.ndarray, ahead) -> int:
+    def _match(self, orders: np.ndarray, out: OutputBuffers, cnt: np.ndarray, ahead,
+               clock=None) -> int:
         """Run ``process_batch`` over ``orders`` with prefetch distance ``ahead``, writing
         ``out``'s arrays from the rows ``cnt`` counts (growing the engine's state and ``out``'s
-        arrays as the kernel asks); return the ns spent in the kernel (``_prefetch_tuner``'s
-        clock; growth is not counted)."""
+        arrays as the kernel asks); return the ns ``clock`` saw spent in the kernel (growth not
+        counted; 0 without a clock)."""
         fills, l2, events = out.fills, out.l2, out.events
-        clock = self._prefetch_tuner.clock if self._prefetch_tuner is not None \
-            else time.perf_counter_ns
         call = self._caller(orders, fills, l2, events)
-        t0 = clock()
+        t0 = clock() if clock else 0
         status, start = call(orders, 0, *(self._state_args or self._cache_state()), fills, l2,
                              events, cnt, ahead)
-        took = clock() - t0
+        took = clock() - t0 if clock else 0
         if status != kernels.OK:
             while status != kernels.OK:
                 if status == kernels.NEED_OUTPUT:
@@ -550,10 +548,10 @@ class Engine:
                     call = self._caller(orders, fills, l2, events)
                 else:
                     self.grow(status)
-                t0 = clock()
+                t0 = clock() if clock else 0
                 status, start = call(orders, start, *(self._state_args or self._cache_state()),
                                      fills, l2, events, cnt, ahead)
-                took += clock() - t0
+                took += clock() - t0 if clock else 0
             out.fills, out.l2, out.events = fills, l2, events
         return took
 
