@@ -56,15 +56,18 @@ _PHASE = int(Kind.PHASE)
 
 
 @njit(cache=True, _nrt=False, nogil=True)
-def split(msgs, owner, shard, own, ownpos, owners):
+def split(msgs, owner, shard, own, ownpos, owners, banded):
     """Copy the messages of ``msgs`` that ``shard`` owns into ``own``, their positions into
     ``ownpos``, and mark them ``shard`` in ``owners`` (one entry per message; each shard writes
     its own entries). ``owner[s]`` is symbol s's shard; a message naming no
-    known symbol goes to shard 0 (which rejects it). Returns (how many, the batch's latest
-    ts)."""
+    known symbol goes to shard 0 (which rejects it). ``banded[s]``: symbol s has a dynamic
+    band. Returns (how many, the batch's latest ts, whether any of them may set a deadline:
+    a DAY/GTD NEW, a PHASE message or a message on a banded symbol, what ``_bound_after``
+    looks for)."""
     k = 0
     nsym = len(owner)
     last = np.int64(-_I64_MAX - 1)
+    settable = False
     for i in range(len(msgs)):
         m = msgs[i]
         if m.ts > last:
@@ -76,7 +79,10 @@ def split(msgs, owner, shard, own, ownpos, owners):
             ownpos[k] = i
             owners[i] = shard
             k += 1
-    return k, last
+            if (m.kind == _NEW and (m.tif == _DAY or m.tif == _GTD)) or m.kind == _PHASE \
+                    or (s < nsym and banded[s] != 0):
+                settable = True
+    return k, last, settable
 
 
 @njit(cache=True, _nrt=False, inline="always")

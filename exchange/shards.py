@@ -98,16 +98,22 @@ class _Shard:
             self.own = np.zeros(n, ORDER_DTYPE)
             self.ownpos = np.zeros(n, np.int64)
         own, ownpos, ctl, cnt = self.own, self.ownpos, self.ctl, self.cnt
-        n_own, latest = sk.split(orders, owner, k, own, ownpos, owners)
-        self.n_own = n_own
-        self._reserve(n_own)
         eng = self.engine
         meta = eng._meta
+        n_own, latest, settable = sk.split(orders, owner, k, own, ownpos, owners,
+                                           eng._symbols["dynamic_band_bps"])
+        self.n_own = n_own
+        self._reserve(n_own)
         meta[M_SEQ] = 0
         cnt[:] = 0
         ctl[:] = 0
         ahead = eng.prefetch_distance
         end = -1       # the run of own messages being matched (-1: none)
+        if n_own and not settable and _next_deadline(eng) > latest:
+            # no deadline is due in the batch and none of its messages can set one: all the
+            # shard's messages are one run, and the walk need not look at each
+            ctl[0] = n
+            end = n_own
         while True:
             state = tuple(eng.state)
             if end < 0:
@@ -141,6 +147,17 @@ class _Shard:
 
 
 _PROCESS = None   # process_batch's compiled entry for the shards' argument types
+
+
+def _next_deadline(eng: Engine) -> int:
+    """The earliest ts at which one of ``eng``'s deadlines is due (an expiry or an auction
+    end; the int64 maximum if none): ``shard_kernels._next_deadline`` in Python."""
+    d = (1 << 63) - 1
+    meta = eng._meta
+    if meta[M_EXPIRY_N] > 0:
+        d = int(eng._expiry[0]["expire_ts"])
+    end = int(meta[M_NEXT_END])
+    return min(d, end) if end != 0 else d
 
 
 def _process_entry(args):

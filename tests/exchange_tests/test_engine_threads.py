@@ -197,6 +197,38 @@ def test_large_uniform_batches_match_on_the_pool():
     assert many.checkpoint() == one.checkpoint()
 
 
+@pytest.mark.parametrize("pending", [True, False])
+def test_a_batch_of_plain_messages_runs_the_deadlines_set_before_it(pending):
+    """A shard whose messages in a batch can set no deadline matches them as one run without
+    walking the batch, unless a deadline set earlier falls due inside it: GTD orders rested in
+    one batch expire between the plain messages of the next, on both shards, in the single
+    engine's order (and with ``pending`` False nothing is due and the short way is taken)."""
+    from scenarios.generators.uniform import uniform_flow
+
+    one, many = Engine(), Engine(threads=2)
+    for eng in (one, many):
+        for s in range(4):
+            eng.add_symbol(f"S{s}")
+    first = np.zeros(8, ORDER_DTYPE)
+    first["kind"] = Kind.NEW
+    first["symbol"] = np.arange(8) % 4
+    first["order_id"] = 10_000_000 + np.arange(8)
+    first["side"] = Side.BUY
+    first["price"] = 1
+    first["qty"] = 5
+    first["ts"] = 1 + np.arange(8)
+    first["tif"] = Tif.GTD
+    first["expire_ts"] = (10 ** 18 if not pending else 0) + 2_000 + 37 * np.arange(8)
+    assert outputs(many.process(first)) == outputs(one.process(first))
+    flow = uniform_flow(n=2 * shards.PARALLEL_MIN, n_symbols=4, seed=5)
+    flow["ts"] = flow["ts"] - flow["ts"][0] + 100      # the expiries fall inside this batch
+    got, want = many.process(flow), one.process(flow)
+    assert outputs(got) == outputs(want)
+    expired = (want.events["event"] == Event.CANCELLED) & (want.events["reason"] == Reason.EXPIRED)
+    assert int(expired.sum()) == (8 if pending else 0)
+    assert many.checkpoint() == one.checkpoint()
+
+
 def test_a_shards_output_buffers_are_sized_for_its_messages_before_matching(monkeypatch):
     """A shard's buffers start empty: growing them by doubling inside the walk cost a kernel
     exit and a copy under the GIL each time, so ``run`` sizes them as ``OutputBuffers`` would
