@@ -68,6 +68,7 @@ class _Shard:
                  "ctl")
 
     def __init__(self, engine: Engine):
+        engine.prefetch_tuning = False     # a shard always prefetches (ShardedEngine says why)
         self.engine = engine
         self.own = np.zeros(0, ORDER_DTYPE)
         self.ownpos = np.zeros(0, np.int64)
