@@ -59,7 +59,7 @@ from numba import njit
 from exchange import checkpoint as ckpt
 from exchange.errors import UsageError
 from exchange.schema import CALL_PHASES, DEPTH_DTYPE, Event, Phase, Side
-from store import Reader, journaled_through, read, read_checkpoint
+from store import Reader, journaled_through, read, read_checkpoint, read_columns
 
 from replay.rundir import RunInfo, resolve_symbol, restore, run_info, strip_seq, SEQ_MAX
 
@@ -102,47 +102,86 @@ class BookView:
     indicative: tuple = (0, 0, 0)
 
 
-@njit(cache=True)
-def _apply_l2_kernel(keys0, qty0, cnt0, keys1, qty1, cnt1):
-    # open addressing over key = 2 * price + side (mod 2^64: price <= MAX_PRICE + 1, a BUY
-    # MARKET in a call, so keys are distinct); the last row written for a key is its final state
-    n = keys0.size + keys1.size
+# why a direct table when the prices are close together (every book seen so far): a level's
+# row is then at its price's offset, one store per update and no probing, and the final scan
+# walks the levels in price order; a wider span (a BUY MARKET resting in a call at
+# MAX_PRICE + 1, a sparse book) takes the hash table, whose size follows the row count
+_DIRECT_SLACK = 1 << 16
+
+
+@njit(cache=True, nogil=True)
+def _hash_rows(sides, prices, qty, cnt, buy, mask, kp, ks, used, tq, tc):
+    for i in range(prices.size):
+        p, sd = prices[i], np.uint8(1 if sides[i] == buy else 0)
+        h = ((p * 2 + sd) * 0x9E3779B97F4A7C1) & mask
+        while used[h] and (kp[h] != p or ks[h] != sd):
+            h = (h + 1) & mask
+        used[h], kp[h], ks[h] = 1, p, sd
+        tq[h], tc[h] = qty[i], cnt[i]
+
+
+@njit(cache=True, nogil=True)
+def _final_levels(side0, price0, qty0, cnt0, side1, price1, qty1, cnt1, buy):
+    """The levels left after rows 1 (L2 updates, in order) overwrite rows 0 (a starting
+    book), as (side, price, qty, count) arrays of the levels whose last row has qty != 0.
+    A (side, price) pair's last row is its final state."""
+    n0, n1 = price0.size, price1.size
+    lo, hi = np.int64(0), np.int64(-1)
+    if n0 + n1:
+        lo = price0[0] if n0 else price1[0]
+        hi = lo
+        for i in range(n0):
+            lo, hi = min(lo, price0[i]), max(hi, price0[i])
+        for i in range(n1):
+            lo, hi = min(lo, price1[i]), max(hi, price1[i])
+    if n0 + n1 == 0 or (lo >= 0 and hi - lo < 4 * (n0 + n1) + _DIRECT_SLACK):
+        span = hi - lo + 1
+        tq = np.zeros(2 * span, np.int64)
+        tc = np.zeros(2 * span, np.int64)
+        for i in range(n0):
+            h = 2 * (price0[i] - lo) + (1 if side0[i] == buy else 0)
+            tq[h], tc[h] = qty0[i], cnt0[i]
+        for i in range(n1):
+            h = 2 * (price1[i] - lo) + (1 if side1[i] == buy else 0)
+            tq[h], tc[h] = qty1[i], cnt1[i]
+        m = 0
+        for h in range(2 * span):
+            if tq[h] != 0:
+                m += 1
+        os_, op, oq, oc = (np.empty(m, np.uint8), np.empty(m, np.int64), np.empty(m, np.int64),
+                           np.empty(m, np.int64))
+        j = 0
+        for h in range(2 * span):
+            if tq[h] != 0:
+                os_[j] = buy if h & 1 else 1 - buy
+                op[j], oq[j], oc[j] = lo + h // 2, tq[h], tc[h]
+                j += 1
+        return os_, op, oq, oc
+    # open addressing over (price, side); prices are at most MAX_PRICE + 1 < 2^63
     cap = 16
-    while cap < 2 * n:
+    while cap < 2 * (n0 + n1):
         cap *= 2
     mask = cap - 1
-    tkeys = np.empty(cap, np.int64)
+    kp = np.empty(cap, np.int64)
+    ks = np.empty(cap, np.uint8)
     used = np.zeros(cap, np.uint8)
     tq = np.empty(cap, np.int64)
     tc = np.empty(cap, np.int64)
-    for part in range(2):
-        keys = keys0 if part == 0 else keys1
-        qty = qty0 if part == 0 else qty1
-        cnt = cnt0 if part == 0 else cnt1
-        for i in range(keys.size):
-            k = keys[i]
-            h = (k * 0x9E3779B97F4A7C1) & mask
-            while used[h] and tkeys[h] != k:
-                h = (h + 1) & mask
-            used[h] = 1
-            tkeys[h] = k
-            tq[h] = qty[i]
-            tc[h] = cnt[i]
+    _hash_rows(side0, price0, qty0, cnt0, buy, mask, kp, ks, used, tq, tc)
+    _hash_rows(side1, price1, qty1, cnt1, buy, mask, kp, ks, used, tq, tc)
     m = 0
     for h in range(cap):
         if used[h] and tq[h] != 0:
             m += 1
-    ok = np.empty(m, np.int64)
-    oq = np.empty(m, np.int64)
-    oc = np.empty(m, np.int64)
+    os_, op, oq, oc = (np.empty(m, np.uint8), np.empty(m, np.int64), np.empty(m, np.int64),
+                       np.empty(m, np.int64))
     j = 0
     for h in range(cap):
         if used[h] and tq[h] != 0:
-            ok[j] = tkeys[h]
-            oq[j] = tq[h]
-            oc[j] = tc[h]
+            os_[j] = buy if ks[h] else 1 - buy
+            op[j], oq[j], oc[j] = kp[h], tq[h], tc[h]
             j += 1
-    return ok, oq, oc
+    return os_, op, oq, oc
 
 
 def _depth(prices, qty, count, best_high: bool, depth: int | None) -> np.ndarray:
@@ -156,25 +195,34 @@ def _depth(prices, qty, count, best_high: bool, depth: int | None) -> np.ndarray
     return out
 
 
+def _apply_columns(bids: np.ndarray, asks: np.ndarray, side, price, qty, count,
+                   depth: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """``apply_l2`` on the updates' columns (1-D arrays, one element per L2 row, in order)."""
+    nb = bids.size
+    side0 = np.empty(nb + asks.size, np.uint8)
+    side0[:nb], side0[nb:] = _BUY, 1 - _BUY
+    s, p, q, c = _final_levels(
+        side0, np.concatenate([bids["price"], asks["price"]]).astype(np.int64),
+        np.concatenate([bids["qty"], asks["qty"]]).astype(np.int64),
+        np.concatenate([bids["count"], asks["count"]]).astype(np.int64),
+        np.ascontiguousarray(side, np.uint8), np.ascontiguousarray(price, np.int64),
+        np.ascontiguousarray(qty, np.int64), np.ascontiguousarray(count, np.int32), _BUY)
+    b, a = s == _BUY, s != _BUY
+    return (_depth(p[b], q[b], c[b], True, depth), _depth(p[a], q[a], c[a], False, depth))
+
+
 def apply_l2(bids: np.ndarray, asks: np.ndarray, updates: np.ndarray,
              depth: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Return (bids, asks) after applying L2 ``updates`` (L2 rows, in order) to a starting depth.
 
-    ``bids``/``asks`` are DEPTH_DTYPE arrays of the starting book (any order); the result is
-    DEPTH_DTYPE, best level first, at most ``depth`` levels per side (None: all).
+    ``bids``/``asks`` are DEPTH_DTYPE arrays of the starting book (any order); ``updates``
+    any structured array with L2_DTYPE's side, price, qty and count fields. The result is
+    DEPTH_DTYPE, best level first, at most ``depth`` levels per side (None: all); a level
+    whose last row has qty 0 is gone. Raises nothing of its own (a missing field: KeyError
+    or ValueError from numpy).
     """
-    keys0 = np.concatenate([bids["price"].astype(np.int64) * 2 + _BUY,
-                            asks["price"].astype(np.int64) * 2 + (1 - _BUY)])
-    qty0 = np.concatenate([bids["qty"], asks["qty"]]).astype(np.int64)
-    cnt0 = np.concatenate([bids["count"], asks["count"]]).astype(np.int64)
-    keys1 = updates["price"].astype(np.int64) * 2 + updates["side"].astype(np.int64)
-    k, q, c = _apply_l2_kernel(keys0, qty0, cnt0, keys1, updates["qty"].astype(np.int64),
-                               updates["count"].astype(np.int64))
-    # why unsigned: a BUY MARKET resting in a call stands at MAX_PRICE + 1, whose key passes
-    # 2^63 (the int64 keys wrap; their bit patterns stay distinct, and decode as uint64)
-    side, price = k & 1, (k.view(np.uint64) >> np.uint64(1)).astype(np.int64)
-    b, a = side == _BUY, side != _BUY
-    return (_depth(price[b], q[b], c[b], True, depth), _depth(price[a], q[a], c[a], False, depth))
+    return _apply_columns(bids, asks, updates["side"], updates["price"], updates["qty"],
+                          updates["count"], depth)
 
 
 _DEPTH_CACHE: OrderedDict = OrderedDict()
@@ -362,10 +410,11 @@ def _book_at(reader: Reader, info: RunInfo, symbol, seq, ts, depth, l3) -> BookV
     lo, hi = ck_seq + 1, target
     if hi >= lo:
         # only the L2 blocks after the checkpoint are decoded (their zone maps), of 4 columns
-        updates = read(reader, "l2", symbol=sid, seq=(lo, hi),
-                       columns=["side", "price", "qty", "count"])
+        # (as columns: a structured copy of them would cost about what applying them does)
+        u = read_columns(reader, "l2", symbol=sid, seq=(lo, hi),
+                         columns=["side", "price", "qty", "count"])
+        bids, asks = _apply_columns(bids, asks, u["side"], u["price"], u["qty"], u["count"],
+                                    depth)
     else:
-        updates = np.zeros(0, np.dtype([("side", "u1"), ("price", "<i8"), ("qty", "<i8"),
-                                        ("count", "<i4")]))
-    bids, asks = apply_l2(bids, asks, updates, depth)
+        bids, asks = _apply_columns(bids, asks, *(np.zeros(0, np.int64),) * 4, depth)
     return BookView(target, target_ts, bids, asks, None, name, phase=phase, indicative=indicative)
