@@ -393,12 +393,33 @@ def _need(cols, symbol) -> list:
     return cols if cols and symbol is not None else list(dict.fromkeys(cols + ["seq"]))
 
 
+# rows per step of ``_fill``: 8,192 rows of the widest table (orders, 96 bytes) are 768 KiB,
+# inside L2 while every column is written into them
+_FILL_ROWS = 8192
+
+
 def _fill(parts, cols, dest) -> None:
-    """Copy each part's kept rows of ``cols`` into ``dest[c]`` (1-D, possibly strided views)."""
+    """Copy each part's kept rows of ``cols`` into ``dest[c]`` (1-D, possibly strided views).
+
+    Why a block of rows at a time: every column of a block is written while the block's rows
+    are in cache; a whole-part pass per column streams the rows through memory once per
+    column (measured: the four tables' rows assembled 1.3-2.1x faster, orders the most)."""
     pos = 0
+    outs = [dest[c] for c in cols]
     for src, sel, n, _ in parts:
-        for c in cols:
-            dest[c][pos:pos + n] = src[c][sel]
+        if isinstance(sel, slice):
+            ins = [src[c][sel] for c in cols]   # views: the block's slice below copies
+            for s in range(0, n, _FILL_ROWS):
+                e = min(n, s + _FILL_ROWS)
+                for d, v in zip(outs, ins):
+                    d[pos + s:pos + e] = v[s:e]
+        else:
+            ins = [src[c] for c in cols]
+            for s in range(0, n, _FILL_ROWS):
+                e = min(n, s + _FILL_ROWS)
+                take = sel[s:e]
+                for d, v in zip(outs, ins):
+                    d[pos + s:pos + e] = v[take]
         pos += n
 
 
@@ -500,8 +521,9 @@ def read(source, table: str, symbol=None, seq=None, ts=None, columns=None, as_pa
     n = sum(p[2] for p in parts)
     out = np.zeros(n, out_dtype)   # zeros: padding bytes are defined
     if not merge or not parts:
-        # why straight into the rows: one strided copy per column and part, no concatenated
-        # temporaries (assembling 1M rows this way costs a third of concatenate-then-scatter)
+        # why straight into the rows: strided copies per column and block of rows, no
+        # concatenated temporaries (assembling 1M rows this way costs a third of
+        # concatenate-then-scatter)
         _fill(parts, cols, {c: out[c] for c in cols})
         return out
     order = _merge_order(parts)
