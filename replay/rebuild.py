@@ -105,8 +105,10 @@ class BookView:
 # why a direct table when the prices are close together (every book seen so far): a level's
 # row is then at its price's offset, one store per update and no probing, and the final scan
 # walks the levels in price order; a wider span (a BUY MARKET resting in a call at
-# MAX_PRICE + 1, a sparse book) takes the hash table, whose size follows the row count
-_DIRECT_SLACK = 1 << 16
+# MAX_PRICE + 1, a sparse book) takes the hash table, whose size follows the row count.
+# The table is zeroed and scanned whole, so its span is held to a few times the rows: then both
+# tables cost time linear in the rows
+_DIRECT_SLACK = 1024
 
 
 @njit(cache=True, nogil=True)
