@@ -92,6 +92,32 @@ def test_a_ladder_outgrowing_its_first_levels_grows_once_to_128():
     assert len(eng.depth("X", 200)[0]) == 129
 
 
+def test_the_order_arena_grows_fourfold_and_keeps_every_order():
+    """An arena that runs out of slots grows to four times its rows (half the growths and a
+    third of the copying of doubling); the orders in it and what they do next are unchanged."""
+    eng, roomy = Engine(capacity=16), Engine(capacity=1 << 12)
+    for e in (eng, roomy):
+        e.add_symbol("X")
+
+    def bids(first, count):
+        return np.concatenate([Engine._message_fields(Kind.NEW, 0, first + i, 1000 + i % 50,
+                                                      1, first + i, side=Side.BUY)
+                               for i in range(count)])
+
+    assert [a.tobytes() for a in eng.process(bids(1, 16))] == \
+        [a.tobytes() for a in roomy.process(bids(1, 16))]
+    assert len(eng.state.arena) == 16
+    eng.process(bids(17, 1))
+    roomy.process(bids(17, 1))
+    assert len(eng.state.arena) == 64 and len(eng.state.arena_ext) == 64
+    eng.process(bids(18, 60))
+    roomy.process(bids(18, 60))
+    assert len(eng.state.arena) == 256
+    assert eng.checkpoint() == roomy.checkpoint()
+    sell = Engine._message_fields(Kind.NEW, 0, 10_000, 990, 77 * 3, 10_000, side=Side.SELL)
+    assert [a.tobytes() for a in eng.process(sell)] == [a.tobytes() for a in roomy.process(sell)]
+
+
 def test_backtest_statuses_do_not_reuse_the_engines_codes():
     from replay.backtesting import kernels as C
     mine = {C.NEED_STRAT, C.HIT, C.NEED_LOG, C.NEED_DRAWS, C.NEED_LIVE, C.WAKE, C.TIMER, C.NOTE}
