@@ -67,6 +67,10 @@ _FIRST_LADDER_GROWTH = 128
 # space only. Four times halves the growths and copies a third of the rows doubling copies
 # (uniform1, 1 M messages: 8 growths to 262,144 slots cost 13 ms of a 117 ms run).
 _ARENA_GROWTH = 4
+# Past this many slots (1.5 GB of arena and cold rows) the arena doubles again: one fourfold
+# step there would ask for tens of GB of address space at once, which an overcommit limit can
+# refuse where doubling fits
+_ARENA_FOURFOLD_BELOW = 1 << 24
 
 
 
@@ -712,7 +716,8 @@ class Engine:
         concerns the caller's output arrays, not the engine's state)."""
         if status == kernels.NEED_ORDERS:
             used = int(self._meta[M_ORDER_HW])
-            self._arena = _grow(self._arena, _ARENA_GROWTH * len(self._arena))
+            n = len(self._arena)
+            self._arena = _grow(self._arena, _ARENA_GROWTH * n if n < _ARENA_FOURFOLD_BELOW else 0)
             self._arena_ext = _grow_cold(self._arena_ext, self._arena, used, len(self._arena))
         elif status == kernels.NEED_LEVELS:
             self._levels = _grow(self._levels, 0)

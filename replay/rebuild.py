@@ -111,11 +111,16 @@ class BookView:
 _DIRECT_SLACK = 1024
 
 
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)   # 2^64 / phi: Fibonacci hashing
+
+
 @njit(cache=True, nogil=True)
-def _hash_rows(sides, prices, qty, cnt, buy, mask, kp, ks, used, tq, tc):
+def _hash_rows(sides, prices, qty, cnt, buy, mask, shift, kp, ks, used, tq, tc):
     for i in range(prices.size):
         p, sd = prices[i], np.uint8(1 if sides[i] == buy else 0)
-        h = ((p * 2 + sd) * 0x9E3779B97F4A7C1) & mask
+        # why the product's top bits: its low bits depend only on the key's low bits, so
+        # prices on a power-of-two tick would share buckets
+        h = np.int64(((np.uint64(p) * np.uint64(2) + np.uint64(sd)) * _GOLDEN) >> shift)
         while used[h] and (kp[h] != p or ks[h] != sd):
             h = (h + 1) & mask
         used[h], kp[h], ks[h] = 1, p, sd
@@ -159,18 +164,19 @@ def _final_levels(side0, price0, qty0, cnt0, side1, price1, qty1, cnt1, buy):
                 op[j], oq[j], oc[j] = lo + h // 2, tq[h], tc[h]
                 j += 1
         return os_, op, oq, oc
-    # open addressing over (price, side); prices are at most MAX_PRICE + 1 < 2^63
-    cap = 16
+    # open addressing over (price, side), any int64 price
+    cap, bits = 16, 4
     while cap < 2 * (n0 + n1):
         cap *= 2
-    mask = cap - 1
+        bits += 1
+    mask, shift = cap - 1, np.uint64(64 - bits)
     kp = np.empty(cap, np.int64)
     ks = np.empty(cap, np.uint8)
     used = np.zeros(cap, np.uint8)
     tq = np.empty(cap, np.int64)
     tc = np.empty(cap, np.int64)
-    _hash_rows(side0, price0, qty0, cnt0, buy, mask, kp, ks, used, tq, tc)
-    _hash_rows(side1, price1, qty1, cnt1, buy, mask, kp, ks, used, tq, tc)
+    _hash_rows(side0, price0, qty0, cnt0, buy, mask, shift, kp, ks, used, tq, tc)
+    _hash_rows(side1, price1, qty1, cnt1, buy, mask, shift, kp, ks, used, tq, tc)
     m = 0
     for h in range(cap):
         if used[h] and tq[h] != 0:
@@ -208,7 +214,7 @@ def _apply_columns(bids: np.ndarray, asks: np.ndarray, side, price, qty, count,
         np.concatenate([bids["qty"], asks["qty"]]).astype(np.int64),
         np.concatenate([bids["count"], asks["count"]]).astype(np.int64),
         np.ascontiguousarray(side, np.uint8), np.ascontiguousarray(price, np.int64),
-        np.ascontiguousarray(qty, np.int64), np.ascontiguousarray(count, np.int32), _BUY)
+        np.ascontiguousarray(qty, np.int64), np.ascontiguousarray(count, np.int64), _BUY)
     b, a = s == _BUY, s != _BUY
     return (_depth(p[b], q[b], c[b], True, depth), _depth(p[a], q[a], c[a], False, depth))
 

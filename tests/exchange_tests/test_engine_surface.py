@@ -118,6 +118,18 @@ def test_the_order_arena_grows_fourfold_and_keeps_every_order():
     assert [a.tobytes() for a in eng.process(sell)] == [a.tobytes() for a in roomy.process(sell)]
 
 
+def test_a_large_arena_doubles_instead(monkeypatch):
+    import exchange.engine as E
+    monkeypatch.setattr(E, "_ARENA_FOURFOLD_BELOW", 64)
+    eng = Engine(capacity=16)
+    eng.add_symbol("X")
+    sizes = []
+    for _ in range(3):
+        eng.grow(S.NEED_ORDERS)
+        sizes.append(len(eng.state.arena))
+    assert sizes == [64, 128, 256]
+
+
 def test_backtest_statuses_do_not_reuse_the_engines_codes():
     from replay.backtesting import kernels as C
     mine = {C.NEED_STRAT, C.HIT, C.NEED_LOG, C.NEED_DRAWS, C.NEED_LIVE, C.WAKE, C.TIMER, C.NOTE}

@@ -43,14 +43,21 @@ def l2_rows(rows):
     return out
 
 
-def prices(wide):
-    near = st.integers(990, 1010)
-    return st.one_of(near, st.sampled_from([0, 1, MAX_PRICE, MAX_PRICE + 1])) if wide else near
+def prices(spread):
+    """Prices of one case: close together (the direct table), a few thousand ticks apart
+    (either table, by the rows' count: the span limit is 4 ticks a row plus 1,024), on a
+    power-of-two tick, negative, or out to MAX_PRICE + 1 (the hash table)."""
+    return {"near": st.integers(990, 1010),
+            "mid": st.integers(0, 6000),
+            "tick": st.integers(0, 40).map(lambda k: k << 12),
+            "negative": st.integers(-60, 20),
+            "wide": st.one_of(st.integers(990, 1010),
+                              st.sampled_from([0, 1, MAX_PRICE, MAX_PRICE + 1]))}[spread]
 
 
 @st.composite
 def cases(draw):
-    wide = draw(st.booleans())
+    wide = draw(st.sampled_from(["near", "mid", "tick", "negative", "wide"]))
     level = st.tuples(prices(wide), st.integers(1, 500), st.integers(1, 9))
     bids = draw(st.lists(level, max_size=8, unique_by=lambda t: t[0]))
     asks = draw(st.lists(level, max_size=8, unique_by=lambda t: t[0]))
@@ -86,3 +93,12 @@ def test_a_buy_market_in_a_call_at_max_price_plus_one_keeps_its_own_level():
     got_bids, got_asks = apply_l2(np.zeros(0, DEPTH_DTYPE), np.zeros(0, DEPTH_DTYPE), rows)
     assert got_bids.tolist() == [(MAX_PRICE + 1, 10, 1), (0, 4, 1)]
     assert got_asks.tolist() == [(MAX_PRICE + 1, 2, 1)]
+
+
+def test_counts_past_int32_and_any_structured_rows_are_kept_whole():
+    rows = np.zeros(2, [("side", "u1"), ("price", "<i8"), ("qty", "<i8"), ("count", "<i8")])
+    rows[0] = (BUY, 100, 7, 1 << 40)
+    rows[1] = (SELL, 1 << 50, 3, (1 << 31) + 5)
+    got_bids, got_asks = apply_l2(np.zeros(0, DEPTH_DTYPE), np.zeros(0, DEPTH_DTYPE), rows)
+    assert got_bids.tolist() == [(100, 7, 1 << 40)]
+    assert got_asks.tolist() == [(1 << 50, 3, (1 << 31) + 5)]

@@ -46,9 +46,17 @@ def _requests(s):
 
 @pytest.mark.parametrize("table", ["orders", "fills", "l2", "events"])
 def test_rows_assembled_by_blocks_equal_the_one_pass_copy(run, table, monkeypatch):
+    seen, blocked = [], query._fill
+
+    def recording(parts, cols, dest):
+        seen.extend((isinstance(sel, np.ndarray), n) for _, sel, n, _ in parts)
+        blocked(parts, cols, dest)
+
     for kw in _requests(run):
-        got = read(run, table, **kw)
-        got_cols = read_columns(run, table, **kw)
+        with monkeypatch.context() as m:
+            m.setattr(query, "_fill", recording)
+            got = read(run, table, **kw)
+            got_cols = read_columns(run, table, **kw)
         with monkeypatch.context() as m:
             m.setattr(query, "_fill", _one_pass)
             want = read(run, table, **kw)
@@ -58,3 +66,8 @@ def test_rows_assembled_by_blocks_equal_the_one_pass_copy(run, table, monkeypatc
         assert list(got_cols) == list(want_cols)
         for c in want_cols:
             assert np.array_equal(got_cols[c], want_cols[c]), (table, kw, c)
+    # parts both ways went through the blocks: sliced (segments) and picked by index (the
+    # WAL's rows in a ts window), the orders' and events' over several blocks
+    assert any(not indexed for indexed, _ in seen) and any(indexed for indexed, _ in seen)
+    if table in ("orders", "events"):
+        assert any(indexed and n > query._FILL_ROWS for indexed, n in seen)
