@@ -116,6 +116,8 @@ _GOLDEN = np.uint64(0x9E3779B97F4A7C15)   # 2^64 / phi: Fibonacci hashing
 
 @njit(cache=True, nogil=True)
 def _hash_rows(sides, prices, qty, cnt, buy, mask, shift, kp, ks, used, tq, tc):
+    """Write each row's qty and count into the open-addressing table (kp, ks, used, tq, tc)
+    at its (price, side) bucket, a later row overwriting an earlier one."""
     for i in range(prices.size):
         p, sd = prices[i], np.uint8(1 if sides[i] == buy else 0)
         # why the product's top bits: its low bits depend only on the key's low bits, so

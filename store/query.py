@@ -407,19 +407,15 @@ def _fill(parts, cols, dest) -> None:
     pos = 0
     outs = [dest[c] for c in cols]
     for src, sel, n, _ in parts:
-        if isinstance(sel, slice):
-            ins = [src[c][sel] for c in cols]   # views: the block's slice below copies
-            for s in range(0, n, _FILL_ROWS):
-                e = min(n, s + _FILL_ROWS)
-                for d, v in zip(outs, ins):
-                    d[pos + s:pos + e] = v[s:e]
-        else:
-            ins = [src[c] for c in cols]
-            for s in range(0, n, _FILL_ROWS):
-                e = min(n, s + _FILL_ROWS)
-                take = sel[s:e]
-                for d, v in zip(outs, ins):
-                    d[pos + s:pos + e] = v[take]
+        sliced = isinstance(sel, slice)
+        # a slice is taken once as views (each block then copies its part); an index array
+        # picks each block's rows from the whole column
+        ins = [src[c][sel] if sliced else src[c] for c in cols]
+        for s in range(0, n, _FILL_ROWS):
+            e = min(n, s + _FILL_ROWS)
+            take = slice(s, e) if sliced else sel[s:e]
+            for d, v in zip(outs, ins):
+                d[pos + s:pos + e] = v[take]
         pos += n
 
 

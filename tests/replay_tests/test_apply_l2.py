@@ -57,11 +57,11 @@ def prices(spread):
 
 @st.composite
 def cases(draw):
-    wide = draw(st.sampled_from(["near", "mid", "tick", "negative", "wide"]))
-    level = st.tuples(prices(wide), st.integers(1, 500), st.integers(1, 9))
+    spread = draw(st.sampled_from(["near", "mid", "tick", "negative", "wide"]))
+    level = st.tuples(prices(spread), st.integers(1, 500), st.integers(1, 9))
     bids = draw(st.lists(level, max_size=8, unique_by=lambda t: t[0]))
     asks = draw(st.lists(level, max_size=8, unique_by=lambda t: t[0]))
-    row = st.tuples(st.sampled_from([BUY, SELL]), prices(wide), st.integers(0, 500),
+    row = st.tuples(st.sampled_from([BUY, SELL]), prices(spread), st.integers(0, 500),
                     st.integers(0, 9))
     rows = draw(st.lists(row, max_size=40))
     depth = draw(st.one_of(st.none(), st.integers(0, 6)))
