@@ -104,10 +104,10 @@ def test_prefetching_is_turned_off_when_it_is_slower_and_back_on_when_it_is_fast
     run(eng, flow[8 * T.MIN_BATCH: 9 * T.MIN_BATCH], T.MIN_BATCH)    # large batch 9: no trial
     assert aheads and set(aheads) == {0}     # (more than one call if it grows)
     tuner.clock = PrefetchCostsClock(with_cost=100, without_cost=130)
-    run(eng, flow[10 * T.MIN_BATCH:], T.MIN_BATCH)   # trials at large batches 16 and 32
+    run(eng, flow[10 * T.MIN_BATCH: 39 * T.MIN_BATCH], T.MIN_BATCH)   # trials at 16, 24, 32
     assert tuner.prefetching
     del aheads[:]
-    run(eng, flow[9 * T.MIN_BATCH: 10 * T.MIN_BATCH], T.MIN_BATCH)
+    run(eng, flow[9 * T.MIN_BATCH: 10 * T.MIN_BATCH], T.MIN_BATCH)   # large batch 39: no trial
     assert aheads and set(aheads) == {eng.prefetch_distance}
 
 
@@ -126,11 +126,11 @@ def test_small_batches_are_never_tried():
     assert clock.reads == 0      # neither tried nor timed
 
 
-def test_trials_run_at_large_batches_1_2_4_8_16_32_then_every_32nd():
+def test_trials_run_at_large_batches_1_2_4_8_then_every_8th():
     tuner = T.PrefetchTuner()
     assert tuner.plan(T.MIN_BATCH - 1) == 0
-    tried = [k for k in range(1, 200) if tuner.plan(T.MIN_BATCH)]
-    assert tried == [1, 2, 4, 8, 16, 32, 64, 96, 128, 160, 192]
+    tried = [k for k in range(1, 60) if tuner.plan(T.MIN_BATCH)]
+    assert tried == [1, 2, 4, 8, 16, 24, 32, 40, 48, 56]
     tuner = T.PrefetchTuner()
     assert tuner.plan(T.MIN_BATCH) == max(T.SLICE_MIN, T.MIN_BATCH // 16)
     assert tuner.plan(10 ** 6) == T.SLICE_MAX
@@ -143,15 +143,29 @@ def test_a_trials_slices_alternate_their_order():
     assert first == tuple(not x for x in second) and first[0] == first[3]
 
 
-def test_the_choice_is_the_median_of_the_latest_trials():
+def test_a_close_trial_takes_the_median_of_the_latest_trials():
     tuner = T.PrefetchTuner()
-    assert tuner.result(100, 50) is False     # ratios (ns without / ns with): 0.5
-    assert tuner.result(100, 200) is True     # 0.5, 2: median 1.25
-    assert tuner.result(100, 40) is False     # 0.5, 2, 0.4: median 0.5
+    assert tuner.result(100, 50) is False     # ratios (ns without / ns with): 0.5, clear
+    assert tuner.result(100, 105) is False    # 0.5, 1.05 (close): median 0.775
+    assert tuner.result(100, 105) is True     # 0.5, 1.05, 1.05: median 1.05
+    assert tuner.result(100, 95) is True      # 1.05, 1.05, 0.95: median 1.05
+    assert tuner.result(100, 95) is False     # 1.05, 0.95, 0.95: median 0.95, below 1 - MARGIN
     assert tuner.result(0, 100) is False      # a trial that took no time is ignored
     for _ in range(T.TRIALS):
-        tuner.result(100, 110)
-    assert tuner.prefetching and tuner._ratios == [1.1] * T.TRIALS   # only the latest count
+        tuner.result(100, 104)
+    assert tuner.prefetching and tuner._ratios == [1.04] * T.TRIALS   # only the latest count
+
+
+def test_a_clear_trial_decides_alone():
+    tuner = T.PrefetchTuner()
+    # a fresh book fits in cache (prefetching slower), then it deepens: the first clear trial
+    # the other way turns prefetching back on, whatever the median of the trials before says
+    assert tuner.result(100, 75) is False
+    assert tuner.result(100, 91) is False
+    assert tuner.result(100, 130) is True     # median of 0.75, 0.91, 1.3 is 0.91
+    assert tuner.result(100, 88) is False     # median of 0.91, 1.3, 0.88 is 0.91 too
+    assert tuner.result(100, 100 * (1 + T.CLEAR)) is True     # the bound is clear
+    assert tuner.result(100, 105) is True     # close: median of 0.88, 1.1, 1.05 is 1.05
 
 
 def test_prefetch_tuning_is_a_bool_option():
