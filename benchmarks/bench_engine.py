@@ -32,7 +32,11 @@ time (the second is steadier on a loaded machine), medians of ``--runs`` rounds,
 Threads (issue 20, "every core"): uniform100 on ``Engine(threads=--threads)`` (default 2; 0
 skips it) against ``Engine()``, reused buffers, in the same interleaved rounds: the ratio of
 the medians, the median of the per-round ratios, and whether an untimed pass gives every
-batch's outputs and the final checkpoint byte for byte alike.
+batch's outputs and the final checkpoint byte for byte alike. In the same rounds, the machine's
+ceiling: each shard's part of the flow on its own independent ``Engine()``, all at once on
+their own threads against one after another (the same matching with no split and no merge), so
+the ratio is the most any symbol-sharded design can gain on this machine: cores that share a
+cache and memory bandwidth give less than N.
 
 ``--baseline REV`` adds the engine as of git revision REV (its ``exchange/`` extracted to
 <tmp>/exsim-engine-rev-<sha> and imported apart as ``exchange_baseline``; the first run there
@@ -55,6 +59,7 @@ import platform
 import resource
 import statistics
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -245,21 +250,75 @@ def same_bytes(flow: np.ndarray, n_symbols: int, batch: int, threads: int) -> bo
     return engines[0].checkpoint() == engines[1].checkpoint()
 
 
+def ceiling_once(parts: list[np.ndarray], n_symbols: int, batch: int) -> tuple[float, float]:
+    """Feed each of ``parts`` to its own fresh ``Engine()`` (always prefetching, as a shard
+    does; reused buffers, batches of ``batch // len(parts)``, the share of a batch a shard
+    matches) on its own thread, all at once, then again one after another on fresh engines;
+    return (seconds at once, seconds one after another): the same work with no split and no
+    merge, so their ratio is the most any symbol-sharded design can gain on this machine."""
+    step = max(1, batch // len(parts))
+
+    def ready() -> list:
+        out = []
+        for _ in parts:
+            eng = Engine()
+            eng.prefetch_tuning = False
+            for s in range(n_symbols):
+                eng.add_symbol(f"S{s}")
+            out.append((eng, OutputBuffers(step)))
+        return out
+
+    def feed(eng, buf, part):
+        for lo in range(0, len(part), step):
+            eng.process(part[lo: lo + step], out=buf)
+
+    engines = ready()
+    start = threading.Barrier(len(parts) + 1)
+
+    def task(k):
+        start.wait()
+        feed(*engines[k], parts[k])
+
+    pool = [threading.Thread(target=task, args=(k,)) for k in range(len(parts))]
+    for t in pool:
+        t.start()
+    start.wait()
+    t0 = time.perf_counter()
+    for t in pool:
+        t.join()
+    together = time.perf_counter() - t0
+    engines = ready()
+    t0 = time.perf_counter()
+    for k, part in enumerate(parts):
+        feed(*engines[k], part)
+    return together, time.perf_counter() - t0
+
+
 def threads_section(flow: np.ndarray, n_symbols: int, batch: int, runs: int,
                     threads: int) -> dict:
     """Time ``Engine()`` and ``Engine(threads=threads)`` on ``flow`` (reused buffers, the same
-    interleaved rounds); return the medians, their ratio, the median per-round ratio and
-    whether the outputs are byte-identical."""
+    interleaved rounds), and in the same rounds the machine's ceiling (``ceiling_once`` on the
+    shards' parts of the flow: symbol ``s`` goes to ``s % threads``, as in exchange.shards);
+    return the medians, their ratio, the median per-round ratio, the ceiling and whether the
+    outputs are byte-identical."""
     timed = {1: [], threads: []}
+    at_once, in_turn = [], []
+    parts = [np.ascontiguousarray(flow[flow["symbol"] % threads == k]) for k in range(threads)]
     for rnd in range(runs):
         for t in ((1, threads) if rnd % 2 == 0 else (threads, 1)):
             timed[t].append(run_once(flow, n_symbols, batch, True, threads=t)["seconds"])
+        together, apart = ceiling_once(parts, n_symbols, batch)
+        at_once.append(together)
+        in_turn.append(apart)
     one, many = statistics.median(timed[1]), statistics.median(timed[threads])
+    ceiling = statistics.median(in_turn) / statistics.median(at_once)
     return {"workload": f"uniform{n_symbols}", "messages": len(flow), "threads": threads,
             "seconds_1_thread": one, "seconds_n_threads": many, "speedup": one / many,
             "median_round_ratio": statistics.median(a / b for a, b in
                                                     zip(timed[1], timed[threads])),
             "runs_seconds_1_thread": timed[1], "runs_seconds_n_threads": timed[threads],
+            "ceiling": ceiling, "ceiling_seconds_at_once": at_once,
+            "ceiling_seconds_in_turn": in_turn,
             "identical_outputs": same_bytes(flow, n_symbols, batch, threads)}
 
 
@@ -380,12 +439,15 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"\nthreads: {threads['workload']} on Engine(threads={threads['threads']}) vs "
               f"Engine(), reused buffers, median of {args.runs} interleaved rounds\n")
         print("| workload | threads | s (1 thread) | s (N threads) | speedup (ratio of medians) "
-              "| median of per-round ratios | byte-identical outputs |")
-        print("|---|---:|---:|---:|---:|---:|---|")
+              "| median of per-round ratios | machine ceiling | byte-identical outputs |")
+        print("|---|---:|---:|---:|---:|---:|---:|---|")
         print(f"| {threads['workload']} | {threads['threads']} | {threads['seconds_1_thread']:.3f} "
               f"| {threads['seconds_n_threads']:.3f} | {threads['speedup']:.2f}x "
-              f"| {threads['median_round_ratio']:.2f}x "
+              f"| {threads['median_round_ratio']:.2f}x | {threads['ceiling']:.2f}x "
               f"| {'yes' if threads['identical_outputs'] else 'NO'} |")
+        print("\nmachine ceiling: the shards' parts of the flow on as many independent one-thread "
+              "engines, run at once against one after another (no split, no merge): the most "
+              "any symbol-sharded engine can gain here")
     if single:
         print(f"\nsingle message: uniform1's first {n_single:,} messages one per call (submit: "
               f"its NEW ones), ns per call, median of {args.runs} interleaved rounds\n")
