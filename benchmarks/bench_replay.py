@@ -29,7 +29,7 @@ Workload: ``scenarios.generators.uniform.uniform_flow(n, seed=7)`` (the bench_1m
   ``compare="rows"`` (the row-by-row comparison the digests replace), and CPU seconds of the
   engine and of rerun (both threads): on a shared machine the wall ratio moves with the load,
   the CPU ratio much less. Engine, verify and the three reruns alternate within each round,
-  the order rotating between rounds.
+  in an order shuffled per round (a fixed seed): a step can run slower right after another.
 
 Each figure is the median of ``--runs`` runs. Prints a table and writes
 benchmarks/results/local/replay.json (or ``--out PATH``). The default is a 2M-message run (a few
@@ -47,6 +47,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import resource
 import shutil
 import statistics
@@ -67,6 +68,7 @@ from scenarios.generators.uniform import BENCH_1M, uniform_flow
 from store import Reader, Session, read
 
 BATCH = 65_536
+STEP_ORDER_SEED = 20   # bench_verify_rerun: each round shuffles its steps with this seed + round
 TARGETS = {"book_at_p50_ms": 2.0, "book_at_p99_ms": 10.0, "verify_fills_per_s": 5e6,
            "verify_vs_engine": 0.5, "rerun_vs_engine": 0.8}
 
@@ -136,8 +138,10 @@ def bench_verify_rerun(data_dir: str, runs: int, chunk: int = 1_000_000,
                        with_verify: bool = True, threads: int | None = None) -> dict:
     """Engine from memory, verify on ``threads`` threads and on one (unless not
     ``with_verify``), rerun, rerun without its checkpoint check and rerun row by row,
-    alternating within each round (the order rotates between rounds); medians of wall and CPU
-    seconds."""
+    alternating within each round, in an order shuffled per round by a fixed seed, after one
+    untimed call of each (when ``runs`` > 1); medians of wall and CPU seconds. Why shuffled: a step can run slower after another (an engine run
+    right after verify's large frees was measured at up to 2x its time after the others), and
+    rotating one order keeps every step behind the same one in every round."""
     info = run_info(data_dir)
     orders = strip_seq(read(data_dir, "orders"))
     n = orders.size
@@ -180,8 +184,15 @@ def bench_verify_rerun(data_dir: str, runs: int, chunk: int = 1_000_000,
         for k in ("verify", "verify_1"):
             del steps[k], wall[k], cpu[k]
     names = list(steps)
+    if runs > 1:    # one untimed call of each step first: no median holds a kernel cache load
+        for name in names:
+            steps[name]()
+        kernel_s.clear()
+        splits.clear()
     for r in range(runs):
-        for name in names[r % len(names):] + names[:r % len(names)]:
+        order = list(names)
+        random.Random(STEP_ORDER_SEED + r).shuffle(order)
+        for name in order:
             c0 = time.process_time()
             wall[name].append(steps[name]())
             cpu[name].append(time.process_time() - c0)
