@@ -139,9 +139,10 @@ def bench_verify_rerun(data_dir: str, runs: int, chunk: int = 1_000_000,
     """Engine from memory, verify on ``threads`` threads and on one (unless not
     ``with_verify``), rerun, rerun without its checkpoint check and rerun row by row,
     alternating within each round, in an order shuffled per round by a fixed seed, after one
-    untimed call of each (when ``runs`` > 1); medians of wall and CPU seconds. Why shuffled: a step can run slower after another (an engine run
-    right after verify's large frees was measured at up to 2x its time after the others), and
-    rotating one order keeps every step behind the same one in every round."""
+    untimed call of each (when ``runs`` > 1); medians of wall and CPU seconds. Why shuffled: a
+    step can run slower after another (an engine run right after verify's large frees was
+    measured at up to 2x its time after the others), and rotating one order keeps every step
+    behind the same one in every round."""
     info = run_info(data_dir)
     orders = strip_seq(read(data_dir, "orders"))
     n = orders.size
