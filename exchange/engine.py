@@ -50,7 +50,8 @@ from .schema import (
     MAX_PRICE, ORDER_DTYPE, Flag, Kind,
     OrderType, Phase, Side, Stp, Tif,
 )
-from .state import EngineState, grow_array as _grow, grow_cold_rows as _grow_cold
+from .state import EngineState, grow_array as _grow, grow_cold_rows as _grow_cold, \
+    grow_output as _grow_output
 from .state import zeros_aligned as _zeros_aligned
 
 __all__ = ["Engine", "Result", "OutputBuffers"]
@@ -552,9 +553,10 @@ class Engine:
         if status != kernels.OK:
             while status != kernels.OK:
                 if status == kernels.NEED_OUTPUT:
-                    fills = _grow(fills, int(self._meta[M_NEED_FILLS]))
-                    l2 = _grow(l2, int(self._meta[M_NEED_L2]))
-                    events = _grow(events, int(self._meta[M_NEED_EVENTS]))
+                    used = cnt.tolist()
+                    fills = _grow_output(fills, used[0], int(self._meta[M_NEED_FILLS]))
+                    l2 = _grow_output(l2, used[1], int(self._meta[M_NEED_L2]))
+                    events = _grow_output(events, used[2], int(self._meta[M_NEED_EVENTS]))
                     call = self._caller(orders, fills, l2, events)
                 else:
                     self.grow(status)

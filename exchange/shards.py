@@ -46,7 +46,7 @@ from .schema import (
     CHECKPOINT_DTYPE, EVENT_DTYPE, FILL_DTYPE, L2_DTYPE, ORDER_DTYPE, Flag, Kind, OrderType,
     Phase, Side, Tif,
 )
-from .state import OK, grow_array as _grow, zeros_aligned
+from .state import OK, grow_output as _grow_output, zeros_aligned
 
 __all__ = ["ShardedEngine", "MAX_THREADS"]
 
@@ -136,9 +136,10 @@ class _Shard:
                     continue
                 ctl[1] = j + done     # the rest of the run after growing (no deadline in it)
             if status == sk.NEED_OUTPUT:
-                self.fills = _grow(self.fills, int(meta[M_NEED_FILLS]))
-                self.l2 = _grow(self.l2, int(meta[M_NEED_L2]))
-                self.events = _grow(self.events, int(meta[M_NEED_EVENTS]))
+                used = cnt.tolist()
+                self.fills = _grow_output(self.fills, used[0], int(meta[M_NEED_FILLS]))
+                self.l2 = _grow_output(self.l2, used[1], int(meta[M_NEED_L2]))
+                self.events = _grow_output(self.events, used[2], int(meta[M_NEED_EVENTS]))
             elif status == sk.NEED_LOG:
                 log = np.zeros((2 * len(self.log), sk.LOG_COLS), np.int64)
                 log[: len(self.log)] = self.log
@@ -311,7 +312,8 @@ class ShardedEngine:
         else:
             for name, total in zip(("fills", "l2", "events"), totals):
                 if len(getattr(out, name)) < total:
-                    setattr(out, name, _grow(getattr(out, name), total))
+                    # nothing copied: the merge writes every row of the result
+                    setattr(out, name, _grow_output(getattr(out, name), 0, total))
             fills, l2, events = out.fills, out.l2, out.events
         args = (base_seq, base_trade, owners, tuple(sh.ownpos for sh in shards),
                 np.array([sh.n_own for sh in shards], np.int64),

@@ -245,8 +245,9 @@ def test_a_shards_output_buffers_are_sized_for_its_messages_before_matching(monk
         for s in range(5):
             eng.add_symbol(f"S{s}")
     grown = []
-    real_grow = shards._grow
-    monkeypatch.setattr(shards, "_grow", lambda a, n: grown.append(n) or real_grow(a, n))
+    real_grow = shards._grow_output
+    monkeypatch.setattr(shards, "_grow_output",
+                        lambda a, used, n: grown.append(n) or real_grow(a, used, n))
     assert outputs(many.process(flow)) == outputs(one.process(flow))
     assert grown == []
     for sh in many._shards:
