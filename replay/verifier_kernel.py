@@ -67,7 +67,7 @@ from replay.verifier_orders import (
     _check_grid, _expire, _expiry_of, _iceberg_reduce, _l2_missing, _l2_phase, _l2_row, _open,
     _release, _remove, _split, _stop_reached, _stops_settled,
 )
-from replay.verifier_walk import _end_incoming, _walk
+from replay.verifier_walk import _end_incoming, _follow
 
 guard(__name__, __file__, deps=("replay.verifier_book", "replay.verifier_rules",
                                 "replay.verifier_orders", "replay.verifier_walk",
@@ -374,10 +374,10 @@ def check_symbol(orders, fills, l2, events, i_end, known, stp, final, ost, lst, 
                                counts)
                         fp, k, x = f_hi, e_hi, -1
                     else:
-                        fp, ended, k, room = _walk(x, seq, ts, stp, fills, fp, f_hi, events,
-                                                   ep + 1, e_hi, ost, ext, lst, oid, htab,
-                                                   ladder, ladlv, touched, meta, vrows, vids,
-                                                   counts)
+                        fp, ended, k, room = _follow(x, seq, ts, stp, fills, fp, f_hi, events,
+                                                     ep + 1, e_hi, ost, ext, lst, oid, htab,
+                                                     ladder, ladlv, touched, meta, vrows, vids,
+                                                     counts)
                         mq = np.int64(m.min_qty)
                         if mq > 0 and ost[x, O_FILLED] < mq:   # min_qty holds on entry only
                             _viol(vrows, vids, counts, meta, R_MIN_QTY, D_MIN_QTY_UNFILLED, seq,
@@ -463,10 +463,10 @@ def check_symbol(orders, fills, l2, events, i_end, known, stp, final, ost, lst, 
                             ext[x, E_RESERVE] = 0
                             ost[x, O_PRICE] = np.int64(m.price)
                             ost[x, O_MARKET] = 0
-                            fp, ended, k, room = _walk(x, seq, ts, stp, fills, fp, f_hi, events,
-                                                       ep + 1, e_hi, ost, ext, lst, oid, htab,
-                                                       ladder, ladlv, touched, meta, vrows, vids,
-                                                       counts)
+                            fp, ended, k, room = _follow(x, seq, ts, stp, fills, fp, f_hi,
+                                                         events, ep + 1, e_hi, ost, ext, lst,
+                                                         oid, htab, ladder, ladlv, touched, meta,
+                                                         vrows, vids, counts)
                             if not (room and _end_incoming(x, ended, seq, ost, ext, lst, oid,
                                                            htab, ladder, ladlv, touched, meta,
                                                            vrows, vids, counts)):
@@ -485,9 +485,9 @@ def check_symbol(orders, fills, l2, events, i_end, known, stp, final, ost, lst, 
             if checked:
                 k += 1
             if x >= 0:
-                fp, ended, k, room = _walk(x, seq, ts, stp, fills, fp, f_hi, events, k, e_hi,
-                                           ost, ext, lst, oid, htab, ladder, ladlv, touched,
-                                           meta, vrows, vids, counts)
+                fp, ended, k, room = _follow(x, seq, ts, stp, fills, fp, f_hi, events, k, e_hi,
+                                             ost, ext, lst, oid, htab, ladder, ladlv, touched,
+                                             meta, vrows, vids, counts)
                 if not (room and _end_incoming(x, ended, seq, ost, ext, lst, oid, htab, ladder,
                                                ladlv, touched, meta, vrows, vids, counts)):
                     return NEED_CAPACITY

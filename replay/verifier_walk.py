@@ -301,6 +301,18 @@ def _walk(x, seq, ts, stp, fills, fp, f_hi, events, k, e_hi, ost, ext, lst, oid,
 
 
 @njit(cache=True, _nrt=False, inline="always")
+def _follow(x, seq, ts, stp, fills, fp, f_hi, events, k, e_hi, ost, ext, lst, oid, htab, ladder,
+            ladlv, touched, meta, vrows, vids, counts):
+    """``_walk`` from report ``k``, without calling it when no report is left (a NEW that only
+    has its ACCEPTED: it neither traded nor was cancelled). Why: the call passes ~120 words of
+    array descriptors on the stack, and most incoming orders have nothing to walk."""
+    if k >= e_hi:
+        return fp, False, k, True
+    return _walk(x, seq, ts, stp, fills, fp, f_hi, events, k, e_hi, ost, ext, lst, oid, htab,
+                 ladder, ladlv, touched, meta, vrows, vids, counts)
+
+
+@njit(cache=True, _nrt=False, inline="always")
 def _end_incoming(x, ended, seq, ost, ext, lst, oid, htab, ladder, ladlv, touched, meta, vrows,
                   vids, counts):
     """After its reports: an incoming order rests (a GTC, DAY or GTD limit with quantity left;
