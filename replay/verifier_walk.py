@@ -161,7 +161,8 @@ def _resting_report(er, r, have, q, seq, ost, ext, lst, oid, htab, ladder, ladlv
     if l_new <= 0:
         _detach(ost, lst, ladder, ladlv, meta, rr)
         ost[rr, O_LEAVES] = 0
-        ext[rr, E_RESERVE] = 0
+        if ice:    # why not always: see _remove
+            ext[rr, E_RESERVE] = 0
         _finish(ost, htab, meta, vrows, vids, counts, seq, rr, er.order_id)
     elif ice:
         return _iceberg_filled(ost, ext, lst, ladder, ladlv, meta, rr,
