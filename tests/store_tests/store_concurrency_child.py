@@ -25,6 +25,7 @@ import numpy as np
 SYMBOLS = ("S0", "S1")
 N = 60_000        # messages of the flow (the writer stops earlier if its time is up)
 BATCH = 200
+READER_KINDS = ("read", "book_at", "verify")   # the reader processes the writer waits for
 
 
 def flow() -> np.ndarray:
@@ -60,8 +61,15 @@ def writer(d: str, seconds: float) -> int:
                        wal_rotate_bytes=16 << 10)
     end = time.monotonic() + seconds
     pause = seconds / (orders.size / BATCH)   # why: the writer must still run while readers do
+    quarter = orders.size // 4 // BATCH * BATCH
     n = 0
     for lo in range(0, orders.size, BATCH):
+        if lo == quarter:
+            # why: on a loaded machine a reader can take longer to start (imports, kernel cache
+            # loads) than the writer's whole flow; the last three quarters wait for every
+            # reader's first read, so the readers do run beside a writer that is still writing
+            _wait_for(lambda: all(os.path.exists(f"{d}.seen-{k}") for k in READER_KINDS), 120)
+            end = max(end, time.monotonic() + seconds / 2)
         time.sleep(pause)
         s.process(orders[lo:lo + BATCH])
         n = lo + min(BATCH, orders.size - lo)
@@ -79,6 +87,13 @@ def writer(d: str, seconds: float) -> int:
     s.close()
     print(json.dumps({"acked": n}))
     return 0
+
+
+def _wait_for(ready, seconds: float) -> None:
+    """Sleep until ``ready()`` is true or ``seconds`` have passed."""
+    give_up = time.monotonic() + seconds
+    while not ready() and time.monotonic() < give_up:
+        time.sleep(0.02)
 
 
 def _fail(msg: str) -> int:
@@ -125,6 +140,8 @@ def reader(d: str, kind: str, seconds: float) -> int:
         else:
             return _fail(f"unknown reader kind {kind}")
         done += 1
+        if min_seen is None:
+            open(f"{d}.seen-{kind}", "w").close()    # the writer waits for these (writer())
         min_seen = a if min_seen is None else min(min_seen, a)
     print(json.dumps({"reads": done, "first_ack": min_seen, "last_ack": acked(d)}))
     return 0

@@ -51,14 +51,14 @@ def test_readers_beside_a_live_writer_see_every_acknowledged_batch_and_a_second_
         assert w.poll() is None, w.communicate()
         assert time.monotonic() < deadline, "the writer acknowledged nothing"
         time.sleep(0.05)
-    readers = [_start("reader", d, kind, WRITE_S - 1) for kind in ("read", "book_at", "verify")]
+    readers = [_start("reader", d, kind, WRITE_S - 1) for kind in child.READER_KINDS]
     try:
         code, second, err = _result(_start("second", d), timeout=120)
     finally:
         open(d + ".release", "w").close()
     assert code == 0 and "open for writing" in second["refused"], (second, err)
     reports = {}
-    for kind, r in zip(("read", "book_at", "verify"), readers):
+    for kind, r in zip(child.READER_KINDS, readers):
         code, reports[kind], err = _result(r)
         assert code == 0, (kind, reports[kind], err[-2000:])
         assert reports[kind]["reads"] >= 1, (kind, reports[kind])
