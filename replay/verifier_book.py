@@ -340,7 +340,7 @@ def _best_level(ladlv, meta, side):
     return ladlv[side, n - 1] if n > 0 else -1
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def _touch(touched, lst, ladder, ladlv, meta, side, price):
     """Remember a level's totals before this message first changes it."""
     nt = meta[M_NT]
