@@ -112,8 +112,15 @@ def _resting_id(fills, k):
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _look_ahead(orders, i, i_end, fills, fp, nf, ost, lst, oid, htab, ladder, ladlv, meta):
-    """Prefetch what the messages (and fills) a few rows ahead will touch (no effect on results)."""
+def _look_ahead(orders, i, i_end, fills, fp, nf, f_id, f_row, f_next, ost, lst, oid, htab, ladder,
+                ladlv, meta):
+    """Prefetch what the messages (and fills) a few rows ahead will touch (no effect on results).
+
+    ``f_id``, ``f_row``, ``f_next``: the next fill row each stage has yet to take; returned
+    advanced. Why each stage keeps its own row rather than taking ``fp`` plus its distance:
+    ``fp`` moves only when a message trades (one in ten in a plain run), so that would redo the
+    same fill's lookups every message until then (measured: a tenth of the kernel's samples),
+    and skip rows when one message has several fills."""
     if i + PF_ID < i_end:
         _prefetch_id(htab, orders[i + PF_ID].order_id)
     if i + PF_ROW < i_end:
@@ -126,12 +133,19 @@ def _look_ahead(orders, i, i_end, fills, fp, nf, ost, lst, oid, htab, ladder, la
                 prefetch(ost, lst[lv, L_TAIL], O_NEXT)
         else:
             _prefetch_order(ost, oid, htab, m.order_id, True)
-    if fp + PF_ID < nf:
-        _prefetch_id(htab, _resting_id(fills, fp + PF_ID))
-    if fp + PF_ROW < nf:
-        _prefetch_order(ost, oid, htab, _resting_id(fills, fp + PF_ROW), False)
-    if fp + PF_NEXT < nf:
-        _prefetch_order(ost, oid, htab, _resting_id(fills, fp + PF_NEXT), True)
+    end = min(fp + PF_ID + 1, nf)
+    while f_id < end:
+        _prefetch_id(htab, _resting_id(fills, f_id))
+        f_id += 1
+    end = min(fp + PF_ROW + 1, nf)
+    while f_row < end:
+        _prefetch_order(ost, oid, htab, _resting_id(fills, f_row), False)
+        f_row += 1
+    end = min(fp + PF_NEXT + 1, nf)
+    while f_next < end:
+        _prefetch_order(ost, oid, htab, _resting_id(fills, f_next), True)
+        f_next += 1
+    return f_id, f_row, f_next
 
 @njit(cache=True, _nrt=False, inline="always")
 def _check_l2(seq, l2, lp, l_hi, ost, ext, lst, ladder, ladlv, touched, meta, vrows, vids,
@@ -253,6 +267,8 @@ def check_symbol(orders, fills, l2, events, i_end, known, stp, final, ost, lst, 
     i, fp, lp, ep = meta[M_I], meta[M_FP], meta[M_LP], meta[M_EP]
     z = np.uint64(0)
     owner = cfg[C_OWNER] != 0
+    # the fill rows each look-ahead stage takes next (see _look_ahead)
+    f_id, f_row, f_next = fp + PF_ID, fp + PF_ROW, fp + PF_NEXT
     while i < i_end:
         # why here: a message needs at most one new order slot, and one new level for itself
         # and for each stop it may release; checking before it starts lets the caller grow the
@@ -261,7 +277,8 @@ def check_symbol(orders, fills, l2, events, i_end, known, stp, final, ost, lst, 
                 meta[M_LIVE_L] + meta[M_PENDING] + 2 > lst.shape[0]:
             meta[M_I], meta[M_FP], meta[M_LP], meta[M_EP] = i, fp, lp, ep
             return NEED_CAPACITY
-        _look_ahead(orders, i, i_end, fills, fp, nf, ost, lst, oid, htab, ladder, ladlv, meta)
+        f_id, f_row, f_next = _look_ahead(orders, i, i_end, fills, fp, nf, f_id, f_row, f_next,
+                                          ost, lst, oid, htab, ladder, ladlv, meta)
         m = orders[i]
         seq, ts = np.int64(m.seq), np.int64(m.ts)
         if (ep < ne and events[ep].seq < seq) or (fp < nf and fills[fp].seq < seq) \
