@@ -3,9 +3,10 @@
 The kernel's software prefetch hides the cache misses of a book whose cancels and modifies land
 anywhere in megabytes of arena and order index: on the seeded uniform flows it makes matching
 about 1.25x faster. On a flow whose messages find their orders still in cache it is only extra
-work: on the QuantCup feed, whose cancels hit recent orders, matching is about 1.25x faster
-without it. Which kind a flow is cannot be read off the messages cheaply, and it changes as a
-book deepens, so the engine measures it: in a large batch now and then (batches 1, 2, 4, 8, ...
+work: the QuantCup feed's cancels hit recent orders, so its first replays match faster without
+it (trial ratios 0.7-0.85), while later ones, beside the arena the earlier replays filled,
+match faster with it (1.2-1.7). Which kind a flow is cannot be read off the messages cheaply,
+and it changes as a book deepens, so the engine measures it: in a large batch now and then (batches 1, 2, 4, 8, ...
 of at least ``MIN_BATCH`` messages, then every ``EVERY``-th), it matches four equal slices at
 the batch's start, with prefetching, without, without, with (or the other way round, in turn:
 a drift of the machine's speed, or a cost the first slice of a batch pays, then falls on both

@@ -16,15 +16,18 @@ from scenarios.generators.uniform import uniform_flow
 from scenarios.generators.venue_mix import venue_mix
 
 
-def _venue(n=6_000, symbols=3):
+SYMBOLS = 3
+
+
+def _venue(n=6_000):
     # stops, icebergs and GTD orders: a stop cascade's bound asks for far more rows than a
     # plain message, so the outputs grow mid-batch
-    return venue_mix(uniform_flow(n=n, n_symbols=symbols, seed=5), seed=5)
+    return venue_mix(uniform_flow(n=n, n_symbols=SYMBOLS, seed=5), seed=5)
 
 
 def _run(flow, out_of, threads=1, batch=2_000):
     eng = Engine() if threads == 1 else Engine(threads=threads)
-    for s in range(3):
+    for s in range(SYMBOLS):
         eng.add_symbol(f"S{s}")
     got = []
     for lo in range(0, len(flow), batch):
@@ -61,7 +64,7 @@ def test_outputs_are_the_same_bytes_whatever_buffers_a_batch_starts_with(threads
 def test_growth_replaces_only_the_outputs_that_lack_room(monkeypatch):
     flow = _venue()
     eng = Engine()
-    for s in range(3):
+    for s in range(SYMBOLS):
         eng.add_symbol(f"S{s}")
     calls = []
     real = engine_module._grow_output
