@@ -68,6 +68,38 @@ def test_chooser_reuses_its_choice_until_the_data_changes():
     assert ch.searches == 2
 
 
+def test_a_short_last_block_does_not_replace_the_choice_of_full_blocks():
+    # a segment's last block holds a few rows: its bytes per row are mostly headers, so a
+    # choice made on it (PLAIN wins on 2 rows) must not carry over to the next full blocks
+    ch = Chooser()
+    rng = np.random.default_rng(3)
+    seqs = np.cumsum(rng.integers(0, 3, 5 * 16_384)).astype(np.int64) + 1_000_000
+    full = [seqs[i * 16_384:(i + 1) * 16_384] for i in range(5)]
+    enc0, _, _ = ch.encode(("l2", "seq", 1), full[0])
+    assert enc0 != codecs.PLAIN
+    searches = ch.searches
+    tail = np.array([seqs[-1] + 5, seqs[-1] + 9_000_000], np.int64)
+    enc_tail, block, _ = ch.encode(("l2", "seq", 1), tail)
+    assert enc_tail == enc0 and np.array_equal(decode(block, 2, np.int64), tail)
+    for col in full[1:]:
+        enc, block, _ = ch.encode(("l2", "seq", 1), col)
+        assert enc == enc0 and np.array_equal(decode(block, col.size, np.int64), col)
+    assert ch.searches == searches
+
+
+def test_a_choice_made_on_short_columns_is_searched_again_for_a_full_one():
+    ch = Chooser()
+    seqs = np.arange(20_000, dtype=np.int64) * 3
+    ch.encode("seq", seqs[:2])                     # no full column seen yet: searched
+    assert ch.searches == 1
+    ch.encode("seq", seqs[:3])                     # a short column reuses the short choice
+    assert ch.searches == 1
+    enc, _, _ = ch.encode("seq", seqs)             # the first full column searches afresh
+    assert ch.searches == 2 and enc in (codecs.DELTA, codecs.DOD)
+    assert "seq" not in str(Chooser().state())
+    assert list(ch.state().values())[0][0] == enc
+
+
 def test_chooser_blocks_stay_the_callers_after_later_encodes():
     ch = Chooser()
     a = np.arange(1000, dtype=np.int64)
@@ -136,6 +168,37 @@ def test_for_streams_of_every_width_decode_across_block_boundaries(width):
             stored = blob[1 + 16] & 0x7F
             assert stored == (width if aligned == PACKED or width == 0
                               else next(w for w in (8, 16, 32, 64) if w >= width))
+            assert np.array_equal(decode(blob, n, col.dtype), col)
+
+
+# lengths around the end of a stream: a value whose 8-byte load would run past the stream's
+# last byte is read byte by byte (every width, streams shorter than 8 bytes included)
+_TAIL_LENGTHS = (1, 2, 3, 5, 8, 9, 15, 17, 31, 40, 63, 65, 129, 1030)
+
+
+@pytest.mark.parametrize("width", range(65))
+def test_every_width_decodes_at_every_stream_length_near_its_end(width):
+    for n in _TAIL_LENGTHS:
+        col = _at_width(width, max(n, 3))[:n]
+        if n < 3:
+            col = col.copy()
+        for aligned in (PACKED, ALIGNED, SHUFFLED):
+            assert np.array_equal(decode(encode(col, codecs.FOR, aligned), n, col.dtype), col)
+            # DELTA and DOD of a walk whose steps span the width (each step's zigzag < 2^width)
+            steps = (col >> np.uint64(1)).view(np.int64) * np.where(col & np.uint64(1), -1, 1)
+            walk = np.cumsum(steps).astype(np.int64)
+            for enc in (codecs.DELTA, codecs.DOD):
+                got = decode(encode(walk, enc, aligned), n, walk.dtype)
+                assert np.array_equal(got, walk), (width, n, aligned, enc)
+
+
+@pytest.mark.parametrize("step", [0, 1, -1, 7, -(1 << 62), (1 << 63) - 1])
+def test_delta_of_a_constant_step_decodes_without_reading_a_stream(step):
+    for n in (1, 2, 3, 1000, 2049):
+        col = (np.arange(n, dtype=np.uint64) * np.uint64(step & ((1 << 64) - 1))
+               + np.uint64(5)).view(np.int64)
+        for aligned in (PACKED, ALIGNED, SHUFFLED):
+            blob = encode(col, codecs.DELTA, aligned)
             assert np.array_equal(decode(blob, n, col.dtype), col)
 
 
