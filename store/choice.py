@@ -5,7 +5,8 @@ byte-aligned, byte-shuffled; see store/codecs.py) and keeps the smallest after t
 follows; a long column is ranked on a sample (SEARCH_RUNS evenly spaced runs of consecutive rows,
 SEARCH_ROWS in all) and only the winner encodes the whole column. ``Chooser`` remembers the choice
 per key (table, column, codec) and re-searches only every ``research_every`` uses or when the
-bytes per row grow by a quarter, so steady-state sealing encodes each column once.
+bytes per row grow by a quarter, so steady-state sealing encodes each column once; a short
+column (a segment's last block) never replaces or tests a choice made on a long one.
 
 Invariants: a choice only changes how a block is encoded, never what it decodes to; the block
 records its encoding and layouts, so readers need no knowledge of the choice.
@@ -18,10 +19,16 @@ import numpy as np
 from store.codecs import (DICT, ENCODINGS, PACKED, ALIGNED, SHUFFLED, PLAIN, _as_u64, encode_u64,
                           encode_view)
 
-__all__ = ["choose", "choose_u64", "Chooser", "SEARCH_ROWS", "SEARCH_RUNS"]
+__all__ = ["choose", "choose_u64", "Chooser", "SEARCH_ROWS", "SEARCH_RUNS", "REMEMBER_ROWS"]
 
 SEARCH_ROWS = 8_192    # rows a full encoding search looks at
 SEARCH_RUNS = 4        # ... taken as this many evenly spaced runs of consecutive rows
+# a column shorter than this (a segment's last block) never replaces or tests a choice made on
+# a longer one: its bytes per row are mostly block and stream headers (a 2-row block stored
+# PLAIN costs ~8.5 bytes per row), so a choice made on it, and its rate, say nothing about the
+# next full block; remembered, such a choice held PLAIN or FOR over the next 16 full blocks of
+# every column (2-3x the bytes, and slower reads)
+REMEMBER_ROWS = 1_024
 
 
 def choose(col: np.ndarray, candidates=ENCODINGS, compress=None) -> tuple[int, int, bytes]:
@@ -86,17 +93,24 @@ class Chooser:
 
     A full search happens on first use, every ``research_every`` uses, and whenever the reused
     encoding costs more than ``worse_ratio`` times the bytes per row it cost when chosen.
+    A short column (fewer than REMEMBER_ROWS rows) never replaces or tests a choice made on a
+    long one: it takes that choice as it is, uncounted. A choice made on a short column (no
+    long one seen yet: a run of small symbols) serves short columns as any choice does, and
+    the first long column searches afresh.
     """
 
     def __init__(self, research_every: int = 16, worse_ratio: float = 1.25):
         self.research_every = research_every
         self.worse_ratio = worse_ratio
+        # key -> (encoding, layout, bytes per row when chosen, uses since, chosen on a short
+        # column)
         self._memo: dict = {}
         self.searches = 0
 
     def state(self) -> dict:
         """The remembered choices as a JSON-able dict (to carry them across sessions)."""
-        return {"|".join(map(str, k)): [e, a, r] for k, (e, a, r, _) in self._memo.items()}
+        return {"|".join(map(str, k)): [e, a, r] for k, (e, a, r, _, short) in self._memo.items()
+                if not short}
 
     def load(self, state) -> None:
         """Adopt choices from ``state()``; they are re-checked like any remembered choice.
@@ -110,7 +124,7 @@ class Chooser:
             try:
                 t, col, codec = k.split("|")
                 e, a, r = v
-                key, memo = (t, col, int(codec)), (int(e), int(a), float(r), 0)
+                key, memo = (t, col, int(codec)), (int(e), int(a), float(r), 0, False)
             except (AttributeError, TypeError, ValueError, OverflowError):
                 continue
             if memo[0] in ENCODINGS and memo[1] in (PACKED, ALIGNED, SHUFFLED) \
@@ -134,15 +148,19 @@ class Chooser:
         comp = compress or (lambda b: b)
         memo = self._memo.get(key)
         n = max(u.size, 1)
-        if memo is not None and memo[3] < self.research_every:
-            enc, aligned, per_row, uses = memo
+        short = u.size < REMEMBER_ROWS
+        if memo is not None and short and not memo[4]:
+            b = encode_view(u, dtype, memo[0], memo[1])
+            return memo[0], b, comp(b)
+        if memo is not None and memo[3] < self.research_every and (short or not memo[4]):
+            enc, aligned, per_row, uses, was_short = memo
             b = encode_view(u, dtype, enc, aligned)   # why a view: the block is copied once, compressed
             c = comp(b)
             if min(len(b), len(c)) / n <= per_row * self.worse_ratio + 0.01:
-                self._memo[key] = (enc, aligned, per_row, uses + 1)
+                self._memo[key] = (enc, aligned, per_row, uses + 1, was_short)
                 return enc, b, c
         self.searches += 1
         enc, aligned, b = choose_u64(u, dtype, compress=compress)
         c = comp(b)
-        self._memo[key] = (enc, aligned, min(len(b), len(c)) / n, 0)
+        self._memo[key] = (enc, aligned, min(len(b), len(c)) / n, 0, short)
         return enc, b, c

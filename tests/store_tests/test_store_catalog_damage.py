@@ -88,7 +88,8 @@ def test_an_edited_run_configuration_is_detected_by_replay(tmp_path):
     ("checkpoints", "UPDATE checkpoints SET seq = seq + 1 WHERE seq = (SELECT max(seq) FROM checkpoints)"),
     ("symbols", "UPDATE symbols SET name = 'Z' WHERE id = 1"),
     ("meta", "UPDATE meta SET value = 'x.y:Evil' WHERE key = 'engine_class'"),
-    ("meta", "UPDATE meta SET value = '{}' WHERE key = 'encoding_choices'"),
+    # (a space appended: still JSON, another value whatever choices the run remembered)
+    ("meta", "UPDATE meta SET value = value || ' ' WHERE key = 'encoding_choices'"),
 ])
 def test_every_catalog_table_is_checksummed(tmp_path, table, statement):
     d = _make(tmp_path)

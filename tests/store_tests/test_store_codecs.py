@@ -362,3 +362,22 @@ def test_split_u64_rejects_mixed_dtypes_and_non_integer_fields():
         codecs.split_u64([a], ["y"])
     with pytest.raises(ValueError, match="no arrays"):
         codecs.split_u64([], ["x"])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_constant_tells_a_block_of_one_value_without_decoding_it(dtype):
+    info = np.iinfo(dtype)
+    for v in (int(info.min), int(info.max), 0, 1):
+        col = np.full(3000, v, dtype)
+        for enc in (codecs.PLAIN, codecs.FOR):
+            got = codecs.constant(encode(col, enc), col.size, dtype)
+            assert got == v and isinstance(got, int)
+        assert codecs.constant(encode(col, codecs.RLE), col.size, dtype) is None  # not recognised
+    mixed = np.full(3000, 7, dtype)
+    mixed[2999] = 8
+    for enc in ENCODINGS:
+        assert codecs.constant(encode(mixed, enc), mixed.size, dtype) is None
+    with pytest.raises(CorruptionError):
+        codecs.constant(encode(np.full(100, 5, dtype), codecs.FOR)[:-1] + b"", 100, dtype)
+    with pytest.raises(CorruptionError):
+        codecs.constant(encode(np.full(100, 5, dtype), codecs.PLAIN) + b"\0", 100, dtype)

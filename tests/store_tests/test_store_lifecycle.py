@@ -216,7 +216,9 @@ def test_create_refuses_a_non_empty_directory_that_is_not_a_data_directory(tmp_p
 def test_a_seal_whose_metadata_write_fails_stores_no_row_twice(tmp_path, monkeypatch):
     d = str(tmp_path / "d")
     s = _session(d, seal_every=10**9)
-    s.process(make_orders(400))
+    # why 4,000: each symbol's columns then exceed store.choice.REMEMBER_ROWS, so the seal has
+    # remembered choices to write
+    s.process(make_orders(4000))
 
     def broken(self, key, value):
         raise WriteError(f"{self.path}: cannot set {key}: disk I/O error")
@@ -226,7 +228,7 @@ def test_a_seal_whose_metadata_write_fails_stores_no_row_twice(tmp_path, monkeyp
     monkeypatch.undo()
     s.process(make_orders(100, seed=1))
     s.close()
-    assert np.array_equal(read(d, "orders")["seq"], np.arange(1, 501))
+    assert np.array_equal(read(d, "orders")["seq"], np.arange(1, 4101))
     s = _open(d)
     assert s.catalog.get_meta("encoding_choices") not in (None, "{}")
     s.close()
