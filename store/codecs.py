@@ -63,7 +63,7 @@ from store.shuffle import _load_u64
 
 __all__ = [
     "PLAIN", "FOR", "DELTA", "DOD", "RLE", "DICT", "ENCODINGS", "ENCODING_NAMES",
-    "PACKED", "ALIGNED", "SHUFFLED", "encode", "encode_u64", "encode_view", "decode", "choose", "choose_u64", "Chooser", "gather_u64", "split_u64", "seq_u64",
+    "PACKED", "ALIGNED", "SHUFFLED", "encode", "encode_u64", "encode_view", "decode", "constant", "choose", "choose_u64", "Chooser", "gather_u64", "split_u64", "seq_u64",
     "take_u64", "max_block_len",
 ]
 
@@ -1019,6 +1019,37 @@ def max_block_len(encoding: int, n: int, itemsize: int) -> int:
         return -1
     fixed, streams = _FIXED[encoding]
     return fixed + streams * (_STREAM_HEAD.size + 8 * n)
+
+
+def constant(block: bytes, n: int, dtype: np.dtype, where: str = "") -> int | None:
+    """The value every one of the ``n`` rows of a block made by ``encode`` holds, or None when
+    they differ or the block is neither PLAIN nor FOR (a constant column of another encoding is
+    not recognised: None). A FOR block answers from its stream header (width 0: every row is
+    its minimum), a PLAIN one from comparing its values; nothing is decoded. Raises as
+    ``decode`` for a block ``decode`` would refuse (its header and length are checked the same
+    way)."""
+    dtype = np.dtype(dtype)
+    if dtype.kind not in "iu" or dtype.itemsize not in _UNSIGNED:
+        raise ValueError(f"constant: {dtype} is not a 1, 2, 4 or 8-byte integer type")
+    r = _Reader(block, where)
+    enc = r.take(1)[0] if n > 0 else None
+    if enc == PLAIN:
+        vals = np.frombuffer(r.take(n * dtype.itemsize), dtype.newbyteorder("<"))
+    elif enc == FOR:
+        _, width, _, mn, _ = r.stream(n)
+    else:
+        return None
+    if r.pos != len(r.buf):
+        raise CorruptionError(f"{where}: {len(r.buf) - r.pos} trailing bytes after column block",
+                              where, r.pos)
+    if enc == PLAIN:
+        return int(vals[0]) if (vals == vals[0]).all() else None
+    if width != 0:
+        return None
+    flip = _SIGN if dtype.kind == "i" else _U0
+    # the value as decode writes it: the key un-flipped, truncated to the column's width
+    return int(np.array([mn ^ flip], np.uint64).view(np.int64 if dtype.kind == "i" else np.uint64)
+               .astype(dtype)[0])
 
 
 def decode(block: bytes, n: int, dtype: np.dtype, where: str = "", out: np.ndarray | None = None

@@ -226,7 +226,9 @@ class Reader:
         Cheap: rows above ``sealed_through`` are read first; then segments are searched newest
         first and, inside each, blocks newest first by their zone maps, decoding one block at a
         time (the highest block whose zone map overlaps the ranges holds a matching row when
-        only one of seq/ts is given). Raises as ``read``.
+        only one of seq/ts is given). Without ``ts`` and with ``seq`` not asked for, a block
+        that starts inside the window and holds one value in every column asked for answers
+        from its column headers, no decoding (``_constant_row``). Raises as ``read``.
         """
         _, cols = _columns_wanted(table, list(columns))
         cols = cols or ["seq"]
@@ -255,6 +257,10 @@ class Reader:
                         break   # why: no row of this or any older-ending segment can beat it
                     f = self._open(r)
                     for b in f.blocks(window, ts)[::-1]:
+                        if ts is None and "seq" not in cols:
+                            same = _constant_row(f, b, cols, window, segs, r)
+                            if same is not None:
+                                return same
                         got = f.read(want, window, ts, blocks=[b])
                         if got["seq"].size:
                             if best is None or got["seq"][-1] > best["seq"]:
@@ -395,6 +401,26 @@ def _need(cols, symbol) -> list:
 
 # rows per step of ``_fill``: 8,192 rows of the widest table (orders, 96 bytes) are 768 KiB,
 # inside L2 while every column is written into them
+def _constant_row(f, b: int, cols, window, segs, row):
+    """{column: value} of the last row in seq ``window`` when block ``b`` of segment file
+    ``f`` (catalog ``row``) holds it and every column asked for is constant in that block,
+    else None. Why it may skip decoding seq: the block's first row (its zone map's first seq)
+    lies in the window, no later block overlaps it (the caller walks blocks newest first) and
+    no other listed segment reaches that seq, so the last row in the window is in this block,
+    and every row of the block holds the same values (a symbol's phase through a continuous
+    session: ``book_at`` then reads one block header instead of decoding a block of seqs)."""
+    first = f.first_seq(b)
+    if first < window[0] or any(o is not row and o["seq_hi"] >= first for o in segs):
+        return None
+    same = {}
+    for c in cols:
+        v = f.constant(c, b)
+        if v is None:
+            return None
+        same[c] = v
+    return same
+
+
 _FILL_ROWS = 8192
 
 

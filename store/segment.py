@@ -757,11 +757,7 @@ class SegmentFile:
             n = int(counts[k])
             data = buf[off - base:off - base + stored + CRC.size] if buf is not None \
                 else _pread(self.fd, stored + CRC.size, off)
-            block = _decompress(codec, _checked_block(data, path, name, off, stored, crc), raw,
-                                path, off)
-            if block[0] != enc:
-                raise CorruptionError(f"{path}: column {name!r} block at offset {off} holds "
-                                      f"encoding {block[0]}, the index says {enc}", path, off)
+            block = self._block(name, data, (enc, codec, off, stored, raw, crc))
             dest = out[pos:pos + n]
             try:
                 codecs.decode(block, n, dt, where=f"{path}:{name}", out=dest)
@@ -772,6 +768,42 @@ class SegmentFile:
                 self._check_zone(name, int(ids[k]), dest, off)
             pos += n
         return out
+
+    def _block(self, name: str, data, entry) -> bytes:
+        """Column ``name``'s block bytes: its stored bytes ``data`` (CRC included) checked,
+        decompressed, and its encoding byte checked against the index ``entry``. Raises
+        CorruptionError naming the file and offset."""
+        enc, codec, off, stored, raw, crc = entry
+        block = _decompress(codec, _checked_block(data, self.path, name, off, stored, crc), raw,
+                            self.path, off)
+        if block[0] != enc:
+            raise CorruptionError(f"{self.path}: column {name!r} block at offset {off} holds "
+                                  f"encoding {block[0]}, the index says {enc}", self.path, off)
+        return block
+
+    def first_seq(self, b: int) -> int:
+        """The seq of block ``b``'s first row, as its zone map entry records it."""
+        return int(self._zones[0][b])
+
+    def constant(self, name: str, b: int):
+        """The value (a numpy scalar of the column's dtype) every row of column ``name`` holds
+        in block ``b``, when its block is a constant FOR stream or PLAIN values all equal
+        (``codecs.constant``; such as a symbol's phase through a continuous session), else
+        None; None too for a column the file predates. Costs one block's stored bytes, not a
+        decode. Raises CorruptionError as ``read``."""
+        if name not in self.meta["columns"]:
+            return None
+        dt, blocks = self.meta["columns"][name]
+        entry = tuple(blocks[b].tolist())
+        off, stored = entry[2], entry[3]
+        block = self._block(name, _pread(self.fd, stored + CRC.size, off), entry)
+        br = self.meta["block_rows"]
+        try:
+            v = codecs.constant(block, min(br, self.meta["rows"] - b * br), dt,
+                                where=f"{self.path}:{name}")
+        except CorruptionError as e:
+            raise CorruptionError(f"{e} (block at offset {off})", self.path, off) from None
+        return None if v is None else np.array(v, dt)[()]
 
     def _check_zone(self, name: str, b: int, vals: np.ndarray, off: int) -> None:
         """Raise CorruptionError unless block ``b``'s decoded seq (first, last) or ts (least,

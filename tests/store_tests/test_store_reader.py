@@ -118,6 +118,48 @@ def test_last_row_is_the_last_row_read_returns(tmp_path, sealed):
     s.close()
 
 
+@pytest.mark.parametrize("sealed", [True, False])
+def test_last_row_of_columns_constant_in_a_block_is_the_last_row_read_returns(tmp_path, sealed,
+                                                                             monkeypatch):
+    # events' phase and symbol hold one value per symbol here: a block starting inside the
+    # window answers from its column headers without decoding seq; any other request decodes
+    from store.segment import SegmentFile
+
+    answered = []
+    constant = SegmentFile.constant
+
+    def counting(self, name, b):
+        v = constant(self, name, b)
+        answered.append(v is not None)
+        return v
+
+    monkeypatch.setattr(SegmentFile, "constant", counting)
+    d = tmp_path / "run"
+    s = _session(d)
+    for i in range(6):
+        s.process(make_orders(N, seed=20 + i))
+        if sealed:
+            s.seal()
+    rng = np.random.default_rng(4)
+    with Reader(str(d)) as r:
+        for _ in range(60):
+            a = int(rng.integers(1, 6 * N))
+            kw = {"symbol": ["A", "B", "C", None][int(rng.integers(0, 4))],
+                  "seq": (a, int(rng.integers(a, 6 * N + 5)))}
+            cols = [["phase"], ["phase", "symbol"], ["phase", "leaves_qty"]][int(rng.integers(0, 3))]
+            want = read(str(d), "events", columns=cols, **kw)
+            got = r.last_row("events", columns=cols, **kw)
+            if want.size == 0:
+                assert got is None, kw
+            else:
+                assert {c: int(v) for c, v in got.items()} == \
+                    {c: int(want[c][-1]) for c in cols}, (kw, cols)
+                assert all(type(got[c]) is type(want[c][-1]) for c in cols)
+    s.close()
+    if sealed:
+        assert any(answered) and not all(answered)
+
+
 def test_a_reader_raises_what_read_raises(tmp_path):
     with pytest.raises(StoreError):
         Reader(str(tmp_path / "nothing"))
