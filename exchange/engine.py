@@ -524,19 +524,29 @@ class Engine:
         tuner = self._prefetch_tuner
         if tuner is not None and len(orders) >= _tuning.MIN_BATCH and type(ahead) is int \
                 and ahead > 0:
-            cut = tuner.plan(len(orders))
-            if cut:
-                took = [0, 0]     # kernel ns of the slices with prefetching, without
-                for k, on in enumerate(tuner.trial_order()):
-                    took[not on] += self._match(orders[k * cut: (k + 1) * cut], out, cnt,
-                                                ahead if on else 0, tuner.clock)
-                tuner.result(*took)
-                orders = orders[4 * cut:]
-            if not tuner.prefetching:
-                ahead = 0
-        self._match(orders, out, cnt, ahead)
+            # a long batch span by span, each tried and decided as a batch of its own
+            # (prefetch_tuning, "Why spans")
+            for s in range(0, len(orders), _tuning.SPAN):
+                self._tuned(orders[s: s + _tuning.SPAN], out, cnt, ahead, tuner)
+        else:
+            self._match(orders, out, cnt, ahead)
         b0, b1, b2 = cnt.tolist()
         return _new_tuple(Result, (out.fills[:b0], out.l2[:b1], out.events[:b2]))
+
+    def _tuned(self, orders: np.ndarray, out: OutputBuffers, cnt: np.ndarray, ahead: int,
+               tuner) -> None:
+        """Match ``orders`` (at most one span) after ``tuner``'s trial when it plans one: four
+        slices with and without prefetching (distance ``ahead``), timed; the rest the way the
+        tuner then chooses."""
+        cut = tuner.plan(len(orders))
+        if cut:
+            took = [0, 0]     # kernel ns of the slices with prefetching, without
+            for k, on in enumerate(tuner.trial_order()):
+                took[not on] += self._match(orders[k * cut: (k + 1) * cut], out, cnt,
+                                            ahead if on else 0, tuner.clock)
+            tuner.result(*took)
+            orders = orders[4 * cut:]
+        self._match(orders, out, cnt, ahead if tuner.prefetching else 0)
 
     def _match(self, orders: np.ndarray, out: OutputBuffers, cnt: np.ndarray, ahead,
                clock=None) -> int:

@@ -126,6 +126,28 @@ def test_small_batches_are_never_tried():
     assert clock.reads == 0      # neither tried nor timed
 
 
+def test_a_long_batch_is_tried_and_decided_span_by_span(monkeypatch):
+    # one trial at a long batch's start would decide all of it, on a book still small there
+    flow = uniform(4 * T.SPAN + 100)
+    plain = engine()
+    plain.prefetch_tuning = False
+    want = outputs(plain.process(flow))
+    eng = engine()
+    tuner = eng._prefetch_tuner
+    tuner.clock = PrefetchCostsClock(with_cost=130, without_cost=100)
+    trials = []
+    real = T.PrefetchTuner.result
+    monkeypatch.setattr(T.PrefetchTuner, "result",
+                        lambda self, *took: trials.append(took) or real(self, *took))
+    aheads = kernel_calls(eng)
+    assert outputs(eng.process(flow)) == want
+    assert tuner._large == 4                   # four spans; the 100 left over is not one
+    assert len(trials) == 3                    # trials in spans 1, 2 and 4
+    assert not tuner.prefetching and aheads[-1] == 0
+    # between trials the spans run the way the latest trial chose: span 3 without prefetching
+    assert aheads.count(0) > aheads.count(eng.prefetch_distance)
+
+
 def test_trials_run_at_large_batches_1_2_4_8_then_every_8th():
     tuner = T.PrefetchTuner()
     assert tuner.plan(T.MIN_BATCH - 1) == 0
