@@ -113,12 +113,13 @@ def test_compare_columns_finds_the_first_difference_across_blocks():
 
 def test_plan_covers_every_seq_once_starting_short_and_cutting_at_segments():
     from replay.determinism import _plan
+    # segments of 131 messages, shorter than even the first range (chunk / 32 = 200)
     cuts = list(range(130, 20_000, 131))
-    plan = _plan(0, 20_000, 1600, {5_000}, cuts)
+    plan = _plan(0, 20_000, 6400, {5_000}, cuts)
     assert plan[0][0] == 1 and plan[-1][1] == 20_000
     assert all(b[0] == a[1] + 1 for a, b in zip(plan, plan[1:]))   # no gap, no overlap
-    assert plan[0][1] <= 2 * 1600 // 8                               # a short first range
-    assert max(hi - lo + 1 for lo, hi in plan) <= 2 * 1600
+    assert plan[0][1] <= 2 * 6400 // 32                              # a short first range
+    assert max(hi - lo + 1 for lo, hi in plan) <= 2 * 6400
     ends = {hi for _, hi in plan}
     assert 5_000 in ends                                             # a compared checkpoint
     assert ends <= set(cuts) | {5_000, 20_000}                       # never inside a segment
@@ -127,7 +128,7 @@ def test_plan_covers_every_seq_once_starting_short_and_cutting_at_segments():
 def test_plan_without_cuts_and_with_a_start():
     from replay.determinism import _plan
     plan = _plan(100, 1_000, 64, set(), [])
-    assert plan[0] == (101, 108) and plan[-1][1] == 1_000
+    assert plan[0] == (101, 102) and plan[-1][1] == 1_000            # chunk / 32 first
     assert all(b[0] == a[1] + 1 for a, b in zip(plan, plan[1:]))
     assert _plan(7, 7, 64, set(), []) == []
 
