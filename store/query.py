@@ -43,6 +43,7 @@ from store.catalog import Catalog
 from store.checkpoint_file import read_checkpoint_file
 from store.paths import inside
 from store.catalog import resolve_symbol
+from store.scratch import borrowed
 from store.segment import open_registered, read_registered
 from store.tables import Columns, orders_with_seq, table_dtype
 from store.wal import scan_wal
@@ -311,7 +312,7 @@ class Reader:
                 and (ts is None or (r["ts_hi"] >= ts[0] and r["ts_lo"] <= ts[1]))]
         return sealed, segs, records
 
-    def _parts(self, table, symbol, seq, ts, need):
+    def _parts(self, table, symbol, seq, ts, need, scratch=None):
         """The segment and WAL parts of a request (see ``_parts``). Retries on a fresh
         snapshot when a listed file vanished (compaction or a WAL trim retired it). Raises
         StoreError naming the vanished file after ``_RETRIES`` tries (CorruptionError naming it
@@ -331,7 +332,7 @@ class Reader:
                     self._forget()
                     self._fresh()
                     continue
-                decoded = [self._open(s).read(need, seq, ts) for s in segs]
+                decoded = [self._open(s).read(need, seq, ts, scratch=scratch) for s in segs]
             except FileNotFoundError as e:
                 problem, gap = f"{e.filename or 'a listed file'} vanished while reading {table}", None
                 gone.append(e.filename)
@@ -364,21 +365,22 @@ def _assemble(table, sym, seq, ts, sealed, segs, decoded, records):
     return [p for p in parts if p[2]], merge
 
 
-def _parts(source, table, symbol, seq, ts, need):
+def _parts(source, table, symbol, seq, ts, need, scratch=None):
     """Decode the overlapping windows of segments and WAL batches of ``source`` (a Reader, a
-    data directory or a live Session): ([(columns, selection, rows)], merge?)."""
+    data directory or a live Session): ([(columns, selection, rows)], merge?); the segments'
+    columns in ``scratch``'s memory when given (``store.scratch``)."""
     if isinstance(source, Reader):
-        return source._parts(table, symbol, seq, ts, need)
+        return source._parts(table, symbol, seq, ts, need, scratch)
     if isinstance(source, (str, os.PathLike)):
         with Reader(source) as reader:
-            return reader._parts(table, symbol, seq, ts, need)
+            return reader._parts(table, symbol, seq, ts, need, scratch)
     data_dir, catalog = source.data_dir, source.catalog
     sym = None if symbol is None else catalog.resolve_symbol(symbol, unlisted_ids=True)
     gone = []
     for attempt in range(_RETRIES):
         sealed, segs = catalog.snapshot(table, sym, seq, ts)
         try:
-            decoded = [read_registered(data_dir, s, need, seq, ts) for s in segs]
+            decoded = [read_registered(data_dir, s, need, seq, ts, scratch) for s in segs]
             break
         except FileNotFoundError as e:
             # why: a compaction retired a segment after our snapshot
@@ -536,21 +538,22 @@ def read(source, table: str, symbol=None, seq=None, ts=None, columns=None, as_pa
         return to_frame(rows, {int(r["id"]): str(r["name"]) for r in catalog.symbols()})
     dtype, cols = _columns_wanted(table, columns)
     seq, ts = _check_range("seq", seq), _check_range("ts", ts)
-    need = _need(cols, symbol)
-    parts, merge = _parts(source, table, symbol, seq, ts, need)
     out_dtype = dtype if columns is None else np.dtype([(c, dtype.fields[c][0]) for c in cols],
                                                        align=True)
-    n = sum(p[2] for p in parts)
-    out = np.zeros(n, out_dtype)   # zeros: padding bytes are defined
-    if not merge or not parts:
-        # why straight into the rows: strided copies per column and block of rows, no
-        # concatenated temporaries (assembling 1M rows this way costs a third of
-        # concatenate-then-scatter)
-        _fill(parts, cols, {c: out[c] for c in cols})
-        return out
-    order = _merge_order(parts)
-    for c in cols:
-        out[c] = np.concatenate([p[0][c][p[1]] for p in parts])[order]
+    # why borrowed memory for the decoded columns: every value is copied into the rows before
+    # this returns (store/scratch.py: fresh arrays cost a page fault per 4 KiB)
+    with borrowed() as scratch:
+        parts, merge = _parts(source, table, symbol, seq, ts, _need(cols, symbol), scratch)
+        out = np.zeros(sum(p[2] for p in parts), out_dtype)   # zeros: padding bytes are defined
+        if not merge or not parts:
+            # why straight into the rows: strided copies per column and block of rows, no
+            # concatenated temporaries (assembling 1M rows this way costs a third of
+            # concatenate-then-scatter)
+            _fill(parts, cols, {c: out[c] for c in cols})
+            return out
+        order = _merge_order(parts)
+        for c in cols:
+            out[c] = np.concatenate([p[0][c][p[1]] for p in parts])[order]
     return out
 
 

@@ -678,10 +678,12 @@ class SegmentFile:
             m &= (sh >= seq[0]) & (sl <= seq[1])
         return np.flatnonzero(m)
 
-    def read(self, columns=None, seq=None, ts=None, blocks=None) -> dict:
+    def read(self, columns=None, seq=None, ts=None, blocks=None, scratch=None) -> dict:
         """Decode the rows with seq and ts inside the inclusive ranges (None: all rows) of the
         named columns (None: every column, added ones included); ``blocks`` (block indexes,
-        ascending) restricts the read to those blocks.
+        ascending) restricts the read to those blocks. ``scratch`` (a ``store.scratch.Scratch``)
+        supplies the decoded columns' memory: the arrays returned are then valid only while
+        the caller's borrow of it lasts.
 
         Returns a ``store.tables.Columns`` {column name: 1-D array of the kept rows, in file
         (seq) order}, its ``lacking`` the asked-for columns the file predates. Only blocks
@@ -715,7 +717,7 @@ class SegmentFile:
                     decoded[name] = np.zeros(total, table_dtype(meta["table"]).fields[name][0])
                     continue
                 raise CorruptionError(f"{path}: no column {name!r} in the index", path, 0)
-            decoded[name] = self._column(name, ids, counts, total)
+            decoded[name] = self._column(name, ids, counts, total, scratch)
         a, b, sel = 0, total, None
         if cut_seq:
             s = decoded["seq"]
@@ -733,12 +735,14 @@ class SegmentFile:
             return Columns({c: decoded[c][a:b] for c in columns}, lacking)
         return Columns({c: decoded[c][sel] for c in columns}, lacking)
 
-    def _column(self, name: str, ids: np.ndarray, counts: np.ndarray, total: int) -> np.ndarray:
-        """Column ``name`` of blocks ``ids`` (``counts`` rows each), decoded into one array."""
+    def _column(self, name: str, ids: np.ndarray, counts: np.ndarray, total: int,
+                scratch=None) -> np.ndarray:
+        """Column ``name`` of blocks ``ids`` (``counts`` rows each), decoded into one array
+        (from ``scratch`` when given)."""
         path, meta = self.path, self.meta
         dt, blocks = meta["columns"][name]
         try:
-            out = np.empty(total, dt)
+            out = np.empty(total, dt) if scratch is None else scratch.take(total, dt)
         except MemoryError:
             raise CorruptionError(f"{path}: column {name!r} declares {total} rows, more than "
                                   f"this process can allocate", path, 0) from None
@@ -866,9 +870,10 @@ def _cross_check(path: str, meta: dict, row) -> None:
                                   f"index says {want!r}", path, meta["index_offset"])
 
 
-def read_registered(data_dir: str, row: dict, columns=None, seq=None, ts=None) -> dict:
+def read_registered(data_dir: str, row: dict, columns=None, seq=None, ts=None,
+                    scratch=None) -> dict:
     """Decode the columns of the segment a catalog ``row`` registers in ``data_dir`` (rows in
-    the ``seq``/``ts`` ranges, as ``read_segment``).
+    the ``seq``/``ts`` ranges, as ``read_segment``; ``scratch`` as ``SegmentFile.read``).
 
     The row's path must stay inside ``data_dir`` (store/paths.py), and its table_name, symbol,
     rows, seq_lo/seq_hi and ts_lo/ts_hi must equal what the file's own index records. Returns
@@ -877,7 +882,7 @@ def read_registered(data_dir: str, row: dict, columns=None, seq=None, ts=None) -
     it is gone (a reader may then re-read the catalog).
     """
     with open_registered(data_dir, row) as seg:
-        return seg.read(columns, seq, ts)
+        return seg.read(columns, seq, ts, scratch=scratch)
 
 
 def open_registered(data_dir: str, row: dict) -> SegmentFile:
