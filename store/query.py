@@ -401,8 +401,6 @@ def _need(cols, symbol) -> list:
     return cols if cols and symbol is not None else list(dict.fromkeys(cols + ["seq"]))
 
 
-# rows per step of ``_fill``: 8,192 rows of the widest table (orders, 96 bytes) are 768 KiB,
-# inside L2 while every column is written into them
 def _constant_row(f, b: int, cols, window, segs, row):
     """{column: value} of the last row in seq ``window`` when block ``b`` of segment file
     ``f`` (catalog ``row``) holds it and every column asked for is constant in that block,
@@ -423,6 +421,8 @@ def _constant_row(f, b: int, cols, window, segs, row):
     return same
 
 
+# rows per step of ``_fill``: 8,192 rows of the widest table (orders, 96 bytes) are 768 KiB,
+# inside L2 while every column is written into them
 _FILL_ROWS = 8192
 
 
