@@ -934,6 +934,12 @@ class _Reader:
     def u32(self) -> int:
         return _U32.unpack(self.take(4))[0]
 
+    def end(self) -> None:
+        """Raise CorruptionError unless every byte of the block was taken."""
+        if self.pos != len(self.buf):
+            raise CorruptionError(f"{self.where}: {len(self.buf) - self.pos} trailing bytes after "
+                                  f"column block", self.where, self.pos)
+
     def stream(self, n: int) -> tuple:
         """The next stream of n values as kernel arguments (body bytes, width, shuffled, min,
         gcd); raises CorruptionError on a bad header or a short body."""
@@ -1039,17 +1045,16 @@ def constant(block: bytes, n: int, dtype: np.dtype, where: str = "") -> int | No
         _, width, _, mn, _ = r.stream(n)
     else:
         return None
-    if r.pos != len(r.buf):
-        raise CorruptionError(f"{where}: {len(r.buf) - r.pos} trailing bytes after column block",
-                              where, r.pos)
+    r.end()
     if enc == PLAIN:
         return int(vals[0]) if (vals == vals[0]).all() else None
     if width != 0:
         return None
     flip = _SIGN if dtype.kind == "i" else _U0
-    # the value as decode writes it: the key un-flipped, truncated to the column's width
-    return int(np.array([mn ^ flip], np.uint64).view(np.int64 if dtype.kind == "i" else np.uint64)
-               .astype(dtype)[0])
+    # the value as decode writes it: the key un-flipped, its bit pattern truncated to the
+    # column's width, read as the column's type
+    bits = np.array([mn ^ flip], np.uint64).astype(_UNSIGNED[dtype.itemsize])
+    return int(bits.view(dtype)[0])
 
 
 def decode(block: bytes, n: int, dtype: np.dtype, where: str = "", out: np.ndarray | None = None
@@ -1106,9 +1111,7 @@ def decode(block: bytes, n: int, dtype: np.dtype, where: str = "", out: np.ndarr
         streams = (r.stream(nd), r.stream(n))
     else:
         raise CorruptionError(f"{where}: unknown column encoding {enc}", where, 0)
-    if r.pos != len(r.buf):
-        raise CorruptionError(f"{where}: {len(r.buf) - r.pos} trailing bytes after column block",
-                              where, r.pos)
+    r.end()
     if out is None:
         out = np.empty(n, dtype)
     # why an unsigned view: kernels write uint64 bit patterns, truncated to the column's width
