@@ -103,6 +103,7 @@ from store import Catalog, read
 
 from replay.verifier_auctions import (
     PhaseChecker, PhaseOptions, band_rows, book_from_state, first_phase_seq, phase_options,
+    static_band_rejects,
 )
 from replay.verifier_book import M_LAST_PX, M_TRADED
 from replay.verifier_rules import DAY_NS
@@ -212,7 +213,7 @@ class _Run:
 
     def begin(self, options: "_SymbolOptions | None" = None) -> tuple:
         """Fresh kernel state for a symbol, with its options (None: the defaults)."""
-        # why 16k orders: each doubling copies and rehashes every live order; small runs
+        # why 16k orders: each growth copies and rehashes every live order; small runs
         # still allocate only a few MB
         state = K.new_state(1 << 14, max(self.max_violations, 1))
         configure(state, options)
@@ -334,8 +335,7 @@ class _Symbol:
     def needs_phases(self, orders, fills, events) -> bool:
         """Whether these rows need more than the kernel: band rows or the phase checker."""
         return bool(self.popts.banded or first_phase_seq(orders, fills, events, self.popts)
-                    is not None or (events.size and np.any(
-                        events["reason"] == Reason.OUTSIDE_STATIC_BAND)))
+                    is not None or static_band_rejects(events))
 
     def _band_rows(self, orders, fills, events) -> None:
         meta = self.state[-4]
@@ -384,8 +384,7 @@ class _Symbol:
         if self.checker is None:
             cut = first_phase_seq(orders, fills, events, self.popts)
             if cut is None:
-                if self.popts.banded or (events.size and np.any(
-                        events["reason"] == Reason.OUTSIDE_STATIC_BAND)):
+                if self.popts.banded or static_band_rejects(events):
                     self._band_rows(orders, fills, events)
                 self._check(orders, fills, l2, events, known, final)
                 return

@@ -50,13 +50,15 @@ import heapq
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 
 from exchange.schema import (
     AUCTION_SIDE, CALL_MARKET_PRICE, CALL_PHASES, MAX_PRICE, Event, Flag, Kind, OrderType,
     Phase, Reason, Tif,
 )
 
-__all__ = ["AUCTION_RULES", "PhaseOptions", "phase_options", "first_phase_seq", "uncross",
+__all__ = ["AUCTION_RULES", "PhaseOptions", "phase_options", "first_phase_seq",
+           "static_band_rejects", "uncross",
            "allocate", "PhaseChecker", "book_from_state", "band_rows"]
 
 AUCTION_RULES = ("phase", "trade_in_call", "auction_price", "auction_allocation", "indicative",
@@ -147,6 +149,42 @@ def _band(x: int, bps: int) -> tuple[int, int]:
 
 
 # ------------------------------------------------------------------ where phases begin
+def _marks(codes) -> np.ndarray:
+    """A 256-entry table of the uint8 ``codes`` to look for (True where a code is one)."""
+    table = np.zeros(256, np.bool_)
+    table[list(codes)] = True
+    return table
+
+
+_PHASE_KIND_MARKS = _marks((_PHASE_KIND,))
+_PHASE_EVENT_MARKS = _marks(_SYMBOL_EVENTS)
+_PHASE_REASON_MARKS = _marks(_PHASE_REASONS)
+_AUCTION_SIDE_MARKS = _marks((AUCTION_SIDE,))
+_STATIC_BAND_MARKS = _marks((int(Reason.OUTSIDE_STATIC_BAND),))
+
+
+@njit(cache=True, nogil=True)
+def _first_marked(a, a_marks, b, b_marks) -> int:
+    """Index of the first row whose code in ``a`` or in ``b`` (uint8 columns, possibly strided
+    views of one table's rows) is marked in its table, or -1.
+
+    Why a loop and not ``np.isin``: the scan stops at the first hit, and on a run without
+    phases it reads each code once where isin copied the strided column and compared it once
+    per code looked for (measured: 76 ms of a 2 M-message verify's main thread)."""
+    for i in range(a.shape[0]):
+        if a_marks[a[i]] or b_marks[b[i]]:
+            return i
+    return -1
+
+
+def _first_seq(rows, a: str, a_marks, b: str | None = None, b_marks=None) -> int | None:
+    if not rows.size:
+        return None
+    b, b_marks = (a, a_marks) if b is None else (b, b_marks)
+    at = _first_marked(rows[a], a_marks, rows[b], b_marks)
+    return int(rows["seq"][at]) if at >= 0 else None
+
+
 def first_phase_seq(orders, fills, events, opts: PhaseOptions) -> int | None:
     """The seq of the first row of these (one symbol's, seq-ordered) rows that only a symbol
     with phases has: a PHASE message, a PHASE/INDICATIVE/UNCROSS event, a phase reason
@@ -155,21 +193,17 @@ def first_phase_seq(orders, fills, events, opts: PhaseOptions) -> int | None:
     if opts.phase != _CONT:
         seqs = [int(t["seq"][0]) for t in (orders, fills, events) if t.size]
         return min(seqs) if seqs else None
-    found = []
-    if orders.size:
-        hit = np.flatnonzero(orders["kind"] == _PHASE_KIND)
-        if hit.size:
-            found.append(int(orders["seq"][hit[0]]))
-    if events.size:
-        hit = np.flatnonzero(np.isin(events["event"], _SYMBOL_EVENTS)
-                             | np.isin(events["reason"], _PHASE_REASONS))
-        if hit.size:
-            found.append(int(events["seq"][hit[0]]))
-    if fills.size:
-        hit = np.flatnonzero(fills["aggressor_side"] == AUCTION_SIDE)
-        if hit.size:
-            found.append(int(fills["seq"][hit[0]]))
+    found = [s for s in (_first_seq(orders, "kind", _PHASE_KIND_MARKS),
+                         _first_seq(events, "event", _PHASE_EVENT_MARKS,
+                                    "reason", _PHASE_REASON_MARKS),
+                         _first_seq(fills, "aggressor_side", _AUCTION_SIDE_MARKS))
+             if s is not None]
     return min(found) if found else None
+
+
+def static_band_rejects(events) -> bool:
+    """Whether any of these event rows is a reject with reason OUTSIDE_STATIC_BAND."""
+    return _first_seq(events, "reason", _STATIC_BAND_MARKS) is not None
 
 
 def band_rows(orders, fills, events, opts: PhaseOptions, last_px: int) -> list:

@@ -23,8 +23,8 @@ Written from docs/semantics.md, sharing no code with ``exchange`` (only the idea
 Invariants: a resting order has ``O_LEVEL >= 0`` and sits in exactly one level list (every
 other row, free or finished, has ``O_LEVEL == -1``); a level's
 ``L_QTY``/``L_COUNT`` are the sum of its orders' leaves and their number; an empty level leaves
-its ladder at once. Limits: capacities are fixed per array set; ``grow_state`` doubles the order capacity or the
-level capacity, whichever ran short.
+its ladder at once. Limits: capacities are fixed per array set; ``grow_state`` quadruples the
+order capacity or doubles the level capacity, whichever ran short.
 """
 
 from __future__ import annotations
@@ -420,9 +420,16 @@ def rehash(old, new):
             _hash_put(new, old[i, 0], np.int64(old[i, 1]) - 1)
 
 
+# why four times: each growth writes every row of the new order arrays (their free list) and
+# copies and rehashes every live order; a deep book (~200 k live orders from the first 16 k)
+# then takes two growths instead of four (the engine's order arena grows the same way)
+_ORDER_GROWTH = 4
+
+
 def grow_state(state: tuple) -> tuple:
-    """Return the state arrays with twice the order capacity, or the level capacity, or both
-    (whichever is short of room for one more message: see ``check_symbol``), contents kept."""
+    """Return the state arrays with ``_ORDER_GROWTH`` times the order capacity, or twice the
+    level capacity, or both (whichever is short of room for one more message: see
+    ``check_symbol``), contents kept."""
     ost, lst, oid, htab, ladder, ladlv, touched, ext, cfg, meta, vrows, vids, counts = state
     cap, lcap = ost.shape[0], lst.shape[0]
     more_o = meta[M_LIVE_O] + 2 > cap or meta[M_FREE_O] < 0
@@ -430,11 +437,11 @@ def grow_state(state: tuple) -> tuple:
     if not (more_o or more_l):   # never expected; growing both guarantees progress
         more_o = more_l = True
     if more_o:
-        big = new_state(2 * cap, 1, 1, 16)
+        big = new_state(_ORDER_GROWTH * cap, 1, 1, 16)
         nost, noid, nhtab, next_ = big[0], big[2], big[3], big[7]
         nost[:cap], noid[:cap], next_[:cap] = ost, oid, ext
-        # the new rows cap..2cap-1 are chained by new_state; prepend them to the old free list
-        nost[2 * cap - 1, O_NEXT] = meta[M_FREE_O]
+        # the new rows from cap on are chained by new_state; prepend them to the old free list
+        nost[-1, O_NEXT] = meta[M_FREE_O]
         meta[M_FREE_O] = cap
         rehash(htab, nhtab)
         ost, oid, htab, ext = nost, noid, nhtab, next_

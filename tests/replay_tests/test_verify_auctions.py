@@ -443,3 +443,41 @@ def test_symbol_starting_in_a_call_and_phase_message_validation():
     o, f, l2, e = tables
     e = _edit(e, lambda t: t["seq"] == 3, reason=Reason.BAD_PHASE)
     assert rules_at(check((o, f, l2, e), _pre_open_config())) == {(3, "phase")}
+
+
+def _first_phase_reference(orders, fills, events):
+    """first_phase_seq for a CONTINUOUS symbol, written the obvious way (every row compared)."""
+    phase_events = {int(Event.PHASE), int(Event.INDICATIVE), int(Event.UNCROSS)}
+    phase_reasons = {int(r) for r in (Reason.PRICE_BAND, Reason.AUCTION_END,
+                                      Reason.SYMBOL_CLOSED, Reason.SYMBOL_HALTED,
+                                      Reason.NOT_IN_CALL, Reason.BAD_PHASE)}
+    found = [int(o["seq"]) for o in orders if o["kind"] == int(Kind.PHASE)]
+    found += [int(e["seq"]) for e in events
+              if e["event"] in phase_events or e["reason"] in phase_reasons]
+    found += [int(f["seq"]) for f in fills if f["aggressor_side"] == AUCTION_SIDE]
+    return min(found) if found else None
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_phase_scan_finds_the_first_phase_row_of_each_table(seed):
+    """first_phase_seq and static_band_rejects scan strided code columns in a compiled loop;
+    they answer as comparing every row would, for codes anywhere in 0..255."""
+    from replay.verifier_auctions import PhaseOptions, first_phase_seq, static_band_rejects
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 400))
+    from store.tables import STORED_DTYPES
+    orders, fills, events = (np.zeros(k, d) for k, d in (
+        (n, STORED_DTYPES["orders"]), (n // 3, FILL_DTYPE), (2 * n, EVENT_DTYPE)))
+    for rows in (orders, fills, events):
+        rows["seq"] = np.sort(rng.integers(1, 10 * n + 2, rows.size))
+    rare = 1.0 / max(n, 1) * rng.uniform(0, 3)     # a few phase rows, or none at all
+    orders["kind"] = np.where(rng.random(n) < rare, int(Kind.PHASE), int(Kind.NEW))
+    # codes drawn from the ones looked for and others, among them the band reason and 255
+    codes = np.array(sorted({int(e) for e in Event} | {int(r) for r in Reason} | {200, 255}))
+    for col in ("event", "reason"):
+        events[col] = np.where(rng.random(2 * n) < rare, rng.choice(codes, 2 * n), 0)
+    fills["aggressor_side"] = np.where(rng.random(n // 3) < rare, AUCTION_SIDE, 0)
+    assert first_phase_seq(orders, fills, events, PhaseOptions()) == \
+        _first_phase_reference(orders, fills, events)
+    assert static_band_rejects(events) == \
+        bool(np.any(events["reason"] == int(Reason.OUTSIDE_STATIC_BAND)))

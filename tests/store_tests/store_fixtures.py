@@ -127,6 +127,26 @@ from store.session import register_engine_class  # noqa: E402
 register_engine_class(FakeEngine)
 
 
+def sealed_run(tmp_path, scenario: str, batches: int, n: int, seed: int,
+               seal_last: bool = True) -> str:
+    """A data directory of ``batches`` batches of ``n`` FakeEngine orders (symbols A, B, C),
+    sealed one by one (the last left in the WAL unless ``seal_last``); returns its path."""
+    from store import Session
+
+    eng = FakeEngine()
+    for name in ("A", "B", "C"):
+        eng.add_symbol(name)
+    d = str(tmp_path / "run")
+    s = Session.create(d, eng, run_info={"scenario": scenario, "seed": 1},
+                       seal_in_background=False, seal_every=10**12, checkpoint_every=10**12)
+    for i in range(batches):
+        s.process(make_orders(n, seed=seed + i))
+        if seal_last or i < batches - 1:
+            s.seal()
+    s.close()
+    return d
+
+
 def forge_catalog(data_dir, table: str, key, **values) -> None:
     """Set ``values`` in the catalog row of ``table`` whose key is ``key``, with its row checksum
     (and its table's count/sum tally) recomputed: the edit of someone who knows the format, so a

@@ -6,23 +6,13 @@ import threading
 
 import numpy as np
 
-from store import Reader, Session, read, read_columns
+from store import Reader, read, read_columns
 from store import scratch as S
-from store_fixtures import FakeEngine, make_orders
+from store_fixtures import sealed_run
 
 
 def _run(tmp_path, batches=4, n=3000):
-    eng = FakeEngine()
-    for name in ("A", "B", "C"):
-        eng.add_symbol(name)
-    d = str(tmp_path / "run")
-    s = Session.create(d, eng, run_info={"scenario": "scratch", "seed": 1},
-                       seal_in_background=False, seal_every=10**12, checkpoint_every=10**12)
-    for i in range(batches):
-        s.process(make_orders(n, seed=40 + i))
-        s.seal()
-    s.close()
-    return d
+    return sealed_run(tmp_path, "scratch", batches, n, seed=40)
 
 
 def test_rows_a_read_returned_survive_later_reads(tmp_path):
