@@ -66,8 +66,10 @@ state; otherwise the block is checked again from that state).
 
 Speed (10M-message bench_replay run, 1.98M fills, one symbol, ~1M live orders mid-run): the
 checking kernel costs about 0.35-0.55 us of CPU per message (``summary["kernel_cpu_seconds"]``)
-and reading the four tables about 0.25 us (store decoding); on one thread the read of range k+1
-overlaps the check of range k, so verify costs about the larger of the two; on N threads about
+and reading the four tables about 0.2 us (store decoding and assembling rows; the 2M-message
+run: kernel 0.21-0.25 us, reads 0.2 us); on one thread the read of range k+1 overlaps the
+check of range k, so verify costs about the larger of the two (the first ranges, whose small
+book checks faster than they read, wait on the reads); on N threads about
 their sum over N, plus about half a CPU second per block boundary for its seed (a million live
 orders). The checks of stops, icebergs, expiry and tick tables cost plain
 flows about 5-8% of kernel CPU (2M-message uniform flow, 0.39M fills, best of three runs, old

@@ -47,6 +47,7 @@ from exchange.schema import (
 )
 from exchange.state import M_NEED_EVENTS, M_NEED_FILLS, M_NEED_L2, M_SEQ, index_find, index_home
 from exchange.state import grow_array as _grow
+from exchange.state import grow_output
 from exchange.state import prefetch as _prefetch
 
 from replay.backtesting.latency import DRAWS, sample
@@ -125,12 +126,15 @@ class EngineArrays:
         """Grow whatever ``status`` names; raises RuntimeError for an unknown status (a bug)."""
         meta = self.state.meta
         if status == K.NEED_OUTPUT:
-            self.fills = _grow(self.fills, int(meta[M_NEED_FILLS]))
-            self.l2 = _grow(self.l2, int(meta[M_NEED_L2]))
-            self.events = _grow(self.events, int(meta[M_NEED_EVENTS]))
+            # why nothing copied: ``_proc_batch`` has taken the strategy's rows out of the
+            # scratch outputs before it returns, and the next call writes them from row 0; and
+            # only an output short of room grows (a stop cascade's bound asks for one of them)
+            self.fills = grow_output(self.fills, 0, int(meta[M_NEED_FILLS]))
+            self.l2 = grow_output(self.l2, 0, int(meta[M_NEED_L2]))
+            self.events = grow_output(self.events, 0, int(meta[M_NEED_EVENTS]))
         elif status == NEED_STRAT:
-            self.sf = _grow(self.sf, int(self.scnt[0]) + len(self.fills))
-            self.se = _grow(self.se, int(self.scnt[1]) + len(self.events))
+            self.sf = grow_output(self.sf, int(self.scnt[0]), int(self.scnt[0]) + len(self.fills))
+            self.se = grow_output(self.se, int(self.scnt[1]), int(self.scnt[1]) + len(self.events))
         elif status == NEED_LIVE:
             live = np.zeros((2 * len(self.live), 3), np.int64)
             live[: len(self.live)] = self.live
