@@ -178,6 +178,7 @@ def _first_marked(a, a_marks, b, b_marks) -> int:
 
 
 def _first_seq(rows, a: str, a_marks, b: str | None = None, b_marks=None) -> int | None:
+    """The seq of the first of ``rows`` whose field ``a`` (or ``b``) holds a marked code."""
     if not rows.size:
         return None
     b, b_marks = (a, a_marks) if b is None else (b, b_marks)
