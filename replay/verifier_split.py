@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from exchange.checkpoint import parse as parse_checkpoint
-from store import Catalog, Reader, read, read_checkpoint
+from store import TABLES, Catalog, Reader, read, read_checkpoint
 
 import replay.verifier_kernel as K
 from replay import verifier_seed as S
@@ -65,9 +65,6 @@ def default_threads() -> int:
     return max(1, min(n - 1, MAX_THREADS))
 
 
-_TABLES = ("orders", "fills", "l2", "events")
-
-
 def read_range(source, sid: int, lo: int, hi: int, reuse: dict | None = None) -> dict:
     """The four tables of symbol ``sid`` over seqs lo..hi from ``source`` (a path or a Reader).
 
@@ -75,7 +72,7 @@ def read_range(source, sid: int, lo: int, hi: int, reuse: dict | None = None) ->
     ``reuse``); each entry is replaced by the array its table's rows were written into, so the
     dict always holds the largest buffers read so far."""
     out = {}
-    for n in _TABLES:
+    for n in TABLES:
         old = reuse.get(n) if reuse is not None else None
         out[n] = read(source, n, symbol=sid, seq=(lo, hi), reuse=old)
         if reuse is not None and (old is None or out[n].base is not old):

@@ -22,10 +22,11 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from exchange.state import CACHE_LINE, zeros_aligned
+
 __all__ = ["Scratch", "borrowed", "RETAIN_BYTES"]
 
 RETAIN_BYTES = 128 << 20   # kept per thread between reads: a read of 1 M orders rows (~86 MB) fits
-_ALIGN = 64                # every array starts on a cache line (any dtype's alignment)
 
 _local = threading.local()
 
@@ -44,8 +45,10 @@ class Scratch:
         has room, else a fresh one. Raises MemoryError as ``numpy.empty`` does."""
         dtype = np.dtype(dtype)
         size = n * dtype.itemsize
-        start = -(-self._used // _ALIGN) * _ALIGN
-        self._wanted = -(-self._wanted // _ALIGN) * _ALIGN + size   # as if all came from the block
+        # every array starts on a cache line (any dtype's alignment)
+        start = -(-self._used // CACHE_LINE) * CACHE_LINE
+        # counted as if every array came from the block
+        self._wanted = -(-self._wanted // CACHE_LINE) * CACHE_LINE + size
         if start + size <= self._mem.size:
             self._used = start + size
             return self._mem[start:start + size].view(dtype)
@@ -56,9 +59,8 @@ class Scratch:
         (at most RETAIN_BYTES), so the next read of that size takes no fresh memory."""
         want = self._wanted
         if self._mem.size < want <= RETAIN_BYTES:
-            mem = np.empty(want + _ALIGN, np.uint8)
-            skip = -mem.ctypes.data % _ALIGN     # why: offsets are aligned from an aligned start
-            self._mem = mem[skip:skip + want]
+            # an aligned start, so the aligned offsets above are aligned addresses
+            self._mem = zeros_aligned(want, np.uint8)
         self._used = self._wanted = 0
 
 
