@@ -45,9 +45,9 @@ from exchange._cache_guard import guard
 from exchange.schema import (
     EVENT_DTYPE, FILL_DTYPE, L2_DTYPE, ORDER_DTYPE, Event, Kind, OrderType, Tif,
 )
-from exchange.state import M_NEED_EVENTS, M_NEED_FILLS, M_NEED_L2, M_SEQ, index_find, index_home
-from exchange.state import grow_array as _grow
-from exchange.state import grow_output
+from exchange.state import (
+    M_NEED_EVENTS, M_NEED_FILLS, M_NEED_L2, M_SEQ, grow_output, index_find, index_home,
+)
 from exchange.state import prefetch as _prefetch
 
 from replay.backtesting.latency import DRAWS, sample

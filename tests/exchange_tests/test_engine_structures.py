@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from exchange.book import ladder_search
 from exchange._cache_guard import guard
+from exchange.book import ladder_search
 from exchange.order_index import index_find, index_home, index_insert, index_remove, new_index
 
 # the wrappers below inline these files' kernels into this file's numba cache: without the
