@@ -178,8 +178,8 @@ class _Driver:
         self.last_arr = arrival
         k = self.nord
         if k == len(self.olog):
-            self.olog, self.osent, self.oseq = (C._grow(a, 0) for a in (self.olog, self.osent,
-                                                                         self.oseq))
+            self.olog, self.osent, self.oseq = (K.grow_array(a, 0)
+                                                for a in (self.olog, self.osent, self.oseq))
             self._logs_moved()
         # one tuple assignment, in ORDER_DTYPE's field order (a field at a time costs 10x more)
         self.olog[k] = (arrival, oid, price, qty, self.symbol, self.trader, kind, otype, tif,
@@ -372,7 +372,7 @@ class _EngineDriver(_Driver):
 
     def _grow(self, status: int) -> None:
         if status == C.NEED_LOG:
-            self.marks = C._grow(self.marks, 0)
+            self.marks = K.grow_array(self.marks, 0)
         else:
             self.arrays.grow(status)
         self._args = None
@@ -418,7 +418,7 @@ class _L2Driver(_Driver):
     def _observe_top(self) -> None:
         self.engine.read_top(self.top)
         if self.nmark == len(self.marks):
-            self.marks = C._grow(self.marks, 0)
+            self.marks = K.grow_array(self.marks, 0)
 
     def run(self) -> None:
         msgs = self.msgs
@@ -519,7 +519,7 @@ def _run_fast(engine, msgs, strat: QuoteStrategy, feed, order, trader, symbol, t
         if status == K.OK:
             break
         if status == C.NEED_LOG:
-            olog, osent, oseq, marks = (C._grow(x, 0) for x in (olog, osent, oseq, marks))
+            olog, osent, oseq, marks = (K.grow_array(x, 0) for x in (olog, osent, oseq, marks))
         elif status == C.NEED_DRAWS:
             feed.ensure(int(st[C.S_FEED_CUR]) + 2)
             order.ensure(int(st[C.S_ORD_CUR]) + 3)
