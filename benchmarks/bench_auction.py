@@ -31,7 +31,7 @@ import numpy as np
 
 from benchmarks import _smoke
 from benchmarks.bench_engine import machine
-from exchange import ORDER_DTYPE, Engine, Kind, OrderType, Phase, Side
+from exsim.exchange import ORDER_DTYPE, Engine, Kind, OrderType, Phase, Side
 
 MID = 10_000
 SPREAD = 100          # prices uniform in [MID - SPREAD, MID + SPREAD]
@@ -79,7 +79,7 @@ def one_run(flow: np.ndarray) -> dict:
     t1 = time.perf_counter()
     res = eng.process(phase_message(int(flow["ts"][-1]) + 1, Phase.OPENING_AUCTION))
     t2 = time.perf_counter()
-    from exchange import Event
+    from exsim.exchange import Event
 
     uncross = res.events[res.events["event"] == Event.UNCROSS]
     assert len(uncross) == 1 and uncross["filled_qty"][0] > 0, "the call book did not uncross"
@@ -121,7 +121,7 @@ def main(argv=None) -> dict:
                      f"{1e3 * med['uncross_s']:.2f}", f"{entry['uncross_ns_per_order']:.0f}",
                      f"{last['price']}", f"{last['volume']:,}", f"{last['fills']:,}",
                      f"{last['indicative_events']:,}"])
-    from replay.cli.common import print_table
+    from exsim.replay.cli.common import print_table
 
     print_table(["call book", "collect ns/msg", "uncross ms", "uncross ns/order", "price",
                  "volume", "fills", "INDICATIVE events"], rows,

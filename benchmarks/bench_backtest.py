@@ -42,11 +42,11 @@ try:
     from benchmarks import _smoke
 except ImportError:          # run as a script: benchmarks/ is sys.path[0]
     import _smoke
-from exchange import Engine, OutputBuffers
-from replay.backtesting.driver import backtest
-from replay.backtesting.strategy import QuoteStrategy, Strategy
-from scenarios import uniform_flow
-from replay.backtesting.strategies import InventoryMarketMaker, mm_quotes
+from exsim.exchange import Engine, OutputBuffers
+from exsim.replay.backtesting.driver import backtest
+from exsim.replay.backtesting.strategy import QuoteStrategy, Strategy
+from exsim.scenarios import uniform_flow
+from exsim.replay.backtesting.strategies import InventoryMarketMaker, mm_quotes
 
 TRADER = 4_000_000_000
 
@@ -62,8 +62,8 @@ class _OnFill(QuoteStrategy):
 
 def _l2_cases():
     """(name -> (events, callable)) for the Binance sample, or {} if it is absent."""
-    from scenarios import load_binance
-    from scenarios.data import BINANCE_BTCUSDT, shared_file
+    from exsim.scenarios import load_binance
+    from exsim.scenarios.data import BINANCE_BTCUSDT, shared_file
     try:
         path = shared_file(BINANCE_BTCUSDT)
     except Exception:
@@ -110,7 +110,7 @@ def _hbt_market_maker(data):
                              event_dtype)
     from numba import njit
 
-    from replay.backtesting.l2queue import EV_TRADE, L2Flow, l2_events
+    from exsim.replay.backtesting.l2queue import EV_TRADE, L2Flow, l2_events
 
     ev = l2_events(L2Flow.from_binance(data))
     rows = np.zeros(len(ev), event_dtype)

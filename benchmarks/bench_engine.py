@@ -66,7 +66,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks import _revisions, _smoke
-from exchange import ORDER_DTYPE, Engine, OutputBuffers
+from exsim.exchange import ORDER_DTYPE, Engine, OutputBuffers
 
 SMOKE_MESSAGES = 20_000   # per seeded workload in smoke mode
 
@@ -91,8 +91,8 @@ def machine() -> dict:
 
 def quantcup_workload(target: int) -> tuple[np.ndarray, int]:
     """Return (flow, n_symbols): the QuantCup feed tiled to about ``target`` messages."""
-    from scenarios import load_quantcup
-    from scenarios.data import QUANTCUP_FEED, shared_file
+    from exsim.scenarios import load_quantcup
+    from exsim.scenarios.data import QUANTCUP_FEED, shared_file
 
     feed = load_quantcup(shared_file(QUANTCUP_FEED))
     reps = max(1, target // len(feed))
@@ -350,8 +350,8 @@ def main(argv: list[str] | None = None) -> dict:
     if args.runs < 1 or args.batch < 1:
         ap.error(f"--runs and --batch must be >= 1; got {args.runs} and {args.batch}")
 
-    from scenarios.generators.uniform import BENCH_1M, uniform_flow
-    from scenarios.generators.venue_mix import venue_mix
+    from exsim.scenarios.generators.uniform import BENCH_1M, uniform_flow
+    from exsim.scenarios.generators.venue_mix import venue_mix
 
     args.runs = _smoke.scaled(args.runs, 1)
     law = {**BENCH_1M, "n": _smoke.scaled(BENCH_1M["n"], SMOKE_MESSAGES)}   # scenarios.bench_1m

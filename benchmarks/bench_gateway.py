@@ -57,7 +57,7 @@ class Server:
     """An ``exsim serve`` child process on a fresh data directory (ports picked by the system)."""
 
     def __init__(self, fsync: str, n_accounts: int, protocols, batch_us: int = 200):
-        from exchange.gateway.accounts import Account, format_account, hash_password
+        from exsim.exchange.gateway.accounts import Account, format_account, hash_password
 
         self.tmp = tempfile.TemporaryDirectory(prefix="exsim-bench-gw-")
         self.data_dir = os.path.join(self.tmp.name, "served")
@@ -71,7 +71,7 @@ class Server:
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "replay.cli", "serve", self.data_dir, "--accounts", accounts,
+            [sys.executable, "-m", "exsim.replay.cli", "serve", self.data_dir, "--accounts", accounts,
              *[a for p in protocols for a in (f"--{p}", "0")], "--fsync", fsync,
              "--batch-us", str(batch_us)],
             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -110,7 +110,7 @@ class BinaryClient:
     name = "binary"
 
     async def connect(self, host, port, account):
-        from exchange.gateway.client.ouch import OuchClient
+        from exsim.exchange.gateway.client.ouch import OuchClient
 
         self.c = await OuchClient.connect(host, port, account, PASSWORD, seq=0, timeout=30)
 
@@ -134,7 +134,7 @@ class FixClient:
     name = "fix"
 
     async def connect(self, host, port, account):
-        from exchange.gateway.client.fix import FixClient as Client
+        from exsim.exchange.gateway.client.fix import FixClient as Client
 
         self.c = await Client.connect(host, port, account, PASSWORD, timeout=30, reset=True)
         self.price = str(PRICE * Decimal("0.01"))   # JPM's tick is 0.01

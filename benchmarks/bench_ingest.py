@@ -40,8 +40,8 @@ try:
     from benchmarks import _smoke
 except ImportError:          # run as a script: benchmarks/ is sys.path[0]
     import _smoke
-from exchange import ORDER_DTYPE, ForeignField, Kind, RecordLayout, Side
-from scenarios.generators.uniform import uniform_flow
+from exsim.exchange import ORDER_DTYPE, ForeignField, Kind, RecordLayout, Side
+from exsim.scenarios.generators.uniform import uniform_flow
 
 CSTRUCT = np.dtype([("ts", "<i8"), ("id", "<u8"), ("price", "<i8"), ("qty", "<u4"),
                     ("trader", "<u4"), ("symbol", "<u2"), ("side", "S1"), ("action", "S1"),

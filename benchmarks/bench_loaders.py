@@ -32,11 +32,11 @@ try:
     from benchmarks import _smoke
 except ImportError:          # run as a script: benchmarks/ is sys.path[0]
     import _smoke
-from scenarios.data import LOBSTER_AMZN, shared_data_dir
-from scenarios.generators.uniform import uniform_flow
-from scenarios.loaders.dbn import load_dbn
-from scenarios.loaders.dbn_write import write_mbo
-from scenarios.loaders.lobster import load_lobster
+from exsim.scenarios.data import LOBSTER_AMZN, shared_data_dir
+from exsim.scenarios.generators.uniform import uniform_flow
+from exsim.scenarios.loaders.dbn import load_dbn
+from exsim.scenarios.loaders.dbn_write import write_mbo
+from exsim.scenarios.loaders.lobster import load_lobster
 
 CHUNK = 1 << 24
 SYMBOLS = [("AAA", 10 ** 7, 100), ("BBB", 5 * 10 ** 6, 1)]

@@ -46,11 +46,11 @@ try:
     from benchmarks import _smoke
 except ImportError:          # run as a script: benchmarks/ is sys.path[0]
     import _smoke
-from exchange import Engine
-from scenarios.generators.uniform import BENCH_1M, uniform_flow
-from store import Reader, Session, compact, read, read_columns
-from store.segment import write_segment
-from store.tables import STORED_DTYPES
+from exsim.exchange import Engine
+from exsim.scenarios.generators.uniform import BENCH_1M, uniform_flow
+from exsim.store import Reader, Session, compact, read, read_columns
+from exsim.store.segment import write_segment
+from exsim.store.tables import STORED_DTYPES
 
 BATCH = 65_536
 WINDOW_ROWS = 4_000

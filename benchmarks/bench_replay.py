@@ -61,11 +61,11 @@ try:
     from benchmarks import _smoke
 except ImportError:          # run as a script: benchmarks/ is sys.path[0]
     import _smoke
-from exchange import Engine, OutputBuffers
-from replay import book_at, rerun, verify
-from replay.rundir import run_info, strip_seq
-from scenarios.generators.uniform import BENCH_1M, uniform_flow
-from store import Reader, Session, read
+from exsim.exchange import Engine, OutputBuffers
+from exsim.replay import book_at, rerun, verify
+from exsim.replay.rundir import run_info, strip_seq
+from exsim.scenarios.generators.uniform import BENCH_1M, uniform_flow
+from exsim.store import Reader, Session, read
 
 BATCH = 65_536
 STEP_ORDER_SEED = 20   # bench_verify_rerun: each round shuffles its steps with this seed + round

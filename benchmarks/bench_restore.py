@@ -27,8 +27,8 @@ try:
 except ImportError:          # run as a script: benchmarks/ is sys.path[0]
     import _smoke
 
-from exchange import Engine
-from exchange.schema import MAX_PRICE, ORDER_DTYPE, Kind, OrderType, Side, Tif
+from exsim.exchange import Engine
+from exsim.exchange.schema import MAX_PRICE, ORDER_DTYPE, Kind, OrderType, Side, Tif
 
 TARGET = 8.0   # time(4n) / time(n) must stay below this; quadratic is 16
 

@@ -39,12 +39,12 @@ try:
     from benchmarks import _smoke
 except ImportError:          # run as a script: benchmarks/ is sys.path[0]
     import _smoke
-from exchange import Engine
-from scenarios.generators.uniform import BENCH_1M, uniform_flow
-from store.choice import Chooser
-from store import codecs
-from store.segment import commit_segments, encode_columns, read_segment
-from store.tables import STORED_DTYPES, TABLES
+from exsim.exchange import Engine
+from exsim.scenarios.generators.uniform import BENCH_1M, uniform_flow
+from exsim.store.choice import Chooser
+from exsim.store import codecs
+from exsim.store.segment import commit_segments, encode_columns, read_segment
+from exsim.store.tables import STORED_DTYPES, TABLES
 
 BATCH = 65_536
 PER_SEAL = 4          # batches per seal, as bench_store's sealing rows

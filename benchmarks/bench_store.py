@@ -65,11 +65,11 @@ try:
 except ImportError:          # run as a script: benchmarks/ is sys.path[0]
     import _revisions
     import _smoke
-from exchange import Engine, OutputBuffers
-from exchange.schema import L2_DTYPE, Side
-from scenarios.generators.uniform import BENCH_1M, uniform_flow
-from store import Catalog, Session, compact
-from store.segment import write_segment
+from exsim.exchange import Engine, OutputBuffers
+from exsim.exchange.schema import L2_DTYPE, Side
+from exsim.scenarios.generators.uniform import BENCH_1M, uniform_flow
+from exsim.store import Catalog, Session, compact
+from exsim.store.segment import write_segment
 
 BATCH = 65_536
 BINANCE = "/work/shared/data/binance_spot_btcusdt_20240808_hftbacktest/btcusdt_20240808.gz"

@@ -63,8 +63,8 @@ SMOKE_MESSAGES = 4_000                  # smoke mode: seeded cut; QuantCup repla
 def seeded_flow(messages: int) -> np.ndarray:
     """The first ``messages`` of scenarios.bench_1m (one symbol); in smoke mode the same law
     generated at that size (not a prefix: generating 1 M messages would dominate a smoke run)."""
-    from scenarios import bench_1m
-    from scenarios.generators.uniform import BENCH_1M, uniform_flow
+    from exsim.scenarios import bench_1m
+    from exsim.scenarios.generators.uniform import BENCH_1M, uniform_flow
 
     if _smoke.enabled():
         return uniform_flow(n_symbols=1, **{**BENCH_1M, "n": messages})
@@ -73,8 +73,8 @@ def seeded_flow(messages: int) -> np.ndarray:
 
 def exsim_outputs(flow: np.ndarray):
     """Run exsim once (untimed) and return its Result over the whole flow (copies)."""
-    from exchange import Engine
-    from exchange.engine import Result
+    from exsim.exchange import Engine
+    from exsim.exchange.engine import Result
 
     eng = Engine()
     eng.add_symbol("S0")
@@ -84,8 +84,8 @@ def exsim_outputs(flow: np.ndarray):
 
 def build_workloads(messages: int, binance: bool = True) -> tuple[list[Workload], dict]:
     """The workloads, and the exsim outputs of the seeded flow (reused by the storage part)."""
-    from scenarios import load_quantcup
-    from scenarios.data import QUANTCUP_FEED, shared_file
+    from exsim.scenarios import load_quantcup
+    from exsim.scenarios.data import QUANTCUP_FEED, shared_file
 
     flow = seeded_flow(messages)
     res = exsim_outputs(flow)
@@ -109,8 +109,8 @@ def build_workloads(messages: int, binance: bool = True) -> tuple[list[Workload]
 def _binance_l2() -> np.ndarray | None:
     """The Binance BTCUSDT sample's L2 rows, or None (said on stderr) when the sample is missing."""
     try:
-        from scenarios import load_binance
-        from scenarios.data import BINANCE_BTCUSDT, shared_file
+        from exsim.scenarios import load_binance
+        from exsim.scenarios.data import BINANCE_BTCUSDT, shared_file
 
         return load_binance(shared_file(BINANCE_BTCUSDT)).l2
     except Exception as e:  # noqa: BLE001 - a missing sample only drops this workload
@@ -269,7 +269,7 @@ def _sizes(table: str, rows: np.ndarray, tmp: str) -> dict:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from store.segment import write_segment
+    from exsim.store.segment import write_segment
 
     d = tempfile.mkdtemp(dir=tmp)
     ours = write_segment(d, table, 0, rows, codec="zstd")

@@ -42,8 +42,8 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "tests", "store_tests"))
 
 import store_crash_child as child  # noqa: E402
-from store import Session, compact  # noqa: E402
-from store.tables import orders_with_seq  # noqa: E402
+from exsim.store import Session, compact  # noqa: E402
+from exsim.store.tables import orders_with_seq  # noqa: E402
 
 TABLES = ("orders", "fills", "l2", "events")
 

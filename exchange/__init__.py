@@ -5,7 +5,7 @@ the backtests call on an engine), ``Engine.state``/``Engine.grow`` (``exchange.s
 arrays, for kernels that extend the engine) and ``exchange.checkpoint`` (the checkpoint layout's
 one writer and parser); the other modules are the engine's own.
 
->>> from exchange import Engine
+>>> from exsim.exchange import Engine
 >>> eng = Engine()
 >>> jpm = eng.add_symbol("JPM")
 >>> _ = eng.submit("JPM", "sell", price=101, qty=5, trader=1)

@@ -7,7 +7,7 @@ was compiled; after B is edited, A's cache still matches A's source and numba si
 old code. ``guard`` closes that hole: a module calls it once, after importing its dependencies
 and before any of its kernels is first called (numba looks the cache up at the first call):
 
-    guard(__name__, __file__, deps=("exchange.book", "exchange.schema"))
+    guard(__name__, __file__, deps=("exsim.exchange.book", "exsim.exchange.schema"))
 
 It hashes the bytes of the dependency files and compares the digest with a stamp file
 ``<module stem>.nbdeps`` kept next to the module's ``*.nbi``/``*.nbc`` files. When they differ
@@ -158,7 +158,7 @@ def _check_dir(folder: str, stem: str, stamp: bytes, create: bool) -> None:
 
 def guard(module: str, module_file: str, deps) -> None:
     """Delete ``module``'s numba cache files if the dependency files ``deps`` (module names, such
-    as ``"exchange.book"``) changed since they were cached. ``module_file`` is the module's
+    as ``"exsim.exchange.book"``) changed since they were cached. ``module_file`` is the module's
     ``__file__``. Returns None. Raises ValueError only for a programming error: a dependency
     name that does not resolve to a ``.py`` file. Filesystem problems are ignored."""
     closure: dict[str, str] = {}

@@ -39,8 +39,8 @@ from .rows import output_fits, write_event, write_l2
 from .schema import AUCTION_SIDE, CALL_MARKET_PRICE, Event, Reason
 
 # numba keys this module's cache on this file only; these files are compiled into its kernels
-guard(__name__, __file__, deps=("exchange.book", "exchange.removal", "exchange.rows",
-                                "exchange.schema"))
+guard(__name__, __file__, deps=("exsim.exchange.book", "exsim.exchange.removal", "exsim.exchange.rows",
+                                "exsim.exchange.schema"))
 
 _BUY_MARKET = CALL_MARKET_PRICE[0]    # MAX_PRICE + 1: above every limit price
 _SELL_MARKET = CALL_MARKET_PRICE[1]   # 0: below every limit price

@@ -28,8 +28,8 @@ from .prefetch import prefetch
 from .schema import CALL_MARKET_PRICE, KNOWN_FLAGS, MAX_LEVEL_QTY, MAX_QTY, OrderType, Side, Tif
 
 # numba keys this module's cache on this file only; these files are compiled into its kernels
-guard(__name__, __file__, deps=("exchange.book", "exchange.expiry", "exchange.order_index",
-                                "exchange.prefetch", "exchange.schema"))
+guard(__name__, __file__, deps=("exsim.exchange.book", "exsim.exchange.expiry", "exsim.exchange.order_index",
+                                "exsim.exchange.prefetch", "exsim.exchange.schema"))
 
 _BUY = int(Side.BUY)
 _SELL = int(Side.SELL)

@@ -17,7 +17,7 @@ from numba import njit
 from ._cache_guard import guard
 from .book import M_EXPIRY_N
 
-guard(__name__, __file__, deps=("exchange.book",))
+guard(__name__, __file__, deps=("exsim.exchange.book",))
 
 DAY_NS = 86_400 * 1_000_000_000
 _I64_MAX = (1 << 63) - 1

@@ -21,7 +21,7 @@ from numba import njit
 from ._cache_guard import guard
 from .schema import Side, Stp
 
-guard(__name__, __file__, deps=("exchange.schema",))
+guard(__name__, __file__, deps=("exsim.exchange.schema",))
 
 _BUY = int(Side.BUY)
 

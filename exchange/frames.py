@@ -24,7 +24,7 @@ from enum import IntEnum
 
 import numpy as np
 
-from exchange.errors import UsageError
+from exsim.exchange.errors import UsageError
 
 from .schema import Event, Kind, OrderType, Phase, Reason, Side, Tif
 

@@ -62,10 +62,10 @@ from .validation import band_width, check_modify, check_new, check_phase, not_ow
 from .validation import crosses as _crosses
 
 # numba keys this module's cache on this file only; these files are compiled into its kernels
-guard(__name__, __file__, deps=("exchange.auction", "exchange.book", "exchange.expiry",
-                                "exchange.fillable", "exchange.order_index",
-                                "exchange.prefetch", "exchange.removal", "exchange.rows",
-                                "exchange.schema", "exchange.validation"))
+guard(__name__, __file__, deps=("exsim.exchange.auction", "exsim.exchange.book", "exsim.exchange.expiry",
+                                "exsim.exchange.fillable", "exsim.exchange.order_index",
+                                "exsim.exchange.prefetch", "exsim.exchange.removal", "exsim.exchange.rows",
+                                "exsim.exchange.schema", "exsim.exchange.validation"))
 
 # statuses returned by process_batch
 OK = 0

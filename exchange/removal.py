@@ -15,7 +15,7 @@ from .book import M_INDEX_COUNT, MARK_EXPIRING, detach_from_level, free_order, r
 from .expiry import heap_remove
 from .order_index import index_remove, index_remove_at
 
-guard(__name__, __file__, deps=("exchange.book", "exchange.expiry", "exchange.order_index"))
+guard(__name__, __file__, deps=("exsim.exchange.book", "exsim.exchange.expiry", "exsim.exchange.order_index"))
 
 
 @njit(cache=True, _nrt=False, inline="always")

@@ -13,7 +13,7 @@ from numba import njit
 from ._cache_guard import guard
 from .book import M_NEED_EVENTS, M_NEED_FILLS, M_NEED_L2
 
-guard(__name__, __file__, deps=("exchange.book",))
+guard(__name__, __file__, deps=("exsim.exchange.book",))
 
 
 @njit(cache=True, _nrt=False, inline="always")

@@ -41,8 +41,8 @@ from .expiry import day_expiry
 from .kernels import NEED_OUTPUT, OK, _auction_ends_upto, _expire_upto
 from .schema import Kind, Tif
 
-guard(__name__, __file__, deps=("exchange.book", "exchange.expiry", "exchange.kernels",
-                                "exchange.schema"))
+guard(__name__, __file__, deps=("exsim.exchange.book", "exsim.exchange.expiry", "exsim.exchange.kernels",
+                                "exsim.exchange.schema"))
 
 NEED_LOG = 10          # the deadline log is full (grow ``log``; numbered past the engine's)
 LOG_COLS = 10

@@ -30,8 +30,8 @@ from .schema import (
 )
 
 # numba keys this module's cache on this file only; these files are compiled into its functions
-guard(__name__, __file__, deps=("exchange.book", "exchange.fillable", "exchange.order_index",
-                                "exchange.schema"))
+guard(__name__, __file__, deps=("exsim.exchange.book", "exsim.exchange.fillable", "exsim.exchange.order_index",
+                                "exsim.exchange.schema"))
 
 __all__ = ["check_new", "check_modify", "check_phase", "not_owner", "fillable", "on_tick",
            "off_lot", "crosses", "best_crosses", "stop_reached", "band_width",

@@ -1,6 +1,6 @@
 """exsim replay: rebuild any stored book, verify deals against orders, prove determinism.
 
->>> from replay import book_at, verify, rerun, stats     # doctest: +SKIP
+>>> from exsim.replay import book_at, verify, rerun, stats     # doctest: +SKIP
 >>> view = book_at("data/run1", "JPM", seq=1_000)          # doctest: +SKIP
 
 - ``book_at``  the L2 (or L3) book of a symbol after any message (replay/rebuild.py)

@@ -37,12 +37,12 @@ import os
 import numpy as np
 from numba import njit
 
-from exchange.errors import UsageError
-from exchange.schema import AUCTION_SIDE, CALL_MARKET_PRICE, Event, Phase, Reason
-from store import Reader, read
+from exsim.exchange.errors import UsageError
+from exsim.exchange.schema import AUCTION_SIDE, CALL_MARKET_PRICE, Event, Phase, Reason
+from exsim.store import Reader, read
 
-from replay.rundir import SEQ_MAX, resolve_symbol, run_info
-from replay.rebuild import _checkpoint_phase, _checkpoint_row, _run, book_at
+from exsim.replay.rundir import SEQ_MAX, resolve_symbol, run_info
+from exsim.replay.rebuild import _checkpoint_phase, _checkpoint_row, _run, book_at
 
 __all__ = ["STATS_DTYPE", "AUCTION_DTYPE", "stats", "stats_arrays", "phase_stats"]
 

@@ -16,7 +16,7 @@ __all__ = ["umask", "temp_dir_beside", "temp_file_beside"]
 def umask() -> int:
     """Return the process umask (``store.creation.process_umask``: read from /proc where it can
     be, so other threads never see it changed)."""
-    from store.creation import process_umask
+    from exsim.store.creation import process_umask
 
     return process_umask()
 

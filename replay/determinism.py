@@ -68,17 +68,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from exchange.errors import CorruptionError, StoreError, UsageError
-from exchange.engine import OutputBuffers
-from exchange.schema import ORDER_DTYPE
+from exsim.exchange.errors import CorruptionError, StoreError, UsageError
+from exsim.exchange.engine import OutputBuffers
+from exsim.exchange.schema import ORDER_DTYPE
 from numba import njit
 
-from store import Reader, iter_columns, read_checkpoint
-from store.digest import RowDigest, by_symbol, is_digest
-from store.segment import check_registered
-from store.tables import table_dtype
+from exsim.store import Reader, iter_columns, read_checkpoint
+from exsim.store.digest import RowDigest, by_symbol, is_digest
+from exsim.store.segment import check_registered
+from exsim.store.tables import table_dtype
 
-from replay.rundir import (RunInfo, checkpoint_row, load_checkpoint,
+from exsim.replay.rundir import (RunInfo, checkpoint_row, load_checkpoint,
                      output_segments, restore, run_info, segment_cuts)
 
 __all__ = ["RerunReport", "Divergence", "rerun", "compare_outputs", "compare_columns"]
@@ -115,11 +115,11 @@ class RerunReport:
 
     def __repr__(self) -> str:
         """One line: what a notebook or a log shows (the arrays are summarised)."""
-        from replay import reprs
+        from exsim.replay import reprs
         return reprs.rerun_report_repr(self)
 
     def _repr_html_(self) -> str:
-        from replay import reprs
+        from exsim.replay import reprs
         return reprs.rerun_report_html(self)
 
     ok: bool

@@ -19,10 +19,10 @@ import csv
 import json
 import os
 
-from exchange.errors import UsageError
+from exsim.exchange.errors import UsageError
 
-from replay.atomic import temp_file_beside
-from replay.progress import progress
+from exsim.replay.atomic import temp_file_beside
+from exsim.replay.progress import progress
 
 __all__ = ["export", "write_csv", "symbol_tick_size", "TABLES", "FORMATS", "CHUNK_SEQS"]
 
@@ -34,7 +34,7 @@ INT64_MAX = (1 << 63) - 1
 
 def _windows(data_dir: str, seq: tuple[int, int] | None):
     """Yield inclusive seq windows covering the run (the last one open-ended, for WAL rows)."""
-    from store import Catalog
+    from exsim.store import Catalog
 
     cat = Catalog(data_dir, readonly=True)
     try:
@@ -57,7 +57,7 @@ def _chunks(data_dir: str, table: str, symbol, seq, quiet: bool, ts=None):
     """Yield non-empty structured-array chunks of ``table`` in seq order (one ``store.Reader``
     for all of them: the catalog is opened once and a segment's index read once), only rows
     with ts in the inclusive ``ts`` range when given."""
-    from store import Reader, read
+    from exsim.store import Reader, read
 
     windows = list(_windows(data_dir, seq))
     with Reader(data_dir) as reader:
@@ -73,7 +73,7 @@ def write_csv(f, data_dir: str, table: str, *, symbol: str | None = None,
     """Write ``table`` (header line, then rows in seq order) as CSV to the text file ``f``;
     return the number of rows. ``symbol``/``seq``/``ts`` (inclusive) filter the rows.
     Raises StoreError/UsageError from ``store.read`` for a bad directory, table or symbol."""
-    from store.tables import table_dtype
+    from exsim.store.tables import table_dtype
 
     w = csv.writer(f)
     w.writerow(table_dtype(table).names)
@@ -151,7 +151,7 @@ def _pyarrow():
 def _write_parquet(path, data_dir, table, symbol, seq, quiet, ts=None) -> int:
     import numpy as np
 
-    from store.tables import table_dtype
+    from exsim.store.tables import table_dtype
 
     dtype = table_dtype(table)
     pa, pq = _pyarrow()
@@ -171,10 +171,10 @@ def _write_flow(data_dir, out, symbol, seq, quiet, ts=None) -> int:
     session close, money), so ``exsim simulate --flow csv OUT`` runs the same market again."""
     import numpy as np
 
-    from exchange.errors import InputError
-    from exchange.schema import ORDER_DTYPE
-    from scenarios.loaders.generic import write_generic
-    from store.tables import orders_without_seq
+    from exsim.exchange.errors import InputError
+    from exsim.exchange.schema import ORDER_DTYPE
+    from exsim.scenarios.loaders.generic import write_generic
+    from exsim.store.tables import orders_without_seq
 
     symbols = _symbol_rows(data_dir)
     if [s["id"] for s in symbols] != list(range(len(symbols))):
@@ -189,7 +189,7 @@ def _write_flow(data_dir, out, symbol, seq, quiet, ts=None) -> int:
 
 
 def _enum_rows() -> list[dict]:
-    from exchange.schema import Event, Flag, Kind, OrderType, Phase, Reason, Side, Tif
+    from exsim.exchange.schema import Event, Flag, Kind, OrderType, Phase, Reason, Side, Tif
 
     out = []
     for name, enum in (("side", Side), ("kind", Kind), ("order_type", OrderType), ("tif", Tif),
@@ -204,8 +204,8 @@ def _symbol_spec(row: dict):
     its old bytes; a catalog without options gives none)."""
     import json
 
-    from exchange import Engine
-    from scenarios.scenario import ENGINE_OPTIONS, SymbolSpec
+    from exsim.exchange import Engine
+    from exsim.scenarios.scenario import ENGINE_OPTIONS, SymbolSpec
 
     info = row.get("info") or {}
     if isinstance(info, str):
@@ -220,7 +220,7 @@ def _symbol_spec(row: dict):
 
 def _symbol_rows(data_dir: str) -> list[dict]:
     """The catalog's symbols as the ``symbols`` table: id, name, tick size as the engine got it."""
-    from store import Catalog
+    from exsim.store import Catalog
 
     cat = Catalog(data_dir, readonly=True)
     try:
@@ -262,7 +262,7 @@ def _write_sqlite(path, data_dir, tables, symbol, seq, quiet, filter_text, ts=No
     import numpy as np
     import sqlite_utils
 
-    from store.tables import table_dtype
+    from exsim.store.tables import table_dtype
 
     symbols = _symbol_rows(data_dir)
     os.unlink(path)   # sqlite wants to create the file itself; the name stays reserved by us

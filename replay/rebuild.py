@@ -56,12 +56,12 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from exchange import checkpoint as ckpt
-from exchange.errors import UsageError
-from exchange.schema import CALL_PHASES, DEPTH_DTYPE, Event, Phase, Side
-from store import Reader, journaled_through, read, read_checkpoint, read_columns
+from exsim.exchange import checkpoint as ckpt
+from exsim.exchange.errors import UsageError
+from exsim.exchange.schema import CALL_PHASES, DEPTH_DTYPE, Event, Phase, Side
+from exsim.store import Reader, journaled_through, read, read_checkpoint, read_columns
 
-from replay.rundir import RunInfo, resolve_symbol, restore, run_info, strip_seq, SEQ_MAX
+from exsim.replay.rundir import RunInfo, resolve_symbol, restore, run_info, strip_seq, SEQ_MAX
 
 __all__ = ["BookView", "book_at", "apply_l2"]
 
@@ -80,11 +80,11 @@ class BookView:
 
     def __repr__(self) -> str:
         """One line: what a notebook or a log shows (the arrays are summarised)."""
-        from replay import reprs
+        from exsim.replay import reprs
         return reprs.book_view_repr(self)
 
     def _repr_html_(self) -> str:
-        from replay import reprs
+        from exsim.replay import reprs
         return reprs.book_view_html(self)
 
     seq: int
@@ -266,9 +266,9 @@ def _run(reader: Reader) -> RunInfo:
     """The RunInfo of the reader's directory, kept in the reader's cache until its catalog
     changes. Raises as ``run_info``."""
     reader.version()   # why first: a commit after this empties the cache, never keeps it stale
-    info = reader.cache.get("replay.rebuild.run_info")
+    info = reader.cache.get("exsim.replay.rebuild.run_info")
     if info is None:
-        info = reader.cache["replay.rebuild.run_info"] = run_info(reader.data_dir)
+        info = reader.cache["exsim.replay.rebuild.run_info"] = run_info(reader.data_dir)
     return info
 
 
@@ -278,7 +278,7 @@ def _journaled(reader: Reader, info: RunInfo, seq: int) -> RunInfo:
     if seq > info.last_seq:
         info = dataclasses.replace(info, last_seq=max(info.last_seq,
                                                       journaled_through(info.data_dir)))
-        reader.cache["replay.rebuild.run_info"] = info
+        reader.cache["exsim.replay.rebuild.run_info"] = info
     return info
 
 
@@ -286,10 +286,10 @@ def _checkpoint_row(reader: Reader, info: RunInfo, seq: int) -> dict:
     """The catalog row of the newest checkpoint at or before ``seq`` (the reader's checkpoint
     list, kept until its catalog changes). Raises UsageError if ``seq`` is before the run's
     first checkpoint."""
-    rows = reader.cache.get("replay.rebuild.checkpoints")
+    rows = reader.cache.get("exsim.replay.rebuild.checkpoints")
     if rows is None:
         rows = sorted(reader.catalog.checkpoints(), key=lambda r: int(r["seq"]))
-        reader.cache["replay.rebuild.checkpoints"] = rows
+        reader.cache["exsim.replay.rebuild.checkpoints"] = rows
     k = bisect.bisect_right([int(r["seq"]) for r in rows], seq)
     if k == 0:
         raise UsageError(f"seq {seq} is before the first checkpoint (seq {info.first_seq}) of "

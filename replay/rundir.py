@@ -22,11 +22,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from exchange import Engine
-from exchange.errors import CorruptionError, StoreError, UsageError
-from store import Catalog, journaled_through, read, read_checkpoint
-from store.catalog import resolve_symbol as store_resolve_symbol
-from store.tables import orders_without_seq as strip_seq  # noqa: F401 (exported)
+from exsim.exchange import Engine
+from exsim.exchange.errors import CorruptionError, StoreError, UsageError
+from exsim.store import Catalog, journaled_through, read, read_checkpoint
+from exsim.store.catalog import resolve_symbol as store_resolve_symbol
+from exsim.store.tables import orders_without_seq as strip_seq  # noqa: F401 (exported)
 
 __all__ = ["RunInfo", "run_info", "resolve_symbol", "load_checkpoint", "checkpoint_row", "restore",
            "read_table", "segment_cuts", "output_segments", "checkpoint_config", "config_difference",
@@ -113,7 +113,7 @@ def _check_config(data_dir: str, first: int, run: dict | None, symbol_rows: list
     before row checksums is read unchecked, so verify would judge the run by an edited STP mode
     or lot size while rerun (which restores the checkpoint) saw nothing wrong.
     """
-    from exchange.checkpoint import MAGIC, parse
+    from exsim.exchange.checkpoint import MAGIC, parse
 
     _, blob = read_checkpoint(data_dir, first)
     if bytes(blob[:len(MAGIC)]) != MAGIC:
@@ -180,7 +180,7 @@ def config_difference(recorded, truth: dict) -> str | None:
 def _symbol_difference(got, want: dict, where: str) -> str | None:
     """The first value in which the symbol config ``got`` differs from ``want`` (both
     ``Engine.config()`` symbol entries; options ``got`` lacks at their defaults), or None."""
-    from exchange.symbol_options import OPTIONS, PHASE_OPTIONS, OptionError, normalize
+    from exsim.exchange.symbol_options import OPTIONS, PHASE_OPTIONS, OptionError, normalize
 
     if not isinstance(got, dict):
         return f"{where} is {_short(got)}, not a symbol config"
@@ -210,7 +210,7 @@ def _symbol_difference(got, want: dict, where: str) -> str | None:
 def _default_of(key: str):
     """The normal-form default of symbol option ``key`` (a phase option at its default is left
     out of the normal form, so either side may lack it)."""
-    from exchange.symbol_options import DEFAULTS, PHASE_DEFAULTS
+    from exsim.exchange.symbol_options import DEFAULTS, PHASE_DEFAULTS
     return json.loads(json.dumps({**DEFAULTS, **PHASE_DEFAULTS}.get(key)))
 
 

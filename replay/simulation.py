@@ -32,12 +32,12 @@ import tempfile
 import time
 from dataclasses import dataclass
 
-from exchange.errors import UsageError
+from exsim.exchange.errors import UsageError
 
-from store.creation import sweep_abandoned
+from exsim.store.creation import sweep_abandoned
 
-from replay.atomic import temp_dir_beside
-from replay.progress import progress
+from exsim.replay.atomic import temp_dir_beside
+from exsim.replay.progress import progress
 
 __all__ = ["simulate", "SimSummary", "dir_bytes", "kernels_cold", "warm_up"]
 
@@ -92,7 +92,7 @@ def kernels_cold() -> bool:
     """
     import glob
 
-    from exchange import kernels
+    from exsim.exchange import kernels
 
     disp = kernels.process_batch
     if disp.signatures:
@@ -114,8 +114,8 @@ def warm_up(stp: str = "none", durability: str = "none") -> float:
     """
     import numpy as np
 
-    from exchange import ORDER_DTYPE, Engine, Kind, Side
-    from store import Session
+    from exsim.exchange import ORDER_DTYPE, Engine, Kind, Side
+    from exsim.store import Session
 
     msgs = np.zeros(5, ORDER_DTYPE)
     msgs["ts"] = np.arange(1, 6)
@@ -157,10 +157,10 @@ def simulate(flow, out: str, *, batch: int = 10_000, durability: str = "fsync", 
     """
     import numpy as np
 
-    from exchange import Engine, Event
-    from exchange.schema import AUCTION_SIDE
-    from scenarios import Flow, open_flow
-    from store import Session
+    from exsim.exchange import Engine, Event
+    from exsim.exchange.schema import AUCTION_SIDE
+    from exsim.scenarios import Flow, open_flow
+    from exsim.store import Session
 
     if batch < 1:
         raise UsageError(f"batch must be >= 1, got {batch}")

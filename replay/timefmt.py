@@ -18,7 +18,7 @@ from __future__ import annotations
 import datetime as _dt
 import re
 
-from exchange.errors import UsageError
+from exsim.exchange.errors import UsageError
 
 __all__ = ["DAY_NS", "parse_time", "parse_time_range", "day_start", "clock_text",
            "time_of_day_axis", "TIME_FORMS"]

@@ -99,21 +99,21 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from exchange.errors import CorruptionError, UsageError, VerificationError
-from exchange.schema import MAX_PRICE, Event, Reason, Side, Stp
-from store import Catalog, read
+from exsim.exchange.errors import CorruptionError, UsageError, VerificationError
+from exsim.exchange.schema import MAX_PRICE, Event, Reason, Side, Stp
+from exsim.store import Catalog, read
 
-from replay.verifier_auctions import (
+from exsim.replay.verifier_auctions import (
     PhaseChecker, PhaseOptions, band_rows, book_from_state, first_phase_seq, phase_options,
     static_band_rejects,
 )
-from replay.verifier_book import M_LAST_PX, M_TRADED
-from replay.verifier_rules import DAY_NS
-from replay.verifier_split import check_stored, default_threads, ranges, read_range
-from store.tables import STORED_DTYPES, orders_with_seq
+from exsim.replay.verifier_book import M_LAST_PX, M_TRADED
+from exsim.replay.verifier_rules import DAY_NS
+from exsim.replay.verifier_split import check_stored, default_threads, ranges, read_range
+from exsim.store.tables import STORED_DTYPES, orders_with_seq
 
-import replay.verifier_kernel as K
-from replay.rundir import SEQ_MAX, run_info
+import exsim.replay.verifier_kernel as K
+from exsim.replay.rundir import SEQ_MAX, run_info
 
 __all__ = ["Violation", "VerifyReport", "verify", "verify_arrays", "RULES"]
 
@@ -139,11 +139,11 @@ class VerifyReport:
 
     def __repr__(self) -> str:
         """One line: what a notebook or a log shows (the arrays are summarised)."""
-        from replay import reprs
+        from exsim.replay import reprs
         return reprs.verify_report_repr(self)
 
     def _repr_html_(self) -> str:
-        from replay import reprs
+        from exsim.replay import reprs
         return reprs.verify_report_html(self)
 
     ok: bool

@@ -52,7 +52,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from exchange.schema import (
+from exsim.exchange.schema import (
     AUCTION_SIDE, CALL_MARKET_PRICE, CALL_PHASES, MAX_PRICE, Event, Flag, Kind, OrderType,
     Phase, Reason, Tif,
 )
@@ -338,7 +338,7 @@ def book_from_state(state: tuple) -> tuple[list, int, bool]:
     """The book the kernel's state holds (``replay.verifier_kernel`` state arrays): its live
     orders as ``_Order`` rows in priority order (resting orders, then pending stops), the last
     trade price and whether the symbol traded. Returns (orders, last price, traded)."""
-    from replay import verifier_book as B
+    from exsim.replay import verifier_book as B
     ost, lst, oid, _h, ladder, ladlv, _t, ext, _cfg, meta = state[:10]
     out, prio = [], 0
     for side in range(4):

@@ -48,9 +48,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from exchange._cache_guard import guard
+from exsim.exchange._cache_guard import guard
 
-from replay.verifier_book import (
+from exsim.replay.verifier_book import (
     C_CLOSE, C_OWNER, C_PLAIN, E_LIMIT, E_REFILLS, E_RESERVE, E_STOP, L_HEAD, L_TAIL,
     MAX_TICK_ROWS, M_EP, M_FP, M_FREE_O, M_I, M_LAST_PX, M_LAST_SEQ, M_LIVE_L, M_LIVE_O, M_LP,
     M_NA, M_NB, M_NT, M_ORDERS, M_PENDING, M_PREV_TS, M_TS_BACK, M_VN, O_CANCELLED, O_DISPLAY, O_EXPIRE,
@@ -59,22 +59,22 @@ from replay.verifier_book import (
     set_config, _append, _detach, _find_level, _hash_put, _prefetch_id, _prefetch_order,
     _set_leaves, _slot_of, _touch,
 )
-from replay.verifier_rules import *          # noqa: F403 (rule, detail and schema codes)
-from replay.verifier_rules import _viol      # noqa: F401
-from replay.verifier_rules import (
+from exsim.replay.verifier_rules import *          # noqa: F403 (rule, detail and schema codes)
+from exsim.replay.verifier_rules import _viol      # noqa: F401
+from exsim.replay.verifier_rules import (
     _ACCEPTED, _BAD_KIND, _CANCEL, _CANCELLED, _DUPLICATE_ID, _EXPIRED, _LIMIT, _MARKET,
     _MODIFIED, _MODIFY, _NEW, _NOT_OWNER, _REJECTED, _STOP, _STOP_LIMIT, _TRIGGERED,
     _UNKNOWN_ID, _UNKNOWN_SYMBOL,
 )
-from replay.verifier_orders import (
+from exsim.replay.verifier_orders import (
     _check_grid, _expire, _expiry_of, _iceberg_reduce, _l2_missing, _l2_phase, _l2_row, _open,
     _release, _remove, _split, _stop_reached, _stops_settled,
 )
-from replay.verifier_walk import _end_incoming, _follow
+from exsim.replay.verifier_walk import _end_incoming, _follow
 
-guard(__name__, __file__, deps=("replay.verifier_book", "replay.verifier_rules",
-                                "replay.verifier_orders", "replay.verifier_walk",
-                                "exchange.schema"))
+guard(__name__, __file__, deps=("exsim.replay.verifier_book", "exsim.replay.verifier_rules",
+                                "exsim.replay.verifier_orders", "exsim.replay.verifier_walk",
+                                "exsim.exchange.schema"))
 
 __all__ = ["RULES", "DETAILS", "check_symbol", "check_live", "new_state", "grow_state",
            "set_config", "MAX_TICK_ROWS", "OK", "NEED_CAPACITY", "M_VN", "M_I", "M_FP", "M_LP", "M_EP", "MORE",

@@ -12,12 +12,12 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from exchange._cache_guard import guard
-from exchange.schema import Event, Flag, Kind, OrderType, Reason, Stp, Tif
+from exsim.exchange._cache_guard import guard
+from exsim.exchange.schema import Event, Flag, Kind, OrderType, Reason, Stp, Tif
 
-from replay.verifier_book import M_VN
+from exsim.replay.verifier_book import M_VN
 
-guard(__name__, __file__, deps=("replay.verifier_book", "exchange.schema"))
+guard(__name__, __file__, deps=("exsim.replay.verifier_book", "exsim.exchange.schema"))
 
 RULES = ("stream", "row_fields", "order_live", "opposite_sides", "price_limits", "resting_price",
          "fifo", "overfill", "conservation", "l2_totals", "events_fills", "crossed_book",

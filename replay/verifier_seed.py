@@ -31,10 +31,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from exchange._cache_guard import guard
-from exchange.schema import OrderType
+from exsim.exchange._cache_guard import guard
+from exsim.exchange.schema import OrderType
 
-from replay.verifier_book import (
+from exsim.replay.verifier_book import (
     E_LIMIT, E_REFILLS, E_RESERVE, E_STOP, L_COUNT, L_HEAD, L_PRICE, L_QTY, M_FREE_O,
     M_LAST_PX, M_LAST_SEQ, M_LAST_TRADE, M_LIVE_L, M_LIVE_O, M_NB, M_PENDING, M_PREV_TS,
     M_TRADED, M_TS_BACK, O_CANCELLED, O_DISPLAY, O_EXPIRE, O_FILLED, O_FILLSUM, O_FLAGS,
@@ -42,7 +42,7 @@ from replay.verifier_book import (
     _hash_put, _slot_of,
 )
 
-guard(__name__, __file__, deps=("replay.verifier_book", "exchange.schema"))
+guard(__name__, __file__, deps=("exsim.replay.verifier_book", "exsim.exchange.schema"))
 
 __all__ = ["seed_book", "canonical", "CANON_META", "SEED_OK", "SEED_BAD", "SEED_FULL"]
 

@@ -36,12 +36,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from exchange.checkpoint import parse as parse_checkpoint
-from store import TABLES, Catalog, Reader, read, read_checkpoint
+from exsim.exchange.checkpoint import parse as parse_checkpoint
+from exsim.store import TABLES, Catalog, Reader, read, read_checkpoint
 
-import replay.verifier_kernel as K
-from replay import verifier_seed as S
-from replay.verifier_book import (
+import exsim.replay.verifier_kernel as K
+from exsim.replay import verifier_seed as S
+from exsim.replay.verifier_book import (
     M_LAST_PX, M_LAST_SEQ, M_LAST_TRADE, M_PREV_TS, M_TRADED,
 )
 
@@ -211,7 +211,7 @@ class _Context:
         return ck
 
     def symbol(self, sid: int, state=None):
-        from replay.verifier import _Symbol
+        from exsim.replay.verifier import _Symbol
         return _Symbol(self.run, self.options.get(sid, self.options.get(None)), state)
 
 
@@ -244,7 +244,7 @@ def _seed(ctx: _Context, job: _Job):
     if ck is None:
         return None
     rows = np.ascontiguousarray(ck.rows[ck.rows["symbol"] == job.sid])
-    from replay.verifier import configure
+    from exsim.replay.verifier import configure
     opts = ctx.options.get(job.sid, ctx.options.get(None))
     # room for the book and a quarter more before the first growth (``grow_state``)
     state = K.new_state(rows.size + (rows.size >> 2) + (1 << 14),

@@ -16,15 +16,15 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from exchange._cache_guard import guard
+from exsim.exchange._cache_guard import guard
 
-from replay.verifier_book import (
+from exsim.replay.verifier_book import (
     E_REFILLS, E_RESERVE, L_HEAD, L_PRICE, M_FILLS, M_LAST_PX, M_LAST_TRADE, M_TRADED,
     O_CANCELLED, O_DISPLAY, O_EXPIRE, O_FILLED, O_FILLSUM, O_FLAGS, O_LEAVES, O_LEVEL, O_MARKET,
     O_PRICE, O_SIDE, O_TIF, O_TRADER, _append, _best_level, _detach, _set_leaves, _slot_of,
     _touch,
 )
-from replay.verifier_rules import (
+from exsim.replay.verifier_rules import (
     D_AGGRESSOR_SIDE, D_CANCEL_REASON, D_FIFO, D_FILLED_EXPIRED, D_FILL_PENDING, D_ICE_FIFO,
     D_ICE_FILL, D_INCOMING_NOT_NAMED, D_LEFT_OPEN, D_LIMIT, D_NO_RESTING_REPORT, D_OVERFILL,
     D_POST_ONLY, D_REPORT_NOT_LIVE, D_REPORT_NO_FILL, D_REPORT_QTY, D_RESTING_NOT_LIVE,
@@ -35,12 +35,12 @@ from replay.verifier_rules import (
     _OVERFLOW, _PARTIAL, _POST_ONLY, _SELF_TRADE, _STP_BOTH, _STP_NONE, _STP_RESTING,
     _TRIGGERED, _viol,
 )
-from replay.verifier_orders import (
+from exsim.replay.verifier_orders import (
     _finish, _iceberg_filled, _open, _remove, _split,
 )
 
-guard(__name__, __file__, deps=("replay.verifier_book", "replay.verifier_rules",
-                                "replay.verifier_orders", "exchange.schema"))
+guard(__name__, __file__, deps=("exsim.replay.verifier_book", "exsim.replay.verifier_rules",
+                                "exsim.replay.verifier_orders", "exsim.exchange.schema"))
 
 
 # ------------------------------------------------------------------ one fill, one walk

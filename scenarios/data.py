@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from exchange.errors import InputError
+from exsim.exchange.errors import InputError
 
 __all__ = ["shared_data_dir", "shared_file", "QUANTCUP_FEED", "LOBSTER_AMZN", "LOBSTER_AAPL",
            "BINANCE_BTCUSDT", "find_sample"]

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from exchange.schema import Kind, OrderType, Side
+from exsim.exchange.schema import Kind, OrderType, Side
 
 __all__ = ["fit_to_symbols", "grid_down", "grid_up"]
 

@@ -55,12 +55,12 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from exchange.errors import InputError, UsageError
-from exchange.schema import ORDER_DTYPE
+from exsim.exchange.errors import InputError, UsageError
+from exsim.exchange.schema import ORDER_DTYPE
 
-from scenarios.data import find_sample
-from scenarios.loaders import binance, lobster
-from scenarios.scenario import Scenario, load_scenario
+from exsim.scenarios.data import find_sample
+from exsim.scenarios.loaders import binance, lobster
+from exsim.scenarios.scenario import Scenario, load_scenario
 
 __all__ = ["Flow", "open_flow", "symbol_from_file", "FORMATS"]
 
@@ -259,7 +259,7 @@ def _open_format(fmt: str, source, symbol: str | None, dbn: _DbnOptions) -> Flow
         return _dbn(files[0], symbol, dbn)
     if fmt in ("csv", "parquet"):
         return _generic(files[0], fmt, symbol)
-    from scenarios.loaders.quantcup import load_quantcup
+    from exsim.scenarios.loaders.quantcup import load_quantcup
 
     # the feed's prices are already integer ticks
     return Flow(load_quantcup(files[0]), [(symbol or symbol_from_file(files[0]), 1)],
@@ -316,7 +316,7 @@ def _one_symbol(symbols: list[tuple[str, float]], symbol: str | None, path: str)
 
 
 def _dbn(path: str, symbol: str | None, opts: _DbnOptions) -> Flow:
-    from scenarios.loaders.dbn import dbn_symbols, iter_dbn, load_dbn
+    from exsim.scenarios.loaders.dbn import dbn_symbols, iter_dbn, load_dbn
 
     size = {} if opts.batch_bytes is None else {"batch_bytes": opts.batch_bytes}
     label, files = f"dbn:{os.path.basename(path)}", [os.path.abspath(path)]
@@ -339,7 +339,7 @@ def _dbn(path: str, symbol: str | None, opts: _DbnOptions) -> Flow:
 
 
 def _generic(path: str, fmt: str, symbol: str | None) -> Flow:
-    from scenarios.loaders.generic import load_generic
+    from exsim.scenarios.loaders.generic import load_generic
 
     if fmt == "parquet" and not path.endswith(".parquet") or fmt == "csv" and path.endswith(".parquet"):
         raise UsageError(f"{path}: a {fmt} flow file must be named *.{'parquet' if fmt == 'parquet' else 'csv'}")
@@ -354,8 +354,8 @@ def _generic(path: str, fmt: str, symbol: str | None) -> Flow:
 def _data_dir(path: str) -> Flow:
     """The journaled orders of a data directory, with its catalog's symbols when their ids are
     0..n-1 (the engine numbers symbols that way) and the run's engine config (``_stored_config``)."""
-    from store import Catalog, read
-    from store.tables import orders_without_seq
+    from exsim.store import Catalog, read
+    from exsim.store.tables import orders_without_seq
 
     orders = orders_without_seq(read(path, "orders"))
     cat = Catalog(path, readonly=True)

@@ -74,19 +74,19 @@ from pathlib import Path
 
 import numpy as np
 
-from exchange.errors import InputError, UsageError
+from exsim.exchange.errors import InputError, UsageError
 
-from scenarios.schedule import BAND_OPTIONS, check_band_option, merge_phases, parse_schedule, phase_messages
+from exsim.scenarios.schedule import BAND_OPTIONS, check_band_option, merge_phases, parse_schedule, phase_messages
 
 __all__ = ["Scenario", "SymbolSpec", "load_scenario", "list_presets", "GENERATORS"]
 
 # generator name -> (module, function). Each function takes (n, seed, n_symbols, **params) and
 # returns an ORDER_DTYPE array; generators with a start mid also take mid_start.
 GENERATORS: dict[str, tuple[str, str]] = {
-    "uniform": ("scenarios.generators.uniform", "uniform_flow"),
-    "zero_intelligence": ("scenarios.generators.zero_intelligence", "zi_flow"),
-    "hawkes": ("scenarios.generators.hawkes", "hawkes_flow"),
-    "trading_day": ("scenarios.generators.trading_day", "trading_day_flow"),
+    "uniform": ("exsim.scenarios.generators.uniform", "uniform_flow"),
+    "zero_intelligence": ("exsim.scenarios.generators.zero_intelligence", "zi_flow"),
+    "hawkes": ("exsim.scenarios.generators.hawkes", "hawkes_flow"),
+    "trading_day": ("exsim.scenarios.generators.trading_day", "trading_day_flow"),
 }
 
 _TOP_KEYS = {"name", "description", "generator", "seed", "params", "symbols", "venue", "schedule"}
@@ -169,14 +169,14 @@ class Scenario:
         except UsageError as e:
             raise UsageError(f"{self.source or self.name}: [params]: {e}") from None
         if self.venue is not None:
-            from scenarios.generators.venue_mix import venue_mix
+            from exsim.scenarios.generators.venue_mix import venue_mix
 
             try:
                 orders = venue_mix(orders, self.seed, **dict(self.venue))
             except UsageError as e:
                 raise UsageError(f"{self.source or self.name}: [venue]: {e}") from None
         if any(k in _FIT_OPTIONS for s in self.symbols for k, _ in s.options):
-            from scenarios.fit import fit_to_symbols
+            from exsim.scenarios.fit import fit_to_symbols
 
             orders = fit_to_symbols(orders, [s.engine_options() for s in self.symbols])
         if not takes_schedule:
@@ -307,7 +307,7 @@ def _parse_venue(raw, source: str) -> tuple:
     for key in _SHARES:
         if key in raw and not (_is_number(raw[key]) and 0 <= raw[key] <= 1):
             raise InputError(f"{where}: {key!r} should be a number in [0, 1], got {raw[key]!r}")
-    from scenarios.generators.venue_mix import venue_mix
+    from exsim.scenarios.generators.venue_mix import venue_mix
 
     defaults = {k: p.default for k, p in inspect.signature(venue_mix).parameters.items()}
     total = sum(raw.get(k, defaults[k]) for k in _SHARES)
@@ -373,7 +373,7 @@ def _symbol_option(key: str, value, where: str):
 
 
 def _preset_dir():
-    return resources.files("scenarios") / "presets"
+    return resources.files("exsim.scenarios") / "presets"
 
 
 def list_presets() -> list[str]:

@@ -31,8 +31,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from exchange.errors import InputError
-from exchange.schema import ORDER_DTYPE, Kind, Phase
+from exsim.exchange.errors import InputError
+from exsim.exchange.schema import ORDER_DTYPE, Kind, Phase
 
 __all__ = ["ScheduleEntry", "parse_schedule", "phase_messages", "merge_phases", "parse_time",
            "BAND_OPTIONS", "check_band_option", "RESTING_PHASES", "format_time"]

@@ -2,7 +2,7 @@
 
 Public surface::
 
-    from store import Session, read, compact
+    from exsim.store import Session, read, compact
     s = Session.create("data/run1", engine, run_info={"scenario": "poisson", "seed": 7})
     res = s.process(orders)              # journaled before it returns
     s.close()                            # seals and checkpoints
@@ -15,11 +15,11 @@ Public surface::
         w = r.read("l2", symbol="JPM", ts=(t0, t1))   # read(r, ...) is the same
 """
 
-from store.catalog import Catalog
-from store.compaction import compact
-from store.query import Reader, iter_columns, journaled_through, read, read_checkpoint, read_columns
-from store.session import Session
-from store.tables import STORED_DTYPES, TABLES
-from store.wal import WalReport, scan_wal
+from exsim.store.catalog import Catalog
+from exsim.store.compaction import compact
+from exsim.store.query import Reader, iter_columns, journaled_through, read, read_checkpoint, read_columns
+from exsim.store.session import Session
+from exsim.store.tables import STORED_DTYPES, TABLES
+from exsim.store.wal import WalReport, scan_wal
 
 __all__ = ["Session", "Reader", "read", "read_columns", "iter_columns", "read_checkpoint", "journaled_through", "compact", "Catalog", "scan_wal", "WalReport", "STORED_DTYPES", "TABLES"]

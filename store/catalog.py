@@ -57,8 +57,8 @@ from contextlib import contextmanager
 import numpy as np
 import sqlite_utils
 
-from exchange.errors import CorruptionError, StoreError, UsageError, WriteError
-from store.catalog_schema import _KEY, _ROW_COLUMNS, FORMAT_VERSION, CatalogSchema, _row_crc  # noqa: F401
+from exsim.exchange.errors import CorruptionError, StoreError, UsageError, WriteError
+from exsim.store.catalog_schema import _KEY, _ROW_COLUMNS, FORMAT_VERSION, CatalogSchema, _row_crc  # noqa: F401
 
 __all__ = ["Catalog", "CATALOG_NAME", "FORMAT_VERSION", "resolve_symbol"]
 

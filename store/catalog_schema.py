@@ -18,7 +18,7 @@ import sqlite3
 
 import crc32c
 
-from exchange.errors import StoreError
+from exsim.exchange.errors import StoreError
 
 FORMAT_VERSION = 1
 

@@ -20,9 +20,9 @@ import struct
 
 import crc32c
 
-from exchange.errors import CorruptionError, StoreError, WriteError
-from store.paths import inside, is_plain_dir
-from store.wal import fsync_dir
+from exsim.exchange.errors import CorruptionError, StoreError, WriteError
+from exsim.store.paths import inside, is_plain_dir
+from exsim.store.wal import fsync_dir
 
 __all__ = ["write_checkpoint_file", "read_checkpoint_file", "CKPT_HEAD", "CKPT_MAGIC", "CKPT_VERSION"]
 

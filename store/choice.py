@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from store.codecs import (DICT, ENCODINGS, PACKED, ALIGNED, SHUFFLED, PLAIN, _as_u64, encode_u64,
+from exsim.store.codecs import (DICT, ENCODINGS, PACKED, ALIGNED, SHUFFLED, PLAIN, _as_u64, encode_u64,
                           encode_view)
 
 __all__ = ["choose", "choose_u64", "Chooser", "SEARCH_ROWS", "SEARCH_RUNS", "REMEMBER_ROWS"]

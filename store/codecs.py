@@ -58,8 +58,8 @@ import threading
 import numpy as np
 from numba import njit
 
-from exchange.errors import CorruptionError
-from store.shuffle import _load_u64
+from exsim.exchange.errors import CorruptionError
+from exsim.store.shuffle import _load_u64
 
 __all__ = [
     "PLAIN", "FOR", "DELTA", "DOD", "RLE", "DICT", "ENCODINGS", "ENCODING_NAMES",

@@ -30,15 +30,15 @@ import os
 
 import numpy as np
 
-from exchange.errors import StoreError, WriteError
-from store import codecs
-from store.catalog import Catalog
-from store.choice import Chooser
-from store.digest import DIGEST_TABLES, digest_rows
-from store.lock import DirLock
-from store.paths import inside
-from store.segment import commit_segments, encode_columns, read_registered
-from store.tables import table_dtype
+from exsim.exchange.errors import StoreError, WriteError
+from exsim.store import codecs
+from exsim.store.catalog import Catalog
+from exsim.store.choice import Chooser
+from exsim.store.digest import DIGEST_TABLES, digest_rows
+from exsim.store.lock import DirLock
+from exsim.store.paths import inside
+from exsim.store.segment import commit_segments, encode_columns, read_registered
+from exsim.store.tables import table_dtype
 
 __all__ = ["compact", "plan", "TARGET_ROWS"]
 

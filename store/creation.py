@@ -23,12 +23,12 @@ import stat
 import tempfile
 import time
 
-from exchange.errors import ExsimError, UsageError, WriteError
-from store.catalog import CATALOG_NAME, Catalog
-from store.checkpoint_file import write_checkpoint_file
-from store.engine_classes import class_name
-from store.lock import DirLock
-from store.wal import fsync_dir
+from exsim.exchange.errors import ExsimError, UsageError, WriteError
+from exsim.store.catalog import CATALOG_NAME, Catalog
+from exsim.store.checkpoint_file import write_checkpoint_file
+from exsim.store.engine_classes import class_name
+from exsim.store.lock import DirLock
+from exsim.store.wal import fsync_dir
 
 __all__ = ["build_directory", "creation_target", "rename_into_place", "sweep_abandoned",
            "process_umask"]
@@ -117,7 +117,7 @@ def sweep_abandoned(parent: str, name: str) -> list[str]:
     and the age covers the moment in between. Never raises for a directory it cannot inspect or
     remove (it is left for the next create).
     """
-    from store.lock import LockedError
+    from exsim.store.lock import LockedError
 
     prefix = f".{name}.exsim-create-"
     removed = []

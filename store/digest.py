@@ -25,8 +25,8 @@ import numpy as np
 import xxhash
 from numba import njit
 
-from exchange.errors import UsageError
-from exchange.schema import TABLE_DTYPES
+from exsim.exchange.errors import UsageError
+from exsim.exchange.schema import TABLE_DTYPES
 
 __all__ = ["RowDigest", "digest_rows", "by_symbol", "DIGEST_TABLES", "PREFIX", "is_digest"]
 

@@ -11,20 +11,29 @@ from __future__ import annotations
 
 import threading
 
-from exchange.errors import StoreError, UsageError
+from exsim.exchange.errors import StoreError, UsageError
 
 __all__ = ["ENGINE_CLASSES", "register_engine_class", "registered_engine_class", "class_name"]
 
 # The engine classes ``Session.open`` may restore by the name a catalog records. A value is the
 # class, or a "module:attr" path written here in code (trusted, imported on first use: importing
 # exchange.engine loads numba). A name read from a catalog is only ever looked up here.
-ENGINE_CLASSES: dict[str, object] = {"exchange.engine:Engine": "exchange.engine:Engine"}
+ENGINE_CLASSES: dict[str, object] = {
+    "exchange.engine:Engine": "exsim.exchange.engine:Engine",
+    "exsim.exchange.engine:Engine": "exsim.exchange.engine:Engine",
+}
+# The name catalogs record for exsim's own engine. It is the class's path from before the
+# ``exsim`` namespace, kept so that a directory written by any exsim version opens in any other
+# and catalogs stay byte-identical across the move.
+STORED_NAMES = {"exsim.exchange.engine:Engine": "exchange.engine:Engine"}
 _registry_lock = threading.Lock()
 
 
 def class_name(cls) -> str:
-    """Return the name ``Session.create`` records for an engine class: "module:QualName"."""
-    return f"{cls.__module__}:{cls.__qualname__}"
+    """Return the name ``Session.create`` records for an engine class: "module:QualName", or
+    for exsim's own engine the name every catalog has recorded for it (``STORED_NAMES``)."""
+    name = f"{cls.__module__}:{cls.__qualname__}"
+    return STORED_NAMES.get(name, name)
 
 
 def register_engine_class(cls, name: str | None = None) -> str:
@@ -53,7 +62,7 @@ def registered_engine_class(name, catalog_path: str):
                          f"registered engine class ({', '.join(sorted(ENGINE_CLASSES))}); opening "
                          "a data directory never imports code it names: pass engine_class= to "
                          "Session.open, or register the class with "
-                         "store.session.register_engine_class")
+                         "exsim.store.session.register_engine_class")
     if isinstance(entry, str):   # a trusted path written in code above, not read from data
         import importlib
 

@@ -32,8 +32,8 @@ import os
 import stat
 import threading
 
-from exchange.errors import CorruptionError, StoreError
-from store.paths import inside
+from exsim.exchange.errors import CorruptionError, StoreError
+from exsim.store.paths import inside
 
 __all__ = ["DirLock", "LockedError", "LOCK_NAME"]
 

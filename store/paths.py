@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import stat
 
-from exchange.errors import CorruptionError
+from exsim.exchange.errors import CorruptionError
 
 __all__ = ["inside", "is_plain_dir"]
 

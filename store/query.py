@@ -38,16 +38,16 @@ from collections import OrderedDict
 
 import numpy as np
 
-from exchange.errors import CorruptionError, StoreError, UsageError
-from store.catalog import Catalog
-from store.checkpoint_file import read_checkpoint_file
-from store.paths import inside
-from store.catalog import resolve_symbol
-from store.scratch import borrowed
-from store.segment import open_registered, read_registered
-from store.tables import Columns, orders_with_seq, table_dtype
-from store.wal import scan_wal
-from store.wal.format import SEQ_LIMIT, lacks
+from exsim.exchange.errors import CorruptionError, StoreError, UsageError
+from exsim.store.catalog import Catalog
+from exsim.store.checkpoint_file import read_checkpoint_file
+from exsim.store.paths import inside
+from exsim.store.catalog import resolve_symbol
+from exsim.store.scratch import borrowed
+from exsim.store.segment import open_registered, read_registered
+from exsim.store.tables import Columns, orders_with_seq, table_dtype
+from exsim.store.wal import scan_wal
+from exsim.store.wal.format import SEQ_LIMIT, lacks
 
 __all__ = ["Reader", "read", "read_columns", "iter_columns", "read_checkpoint",
            "journaled_through"]
@@ -536,7 +536,7 @@ def read(source, table: str, symbol=None, seq=None, ts=None, columns=None, as_pa
     if as_pandas and reuse is not None:
         raise UsageError("read: reuse applies to numpy rows, not to as_pandas=True")
     if as_pandas:
-        from exchange.frames import require_pandas, to_frame
+        from exsim.exchange.frames import require_pandas, to_frame
 
         require_pandas()
         if isinstance(source, (str, os.PathLike)):

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import os
 
-from exchange.errors import CorruptionError, StoreError
-from store.checkpoint_file import read_checkpoint_file
-from store.engine_classes import registered_engine_class
-from store.paths import is_plain_dir
-from store.wal import scan_wal
+from exsim.exchange.errors import CorruptionError, StoreError
+from exsim.store.checkpoint_file import read_checkpoint_file
+from exsim.store.engine_classes import registered_engine_class
+from exsim.store.paths import is_plain_dir
+from exsim.store.wal import scan_wal
 
 __all__ = ["check_layout", "restore_checkpoint", "journaled_tail", "remove_orphans"]
 

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from exchange.state import CACHE_LINE, zeros_aligned
+from exsim.exchange.state import CACHE_LINE, zeros_aligned
 
 __all__ = ["Scratch", "borrowed", "RETAIN_BYTES"]
 

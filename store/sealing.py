@@ -22,13 +22,13 @@ import threading
 
 import numpy as np
 
-from exchange.schema import TABLE_DTYPES
-from store import codecs
-from store.digest import DIGEST_TABLES, RowDigest, by_symbol
-from store.paths import inside
-from store.segment import commit_segments, encode_columns
-from store.tables import STORED_DTYPES, TABLES
-from store.wal import fsync_dir
+from exsim.exchange.schema import TABLE_DTYPES
+from exsim.store import codecs
+from exsim.store.digest import DIGEST_TABLES, RowDigest, by_symbol
+from exsim.store.paths import inside
+from exsim.store.segment import commit_segments, encode_columns
+from exsim.store.tables import STORED_DTYPES, TABLES
+from exsim.store.wal import fsync_dir
 
 __all__ = ["SealJob", "digests_by_symbol", "write_segments", "register_seal", "trim_wal"]
 

@@ -55,11 +55,11 @@ import lz4.block
 import numpy as np
 import zstandard
 
-from exchange.errors import CorruptionError, WriteError
-from store import codecs
-from store.choice import Chooser
-from store.tables import ADDED_COLUMNS, TABLES, Columns, table_dtype
-from store.wal import fsync_dir
+from exsim.exchange.errors import CorruptionError, WriteError
+from exsim.store import codecs
+from exsim.store.choice import Chooser
+from exsim.store.tables import ADDED_COLUMNS, TABLES, Columns, table_dtype
+from exsim.store.wal import fsync_dir
 
 __all__ = ["SegmentInfo", "BuiltSegment", "write_segment", "write_columns", "encode_columns",
            "commit_segments", "read_segment", "check_segment", "read_index", "CODEC_NAMES",
@@ -889,7 +889,7 @@ def open_registered(data_dir: str, row: dict) -> SegmentFile:
     """The SegmentFile of the segment a catalog ``row`` registers in ``data_dir``, opened
     after the checks of ``read_registered`` (path inside, fields cross-checked). Raises as
     ``read_registered``."""
-    from store.paths import inside
+    from exsim.store.paths import inside
 
     return SegmentFile(inside(data_dir, row["path"], what="segment"), row)
 
@@ -897,6 +897,6 @@ def open_registered(data_dir: str, row: dict) -> SegmentFile:
 def check_registered(data_dir: str, row: dict) -> None:
     """``check_segment`` on the file a catalog ``row`` registers in ``data_dir``, with the
     cross-check of ``read_registered``; returns None. Raises as ``read_registered``."""
-    from store.paths import inside
+    from exsim.store.paths import inside
 
     _check(inside(data_dir, row["path"], what="segment"), row)

@@ -42,23 +42,23 @@ import os
 
 import numpy as np
 
-from exchange.errors import CorruptionError, StoreError, UsageError, WriteError
-from exchange.protocol import OutputBuffers
-from exchange.schema import TABLE_DTYPES
-from store.arena import Arena, TableRows
-from store.catalog import CATALOG_NAME, Catalog
-from store.checkpoint_file import (CKPT_HEAD, CKPT_MAGIC, CKPT_VERSION,  # noqa: F401 (re-exported)
+from exsim.exchange.errors import CorruptionError, StoreError, UsageError, WriteError
+from exsim.exchange.protocol import OutputBuffers
+from exsim.exchange.schema import TABLE_DTYPES
+from exsim.store.arena import Arena, TableRows
+from exsim.store.catalog import CATALOG_NAME, Catalog
+from exsim.store.checkpoint_file import (CKPT_HEAD, CKPT_MAGIC, CKPT_VERSION,  # noqa: F401 (re-exported)
                                    write_checkpoint_file)
-from store.choice import Chooser
-from store.creation import build_directory
-from store.engine_classes import ENGINE_CLASSES, register_engine_class  # noqa: F401 (re-exported)
-from store.lock import DirLock, LockedError  # noqa: F401 (LockedError re-exported)
-from store.paths import inside
-from store.recovery import check_layout, journaled_tail, remove_orphans, restore_checkpoint
-from store.sealing import SealJob, register_seal, trim_wal, write_segments
-from store.tables import STORED_DTYPES, TABLES, zero_fields
-from store.wal import WalRecord, WalReport, WalWriter
-from store.wal.format import VERSION as WAL_VERSION, lacks
+from exsim.store.choice import Chooser
+from exsim.store.creation import build_directory
+from exsim.store.engine_classes import ENGINE_CLASSES, register_engine_class  # noqa: F401 (re-exported)
+from exsim.store.lock import DirLock, LockedError  # noqa: F401 (LockedError re-exported)
+from exsim.store.paths import inside
+from exsim.store.recovery import check_layout, journaled_tail, remove_orphans, restore_checkpoint
+from exsim.store.sealing import SealJob, register_seal, trim_wal, write_segments
+from exsim.store.tables import STORED_DTYPES, TABLES, zero_fields
+from exsim.store.wal import WalRecord, WalReport, WalWriter
+from exsim.store.wal.format import VERSION as WAL_VERSION, lacks
 
 __all__ = ["Session", "ENGINE_CLASSES", "register_engine_class", "LockedError"]
 
@@ -277,7 +277,7 @@ class Session:
     def _resolve_parts(self, journal_parts) -> int:
         if journal_parts is None:
             try:
-                from exchange.engine import Engine
+                from exsim.exchange.engine import Engine
             except ImportError:   # pragma: no cover - the package ships the engine
                 return 1
             return 8 if isinstance(self.engine, Engine) and self.wal.compress else 1
@@ -292,7 +292,7 @@ class Session:
         Result) once it is durable."""
         from concurrent.futures import ThreadPoolExecutor
 
-        from store.wal import PartEncoder
+        from exsim.store.wal import PartEncoder
 
         if self._encoder is None:
             self._encoder = ThreadPoolExecutor(1, thread_name_prefix="exsim-journal")
@@ -356,7 +356,7 @@ class Session:
         """
         import collections
 
-        from store.wal import GroupWriter
+        from exsim.store.wal import GroupWriter
 
         self._check_usable()
         if depth < 1:
@@ -513,7 +513,7 @@ class Session:
 
     def read(self, table: str, symbol=None, seq=None, ts=None, columns=None) -> np.ndarray:
         """Same as ``store.read(self, ...)``: see there."""
-        from store.query import read
+        from exsim.store.query import read
 
         return read(self, table, symbol=symbol, seq=seq, ts=ts, columns=columns)
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from exchange.schema import EVENT_DTYPE, ORDER_DTYPE, TABLE_DTYPES
+from exsim.exchange.schema import EVENT_DTYPE, ORDER_DTYPE, TABLE_DTYPES
 
 __all__ = ["TABLES", "STORED_DTYPES", "packed", "orders_with_seq", "orders_without_seq", "table_dtype",
            "LEGACY_ORDER_DTYPE", "ORDER_V5_DTYPE", "LEGACY_EVENT_DTYPE", "ADDED_COLUMNS",
@@ -91,7 +91,7 @@ STORED_DTYPES = {
 
 def table_dtype(table: str) -> np.dtype:
     """Return the stored dtype of ``table``; raises UsageError for an unknown table name."""
-    from exchange.errors import UsageError
+    from exsim.exchange.errors import UsageError
 
     try:
         return STORED_DTYPES[table]

@@ -20,12 +20,12 @@ import numpy as np
 import pytest
 from hypothesis import strategies as st
 
-from exchange.schema import (
+from exsim.exchange.schema import (
     MAX_PRICE, MAX_QTY, ORDER_DTYPE, Event, Flag, Kind, OrderType, Reason, Side, Tif,
 )
 from model import Model
 
-from exchange import Engine
+from exsim.exchange import Engine
 
 def pytest_sessionstart(session):
     """Fill the numba cache before the workers start: only in the xdist controller (its hook
@@ -561,8 +561,8 @@ def shared_sample(relative: str):
     """Return the path of a sample in the shared data directory (../shared/data or
     $EXSIM_SHARED_DATA); skip the calling test, naming the sample, when it is not there (the
     samples live outside the repository)."""
-    from exchange.errors import InputError
-    from scenarios.data import shared_file
+    from exsim.exchange.errors import InputError
+    from exsim.scenarios.data import shared_file
 
     try:
         path = shared_file(relative)

@@ -36,11 +36,11 @@ def _engine(tmp: Path) -> list:
     sys.path[:0] = [str(HERE / "cli_tests")]
     from cli_fixtures import run, write_scenario
 
-    from exchange import Engine
-    from replay.backtesting.driver import backtest
-    from replay.backtesting.strategies import InventoryMarketMaker
-    from scenarios import uniform_flow
-    from store import read
+    from exsim.exchange import Engine
+    from exsim.replay.backtesting.driver import backtest
+    from exsim.replay.backtesting.strategies import InventoryMarketMaker
+    from exsim.scenarios import uniform_flow
+    from exsim.store import read
 
     def simulate():
         code, _, err = run(["simulate", write_scenario(tmp), "--out", tmp / "run", "--batch",
@@ -57,7 +57,7 @@ def _engine(tmp: Path) -> list:
         Engine.restore(eng.checkpoint())
 
     def threads():    # the shard kernels (exchange.shard_kernels), on the pool's path too
-        import exchange.shards as shards
+        import exsim.exchange.shards as shards
 
         eng = Engine(threads=2)
         eng.add_symbol("X", tick_size=1, min_price=1, max_price=10 ** 6)

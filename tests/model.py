@@ -33,7 +33,7 @@ from collections import namedtuple
 
 import numpy as np
 
-from exchange.schema import (
+from exsim.exchange.schema import (
     AUCTION_SIDE, CALL_MARKET_PRICE, CALL_PHASES, DEPTH_DTYPE, EVENT_DTYPE, FILL_DTYPE,
     KNOWN_FLAGS, L2_DTYPE, L3_DTYPE, MAX_LEVEL_QTY, MAX_PRICE, MAX_QTY, ORDER_DTYPE, Event, Flag,
     Kind, OrderType, Phase, Reason, Side, Stp, Tif,

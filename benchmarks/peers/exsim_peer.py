@@ -33,7 +33,7 @@ class ExsimMatch(Peer):
         return flow, len(wl.segments)
 
     def run(self, prepared) -> Outcome:
-        from exchange import Engine, OutputBuffers
+        from exsim.exchange import Engine, OutputBuffers
 
         flow, nsym = prepared
         eng = Engine()
@@ -66,8 +66,8 @@ class ExsimL2(Peer):
         return rows, np.array([rows["seq"].max()], np.int64)
 
     def run(self, prepared) -> Outcome:
-        from scenarios import top_of_book
-        from scenarios.loaders.l2book import EMPTY_ASK, EMPTY_BID
+        from exsim.scenarios import top_of_book
+        from exsim.scenarios.loaders.l2book import EMPTY_ASK, EMPTY_BID
 
         rows, last = prepared
         t0 = time.perf_counter()

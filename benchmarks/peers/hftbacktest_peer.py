@@ -10,7 +10,7 @@ import time
 
 import numpy as np
 
-from exchange.schema import Side
+from exsim.exchange.schema import Side
 
 from . import Outcome, Peer, Workload, top_tuple
 

@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 
-from exchange.schema import Kind, OrderType, Side, Tif
+from exsim.exchange.schema import Kind, OrderType, Side, Tif
 
 from . import Outcome, Peer, Workload, top_tuple
 

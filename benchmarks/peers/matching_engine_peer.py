@@ -21,7 +21,7 @@ import tempfile
 
 import numpy as np
 
-from exchange.schema import Kind, OrderType, Side, Tif
+from exsim.exchange.schema import Kind, OrderType, Side, Tif
 
 from . import Outcome, Peer, Workload, top_tuple
 

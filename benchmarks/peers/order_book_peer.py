@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 
-from exchange.schema import Side
+from exsim.exchange.schema import Side
 
 from . import Outcome, Peer, Workload, top_tuple
 

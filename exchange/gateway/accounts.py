@@ -28,7 +28,7 @@ import secrets
 import tomllib
 from dataclasses import dataclass
 
-from exchange.errors import ExsimError, InputError
+from exsim.exchange.errors import ExsimError, InputError
 
 __all__ = ["Account", "Accounts", "AuthError", "ROLES", "hash_password", "check_password",
            "format_account"]

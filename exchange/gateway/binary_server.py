@@ -31,11 +31,11 @@ import logging
 import socket
 import struct
 
-from exchange.gateway import ouch
-from exchange.errors import UsageError
-from exchange.gateway.accounts import AuthError
-from exchange.gateway.core import RateLimiter, Request
-from exchange.gateway.framing import FrameError, PacketType, frame, read_frame
+from exsim.exchange.gateway import ouch
+from exsim.exchange.errors import UsageError
+from exsim.exchange.gateway.accounts import AuthError
+from exsim.exchange.gateway.core import RateLimiter, Request
+from exsim.exchange.gateway.framing import FrameError, PacketType, frame, read_frame
 
 __all__ = ["BinaryServer", "start", "DEFAULTS"]
 

@@ -40,12 +40,12 @@ from decimal import Decimal
 
 import numpy as np
 
-from exchange.errors import CorruptionError, StoreError, UsageError
-from exchange.gateway.accounts import Account, Accounts
-from exchange.gateway.reports import (Origin, OrderState, Report, derive, origin_reject,
+from exsim.exchange.errors import CorruptionError, StoreError, UsageError
+from exsim.exchange.gateway.accounts import Account, Accounts
+from exsim.exchange.gateway.reports import (Origin, OrderState, Report, derive, origin_reject,
                                       renumbered_json)
-from exchange.gateway.state_db import DB_NAME, StateDB
-from exchange.schema import Flag, Kind, ORDER_DTYPE, OrderType, Side, Tif
+from exsim.exchange.gateway.state_db import DB_NAME, StateDB
+from exsim.exchange.schema import Flag, Kind, ORDER_DTYPE, OrderType, Side, Tif
 
 __all__ = ["Gateway", "Request", "SymbolInfo", "MarketBatch", "RateLimiter", "MAX_CLIENT_ID",
            "UNKNOWN_SYMBOL_ID"]
@@ -220,7 +220,7 @@ class Gateway:
         if done < engine_seq:
             origins = db.origins(done + 1, engine_seq)
             lo, hi = done + 1, engine_seq
-            from store.tables import orders_without_seq
+            from exsim.store.tables import orders_without_seq
 
             orders = orders_without_seq(self.session.read("orders", seq=(lo, hi)))
             fills = self.session.read("fills", seq=(lo, hi))
@@ -722,13 +722,13 @@ def _renumber(r: Report, stream: str, rseq: int) -> Report:
 def _open_session(data_dir: str, scenario: str, durability: str, options: dict):
     """Return a store Session on ``data_dir``: reopened if it holds a catalog, else created
     with the symbols (and engine options) of ``scenario``."""
-    from exchange import Engine
-    from store.catalog import CATALOG_NAME
-    from store.session import Session
+    from exsim.exchange import Engine
+    from exsim.store.catalog import CATALOG_NAME
+    from exsim.store.session import Session
 
     if os.path.isfile(os.path.join(data_dir, CATALOG_NAME)):
         return Session.open(data_dir, durability=durability, **options)
-    from scenarios.scenario import load_scenario
+    from exsim.scenarios.scenario import load_scenario
 
     sc = load_scenario(scenario)
     engine = Engine(stp="none", ownership=True)   # why ownership: a gateway always enforces it

@@ -32,10 +32,10 @@ import logging
 import socket
 import struct
 
-from exchange.gateway import itch
-from exchange.gateway.accounts import AuthError
-from exchange.gateway.core import RateLimiter
-from exchange.gateway.framing import FrameError, PacketType, frame, read_frame
+from exsim.exchange.gateway import itch
+from exsim.exchange.gateway.accounts import AuthError
+from exsim.exchange.gateway.core import RateLimiter
+from exsim.exchange.gateway.framing import FrameError, PacketType, frame, read_frame
 
 __all__ = ["start", "FeedServer", "LOGIN", "SESSION", "MAX_INBOUND", "encode_login"]
 

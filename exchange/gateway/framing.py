@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import struct
 
-from exchange.errors import ExsimError
+from exsim.exchange.errors import ExsimError
 
 __all__ = ["FrameError", "frame", "read_frame", "PacketType", "HEADER"]
 

@@ -36,8 +36,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from exchange.errors import ExsimError
-from exchange.schema import (
+from exsim.exchange.errors import ExsimError
+from exsim.exchange.schema import (
     AUCTION_SIDE, CALL_MARKET_PRICE, CALL_PHASES, Event, Kind, OrderType, Phase, Side,
 )
 

@@ -27,8 +27,8 @@ import struct
 from collections import namedtuple
 from enum import IntEnum
 
-from exchange.errors import ExsimError
-from exchange.schema import OrderType, Reason, Side, Tif
+from exsim.exchange.errors import ExsimError
+from exsim.exchange.schema import OrderType, Reason, Side, Tif
 
 __all__ = [
     "TOKEN_LEN", "SYMBOL_LEN", "OuchReason", "MessageError", "Layout", "CLIENT", "SERVER",
@@ -451,7 +451,7 @@ def split_packets(buf: bytes, max_size: int) -> tuple[list[tuple[int, bytes]], b
     before the payload is waited for) at the start of ``buf``; a bad length after whole
     packets ends the list there, so the packets before it are handled first.
     """
-    from exchange.gateway.framing import HEADER, FrameError
+    from exsim.exchange.gateway.framing import HEADER, FrameError
 
     out, pos, end, head = [], 0, len(buf), HEADER.size
     while end - pos >= head:

@@ -24,7 +24,7 @@ from json.encoder import encode_basestring_ascii as _json_str
 
 import numpy as np
 
-from exchange.schema import Event, Kind, Reason
+from exsim.exchange.schema import Event, Kind, Reason
 
 __all__ = ["Report", "OrderState", "Origin", "derive", "origin_reject", "renumbered_json",
            "EXEC_KINDS", "STATUSES"]

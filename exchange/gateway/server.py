@@ -23,19 +23,19 @@ import os
 import signal
 import sys
 
-from exchange.errors import UsageError
-from exchange.gateway.accounts import Accounts
-from exchange.gateway.core import Gateway
+from exsim.exchange.errors import UsageError
+from exsim.exchange.gateway.accounts import Accounts
+from exsim.exchange.gateway.core import Gateway
 
 __all__ = ["serve", "parse_address", "PORTS"]
 
 # port name -> the module whose start(gw, host, port, **options) serves it (a fixed table:
 # nothing a user passes is imported)
 PORTS = {
-    "fix": "exchange.gateway.fix.server",
-    "binary": "exchange.gateway.binary_server",
-    "feed": "exchange.gateway.feed_server",
-    "web": "exchange.gateway.web",
+    "fix": "exsim.exchange.gateway.fix.server",
+    "binary": "exsim.exchange.gateway.binary_server",
+    "feed": "exsim.exchange.gateway.feed_server",
+    "web": "exsim.exchange.gateway.web",
 }
 DEFAULT_HOST = "127.0.0.1"
 

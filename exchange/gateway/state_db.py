@@ -21,8 +21,8 @@ from __future__ import annotations
 import os
 import sqlite3
 
-from exchange.errors import CorruptionError, StoreError
-from exchange.gateway.reports import Origin, OrderState, Report
+from exsim.exchange.errors import CorruptionError, StoreError
+from exsim.exchange.gateway.reports import Origin, OrderState, Report
 
 __all__ = ["StateDB", "STATE_DIR", "DB_NAME"]
 
@@ -48,7 +48,7 @@ class StateDB:
     """The gateway's SQLite state file (module docstring). One writer: the gateway."""
 
     def __init__(self, data_dir: str, durability: str):
-        from store.paths import inside
+        from exsim.store.paths import inside
 
         self.dir = os.path.join(data_dir, STATE_DIR)
         if os.path.lexists(self.dir) and (os.path.islink(self.dir) or not os.path.isdir(self.dir)):
@@ -199,7 +199,7 @@ class StateDB:
             self._set_meta("reported_through", max(reported_through, self.reported_through()))))
 
     def _write(self, fn) -> None:
-        from exchange.errors import WriteError
+        from exsim.exchange.errors import WriteError
 
         try:
             with self.db:

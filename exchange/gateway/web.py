@@ -61,8 +61,8 @@ from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Response
 
-from exchange.errors import UsageError
-from exchange.schema import AUCTION_SIDE, EVENT_DTYPE, L2_DTYPE, Event, Phase, Side
+from exsim.exchange.errors import UsageError
+from exsim.exchange.schema import AUCTION_SIDE, EVENT_DTYPE, L2_DTYPE, Event, Phase, Side
 
 from .accounts import AuthError
 

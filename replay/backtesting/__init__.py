@@ -17,5 +17,5 @@ Modules (a reader starts at ``driver``):
 - ``grid``          ``sweep()``: a parameter grid, serially or on Dask
 - ``strategies/``   example strategies (a market maker, a momentum taker)
 
-The public names are exported by ``replay`` (``from replay import backtest, Strategy``).
+The public names are exported by ``replay`` (``from exsim.replay import backtest, Strategy``).
 """

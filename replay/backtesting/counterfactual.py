@@ -34,12 +34,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from exchange import Engine
-from exchange.errors import UsageError
-from exchange.schema import ORDER_DTYPE, Event, Kind, Side
+from exsim.exchange import Engine
+from exsim.exchange.errors import UsageError
+from exsim.exchange.schema import ORDER_DTYPE, Event, Kind, Side
 
-from replay.backtesting.driver import DEFAULT_TRADER, backtest
-from replay.backtesting.result import BacktestResult
+from exsim.replay.backtesting.driver import DEFAULT_TRADER, backtest
+from exsim.replay.backtesting.result import BacktestResult
 
 __all__ = ["whatif", "WhatIf", "PAIR_DTYPE", "MARKET_ORDER_DTYPE", "QUEUE_DTYPE"]
 
@@ -105,11 +105,11 @@ def whatif(flow, strategy, *, symbol=None, engine_options=None, **backtest_kwarg
     ``fast``, ``symbols``; not ``store_dir``). Raises UsageError as ``backtest`` does (bad flow, symbol,
     strategy, options) and RuntimeError if the replay does not reproduce the backtest's fills.
     """
-    from replay.backtesting.driver import _load_flow, engine_for, symbol_specs
+    from exsim.replay.backtesting.driver import _load_flow, engine_for, symbol_specs
 
     if "store_dir" in backtest_kwargs:
         raise UsageError("whatif does not journal runs (store_dir); use backtest for that")
-    from replay.backtesting.l2queue import L2Flow
+    from exsim.replay.backtesting.l2queue import L2Flow
     orders, _, _, _, specs = _load_flow(flow)
     if isinstance(orders, L2Flow):
         raise UsageError("whatif needs L3 flow (orders the engine can re-match); L2-only flow "

@@ -52,18 +52,18 @@ import json
 
 import numpy as np
 
-from exchange import Engine
-from exchange import state as K
-from exchange.errors import UsageError
-from exchange.schema import EVENT_DTYPE, ORDER_DTYPE, Event, Phase
+from exsim.exchange import Engine
+from exsim.exchange import state as K
+from exsim.exchange.errors import UsageError
+from exsim.exchange.schema import EVENT_DTYPE, ORDER_DTYPE, Event, Phase
 
-import replay.backtesting.kernels as C
-from replay.backtesting.result import BacktestResult, build_result
-from replay.backtesting.latency import as_latency
-from replay.backtesting.kernels import ID_BASE
-from replay.backtesting.money import money_for
-from replay.backtesting.quoting import quote_reports
-from replay.backtesting.strategy import Context, MarketView, QuoteStrategy, Strategy
+import exsim.replay.backtesting.kernels as C
+from exsim.replay.backtesting.result import BacktestResult, build_result
+from exsim.replay.backtesting.latency import as_latency
+from exsim.replay.backtesting.kernels import ID_BASE
+from exsim.replay.backtesting.money import money_for
+from exsim.replay.backtesting.quoting import quote_reports
+from exsim.replay.backtesting.strategy import Context, MarketView, QuoteStrategy, Strategy
 
 __all__ = ["backtest", "BacktestResult", "ID_BASE", "DEFAULT_TRADER"]
 
@@ -83,8 +83,8 @@ def _load_flow(flow):
     stored run config (``Flow.specs``), other flows' only name and tick size. A data directory's
     description also holds "engine_options": the ``Engine()`` options (stp, ownership) its run
     was made with."""
-    from scenarios import open_flow
-    from replay.backtesting.l2queue import L2Flow
+    from exsim.scenarios import open_flow
+    from exsim.replay.backtesting.l2queue import L2Flow
 
     if isinstance(flow, L2Flow):
         return flow, [flow.name], [flow.tick_size], {"kind": "l2"}, None
@@ -471,7 +471,7 @@ class _L2Driver(_Driver):
 def _backtest_l2(flow, strategy, model, trader, money, fast, store_dir, engine_options,
                  queue_model, info, progress=None):
     """Run ``strategy`` on an ``L2Flow`` through the queue model; return a BacktestResult."""
-    from replay.backtesting.l2queue import L2Sim, l2_events
+    from exsim.replay.backtesting.l2queue import L2Sim, l2_events
     if fast:
         raise UsageError("fast=True (the njit path) needs L3 flow; L2 flow runs on the Python "
                          "path (a QuoteStrategy works there too)")
@@ -561,8 +561,8 @@ def backtest(flow, strategy: Strategy, *, latency=None, trader: int = DEFAULT_TR
     Raises UsageError for a bad argument, an unsorted flow, a market id in the strategy's range,
     a market row carrying the strategy's trader id, or an L3-only option on L2 flow.
     """
-    from replay.backtesting.l2queue import L2Flow
-    from replay.backtesting.queue_models import as_queue_model
+    from exsim.replay.backtesting.l2queue import L2Flow
+    from exsim.replay.backtesting.queue_models import as_queue_model
     queue_model = as_queue_model(queue_model)
     orders, names, ticks, info, specs = _load_flow(flow)
     if "engine_options" in info:
@@ -645,7 +645,7 @@ def _journal(store_dir, engine, msgs, olog, oseq, meta, batch: int = 65536) -> N
     A fresh engine with the backtest engine's config re-matches it; by the engine's determinism
     it reproduces the backtest exactly.
     """
-    from store import Session
+    from exsim.store import Session
     merged = np.zeros(len(msgs) + len(olog), ORDER_DTYPE)
     is_strat = np.zeros(len(merged), bool)
     is_strat[oseq - 1] = True

@@ -35,7 +35,7 @@ import json
 import logging
 import os
 
-from exchange.errors import UsageError
+from exsim.exchange.errors import UsageError
 
 __all__ = ["sweep", "grid_points", "SERIAL"]
 
@@ -72,9 +72,9 @@ def grid_points(grid) -> list[dict]:
 def _flows(flow, seeds, symbol):
     """Return ([(seed or None, orders)], symbol id or the given symbol, the flow's symbol specs
     or None) loaded in the caller (the specs carry a scenario's symbol options to every run)."""
-    from scenarios import Scenario, load_scenario
+    from exsim.scenarios import Scenario, load_scenario
 
-    from replay.backtesting.driver import _load_flow
+    from exsim.replay.backtesting.driver import _load_flow
 
     if seeds is None:
         bases = [(None, flow)]
@@ -102,7 +102,7 @@ def _flows(flow, seeds, symbol):
 def _make_strategy(spec, params: dict):
     """Build the strategy of one grid point (``module:Class`` spec or callable)."""
     if isinstance(spec, str):
-        from replay.backtesting.loading import load_strategy
+        from exsim.replay.backtesting.loading import load_strategy
 
         return load_strategy(spec, [f"{k}={json.dumps(v)}" for k, v in params.items()])
     return spec(**params)
@@ -111,7 +111,7 @@ def _make_strategy(spec, params: dict):
 def _run_point(orders, spec, params: dict, kwargs: dict) -> dict:
     """One task: build the strategy, backtest it, return its summary (plain ints and floats),
     with "currency" when the money is in one (``BacktestResult.unit``)."""
-    from replay.backtesting.driver import backtest
+    from exsim.replay.backtesting.driver import backtest
 
     res = backtest(orders, _make_strategy(spec, params), **kwargs)
     currency = res.meta["money"]["currency"]

@@ -40,23 +40,23 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from exchange import state as K
-from exchange._cache_guard import guard
-from exchange.schema import (
+from exsim.exchange import state as K
+from exsim.exchange._cache_guard import guard
+from exsim.exchange.schema import (
     EVENT_DTYPE, FILL_DTYPE, L2_DTYPE, ORDER_DTYPE, Event, Kind, OrderType, Tif,
 )
-from exchange.state import (
+from exsim.exchange.state import (
     M_NEED_EVENTS, M_NEED_FILLS, M_NEED_L2, M_SEQ, grow_output, index_find, index_home,
 )
-from exchange.state import prefetch as _prefetch
+from exsim.exchange.state import prefetch as _prefetch
 
-from replay.backtesting.latency import DRAWS, sample
-from replay.backtesting.quoting import NO_ACTION, SLOTS, account, quote_reports, reconcile
+from exsim.replay.backtesting.latency import DRAWS, sample
+from exsim.replay.backtesting.quoting import NO_ACTION, SLOTS, account, quote_reports, reconcile
 
 # the files compiled into these kernels (exchange.kernels brings its own: book, order_index ...)
-guard(__name__, __file__, deps=("exchange.kernels", "exchange.book", "exchange.order_index",
-                                "exchange.prefetch", "exchange.schema", "exchange.state",
-                                "replay.backtesting.latency", "replay.backtesting.quoting"))
+guard(__name__, __file__, deps=("exsim.exchange.kernels", "exsim.exchange.book", "exsim.exchange.order_index",
+                                "exsim.exchange.prefetch", "exsim.exchange.schema", "exsim.exchange.state",
+                                "exsim.replay.backtesting.latency", "exsim.replay.backtesting.quoting"))
 
 __all__ = ["ID_BASE", "MARK_DTYPE", "drive", "read_top", "run_quotes", "NEED_STRAT", "HIT",
            "NEED_LOG", "NEED_DRAWS", "NEED_LIVE", "WAKE", "TIMER", "NOTE", "PHASE_NOTE", "CHUNK", "EngineArrays",

@@ -45,20 +45,20 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from exchange._cache_guard import guard
-from exchange.errors import UsageError
-from exchange.state import OK
-from exchange.state import grow_array as _grow
-from exchange.schema import (DEPTH_DTYPE, EVENT_DTYPE, FILL_DTYPE, L2_DTYPE, Event, Flag, Kind,
+from exsim.exchange._cache_guard import guard
+from exsim.exchange.errors import UsageError
+from exsim.exchange.state import OK
+from exsim.exchange.state import grow_array as _grow
+from exsim.exchange.schema import (DEPTH_DTYPE, EVENT_DTYPE, FILL_DTYPE, L2_DTYPE, Event, Flag, Kind,
                              OrderType, Reason, Side, Tif)
 
-from replay.backtesting.kernels import HIT, ID_BASE, NEED_LIVE, NEED_STRAT
-from replay.backtesting.queue_models import ahead_after_decrease, as_queue_model
+from exsim.replay.backtesting.kernels import HIT, ID_BASE, NEED_LIVE, NEED_STRAT
+from exsim.replay.backtesting.queue_models import ahead_after_decrease, as_queue_model
 
 # numba freezes schema codes and the statuses of ``kernels`` into these kernels, and inlines the
 # queue models' kernel, but keys them on this file
-guard(__name__, __file__, deps=("exchange.schema", "replay.backtesting.kernels",
-                                "replay.backtesting.queue_models"))
+guard(__name__, __file__, deps=("exsim.exchange.schema", "exsim.replay.backtesting.kernels",
+                                "exsim.replay.backtesting.queue_models"))
 
 __all__ = ["L2Flow", "L2_EVENT_DTYPE", "l2_events", "L2Sim", "TAKE_ID_BASE"]
 

@@ -31,7 +31,7 @@ from bisect import bisect_right
 import numpy as np
 from numba import njit
 
-from exchange.errors import UsageError
+from exsim.exchange.errors import UsageError
 
 __all__ = ["ConstantLatency", "RandomLatency", "RecordedLatency", "Sampler", "as_latency",
            "CONST", "STEP", "DRAWS"]

@@ -24,17 +24,39 @@ import json
 import os
 import sys
 
-from exchange.errors import UsageError
+from exsim.exchange.errors import UsageError
 
-__all__ = ["load_strategy", "MOVED_MODULES", "is_file_spec", "absolute_spec"]
+__all__ = ["load_strategy", "MOVED_MODULES", "current_module_name", "is_file_spec", "absolute_spec"]
 
 # strategy modules that scripts and notebooks name by the path they had before the layout of
 # rooms (scenarios never imports replay, so the examples live in replay.backtesting.strategies)
 MOVED_MODULES = {
-    "scenarios.strategies": "replay.backtesting.strategies",
-    "scenarios.strategies.market_maker": "replay.backtesting.strategies.market_maker",
-    "scenarios.strategies.momentum": "replay.backtesting.strategies.momentum",
+    "scenarios.strategies": "exsim.replay.backtesting.strategies",
+    "scenarios.strategies.market_maker": "exsim.replay.backtesting.strategies.market_maker",
+    "scenarios.strategies.momentum": "exsim.replay.backtesting.strategies.momentum",
 }
+# exsim's packages as scripts, configs and stored run records name them from before they moved
+# under the ``exsim`` namespace ("replay.backtesting.strategies:InventoryMarketMaker")
+LEGACY_PACKAGES = ("exchange", "store", "replay", "scenarios")
+
+
+def current_module_name(name: str) -> str:
+    """Return the module name under which exsim's own module ``name`` is imported today.
+
+    A name from before the ``exsim`` namespace (``replay.backtesting.strategies``) or the layout
+    of rooms (``scenarios.strategies``) maps to its ``exsim.`` module when exsim has one; any
+    other name (a user's own module, even one called ``store``) is returned unchanged. Never
+    raises.
+    """
+    name = MOVED_MODULES.get(name, name)
+    if name.partition(".")[0] in LEGACY_PACKAGES:
+        candidate = f"exsim.{name}"
+        try:
+            if importlib.util.find_spec(candidate) is not None:
+                return candidate
+        except (ImportError, ValueError):
+            pass
+    return name
 
 
 def load_strategy(spec: str, params: list[str]):
@@ -45,7 +67,7 @@ def load_strategy(spec: str, params: list[str]):
     true/false, lists), else kept as strings. Raises UsageError naming what could not be loaded
     (a missing file, a file or module that fails to import, a missing class, bad arguments).
     """
-    from replay.backtesting.strategy import Strategy
+    from exsim.replay.backtesting.strategy import Strategy
 
     module_name, _, class_name = spec.rpartition(":") if is_file_spec(spec) else spec.partition(":")
     if not module_name or not class_name:
@@ -53,7 +75,7 @@ def load_strategy(spec: str, params: list[str]):
     if is_file_spec(spec):
         module = _load_file(spec, module_name)
     else:
-        module_name = MOVED_MODULES.get(module_name, module_name)
+        module_name = current_module_name(module_name)
         try:
             module = importlib.import_module(module_name)
         except ImportError as e:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from exchange.errors import UsageError
+from exsim.exchange.errors import UsageError
 
 __all__ = ["Money", "money_for", "TICKS_X_LOTS"]
 

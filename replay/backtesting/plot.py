@@ -11,8 +11,8 @@ import os
 
 import numpy as np
 
-from exchange.errors import UsageError
-from exchange.schema import AUCTION_SIDE
+from exsim.exchange.errors import UsageError
+from exsim.exchange.schema import AUCTION_SIDE
 
 __all__ = ["plot_result"]
 
@@ -31,7 +31,7 @@ def plot_result(result, path, title: str | None = None) -> str:
     import matplotlib.pyplot as plt
 
     m, f, s = result.marks, result.fills, result.series
-    from replay.timefmt import DAY_NS, day_start, time_of_day_axis
+    from exsim.replay.timefmt import DAY_NS, day_start, time_of_day_axis
 
     starts = [int(a["ts"][0]) for a in (m, s) if len(a)]
     ends = [int(a["ts"][-1]) for a in (m, s) if len(a)]

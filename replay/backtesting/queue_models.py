@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from exchange.errors import UsageError
+from exsim.exchange.errors import UsageError
 
 __all__ = ["QueueModel", "ConservativeQueue", "ProportionalQueue", "QUEUE_MODELS",
            "as_queue_model", "ahead_after_decrease"]

@@ -28,11 +28,11 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from exchange._cache_guard import guard
-from exchange.schema import Event, Kind
+from exsim.exchange._cache_guard import guard
+from exsim.exchange.schema import Event, Kind
 
 # numba freezes the schema's Event/Kind codes into these kernels but keys them on this file
-guard(__name__, __file__, deps=("exchange.schema",))
+guard(__name__, __file__, deps=("exsim.exchange.schema",))
 
 __all__ = ["NO_ACTION", "SLOTS", "reconcile", "quote_report", "quote_reports", "fill_effect",
            "account"]

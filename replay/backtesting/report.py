@@ -31,10 +31,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from exchange.errors import UsageError
-from exchange.schema import AUCTION_SIDE, Side
+from exsim.exchange.errors import UsageError
+from exsim.exchange.schema import AUCTION_SIDE, Side
 
-from replay.backtesting.money import Money
+from exsim.replay.backtesting.money import Money
 
 __all__ = ["BacktestReport", "TRADE_DTYPE", "build_report", "money_of", "YEAR_NS", "auction_summary"]
 

@@ -44,10 +44,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from exchange.errors import UsageError
-from exchange.schema import AUCTION_SIDE, EVENT_DTYPE, Event, Kind
+from exsim.exchange.errors import UsageError
+from exsim.exchange.schema import AUCTION_SIDE, EVENT_DTYPE, Event, Kind
 
-from replay.backtesting.money import TICKS_X_LOTS, Money
+from exsim.replay.backtesting.money import TICKS_X_LOTS, Money
 
 __all__ = ["BacktestResult", "SERIES_DTYPE", "MONEY_KEYS", "TABLES", "build_result", "summarize"]
 
@@ -102,7 +102,7 @@ class BacktestResult:
         ``orders`` gains ``sent_ts`` and ``seq`` (the engine seq of each message). Raises
         UsageError for an unknown table, or naming the ``exsim[pandas]`` extra when pandas is
         missing."""
-        from exchange.frames import require_pandas, to_frame
+        from exsim.exchange.frames import require_pandas, to_frame
 
         if table is not None and table not in TABLES:
             raise UsageError(f"unknown table {table!r}; known: {', '.join(TABLES)}")
@@ -125,7 +125,7 @@ class BacktestResult:
         turnover in ``unit``; see replay/backtesting/report.py) with bars ``bar_ns`` wide and
         returns in money, or as fractions of ``capital``. Raises UsageError for a bad
         ``bar_ns`` or ``capital``."""
-        from replay.backtesting.report import build_report
+        from exsim.replay.backtesting.report import build_report
         return build_report(self, bar_ns, capital)
 
     def __repr__(self) -> str:
@@ -148,7 +148,7 @@ class BacktestResult:
 
         Raises UsageError if ``path`` does not end in .png.
         """
-        from replay.backtesting.plot import plot_result
+        from exsim.replay.backtesting.plot import plot_result
         return plot_result(self, path, title)
 
 

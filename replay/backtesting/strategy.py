@@ -51,11 +51,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from exchange.errors import UsageError
-from exchange.schema import (AUCTION_SIDE, EVENT_DTYPE, FILL_DTYPE, Event, Flag, Kind, OrderType,
+from exsim.exchange.errors import UsageError
+from exsim.exchange.schema import (AUCTION_SIDE, EVENT_DTYPE, FILL_DTYPE, Event, Flag, Kind, OrderType,
                              Phase, Reason, Side, Tif)
 
-from replay.backtesting.quoting import NO_ACTION, SLOTS, fill_effect, quote_report, reconcile
+from exsim.replay.backtesting.quoting import NO_ACTION, SLOTS, fill_effect, quote_report, reconcile
 
 __all__ = ["Strategy", "Context", "MarketView", "Fill", "OpenOrder", "QuoteStrategy"]
 

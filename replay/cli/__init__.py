@@ -5,6 +5,6 @@ maps errors to exit statuses; the library (``exchange``, ``store``, ``replay``, 
 never imports this package.
 """
 
-from replay.cli.app import main
+from exsim.replay.cli.app import main
 
 __all__ = ["main"]

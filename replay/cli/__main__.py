@@ -1,7 +1,7 @@
-"""``python -m replay.cli``: the ``exsim`` command."""
+"""``python -m exsim.replay.cli``: the ``exsim`` command."""
 
 import sys
 
-from replay.cli.app import main
+from exsim.replay.cli.app import main
 
 sys.exit(main())

@@ -25,16 +25,16 @@ from __future__ import annotations
 
 import time
 
-from exchange.errors import UsageError
+from exsim.exchange.errors import UsageError
 
-from replay.backtesting.loading import load_strategy
-from replay.backtesting.report import auction_summary
-from replay.cli.common import (EXIT_OK, check_plot_path, compile_note, format_number, json_text,
+from exsim.replay.backtesting.loading import load_strategy
+from exsim.replay.backtesting.report import auction_summary
+from exsim.replay.cli.common import (EXIT_OK, check_plot_path, compile_note, format_number, json_text,
                                live_progress, log, note, print_table)
 
 __all__ = ["register", "cmd_backtest", "add_backtest_arguments"]
 
-DEFAULT_STRATEGY = "replay.backtesting.strategies:InventoryMarketMaker"
+DEFAULT_STRATEGY = "exsim.replay.backtesting.strategies:InventoryMarketMaker"
 REPORT_BAR_NS = 60 * 10**9
 REPORT_TRADES = 20
 
@@ -77,7 +77,7 @@ def add_backtest_arguments(p) -> None:
 def money_label(key: str, unit: str) -> str:
     """Return a summary key as a table label: money values (``MONEY_KEYS``) carry their unit,
     e.g. "pnl (USD)" or "pnl (ticks x lots)"."""
-    from replay.backtesting.result import MONEY_KEYS
+    from exsim.replay.backtesting.result import MONEY_KEYS
     return f"{key} ({unit})" if key in MONEY_KEYS else key
 
 
@@ -119,8 +119,8 @@ def register(sub, parents, formatter) -> None:
 
 def cmd_backtest(args) -> int:
     """Run ``exsim backtest``; return the exit status (UsageError propagates to main)."""
-    from replay.backtesting.driver import backtest
-    from replay.backtesting.latency import ConstantLatency
+    from exsim.replay.backtesting.driver import backtest
+    from exsim.replay.backtesting.latency import ConstantLatency
 
     if args.feed_ns < 0 or args.order_ns < 0:
         raise UsageError("--feed-ns and --order-ns must be >= 0")

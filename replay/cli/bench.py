@@ -13,9 +13,9 @@ from __future__ import annotations
 import statistics
 import time
 
-from exchange.errors import UsageError
+from exsim.exchange.errors import UsageError
 
-from replay.cli.common import EXIT_OK, compile_note, print_table
+from exsim.replay.cli.common import EXIT_OK, compile_note, print_table
 
 __all__ = ["register", "cmd_bench", "measure_throughput"]
 
@@ -31,8 +31,8 @@ def measure_throughput(messages: int, symbols: int, runs: int, batch: int) -> di
 
     Raises UsageError for non-positive sizes.
     """
-    from exchange import Engine, OutputBuffers
-    from scenarios.generators.uniform import BENCH_1M, uniform_flow
+    from exsim.exchange import Engine, OutputBuffers
+    from exsim.scenarios.generators.uniform import BENCH_1M, uniform_flow
 
     if min(messages, symbols, runs, batch) < 1:
         raise UsageError("--messages, --symbols, --runs and --batch must be >= 1")

@@ -24,11 +24,11 @@ import sys
 import threading
 from typing import Iterable, Sequence
 
-from exchange.errors import StoreError, UsageError
+from exsim.exchange.errors import StoreError, UsageError
 
-from replay.export import symbol_tick_size
-from replay.progress import progress
-from replay.simulation import dir_bytes, kernels_cold
+from exsim.replay.export import symbol_tick_size
+from exsim.replay.progress import progress
+from exsim.replay.simulation import dir_bytes, kernels_cold
 
 __all__ = [
     "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "Formatter", "parse_range", "progress",
@@ -81,8 +81,8 @@ def run_day(data_dir: str) -> int:
     """Return midnight UTC (ns) of the day of the run's first journaled message (0 for a run
     whose ts count from midnight, or one with no message): what a time of day such as
     ``10:00:00`` is added to. Raises as ``replay.rundir.run_info``."""
-    from replay.rundir import read_table, run_info
-    from replay.timefmt import day_start
+    from exsim.replay.rundir import read_table, run_info
+    from exsim.replay.timefmt import day_start
 
     info = run_info(data_dir)
     rows = read_table(info, "orders", None, info.first_seq + 1, info.first_seq + 1, ["ts"])
@@ -93,14 +93,14 @@ def parse_ts(text: str, what: str, data_dir: str) -> int:
     """Return the ns timestamp of ``text`` for the run in ``data_dir``: ns, ``HH:MM[:SS[.f]]``
     on the run's first day (UTC) or an ISO date-time (``replay.timefmt.parse_time``).
     Raises UsageError naming ``what`` for anything else."""
-    from replay.timefmt import parse_time
+    from exsim.replay.timefmt import parse_time
     return parse_time(text, what, lambda: run_day(data_dir))
 
 
 def parse_ts_range(text: str, what: str, data_dir: str) -> tuple[int, int]:
     """Return the inclusive (lo, hi) ns range of ``text`` (``LO..HI`` of ``parse_ts`` forms, or
     the integer ``LO:HI``) for the run in ``data_dir``; UsageError naming ``what`` if malformed."""
-    from replay.timefmt import parse_time_range
+    from exsim.replay.timefmt import parse_time_range
     return parse_time_range(text, what, lambda: run_day(data_dir))
 
 
@@ -185,7 +185,7 @@ def open_catalog(data_dir: str):
     why check it whole: then every command reports a damaged catalog the same way (exit 2,
     before any work), whatever part of it the command happens to need.
     """
-    from store import Catalog
+    from exsim.store import Catalog
 
     if not os.path.isdir(data_dir):
         raise StoreError(f"{data_dir}: no such data directory")

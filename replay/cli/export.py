@@ -11,11 +11,11 @@ from __future__ import annotations
 import os
 import sys
 
-from exchange.errors import UsageError
+from exsim.exchange.errors import UsageError
 
-from replay.cli.common import (EXIT_OK, need_pyarrow, open_catalog, out_failed, parse_range,
+from exsim.replay.cli.common import (EXIT_OK, need_pyarrow, open_catalog, out_failed, parse_range,
                                parse_ts_range, resolve_symbol)
-from replay.export import FORMATS, TABLES, export, write_csv
+from exsim.replay.export import FORMATS, TABLES, export, write_csv
 
 __all__ = ["register", "cmd_export"]
 

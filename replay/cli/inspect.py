@@ -21,9 +21,9 @@ import os
 import sys
 import time
 
-from exchange.errors import CorruptionError, UsageError
+from exsim.exchange.errors import CorruptionError, UsageError
 
-from replay.cli.common import (
+from exsim.replay.cli.common import (
     EXIT_FAILED, EXIT_OK, check_plot_path, dir_bytes, format_table, human_bytes, note,
     compile_note, live_progress, log, open_catalog, parse_ts, parse_ts_range, plot_failed,
     print_table, printable, resolve_symbol, run_day,
@@ -210,8 +210,8 @@ def _segment_missing(data_dir: str, path: str) -> bool:
 
 def cmd_book(args) -> int:
     """``exsim book``: print a rebuilt book; returns 0."""
-    from exchange import Side
-    from replay import book_at
+    from exsim.exchange import Side
+    from exsim.replay import book_at
 
     if args.depth < 1:
         raise UsageError(f"--depth must be >= 1, got {args.depth}")
@@ -273,7 +273,7 @@ def cmd_book(args) -> int:
 def _clock(ts: int, data_dir: str) -> str:
     """``ts`` as the time of day ``book --ts`` takes (``HH:MM:SS`` after the run's first
     midnight, decimals only when it has a fraction of a second)."""
-    from replay.timefmt import clock_text
+    from exsim.replay.timefmt import clock_text
     digits = 0 if ts % 10**9 == 0 else 9
     return clock_text(ts, run_day(data_dir), digits)
 
@@ -281,20 +281,20 @@ def _clock(ts: int, data_dir: str) -> str:
 def _bid_label(price: int) -> str:
     """A bid price as the book table shows it: a BUY MARKET resting in a call stands at its call
     price (MAX_PRICE + 1), shown as "market"."""
-    from exchange.schema import CALL_MARKET_PRICE
+    from exsim.exchange.schema import CALL_MARKET_PRICE
     return "market" if price == CALL_MARKET_PRICE[0] else price
 
 
 def _sell_label(price: int):
     """An ask price as the book table shows it: a SELL MARKET in a call stands at 0, "market"."""
-    from exchange.schema import CALL_MARKET_PRICE
+    from exsim.exchange.schema import CALL_MARKET_PRICE
     return "market" if price == CALL_MARKET_PRICE[1] else price
 
 
 def _print_phase(view) -> None:
     """Print the symbol's trading phase when it is not continuous, and in a call the indicative
     uncross (docs/semantics.md, Trading phases); a continuous book prints nothing more."""
-    from exchange.schema import CALL_PHASES, Phase
+    from exsim.exchange.schema import CALL_PHASES, Phase
     if view.phase == Phase.CONTINUOUS:
         return
     line = f"phase {view.phase.name.lower()}"
@@ -312,7 +312,7 @@ def _print_phase(view) -> None:
 
 def _print_stops(stops) -> None:
     """Print the pending stops (L3_DTYPE rows, in release order): they are outside the book."""
-    from exchange.schema import OrderType, Side
+    from exsim.exchange.schema import OrderType, Side
     rows = [(Side(int(o["side"])).name.lower(), int(o["stop_price"]),
              int(o["price"]) if int(o["order_type"]) == int(OrderType.STOP_LIMIT) else "market",
              int(o["order_id"]), f"{int(o['qty']):,}", int(o["trader"])) for o in stops]
@@ -329,7 +329,7 @@ def _rule_names() -> str:
     print the help) as lines of at most 96 characters."""
     import textwrap
 
-    from replay.verifier_rules import RULES
+    from exsim.replay.verifier_rules import RULES
     return "\n".join(textwrap.wrap("Rules: " + ", ".join(RULES) + ".", 96))
 
 
@@ -358,7 +358,7 @@ def _check_dir(data_dir: str) -> None:
 
 def cmd_verify(args) -> int:
     """``exsim verify``: print the report; returns 0 if it is ok, 1 if there are violations."""
-    from replay import verify
+    from exsim.replay import verify
 
     _check_dir(args.dir)
     log.info("verify %s", args.dir)
@@ -431,7 +431,7 @@ def _row_fields(row) -> dict | None:
 
 def cmd_rerun(args) -> int:
     """``exsim rerun``: returns 0 if a fresh engine reproduced every row, 1 on a divergence."""
-    from replay import rerun
+    from exsim.replay import rerun
 
     _check_dir(args.dir)
     log.info("rerun %s from its first checkpoint", args.dir)
@@ -490,7 +490,7 @@ def cmd_stats(args) -> int:
     if args.plot:
         # why first: a missing extra, an unwritable format or directory fails before the work
         check_plot_path(args.plot)
-    from replay import stats
+    from exsim.replay import stats
 
     log.info("stats of %s in %s: ts %s, %d level(s), VWAP window %d ns", args.symbol, args.dir,
              "all" if ts is None else f"{ts[0]}..{ts[1]}", args.levels, args.window_ns)
@@ -529,7 +529,7 @@ def cmd_stats(args) -> int:
 def _print_phase_stats(data_dir: str, symbol) -> None:
     """Print the symbol's trading day (``replay.analytics.phase_stats``) when it had any phase
     other than continuous trading; a continuous day prints nothing more."""
-    from replay.analytics import phase_stats
+    from exsim.replay.analytics import phase_stats
 
     day = phase_stats(data_dir, symbol)
     if list(day["time_in_phase_ns"]) in ([], ["continuous"]) and not day["auctions"]:
@@ -562,7 +562,7 @@ def _plot_module():
 
 def _plot(series, symbol: str, path: str) -> None:
     """Write a three-panel PNG: prices (mid, microprice, VWAP), spread, imbalance."""
-    from replay.timefmt import DAY_NS, day_start, time_of_day_axis
+    from exsim.replay.timefmt import DAY_NS, day_start, time_of_day_axis
 
     plt = _plot_module()
     first = int(series["ts"][0]) if series.size else 0

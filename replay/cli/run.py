@@ -24,13 +24,13 @@ import shutil
 import sys
 import tempfile
 
-from exchange.errors import UsageError
+from exsim.exchange.errors import UsageError
 
-from replay.cli.common import (
+from exsim.replay.cli.common import (
     EXIT_FAILED, EXIT_OK, compile_note, format_table, human_bytes, need_pyarrow, note,
     out_failed,
 )
-from replay.simulation import SimSummary, simulate
+from exsim.replay.simulation import SimSummary, simulate
 
 __all__ = ["register", "cmd_simulate", "cmd_demo"]
 
@@ -108,8 +108,8 @@ def load_flow(fmt: str, files: list[str], symbol: str | None, quiet: bool = True
     UsageError for an unknown format, the wrong number of files or a missing file, InputError
     (from the loader, naming file and line) for a malformed one.
     """
-    from scenarios.data import find_sample
-    from scenarios.flows import FORMATS, open_flow
+    from exsim.scenarios.data import find_sample
+    from exsim.scenarios.flows import FORMATS, open_flow
 
     files = [find_sample(f) for f in files]
     if fmt not in FORMATS:
@@ -124,7 +124,7 @@ def load_flow(fmt: str, files: list[str], symbol: str | None, quiet: bool = True
         need_pyarrow()
     if fmt != "dbn":
         return open_flow(files, fmt=fmt, symbol=symbol)
-    from replay.progress import progress
+    from exsim.replay.progress import progress
 
     with progress(total=os.path.getsize(files[0]), desc=f"scan {os.path.basename(files[0])}",
                   unit="B", quiet=quiet) as bar:
@@ -137,7 +137,7 @@ def load_scenario_flow(name: str, seed: int | None):
 
     Raises InputError for a missing or invalid scenario, UsageError for a bad seed or parameter.
     """
-    from scenarios import load_scenario, open_flow
+    from exsim.scenarios import load_scenario, open_flow
 
     sc = load_scenario(name)
     if seed is not None and seed < 0:
@@ -217,7 +217,7 @@ def _demo_steps(data_dir: str, captured: dict, mid_seq: int, quiet: bool) -> lis
     """Run the replay checks of ``exsim demo``; return (step, passed, detail) rows."""
     import numpy as np
 
-    from replay import book_at, rerun, verify
+    from exsim.replay import book_at, rerun, verify
 
     steps = []
     same = []

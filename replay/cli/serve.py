@@ -16,10 +16,10 @@ import os
 import secrets
 import sys
 
-from exchange.errors import InputError, UsageError
+from exsim.exchange.errors import InputError, UsageError
 
-from replay.cli.common import EXIT_OK, compile_note, note
-from replay.simulation import warm_up
+from exsim.replay.cli.common import EXIT_OK, compile_note, note
+from exsim.replay.simulation import warm_up
 
 __all__ = ["register", "cmd_serve", "cmd_account"]
 
@@ -99,7 +99,7 @@ def register(sub, parents, formatter) -> None:
 
 def cmd_serve(args) -> int:
     """Run ``exsim serve``; return 0 after a clean stop."""
-    from exchange.gateway.server import serve
+    from exsim.exchange.gateway.server import serve
 
     ports = {n: getattr(args, n) for n in ("fix", "binary", "feed", "web")
              if getattr(args, n) is not None}
@@ -129,7 +129,7 @@ def cmd_serve(args) -> int:
 
 def cmd_account(args) -> int:
     """Run ``exsim account``; return 0 once the file is written."""
-    from exchange.gateway.accounts import Account, Accounts, format_account, hash_password
+    from exsim.exchange.gateway.accounts import Account, Accounts, format_account, hash_password
 
     generated = None
     if args.password_stdin:

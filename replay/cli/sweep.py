@@ -17,12 +17,12 @@ from __future__ import annotations
 import csv
 import json
 
-from exchange.errors import UsageError
+from exsim.exchange.errors import UsageError
 
-from replay.backtesting.loading import absolute_spec
-from replay.backtesting.money import TICKS_X_LOTS
-from replay.cli.backtest import add_backtest_arguments, money_label
-from replay.cli.common import (EXIT_OK, compile_note, format_number, json_text, live_progress,
+from exsim.replay.backtesting.loading import absolute_spec
+from exsim.replay.backtesting.money import TICKS_X_LOTS
+from exsim.replay.cli.backtest import add_backtest_arguments, money_label
+from exsim.replay.cli.common import (EXIT_OK, compile_note, format_number, json_text, live_progress,
                                log, note, print_table)
 
 __all__ = ["register", "cmd_sweep", "parse_grid"]
@@ -100,8 +100,8 @@ def register(sub, parents, formatter) -> None:
 
 def cmd_sweep(args) -> int:
     """Run ``exsim sweep``; return the exit status (UsageError propagates to main)."""
-    from replay.backtesting.latency import ConstantLatency
-    from replay.backtesting.grid import grid_points, sweep
+    from exsim.replay.backtesting.latency import ConstantLatency
+    from exsim.replay.backtesting.grid import grid_points, sweep
 
     if args.feed_ns < 0 or args.order_ns < 0:
         raise UsageError("--feed-ns and --order-ns must be >= 0")

@@ -14,9 +14,9 @@ import keyword
 import os
 import re
 
-from exchange.errors import UsageError
+from exsim.exchange.errors import UsageError
 
-from replay.cli.common import EXIT_OK, out_failed, printable
+from exsim.replay.cli.common import EXIT_OK, out_failed, printable
 
 __all__ = ["register", "cmd_new_strategy", "strategy_source", "class_name_for"]
 
@@ -39,7 +39,7 @@ their qty) are 0, not None: test `if book.bid and book.ask`, or use `book.mid` (
 both sides are there).
 """
 
-from replay.backtesting.strategy import Strategy
+from exsim.replay.backtesting.strategy import Strategy
 
 
 class {cls}(Strategy):

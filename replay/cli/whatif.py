@@ -13,11 +13,11 @@ capture) has no market orders to displace: UsageError, exit 2, one line.
 
 from __future__ import annotations
 
-from exchange.errors import UsageError
+from exsim.exchange.errors import UsageError
 
-from replay.backtesting.loading import load_strategy
-from replay.cli.backtest import add_backtest_arguments, money_label
-from replay.cli.common import EXIT_OK, compile_note, format_number, json_text, print_table
+from exsim.replay.backtesting.loading import load_strategy
+from exsim.replay.cli.backtest import add_backtest_arguments, money_label
+from exsim.replay.cli.common import EXIT_OK, compile_note, format_number, json_text, print_table
 
 __all__ = ["register", "cmd_whatif", "BACKTEST_KEYS"]
 
@@ -55,8 +55,8 @@ def register(sub, parents, formatter) -> None:
 
 def cmd_whatif(args) -> int:
     """Run ``exsim whatif``; return the exit status (UsageError propagates to main)."""
-    from replay.backtesting.counterfactual import whatif
-    from replay.backtesting.latency import ConstantLatency
+    from exsim.replay.backtesting.counterfactual import whatif
+    from exsim.replay.backtesting.latency import ConstantLatency
 
     if args.feed_ns < 0 or args.order_ns < 0:
         raise UsageError("--feed-ns and --order-ns must be >= 0")

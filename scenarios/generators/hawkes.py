@@ -26,9 +26,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from exchange.errors import UsageError
+from exsim.exchange.errors import UsageError
 
-from scenarios.generators.uniform import uniform_flow
+from exsim.scenarios.generators.uniform import uniform_flow
 
 __all__ = ["hawkes_flow", "hawkes_times"]
 

@@ -38,10 +38,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from exchange.errors import UsageError
-from exchange.schema import CALL_PHASES, ORDER_DTYPE, Kind, OrderType, Phase, Side, Tif
+from exsim.exchange.errors import UsageError
+from exsim.exchange.schema import CALL_PHASES, ORDER_DTYPE, Kind, OrderType, Phase, Side, Tif
 
-from scenarios.schedule import merge_phases, parse_time
+from exsim.scenarios.schedule import merge_phases, parse_time
 
 __all__ = ["trading_day_flow", "DEFAULT_DAY"]
 

@@ -23,11 +23,11 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from exchange._cache_guard import guard
-from exchange.errors import UsageError
-from exchange.schema import ORDER_DTYPE, Kind, OrderType, Side, Tif
+from exsim.exchange._cache_guard import guard
+from exsim.exchange.errors import UsageError
+from exsim.exchange.schema import ORDER_DTYPE, Kind, OrderType, Side, Tif
 
-guard(__name__, __file__, deps=("exchange.schema",))
+guard(__name__, __file__, deps=("exsim.exchange.schema",))
 
 __all__ = ["venue_mix"]
 

@@ -29,14 +29,14 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from exchange._cache_guard import guard
-from exchange.errors import UsageError
-from exchange.schema import ORDER_DTYPE, Kind, OrderType, Tif
+from exsim.exchange._cache_guard import guard
+from exsim.exchange.errors import UsageError
+from exsim.exchange.schema import ORDER_DTYPE, Kind, OrderType, Tif
 
-from scenarios.generators._book import ASK, BID, PX, SIDE, book_add, book_match, book_pick_live, book_remove, new_book
+from exsim.scenarios.generators._book import ASK, BID, PX, SIDE, book_add, book_match, book_pick_live, book_remove, new_book
 
 # numba inlines scenarios.generators._book and freezes schema codes here but keys the cache on this file only
-guard(__name__, __file__, deps=("scenarios.generators._book", "exchange.schema"))
+guard(__name__, __file__, deps=("exsim.scenarios.generators._book", "exsim.exchange.schema"))
 
 __all__ = ["zi_flow"]
 

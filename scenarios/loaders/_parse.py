@@ -22,8 +22,8 @@ import os
 
 import numpy as np
 
-from exchange.errors import InputError
-from exchange.schema import Kind
+from exsim.exchange.errors import InputError
+from exsim.exchange.schema import Kind
 
 __all__ = ["read_lines", "split_columns", "column_int", "column_decimal", "column_choice",
            "owner_traders", "fill_owners"]

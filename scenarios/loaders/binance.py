@@ -43,10 +43,10 @@ from decimal import Decimal
 
 import numpy as np
 
-from exchange.errors import InputError
-from exchange.schema import FILL_DTYPE, L2_DTYPE, ORDER_DTYPE, Kind, OrderType, Side, Tif
+from exsim.exchange.errors import InputError
+from exsim.exchange.schema import FILL_DTYPE, L2_DTYPE, ORDER_DTYPE, Kind, OrderType, Side, Tif
 
-from scenarios.loaders._parse import column_decimal, read_lines
+from exsim.scenarios.loaders._parse import column_decimal, read_lines
 
 __all__ = ["load_binance", "BinanceData", "TICKER_DTYPE", "DEFAULT_TICK"]
 

@@ -63,8 +63,8 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from exchange.errors import InputError
-from exchange.schema import FILL_DTYPE, L2_DTYPE, ORDER_DTYPE, Kind, OrderType, Side, Tif
+from exsim.exchange.errors import InputError
+from exsim.exchange.schema import FILL_DTYPE, L2_DTYPE, ORDER_DTYPE, Kind, OrderType, Side, Tif
 
 __all__ = ["load_dbn", "iter_dbn", "dbn_symbols", "DbnData", "DbnSymbol", "CONSISTENT_DTYPE", "MBP_DTYPE",
            "NO_SIDE", "MBP_LEVELS"]
@@ -120,7 +120,7 @@ class DbnData:
 
     def symbol_specs(self):
         """Return the symbols as ``scenarios.SymbolSpec`` (name, tick_size), in id order."""
-        from scenarios.scenario import SymbolSpec
+        from exsim.scenarios.scenario import SymbolSpec
         return [SymbolSpec(s.name, s.tick_size) for s in self.symbols]
 
 

@@ -26,8 +26,8 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from exchange.engine import Engine
-from exchange.schema import ORDER_DTYPE, Event, Kind, OrderType, Side, Tif
+from exsim.exchange.engine import Engine
+from exsim.exchange.schema import ORDER_DTYPE, Event, Kind, OrderType, Side, Tif
 
 __all__ = ["write_mbo", "write_dbn", "INSTRUMENT_BASE"]
 

@@ -59,11 +59,11 @@ from decimal import Decimal, InvalidOperation
 
 import numpy as np
 
-from exchange.errors import InputError
-from exchange.schema import ORDER_DTYPE, Flag, Kind, OrderType, Side, Tif
+from exsim.exchange.errors import InputError
+from exsim.exchange.schema import ORDER_DTYPE, Flag, Kind, OrderType, Side, Tif
 
-from scenarios.loaders._parse import column_decimal, fill_owners
-from scenarios.scenario import ENGINE_OPTIONS, SymbolSpec
+from exsim.scenarios.loaders._parse import column_decimal, fill_owners
+from exsim.scenarios.scenario import ENGINE_OPTIONS, SymbolSpec
 
 __all__ = ["load_generic", "write_generic", "GenericFlow", "COLUMNS", "SYMBOLS_KEY", "OPTIONS_KEY"]
 

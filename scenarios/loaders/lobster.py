@@ -54,10 +54,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from exchange.errors import InputError
-from exchange.schema import ORDER_DTYPE, Kind, OrderType, Phase, Side, Tif
+from exsim.exchange.errors import InputError
+from exsim.exchange.schema import ORDER_DTYPE, Kind, OrderType, Phase, Side, Tif
 
-from scenarios.loaders._parse import column_decimal, column_int, read_lines, split_columns
+from exsim.scenarios.loaders._parse import column_decimal, column_int, read_lines, split_columns
 
 __all__ = ["load_lobster", "LobsterFlow", "HIDDEN_TRADE_DTYPE", "EXPECTED_TRADE_DTYPE",
            "LOBSTER_TICK", "TICK_SIZE", "SYNTHETIC_ID_BASE", "SEED", "CORRECTION", "unpredictable_rows",

@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from exchange.schema import Side
+from exsim.exchange.schema import Side
 
-from scenarios.loaders.l2book import top_of_book
-from scenarios.loaders.lobster import TICK_SIZE, LobsterFlow, unpredictable_rows
+from exsim.scenarios.loaders.l2book import top_of_book
+from exsim.scenarios.loaders.lobster import TICK_SIZE, LobsterFlow, unpredictable_rows
 
 __all__ = ["check_lobster"]
 
@@ -42,7 +42,7 @@ def check_lobster(flow: LobsterFlow, engine=None) -> dict:
     ``trades_with_file_id`` (fills whose resting id is the file's own order id), ``extra_fills``
     (fills at seqs with no execution), ``rejected`` (engine reject events).
     """
-    from exchange import Engine, Event   # imported here: loading a file must not need the engine
+    from exsim.exchange import Engine, Event   # imported here: loading a file must not need the engine
 
     if engine is None:
         engine = Engine()

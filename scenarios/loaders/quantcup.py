@@ -25,10 +25,10 @@ import os
 
 import numpy as np
 
-from exchange.errors import InputError
-from exchange.schema import ORDER_DTYPE, Kind, OrderType, Side, Tif
+from exsim.exchange.errors import InputError
+from exsim.exchange.schema import ORDER_DTYPE, Kind, OrderType, Side, Tif
 
-from scenarios.loaders._parse import column_choice, column_int, fill_owners, read_lines, split_columns
+from exsim.scenarios.loaders._parse import column_choice, column_int, fill_owners, read_lines, split_columns
 
 __all__ = ["load_quantcup", "QUANTCUP_HEADER"]
 

@@ -9,11 +9,11 @@
 A reader of this package needs only store.tables, store.shuffle and store.paths below it.
 """
 
-from store.wal.files import fsync_dir, wal_files
-from store.wal.format import BATCH, FILE_HEADER, FRAME, FRAME4, HCRC, MAGIC, READ_VERSIONS, VERSION
-from store.wal.payload import PartEncoder
-from store.wal.reader import WalRecord, WalReport, scan_wal
-from store.wal.writer import DURABILITY, GroupWriter, WalWriter
+from exsim.store.wal.files import fsync_dir, wal_files
+from exsim.store.wal.format import BATCH, FILE_HEADER, FRAME, FRAME4, HCRC, MAGIC, READ_VERSIONS, VERSION
+from exsim.store.wal.payload import PartEncoder
+from exsim.store.wal.reader import WalRecord, WalReport, scan_wal
+from exsim.store.wal.writer import DURABILITY, GroupWriter, WalWriter
 
 __all__ = ["WalWriter", "GroupWriter", "PartEncoder", "WalRecord", "WalReport", "scan_wal", "wal_files",
            "DURABILITY", "fsync_dir", "MAGIC", "VERSION", "READ_VERSIONS", "FILE_HEADER", "FRAME", "FRAME4",

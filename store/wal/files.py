@@ -15,9 +15,9 @@ import os
 import re
 import stat
 
-from exchange.errors import CorruptionError
-from store.paths import is_plain_dir
-from store.wal.format import FILE_HEADER, MAGIC, READ_VERSIONS
+from exsim.exchange.errors import CorruptionError
+from exsim.store.paths import is_plain_dir
+from exsim.store.wal.format import FILE_HEADER, MAGIC, READ_VERSIONS
 
 _NAME = re.compile(r"^wal-(\d{8})\.log$")
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)

@@ -33,8 +33,8 @@ from __future__ import annotations
 
 import struct
 
-from exchange.schema import TABLE_DTYPES
-from store.tables import (LEGACY_EVENT_DTYPE, LEGACY_ORDER_DTYPE, ORDER_V5_DTYPE, STORED_DTYPES,
+from exsim.exchange.schema import TABLE_DTYPES
+from exsim.store.tables import (LEGACY_EVENT_DTYPE, LEGACY_ORDER_DTYPE, ORDER_V5_DTYPE, STORED_DTYPES,
                           TABLES, packed)
 
 MAGIC = b"EXWL"

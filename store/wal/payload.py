@@ -26,9 +26,9 @@ import struct
 import lz4.block
 import numpy as np
 
-from store.shuffle import shuffle as _shuffle, unshuffle as _unshuffle
-from store.tables import TABLES, widen_rows
-from store.wal.format import (BATCH, LZ4_ACCELERATION, LZ4_MAX_RATIO, LZ4_MAX_RAW, OUT, PART,
+from exsim.store.shuffle import shuffle as _shuffle, unshuffle as _unshuffle
+from exsim.store.tables import TABLES, widen_rows
+from exsim.store.wal.format import (BATCH, LZ4_ACCELERATION, LZ4_MAX_RATIO, LZ4_MAX_RAW, OUT, PART,
                               RAW_LEN, T_BATCH, T_BATCH_LZ4, T_BATCH_PARTS, T_BATCH_SHUF, VERSION,
                               WIRE, wire as wire_of)
 

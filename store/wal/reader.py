@@ -28,11 +28,11 @@ from dataclasses import dataclass, field
 import crc32c
 import numpy as np
 
-from exchange.errors import CorruptionError
-from store.wal.files import fsync_dir, read_file, truncate, wal_files
-from store.wal.format import (FILE_HEADER, FRAME, FRAME4, FRAME4_SIZE, FRAME_SIZE, HCRC, INDEXED_VERSION,
+from exsim.exchange.errors import CorruptionError
+from exsim.store.wal.files import fsync_dir, read_file, truncate, wal_files
+from exsim.store.wal.format import (FILE_HEADER, FRAME, FRAME4, FRAME4_SIZE, FRAME_SIZE, HCRC, INDEXED_VERSION,
                               MAGIC, MIN_VERSION, READ_VERSIONS, RECORD_TYPES, SEQ_LIMIT, VERSION)
-from store.wal.payload import DECODE_ERRORS, decode_batch, peek_seqs
+from exsim.store.wal.payload import DECODE_ERRORS, decode_batch, peek_seqs
 
 
 @dataclass

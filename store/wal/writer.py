@@ -24,10 +24,10 @@ import time
 import crc32c
 import numpy as np
 
-from exchange.errors import UsageError, WriteError
-from store.wal.files import check_plain_dir, fsync_dir, header_only, wal_file_name, wal_files
-from store.wal.format import FILE_HEADER, FRAME4, FRAME4_SIZE, HCRC, MAGIC, RAW_LEN, T_BATCH_PARTS, VERSION
-from store.wal.payload import encode_batch, raw_size
+from exsim.exchange.errors import UsageError, WriteError
+from exsim.store.wal.files import check_plain_dir, fsync_dir, header_only, wal_file_name, wal_files
+from exsim.store.wal.format import FILE_HEADER, FRAME4, FRAME4_SIZE, HCRC, MAGIC, RAW_LEN, T_BATCH_PARTS, VERSION
+from exsim.store.wal.payload import encode_batch, raw_size
 
 DURABILITY = ("fsync", "interval", "none")
 

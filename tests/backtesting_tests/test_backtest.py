@@ -5,14 +5,14 @@ import numpy as np
 import pytest
 
 from conftest import resting_flow
-from exchange import ORDER_DTYPE, Side
-from replay.backtesting.driver import ID_BASE, backtest
-from replay.backtesting.money import Money
-from replay.backtesting.result import build_series, summarize
-from replay.backtesting.latency import ConstantLatency, RandomLatency, RecordedLatency
-from replay.backtesting.strategy import QuoteStrategy, Strategy
-from scenarios import uniform_flow
-from replay.backtesting.strategies import InventoryMarketMaker, mm_quotes
+from exsim.exchange import ORDER_DTYPE, Side
+from exsim.replay.backtesting.driver import ID_BASE, backtest
+from exsim.replay.backtesting.money import Money
+from exsim.replay.backtesting.result import build_series, summarize
+from exsim.replay.backtesting.latency import ConstantLatency, RandomLatency, RecordedLatency
+from exsim.replay.backtesting.strategy import QuoteStrategy, Strategy
+from exsim.scenarios import uniform_flow
+from exsim.replay.backtesting.strategies import InventoryMarketMaker, mm_quotes
 
 TRADER = 4242
 
@@ -88,8 +88,8 @@ def test_njit_path_fed_in_slices_matches_the_python_path(every, lat):
 
 
 def test_summary_arithmetic_on_a_hand_made_case():
-    from exchange import FILL_DTYPE
-    from replay.backtesting.kernels import MARK_DTYPE
+    from exsim.exchange import FILL_DTYPE
+    from exsim.replay.backtesting.kernels import MARK_DTYPE
     fills = np.zeros(2, FILL_DTYPE)
     fills[0] = (1, 100, 1, 100, 10, ID_BASE, 7, 0, TRADER, 1, Side.SELL)   # bought passively
     fills[1] = (2, 200, 2, 103, 10, 8, ID_BASE + 1, 0, 2, TRADER, Side.SELL)   # sold as taker
@@ -156,7 +156,7 @@ def test_stopping_at_each_fill_and_running_whole_slices_give_the_same_bytes(lat)
                                    RecordedLatency({"ts": [5, 50], "feed_ns": [1, 2],
                                                     "order_ns": [3, 4]})])
 def test_python_latency_draws_equal_the_njit_sampler(model):
-    from replay.backtesting.latency import sample
+    from exsim.replay.backtesting.latency import sample
     for sampler, twin in zip(model.samplers(), model.samplers()):
         twin.ensure(5000)
         cursor = 0
@@ -168,7 +168,7 @@ def test_python_latency_draws_equal_the_njit_sampler(model):
 def test_arrays_of_another_kind_are_told_apart_before_a_prepared_call():
     # the prepared entry point skips numba's type checks, so the driver re-prepares whenever
     # arg_types differ: they must differ for a strided view and for another integer width
-    import replay.backtesting.kernels as C
+    import exsim.replay.backtesting.kernels as C
 
     flow = uniform_flow(64, seed=1)
     base = C.arg_types(C.check_flow, (flow, 1, 2))
@@ -183,13 +183,13 @@ def test_arrays_of_another_kind_are_told_apart_before_a_prepared_call():
 # -- the quote rules (replay.backtesting.quoting), one statement for both paths ----------------
 
 def _reconcile(slots, bid, bid_qty, ask, ask_qty):
-    from replay.backtesting.quoting import reconcile
+    from exsim.replay.backtesting.quoting import reconcile
     return list(reconcile(slots, np.array([bid, bid_qty, ask, ask_qty], np.int64)))
 
 
 def test_reconcile_places_modifies_cancels_or_leaves_each_side():
-    from exchange import Kind
-    from replay.backtesting.quoting import NO_ACTION, SLOTS
+    from exsim.exchange import Kind
+    from exsim.replay.backtesting.quoting import NO_ACTION, SLOTS
     slots = np.zeros(SLOTS, np.int64)
     assert _reconcile(slots, 100, 5, 0, 5) == [Kind.NEW, NO_ACTION]     # ask price 0: no quote
     assert slots[1:4].tolist() == [100, 5, 1] and slots[7] == 0
@@ -203,8 +203,8 @@ def test_reconcile_places_modifies_cancels_or_leaves_each_side():
 
 
 def test_a_quote_ends_when_its_order_is_filled_cancelled_or_rejected_only():
-    from exchange import EVENT_DTYPE, Event
-    from replay.backtesting.quoting import SLOTS, quote_report, quote_reports
+    from exsim.exchange import EVENT_DTYPE, Event
+    from exsim.replay.backtesting.quoting import SLOTS, quote_report, quote_reports
     slots = np.zeros(SLOTS, np.int64)
     slots[[0, 3, 4, 7]] = ID_BASE, 1, ID_BASE + 1, 1
     for ev in (Event.ACCEPTED, Event.PARTIAL, Event.MODIFIED):
@@ -221,8 +221,8 @@ def test_a_quote_ends_when_its_order_is_filled_cancelled_or_rejected_only():
 
 
 def test_fill_effect_and_account_agree_on_a_self_trade():
-    from exchange import FILL_DTYPE
-    from replay.backtesting.quoting import account, fill_effect
+    from exsim.exchange import FILL_DTYPE
+    from exsim.replay.backtesting.quoting import account, fill_effect
     terms = np.array([1.0, 0.001, 0.001])     # tick value 1 (ticks x lots), maker, taker
     assert fill_effect(0, 100, 3, False, terms) == (3, -300.0, 300.0 * 0.001)
     assert fill_effect(1, 100, 3, True, terms) == (-3, 300.0, 300.0 * 0.001)
@@ -236,9 +236,9 @@ def test_fill_effect_and_account_agree_on_a_self_trade():
 
 
 def test_both_paths_run_the_same_compiled_quote_rules():
-    import replay.backtesting.kernels as C
-    import replay.backtesting.quoting as Q
-    import replay.backtesting.strategy as S
+    import exsim.replay.backtesting.kernels as C
+    import exsim.replay.backtesting.quoting as Q
+    import exsim.replay.backtesting.strategy as S
     for name in ("reconcile", "quote_report", "fill_effect"):
         assert getattr(S, name) is getattr(Q, name)
     for name in ("reconcile", "quote_reports", "account"):
@@ -247,9 +247,9 @@ def test_both_paths_run_the_same_compiled_quote_rules():
 
 
 def test_the_strategy_id_base_is_one_constant():
-    import replay.backtesting.driver as D
-    import replay.backtesting.kernels as C
-    import replay.backtesting.l2queue as L
+    import exsim.replay.backtesting.driver as D
+    import exsim.replay.backtesting.kernels as C
+    import exsim.replay.backtesting.l2queue as L
     assert D.ID_BASE is C.ID_BASE and L.TAKE_ID_BASE is C.ID_BASE and C.ID_BASE == 1 << 62
 
 
@@ -269,7 +269,7 @@ def test_a_quote_strategy_overriding_on_order_still_tracks_its_quotes():
 
 
 def test_first_due_is_the_one_order_of_work_rule_of_every_loop():
-    from replay.backtesting.kernels import (STEP_MARKET, STEP_ORDER, STEP_TIMER, STEP_WAKE,
+    from exsim.replay.backtesting.kernels import (STEP_MARKET, STEP_ORDER, STEP_TIMER, STEP_WAKE,
                                             first_due)
     inf = np.iinfo(np.int64).max
     assert first_due(10, 9, False, inf, inf) == STEP_ORDER
@@ -282,5 +282,5 @@ def test_first_due_is_the_one_order_of_work_rule_of_every_loop():
     assert first_due(10, 4, True, 5, 4) == STEP_ORDER              # arrival tied with the timer
     assert first_due(10, inf, False, inf, 10) == STEP_MARKET       # the timer observes later
     assert first_due(10, inf, False, inf, inf) == STEP_MARKET
-    import replay.backtesting.driver as D
+    import exsim.replay.backtesting.driver as D
     assert D.C.first_due is first_due

@@ -3,12 +3,12 @@
 import numpy as np
 import pytest
 
-from exchange import UsageError
-from replay.backtesting.driver import ID_BASE, backtest
-from replay.backtesting.latency import ConstantLatency, RecordedLatency
-from replay.backtesting.strategy import Strategy
-from scenarios import load_scenario, uniform_flow
-from replay.backtesting.strategies import InventoryMarketMaker, MomentumTaker
+from exsim.exchange import UsageError
+from exsim.replay.backtesting.driver import ID_BASE, backtest
+from exsim.replay.backtesting.latency import ConstantLatency, RecordedLatency
+from exsim.replay.backtesting.strategy import Strategy
+from exsim.scenarios import load_scenario, uniform_flow
+from exsim.replay.backtesting.strategies import InventoryMarketMaker, MomentumTaker
 
 TRADER = 4242
 
@@ -42,7 +42,7 @@ def test_recorded_latency_is_a_step_function_of_time():
 
 
 def test_journaled_backtest_holds_the_strategy_fills(tmp_path):
-    from store import read
+    from exsim.store import read
     r = backtest(uniform_flow(3_000, 4), InventoryMarketMaker(every=20), trader=TRADER,
                  store_dir=tmp_path / "run")
     stored = read(tmp_path / "run", "fills")
@@ -83,17 +83,18 @@ def test_stored_run_keeps_its_symbol_names_and_ticks(tmp_path):
 
 
 def test_a_strategy_named_by_its_path_before_the_rooms_still_loads():
-    from replay.backtesting.loading import load_strategy
-    from replay.backtesting.strategies import InventoryMarketMaker, MomentumTaker
+    from exsim.replay.backtesting.loading import load_strategy
+    from exsim.replay.backtesting.strategies import InventoryMarketMaker, MomentumTaker
 
     assert type(load_strategy("scenarios.strategies:InventoryMarketMaker", ["size=3"])) is InventoryMarketMaker
+    assert type(load_strategy("replay.backtesting.strategies:InventoryMarketMaker", [])) is InventoryMarketMaker
     assert type(load_strategy("scenarios.strategies.momentum:MomentumTaker", [])) is MomentumTaker
 
 
 def test_an_unsorted_flow_is_refused_naming_the_message_that_steps_back():
-    from replay import backtest
-    from replay.backtesting.strategies import InventoryMarketMaker
-    from scenarios import load_scenario
+    from exsim.replay import backtest
+    from exsim.replay.backtesting.strategies import InventoryMarketMaker
+    from exsim.scenarios import load_scenario
 
     orders = load_scenario("default").generate()[:100].copy()
     orders["ts"][40] = orders["ts"][39] - 1

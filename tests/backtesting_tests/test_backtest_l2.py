@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 
 from conftest import shared_sample
-from exchange.errors import UsageError
-from exchange.schema import FILL_DTYPE, L2_DTYPE, Event, Reason, Side
-from replay.backtesting.driver import backtest
-from replay.backtesting.l2queue import L2Flow, l2_events
-from replay.backtesting.strategy import Strategy
+from exsim.exchange.errors import UsageError
+from exsim.exchange.schema import FILL_DTYPE, L2_DTYPE, Event, Reason, Side
+from exsim.replay.backtesting.driver import backtest
+from exsim.replay.backtesting.l2queue import L2Flow, l2_events
+from exsim.replay.backtesting.strategy import Strategy
 
 TRADER = 77
 
@@ -190,7 +190,7 @@ def test_bad_queue_model_and_l3_only_options_are_usage_errors(tmp_path):
 
 
 def test_l2_backtest_is_deterministic():
-    from replay.backtesting.strategies import InventoryMarketMaker
+    from exsim.replay.backtesting.strategies import InventoryMarketMaker
     book = [(t, Side.BUY, 99 + (t % 2), 5 + t) for t in range(1, 40)] + BOOK
     book.sort(key=lambda r: r[0])
     tr = [(t, t % 2, 100 + (t % 2), 3) for t in range(2, 40, 3)]
@@ -200,13 +200,13 @@ def test_l2_backtest_is_deterministic():
 
 
 def _binance():
-    from scenarios.data import BINANCE_BTCUSDT
+    from exsim.scenarios.data import BINANCE_BTCUSDT
 
     return str(shared_sample(BINANCE_BTCUSDT))
 
 
 def test_binance_sample_backtest_end_to_end():
-    from replay.backtesting.strategies import InventoryMarketMaker
+    from exsim.replay.backtesting.strategies import InventoryMarketMaker
     path = _binance()
     strat = lambda: InventoryMarketMaker(size=100_000, skew_lots=100_000, max_position=1_000_000,
                                          every=500)
@@ -220,8 +220,8 @@ def test_binance_sample_backtest_end_to_end():
 
 
 def test_sim_reports_the_quantity_ahead_after_join_trade_and_decrease():
-    from exchange.schema import ORDER_DTYPE, Kind
-    from replay.backtesting.l2queue import L2Sim
+    from exsim.exchange.schema import ORDER_DTYPE, Kind
+    from exsim.replay.backtesting.l2queue import L2Sim
     ev = l2_events(L2Flow(l2(*BOOK, (3, Side.SELL, 101, 4)), trades((2, Side.BUY, 101, 1))))
     sim = L2Sim(ev, "conservative", TRADER)
     sim.advance(ev, 0, 2, False)                       # the book at ts 1
@@ -237,7 +237,7 @@ def test_sim_reports_the_quantity_ahead_after_join_trade_and_decrease():
 
 
 def test_queue_models_are_objects_behind_one_interface():
-    from replay.backtesting.queue_models import (QUEUE_MODELS, ConservativeQueue,
+    from exsim.replay.backtesting.queue_models import (QUEUE_MODELS, ConservativeQueue,
                                                  ProportionalQueue, as_queue_model)
     assert sorted(QUEUE_MODELS) == ["conservative", "proportional"]
     for cls in (ConservativeQueue, ProportionalQueue):

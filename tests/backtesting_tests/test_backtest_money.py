@@ -11,14 +11,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from exchange.errors import UsageError
-from exchange.schema import EVENT_DTYPE, FILL_DTYPE, ORDER_DTYPE
+from exsim.exchange.errors import UsageError
+from exsim.exchange.schema import EVENT_DTYPE, FILL_DTYPE, ORDER_DTYPE
 
-import replay.backtesting.driver as driver
-from replay.backtesting.kernels import MARK_DTYPE
-from replay.backtesting.money import TICKS_X_LOTS, Money, money_for
-from replay.backtesting.quoting import account
-from replay.backtesting.result import build_result
+import exsim.replay.backtesting.driver as driver
+from exsim.replay.backtesting.kernels import MARK_DTYPE
+from exsim.replay.backtesting.money import TICKS_X_LOTS, Money, money_for
+from exsim.replay.backtesting.quoting import account
+from exsim.replay.backtesting.result import build_result
 
 ME = 7
 USD = Money("USD", 0.5, -1e-4, 3e-4)   # rebate 1 bp resting, pay 3 bp aggressing
@@ -89,7 +89,7 @@ def test_bad_money_is_a_usage_error_naming_it(cfg, fees, what):
 
 
 def test_the_njit_account_and_the_python_context_book_the_same_cash_and_fees():
-    from replay.backtesting.strategy import Context
+    from exsim.replay.backtesting.strategy import Context
 
     fills = _fills()
     pos, money = np.zeros(1, np.int64), np.zeros(2, np.float64)
@@ -104,8 +104,8 @@ def test_the_njit_account_and_the_python_context_book_the_same_cash_and_fees():
 
 
 def test_the_fast_and_python_paths_give_identical_money_with_a_split_schedule(monkeypatch):
-    from replay.backtesting.strategies import market_maker_fast
-    from scenarios import load_scenario
+    from exsim.replay.backtesting.strategies import market_maker_fast
+    from exsim.scenarios import load_scenario
 
     monkeypatch.setattr(driver, "money_for", lambda cfg, fees: USD)
     sc = load_scenario("default")
@@ -120,8 +120,8 @@ def test_the_fast_and_python_paths_give_identical_money_with_a_split_schedule(mo
 
 
 def test_backtest_rejects_a_negative_fees_bps_and_a_malformed_symbols_list():
-    from replay.backtesting.strategies import InventoryMarketMaker
-    from scenarios import load_scenario
+    from exsim.replay.backtesting.strategies import InventoryMarketMaker
+    from exsim.scenarios import load_scenario
 
     sc = load_scenario("default")
     with pytest.raises(UsageError, match="fees_bps must be >= 0"):

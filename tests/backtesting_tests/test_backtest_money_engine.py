@@ -13,11 +13,11 @@ import json
 import numpy as np
 import pytest
 
-from exchange import Engine
-from exchange.schema import ORDER_DTYPE, Kind, Side
+from exsim.exchange import Engine
+from exsim.exchange.schema import ORDER_DTYPE, Kind, Side
 
-from replay.backtesting.driver import backtest
-from replay.backtesting.strategy import Strategy
+from exsim.replay.backtesting.driver import backtest
+from exsim.replay.backtesting.strategy import Strategy
 
 ME = 7
 
@@ -69,20 +69,20 @@ def test_fees_bps_overrides_the_symbols_schedule():
 
 
 def test_a_scenario_files_money_reaches_the_backtest(tmp_path):
-    from scenarios import load_scenario
+    from exsim.scenarios import load_scenario
 
     p = tmp_path / "m.toml"
     p.write_text('generator = "uniform"\nseed = 1\n[params]\nn = 3000\n[[symbols]]\n'
                  'name = "AAA"\ntick_size = 0.01\ncurrency = "USD"\ntick_value = 0.01\n'
                  'maker_bps = -0.5\ntaker_bps = 1.0\n')
-    from replay.backtesting.strategies import InventoryMarketMaker
+    from exsim.replay.backtesting.strategies import InventoryMarketMaker
     res = backtest(load_scenario(p), InventoryMarketMaker(every=20))
     assert res.unit == "USD" and res.meta["money"]["maker_bps"] == pytest.approx(-0.5)
     assert res.meta["money"]["taker_bps"] == pytest.approx(1.0)
 
 
 def test_the_cli_labels_money_with_the_currency(tmp_path, capsys):
-    from replay.cli.app import main
+    from exsim.replay.cli.app import main
 
     p = tmp_path / "m.toml"
     p.write_text('generator = "uniform"\nseed = 1\n[params]\nn = 3000\n[[symbols]]\n'
@@ -95,7 +95,7 @@ def test_the_cli_labels_money_with_the_currency(tmp_path, capsys):
 
 
 def test_a_journaled_backtest_keeps_the_symbols_money(tmp_path):
-    from store import Session
+    from exsim.store import Session
 
     backtest(_flow(), _BuyThenSell(), trader=ME, symbols=[SYMBOL], store_dir=tmp_path / "d")
     with Session.open(tmp_path / "d") as s:

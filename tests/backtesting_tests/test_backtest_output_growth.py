@@ -5,14 +5,14 @@ as the engine's own outputs do), and the results must not depend on how often an
 import numpy as np
 import pytest
 
-from exchange import Engine
-from exchange.state import M_NEED_EVENTS, M_NEED_FILLS, M_NEED_L2, NEED_OUTPUT
-from replay.backtesting import kernels as C
-from replay.backtesting.driver import backtest
-from replay.backtesting.strategies import InventoryMarketMaker, mm_quotes
-from replay.backtesting.strategy import QuoteStrategy
-from scenarios.generators.uniform import BENCH_1M, uniform_flow
-from scenarios.generators.venue_mix import venue_mix
+from exsim.exchange import Engine
+from exsim.exchange.state import M_NEED_EVENTS, M_NEED_FILLS, M_NEED_L2, NEED_OUTPUT
+from exsim.replay.backtesting import kernels as C
+from exsim.replay.backtesting.driver import backtest
+from exsim.replay.backtesting.strategies import InventoryMarketMaker, mm_quotes
+from exsim.replay.backtesting.strategy import QuoteStrategy
+from exsim.scenarios.generators.uniform import BENCH_1M, uniform_flow
+from exsim.scenarios.generators.venue_mix import venue_mix
 
 TRADER = 999_999
 

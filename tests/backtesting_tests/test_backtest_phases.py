@@ -10,14 +10,14 @@ import json
 import numpy as np
 import pytest
 
-from exchange.schema import AUCTION_SIDE, EVENT_DTYPE, FILL_DTYPE, ORDER_DTYPE, Event, Phase
+from exsim.exchange.schema import AUCTION_SIDE, EVENT_DTYPE, FILL_DTYPE, ORDER_DTYPE, Event, Phase
 
-from replay.backtesting.kernels import MARK_DTYPE
-from replay.backtesting.money import Money
-from replay.backtesting.report import auction_summary
-from replay.backtesting.result import build_result
-from replay.backtesting.strategy import Context, Strategy
-from replay.backtesting.strategies import ClosingAuctionJoiner
+from exsim.replay.backtesting.kernels import MARK_DTYPE
+from exsim.replay.backtesting.money import Money
+from exsim.replay.backtesting.report import auction_summary
+from exsim.replay.backtesting.result import build_result
+from exsim.replay.backtesting.strategy import Context, Strategy
+from exsim.replay.backtesting.strategies import ClosingAuctionJoiner
 
 ME = 7
 USD = Money("USD", 0.5, -1e-4, 3e-4)
@@ -125,7 +125,7 @@ def test_a_fill_made_by_an_uncross_is_marked_auction():
 
 def test_strategy_on_phase_is_a_no_op_by_default_and_the_joiner_checks_its_arguments():
     assert Strategy().on_phase(None, None) is None
-    from exchange.errors import UsageError
+    from exsim.exchange.errors import UsageError
     for kw in ({"side": "long"}, {"qty": 0}, {"limit_ticks": -1}):
         with pytest.raises(UsageError):
             ClosingAuctionJoiner(**kw)

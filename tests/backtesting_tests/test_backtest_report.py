@@ -9,12 +9,12 @@ import math
 import numpy as np
 import pytest
 
-from exchange.errors import UsageError
-from exchange.schema import EVENT_DTYPE, FILL_DTYPE, ORDER_DTYPE, Side
+from exsim.exchange.errors import UsageError
+from exsim.exchange.schema import EVENT_DTYPE, FILL_DTYPE, ORDER_DTYPE, Side
 
-from replay.backtesting.kernels import MARK_DTYPE
-from replay.backtesting.money import Money
-from replay.backtesting.result import build_result
+from exsim.replay.backtesting.kernels import MARK_DTYPE
+from exsim.replay.backtesting.money import Money
+from exsim.replay.backtesting.result import build_result
 
 ME = 7
 USD = Money("USD", 0.5, -1e-4, 3e-4)   # rebate 1 bp resting, pay 3 bp aggressing

@@ -8,13 +8,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from exchange import Engine
-from exchange.schema import ORDER_DTYPE, Event, Kind, Reason, Side
-from store import Session
+from exsim.exchange import Engine
+from exsim.exchange.schema import ORDER_DTYPE, Event, Kind, Reason, Side
+from exsim.store import Session
 
-from replay.backtesting.driver import backtest
-from replay.backtesting.strategy import Strategy
-from scenarios import open_flow
+from exsim.replay.backtesting.driver import backtest
+from exsim.replay.backtesting.strategy import Strategy
+from exsim.scenarios import open_flow
 
 ME = 9
 SYMBOL = {"name": "ES", "tick_size": 0.25, "tick_table": [[1, 1], [100, 5]], "lot_size": 5,

@@ -8,11 +8,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from exchange.errors import UsageError
-from exchange.schema import ORDER_DTYPE, Event, Kind, OrderType, Reason, Side, Tif
+from exsim.exchange.errors import UsageError
+from exsim.exchange.schema import ORDER_DTYPE, Event, Kind, OrderType, Reason, Side, Tif
 
-from replay.backtesting.driver import backtest
-from replay.backtesting.strategy import Strategy
+from exsim.replay.backtesting.driver import backtest
+from exsim.replay.backtesting.strategy import Strategy
 
 ME = 7
 

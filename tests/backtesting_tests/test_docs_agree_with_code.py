@@ -13,14 +13,14 @@ PAGE = (Path(__file__).resolve().parents[2] / "docs" / "backtesting.md").read_te
 
 
 def test_an_empty_side_is_zero_and_the_docs_say_so_where_a_strategy_author_reads():
-    from exchange import Engine
-    from replay.backtesting.strategy import MarketView, Strategy
+    from exsim.exchange import Engine
+    from exsim.replay.backtesting.strategy import MarketView, Strategy
 
     view = MarketView(5, 5, (0, 0, 0, 0), Engine(), 0)
     assert view.bid == 0 and view.ask == 0 and view.mid is None
     assert "An empty side is 0, not None" in PAGE
     assert "0** (not None) on an empty side" in Strategy.on_book.__doc__
-    import replay.backtesting.strategy as module
+    import exsim.replay.backtesting.strategy as module
     assert "**0, not None**" in module.__doc__
     # the page's own example checks the side before buying at it
     assert "if book.bid and ctx.position < 10" in PAGE
@@ -33,10 +33,10 @@ def test_the_page_quotes_no_unmeasured_timing():
 
 
 def test_the_binance_counts_on_the_page_are_the_loaders():
-    from scenarios.data import BINANCE_BTCUSDT, shared_file
-    from scenarios.loaders.binance import load_binance
+    from exsim.scenarios.data import BINANCE_BTCUSDT, shared_file
+    from exsim.scenarios.loaders.binance import load_binance
 
-    from exchange.errors import InputError
+    from exsim.exchange.errors import InputError
 
     try:
         path = shared_file(BINANCE_BTCUSDT)

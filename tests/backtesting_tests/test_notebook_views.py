@@ -13,14 +13,14 @@ import types
 import numpy as np
 import pytest
 
-from exchange.errors import UsageError
-from exchange.frames import labelled_columns, symbol_names
-from exchange.protocol import Result
-from exchange.schema import EVENT_DTYPE, FILL_DTYPE, L2_DTYPE, ORDER_DTYPE, Event, Reason
+from exsim.exchange.errors import UsageError
+from exsim.exchange.frames import labelled_columns, symbol_names
+from exsim.exchange.protocol import Result
+from exsim.exchange.schema import EVENT_DTYPE, FILL_DTYPE, L2_DTYPE, ORDER_DTYPE, Event, Reason
 
-from replay.backtesting.kernels import MARK_DTYPE
-from replay.backtesting.money import Money
-from replay.backtesting.result import build_result
+from exsim.replay.backtesting.kernels import MARK_DTYPE
+from exsim.replay.backtesting.money import Money
+from exsim.replay.backtesting.result import build_result
 
 ME = 7
 
@@ -107,7 +107,7 @@ def test_backtest_to_pandas_labels_orders_and_adds_send_time_and_seq(fake_pandas
 
 
 def test_without_pandas_every_view_names_the_extra(no_pandas, tmp_path):
-    from store.query import read
+    from exsim.store.query import read
     for call in (lambda: _engine_result().to_pandas(), lambda: _backtest().to_pandas(),
                  lambda: read(tmp_path, "fills", as_pandas=True)):
         with pytest.raises(UsageError, match=r"exsim\[pandas\]"):

@@ -2,10 +2,10 @@
 
 import pytest
 
-from exchange.errors import UsageError
-from replay.backtesting.loading import load_strategy
+from exsim.exchange.errors import UsageError
+from exsim.replay.backtesting.loading import load_strategy
 
-MM = "replay.backtesting.strategies:InventoryMarketMaker"
+MM = "exsim.replay.backtesting.strategies:InventoryMarketMaker"
 
 
 @pytest.mark.parametrize("param,word", [("size=abc", "int"), ("size=1.5", "int"),

@@ -2,11 +2,11 @@
 
 import pytest
 
-from exchange import UsageError
-from replay.backtesting.grid import grid_points, sweep
-from scenarios import uniform_flow
+from exsim.exchange import UsageError
+from exsim.replay.backtesting.grid import grid_points, sweep
+from exsim.scenarios import uniform_flow
 
-SPEC = "replay.backtesting.strategies:InventoryMarketMaker"
+SPEC = "exsim.replay.backtesting.strategies:InventoryMarketMaker"
 GRID = {"size": [2, 5], "every": [20, 50]}
 TRADER = 4242
 
@@ -29,8 +29,8 @@ def test_grid_is_the_cartesian_product_last_key_fastest():
 
 
 def test_each_row_holds_its_parameters_and_its_backtest_summary(flow, serial_rows):
-    from replay.backtesting.driver import backtest
-    from replay.backtesting.strategies import InventoryMarketMaker
+    from exsim.replay.backtesting.driver import backtest
+    from exsim.replay.backtesting.strategies import InventoryMarketMaker
 
     assert [(r["size"], r["every"]) for r in serial_rows] == [(2, 20), (2, 50), (5, 20), (5, 50)]
     one = backtest(flow, InventoryMarketMaker(size=5, every=50), trader=TRADER, fees_bps=0.5)
@@ -55,7 +55,7 @@ def test_malformed_grid_raises_usage_error(flow, grid):
 
 def test_bad_strategy_spec_or_parameter_raises_before_any_run(flow):
     with pytest.raises(UsageError, match="no 'Nope'"):
-        sweep(flow, "replay.backtesting.strategies:Nope", GRID, scheduler="serial")
+        sweep(flow, "exsim.replay.backtesting.strategies:Nope", GRID, scheduler="serial")
     with pytest.raises(UsageError, match="unexpected keyword"):
         sweep(flow, SPEC, {"sizee": [1]}, scheduler="serial")
 
@@ -111,13 +111,13 @@ def test_cli_sweep_bad_arguments_exit_2(tmp_path, argv, needle):
 def test_serial_sweep_on_l2_only_flow_passes_the_queue_model():
     import numpy as np
 
-    from exchange.schema import FILL_DTYPE, L2_DTYPE
-    from replay.backtesting.l2queue import L2Flow
+    from exsim.exchange.schema import FILL_DTYPE, L2_DTYPE
+    from exsim.replay.backtesting.l2queue import L2Flow
     l2 = np.zeros(4, L2_DTYPE)
     l2["ts"], l2["side"], l2["price"], l2["qty"] = [1, 1, 2, 3], [0, 1, 0, 0], [99, 101, 99, 99], [5, 5, 9, 7]
     tr = np.zeros(2, FILL_DTYPE)
     tr["ts"], tr["price"], tr["qty"], tr["aggressor_side"], tr["trade_id"] = [4, 5], 99, 3, 1, [1, 2]
-    rows = [sweep(L2Flow(l2, tr, "X"), "replay.backtesting.strategies:InventoryMarketMaker",
+    rows = [sweep(L2Flow(l2, tr, "X"), "exsim.replay.backtesting.strategies:InventoryMarketMaker",
                   {"size": [2], "every": [1]}, scheduler="serial", queue_model=m, trader=9)
             for m in ("conservative", "proportional")]
     # the bid joins behind 5 lots at 99; the level grows to 9, then drops to 7 without a trade;

@@ -9,11 +9,11 @@ import dataclasses
 
 import numpy as np
 
-from exchange.schema import AUCTION_SIDE, ORDER_DTYPE, Event, Kind, Phase, Reason, Side, Tif
-from scenarios import load_scenario
-from replay.backtesting.driver import backtest
-from replay.backtesting.strategy import Strategy
-from replay.backtesting.strategies import ClosingAuctionJoiner, InventoryMarketMaker
+from exsim.exchange.schema import AUCTION_SIDE, ORDER_DTYPE, Event, Kind, Phase, Reason, Side, Tif
+from exsim.scenarios import load_scenario
+from exsim.replay.backtesting.driver import backtest
+from exsim.replay.backtesting.strategy import Strategy
+from exsim.replay.backtesting.strategies import ClosingAuctionJoiner, InventoryMarketMaker
 
 
 def _phase(ts, phase, price=0):

@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 
 from conftest import resting_flow
-from exchange import Side, UsageError
-from replay.backtesting.latency import ConstantLatency
-from replay.backtesting.strategy import Strategy
-from replay.backtesting.counterfactual import whatif
+from exsim.exchange import Side, UsageError
+from exsim.replay.backtesting.latency import ConstantLatency
+from exsim.replay.backtesting.strategy import Strategy
+from exsim.replay.backtesting.counterfactual import whatif
 
 TRADER = 4242
 
@@ -69,8 +69,8 @@ def test_store_dir_is_refused():
 
 
 def test_market_maker_on_generated_flow_replays_its_backtest_and_takes_queue_positions():
-    from scenarios import uniform_flow
-    from replay.backtesting.strategies import InventoryMarketMaker
+    from exsim.scenarios import uniform_flow
+    from exsim.replay.backtesting.strategies import InventoryMarketMaker
 
     w = whatif(uniform_flow(2_000, 7), InventoryMarketMaker(size=3, every=20), trader=TRADER)
     assert w.summary["strategy_volume"] == w.backtest.summary["volume"] > 0
@@ -81,9 +81,9 @@ def test_market_maker_on_generated_flow_replays_its_backtest_and_takes_queue_pos
 
 
 def test_whatif_refuses_l2_only_flow():
-    from exchange.schema import FILL_DTYPE, L2_DTYPE
-    from replay.backtesting.l2queue import L2Flow
-    from replay.backtesting.strategy import Strategy
+    from exsim.exchange.schema import FILL_DTYPE, L2_DTYPE
+    from exsim.replay.backtesting.l2queue import L2Flow
+    from exsim.replay.backtesting.strategy import Strategy
     flow = L2Flow(np.zeros(0, L2_DTYPE), np.zeros(0, FILL_DTYPE))
     with pytest.raises(UsageError, match="L3 flow"):
         whatif(flow, Strategy())

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from exchange.schema import Kind
+from exsim.exchange.schema import Kind
 
 compare = pytest.importorskip("benchmarks.compare")
 from benchmarks.peers import Outcome, Workload  # noqa: E402

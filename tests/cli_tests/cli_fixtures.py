@@ -40,7 +40,7 @@ def write_scenario(directory) -> str:
 
 def run(argv: list[str]) -> tuple[int, str, str]:
     """Run ``exsim argv`` in-process; return (exit status, stdout, stderr)."""
-    from replay.cli.app import main
+    from exsim.replay.cli.app import main
 
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from cli_fixtures import run, write_scenario
-from store import read
+from exsim.store import read
 
 
 @pytest.fixture(scope="module")
@@ -166,7 +166,7 @@ def test_export_refuses_bad_combinations(run_dir, tmp_path):
 
 def test_console_script_runs_as_a_subprocess(run_dir):
     exe = os.path.join(os.path.dirname(sys.executable), "exsim")
-    cmd = [exe] if os.path.exists(exe) else [sys.executable, "-m", "replay.cli"]
+    cmd = [exe] if os.path.exists(exe) else [sys.executable, "-m", "exsim.replay.cli"]
     done = subprocess.run(cmd + ["ls", str(run_dir / "missing")], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "exsim: error:" in done.stderr and "Traceback" not in done.stderr
     done = subprocess.run(cmd + ["ls", str(run_dir)], capture_output=True, text=True, timeout=60)
@@ -179,7 +179,7 @@ AAPL = ("/work/shared/data/lobster_AAPL_2012-06-21_level10_head/AAPL_2012-06-21_
 
 @pytest.mark.skipif(not all(os.path.exists(p) for p in AAPL), reason="shared LOBSTER sample not present")
 def test_simulate_lobster_flow_names_the_symbol_from_the_file(tmp_path):
-    from scenarios.loaders.lobster import load_lobster
+    from exsim.scenarios.loaders.lobster import load_lobster
 
     code, out, err = run(["simulate", "--flow", "lobster", *AAPL, "--out", tmp_path / "aapl"])
     assert code == 0, err

@@ -48,7 +48,7 @@ def test_bench_rejects_a_zero_size():
 
 
 def _binance_dir():
-    from scenarios.data import BINANCE_BTCUSDT
+    from exsim.scenarios.data import BINANCE_BTCUSDT
 
     return str(shared_sample(BINANCE_BTCUSDT).parent)
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as np
 
 from cli_fixtures import run
-from exchange import Engine
-from exchange.schema import ORDER_DTYPE, OrderType
-from store import Session
+from exsim.exchange import Engine
+from exsim.exchange.schema import ORDER_DTYPE, OrderType
+from exsim.store import Session
 
 
 def _msgs(rows):
@@ -56,7 +56,7 @@ def test_book_l3_shows_iceberg_reserve_and_pending_stops_apart(tmp_path):
 
 
 def test_verify_help_names_every_rule():
-    from replay.verifier import RULES
+    from exsim.replay.verifier import RULES
     code, out, _ = run(["verify", "--help"])
     assert code == 0
     text = " ".join(out.split())

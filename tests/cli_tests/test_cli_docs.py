@@ -7,7 +7,7 @@ import os
 import pytest
 
 from cli_fixtures import run
-from replay.cli.app import COMMANDS, build_parser, render_docs
+from exsim.replay.cli.app import COMMANDS, build_parser, render_docs
 
 DOCS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "docs", "cli.md")
 
@@ -15,7 +15,7 @@ DOCS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.absp
 def test_docs_cli_md_is_up_to_date():
     with open(DOCS, encoding="utf-8") as f:
         committed = f.read()
-    assert committed == render_docs(), "docs/cli.md is stale: run `python -m replay.cli.docs`"
+    assert committed == render_docs(), "docs/cli.md is stale: run `python -m exsim.replay.cli.docs`"
 
 
 @pytest.mark.parametrize("command", COMMANDS)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from cli_fixtures import run, write_scenario
-from store import Catalog, read
+from exsim.store import Catalog, read
 
 TABLES = ("orders", "fills", "l2", "events")
 
@@ -58,9 +58,9 @@ def test_simulate_bad_generic_file_names_line_and_column(tmp_path):
 
 def test_simulate_and_backtest_a_dbn_file(tmp_path):
     pytest.importorskip("databento_dbn")
-    from scenarios.generators.uniform import uniform_flow
-    from scenarios.loaders.dbn import load_dbn
-    from scenarios.loaders.dbn_write import write_mbo
+    from exsim.scenarios.generators.uniform import uniform_flow
+    from exsim.scenarios.loaders.dbn import load_dbn
+    from exsim.scenarios.loaders.dbn_write import write_mbo
 
     f = tmp_path / "run.mbo.dbn.zst"
     write_mbo(f, uniform_flow(3000, 5, 2), [("AAA", 10 ** 7, 100), ("BBB", 10 ** 9, 1)])
@@ -73,8 +73,8 @@ def test_simulate_and_backtest_a_dbn_file(tmp_path):
     assert [(n, t) for _, n, t in _symbols(tmp_path / "r")] == [("AAA", 0.01), ("BBB", 1)]
     assert len(read(str(tmp_path / "r"), "fills")) == 0       # the flow never crosses
     # the CLI streams the file; the run equals the fully loaded flow's
-    from replay.simulation import simulate
-    from scenarios import open_flow
+    from exsim.replay.simulation import simulate
+    from exsim.scenarios import open_flow
 
     whole = open_flow(f)
     assert whole.orders is not None

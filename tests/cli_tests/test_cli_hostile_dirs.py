@@ -34,7 +34,7 @@ def run_dir(tmp_path_factory):
 def _sql(d, statement, fix_crc=None):
     """Run ``statement`` on the catalog of ``d``; with ``fix_crc`` (a table), recompute that
     table's row checksums after it (a consistent row with a bad value, as a buggy writer makes)."""
-    from store.catalog import _ROW_COLUMNS, _row_crc
+    from exsim.store.catalog import _ROW_COLUMNS, _row_crc
     con = sqlite3.connect(os.path.join(d, "catalog.sqlite"))
     con.execute(statement)
     if fix_crc:
@@ -88,7 +88,7 @@ HOSTILE = "A\x1b[2J\nB"
 @pytest.fixture(scope="module")
 def hostile_dir(tmp_path_factory):
     """A data directory whose symbol and scenario names hold terminal escapes and newlines."""
-    from store import Session
+    from exsim.store import Session
     from store_fixtures import FakeEngine, make_orders
     d = tmp_path_factory.mktemp("names") / "d"
     eng = FakeEngine()

@@ -56,8 +56,8 @@ def test_ls_of_an_intact_directory_marks_nothing(damaged, tmp_path):
 
 
 def test_the_library_raises_a_corruption_error_carrying_the_path(damaged):
-    from exchange.errors import CorruptionError
-    from store.query import Reader, read
+    from exsim.exchange.errors import CorruptionError
+    from exsim.store.query import Reader, read
 
     data_dir, gone = damaged
     with pytest.raises(CorruptionError, match="is missing") as info:

@@ -48,7 +48,7 @@ def test_the_template_backtests_by_path_from_another_directory_without_pythonpat
     (tmp_path / "strategies").mkdir()
     scenario = write_scenario(tmp_path)
     env = dict(os.environ, PYTHONPATH=REPO)
-    cli = [sys.executable, "-m", "replay.cli"]
+    cli = [sys.executable, "-m", "exsim.replay.cli"]
     p = subprocess.run([*cli, "new-strategy", "strategies/touch", "-q"], cwd=tmp_path, env=env,
                        capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr

@@ -44,7 +44,7 @@ def run_dir(tmp_path_factory):
 
 def test_stats_plot_with_an_unwritable_suffix_exits_2_before_the_work(run_dir, tmp_path, monkeypatch):
     pytest.importorskip("matplotlib")
-    import replay
+    from exsim import replay
 
     monkeypatch.setattr(replay, "stats", _boom)
     out = tmp_path / "out.txt"
@@ -101,7 +101,7 @@ def test_backtest_and_sweep_json_write_null_for_nan(tmp_path):
 
 
 def test_json_text_maps_non_finite_floats_to_null():
-    from replay.cli.common import json_text
+    from exsim.replay.cli.common import json_text
 
     text = json_text({"a": float("nan"), "b": [float("inf"), -float("inf"), 1.5], "c": (2,)})
     assert _strict(text) == {"a": None, "b": [None, None, 1.5], "c": [2]}
@@ -110,7 +110,7 @@ def test_json_text_maps_non_finite_floats_to_null():
 @pytest.mark.parametrize("name", ["nonexistent/dir/p.png", "p.txt"])
 def test_backtest_plot_path_is_checked_before_the_backtest(tmp_path, monkeypatch, name):
     pytest.importorskip("matplotlib")
-    import replay.backtesting.driver as driver
+    import exsim.replay.backtesting.driver as driver
 
     monkeypatch.setattr(driver, "backtest", _boom)
     path = tmp_path / name
@@ -145,7 +145,7 @@ def test_parquet_has_its_own_extra_and_the_cli_names_it(run_dir, tmp_path, monke
 # -- 13, 14: the first run's compile ----------------------------------------------------------
 
 def test_simulate_throughput_excludes_the_warm_up(tmp_path, monkeypatch):
-    import replay.simulation as simulation
+    import exsim.replay.simulation as simulation
 
     real = simulation.warm_up
 
@@ -163,8 +163,8 @@ def test_simulate_throughput_excludes_the_warm_up(tmp_path, monkeypatch):
 
 
 def test_bench_does_not_time_the_first_call(monkeypatch):
-    from exchange import Engine
-    from replay.cli.bench import measure_throughput
+    from exsim.exchange import Engine
+    from exsim.replay.cli.bench import measure_throughput
 
     real, calls = Engine.process, []
 
@@ -179,7 +179,7 @@ def test_bench_does_not_time_the_first_call(monkeypatch):
 
 
 def test_cold_cache_is_announced_on_stderr_before_the_run(tmp_path, monkeypatch):
-    import replay.cli.common as common
+    import exsim.replay.cli.common as common
 
     monkeypatch.setattr(common, "kernels_cold", lambda: True)
     code, out, err = run(["simulate", write_scenario(tmp_path), "--out", tmp_path / "r",
@@ -194,12 +194,12 @@ def test_cold_cache_is_announced_on_stderr_before_the_run(tmp_path, monkeypatch)
 
 
 def test_kernels_cold_reads_numbas_cache(tmp_path):
-    from replay.simulation import kernels_cold, warm_up
+    from exsim.replay.simulation import kernels_cold, warm_up
 
     warm_up()
     assert kernels_cold() is False      # loaded in this process
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "empty"), PYTHONPATH=str(REPO))
-    code = "from replay.simulation import kernels_cold; print(kernels_cold())"
+    code = "from exsim.replay.simulation import kernels_cold; print(kernels_cold())"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env=env, cwd=REPO, timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "True", done.stderr

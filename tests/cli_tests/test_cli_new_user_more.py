@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[2]
 # -- 7: tables keep every digit left of the point ---------------------------------------------
 
 def test_table_numbers_are_not_rounded_to_six_significant_digits():
-    from replay.cli.common import format_number
+    from exsim.replay.cli.common import format_number
 
     assert format_number(-132674.5) == "-132,674.5"
     assert format_number(987425123.25) == "987,425,123.25"
@@ -32,7 +32,7 @@ def test_table_numbers_are_not_rounded_to_six_significant_digits():
 # -- 8: bare sample names in the help examples are found in the shared data folder -----------
 
 def _shared():
-    from scenarios.data import shared_data_dir
+    from exsim.scenarios.data import shared_data_dir
 
     base = shared_data_dir()
     if base is None:
@@ -41,7 +41,7 @@ def _shared():
 
 
 def test_bare_sample_names_resolve_to_the_shared_data_folder(tmp_path, monkeypatch):
-    from scenarios.data import find_sample
+    from exsim.scenarios.data import find_sample
 
     base = _shared()
     monkeypatch.chdir(tmp_path)
@@ -68,8 +68,8 @@ def test_simulate_help_example_with_a_bare_lobster_name_runs(tmp_path, monkeypat
 def test_next_simulate_removes_an_abandoned_hidden_directory(tmp_path, monkeypatch):
     import shutil
 
-    import store
-    import replay.simulation as sim
+    from exsim import store
+    import exsim.replay.simulation as sim
 
     scenario = write_scenario(tmp_path)
     out = tmp_path / "run"
@@ -100,8 +100,8 @@ def test_next_simulate_removes_an_abandoned_hidden_directory(tmp_path, monkeypat
 def test_stats_has_one_row_per_timestamp_after_its_last_message():
     import numpy as np
 
-    from exchange.schema import DEPTH_DTYPE, FILL_DTYPE, L2_DTYPE
-    from replay.analytics import stats_arrays
+    from exsim.exchange.schema import DEPTH_DTYPE, FILL_DTYPE, L2_DTYPE
+    from exsim.replay.analytics import stats_arrays
 
     bids = np.zeros(1, DEPTH_DTYPE)
     bids["price"], bids["qty"] = 100, 5
@@ -136,13 +136,13 @@ def test_scenario_parameter_errors_name_the_file_and_the_parameter(tmp_path, cha
 
 
 def test_simulate_out_that_cannot_be_created_names_out_not_a_temporary(tmp_path, monkeypatch):
-    import replay.atomic
+    import exsim.replay.atomic
 
     def refuse(out, tag="exsim"):
         name = os.path.join(os.path.dirname(out), f".{os.path.basename(out)}.{tag}-abcd")
         raise FileNotFoundError(2, "No such file or directory", name)
 
-    monkeypatch.setattr("replay.simulation.temp_dir_beside", refuse)
+    monkeypatch.setattr("exsim.replay.simulation.temp_dir_beside", refuse)
     out = tmp_path / "nope"
     code, _, err = run(["simulate", write_scenario(tmp_path), "--out", out, "--fsync", "none", "-q"])
     assert code == 2 and f"--out {out}" in err and ".exsim" not in err, err
@@ -167,8 +167,8 @@ def test_backtest_on_a_two_symbol_flow_asks_for_the_option_not_the_python_argume
     ("; use Session.open", "--force"),
 ])
 def test_library_wording_becomes_the_cli_option(library, cli):
-    from exchange.errors import UsageError
-    from replay.cli.app import _describe
+    from exsim.exchange.errors import UsageError
+    from exsim.replay.cli.app import _describe
 
     text = _describe(UsageError(f"something {library}"))
     assert cli in text and library.strip("; ") not in text

@@ -20,7 +20,7 @@ class _Terminal(io.StringIO):
 
 
 def _run_on_terminal(argv) -> tuple[int, str, str]:
-    from replay.cli.app import main
+    from exsim.replay.cli.app import main
 
     out, err = io.StringIO(), _Terminal()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -69,9 +69,9 @@ def test_sweep_and_stats_show_bars(scenario, small_run):
 
 
 def test_the_library_reports_progress_to_a_callable(scenario):
-    from replay.backtesting.driver import backtest
-    from replay.backtesting.grid import sweep
-    from replay.backtesting.strategies import InventoryMarketMaker
+    from exsim.replay.backtesting.driver import backtest
+    from exsim.replay.backtesting.grid import sweep
+    from exsim.replay.backtesting.strategies import InventoryMarketMaker
 
     seen = []
     backtest(scenario, InventoryMarketMaker(every=50), symbol="AAA",
@@ -79,7 +79,7 @@ def test_the_library_reports_progress_to_a_callable(scenario):
     assert seen[-1] == (2000, 2000) and len(seen) > 2
     assert all(a[0] <= b[0] for a, b in zip(seen, seen[1:]))
     runs = []
-    sweep(scenario, "replay.backtesting.strategies:InventoryMarketMaker", {"size": [1, 2, 3]},
+    sweep(scenario, "exsim.replay.backtesting.strategies:InventoryMarketMaker", {"size": [1, 2, 3]},
           scheduler="serial", symbol="AAA", progress=lambda d, t: runs.append((d, t)))
     assert runs == [(1, 3), (2, 3), (3, 3)]
 

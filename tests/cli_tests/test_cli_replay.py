@@ -6,11 +6,11 @@ import sys
 
 import pytest
 
-import replay
+from exsim import replay
 from cli_fixtures import run, write_scenario
-from exchange import Engine
-from scenarios import load_scenario
-from store import Session, read
+from exsim.exchange import Engine
+from exsim.scenarios import load_scenario
+from exsim.store import Session, read
 
 
 

@@ -10,8 +10,8 @@ import os
 import pytest
 
 from cli_fixtures import run, write_scenario
-from exchange.errors import UsageError
-from replay.timefmt import DAY_NS, clock_text, parse_time, parse_time_range
+from exsim.exchange.errors import UsageError
+from exsim.replay.timefmt import DAY_NS, clock_text, parse_time, parse_time_range
 
 BTC_DAY = 1_723_075_200 * 10**9   # 2024-08-08T00:00:00Z
 
@@ -84,7 +84,7 @@ def test_stats_and_export_take_time_ranges(small_run, tmp_path):
 
 def test_the_stats_plot_labels_times_of_day(small_run, tmp_path, monkeypatch):
     pytest.importorskip("matplotlib")
-    from replay.cli import inspect as cli_inspect
+    from exsim.replay.cli import inspect as cli_inspect
 
     labels = []
     real = cli_inspect._plot_module

@@ -23,14 +23,14 @@ def scenario(tmp_path_factory):
 
 
 def test_whatif_json_is_the_librarys_summary(scenario):
-    from replay.backtesting.counterfactual import whatif
-    from replay.backtesting.loading import load_strategy
+    from exsim.replay.backtesting.counterfactual import whatif
+    from exsim.replay.backtesting.loading import load_strategy
 
     code, out, err = run(["whatif", scenario, "--symbol", "AAA", "--param", "size=5",
                           "--param", "every=10", "--json", "-q"])
     assert code == 0, err
     got = _strict(out)
-    strategy = load_strategy("replay.backtesting.strategies:InventoryMarketMaker",
+    strategy = load_strategy("exsim.replay.backtesting.strategies:InventoryMarketMaker",
                              ["size=5", "every=10"])
     w = whatif(scenario, strategy, symbol="AAA")
     want = json.loads(json.dumps(w.summary).replace("NaN", "null"))
@@ -66,6 +66,6 @@ def test_whatif_user_errors_are_one_line_exit_2(scenario, argv, needle):
 
 
 def test_whatif_refuses_l2_only_flow_in_one_line():
-    from scenarios.data import BINANCE_BTCUSDT
+    from exsim.scenarios.data import BINANCE_BTCUSDT
     code, out, err = run(["whatif", str(shared_sample(BINANCE_BTCUSDT).parent), "-q"])
     assert code == 2 and "L3 flow" in err and len(err.strip().splitlines()) == 1

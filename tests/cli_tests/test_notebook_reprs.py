@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from exchange.schema import DEPTH_DTYPE, FILL_DTYPE
+from exsim.exchange.schema import DEPTH_DTYPE, FILL_DTYPE
 
-from replay.determinism import Divergence, RerunReport
-from replay.rebuild import BookView
-from replay.reprs import (MAX_ROWS, book_view_html, book_view_repr, rerun_report_html,
+from exsim.replay.determinism import Divergence, RerunReport
+from exsim.replay.rebuild import BookView
+from exsim.replay.reprs import (MAX_ROWS, book_view_html, book_view_repr, rerun_report_html,
                           rerun_report_repr, verify_report_html, verify_report_repr)
-from replay.verifier import VerifyReport, Violation
+from exsim.replay.verifier import VerifyReport, Violation
 
 
 def _book(n=10_000):

@@ -29,8 +29,8 @@ def fake_pandas(monkeypatch):
 
 
 def test_a_stored_table_reads_as_labelled_columns(run_dir, fake_pandas):
-    from exchange.schema import Event
-    from store.query import Reader, read
+    from exsim.exchange.schema import Event
+    from exsim.store.query import Reader, read
 
     rows = read(run_dir, "events")
     df = read(run_dir, "events", as_pandas=True)
@@ -45,6 +45,6 @@ def test_a_stored_table_reads_as_labelled_columns(run_dir, fake_pandas):
 
 def test_with_real_pandas(run_dir):
     pd = pytest.importorskip("pandas")
-    from store.query import read
+    from exsim.store.query import read
     df = read(run_dir, "orders", as_pandas=True)
     assert isinstance(df, pd.DataFrame) and set(df["kind"]) <= {"NEW", "CANCEL", "MODIFY"}

@@ -12,7 +12,7 @@ SMALL = ["--param", "qty=40"]
 
 def _day(tmp_path):
     p = tmp_path / "day.toml"
-    from scenarios.scenario import load_scenario
+    from exsim.scenarios.scenario import load_scenario
     text = load_scenario("trading_day").source
     body = open(text).read().replace("n = 20_000", "n = 3_000").replace("call_messages = 400",
                                                                          "call_messages = 120")
@@ -28,7 +28,7 @@ def test_simulate_prints_the_phase_changes_and_auctions(tmp_path):
 
 def test_backtest_shows_auction_fills_apart(tmp_path):
     day = _day(tmp_path)
-    argv = ["backtest", day, "--strategy", "replay.backtesting.strategies:ClosingAuctionJoiner",
+    argv = ["backtest", day, "--strategy", "exsim.replay.backtesting.strategies:ClosingAuctionJoiner",
             *SMALL]
     code, out, _ = run(argv + ["--json"])
     assert code == 0

@@ -11,7 +11,7 @@ import pytest
 DOC = Path(__file__).resolve().parents[2] / "docs" / "python-api.md"
 
 
-@pytest.mark.parametrize("package", ["exchange", "store", "replay", "scenarios"])
+@pytest.mark.parametrize("package", ["exsim.exchange", "exsim.store", "exsim.replay", "exsim.scenarios"])
 def test_every_public_name_is_documented(package):
     text = DOC.read_text()
     missing = [n for n in importlib.import_module(package).__all__ if f"`{n}`" not in text

@@ -53,7 +53,7 @@ MARKED = {"README.md": 2, "docs/benchmarks.md": 3, "docs/scenarios.md": 1}
 
 # commands that write into the checkout: run with the output sent to the working directory, and
 # checked against the committed file instead (a test must not rewrite tracked files)
-REDIRECT = {"python -m replay.cli.docs": ("cli.md", "docs/cli.md")}
+REDIRECT = {"python -m exsim.replay.cli.docs": ("cli.md", "docs/cli.md")}
 
 # (command regex, output regex): what a command must print beyond exiting 0
 EXPECT = [                                          # the first matching pattern applies
@@ -178,7 +178,7 @@ def _parts(cmd: Command) -> list[list[str]]:
     """argv of each part of ``a && b``; the help's own ``exsim COMMAND --help`` runs for every command."""
     parts = [shlex.split(p, comments=True) for p in re.split(r"\s&&\s", cmd.text)]
     if parts == [["exsim", "COMMAND", "--help"]]:
-        from replay.cli.app import COMMANDS
+        from exsim.replay.cli.app import COMMANDS
 
         return [["exsim", c, "--help"] for c in COMMANDS]
     return parts
@@ -217,7 +217,7 @@ def _run(cmd: Command, cwd: Path, smoke_dir: Path) -> None:
         assert argv and argv[0] in WORDS, f"{where}: unknown command {argv[:1]}"
         if argv[0] == "exsim" and argv[1:2] == ["sweep"] and "serial" not in argv:
             # a LocalCluster's worker processes start from a clean interpreter, as for a user
-            out = _process([sys.executable, "-m", "replay.cli", *argv[1:]], cwd, _env(smoke_dir), where)
+            out = _process([sys.executable, "-m", "exsim.replay.cli", *argv[1:]], cwd, _env(smoke_dir), where)
         elif argv[0] == "exsim":
             code, out, err = run(argv[1:])
             assert code == 0, f"{where} exited {code}:\n{out[-2000:]}\n{err[-3000:]}"
@@ -233,7 +233,7 @@ def _run(cmd: Command, cwd: Path, smoke_dir: Path) -> None:
 
 def _workdir(tmp_path: Path) -> tuple[Path, bool]:
     """The page's working directory with the inputs the docs assume; (dir, shared samples present)."""
-    from scenarios.data import shared_data_dir
+    from exsim.scenarios.data import shared_data_dir
 
     scenario = re.search(r"```toml\n(.*?)```", (REPO / "docs/scenarios.md").read_text(), re.S)
     (tmp_path / "my_scenario.toml").write_text(scenario.group(1))
@@ -308,7 +308,7 @@ def test_benchmark_command_runs_in_smoke_mode(text, tmp_path):
     scripts = [p for p in (REPO / "benchmarks").glob("*.py") if p.stem in text]
     assert scripts and all("_smoke" in p.read_text() for p in scripts), \
         f"`{text}`: its benchmark script does not honour EXSIM_BENCH_SMOKE (benchmarks/_smoke.py)"
-    from scenarios.data import shared_data_dir
+    from exsim.scenarios.data import shared_data_dir
 
     if shared_data_dir() is None:   # every benchmark reads the QuantCup feed or the Binance sample
         pytest.skip("the shared samples (../shared/data) are absent")

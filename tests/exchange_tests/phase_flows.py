@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
-from exchange.schema import MAX_PRICE, ORDER_DTYPE, Kind, OrderType, Phase, Side, Tif
+from exsim.exchange.schema import MAX_PRICE, ORDER_DTYPE, Kind, OrderType, Phase, Side, Tif
 
 BUY, SELL = Side.BUY, Side.SELL
 DAY_NS = 86_400 * 10**9

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from hypothesis import given, settings, strategies as st
 
-from exchange import Engine
-from exchange.schema import AUCTION_SIDE, Event, Phase, Reason
+from exsim.exchange import Engine
+from exsim.exchange.schema import AUCTION_SIDE, Event, Phase, Reason
 from test_auction_kernel import BUY, MKT, SELL, brute_price, expected_fills
 
 _order = st.tuples(st.sampled_from([BUY, SELL]), st.integers(1, 6),

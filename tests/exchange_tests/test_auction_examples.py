@@ -14,7 +14,7 @@ and price bands".
 import pytest
 
 from conftest import assert_same_outputs, make_book
-from exchange.schema import MAX_PRICE, Event, Phase
+from exsim.exchange.schema import MAX_PRICE, Event, Phase
 from phase_flows import BUY, SELL, chain, market, new, to_phase
 
 

@@ -14,15 +14,15 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from exchange import Engine
-from exchange.auction import auction_price, uncross, uncross_room
-from exchange.book import (
+from exsim.exchange import Engine
+from exsim.exchange.auction import auction_price, uncross, uncross_room
+from exsim.exchange.book import (
     M_INDEX_COUNT, M_NEED_BOOK, M_NEED_EVENTS, M_NEED_FILLS, M_NEED_L2, M_TRADE_ID, alloc_order,
     append_to_level, find_or_add_level, set_cold,
 )
-from exchange.kernels import NEED_LADDER
-from exchange.order_index import index_insert
-from exchange.schema import (
+from exsim.exchange.kernels import NEED_LADDER
+from exsim.exchange.order_index import index_insert
+from exsim.exchange.schema import (
     AUCTION_SIDE, CALL_MARKET_PRICE, EVENT_DTYPE, FILL_DTYPE, L2_DTYPE, Event, OrderType, Phase,
     Reason,
 )

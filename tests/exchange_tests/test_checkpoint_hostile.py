@@ -18,10 +18,10 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from exchange import Engine
-from exchange.checkpoint import V1_ROW_DTYPE, VERSION
-from exchange.errors import CorruptionError, ExsimError, UsageError
-from exchange.schema import CHECKPOINT_DTYPE, MAX_PRICE, MAX_QTY
+from exsim.exchange import Engine
+from exsim.exchange.checkpoint import V1_ROW_DTYPE, VERSION
+from exsim.exchange.errors import CorruptionError, ExsimError, UsageError
+from exsim.exchange.schema import CHECKPOINT_DTYPE, MAX_PRICE, MAX_QTY
 
 
 def real_checkpoint() -> bytes:
@@ -363,7 +363,7 @@ def _restore_work(blob: bytes) -> int:
     machine cannot move it): lines executed in the exchange package plus the elements built by
     numpy's copying calls. The compiled kernels' own loops are not seen here; their linear
     cost is benchmarks/bench_restore.py's target."""
-    import exchange
+    from exsim import exchange
     root = os.path.dirname(exchange.__file__) + os.sep
     lines = elements = 0
 

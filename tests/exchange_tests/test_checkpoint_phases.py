@@ -13,10 +13,10 @@ import json
 import numpy as np
 import pytest
 
-from exchange import Engine
-from exchange import checkpoint as ckpt
-from exchange.errors import CorruptionError
-from exchange.schema import CALL_MARKET_PRICE, CHECKPOINT_DTYPE, OrderType, Phase, Side
+from exsim.exchange import Engine
+from exsim.exchange import checkpoint as ckpt
+from exsim.exchange.errors import CorruptionError
+from exsim.exchange.schema import CALL_MARKET_PRICE, CHECKPOINT_DTYPE, OrderType, Phase, Side
 
 BUY, SELL = int(Side.BUY), int(Side.SELL)
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from exchange import Engine
-from exchange.schema import CALL_PHASES
+from exsim.exchange import Engine
+from exsim.exchange.schema import CALL_PHASES
 from phase_day import AUC, day_flow, engine
 
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from exchange import Engine
-from exchange.book import ARENA_EXT_DTYPE, MARK_ICEBERG
-from exchange.state import NEED_ORDERS, grow_cold_rows, zeros_aligned
-from scenarios.generators.uniform import uniform_flow
-from scenarios.generators.venue_mix import venue_mix
+from exsim.exchange import Engine
+from exsim.exchange.book import ARENA_EXT_DTYPE, MARK_ICEBERG
+from exsim.exchange.state import NEED_ORDERS, grow_cold_rows, zeros_aligned
+from exsim.scenarios.generators.uniform import uniform_flow
+from exsim.scenarios.generators.venue_mix import venue_mix
 
 
 def _flow():

@@ -9,7 +9,7 @@ import pytest
 from conftest import (
     buy, cancel, concat, flow, levels, make_book, modify, msg, rows, sell,
 )
-from exchange.schema import MAX_PRICE, MAX_QTY, Event, Flag, Kind, OrderType, Reason, Side, Tif
+from exsim.exchange.schema import MAX_PRICE, MAX_QTY, Event, Flag, Kind, OrderType, Reason, Side, Tif
 
 ACC, REJ, PART, FILL, CXL, MOD = (Event.ACCEPTED, Event.REJECTED, Event.PARTIAL, Event.FILLED,
                                   Event.CANCELLED, Event.MODIFIED)
@@ -357,8 +357,8 @@ def test_checkpoint_restore_roundtrip(engine):
 
 def test_outputs_written_into_given_buffers_equal_fresh_ones_and_grow_when_short():
     from conftest import random_flow, split
-    from exchange import OutputBuffers
-    from exchange.errors import UsageError
+    from exsim.exchange import OutputBuffers
+    from exsim.exchange.errors import UsageError
     orders = random_flow(seed=31, n=3000)
     fresh, given = make_book("engine"), make_book("engine")
     sets = [OutputBuffers(0), OutputBuffers(0)]      # smaller than any batch's outputs

@@ -12,9 +12,9 @@ import math
 import numpy as np
 import pytest
 
-from exchange import Engine
-from exchange.errors import UsageError
-from exchange.schema import ORDER_DTYPE, Event, Reason
+from exsim.exchange import Engine
+from exsim.exchange.errors import UsageError
+from exsim.exchange.schema import ORDER_DTYPE, Event, Reason
 
 I64_MIN, I64_MAX, U64_MAX, U32_MAX = -(1 << 63), (1 << 63) - 1, (1 << 64) - 1, (1 << 32) - 1
 

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from exchange import Engine
+from exsim.exchange import Engine
 
 DAY_NS = 86_400 * 10**9
 

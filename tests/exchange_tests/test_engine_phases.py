@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from exchange import Engine, UsageError
-from exchange.protocol import OutputBuffers
-from exchange.schema import (
+from exsim.exchange import Engine, UsageError
+from exsim.exchange.protocol import OutputBuffers
+from exsim.exchange.schema import (
     AUCTION_SIDE, CALL_MARKET_PRICE, ORDER_DTYPE, Event, Kind, OrderType, Phase, Reason, Side, Tif,
 )
 

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from exchange.schema import CHECKPOINT_DTYPE
+from exsim.exchange.schema import CHECKPOINT_DTYPE
 
 from conftest import (
     STP_MODES, Ledger, assert_same_outputs, cut_points, flows,

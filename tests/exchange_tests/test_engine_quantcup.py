@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from conftest import assert_same_books, assert_same_outputs, concat, make_book
-from scenarios.loaders.quantcup import load_quantcup
+from exsim.scenarios.loaders.quantcup import load_quantcup
 
 FEED = Path("/work/shared/data/quantcup_score_feed/quantcup_score_feed.csv")
 pytestmark = [pytest.mark.skipif(not FEED.exists(), reason="shared data not mounted")]

@@ -10,13 +10,13 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from exchange._cache_guard import guard
-from exchange.book import ladder_search
-from exchange.order_index import index_find, index_home, index_insert, index_remove, new_index
+from exsim.exchange._cache_guard import guard
+from exsim.exchange.book import ladder_search
+from exsim.exchange.order_index import index_find, index_home, index_insert, index_remove, new_index
 
 # the wrappers below inline these files' kernels into this file's numba cache: without the
 # guard, an edit to the hash would leave them running the old one against index_find's new
-guard(__name__, __file__, deps=("exchange.book", "exchange.order_index"))
+guard(__name__, __file__, deps=("exsim.exchange.book", "exsim.exchange.order_index"))
 
 
 @njit(cache=True)

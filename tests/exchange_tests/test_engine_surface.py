@@ -16,11 +16,11 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from conftest import make_book, random_flow, split  # noqa: E402
 
-from exchange import Engine, EngineProtocol, OutputBuffers  # noqa: E402
-from exchange.schema import Kind, Side  # noqa: E402
-from exchange import checkpoint as ckpt  # noqa: E402
-from exchange import state as S  # noqa: E402
-from exchange.errors import CorruptionError, UsageError  # noqa: E402
+from exsim.exchange import Engine, EngineProtocol, OutputBuffers  # noqa: E402
+from exsim.exchange.schema import Kind, Side  # noqa: E402
+from exsim.exchange import checkpoint as ckpt  # noqa: E402
+from exsim.exchange import state as S  # noqa: E402
+from exsim.exchange.errors import CorruptionError, UsageError  # noqa: E402
 
 
 def test_state_is_the_engines_arrays_in_process_batch_order():
@@ -119,7 +119,7 @@ def test_the_order_arena_grows_fourfold_and_keeps_every_order():
 
 
 def test_a_large_arena_doubles_instead(monkeypatch):
-    import exchange.engine as E
+    import exsim.exchange.engine as E
     monkeypatch.setattr(E, "_ARENA_FOURFOLD_BELOW", 64)
     eng = Engine(capacity=16)
     eng.add_symbol("X")
@@ -131,7 +131,7 @@ def test_a_large_arena_doubles_instead(monkeypatch):
 
 
 def test_backtest_statuses_do_not_reuse_the_engines_codes():
-    from replay.backtesting import kernels as C
+    from exsim.replay.backtesting import kernels as C
     mine = {C.NEED_STRAT, C.HIT, C.NEED_LOG, C.NEED_DRAWS, C.NEED_LIVE, C.WAKE, C.TIMER, C.NOTE}
     engine = {S.OK, S.NEED_OUTPUT} | S.GROW_STATUSES
     assert len(mine) == 8 and not mine & engine

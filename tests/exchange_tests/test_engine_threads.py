@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-import exchange.shards as shards
-from exchange import Engine, OutputBuffers, ShardedEngine, UsageError
-from exchange.schema import ORDER_DTYPE, Event, Kind, Reason, Side, Tif
+import exsim.exchange.shards as shards
+from exsim.exchange import Engine, OutputBuffers, ShardedEngine, UsageError
+from exsim.exchange.schema import ORDER_DTYPE, Event, Kind, Reason, Side, Tif
 from phase_flows import PHASE_SYMBOLS, SESSION_CLOSE, T0, phase_messages, phase_orders
 
 # the phase symbols A (a call at the start) and B (bands, short interruptions, a DAY close inside
@@ -187,7 +187,7 @@ def test_trade_ids_run_engine_wide_across_shards(path):
 
 
 def test_large_uniform_batches_match_on_the_pool():
-    from scenarios.generators.uniform import uniform_flow
+    from exsim.scenarios.generators.uniform import uniform_flow
 
     flow = uniform_flow(n=3 * shards.PARALLEL_MIN, n_symbols=7, seed=3)
     one, many = Engine(), Engine(threads=2)
@@ -207,7 +207,7 @@ def test_a_batch_of_plain_messages_runs_the_deadlines_set_before_it(pending):
     walking the batch, unless a deadline set earlier falls due inside it: GTD orders rested in
     one batch expire between the plain messages of the next, on both shards, in the single
     engine's order (and with ``pending`` False nothing is due and the short way is taken)."""
-    from scenarios.generators.uniform import uniform_flow
+    from exsim.scenarios.generators.uniform import uniform_flow
 
     one, many = Engine(), Engine(threads=2)
     for eng in (one, many):
@@ -237,7 +237,7 @@ def test_a_shards_output_buffers_are_sized_for_its_messages_before_matching(monk
     """A shard's buffers start empty: growing them by doubling inside the walk cost a kernel
     exit and a copy under the GIL each time, so ``run`` sizes them as ``OutputBuffers`` would
     first and an ordinary batch grows none of them."""
-    from scenarios.generators.uniform import uniform_flow
+    from exsim.scenarios.generators.uniform import uniform_flow
 
     flow = uniform_flow(n=2 * shards.PARALLEL_MIN, n_symbols=5, seed=4)
     one, many = Engine(), Engine(threads=2)

@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 
 from conftest import buy, cancel, flow, modify, msg, rows, sell
-from exchange import Engine
-from exchange.errors import CorruptionError, UsageError
-from exchange.schema import (
+from exsim.exchange import Engine
+from exsim.exchange.errors import CorruptionError, UsageError
+from exsim.exchange.schema import (
     MAX_PRICE, MAX_QTY, Event, Flag, OrderType, Reason, Side, Tif,
 )
 

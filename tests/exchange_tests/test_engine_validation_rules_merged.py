@@ -12,8 +12,8 @@ import struct
 import pytest
 
 from conftest import buy, cancel, flow, modify, msg, rows, sell
-from exchange import Engine
-from exchange.schema import Event, OrderType, Reason, Side
+from exsim.exchange import Engine
+from exsim.exchange.schema import Event, OrderType, Reason, Side
 
 REJ = Event.REJECTED
 STOP, STOP_LIMIT = OrderType.STOP, OrderType.STOP_LIMIT

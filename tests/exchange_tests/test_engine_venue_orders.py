@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 from conftest import buy, cancel, modify, msg, rows, sell
-from exchange import Engine
-from exchange.errors import CorruptionError
-from exchange.protocol import OutputBuffers
-from exchange.schema import (
+from exsim.exchange import Engine
+from exsim.exchange.errors import CorruptionError
+from exsim.exchange.protocol import OutputBuffers
+from exsim.exchange.schema import (
     MAX_PRICE, ORDER_DTYPE, Event, Kind, OrderType, Reason, Side, Tif,
 )
 
@@ -418,7 +418,7 @@ def test_checkpoint_holds_pending_stops_icebergs_and_expiries_in_order():
 
 
 def test_a_version_1_checkpoint_still_restores():
-    from exchange import checkpoint as ckpt
+    from exsim.exchange import checkpoint as ckpt
     e = eng()
     e.process(cat(buy(1, 100, 5), sell(2, 101, 3, trader=2)))
     v2 = e.checkpoint()
@@ -443,7 +443,7 @@ def test_a_version_1_checkpoint_still_restores():
     ("pending", 2, "pending"),
 ])
 def test_check_rows_names_a_bad_new_field(field, value, words):
-    from exchange import checkpoint as ckpt
+    from exsim.exchange import checkpoint as ckpt
     import struct
     import crc32c
     e = eng()
@@ -457,7 +457,7 @@ def test_check_rows_names_a_bad_new_field(field, value, words):
 
 
 def test_a_pending_stop_out_of_release_order_is_refused():
-    from exchange import checkpoint as ckpt
+    from exsim.exchange import checkpoint as ckpt
     e = eng()
     e.process(cat(buy(1, 0, 5, order_type=STOP, stop_price=110),
                      buy(2, 0, 5, order_type=STOP, stop_price=120)))
@@ -522,7 +522,7 @@ def test_iceberg_refills_swept_by_a_big_order_fit_tiny_buffers():
 # ---- the FOK / min_qty walk (exchange.fillable) --------------------------------------------------
 
 def _reaches(e, qty, trader=9, stp=0, limit=100):
-    from exchange.fillable import fillable
+    from exsim.exchange.fillable import fillable
     s = e.state
     return bool(fillable(s.books, s.levels, s.arena, s.ladder_levels, 1, Side.BUY, False, limit,
                          qty, trader, stp, 0, MAX_PRICE))   # no band
@@ -554,8 +554,8 @@ def test_the_fok_walk_under_cancel_incoming_stops_at_own_order_counting_shown_be
 def test_a_day_order_entered_within_a_day_of_the_int64_clock_end_expires_at_its_largest_value():
     """A DAY close past 2^63 - 1 is clamped there (semantics.md, Symbols), never wrapped to a
     negative time that would expire the order at the next message."""
-    from exchange import Engine
-    from exchange.schema import Event
+    from exsim.exchange import Engine
+    from exsim.exchange.schema import Event
 
     eng = Engine()
     eng.add_symbol("X", session_close=0)

@@ -16,8 +16,8 @@ from conftest import SYMBOLS, assert_same_outputs, make_book, random_flow
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from exchange import ORDER_DTYPE, ForeignField, Kind, RecordLayout, Side
-from exchange.errors import InputError, UsageError
+from exsim.exchange import ORDER_DTYPE, ForeignField, Kind, RecordLayout, Side
+from exsim.exchange.errors import InputError, UsageError
 
 # a C-struct-like foreign record: other widths, another field order, padding, a big-endian
 # timestamp, the side as a char and the kind as a letter

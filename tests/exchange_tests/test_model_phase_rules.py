@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from conftest import make_book
-from exchange.schema import (
+from exsim.exchange.schema import (
     CALL_MARKET_PRICE, MAX_PRICE, Event, Kind, OrderType, Phase, Reason, Tif,
 )
 from model import Model, auction_price

@@ -45,7 +45,7 @@ def test_invariants_hold_when_a_new_order_reuses_the_id_of_a_stop_that_just_expi
     # found by hypothesis: GTD stop 1 expires at ts t + 1; the message at t + 1 is a new MARKET 1
     # that fills; its fill is the new order's, not the expired stop's
     import numpy as np
-    from exchange.schema import ORDER_DTYPE
+    from exsim.exchange.schema import ORDER_DTYPE
 
     t = 1728003599999999700
     rows = [(t, 0, 97, 1, 0, 1, 0, 0, 0, 1, 0, 97, 0, 0, 0, 0)] * 5

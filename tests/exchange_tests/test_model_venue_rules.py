@@ -9,7 +9,7 @@ book as orders of the triggering message).
 
 import pytest
 
-from exchange.schema import Event, Kind, OrderType, Reason, Side, Tif
+from exsim.exchange.schema import Event, Kind, OrderType, Reason, Side, Tif
 from conftest import buy, cancel, flow, modify, msg, rows, sell
 from model import DAY_NS, Model, day_expiry
 

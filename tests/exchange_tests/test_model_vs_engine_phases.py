@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from conftest import assert_same_outputs, assert_table_equal, cut_points, levels, make_book, run
-from exchange.schema import Event, OrderType, Phase, Reason
+from exsim.exchange.schema import Event, OrderType, Phase, Reason
 from phase_flows import (
     BUY, INTERRUPTION_NS, PHASE_SYMBOLS, SELL, T0, band_flows, call_auctions, cancel, chain, new,
     phase_flows, stop_uncross_flows, to_phase,

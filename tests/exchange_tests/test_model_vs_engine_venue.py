@@ -20,7 +20,7 @@ from conftest import (
     STP_MODES, VENUE_SYMBOLS, VenueChecker, assert_same_outputs, assert_table_equal, cut_points,
     levels, make_book, run, sweep_flows, venue_flows,
 )
-from exchange.schema import ORDER_DTYPE, Reason
+from exsim.exchange.schema import ORDER_DTYPE, Reason
 
 
 def assert_same_venue_books(a, b, symbols=VENUE_SYMBOLS):

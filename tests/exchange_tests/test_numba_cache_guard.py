@@ -15,8 +15,8 @@ import sys
 
 import pytest
 
-from exchange import _cache_guard
-from exchange._cache_guard import STAMP_SUFFIX, cache_dirs, guard
+from exsim.exchange import _cache_guard
+from exsim.exchange._cache_guard import STAMP_SUFFIX, cache_dirs, guard
 
 B_SRC = """
 from numba import njit
@@ -62,7 +62,7 @@ def _make_pkg(root, name, guarded, value=1):
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
     (pkg / "b.py").write_text(B_SRC.format(value=value))
-    gl = "from exchange._cache_guard import guard" if guarded else ""
+    gl = "from exsim.exchange._cache_guard import guard" if guarded else ""
     (pkg / "a.py").write_text(A_SRC.format(
         guard_line=gl, guard_call=f"guard(__name__, __file__, deps=['{name}.b'])" if guarded else ""))
     (pkg / "c.py").write_text(C_SRC.format(
@@ -205,7 +205,7 @@ def test_two_processes_guarding_at_once_leave_one_valid_stamp(on_path):
     mod, cache = _fake_module(on_path)
     for i in range(50):
         (cache / f"cgmod.f{i}-3.py311.nbi").write_bytes(b"")
-    code = ("import sys; sys.path.insert(0, sys.argv[1]); from exchange._cache_guard import guard; "
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); from exsim.exchange._cache_guard import guard; "
             "guard('cgmod', sys.argv[2], deps=['cgdep'])")
     procs = [subprocess.Popen([sys.executable, "-c", code, str(on_path), str(mod)]) for _ in range(2)]
     assert [p.wait(timeout=60) for p in procs] == [0, 0]

@@ -8,12 +8,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from exchange import Engine, OutputBuffers
-from exchange import engine as engine_module
-from exchange.schema import EVENT_DTYPE
-from exchange.state import CACHE_LINE, grow_output
-from scenarios.generators.uniform import uniform_flow
-from scenarios.generators.venue_mix import venue_mix
+from exsim.exchange import Engine, OutputBuffers
+from exsim.exchange import engine as engine_module
+from exsim.exchange.schema import EVENT_DTYPE
+from exsim.exchange.state import CACHE_LINE, grow_output
+from exsim.scenarios.generators.uniform import uniform_flow
+from exsim.scenarios.generators.venue_mix import venue_mix
 
 
 SYMBOLS = 3

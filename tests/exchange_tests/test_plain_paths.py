@@ -13,9 +13,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from exchange import Engine, Kind
-from exchange.schema import Reason
-from scenarios.generators.uniform import uniform_flow
+from exsim.exchange import Engine, Kind
+from exsim.exchange.schema import Reason
+from exsim.scenarios.generators.uniform import uniform_flow
 
 
 def _hostile(flow, seed):

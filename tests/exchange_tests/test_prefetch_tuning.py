@@ -9,12 +9,12 @@ import sys
 
 import pytest
 
-from exchange import Engine, OutputBuffers, UsageError
-from exchange import prefetch_tuning as T
+from exsim.exchange import Engine, OutputBuffers, UsageError
+from exsim.exchange import prefetch_tuning as T
 
 
 def uniform(n, symbols=3, seed=11):
-    from scenarios.generators.uniform import uniform_flow
+    from exsim.scenarios.generators.uniform import uniform_flow
 
     return uniform_flow(n=n, n_symbols=symbols, seed=seed)
 

@@ -23,12 +23,12 @@ from conftest import (
     SYMBOLS, VENUE_SYMBOLS, assert_same_outputs, concat, flows, make_book, random_flow,
     venue_flows,
 )
-from exchange import Engine, OutputBuffers, Result, UsageError
-from exchange import engine as engine_module
-from exchange.schema import (
+from exsim.exchange import Engine, OutputBuffers, Result, UsageError
+from exsim.exchange import engine as engine_module
+from exsim.exchange.schema import (
     EVENT_DTYPE, FILL_DTYPE, L2_DTYPE, ORDER_DTYPE, Kind, Phase, Side, Tif,
 )
-from exchange.state import GROW_STATUSES, NEED_EXPIRY, NEED_INDEX, NEED_LADDER, NEED_LEVELS, \
+from exsim.exchange.state import GROW_STATUSES, NEED_EXPIRY, NEED_INDEX, NEED_LADDER, NEED_LEVELS, \
     NEED_ORDERS
 from phase_flows import PHASE_SYMBOLS, phase_flows
 

@@ -33,9 +33,9 @@ for p in (ROOT, HERE):
     if p not in sys.path:
         sys.path.insert(0, p)
 
-from exchange.gateway.core import Request  # noqa: E402
-from exchange.gateway.reports import Origin, OrderState, Report, derive  # noqa: E402
-from exchange.schema import Event, Kind, OrderType, Reason, Side, Tif  # noqa: E402
+from exsim.exchange.gateway.core import Request  # noqa: E402
+from exsim.exchange.gateway.reports import Origin, OrderState, Report, derive  # noqa: E402
+from exsim.exchange.schema import Event, Kind, OrderType, Reason, Side, Tif  # noqa: E402
 
 ANSWERS = ("canceled", "replaced", "cancel_rejected", "replace_rejected")
 
@@ -48,8 +48,8 @@ def rederive(gw) -> tuple[list, dict, dict]:
     """Return (reports, states, origins): every report of the journal derived afresh from the
     stored rows and requests (rseq 0, in journal order), the final OrderState of each order,
     and {seq: Origin}."""
-    from store import read
-    from store.tables import orders_without_seq
+    from exsim.store import read
+    from exsim.store.tables import orders_without_seq
 
     last = gw.engine.seq
     if last == 0:
@@ -109,7 +109,7 @@ def check_journal(gw, received: dict | None = None) -> dict:
     """Assert the core's invariants on an open gateway with nothing in flight (module
     docstring); run it on the gateway's thread (``in_core``) under ``engine_lock``; ``received``: {stream: [Report]} a subscriber was handed, which must be the
     stored stream exactly. Returns {stream: stored reports} for further checks."""
-    from store import read
+    from exsim.store import read
 
     streams = all_streams(gw)
     stored = {s: gw.read_stream(s, 0) for s in streams}
@@ -220,11 +220,11 @@ def random_request(rng: random.Random, accounts, gw, n: int, mine: dict) -> Requ
 
 async def _child(data_dir: str, out_path: str, crash_at: int, where: str) -> None:
     from gw_fixtures import make_accounts
-    from exchange.gateway.core import Gateway
-    from exchange.gateway.state_db import StateDB
+    from exsim.exchange.gateway.core import Gateway
+    from exsim.exchange.gateway.state_db import StateDB
 
     if crash_at and where == "engine":
-        from store.session import Session
+        from exsim.store.session import Session
 
         real_process = Session.process
         calls = [0]

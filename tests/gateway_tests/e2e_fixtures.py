@@ -37,15 +37,15 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 
 from gw_fixtures import PASSWORD, make_accounts, write_accounts  # noqa: E402
 
-from exchange.gateway import ouch  # noqa: E402
-from exchange.gateway.client.fix import FixClient, FixClientError  # noqa: E402
-from exchange.gateway.client.ouch import OuchClient, SessionClosed  # noqa: E402
-from exchange.gateway.core import SymbolInfo  # noqa: E402
-from exchange.gateway.core import NOT_PROCESSED  # noqa: E402
-from exchange.gateway.fix.codec import body_of  # noqa: E402
-from exchange.gateway.fix.orders import report_body  # noqa: E402
-from exchange.gateway.reports import Report  # noqa: E402
-from exchange.schema import Event, Kind, OrderType, Side, Tif  # noqa: E402
+from exsim.exchange.gateway import ouch  # noqa: E402
+from exsim.exchange.gateway.client.fix import FixClient, FixClientError  # noqa: E402
+from exsim.exchange.gateway.client.ouch import OuchClient, SessionClosed  # noqa: E402
+from exsim.exchange.gateway.core import SymbolInfo  # noqa: E402
+from exsim.exchange.gateway.core import NOT_PROCESSED  # noqa: E402
+from exsim.exchange.gateway.fix.codec import body_of  # noqa: E402
+from exsim.exchange.gateway.fix.orders import report_body  # noqa: E402
+from exsim.exchange.gateway.reports import Report  # noqa: E402
+from exsim.exchange.schema import Event, Kind, OrderType, Side, Tif  # noqa: E402
 
 __all__ = ["PASSWORD", "ROOT", "ServeProcess", "RecordingFixClient", "OuchRecorder", "Flow",
            "MIDS", "NETWORK_S", "SENTINEL_OFFSET", "accounts_file", "fix_login", "fix_trader",
@@ -111,7 +111,7 @@ class ServeProcess:
             os.unlink(self.listening_path)
         except FileNotFoundError:
             pass
-        argv = [sys.executable, "-m", "replay.cli", "serve", self.data_dir,
+        argv = [sys.executable, "-m", "exsim.replay.cli", "serve", self.data_dir,
                 "--accounts", self.accounts_path, "--fsync", "batch", "--batch-us", "500"]
         for p in self.ports_wanted:
             argv += [f"--{p}", "0"]
@@ -544,14 +544,14 @@ def stored_streams(data_dir) -> dict[str, list[Report]]:
 
 def journal(data_dir) -> dict:
     """Return {"orders", "fills", "events"}: the stored tables of the served directory."""
-    from store import read
+    from exsim.store import read
 
     return {t: read(str(data_dir), t) for t in ("orders", "fills", "events")}
 
 
 def symbol_infos(data_dir) -> dict:
     """Return {name: SymbolInfo} from the directory's catalog."""
-    from store import Reader
+    from exsim.store import Reader
 
     with Reader(str(data_dir)) as r:
         return {str(s["name"]): SymbolInfo(int(s["id"]), str(s["name"]),
@@ -703,7 +703,7 @@ def warm_up(tmp_path) -> None:
     if _warm:
         return
     from gw_fixtures import running_gateway
-    from exchange.gateway.core import Request
+    from exsim.exchange.gateway.core import Request
 
     async def main():
         accts = make_accounts(2)
@@ -731,7 +731,7 @@ def core_oracle(data_dir, accounts) -> None:
     the order states agree with the fills and the engine's live orders). Run it after verify
     and rerun: reopening seals and checkpoints again."""
     from core_child import check_journal, in_core
-    from exchange.gateway.core import Gateway
+    from exsim.exchange.gateway.core import Gateway
 
     async def main():
         gw = await Gateway.open(str(data_dir), accounts, durability="none")

@@ -13,9 +13,9 @@ import time
 
 from gw_fixtures import PASSWORD, running_gateway
 
-from exchange.gateway.client.fix import FixClient, FixMessage
-from exchange.gateway.fix import server
-from exchange.gateway.fix.codec import Framer, Garbled, build, parse_frame, utc_timestamp
+from exsim.exchange.gateway.client.fix import FixClient, FixMessage
+from exsim.exchange.gateway.fix import server
+from exsim.exchange.gateway.fix.codec import Framer, Garbled, build, parse_frame, utc_timestamp
 
 __all__ = ["run", "fix_port", "client", "raw_msg", "raw_logon", "read_raw", "PASSWORD", "px"]
 

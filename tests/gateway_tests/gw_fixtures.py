@@ -11,9 +11,9 @@ from __future__ import annotations
 import contextlib
 import hashlib
 
-from exchange.gateway import accounts as acc
-from exchange.gateway.accounts import Account, Accounts
-from exchange.gateway.core import Gateway
+from exsim.exchange.gateway import accounts as acc
+from exsim.exchange.gateway.accounts import Account, Accounts
+from exsim.exchange.gateway.core import Gateway
 
 PASSWORD = "s3cret-pw"
 

@@ -12,8 +12,8 @@ import contextlib
 
 from gw_fixtures import PASSWORD, make_accounts, running_gateway
 
-from exchange.gateway import binary_server
-from exchange.gateway.client.ouch import OuchClient
+from exsim.exchange.gateway import binary_server
+from exsim.exchange.gateway.client.ouch import OuchClient
 
 TEST_DEADLINE_S = 60.0
 
@@ -60,8 +60,8 @@ async def raw_login(srv, name: str = "acct0", *, seq: int = 1, password: str = P
                     rcvbuf: int = 0):
     """Return (reader, writer, next seq) of a raw connection logged in as ``name``; raises
     AssertionError if the login is not accepted."""
-    from exchange.gateway import ouch
-    from exchange.gateway.framing import PacketType, frame, read_frame
+    from exsim.exchange.gateway import ouch
+    from exsim.exchange.gateway.framing import PacketType, frame, read_frame
 
     reader, writer = await raw_connect(srv, rcvbuf=rcvbuf)
     writer.write(frame(PacketType.LOGIN_REQUEST, ouch.encode_login(name, password, "", seq)))
@@ -73,7 +73,7 @@ async def raw_login(srv, name: str = "acct0", *, seq: int = 1, password: str = P
 async def read_until_quiet(reader, quiet_s: float = 0.3, limit: int = 100_000):
     """Return (packets, closed): the (type, payload) packets received until nothing came for
     ``quiet_s`` seconds (closed False) or the server closed the connection (closed True)."""
-    from exchange.gateway.framing import FrameError, read_frame
+    from exsim.exchange.gateway.framing import FrameError, read_frame
 
     packets = []
     while len(packets) < limit:

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from exchange.errors import InputError
-from exchange.gateway.accounts import (
+from exsim.exchange.errors import InputError
+from exsim.exchange.gateway.accounts import (
     Account, Accounts, AuthError, check_password, format_account, hash_password)
 from gw_fixtures import PASSWORD, cheap_hash
 

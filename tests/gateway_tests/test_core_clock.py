@@ -12,7 +12,7 @@ import time
 import pytest
 
 from fix_helpers import client, fix_port, run
-from exchange.gateway.fix.codec import utc_timestamp
+from exsim.exchange.gateway.fix.codec import utc_timestamp
 
 
 def test_gtd_order_expires_without_other_traffic(tmp_path):

@@ -22,8 +22,8 @@ import time
 from collections import defaultdict
 
 from core_child import check_journal, in_core
-from exchange.gateway.reports import Report
-from exchange.schema import Side
+from exsim.exchange.gateway.reports import Report
+from exsim.exchange.schema import Side
 from gw_fixtures import make_accounts, running_gateway
 from test_core_requests import ACCOUNTS, A0, new, settle
 
@@ -122,7 +122,7 @@ def test_crash_between_journal_and_report_commit_is_recovered(tmp_path):
             proc.wait(10)
     acked = _acknowledged(out)
     before, n_before = _reported_through(str(d))
-    from store import journaled_through
+    from exsim.store import journaled_through
 
     journal = journaled_through(str(d))
     assert journal > before > 0, "the crash did not leave a journaled batch without reports"
@@ -146,7 +146,7 @@ def test_crash_before_the_engine_forgets_the_unjournaled_requests(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait(10)
-    from store import journaled_through
+    from exsim.store import journaled_through
 
     journal = journaled_through(str(d))
     db = sqlite3.connect(os.path.join(d, "gateway", "gateway.sqlite"))

@@ -16,8 +16,8 @@ from collections import defaultdict
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from core_child import check_journal, in_core
-from exchange.gateway.core import MAX_CLIENT_ID, Request
-from exchange.schema import Event, OrderType, Reason, Side, Tif
+from exsim.exchange.gateway.core import MAX_CLIENT_ID, Request
+from exsim.exchange.schema import Event, OrderType, Reason, Side, Tif
 from gw_fixtures import make_accounts, running_gateway
 
 ACCOUNTS = make_accounts(4)
@@ -162,7 +162,7 @@ async def _flow(d, actions) -> tuple[dict, dict]:
 
 
 def _check(gw, got):
-    from store import read
+    from exsim.store import read
 
     return check_journal(gw, got), read(gw.session, "events", seq=(1, max(gw.engine.seq, 1)))
 

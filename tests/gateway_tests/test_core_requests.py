@@ -14,8 +14,8 @@ from collections import defaultdict
 import pytest
 
 from core_child import check_journal, in_core
-from exchange.gateway.core import MAX_CLIENT_ID, Request
-from exchange.schema import Event, OrderType, Reason, Side, Tif
+from exsim.exchange.gateway.core import MAX_CLIENT_ID, Request
+from exsim.exchange.schema import Event, OrderType, Reason, Side, Tif
 from gw_fixtures import make_accounts, running_gateway
 
 ACCOUNTS = make_accounts(4)
@@ -223,7 +223,7 @@ def test_unknown_symbol_and_unknown_order_are_journaled_rejects(tmp_path):
 # -- the core's other promises ----------------------------------------------------------------------
 
 def test_rate_limiter_is_a_token_bucket():
-    from exchange.gateway.core import RateLimiter
+    from exsim.exchange.gateway.core import RateLimiter
 
     rl = RateLimiter(10)
     t = 5 * 10**9
@@ -321,8 +321,8 @@ def test_an_id_replaced_away_no_longer_names_the_order(tmp_path):
     A1 is still refused as a new order's id (duplicate)."""
     import asyncio
 
-    from exchange.gateway.core import Request
-    from exchange.schema import Side
+    from exsim.exchange.gateway.core import Request
+    from exsim.exchange.schema import Side
     from gw_fixtures import make_accounts, running_gateway
 
     async def main():

@@ -18,9 +18,9 @@ from collections import defaultdict
 import pytest
 
 from core_child import check_journal, in_core
-from exchange.errors import CorruptionError, StoreError
-from exchange.gateway.core import Gateway, Request
-from exchange.schema import OrderType, Side, Tif
+from exsim.exchange.errors import CorruptionError, StoreError
+from exsim.exchange.gateway.core import Gateway, Request
+from exsim.exchange.schema import OrderType, Side, Tif
 from gw_fixtures import make_accounts, running_gateway
 from test_core_requests import ACCOUNTS, A0, A1, cancel, new, settle
 
@@ -88,7 +88,7 @@ def test_restart_keeps_streams_ids_and_clock(tmp_path, monkeypatch):
 
     asyncio.run(second())
     monkeypatch.undo()
-    from replay.cli import main
+    from exsim.replay.cli import main
 
     assert main(["verify", str(d)]) == 0
     assert main(["rerun", str(d)]) == 0
@@ -200,7 +200,7 @@ def test_a_second_gateway_on_a_directory_another_process_serves_is_refused(tmp_p
 
 
 def test_open_refuses_bad_options(tmp_path):
-    from exchange.errors import UsageError
+    from exsim.exchange.errors import UsageError
 
     for kw in (dict(durability="sometimes"), dict(batch_ns=0), dict(batch_max=0),
                dict(batch_ns=1.5)):

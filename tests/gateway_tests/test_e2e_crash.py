@@ -31,8 +31,8 @@ from e2e_fixtures import (MIDS, SENTINEL_OFFSET, Flow, NETWORK_S, OuchRecorder, 
                           journal, ouch_trader, quiesce, run, stored_streams, symbol_infos,
                           px, wait_until, warm_up)
 
-from exchange.gateway.fix.codec import build, parse_frame, parse_utc_timestamp, utc_timestamp
-from exchange.schema import Kind
+from exsim.exchange.gateway.fix.codec import build, parse_frame, parse_utc_timestamp, utc_timestamp
+from exsim.exchange.schema import Kind
 
 N_FIX, N_OUCH = 3, 3
 PACE_S = (0.002, 0.012)   # about 140 messages a second per client
@@ -217,7 +217,7 @@ def test_sigkill_mid_session_and_resync(tmp_path, kill_after_acks):
     possdup = sum(1 for c in fixc + [drop] for k, raw in c.frames if k == 2
                   and parse_frame(raw).get(43) == b"Y")
 
-    from replay.cli import main as cli
+    from exsim.replay.cli import main as cli
 
     assert cli(["verify", str(data)]) == 0
     assert cli(["rerun", str(data)]) == 0

@@ -22,12 +22,12 @@ import pytest
 
 from e2e_fixtures import PASSWORD, ROOT, accounts_file, run, warm_up
 
-from exchange.gateway.client.fix import FixClient
+from exsim.exchange.gateway.client.fix import FixClient
 
 
 WRAPPER = textwrap.dedent("""
     import os, sys, time
-    import exchange.gateway.core as core
+    import exsim.exchange.gateway.core as core
     _open = core.Gateway.open.__func__
     async def _patched(cls, *a, **k):
         gw = await _open(cls, *a, **k)
@@ -39,7 +39,7 @@ WRAPPER = textwrap.dedent("""
         gw.session.process = slow
         return gw
     core.Gateway.open = classmethod(_patched)
-    from replay.cli import main
+    from exsim.replay.cli import main
     sys.exit(main(sys.argv[1:]))
 """)
 
@@ -96,7 +96,7 @@ def test_order_counted_as_received_is_not_lost_in_a_crash(tmp_path):
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
         os.unlink(flag)
-        proc, port = _start([sys.executable, "-m", "replay.cli", *serve], env, data_dir, log)
+        proc, port = _start([sys.executable, "-m", "exsim.replay.cli", *serve], env, data_dir, log)
         procs.append(proc)
         c.port = port
         await c.reconnect(timeout=20)
@@ -135,7 +135,7 @@ def test_order_waiting_for_its_batch_is_asked_again_after_a_crash(tmp_path):
     procs = []
 
     async def main():
-        proc, port = _start([sys.executable, "-m", "replay.cli", *serve, "--batch-us",
+        proc, port = _start([sys.executable, "-m", "exsim.replay.cli", *serve, "--batch-us",
                              "9000000"], env, data_dir, log)
         procs.append(proc)
         c = await FixClient.connect("127.0.0.1", port, "acct0", PASSWORD, reset=True,
@@ -144,7 +144,7 @@ def test_order_waiting_for_its_batch_is_asked_again_after_a_crash(tmp_path):
         await asyncio.sleep(1.0)          # the session has read it; its batch waits 9 s
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
-        proc, port = _start([sys.executable, "-m", "replay.cli", *serve], env, data_dir, log)
+        proc, port = _start([sys.executable, "-m", "exsim.replay.cli", *serve], env, data_dir, log)
         procs.append(proc)
         c.port = port
         await c.reconnect(timeout=20)

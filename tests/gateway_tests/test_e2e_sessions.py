@@ -32,10 +32,10 @@ from e2e_fixtures import (MIDS, NETWORK_S, PASSWORD, SENTINEL_OFFSET, Flow, Ouch
                           journal, ouch_trader, px, quiesce, run, stored_streams, symbol_infos,
                           wait_until, warm_up)
 
-from exchange.gateway.client.itch import FeedClient
-from exchange.gateway.framing import PacketType, frame
-from exchange.gateway.fix.codec import build, utc_timestamp
-from exchange.schema import OrderType, Side, Tif
+from exsim.exchange.gateway.client.itch import FeedClient
+from exsim.exchange.gateway.framing import PacketType, frame
+from exsim.exchange.gateway.fix.codec import build, utc_timestamp
+from exsim.exchange.schema import OrderType, Side, Tif
 
 N_FIX = N_OUCH = 16
 TRADE_S = 3.0
@@ -108,7 +108,7 @@ def test_32_sessions_trade_and_every_report_agrees_with_the_journal(tmp_path):
         assert {m[1] for m in fix_reports(d)} == {a.name for a in accts if a.firm == firm
                                                   and a.name.startswith("acct")}
     # the feed's book is the final engine book
-    from replay import book_at
+    from exsim.replay import book_at
 
     last_seq = int(jr["orders"]["seq"].max())
     for sym, (rows, (bids, asks)) in feed_books.items():
@@ -128,7 +128,7 @@ def test_32_sessions_trade_and_every_report_agrees_with_the_journal(tmp_path):
     assert all(streams.get(f"fix:{n}") for n in fix_names)
     assert all(streams.get(f"ouch:{n}") for n in ouch_names)
 
-    from replay.cli import main as cli
+    from exsim.replay.cli import main as cli
 
     t3 = time.monotonic()
     assert cli(["verify", str(data)]) == 0
@@ -195,7 +195,7 @@ def test_slow_and_half_open_clients_do_not_stall_others(tmp_path):
     binary trader that never reads: a healthy FIX client's round trips all complete during the
     flood and are as fast as before once it is over, while the misbehaving sockets are still
     open and full."""
-    from exchange.gateway import ouch
+    from exsim.exchange.gateway import ouch
     from fix_helpers import logon_body, raw_msg
 
     warm_up(tmp_path)

@@ -14,7 +14,7 @@ from fix_helpers import client, fix_port, logon_body, raw_msg, read_raw
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from exchange.gateway.fix.codec import build, utc_timestamp
+from exsim.exchange.gateway.fix.codec import build, utc_timestamp
 
 ANSWERS = {"0", "1", "2", "3", "4", "5", "8", "9", "j"}
 

@@ -15,9 +15,9 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from fix_helpers import PASSWORD, client, fix_port, px, raw_msg, read_raw, run
 from gw_fixtures import cheap_hash, make_accounts
 
-from exchange.gateway.accounts import Account, Accounts
-from exchange.gateway.client.fix import FixClientError, MarketDataBook
-from exchange.gateway.fix.marketdata import MAX_DEPTH
+from exsim.exchange.gateway.accounts import Account, Accounts
+from exsim.exchange.gateway.client.fix import FixClientError, MarketDataBook
+from exsim.exchange.gateway.fix.marketdata import MAX_DEPTH
 
 SYM = "JPM"
 

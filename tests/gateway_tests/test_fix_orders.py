@@ -6,7 +6,7 @@ from __future__ import annotations
 from fix_helpers import client, fix_port, px, raw_msg, read_raw, run
 from gw_fixtures import make_accounts
 
-from exchange.gateway.fix.codec import utc_timestamp
+from exsim.exchange.gateway.fix.codec import utc_timestamp
 
 
 def _er(where_cid):

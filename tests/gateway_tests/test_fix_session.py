@@ -8,7 +8,7 @@ import asyncio
 
 from fix_helpers import client, fix_port, logon_body, px, raw_logon, raw_msg, read_raw, run
 
-from exchange.gateway.client.fix import FixClient, FixClientError
+from exsim.exchange.gateway.client.fix import FixClient, FixClientError
 
 
 def test_logon_is_refused_for_a_bad_password_target_or_heartbeat(tmp_path):

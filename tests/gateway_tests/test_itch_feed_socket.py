@@ -15,11 +15,11 @@ import pytest
 
 from gw_fixtures import PASSWORD, make_accounts, running_gateway
 
-from exchange import OrderType
-from exchange.gateway import feed_server, itch
-from exchange.gateway.client.itch import FeedClient, LoginRejected
-from exchange.gateway.core import Request
-from exchange.gateway.framing import FrameError, PacketType, frame, read_frame
+from exsim.exchange import OrderType
+from exsim.exchange.gateway import feed_server, itch
+from exsim.exchange.gateway.client.itch import FeedClient, LoginRejected
+from exsim.exchange.gateway.core import Request
+from exsim.exchange.gateway.framing import FrameError, PacketType, frame, read_frame
 
 T = 20   # seconds any one test may wait for the network
 

@@ -26,8 +26,8 @@ from phase_flows import (  # noqa: E402
     phase_flows, stop_uncross_flows, to_phase,
 )
 
-from exchange import Engine, Phase, Side  # noqa: E402
-from exchange.gateway import itch  # noqa: E402
+from exsim.exchange import Engine, Phase, Side  # noqa: E402
+from exsim.exchange.gateway import itch  # noqa: E402
 
 SETTINGS = settings(max_examples=120, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

@@ -20,10 +20,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ouch_fixtures import read_until_quiet
 
-from exchange.gateway import binary_server, ouch
-from exchange.gateway.client.ouch import OuchClient
-from exchange.gateway.framing import PacketType, frame
-from exchange.schema import OrderType, Side, Tif
+from exsim.exchange.gateway import binary_server, ouch
+from exsim.exchange.gateway.client.ouch import OuchClient
+from exsim.exchange.gateway.framing import PacketType, frame
+from exsim.exchange.schema import OrderType, Side, Tif
 
 
 class _Errors(logging.Handler):
@@ -41,7 +41,7 @@ def served(tmp_path_factory):
     data_dir = tmp_path_factory.mktemp("ouch_fuzz") / "d"
     ready, box = threading.Event(), {}
     errors = _Errors()
-    for name in ("exchange.gateway.binary_server", "exsim.gateway"):
+    for name in ("exsim.exchange.gateway.binary_server", "exsim.gateway"):
         logging.getLogger(name).addHandler(errors)
 
     async def serve():
@@ -60,7 +60,7 @@ def served(tmp_path_factory):
     yield box["port"], errors.records
     box["loop"].call_soon_threadsafe(box["stop"].set)
     t.join(30)
-    for name in ("exchange.gateway.binary_server", "exsim.gateway"):
+    for name in ("exsim.exchange.gateway.binary_server", "exsim.gateway"):
         logging.getLogger(name).removeHandler(errors)
 
 

@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from exchange.gateway import ouch
-from exchange.gateway.ouch import MessageError, OuchReason
-from exchange.gateway.reports import EXEC_KINDS, Report
-from exchange.schema import OrderType, Reason, Side, Tif
+from exsim.exchange.gateway import ouch
+from exsim.exchange.gateway.ouch import MessageError, OuchReason
+from exsim.exchange.gateway.reports import EXEC_KINDS, Report
+from exsim.exchange.schema import OrderType, Reason, Side, Tif
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "gateway-binary.md"
 

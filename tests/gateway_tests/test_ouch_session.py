@@ -9,11 +9,11 @@ import pytest
 from gw_fixtures import PASSWORD, make_accounts
 from ouch_fixtures import login, ouch_port, raw_connect, raw_login, read_until_quiet, run
 
-from exchange.gateway import ouch
-from exchange.gateway.client.ouch import LoginRejected, SessionClosed
-from exchange.gateway.framing import PacketType, frame
-from exchange.gateway.ouch import OuchReason
-from exchange.schema import OrderType, Reason, Side, Tif
+from exsim.exchange.gateway import ouch
+from exsim.exchange.gateway.client.ouch import LoginRejected, SessionClosed
+from exsim.exchange.gateway.framing import PacketType, frame
+from exsim.exchange.gateway.ouch import OuchReason
+from exsim.exchange.schema import OrderType, Reason, Side, Tif
 
 
 def _kinds(received):

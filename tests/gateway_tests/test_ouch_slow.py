@@ -7,9 +7,9 @@ import asyncio
 
 from ouch_fixtures import login, ouch_port, raw_login, run
 
-from exchange.gateway import ouch
-from exchange.gateway.framing import PacketType, frame
-from exchange.schema import OrderType, Side, Tif
+from exsim.exchange.gateway import ouch
+from exsim.exchange.gateway.framing import PacketType, frame
+from exsim.exchange.schema import OrderType, Side, Tif
 
 
 def _enter(token: str, price: int) -> bytes:

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from hypothesis import given, settings, strategies as st
 
-from exchange.gateway.fix import codec
-from exchange.gateway.fix.codec import FieldError
+from exsim.exchange.gateway.fix import codec
+from exsim.exchange.gateway.fix.codec import FieldError
 
 SOH = b"\x01"
 

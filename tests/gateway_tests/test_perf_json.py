@@ -10,8 +10,8 @@ import json
 
 from hypothesis import given, settings, strategies as st
 
-from exchange.gateway.reports import Origin, OrderState, Report
-from exchange.schema import Side
+from exsim.exchange.gateway.reports import Origin, OrderState, Report
+from exsim.exchange.schema import Side
 
 
 class _Str(str):
@@ -91,7 +91,7 @@ def test_the_json_round_trips():
        st.integers(0, 1 << 62), st.one_of(st.none(), st.sampled_from(list(Report.__dataclass_fields__))),
        _odd)
 def test_a_renumbered_copy_writes_as_json_dumps(values, stream, rseq, odd_name, odd):
-    from exchange.gateway.reports import renumbered_json
+    from exsim.exchange.gateway.reports import renumbered_json
 
     if odd_name is not None:
         values = {**values, odd_name: odd}

@@ -10,9 +10,9 @@ import sys
 
 import pytest
 
-from exchange.gateway.accounts import Accounts
+from exsim.exchange.gateway.accounts import Accounts
 from gw_fixtures import make_accounts, write_accounts
-from replay.cli import main
+from exsim.replay.cli import main
 
 
 def account(monkeypatch, *argv, password="pw-one"):

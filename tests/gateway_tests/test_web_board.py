@@ -15,8 +15,8 @@ from conftest import SYMBOLS, buy, cut_points, flow, flows, make_book, msg, sell
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from exchange.gateway.web import Board, Position, Scope, for_scope
-from exchange.schema import Event, Kind, Phase
+from exsim.exchange.gateway.web import Board, Position, Scope, for_scope
+from exsim.exchange.schema import Event, Kind, Phase
 
 LEVELS = 3
 

@@ -16,8 +16,8 @@ from web_fixtures import TIMEOUT, accounts, buy, sell, until, web_gateway
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from exchange.errors import UsageError
-from exchange.gateway import web
+from exsim.exchange.errors import UsageError
+from exsim.exchange.gateway import web
 from gw_fixtures import PASSWORD, running_gateway
 
 

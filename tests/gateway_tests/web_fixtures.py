@@ -14,10 +14,10 @@ import json
 
 from gw_fixtures import PASSWORD, cheap_hash, make_accounts, running_gateway
 
-from exchange.gateway import web
-from exchange.gateway.accounts import Account, Accounts
-from exchange.gateway.core import Request
-from exchange.schema import Side
+from exsim.exchange.gateway import web
+from exsim.exchange.gateway.accounts import Account, Accounts
+from exsim.exchange.gateway.core import Request
+from exsim.exchange.schema import Side
 
 TIMEOUT = 20.0   # seconds any one wait may take before the test fails
 

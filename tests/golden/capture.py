@@ -77,7 +77,7 @@ def _h(*arrays) -> str:
 def _state(eng) -> str:
     """``Engine.state_hash()`` over the state it covered when the digests were recorded: the
     header's options, symbols and counters, and the live orders' recorded fields."""
-    from exchange import checkpoint as ckpt
+    from exsim.exchange import checkpoint as ckpt
 
     parsed = ckpt.parse(eng.checkpoint())
     head = json.loads(parsed.header)
@@ -102,7 +102,7 @@ def _sample(*parts) -> str | None:
 
 def _flows() -> dict:
     """name -> (ORDER_DTYPE orders, [(symbol name, tick size)])."""
-    from scenarios import load_lobster, load_quantcup, load_scenario
+    from exsim.scenarios import load_lobster, load_quantcup, load_scenario
 
     out = {}
     for preset in ("default", "zi", "hawkes", "bench_1m", "bench_1m_100sym"):
@@ -128,7 +128,7 @@ def _flows() -> dict:
 
 
 def _engine(symbols, **options):
-    from exchange import Engine
+    from exsim.exchange import Engine
 
     eng = Engine(**options)
     for name, tick in symbols:
@@ -154,8 +154,8 @@ def engine_jobs(flows: dict) -> dict:
 
 def store_jobs(flows: dict, tmp: str) -> dict:
     """A journaled run of the default preset: stored tables, books, verify, rerun, stats."""
-    from replay import book_at, rerun, stats, verify
-    from store import Session, read
+    from exsim.replay import book_at, rerun, stats, verify
+    from exsim.store import Session, read
 
     orders, symbols = flows["preset:default"]
     d = os.path.join(tmp, "run")
@@ -181,9 +181,9 @@ def store_jobs(flows: dict, tmp: str) -> dict:
 
 def backtest_jobs(flows: dict) -> dict:
     """Backtests on the njit and Python paths, L3 and L2, with latency, what-if and a sweep."""
-    from replay import ConstantLatency, backtest, sweep, whatif
-    from scenarios import load_binance, load_scenario
-    from replay.backtesting.strategies import InventoryMarketMaker, MomentumTaker, market_maker_fast
+    from exsim.replay import ConstantLatency, backtest, sweep, whatif
+    from exsim.scenarios import load_binance, load_scenario
+    from exsim.replay.backtesting.strategies import InventoryMarketMaker, MomentumTaker, market_maker_fast
 
     out = {}
     sc = load_scenario("default")
@@ -207,7 +207,7 @@ def backtest_jobs(flows: dict) -> dict:
                 latency=ConstantLatency(1_000_000, 1_000_000), queue_model=qm))
     w = whatif(sc, InventoryMarketMaker(), symbol="JPM")
     out["whatif:mm:default"] = _h(*(np.asarray(getattr(w, k)) for k in ("displaced", "added")))
-    rows = sweep("default", "replay.backtesting.strategies:InventoryMarketMaker",
+    rows = sweep("default", "exsim.replay.backtesting.strategies:InventoryMarketMaker",
                  {"size": [2, 5]}, symbol="JPM", scheduler="serial")
     out["sweep:mm:default"] = _h(json.dumps(rows, sort_keys=True, default=str))
     return out
@@ -219,8 +219,8 @@ def old_dir_jobs(tmp: str) -> dict:
     after ``Session.open`` recovered its WAL tail and ``close`` sealed it."""
     import shutil
 
-    from replay import book_at, rerun, verify
-    from store import Session, read
+    from exsim.replay import book_at, rerun, verify
+    from exsim.store import Session, read
 
     d = os.path.join(tmp, "run_v1")
     shutil.copytree(os.path.join(HERE, "run_v1"), d)

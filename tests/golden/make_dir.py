@@ -19,9 +19,9 @@ TARGET = os.path.join(HERE, "run_v1")
 
 def main() -> int:
     """Write the directory (replacing it); the process exits without closing the session."""
-    from exchange import Engine
-    from scenarios import load_scenario
-    from store import Session
+    from exsim.exchange import Engine
+    from exsim.scenarios import load_scenario
+    from exsim.store import Session
 
     sc = load_scenario("default")
     orders = sc.generate()[:7500]

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from exchange import Engine
-from exchange.schema import ORDER_DTYPE, Kind, OrderType, Phase, Side, Tif
+from exsim.exchange import Engine
+from exsim.exchange.schema import ORDER_DTYPE, Kind, OrderType, Phase, Side, Tif
 
 AUC, OTHER = 0, 1
 T0 = 1_700_000_000_000_000_000
@@ -101,7 +101,7 @@ def step_by_step(orders: np.ndarray, symbol=AUC):
 def journal(path: str, orders: np.ndarray, batch: int = 3, **opts) -> str:
     """Journal ``orders`` into a new data directory ``path`` in batches of ``batch`` messages,
     checkpointing and sealing often (mid-call checkpoints included); returns ``path``."""
-    from store import Session
+    from exsim.store import Session
 
     s = Session.create(path, engine(), run_info={"scenario": "phase day", "seed": 0},
                        durability="none", seal_in_background=False,

@@ -9,8 +9,8 @@ what replaying the rows into a dict gives.
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from exchange.schema import DEPTH_DTYPE, L2_DTYPE, MAX_PRICE, Side
-from replay.rebuild import apply_l2
+from exsim.exchange.schema import DEPTH_DTYPE, L2_DTYPE, MAX_PRICE, Side
+from exsim.replay.rebuild import apply_l2
 
 BUY, SELL = int(Side.BUY), int(Side.SELL)
 

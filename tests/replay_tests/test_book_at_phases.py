@@ -9,10 +9,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from exchange.schema import CALL_MARKET_PRICE, CALL_PHASES, Phase
+from exsim.exchange.schema import CALL_MARKET_PRICE, CALL_PHASES, Phase
 from phase_day import day_flow, journal, step_by_step
-from replay import book_at
-from store import Reader
+from exsim.replay import book_at
+from exsim.store import Reader
 
 
 @pytest.fixture(scope="module")

@@ -10,15 +10,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from exchange import Engine
-from exchange.errors import InputError
-from exchange.schema import ORDER_DTYPE, Tif
-from replay.export import export
-from replay.simulation import simulate
-from scenarios import Flow
-from scenarios.loaders.generic import load_generic, write_generic
-from scenarios.scenario import SymbolSpec
-from store import Catalog, Session, read
+from exsim.exchange import Engine
+from exsim.exchange.errors import InputError
+from exsim.exchange.schema import ORDER_DTYPE, Tif
+from exsim.replay.export import export
+from exsim.replay.simulation import simulate
+from exsim.scenarios import Flow
+from exsim.scenarios.loaders.generic import load_generic, write_generic
+from exsim.scenarios.scenario import SymbolSpec
+from exsim.store import Catalog, Session, read
 
 OPTS = dict(tick_table=[(1, 1), (105, 5)], lot_size=5, min_order_qty=10,
             session_close=16 * 3600 * 10**9, currency="USD", tick_value=12.5, maker_bps=-0.2,

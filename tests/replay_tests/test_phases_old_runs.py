@@ -9,10 +9,10 @@ import shutil
 
 import pytest
 
-from exchange.schema import Phase
-from replay import book_at
-from replay.analytics import phase_stats
-from store import read
+from exsim.exchange.schema import Phase
+from exsim.replay import book_at
+from exsim.replay.analytics import phase_stats
+from exsim.store import read
 
 RUN_V1 = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "golden",
                       "run_v1")

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from exchange.errors import StoreError, UsageError
-from replay import book_at
+from exsim.exchange.errors import StoreError, UsageError
+from exsim.replay import book_at
 from test_replay_common import SYMBOLS, rich_flow, store_run
 
 

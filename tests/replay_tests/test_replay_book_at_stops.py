@@ -7,9 +7,9 @@ Needs the engine of issue 15 (``Engine.stops``, stops, icebergs and GTD in the k
 import numpy as np
 import pytest
 
-from exchange.schema import ORDER_DTYPE, Kind, OrderType, Side, Tif
-from replay import book_at
-from store import Session
+from exsim.exchange.schema import ORDER_DTYPE, Kind, OrderType, Side, Tif
+from exsim.replay import book_at
+from exsim.store import Session
 from test_replay_common import SYMBOLS, make_engine, rich_flow
 
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from exchange import Engine
-from exchange.schema import ORDER_DTYPE, Flag, Kind, OrderType, Tif
-from store import Session
+from exsim.exchange import Engine
+from exsim.exchange.schema import ORDER_DTYPE, Flag, Kind, OrderType, Tif
+from exsim.store import Session
 
 SYMBOLS = ("AAA", "BBB", "CCC")
 

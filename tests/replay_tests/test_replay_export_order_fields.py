@@ -8,11 +8,11 @@ import sqlite3
 import numpy as np
 import pytest
 
-from exchange.errors import UsageError
-from exchange.schema import ORDER_DTYPE, Kind, OrderType, Tif
-from replay.export import export
-from store import Session
-from store.tables import ADDED_COLUMNS
+from exsim.exchange.errors import UsageError
+from exsim.exchange.schema import ORDER_DTYPE, Kind, OrderType, Tif
+from exsim.replay.export import export
+from exsim.store import Session
+from exsim.store.tables import ADDED_COLUMNS
 from test_replay_common import make_engine
 
 ADDED = ADDED_COLUMNS["orders"]
@@ -80,7 +80,7 @@ def test_sqlite_export_has_every_added_column_with_its_values(run, tmp_path):
 
 
 def test_flow_export_writes_the_added_fields_so_the_flow_reruns_the_same_messages(run, tmp_path):
-    from scenarios import load_generic
+    from exsim.scenarios import load_generic
 
     d, orders = run
     export(d, "orders", str(tmp_path / "flow.csv"), fmt="flow")

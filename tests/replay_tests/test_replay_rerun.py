@@ -4,10 +4,10 @@ altered or dropped stored row is found with both rows; runs without digests reru
 import numpy as np
 import pytest
 
-from exchange.errors import StoreError, UsageError
-from store import read
-from replay import rerun
-from replay.determinism import compare_outputs
+from exsim.exchange.errors import StoreError, UsageError
+from exsim.store import read
+from exsim.replay import rerun
+from exsim.replay.determinism import compare_outputs
 from test_replay_common import SYMBOLS, TamperingEngine, rich_flow, store_run
 
 
@@ -81,7 +81,7 @@ def test_altered_stored_row_is_reported_with_its_seq_and_both_rows(tmp_path, tab
 
 
 def test_compare_outputs_reports_a_missing_row():
-    from exchange.schema import FILL_DTYPE, L2_DTYPE, EVENT_DTYPE
+    from exsim.exchange.schema import FILL_DTYPE, L2_DTYPE, EVENT_DTYPE
     a = np.zeros(2, FILL_DTYPE); a["seq"] = [3, 4]
     empty = {"l2": np.zeros(0, L2_DTYPE), "events": np.zeros(0, EVENT_DTYPE)}
     div = compare_outputs({"fills": a[:1], **empty}, {"fills": a, **empty})
@@ -96,8 +96,8 @@ def test_bad_chunk_and_missing_directory_are_errors(tmp_path):
 
 
 def test_compare_columns_finds_the_first_difference_across_blocks():
-    from exchange.schema import FILL_DTYPE, L2_DTYPE, EVENT_DTYPE
-    from replay.determinism import compare_columns
+    from exsim.exchange.schema import FILL_DTYPE, L2_DTYPE, EVENT_DTYPE
+    from exsim.replay.determinism import compare_columns
     mine = np.zeros(5, FILL_DTYPE); mine["seq"] = [1, 2, 3, 4, 5]; mine["qty"] = 10
     blocks = [{c: mine[c][:2].copy() for c in FILL_DTYPE.names},
               {c: mine[c][2:].copy() for c in FILL_DTYPE.names}]
@@ -112,7 +112,7 @@ def test_compare_columns_finds_the_first_difference_across_blocks():
 
 
 def test_plan_covers_every_seq_once_starting_short_and_cutting_at_segments():
-    from replay.determinism import _plan
+    from exsim.replay.determinism import _plan
     # segments of 131 messages, shorter than even the first range (chunk / 32 = 200)
     cuts = list(range(130, 20_000, 131))
     plan = _plan(0, 20_000, 6400, {5_000}, cuts)
@@ -126,7 +126,7 @@ def test_plan_covers_every_seq_once_starting_short_and_cutting_at_segments():
 
 
 def test_plan_without_cuts_and_with_a_start():
-    from replay.determinism import _plan
+    from exsim.replay.determinism import _plan
     plan = _plan(100, 1_000, 64, set(), [])
     assert plan[0] == (101, 102) and plan[-1][1] == 1_000            # chunk / 32 first
     assert all(b[0] == a[1] + 1 for a, b in zip(plan, plan[1:]))
@@ -134,8 +134,8 @@ def test_plan_without_cuts_and_with_a_start():
 
 
 def test_segment_cuts_never_split_a_segment(tmp_path):
-    from replay.rundir import run_info, segment_cuts
-    from store.catalog import Catalog
+    from exsim.replay.rundir import run_info, segment_cuts
+    from exsim.store.catalog import Catalog
     store_run(tmp_path, rich_flow(2600, seed=24), seal_every=400)
     cuts = segment_cuts(run_info(tmp_path), "orders")
     cat = Catalog(str(tmp_path))
@@ -170,7 +170,7 @@ class _BadCheckpointEngine(TamperingEngine):
         rows_at = 16 + hlen + 8
         if struct.unpack_from("<Q", blob, rows_at - 8)[0] == 0:
             return bytes(blob)
-        from exchange.schema import CHECKPOINT_DTYPE
+        from exsim.exchange.schema import CHECKPOINT_DTYPE
         q = rows_at + CHECKPOINT_DTYPE.fields["qty"][1]
         struct.pack_into("<q", blob, q, struct.unpack_from("<q", blob, q)[0] + 1)
         struct.pack_into("<I", blob, len(blob) - 4, crc32c.crc32c(bytes(blob[:-4])))
@@ -183,7 +183,7 @@ def test_a_stored_checkpoint_that_differs_is_reported(tmp_path, mode):
     for name in SYMBOLS:
         eng.add_symbol(name)
     store_run(tmp_path, rich_flow(2000, seed=26), engine=eng, checkpoint_every=600)
-    from replay.rundir import run_info
+    from exsim.replay.rundir import run_info
     info = run_info(tmp_path)
     report = rerun(tmp_path, chunk=300, checkpoints=mode)
     div = report.first_divergence
@@ -197,7 +197,7 @@ def test_a_stored_checkpoint_that_differs_is_reported(tmp_path, mode):
 
 def test_checkpoint_shortcut_agrees_with_the_engine_bytes():
     import crc32c
-    from replay.determinism import _same_state
+    from exsim.replay.determinism import _same_state
     from test_replay_common import make_engine
     eng = make_engine()
     eng.process(rich_flow(1500, seed=27))
@@ -236,7 +236,7 @@ def test_a_dropped_stored_row_is_found_by_the_digest_pass_and_reported_as_by_row
 
 @pytest.mark.parametrize("n_symbols", [1, 3])
 def test_digest_mode_equals_rows_mode_on_clean_runs_with_compaction(tmp_path, n_symbols):
-    from store import compact
+    from exsim.store import compact
     store_run(tmp_path, rich_flow(2500, seed=30, n_symbols=n_symbols), seal_every=300,
               checkpoint_every=900)
     rows = rerun(tmp_path, chunk=500, checkpoints="all", compare="rows")
@@ -251,7 +251,7 @@ def test_digest_mode_equals_rows_mode_on_clean_runs_with_compaction(tmp_path, n_
 
 def _set_digest(data_dir, value, table="l2", which=1):
     """Overwrite the digest of one ``table`` segment (the which-th by seq) in the catalog."""
-    from store.catalog import Catalog
+    from exsim.store.catalog import Catalog
     cat = Catalog(str(data_dir))
     seg = sorted((r for r in cat.all_segments() if r["table_name"] == table),
                  key=lambda r: r["seq_lo"])[which]
@@ -289,9 +289,9 @@ def test_a_wrong_recorded_digest_is_settled_by_the_rows(tmp_path):
 @pytest.mark.parametrize("table,which", [("fills", 0), ("l2", -1), ("events", 2)])
 def test_a_damaged_output_file_is_reported_as_when_its_rows_are_read(tmp_path, table, which):
     import os
-    from exchange.errors import CorruptionError
-    from store.segment import check_segment
-    from store.catalog import Catalog
+    from exsim.exchange.errors import CorruptionError
+    from exsim.store.segment import check_segment
+    from exsim.store.catalog import Catalog
     store_run(tmp_path, rich_flow(1500, seed=33))
     cat = Catalog(str(tmp_path))
     segs = sorted((r for r in cat.all_segments() if r["table_name"] == table),

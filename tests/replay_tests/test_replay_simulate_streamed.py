@@ -10,12 +10,12 @@ import pytest
 
 dbn = pytest.importorskip("databento_dbn")
 
-from exchange.errors import InputError  # noqa: E402
-from replay.simulation import simulate  # noqa: E402
-from scenarios import open_flow  # noqa: E402
-from scenarios.generators.uniform import uniform_flow  # noqa: E402
-from scenarios.loaders.dbn_write import write_dbn, write_mbo  # noqa: E402
-from store import Catalog, read  # noqa: E402
+from exsim.exchange.errors import InputError  # noqa: E402
+from exsim.replay.simulation import simulate  # noqa: E402
+from exsim.scenarios import open_flow  # noqa: E402
+from exsim.scenarios.generators.uniform import uniform_flow  # noqa: E402
+from exsim.scenarios.loaders.dbn_write import write_dbn, write_mbo  # noqa: E402
+from exsim.store import Catalog, read  # noqa: E402
 
 TABLES = ("orders", "fills", "l2", "events")
 SYMS = [("AAA", 10 ** 7, 100), ("BBB", 5 * 10 ** 6, 1), ("CCC", 25 * 10 ** 7, 10)]

@@ -5,11 +5,11 @@ import math
 import numpy as np
 import pytest
 
-from exchange import ORDER_DTYPE, Engine
-from exchange.errors import UsageError
-from replay import stats
-from replay.analytics import STATS_DTYPE, stats_arrays
-from store import Session
+from exsim.exchange import ORDER_DTYPE, Engine
+from exsim.exchange.errors import UsageError
+from exsim.replay import stats
+from exsim.replay.analytics import STATS_DTYPE, stats_arrays
+from exsim.store import Session
 
 S = 1_000_000_000
 # (ts, order_id, side, price, qty): two asks, two bids, then a buy and a sell that cross

@@ -7,9 +7,9 @@ several symbols and an unsealed WAL tail.
 import numpy as np
 import pytest
 
-from exchange import Engine
-from exchange.errors import StoreError, UsageError
-from store import iter_columns, read, read_checkpoint, read_columns
+from exsim.exchange import Engine
+from exsim.exchange.errors import StoreError, UsageError
+from exsim.store import iter_columns, read, read_checkpoint, read_columns
 from test_replay_common import rich_flow, store_run
 
 

@@ -16,7 +16,7 @@ import sqlite3
 
 import pytest
 
-from exchange.errors import CorruptionError
+from exsim.exchange.errors import CorruptionError
 from tests.cli_tests.cli_fixtures import run
 
 GOLDEN = os.path.join(os.path.dirname(__file__), "..", "golden", "run_v1")
@@ -84,7 +84,7 @@ EDITS = {
 
 @pytest.mark.parametrize("kind", list(EDITS))
 def test_an_edited_configuration_value_is_a_corruption_error_naming_it(tmp_path, kind):
-    from replay.rundir import run_info
+    from exsim.replay.rundir import run_info
 
     d = _old_dir(tmp_path)
     edit, message = EDITS[kind]
@@ -95,9 +95,9 @@ def test_an_edited_configuration_value_is_a_corruption_error_naming_it(tmp_path,
 
 
 def test_the_golden_directory_reads_and_its_config_is_the_checkpoints(tmp_path):
-    from exchange import Engine
-    from store import read_checkpoint
-    from replay.rundir import run_info
+    from exsim.exchange import Engine
+    from exsim.store import read_checkpoint
+    from exsim.replay.rundir import run_info
 
     info = run_info(GOLDEN)
     assert info.config == Engine.restore(read_checkpoint(GOLDEN, 0)[1]).config()
@@ -106,7 +106,7 @@ def test_the_golden_directory_reads_and_its_config_is_the_checkpoints(tmp_path):
 
 def test_an_option_the_catalog_leaves_out_is_its_default_not_a_difference():
     """Older writers wrote configs without the options added since; they still agree."""
-    from replay.rundir import config_difference, run_info
+    from exsim.replay.rundir import config_difference, run_info
 
     truth = run_info(GOLDEN).config
     old = {"stp": "none", "symbols": [{k: s[k] for k in ("name", "id", "tick_size")}

@@ -8,9 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from exchange.schema import AUCTION_SIDE, Event, Phase
+from exsim.exchange.schema import AUCTION_SIDE, Event, Phase
 from phase_day import AUC, STEP, day_flow, journal, step_by_step
-from replay.analytics import phase_stats
+from exsim.replay.analytics import phase_stats
 
 
 @pytest.fixture(scope="module")

@@ -14,12 +14,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from exchange.schema import (
+from exsim.exchange.schema import (
     AUCTION_SIDE, CALL_MARKET_PRICE, EVENT_DTYPE, FILL_DTYPE, L2_DTYPE, ORDER_DTYPE, Event,
     Kind, OrderType, Phase, Reason, Tif,
 )
-from replay import verify_arrays
-from replay.verifier_auctions import allocate, uncross
+from exsim.replay import verify_arrays
+from exsim.replay.verifier_auctions import allocate, uncross
 
 BUY, SELL = 0, 1
 LIMIT, MARKET = int(OrderType.LIMIT), int(OrderType.MARKET)
@@ -354,12 +354,12 @@ def test_allocate_pairs_the_priority_queues():
 @pytest.mark.parametrize("chunk", [1, 3, 1 << 20])
 def test_clean_day_in_ranges(tmp_path, chunk):
     """verify's streamed path (a data directory, read in seq ranges) agrees."""
-    pytest.importorskip("store")
-    from replay.verifier import _Run, _Symbol, _options_by_symbol
-    from exchange.errors import UsageError
-    import replay.verifier_kernel as K
+    pytest.importorskip("exsim.store")
+    from exsim.replay.verifier import _Run, _Symbol, _options_by_symbol
+    from exsim.exchange.errors import UsageError
+    import exsim.replay.verifier_kernel as K
     o, f, l2, e = trading_day().arrays()
-    from store.tables import orders_with_seq
+    from exsim.store.tables import orders_with_seq
     o = orders_with_seq(o, 1)
     run = _Run(0, 100, None)
     sym = _Symbol(run, _options_by_symbol(CONFIG, UsageError, "t")[0])
@@ -462,10 +462,10 @@ def _first_phase_reference(orders, fills, events):
 def test_the_phase_scan_finds_the_first_phase_row_of_each_table(seed):
     """first_phase_seq and static_band_rejects scan strided code columns in a compiled loop;
     they answer as comparing every row would, for codes anywhere in 0..255."""
-    from replay.verifier_auctions import PhaseOptions, first_phase_seq, static_band_rejects
+    from exsim.replay.verifier_auctions import PhaseOptions, first_phase_seq, static_band_rejects
     rng = np.random.default_rng(seed)
     n = int(rng.integers(0, 400))
-    from store.tables import STORED_DTYPES
+    from exsim.store.tables import STORED_DTYPES
     orders, fills, events = (np.zeros(k, d) for k, d in (
         (n, STORED_DTYPES["orders"]), (n // 3, FILL_DTYPE), (2 * n, EVENT_DTYPE)))
     for rows in (orders, fills, events):

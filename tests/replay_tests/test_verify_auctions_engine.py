@@ -13,9 +13,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from exchange import Engine
-from exchange.schema import AUCTION_SIDE, ORDER_DTYPE, Event, Kind, OrderType, Phase, Tif
-from replay import verify, verify_arrays
+from exsim.exchange import Engine
+from exsim.exchange.schema import AUCTION_SIDE, ORDER_DTYPE, Event, Kind, OrderType, Phase, Tif
+from exsim.replay import verify, verify_arrays
 
 from test_replay_common import store_run
 

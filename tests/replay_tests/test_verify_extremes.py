@@ -40,7 +40,7 @@ def _child(mode: str, *args: str, timeout: float = 600) -> dict:
 
 def eight_message_run() -> np.ndarray:
     """A resting bid at 2^40, an ask at 2^62, then MARKET and limit orders at extreme prices."""
-    from exchange.schema import ORDER_DTYPE, Kind
+    from exsim.exchange.schema import ORDER_DTYPE, Kind
 
     o = np.zeros(8, ORDER_DTYPE)
     o["ts"] = np.arange(1, 9)
@@ -55,8 +55,8 @@ def eight_message_run() -> np.ndarray:
 
 
 def _store_and_verify(data_dir: str, orders: np.ndarray) -> dict:
-    from exchange import Engine
-    from replay import verify
+    from exsim.exchange import Engine
+    from exsim.replay import verify
     from test_replay_common import store_run
 
     eng = Engine(stp="cancel_resting")
@@ -71,9 +71,9 @@ def _hypothesis_over_extreme_runs(examples: int) -> dict:
     """Hypothesis in the child: engine outputs of random extreme-price flows all verify."""
     from hypothesis import example, given, settings, strategies as st
 
-    from exchange import Engine
-    from exchange.schema import ORDER_DTYPE
-    from replay import verify_arrays
+    from exsim.exchange import Engine
+    from exsim.exchange.schema import ORDER_DTYPE
+    from exsim.replay import verify_arrays
 
     # a price far below the book (INT64_MIN) often, and resting prices anywhere in the band
     price = st.one_of(st.sampled_from(EXTREME_PRICES), st.just(I64_MIN), st.integers(1, 1 << 62),
@@ -111,7 +111,7 @@ def _ladder_search_far_below_the_top() -> dict:
     """The checker's ladder search against np.searchsorted for keys far below the top."""
     from numba import njit
 
-    from replay.verifier_book import _lad_pos
+    from exsim.replay.verifier_book import _lad_pos
 
     search = njit(lambda lad, side, n, key: _lad_pos(lad, side, n, key))
     wrong = []
@@ -142,7 +142,7 @@ def test_checkers_ladder_search_with_a_key_far_below_the_top_stays_in_the_ladder
 
 
 def _clean_run():
-    from exchange import Engine
+    from exsim.exchange import Engine
 
     from test_replay_common import rich_flow
 
@@ -153,7 +153,7 @@ def _clean_run():
 
 
 def test_a_trade_id_far_from_the_others_is_a_stream_violation_not_an_allocation():
-    from replay import verify_arrays
+    from exsim.replay import verify_arrays
 
     orders, fills, l2, events = _clean_run()
     fills = fills.copy()
@@ -163,8 +163,8 @@ def test_a_trade_id_far_from_the_others_is_a_stream_violation_not_an_allocation(
 
 
 def test_message_seqs_spread_over_all_of_int64_are_stream_violations_not_an_allocation():
-    from replay import verify_arrays
-    from store.tables import orders_with_seq
+    from exsim.replay import verify_arrays
+    from exsim.store.tables import orders_with_seq
 
     orders, fills, l2, events = _clean_run()
     stored = orders_with_seq(orders, 1)

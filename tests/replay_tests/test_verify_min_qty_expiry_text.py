@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from exchange import Engine
-from exchange.schema import ORDER_DTYPE, Reason, Tif
-from replay import verify_arrays
+from exsim.exchange import Engine
+from exsim.exchange.schema import ORDER_DTYPE, Reason, Tif
+from exsim.replay import verify_arrays
 
 
 def _msgs(rows):
@@ -64,9 +64,9 @@ def test_a_day_order_entered_within_a_day_of_the_int64_clock_end_verifies_clean(
     Symbols), instead of wrapping to a past time and calling the live order overdue."""
     import numpy as np
 
-    from exchange import Engine
-    from exchange.schema import ORDER_DTYPE, Side, Tif
-    from replay import verify_arrays
+    from exsim.exchange import Engine
+    from exsim.exchange.schema import ORDER_DTYPE, Side, Tif
+    from exsim.replay import verify_arrays
 
     eng = Engine()
     eng.add_symbol("X")

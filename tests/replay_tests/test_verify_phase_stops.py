@@ -15,9 +15,9 @@ import random
 import numpy as np
 import pytest
 
-from exchange import Engine
-from exchange.schema import ORDER_DTYPE, Event, Kind, OrderType, Phase, Reason
-from replay import verify_arrays
+from exsim.exchange import Engine
+from exsim.exchange.schema import ORDER_DTYPE, Event, Kind, OrderType, Phase, Reason
+from exsim.replay import verify_arrays
 
 
 def _rows(rows):

@@ -12,11 +12,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from exchange.errors import UsageError
-from exchange.schema import (
+from exsim.exchange.errors import UsageError
+from exsim.exchange.schema import (
     EVENT_DTYPE, FILL_DTYPE, L2_DTYPE, ORDER_DTYPE, Event, Kind, OrderType, Reason, Tif,
 )
-from replay import verify_arrays
+from exsim.replay import verify_arrays
 
 DAY_NS = 86_400 * 10**9
 BUY, SELL = 0, 1
@@ -397,8 +397,8 @@ def test_a_malformed_symbol_config_is_a_usage_error(bad):
 def _in_ranges(tabs, size, symbols, config=None):
     """What verify does with a stored run: each symbol's rows in seq ranges of ``size``, the
     checker's state carried from range to range."""
-    import replay.verifier_kernel as K
-    from replay.verifier import _options_by_symbol, _Run, _stored, _Symbol
+    import exsim.replay.verifier_kernel as K
+    from exsim.replay.verifier import _options_by_symbol, _Run, _stored, _Symbol
 
     tabs = [_stored(n, t) for n, t in zip(("orders", "fills", "l2", "events"), tabs)]
     options = _options_by_symbol(config, UsageError, "test")

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from exchange.schema import L2_DTYPE
-from scenarios.loaders.l2book import EMPTY_ASK, EMPTY_BID, price_ranks, top_of_book
+from exsim.exchange.schema import L2_DTYPE
+from exsim.scenarios.loaders.l2book import EMPTY_ASK, EMPTY_BID, price_ranks, top_of_book
 
 
 def _obvious_top(l2, seq_after, depth):

@@ -7,11 +7,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from exchange import Engine
-from exchange.errors import InputError
-from exchange.schema import Kind
-from scenarios.loaders.binance import load_binance
-from scenarios.loaders.l2book import top_of_book
+from exsim.exchange import Engine
+from exsim.exchange.errors import InputError
+from exsim.exchange.schema import Kind
+from exsim.scenarios.loaders.binance import load_binance
+from exsim.scenarios.loaders.l2book import top_of_book
 
 CAPTURE = Path("/work/shared/data/binance_spot_btcusdt_20240808_hftbacktest/btcusdt_20240808.gz")
 needs_data = pytest.mark.skipif(not CAPTURE.exists(), reason="shared Binance capture not present")

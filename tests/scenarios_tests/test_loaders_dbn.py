@@ -11,13 +11,13 @@ import pytest
 
 dbn = pytest.importorskip("databento_dbn")
 
-from exchange.engine import Engine  # noqa: E402
-from exchange.errors import InputError  # noqa: E402
-from exchange.schema import Kind, OrderType, Tif  # noqa: E402
-from scenarios.data import shared_data_dir  # noqa: E402
-from scenarios.generators.uniform import uniform_flow  # noqa: E402
-from scenarios.loaders.dbn import dbn_symbols, iter_dbn, load_dbn  # noqa: E402
-from scenarios.loaders.dbn_write import INSTRUMENT_BASE, write_mbo  # noqa: E402
+from exsim.exchange.engine import Engine  # noqa: E402
+from exsim.exchange.errors import InputError  # noqa: E402
+from exsim.exchange.schema import Kind, OrderType, Tif  # noqa: E402
+from exsim.scenarios.data import shared_data_dir  # noqa: E402
+from exsim.scenarios.generators.uniform import uniform_flow  # noqa: E402
+from exsim.scenarios.loaders.dbn import dbn_symbols, iter_dbn, load_dbn  # noqa: E402
+from exsim.scenarios.loaders.dbn_write import INSTRUMENT_BASE, write_mbo  # noqa: E402
 
 _BASE = shared_data_dir()
 DBN_DIR = (_BASE / "databento_dbn_tests") if _BASE else Path("/nonexistent")
@@ -219,7 +219,7 @@ def _rec(action, oid=0, price=0, size=0, side="N", flags=128, iid=7, ts=1, seq=0
 
 
 def test_hand_made_mbo_mid_day_start_clear_and_every_action(tmp_path):
-    from scenarios.loaders.dbn_write import write_dbn
+    from exsim.scenarios.loaders.dbn_write import write_dbn
     T = 250_000_000    # 0.25 in DBN units
     recs = [
         _rec("C", 99, 100 * T, 1, "B"),                   # names an order from before the file

@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from exchange.errors import InputError
-from exchange.schema import ORDER_DTYPE
-from scenarios.generators.uniform import uniform_flow
-from scenarios.loaders.generic import COLUMNS, load_generic, write_generic
-from scenarios.scenario import SymbolSpec
+from exsim.exchange.errors import InputError
+from exsim.exchange.schema import ORDER_DTYPE
+from exsim.scenarios.generators.uniform import uniform_flow
+from exsim.scenarios.loaders.generic import COLUMNS, load_generic, write_generic
+from exsim.scenarios.scenario import SymbolSpec
 
 SYMS = [SymbolSpec("JPM", 0.01), SymbolSpec("BTC-USD", 0.5), SymbolSpec("ES", 25)]
 

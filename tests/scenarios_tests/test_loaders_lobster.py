@@ -5,10 +5,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from exchange.errors import InputError
-from exchange.schema import Kind, Tif
-from scenarios.loaders.lobster import CORRECTION, load_lobster
-from scenarios.loaders.lobster_check import check_lobster
+from exsim.exchange.errors import InputError
+from exsim.exchange.schema import Kind, Tif
+from exsim.scenarios.loaders.lobster import CORRECTION, load_lobster
+from exsim.scenarios.loaders.lobster_check import check_lobster
 
 DATA = Path("/work/shared/data")
 AMZN = (DATA / "lobster_AMZN_2012-06-21_level1/AMZN_2012-06-21_34200000_57600000_message_1.csv",

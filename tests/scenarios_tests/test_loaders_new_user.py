@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from exchange.errors import InputError
-from scenarios.loaders.lobster import load_lobster
+from exsim.exchange.errors import InputError
+from exsim.scenarios.loaders.lobster import load_lobster
 
 DATA = Path("/work/shared/data")
 BINANCE = DATA / "binance_spot_btcusdt_20240808_hftbacktest" / "btcusdt_20240808.gz"
@@ -16,7 +16,7 @@ BINANCE = DATA / "binance_spot_btcusdt_20240808_hftbacktest" / "btcusdt_20240808
 
 @pytest.mark.skipif(not BINANCE.exists(), reason="shared Binance sample not present")
 def test_binance_flow_ts_never_decreases_and_the_snapshot_is_not_moved():
-    from scenarios import load_binance
+    from exsim.scenarios import load_binance
 
     d = load_binance(BINANCE)
     ts = d.orders["ts"]

@@ -9,10 +9,10 @@ import os
 import numpy as np
 import pytest
 
-from exchange.errors import InputError
-from exchange.schema import ORDER_DTYPE, Kind, OrderType, Tif
-from scenarios.loaders._parse import fill_owners, owner_traders
-from scenarios.loaders.generic import load_generic, write_generic
+from exsim.exchange.errors import InputError
+from exsim.exchange.schema import ORDER_DTYPE, Kind, OrderType, Tif
+from exsim.scenarios.loaders._parse import fill_owners, owner_traders
+from exsim.scenarios.loaders.generic import load_generic, write_generic
 
 
 def _rows(*rows):
@@ -115,7 +115,7 @@ def test_generic_writer_leaves_out_the_new_columns_when_all_zero(tmp_path):
 
 # -- the samples: each loader's CANCEL/MODIFY rows carry their owner's trader -------------------
 def _sample(relative):
-    from scenarios.data import shared_file
+    from exsim.scenarios.data import shared_file
 
     try:
         return shared_file(relative)
@@ -131,8 +131,8 @@ def _assert_owned(orders):
 
 
 def test_quantcup_cancels_carry_the_owner_not_the_feeds_cancel_trader():
-    from scenarios.data import QUANTCUP_FEED
-    from scenarios.loaders.quantcup import load_quantcup
+    from exsim.scenarios.data import QUANTCUP_FEED
+    from exsim.scenarios.loaders.quantcup import load_quantcup
 
     orders = load_quantcup(_sample(QUANTCUP_FEED))
     _assert_owned(orders)
@@ -142,8 +142,8 @@ def test_quantcup_cancels_carry_the_owner_not_the_feeds_cancel_trader():
 
 @pytest.mark.parametrize("name", ["LOBSTER_AMZN", "LOBSTER_AAPL"])
 def test_lobster_rows_carry_the_owner(name):
-    import scenarios.data as data
-    from scenarios.loaders.lobster import load_lobster
+    import exsim.scenarios.data as data
+    from exsim.scenarios.loaders.lobster import load_lobster
 
     d = _sample(getattr(data, name))
     files = sorted(os.listdir(d))
@@ -153,17 +153,17 @@ def test_lobster_rows_carry_the_owner(name):
 
 
 def test_binance_rows_carry_the_owner():
-    from scenarios.data import BINANCE_BTCUSDT
-    from scenarios.loaders.binance import load_binance
+    from exsim.scenarios.data import BINANCE_BTCUSDT
+    from exsim.scenarios.loaders.binance import load_binance
 
     _assert_owned(load_binance(_sample(BINANCE_BTCUSDT)).orders)
 
 
 def test_dbn_rows_carry_the_owner(tmp_path):
     pytest.importorskip("databento_dbn")
-    from scenarios.generators.uniform import uniform_flow
-    from scenarios.loaders.dbn import load_dbn
-    from scenarios.loaders.dbn_write import write_mbo
+    from exsim.scenarios.generators.uniform import uniform_flow
+    from exsim.scenarios.loaders.dbn import load_dbn
+    from exsim.scenarios.loaders.dbn_write import write_mbo
 
     flow = uniform_flow(n=2000, seed=3, n_symbols=1)
     path = tmp_path / "f.dbn"

@@ -8,14 +8,14 @@ import os
 import numpy as np
 import pytest
 
-from exchange import Engine
-from exchange.errors import InputError
-from exchange.schema import Reason
+from exsim.exchange import Engine
+from exsim.exchange.errors import InputError
+from exsim.exchange.schema import Reason
 
 
 
 def _sample(relative):
-    from scenarios.data import shared_file
+    from exsim.scenarios.data import shared_file
 
     try:
         return shared_file(relative)
@@ -39,8 +39,8 @@ def _outputs_with_and_without_ownership(orders, symbols):
 
 
 def test_the_quantcup_feed_is_byte_identical_with_ownership_on_and_off():
-    from scenarios.data import QUANTCUP_FEED
-    from scenarios.loaders.quantcup import load_quantcup
+    from exsim.scenarios.data import QUANTCUP_FEED
+    from exsim.scenarios.loaders.quantcup import load_quantcup
 
     on, off = _outputs_with_and_without_ownership(load_quantcup(_sample(QUANTCUP_FEED)),
                                                   [("QC", 1.0)])
@@ -49,8 +49,8 @@ def test_the_quantcup_feed_is_byte_identical_with_ownership_on_and_off():
 
 @pytest.mark.parametrize("name", ["LOBSTER_AMZN", "LOBSTER_AAPL"])
 def test_the_lobster_samples_are_byte_identical_with_ownership_on_and_off(name):
-    import scenarios.data as data
-    from scenarios.loaders.lobster import load_lobster
+    import exsim.scenarios.data as data
+    from exsim.scenarios.loaders.lobster import load_lobster
 
     d = _sample(getattr(data, name))
     files = sorted(os.listdir(d))
@@ -62,8 +62,8 @@ def test_the_lobster_samples_are_byte_identical_with_ownership_on_and_off(name):
 
 
 def test_the_binance_sample_is_byte_identical_with_ownership_on_and_off():
-    from scenarios.data import BINANCE_BTCUSDT
-    from scenarios.loaders.binance import load_binance
+    from exsim.scenarios.data import BINANCE_BTCUSDT
+    from exsim.scenarios.loaders.binance import load_binance
 
     on, off = _outputs_with_and_without_ownership(load_binance(_sample(BINANCE_BTCUSDT)).orders,
                                                   [("BTCUSDT", 0.01)])
@@ -72,9 +72,9 @@ def test_the_binance_sample_is_byte_identical_with_ownership_on_and_off():
 
 def test_a_dbn_file_is_byte_identical_with_ownership_on_and_off(tmp_path):
     pytest.importorskip("databento_dbn")
-    from scenarios.generators.uniform import uniform_flow
-    from scenarios.loaders.dbn import load_dbn
-    from scenarios.loaders.dbn_write import write_mbo
+    from exsim.scenarios.generators.uniform import uniform_flow
+    from exsim.scenarios.loaders.dbn import load_dbn
+    from exsim.scenarios.loaders.dbn_write import write_mbo
 
     path = tmp_path / "f.dbn"
     write_mbo(path, uniform_flow(n=3000, seed=5, n_symbols=1), [("AAA", 10_000_000, 1)])
@@ -83,7 +83,7 @@ def test_a_dbn_file_is_byte_identical_with_ownership_on_and_off(tmp_path):
 
 
 def test_a_generic_file_without_traders_on_cancels_is_identical_with_ownership_on_and_off(tmp_path):
-    from scenarios.loaders.generic import load_generic
+    from exsim.scenarios.loaders.generic import load_generic
 
     p = tmp_path / "f.csv"
     p.write_text("ts,symbol,kind,side,order_id,price,qty,trader\n"

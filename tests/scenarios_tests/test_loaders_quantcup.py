@@ -5,9 +5,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from exchange.errors import InputError
-from exchange.schema import Kind, OrderType, Side, Tif
-from scenarios.loaders.quantcup import QUANTCUP_HEADER, load_quantcup
+from exsim.exchange.errors import InputError
+from exsim.exchange.schema import Kind, OrderType, Side, Tif
+from exsim.scenarios.loaders.quantcup import QUANTCUP_HEADER, load_quantcup
 
 FEED = Path("/work/shared/data/quantcup_score_feed/quantcup_score_feed.csv")
 needs_feed = pytest.mark.skipif(not FEED.exists(), reason="shared QuantCup feed not present")
@@ -69,7 +69,7 @@ def test_unknown_op_is_an_error(tmp_path):
 
 @needs_feed
 def test_feed_through_the_engine_makes_16887_trades():
-    from exchange import Engine
+    from exsim.exchange import Engine
 
     eng = Engine()
     eng.add_symbol("QC")

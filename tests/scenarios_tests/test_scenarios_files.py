@@ -5,10 +5,10 @@ import json
 import numpy as np
 import pytest
 
-from exchange import Engine
-from exchange.errors import InputError
-from scenarios import Scenario, list_presets, load_scenario
-from scenarios.generators.uniform import bench_1m
+from exsim.exchange import Engine
+from exsim.exchange.errors import InputError
+from exsim.scenarios import Scenario, list_presets, load_scenario
+from exsim.scenarios.generators.uniform import bench_1m
 
 
 def test_presets_include_default_and_benchmarks():

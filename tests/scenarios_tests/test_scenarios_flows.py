@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from exchange.errors import InputError, UsageError
-from exchange.schema import ORDER_DTYPE
-from scenarios import Flow, load_scenario, open_flow, symbol_from_file
-from scenarios.data import BINANCE_BTCUSDT, LOBSTER_AMZN, shared_data_dir, shared_file
-from scenarios.loaders import lobster
+from exsim.exchange.errors import InputError, UsageError
+from exsim.exchange.schema import ORDER_DTYPE
+from exsim.scenarios import Flow, load_scenario, open_flow, symbol_from_file
+from exsim.scenarios.data import BINANCE_BTCUSDT, LOBSTER_AMZN, shared_data_dir, shared_file
+from exsim.scenarios.loaders import lobster
 
 from cli_fixtures import write_scenario
 
@@ -107,8 +107,8 @@ def test_lobster_folder_and_pair_agree():
 def test_data_dir_round_trip(tmp_path):
     """A flow simulated into a data directory opens again as the same orders and symbols, and
     the library's simulate/export agree with it."""
-    from replay.export import export
-    from replay.simulation import simulate
+    from exsim.replay.export import export
+    from exsim.replay.simulation import simulate
 
     flow = open_flow("default")
     out = tmp_path / "run"

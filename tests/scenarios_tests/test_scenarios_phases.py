@@ -7,13 +7,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from exchange.errors import InputError, UsageError
-from exchange.schema import ORDER_DTYPE, Kind, OrderType, Phase, Side, Tif
-from scenarios import load_scenario
-from scenarios.generators.trading_day import DEFAULT_DAY, trading_day_flow
-from scenarios.loaders.lobster import load_lobster
-from scenarios.scenario import Scenario
-from scenarios.schedule import merge_phases, parse_time
+from exsim.exchange.errors import InputError, UsageError
+from exsim.exchange.schema import ORDER_DTYPE, Kind, OrderType, Phase, Side, Tif
+from exsim.scenarios import load_scenario
+from exsim.scenarios.generators.trading_day import DEFAULT_DAY, trading_day_flow
+from exsim.scenarios.loaders.lobster import load_lobster
+from exsim.scenarios.scenario import Scenario
+from exsim.scenarios.schedule import merge_phases, parse_time
 
 H = 3_600 * 10**9
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from exchange.errors import InputError
-from scenarios.scenario import Scenario, load_scenario
+from exsim.exchange.errors import InputError
+from exsim.scenarios.scenario import Scenario, load_scenario
 
 OPTIONS = {"tick_table": [[1, 1], [10_000, 5]], "lot_size": 10, "min_order_qty": 20,
            "session_close": 75_600_000_000_000, "currency": "USD", "tick_value": 0.01,

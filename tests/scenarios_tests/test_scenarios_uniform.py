@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from exchange import Engine, Event, Kind, Reason
-from exchange.errors import UsageError
-from scenarios.generators.uniform import bench_1m, uniform_flow
+from exsim.exchange import Engine, Event, Kind, Reason
+from exsim.exchange.errors import UsageError
+from exsim.scenarios.generators.uniform import bench_1m, uniform_flow
 
 N = 200_000
 

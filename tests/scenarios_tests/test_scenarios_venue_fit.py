@@ -9,11 +9,11 @@ import dataclasses
 import numpy as np
 import pytest
 
-from exchange.errors import InputError
-from exchange.schema import Kind, OrderType, Side, Tif
+from exsim.exchange.errors import InputError
+from exsim.exchange.schema import Kind, OrderType, Side, Tif
 
-from scenarios import Scenario
-from scenarios.fit import fit_to_symbols, grid_down, grid_up
+from exsim.scenarios import Scenario
+from exsim.scenarios.fit import fit_to_symbols, grid_down, grid_up
 
 TABLE = [[1, 1], [15_000, 5], [15_103, 7]]
 BASE = {"generator": "uniform", "seed": 3, "params": {"n": 4000, "mean_gap_ns": 1_000_000},
@@ -100,7 +100,7 @@ def test_venue_keys_describe_and_round_trip_while_files_without_them_describe_as
 
 def test_a_file_without_venue_or_fit_options_generates_the_generators_own_bytes():
     sc = _sc({"currency": "USD", "tick_value": 12.5, "session_close": 5})
-    from scenarios.generators.uniform import uniform_flow
+    from exsim.scenarios.generators.uniform import uniform_flow
     raw = uniform_flow(seed=3, n_symbols=1, n=4000, mean_gap_ns=1_000_000,
                        mid_start=np.array([15_000], np.int64))
     assert sc.generate().tobytes() == raw.tobytes()

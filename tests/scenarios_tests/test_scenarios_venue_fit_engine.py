@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from exchange import Engine
-from exchange.schema import Event, Reason
+from exsim.exchange import Engine
+from exsim.exchange.schema import Event, Reason
 
-from scenarios import Scenario
+from exsim.scenarios import Scenario
 
 
 def test_a_fitted_venue_scenario_is_taken_by_the_engine():

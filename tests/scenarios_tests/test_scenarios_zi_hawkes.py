@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 
-from exchange import Engine, Event, Kind, OrderType
-from exchange.errors import UsageError
-from scenarios import load_scenario
-from scenarios.generators.hawkes import hawkes_flow, hawkes_times
-from scenarios.generators.zero_intelligence import zi_flow
+from exsim.exchange import Engine, Event, Kind, OrderType
+from exsim.exchange.errors import UsageError
+from exsim.scenarios import load_scenario
+from exsim.scenarios.generators.hawkes import hawkes_flow, hawkes_times
+from exsim.scenarios.generators.zero_intelligence import zi_flow
 
 
 @pytest.fixture(scope="module")

@@ -8,12 +8,12 @@ import dataclasses
 
 import numpy as np
 
-from exchange import Engine
-from exchange.schema import AUCTION_SIDE, Event, Kind, Phase, Reason
-from scenarios import load_scenario, open_flow
-from scenarios.loaders.lobster import load_lobster
-from replay.simulation import simulate
-from store import read
+from exsim.exchange import Engine
+from exsim.exchange.schema import AUCTION_SIDE, Event, Kind, Phase, Reason
+from exsim.scenarios import load_scenario, open_flow
+from exsim.scenarios.loaders.lobster import load_lobster
+from exsim.replay.simulation import simulate
+from exsim.store import read
 
 
 def _small_day():

@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 
-from exchange import Engine
-from exchange.errors import UsageError
-from exchange.schema import Event, Kind, OrderType, Reason, Side, Tif
-from scenarios.generators.uniform import uniform_flow
-from scenarios.generators.venue_mix import venue_mix
+from exsim.exchange import Engine
+from exsim.exchange.errors import UsageError
+from exsim.exchange.schema import Event, Kind, OrderType, Reason, Side, Tif
+from exsim.scenarios.generators.uniform import uniform_flow
+from exsim.scenarios.generators.venue_mix import venue_mix
 
 
 @pytest.fixture(scope="module")

@@ -30,13 +30,13 @@ READER_KINDS = ("read", "book_at", "verify")   # the reader processes the writer
 
 def flow() -> np.ndarray:
     """The seeded flow every process derives on its own (same bytes in each)."""
-    from scenarios import uniform_flow
+    from exsim.scenarios import uniform_flow
 
     return uniform_flow(N, seed=11, n_symbols=len(SYMBOLS))
 
 
 def engine():
-    from exchange import Engine
+    from exsim.exchange import Engine
 
     eng = Engine()
     for s in SYMBOLS:
@@ -54,7 +54,7 @@ def acked(d: str) -> int:
 
 
 def writer(d: str, seconds: float) -> int:
-    from store import Session
+    from exsim.store import Session
 
     orders = flow()
     s = Session.create(d, engine(), durability="fsync", seal_every=1_000, checkpoint_every=1_500,
@@ -102,8 +102,8 @@ def _fail(msg: str) -> int:
 
 
 def reader(d: str, kind: str, seconds: float) -> int:
-    from replay import book_at, verify
-    from store import read
+    from exsim.replay import book_at, verify
+    from exsim.store import read
 
     orders = flow()
     end = time.monotonic() + seconds
@@ -148,8 +148,8 @@ def reader(d: str, kind: str, seconds: float) -> int:
 
 
 def second(d: str) -> int:
-    from store import Session
-    from store.lock import LockedError
+    from exsim.store import Session
+    from exsim.store.lock import LockedError
 
     try:
         Session.open(d)

@@ -39,7 +39,7 @@ def batch_for(first_seq: int) -> np.ndarray:
 def new_engine(kind: str):
     """A fresh engine with the test symbols: the fake one or exchange.Engine."""
     if kind == "real":
-        from exchange import Engine
+        from exsim.exchange import Engine
 
         eng = Engine()
     else:
@@ -50,7 +50,7 @@ def new_engine(kind: str):
 
 
 def open_or_create(data_dir: str, kind: str, **options):
-    from store import Session
+    from exsim.store import Session
 
     opts = {**OPTIONS, **options}
     if os.path.exists(os.path.join(data_dir, "catalog.sqlite")):

@@ -14,8 +14,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from exchange.errors import UsageError
-from exchange.schema import EVENT_DTYPE, FILL_DTYPE, L2_DTYPE, ORDER_DTYPE
+from exsim.exchange.errors import UsageError
+from exsim.exchange.schema import EVENT_DTYPE, FILL_DTYPE, L2_DTYPE, ORDER_DTYPE
 
 
 def make_orders(n: int, seed: int = 0, n_symbols: int = 3, ts0: int = 1_700_000_000_000_000_000) -> np.ndarray:
@@ -122,7 +122,7 @@ def fake_engine_factory():
 
 # why registered: Session.open restores only engine classes it was told about, never a class a
 # catalog names (the crash tests reopen FakeEngine directories without passing engine_class=)
-from store.session import register_engine_class  # noqa: E402
+from exsim.store.session import register_engine_class  # noqa: E402
 
 register_engine_class(FakeEngine)
 
@@ -131,7 +131,7 @@ def sealed_run(tmp_path, scenario: str, batches: int, n: int, seed: int,
                seal_last: bool = True) -> str:
     """A data directory of ``batches`` batches of ``n`` FakeEngine orders (symbols A, B, C),
     sealed one by one (the last left in the WAL unless ``seal_last``); returns its path."""
-    from store import Session
+    from exsim.store import Session
 
     eng = FakeEngine()
     for name in ("A", "B", "C"):
@@ -153,7 +153,7 @@ def forge_catalog(data_dir, table: str, key, **values) -> None:
     test reaches the defences behind the catalog's own checksums."""
     import sqlite3
 
-    from store.catalog import _KEY, _ROW_COLUMNS, _row_crc
+    from exsim.store.catalog import _KEY, _ROW_COLUMNS, _row_crc
 
     con = sqlite3.connect(os.path.join(os.fspath(data_dir), "catalog.sqlite"))
     try:
@@ -191,7 +191,7 @@ def legacy_orders(orders: np.ndarray) -> np.ndarray:
 def old_rows(table: str, rows: np.ndarray, version: int) -> np.ndarray:
     """``rows`` of ``table`` (today's dtype) as WAL files of format ``version`` hold them (packed,
     the fields of that version only: store.wal.format.wire)."""
-    from store.wal.format import wire
+    from exsim.store.wal.format import wire
 
     out = np.zeros(rows.size, wire(version)[table])
     for name in out.dtype.names:
@@ -202,7 +202,7 @@ def old_rows(table: str, rows: np.ndarray, version: int) -> np.ndarray:
 def as_read(table: str, rows: np.ndarray, version: int) -> np.ndarray:
     """A copy of ``rows`` of ``table`` with the fields WAL files of format ``version`` lack set
     to 0: what a reader returns for rows an older exsim journaled."""
-    from store.wal.format import wire
+    from exsim.store.wal.format import wire
 
     out = rows.copy()
     for name in out.dtype.names:
@@ -224,8 +224,8 @@ def old_wal_file(path: str, version: int, file_no: int, batches, rtype: int = 3)
     import crc32c
     import lz4.block
 
-    from store.shuffle import shuffle
-    from store.wal.format import BATCH, FILE_HEADER, FRAME, FRAME4, HCRC, INDEXED_VERSION, MAGIC
+    from exsim.store.shuffle import shuffle
+    from exsim.store.wal.format import BATCH, FILE_HEADER, FRAME, FRAME4, HCRC, INDEXED_VERSION, MAGIC
 
     body = []
     for first, batch in batches:

@@ -8,9 +8,9 @@ import sqlite3
 import numpy as np
 import pytest
 
-from exchange.errors import CorruptionError, StoreError
-from store import Session, compact, read
-from store.catalog import Catalog
+from exsim.exchange.errors import CorruptionError, StoreError
+from exsim.store import Session, compact, read
+from exsim.store.catalog import Catalog
 from store_fixtures import FakeEngine, make_orders
 
 TABLES = ("orders", "fills", "l2", "events")
@@ -76,7 +76,7 @@ def test_a_flipped_sealed_through_is_detected(tmp_path, delta):
 
 
 def test_an_edited_run_configuration_is_detected_by_replay(tmp_path):
-    from replay.rundir import run_info
+    from exsim.replay.rundir import run_info
     d = _make(tmp_path)
     assert run_info(d).config["stp"] == "none"
     _sql(d, """UPDATE runs SET engine_options = replace(engine_options, '"none"', '"cancel_both"')""")
@@ -187,7 +187,7 @@ def test_a_read_only_catalog_sees_a_live_writer_and_never_writes(tmp_path):
 
 
 def test_rows_written_here_carry_checksums_of_their_values(tmp_path):
-    from store.catalog import _row_crc
+    from exsim.store.catalog import _row_crc
     d = _make(tmp_path)
     con = sqlite3.connect(os.path.join(d, "catalog.sqlite"))
     key, value, crc = con.execute("SELECT key, value, row_crc FROM meta WHERE key = 'sealed_through'").fetchone()
@@ -243,7 +243,7 @@ def test_a_damaged_table_name_in_a_catalog_without_checksums_is_corruption_not_a
 
 
 def test_an_edited_stp_mode_in_a_catalog_without_checksums_is_found_against_the_checkpoint(tmp_path):
-    from replay import verify
+    from exsim.replay import verify
 
     d = _old_dir(tmp_path)
     _sql(d, "UPDATE runs SET engine_options = replace(engine_options, '\"stp\": \"none\"', "

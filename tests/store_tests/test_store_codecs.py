@@ -5,10 +5,10 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from hypothesis.extra import numpy as hnp
 
-from exchange.errors import CorruptionError
-from store import codecs
-from store.choice import Chooser, choose
-from store.codecs import ALIGNED, ENCODINGS, PACKED, SHUFFLED, decode, encode
+from exsim.exchange.errors import CorruptionError
+from exsim.store import codecs
+from exsim.store.choice import Chooser, choose
+from exsim.store.codecs import ALIGNED, ENCODINGS, PACKED, SHUFFLED, decode, encode
 
 DTYPES = [np.int64, np.uint64, np.int32, np.uint32, np.uint8]
 

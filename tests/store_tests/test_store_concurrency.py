@@ -41,8 +41,8 @@ def _result(p, timeout=240):
 
 def test_readers_beside_a_live_writer_see_every_acknowledged_batch_and_a_second_writer_is_refused(
         tmp_path):
-    from replay import verify
-    from store import read
+    from exsim.replay import verify
+    from exsim.store import read
 
     d = str(tmp_path / "live")
     w = _start("writer", d, WRITE_S)

@@ -42,7 +42,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 @pytest.fixture(scope="module")
 def pristine(tmp_path_factory):
     """A closed data directory: sealed segments, a WAL tail, checkpoints at seq 0 and 1,800."""
-    from store import Session
+    from exsim.store import Session
     from store_fixtures import FakeEngine, make_orders
     d = tmp_path_factory.mktemp("campaign") / "pristine"
     eng = FakeEngine()
@@ -99,7 +99,7 @@ def _byte_cases(d, kind, rng):
 
 def _value_cases(d, rng):
     """[(case name, table, rowid, column, SQL expression)] flipping one catalog value."""
-    from store.catalog import _ROW_COLUMNS
+    from exsim.store.catalog import _ROW_COLUMNS
     con = sqlite3.connect(os.path.join(d, "catalog.sqlite"))
     out = []
     tables = list(_ROW_COLUMNS)
@@ -147,7 +147,7 @@ def _damage_copies(pristine, tmp_path, kind):
 def _read_all(d):
     """Everything a reader can get from ``d``: the four tables, every checkpoint's bytes, the
     catalog's symbols, runs and the meta values a session reads."""
-    from store import Catalog, read, read_checkpoint
+    from exsim.store import Catalog, read, read_checkpoint
     out = {t: read(d, t) for t in TABLES}
     cat = Catalog(d, readonly=True)
     try:
@@ -177,7 +177,7 @@ def _same(a, b) -> bool:
 
 def _child(manifest_path: str) -> None:
     """Run in a child process: print one JSON line per case ("start" first, then its outcome)."""
-    from exchange.errors import ExsimError
+    from exsim.exchange.errors import ExsimError
     with open(manifest_path) as f:
         manifest = json.load(f)
     want = _read_all(manifest["pristine"])

@@ -17,10 +17,10 @@ import time
 import numpy as np
 import pytest
 
-from exchange.errors import WriteError
-from store import Session
-from store.tables import orders_with_seq
-from store.wal import FILE_HEADER, wal_files
+from exsim.exchange.errors import WriteError
+from exsim.store import Session
+from exsim.store.tables import orders_with_seq
+from exsim.store.wal import FILE_HEADER, wal_files
 import store_crash_child as child
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -178,8 +178,8 @@ def _stalled_seal_child(data_dir, w):
     STALL and then hangs: the process holds unsynced, unregistered segment files when killed."""
     import threading
 
-    import store.sealing as sealing_mod
-    import store.session as session_mod
+    import exsim.store.sealing as sealing_mod
+    import exsim.store.session as session_mod
 
     real = sealing_mod.commit_segments
     out = os.fdopen(w, "w")

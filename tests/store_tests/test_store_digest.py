@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import xxhash
 
-from exchange.errors import UsageError
-from exchange.schema import EVENT_DTYPE, FILL_DTYPE, L2_DTYPE
-from store.digest import PREFIX, RowDigest, by_symbol, digest_rows, is_digest
+from exsim.exchange.errors import UsageError
+from exsim.exchange.schema import EVENT_DTYPE, FILL_DTYPE, L2_DTYPE
+from exsim.store.digest import PREFIX, RowDigest, by_symbol, digest_rows, is_digest
 
 
 def _fills(n, seed=0, symbols=1):

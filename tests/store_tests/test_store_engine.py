@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
-from store import Session, read
+from exsim.store import Session, read
 
 exchange = pytest.importorskip("exchange")
-uniform = pytest.importorskip("scenarios.generators.uniform")
+uniform = pytest.importorskip("exsim.scenarios.generators.uniform")
 
 
 def _flow(n=6000, seed=3):
@@ -40,8 +40,8 @@ def test_reopened_session_matches_an_uninterrupted_engine(tmp_path):
 
 
 def test_orders_with_and_without_seq_are_inverse_conversions():
-    from exchange.schema import ORDER_DTYPE
-    from store.tables import STORED_DTYPES, orders_with_seq, orders_without_seq
+    from exsim.exchange.schema import ORDER_DTYPE
+    from exsim.store.tables import STORED_DTYPES, orders_with_seq, orders_without_seq
     from store_fixtures import make_orders
 
     o = make_orders(500, seed=4)

@@ -20,10 +20,10 @@ import crc32c
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from exchange.errors import CorruptionError
-from store import codecs
-from store import segment as sg
-from store.tables import STORED_DTYPES
+from exsim.exchange.errors import CorruptionError
+from exsim.store import codecs
+from exsim.store import segment as sg
+from exsim.store.tables import STORED_DTYPES
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -397,7 +397,7 @@ def test_a_writer_never_writes_more_rows_than_a_reader_accepts(tmp_path, monkeyp
 # --- the WAL's byte planes, remembered choices, stored digests ---------------------------------
 
 def _child_unshuffle_out_of_bounds():
-    from store.shuffle import shuffle, unshuffle
+    from exsim.store.shuffle import shuffle, unshuffle
     src, out = np.arange(64, dtype=np.uint8), np.zeros(64, np.uint8)
     for pos, width, n in ((0, 8, 9), (60, 1, 5), (0, 8, 2**60), (0, 0, 4), (-1, 1, 1),
                           (65, 1, 0), (0, 2**62, 4)):
@@ -421,7 +421,7 @@ def test_byte_planes_of_a_size_past_the_arrays_raise_instead_of_overrunning():
 
 
 def test_hostile_remembered_encoding_choices_are_skipped_not_raised():
-    from store.choice import Chooser
+    from exsim.store.choice import Chooser
     state = {"l2|price|1": [99, 0, 1.0], "l2|qty|1": [1, 7, 1.0], "l2|ts|1": [1, 0, float("nan")],
              "l2|seq|x": [1, 0, 1.0], "nobar": [1, 0, 1.0], "l2|side|1": "abc",
              "l2|count|1": [1, 0], "l2|id|1": [codecs.DELTA, codecs.SHUFFLED, 2.5]}
@@ -436,8 +436,8 @@ def test_hostile_remembered_encoding_choices_are_skipped_not_raised():
 
 
 def test_a_stored_digest_that_is_not_hex_is_unknown():
-    from store.digest import PREFIX, digest_rows, is_digest
-    from exchange.schema import TABLE_DTYPES
+    from exsim.store.digest import PREFIX, digest_rows, is_digest
+    from exsim.exchange.schema import TABLE_DTYPES
     assert is_digest(digest_rows("fills", np.zeros(3, TABLE_DTYPES["fills"])))
     for bad in (PREFIX + "g" * 32, PREFIX + "A" * 32, PREFIX + " " * 32, PREFIX + "0" * 31 + "\u0660"):
         assert not is_digest(bad)

@@ -5,10 +5,10 @@ are exactly the engine's outputs."""
 import numpy as np
 import pytest
 
-from exchange import Engine
-from exchange.schema import FILL_DTYPE
-from store import Session
-from store.arena import Arena, TableRows
+from exsim.exchange import Engine
+from exsim.exchange.schema import FILL_DTYPE
+from exsim.store import Session
+from exsim.store.arena import Arena, TableRows
 from store_fixtures import FakeEngine, make_orders
 
 

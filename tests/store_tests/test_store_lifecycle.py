@@ -13,10 +13,10 @@ import sys
 import numpy as np
 import pytest
 
-import store.session as session_mod
-from exchange.errors import CorruptionError, StoreError, UsageError, WriteError
-from store import Session, compact, read, read_checkpoint
-from store.catalog import Catalog
+import exsim.store.session as session_mod
+from exsim.exchange.errors import CorruptionError, StoreError, UsageError, WriteError
+from exsim.store import Session, compact, read, read_checkpoint
+from exsim.store.catalog import Catalog
 from store_fixtures import FakeEngine, forge_catalog, make_orders
 
 
@@ -244,7 +244,7 @@ def _is_closed(catalog):
 
 
 def test_a_failed_open_closes_its_catalog_and_releases_the_lock(tmp_path, monkeypatch):
-    from store.lock import DirLock
+    from exsim.store.lock import DirLock
 
     d = str(_sealed_dir(tmp_path / "d", batches=1))
     ck = os.path.join(d, Catalog(d).latest_checkpoint()["path"])

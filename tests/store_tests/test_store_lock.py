@@ -11,9 +11,9 @@ import subprocess
 import sys
 import pytest
 
-from exchange.errors import StoreError
-from store import Session, compact, read
-from store.lock import DirLock, LockedError
+from exsim.exchange.errors import StoreError
+from exsim.store import Session, compact, read
+from exsim.store.lock import DirLock, LockedError
 from store_fixtures import FakeEngine, make_orders
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -89,7 +89,7 @@ def test_a_writer_killed_with_sigkill_releases_the_lock(tmp_path):
     d = str(tmp_path / "d")
     _session(d).close()
     code = ("import sys, time; sys.path.insert(0, sys.argv[2]);"
-            "from store_fixtures import FakeEngine; from store import Session;"
+            "from store_fixtures import FakeEngine; from exsim.store import Session;"
             "s = Session.open(sys.argv[1], engine_class=FakeEngine); print('READY', flush=True);"
             "time.sleep(60)")
     p = subprocess.Popen([sys.executable, "-c", code, d, HERE], stdout=subprocess.PIPE, text=True)

@@ -11,15 +11,15 @@ import shutil
 import numpy as np
 import pytest
 
-from exchange.errors import CorruptionError
-from exchange.schema import EVENT_DTYPE, ORDER_DTYPE, Kind, OrderType, Phase, Tif
-from store import Catalog, Session, compact, iter_columns, read, read_columns
-from store import sealing, segment
-from store.segment import read_index, read_segment, write_segment
-from store.tables import (ADDED_COLUMNS, LEGACY_EVENT_DTYPE, LEGACY_ORDER_DTYPE, STORED_DTYPES,
+from exsim.exchange.errors import CorruptionError
+from exsim.exchange.schema import EVENT_DTYPE, ORDER_DTYPE, Kind, OrderType, Phase, Tif
+from exsim.store import Catalog, Session, compact, iter_columns, read, read_columns
+from exsim.store import sealing, segment
+from exsim.store.segment import read_index, read_segment, write_segment
+from exsim.store.tables import (ADDED_COLUMNS, LEGACY_EVENT_DTYPE, LEGACY_ORDER_DTYPE, STORED_DTYPES,
                           orders_with_seq, orders_without_seq)
-from store.wal import VERSION as WAL_VERSION
-from store.wal import scan_wal, wal_files
+from exsim.store.wal import VERSION as WAL_VERSION
+from exsim.store.wal import scan_wal, wal_files
 from store_fixtures import FakeEngine, make_orders
 
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -5,8 +5,8 @@ for rows from segments (sliced) and from the WAL (picked by index: a ts window, 
 import numpy as np
 import pytest
 
-import store.query as query
-from store import Session, read, read_columns
+import exsim.store.query as query
+from exsim.store import Session, read, read_columns
 from store_fixtures import FakeEngine, make_orders
 
 BATCH = 3 * query._FILL_ROWS + 7   # parts end inside a block; every table spans several

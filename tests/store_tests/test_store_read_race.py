@@ -12,11 +12,11 @@ import time
 import numpy as np
 import pytest
 
-import store.query
-from exchange.errors import CorruptionError, StoreError
-from store import Session, compact, iter_columns, read, read_columns
-from store.catalog import Catalog
-from store.tables import table_dtype
+import exsim.store.query as store_query
+from exsim.exchange.errors import CorruptionError, StoreError
+from exsim.store import Session, compact, iter_columns, read, read_columns
+from exsim.store.catalog import Catalog
+from exsim.store.tables import table_dtype
 from store_fixtures import FakeEngine, make_orders
 
 N = 400   # orders per batch
@@ -42,14 +42,14 @@ def _contiguous(rows, n):
 def _inject_once(monkeypatch, work):
     """Run ``work()`` once, right before the reader's WAL scan (which followed the catalog
     snapshot when this race lost rows)."""
-    real, done = store.query.scan_wal, []
+    real, done = store_query.scan_wal, []
 
     def scan(*a, **kw):
         if not done:
             done.append(1)
             work()
         return real(*a, **kw)
-    monkeypatch.setattr(store.query, "scan_wal", scan)
+    monkeypatch.setattr(store_query, "scan_wal", scan)
 
 
 def test_a_seal_and_trim_just_before_the_wal_scan_leave_no_gap_in_a_read(tmp_path, monkeypatch):
@@ -101,12 +101,12 @@ def test_unsealed_rows_missing_from_the_wal_are_corruption_not_a_short_read(tmp_
 
 
 def test_a_wal_file_trimmed_mid_scan_is_retried(tmp_path, monkeypatch):
-    import store.wal.files
-    import store.wal.reader
+    import exsim.store.wal.files as wal_files
+    import exsim.store.wal.reader as wal_reader
 
     s = _session(tmp_path, wal_rotate_bytes=1)   # one record per WAL file
     _feed(s, 3)
-    real, opened = store.wal.files.read_file, []
+    real, opened = wal_files.read_file, []
 
     def read_file(path):
         opened.append(path)
@@ -114,7 +114,7 @@ def test_a_wal_file_trimmed_mid_scan_is_retried(tmp_path, monkeypatch):
             s.seal()
             s.checkpoint()
         return real(path)
-    monkeypatch.setattr(store.wal.reader, "read_file", read_file)
+    monkeypatch.setattr(wal_reader, "read_file", read_file)
     _feed(s, 1, seed=10)
     assert _contiguous(read(str(tmp_path), "orders"), 4 * N)
     assert [os.path.basename(p) for p in opened] == ["wal-00000001.log", "wal-00000002.log"]

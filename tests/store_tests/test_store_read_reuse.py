@@ -6,8 +6,8 @@ the wrong kind is a clear error, never a silent reinterpretation of its bytes.""
 import numpy as np
 import pytest
 
-from exchange.errors import UsageError
-from store import Reader, read
+from exsim.exchange.errors import UsageError
+from exsim.store import Reader, read
 from store_fixtures import sealed_run
 
 

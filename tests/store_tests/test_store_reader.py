@@ -9,8 +9,8 @@ flows without the order types of issue 15 (they do not need its engine work)."""
 import numpy as np
 import pytest
 
-from exchange.errors import StoreError, UsageError
-from store import Reader, Session, compact, read, read_columns
+from exsim.exchange.errors import StoreError, UsageError
+from exsim.store import Reader, Session, compact, read, read_columns
 from store_fixtures import FakeEngine, make_orders
 
 N = 300
@@ -29,7 +29,7 @@ def _same(a, b):
 
 
 def _requests(rng, last, table):
-    from store.tables import table_dtype
+    from exsim.store.tables import table_dtype
 
     two = list(table_dtype(table).names[-2:])
     lo = int(rng.integers(1, max(last, 1) + 1))
@@ -123,7 +123,7 @@ def test_last_row_of_columns_constant_in_a_block_is_the_last_row_read_returns(tm
                                                                              monkeypatch):
     # events' phase and symbol hold one value per symbol here: a block starting inside the
     # window answers from its column headers without decoding seq; any other request decodes
-    from store.segment import SegmentFile
+    from exsim.store.segment import SegmentFile
 
     answered = []
     constant = SegmentFile.constant
@@ -181,8 +181,8 @@ def test_a_reader_raises_what_read_raises(tmp_path):
 # --- book_at and stats through a Reader (exchange.Engine) ---------------------------------------
 
 def _engine_run(path, n=6_000):
-    from exchange import Engine
-    from scenarios.generators.uniform import uniform_flow
+    from exsim.exchange import Engine
+    from exsim.scenarios.generators.uniform import uniform_flow
 
     eng = Engine()
     eng.add_symbol("X", tick_size=1)
@@ -195,7 +195,7 @@ def _engine_run(path, n=6_000):
 
 
 def test_book_at_and_stats_through_a_reader_equal_them_through_the_path(tmp_path):
-    from replay import book_at, stats
+    from exsim.replay import book_at, stats
 
     d = tmp_path / "run"
     s, flow = _engine_run(d)
@@ -216,7 +216,7 @@ def test_book_at_and_stats_through_a_reader_equal_them_through_the_path(tmp_path
 
 
 def test_book_at_through_a_reader_follows_a_live_writer(tmp_path):
-    from replay import book_at
+    from exsim.replay import book_at
 
     d = tmp_path / "run"
     s, flow = _engine_run(d, n=3_000)

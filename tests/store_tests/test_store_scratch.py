@@ -6,8 +6,8 @@ import threading
 
 import numpy as np
 
-from store import Reader, read, read_columns
-from store import scratch as S
+from exsim.store import Reader, read, read_columns
+from exsim.store import scratch as S
 from store_fixtures import sealed_run
 
 

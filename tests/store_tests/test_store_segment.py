@@ -5,9 +5,9 @@ import os
 import numpy as np
 import pytest
 
-from exchange.errors import CorruptionError
-from store.segment import FOOTER, read_index, read_segment, write_segment
-from store.tables import orders_with_seq
+from exsim.exchange.errors import CorruptionError
+from exsim.store.segment import FOOTER, read_index, read_segment, write_segment
+from exsim.store.tables import orders_with_seq
 from store_fixtures import make_batch
 
 
@@ -98,7 +98,7 @@ def test_version_1_segments_still_read():
 
 
 def _packed_only_chooser():
-    from store.choice import Chooser
+    from exsim.store.choice import Chooser
 
     return Chooser()   # without a compressor the search tries bit-packed streams only
 
@@ -112,10 +112,10 @@ def test_a_newer_segment_version_is_rejected_with_a_clear_error(tmp_path):
 
 
 def test_commit_segments_leaves_no_file_behind_when_a_write_fails(tmp_path, monkeypatch):
-    from exchange.errors import WriteError
-    from store import codecs
-    from store.segment import commit_segments, encode_columns
-    from store.tables import STORED_DTYPES
+    from exsim.exchange.errors import WriteError
+    from exsim.store import codecs
+    from exsim.store.segment import commit_segments, encode_columns
+    from exsim.store.tables import STORED_DTYPES
 
     rows = np.zeros(10, STORED_DTYPES["l2"])
     rows["seq"] = np.arange(1, 11)
@@ -152,8 +152,8 @@ def test_zstd_segments_encode_on_several_threads_at_once(tmp_path):
 
 def _commit_two(d):
     """Commit two segments at once (two files, two directories: their fsyncs run concurrently)."""
-    from store import codecs
-    from store.segment import commit_segments, encode_columns
+    from exsim.store import codecs
+    from exsim.store.segment import commit_segments, encode_columns
 
     rows = _rows()
     cols = {c: codecs.gather_u64([rows[c]], rows.dtype.fields[c][0].kind == "i") for c in rows.dtype.names}

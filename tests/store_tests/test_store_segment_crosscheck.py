@@ -10,9 +10,9 @@ import os
 import numpy as np
 import pytest
 
-from exchange.errors import CorruptionError
-from store.segment import check_registered, read_registered, write_segment
-from store.tables import orders_with_seq
+from exsim.exchange.errors import CorruptionError
+from exsim.store.segment import check_registered, read_registered, write_segment
+from exsim.store.tables import orders_with_seq
 from store_fixtures import make_batch
 
 
@@ -57,7 +57,7 @@ def test_a_true_catalog_row_reads_and_checks(tmp_path, table):
 
 
 def test_rows_the_catalog_registers_pass_the_cross_check(tmp_path):
-    from store.catalog import Catalog
+    from exsim.store.catalog import Catalog
 
     _, rows = _row(tmp_path / "elsewhere")
     info = write_segment(str(tmp_path), "l2", 3, rows)
@@ -70,8 +70,8 @@ def test_rows_the_catalog_registers_pass_the_cross_check(tmp_path):
 
 
 def test_rerun_checks_each_output_segment_against_its_catalog_row(tmp_path):
-    from replay import rerun
-    from store.catalog import Catalog
+    from exsim.replay import rerun
+    from exsim.store.catalog import Catalog
     from store_fixtures import forge_catalog
     from test_replay_common import rich_flow, store_run
 

@@ -5,10 +5,10 @@ import os
 import numpy as np
 import pytest
 
-from exchange.errors import CorruptionError, StoreError, UsageError
-from store import Session, compact, read
-from store.catalog import Catalog
-from store.tables import orders_with_seq
+from exsim.exchange.errors import CorruptionError, StoreError, UsageError
+from exsim.store import Session, compact, read
+from exsim.store.catalog import Catalog
+from exsim.store.tables import orders_with_seq
 from store_fixtures import FakeEngine, make_orders
 
 
@@ -184,8 +184,8 @@ def test_old_catalog_with_a_truncated_tick_size_reads_it_from_the_symbol_info(tm
 
 
 def test_a_failed_background_seal_is_reported_and_its_rows_stay_readable(tmp_path, monkeypatch):
-    import store.sealing as session_mod
-    from exchange.errors import WriteError
+    import exsim.store.sealing as session_mod
+    from exsim.exchange.errors import WriteError
 
     real = session_mod.commit_segments
 
@@ -238,7 +238,7 @@ def test_process_many_yields_what_process_returns_and_reopens_identically(tmp_pa
 
 
 def _slow_fsync(monkeypatch, seconds):
-    import store.wal.writer as wal_mod
+    import exsim.store.wal.writer as wal_mod
 
     real = os.fsync
     monkeypatch.setattr(wal_mod.os, "fsync", lambda fd: (__import__("time").sleep(seconds), real(fd)))
@@ -273,7 +273,7 @@ def test_process_many_commits_queued_batches_with_one_fsync_and_loses_none(tmp_p
 
 
 def _real_engine():
-    from exchange import Engine
+    from exsim.exchange import Engine
 
     eng = Engine(stp="cancel_resting")
     eng.add_symbol("AAA", tick_size=1)
@@ -283,9 +283,9 @@ def _real_engine():
 
 @pytest.mark.parametrize("parts,room", [(None, None), (3, None), (3, 0.0)])
 def test_batches_journaled_in_parts_equal_whole_batches_and_reopen_identically(tmp_path, parts, room):
-    from scenarios.generators.uniform import uniform_flow
+    from exsim.scenarios.generators.uniform import uniform_flow
 
-    import store.wal as wal_mod
+    import exsim.store.wal as wal_mod
 
     flow = uniform_flow(30000, 5, n_symbols=2)
     whole = Session.create(str(tmp_path / "a"), _real_engine(), journal_parts=1, seal_every=10**9)
@@ -315,7 +315,7 @@ def test_journal_parts_must_be_a_positive_integer(tmp_path):
 
 @pytest.mark.parametrize("bad", [np.zeros(10000, np.int64), [1, 2, 3]])
 def test_a_batch_the_engine_refuses_leaves_a_parts_session_usable(tmp_path, bad):
-    from scenarios.generators.uniform import uniform_flow
+    from exsim.scenarios.generators.uniform import uniform_flow
 
     s = Session.create(str(tmp_path), _real_engine(), journal_parts=4, seal_every=10**9)
     with pytest.raises(UsageError, match="ORDER_DTYPE"):
@@ -332,7 +332,7 @@ def _emitted(fed, table, symbol, lo, hi):
 
 
 def _check_digests(cat, fed):
-    from store.digest import digest_rows
+    from exsim.store.digest import digest_rows
     segs = cat.all_segments()
     assert {r["digest"] for r in segs if r["table_name"] == "orders"} == {""}
     outs = [r for r in segs if r["table_name"] != "orders"]
@@ -385,8 +385,8 @@ def test_a_catalog_without_the_digest_column_opens_and_gets_it(tmp_path):
 
 
 def test_journaled_through_counts_unsealed_wal_records_without_decoding_them(tmp_path, monkeypatch):
-    import store.wal.reader as reader
-    from store import journaled_through
+    import exsim.store.wal.reader as reader
+    from exsim.store import journaled_through
 
     s = _session(tmp_path, seal_every=10**9, checkpoint_every=10**9)
     _feed(s, batches=3)

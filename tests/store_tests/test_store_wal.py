@@ -6,10 +6,10 @@ import crc32c
 import numpy as np
 import pytest
 
-from exchange.errors import CorruptionError, UsageError
-from exchange.errors import WriteError
-from store.wal import FILE_HEADER, VERSION, GroupWriter, WalWriter, scan_wal, wal_files
-from exchange.schema import EVENT_DTYPE, ORDER_DTYPE
+from exsim.exchange.errors import CorruptionError, UsageError
+from exsim.exchange.errors import WriteError
+from exsim.store.wal import FILE_HEADER, VERSION, GroupWriter, WalWriter, scan_wal, wal_files
+from exsim.exchange.schema import EVENT_DTYPE, ORDER_DTYPE
 from store_fixtures import as_read, make_batch, old_wal_file
 
 
@@ -28,7 +28,7 @@ def _write(wal_dir, batches=5, n=200, **kw):
 def _same(rec, batch):
     """Whether a record holds ``batch`` as a reader returns it (the fields an older file's
     version lacks read as 0)."""
-    from store.wal import VERSION
+    from exsim.store.wal import VERSION
 
     version = open(rec.path, "rb").read(6)[4] if rec.path else VERSION
     want = [as_read(t, a, version) for t, a in zip(("orders", "fills", "l2", "events"), batch)]
@@ -146,7 +146,7 @@ def test_version_1_files_still_read(tmp_path):
 
 def _with_added_fields(orders, seed):
     """``orders`` with every field added after the legacy row set to seeded nonzero values."""
-    from store.tables import ADDED_COLUMNS
+    from exsim.store.tables import ADDED_COLUMNS
 
     rng = np.random.default_rng(seed)
     out = orders.copy()
@@ -158,7 +158,7 @@ def _with_added_fields(orders, seed):
 @pytest.mark.parametrize("version,rtype", [(1, 1), (1, 2), (2, 3), (3, 1), (3, 3), (4, 1), (4, 3),
                                            (5, 1), (5, 3)])
 def test_old_version_files_read_their_narrower_rows_with_zeros_in_the_fields_added_since(tmp_path, version, rtype):
-    from store.wal import VERSION
+    from exsim.store.wal import VERSION
 
     batches = [(1, make_batch(1, 200, seed=1)), (201, make_batch(201, 150, seed=2))]
     journaled = [(f, (_with_added_fields(b[0], f), *b[1:])) for f, b in batches]
@@ -179,7 +179,7 @@ def test_old_version_files_read_their_narrower_rows_with_zeros_in_the_fields_add
 
 @pytest.mark.parametrize("compress", [True, False])
 def test_the_added_order_and_event_fields_round_trip_bit_for_bit_in_the_current_version(tmp_path, compress):
-    from store.wal import VERSION, PartEncoder
+    from exsim.store.wal import VERSION, PartEncoder
 
     w = WalWriter(str(tmp_path), compress=compress)
     b = make_batch(1, 300, seed=3)
@@ -210,7 +210,7 @@ def test_a_newer_file_version_is_rejected_naming_the_file(tmp_path):
 
 
 def test_fsync_policy_syncs_a_new_file_and_its_directory_before_the_first_record_returns(tmp_path, monkeypatch):
-    import store.wal.writer as wal_mod
+    import exsim.store.wal.writer as wal_mod
 
     synced = []
     real_fsync = os.fsync
@@ -227,7 +227,7 @@ def test_fsync_policy_syncs_a_new_file_and_its_directory_before_the_first_record
 
 @pytest.mark.parametrize("width", [1, 7, 8, 9, 16, 41, 45, 46, 55, 69, 78])
 def test_byte_shuffle_matches_a_transpose_and_inverts(width):
-    from store.shuffle import shuffle as _shuffle, unshuffle as _unshuffle
+    from exsim.store.shuffle import shuffle as _shuffle, unshuffle as _unshuffle
 
     rng = np.random.default_rng(width)
     for n in (0, 1, 7, 8, 9, 63, 64, 65, 200, 1031):   # around the 8-row and 64-row blocks
@@ -243,7 +243,7 @@ def test_byte_shuffle_matches_a_transpose_and_inverts(width):
 
 def _traced_group(tmp_path, monkeypatch, fsync):
     """A GroupWriter whose writes, fsyncs and acknowledgements land in one ordered trace."""
-    import store.wal.writer as wal_mod
+    import exsim.store.wal.writer as wal_mod
 
     trace = []
     monkeypatch.setattr(wal_mod.os, "fsync", lambda fd: (fsync(fd), trace.append(("fsync",))))
@@ -294,7 +294,7 @@ def test_a_failed_group_fsync_fails_every_record_of_the_group_and_later_appends(
 def test_a_failed_fsync_at_rotation_makes_the_writer_refuse_later_appends(tmp_path, monkeypatch):
     # a record whose fsync failed may be lost: a later record made durable in the next file
     # would leave a seq gap on disk instead of a clean end
-    import store.wal.writer as wal_mod
+    import exsim.store.wal.writer as wal_mod
 
     w = WalWriter(str(tmp_path), durability="fsync")
     w.append(1, *make_batch(1, 50), defer_sync=True)
@@ -313,7 +313,7 @@ def test_a_failed_fsync_at_rotation_makes_the_writer_refuse_later_appends(tmp_pa
 
 def _parts_record(tmp_path, firsts, n=150):
     """A WAL with one multi-part record whose parts start at ``firsts`` (n orders each)."""
-    from store.wal import PartEncoder
+    from exsim.store.wal import PartEncoder
 
     enc, batches = PartEncoder(), [make_batch(f, n, seed=f) for f in firsts]
     w = WalWriter(str(tmp_path))
@@ -339,7 +339,7 @@ def _reframe_as(path, version):
     """Rewrite the frames of the current-version WAL file ``path`` as file ``version`` (1-3)
     frames them: the same payloads under the older frame header, which carries no seq range
     (their order rows are not made legacy: for records a scan must refuse before decoding)."""
-    from store.wal import FRAME, FRAME4, HCRC
+    from exsim.store.wal import FRAME, FRAME4, HCRC
 
     data = open(path, "rb").read()
     out, pos = [bytearray(data[:FILE_HEADER.size])], FILE_HEADER.size
@@ -362,7 +362,7 @@ def test_multi_part_record_in_a_version_2_file_is_corruption(tmp_path):
 
 
 def test_a_data_directory_whose_wal_is_version_3_opens_recovers_and_goes_on(tmp_path):
-    from store import Session, read
+    from exsim.store import Session, read
     from store_fixtures import FakeEngine, make_orders
 
     eng = FakeEngine()

@@ -11,9 +11,9 @@ import lz4.block
 import numpy as np
 import pytest
 
-from exchange.errors import CorruptionError
-from store import Session, read
-from store.wal import BATCH, FILE_HEADER, FRAME, FRAME4, HCRC, MAGIC, VERSION, WalWriter, scan_wal, wal_files
+from exsim.exchange.errors import CorruptionError
+from exsim.store import Session, read
+from exsim.store.wal import BATCH, FILE_HEADER, FRAME, FRAME4, HCRC, MAGIC, VERSION, WalWriter, scan_wal, wal_files
 from store_fixtures import FakeEngine, legacy_orders, make_batch, make_orders
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -84,7 +84,7 @@ def test_batch_counts_beyond_the_payload_are_corruption(tmp_path, counts, versio
 @pytest.mark.parametrize("version", [4, VERSION])
 @pytest.mark.parametrize("rtype", [1, 3])
 def test_order_rows_of_the_other_version_s_width_are_corruption_naming_the_file(tmp_path, version, rtype):
-    from store.wal.payload import wire_bytes
+    from exsim.store.wal.payload import wire_bytes
 
     o = make_orders(20)
     # a version-4 file holding 77-byte rows, a version-5 file holding 45-byte ones
@@ -116,7 +116,7 @@ def test_a_multi_part_record_claiming_more_parts_than_fit_is_corruption(tmp_path
 # -- the version-4 frame header: seq range and row counts -----------------------------------
 
 def _batch_record(first_seq, n=20):
-    from store.wal.payload import wire_bytes
+    from exsim.store.wal.payload import wire_bytes
 
     return BATCH.pack(first_seq, n, 0, 0, 0) + wire_bytes("orders", make_orders(n)).tobytes()
 
@@ -148,7 +148,7 @@ def test_a_flipped_bit_in_a_version_4_header_is_corruption_not_a_crash_tail(tmp_
 
 
 def test_a_version_4_scan_checks_records_at_or_below_after_seq_without_decoding_them(tmp_path, monkeypatch):
-    import store.wal.reader as reader
+    import exsim.store.wal.reader as reader
 
     w = WalWriter(str(tmp_path), durability="none")
     batches = [make_batch(1 + 30 * k, 30, seed=k) for k in range(8)]
@@ -214,7 +214,7 @@ def _hostile_examples():
                             for c, b in parts)
             return 4, struct.pack("<I", draw(st.one_of(st.just(n), u32))) + body
         if kind == "mutant":   # a real record with flipped bytes, its checksum made to match
-            from store.wal.payload import encode_batch as _encode_batch
+            from exsim.store.wal.payload import encode_batch as _encode_batch
 
             rtype, pieces = _encode_batch(1, *valid, compress=draw(st.booleans()))
             data = bytearray(b"".join(bytes(memoryview(p).cast("B")) for p in pieces))

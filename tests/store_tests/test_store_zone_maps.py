@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from exchange.errors import CorruptionError
-from store import segment as sg
-from store.tables import STORED_DTYPES
+from exsim.exchange.errors import CorruptionError
+from exsim.store import segment as sg
+from exsim.store.tables import STORED_DTYPES
 
 L2 = STORED_DTYPES["l2"]
 

@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field as dc_field
 from decimal import Decimal
 
-from exchange.gateway.fix.codec import Framer, Garbled, body_of, build, parse_frame, \
+from exsim.exchange.gateway.fix.codec import Framer, Garbled, body_of, build, parse_frame, \
     utc_timestamp
 
 __all__ = ["FixClient", "FixMessage", "FixClientError", "MarketDataBook"]

@@ -21,9 +21,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from exchange.gateway import itch
-from exchange.gateway.feed_server import encode_login
-from exchange.gateway.framing import FrameError, PacketType, frame, read_frame
+from exsim.exchange.gateway import itch
+from exsim.exchange.gateway.feed_server import encode_login
+from exsim.exchange.gateway.framing import FrameError, PacketType, frame, read_frame
 
 __all__ = ["FeedClient", "LoginRejected"]
 

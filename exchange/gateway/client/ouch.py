@@ -18,10 +18,10 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from exchange.errors import ExsimError
-from exchange.gateway import ouch
-from exchange.gateway.framing import FrameError, PacketType, frame, read_frame
-from exchange.schema import OrderType, Side, Tif
+from exsim.exchange.errors import ExsimError
+from exsim.exchange.gateway import ouch
+from exsim.exchange.gateway.framing import FrameError, PacketType, frame, read_frame
+from exsim.exchange.schema import OrderType, Side, Tif
 
 __all__ = ["OuchClient", "Received", "LoginRejected", "SessionClosed"]
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import simplefix
 from simplefix import errors as fix_errors
 
-from exchange.errors import ExsimError
+from exsim.exchange.errors import ExsimError
 
 __all__ = ["BEGIN_STRING", "Framer", "Garbled", "FatalFrame", "FieldError", "parse_frame",
            "build", "utc_timestamp", "parse_utc_timestamp", "field", "field_str", "field_int",

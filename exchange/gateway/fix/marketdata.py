@@ -40,9 +40,9 @@ from dataclasses import dataclass, field as dc_field
 
 import numpy as np
 
-from exchange.gateway.fix.codec import FieldError, field, field_int, field_str, utc_timestamp
-from exchange.gateway.fix.orders import _decimal
-from exchange.schema import CALL_PHASES, Event, Phase, Side
+from exsim.exchange.gateway.fix.codec import FieldError, field, field_int, field_str, utc_timestamp
+from exsim.exchange.gateway.fix.orders import _decimal
+from exsim.exchange.schema import CALL_PHASES, Event, Phase, Side
 
 __all__ = ["MarketData", "Subscription", "ENTRY_TYPES", "MAX_DEPTH", "MAX_ENTRIES",
            "MAX_SUBSCRIPTIONS", "REJECT"]

@@ -21,10 +21,10 @@ from __future__ import annotations
 import re
 from decimal import Decimal, InvalidOperation
 
-from exchange.gateway.core import MAX_CLIENT_ID, Request
-from exchange.gateway.fix.codec import FieldError, field, field_int, field_str, \
+from exsim.exchange.gateway.core import MAX_CLIENT_ID, Request
+from exsim.exchange.gateway.fix.codec import FieldError, field, field_int, field_str, \
     parse_utc_timestamp, utc_timestamp
-from exchange.schema import MAX_PRICE, MAX_QTY, OrderType, Reason, Side, Tif
+from exsim.exchange.schema import MAX_PRICE, MAX_QTY, OrderType, Reason, Side, Tif
 
 __all__ = ["parse_order", "report_body", "refusal_body", "Refused", "ORDER_MSG_TYPES",
            "SIDES", "ORD_TYPES", "TIFS"]

@@ -22,9 +22,9 @@ from __future__ import annotations
 import asyncio
 import os
 
-from exchange.errors import UsageError
-from exchange.gateway.fix.session import FixSession
-from exchange.gateway.fix.store import SessionStore
+from exsim.exchange.errors import UsageError
+from exsim.exchange.gateway.fix.session import FixSession
+from exsim.exchange.gateway.fix.store import SessionStore
 
 __all__ = ["start", "FixServer", "DEFAULTS"]
 
@@ -60,7 +60,7 @@ class FixServer:
         self.marketdata = None
         if opts["marketdata"]:
             try:
-                from exchange.gateway.fix.marketdata import MarketData
+                from exsim.exchange.gateway.fix.marketdata import MarketData
             except ImportError:
                 MarketData = None
             if MarketData is not None:

@@ -42,14 +42,14 @@ import collections
 import dataclasses
 import logging
 
-from exchange.errors import UsageError
-from exchange.gateway.accounts import AuthError
-from exchange.gateway.core import RateLimiter
-from exchange.gateway.fix.codec import FatalFrame, FieldError, Framer, Garbled, body_of, build, \
+from exsim.exchange.errors import UsageError
+from exsim.exchange.gateway.accounts import AuthError
+from exsim.exchange.gateway.core import RateLimiter
+from exsim.exchange.gateway.fix.codec import FatalFrame, FieldError, Framer, Garbled, body_of, build, \
     field, field_int, field_str, parse_frame, parse_utc_timestamp, seq_of, utc_timestamp
-from exchange.gateway.fix.orders import ORDER_MSG_TYPES, Refused, parse_order, refusal_body, \
+from exsim.exchange.gateway.fix.orders import ORDER_MSG_TYPES, Refused, parse_order, refusal_body, \
     report_body
-from exchange.gateway.fix.store import Outbound
+from exsim.exchange.gateway.fix.store import Outbound
 
 __all__ = ["FixSession", "ADMIN_TYPES"]
 

@@ -10,9 +10,9 @@
   function for the fast path (``QuoteStrategy``).
 """
 
-from replay.backtesting.strategies.market_maker import InventoryMarketMaker, market_maker_fast, mm_quotes
-from replay.backtesting.strategies.closing_auction import ClosingAuctionJoiner
-from replay.backtesting.strategies.momentum import MomentumTaker
+from exsim.replay.backtesting.strategies.market_maker import InventoryMarketMaker, market_maker_fast, mm_quotes
+from exsim.replay.backtesting.strategies.closing_auction import ClosingAuctionJoiner
+from exsim.replay.backtesting.strategies.momentum import MomentumTaker
 
 __all__ = ["InventoryMarketMaker", "MomentumTaker", "ClosingAuctionJoiner", "mm_quotes",
            "market_maker_fast"]

@@ -12,9 +12,9 @@ fill.
 
 from __future__ import annotations
 
-from exchange.errors import UsageError
-from exchange.schema import Event, Phase
-from replay.backtesting.strategy import Strategy
+from exsim.exchange.errors import UsageError
+from exsim.exchange.schema import Event, Phase
+from exsim.replay.backtesting.strategy import Strategy
 
 __all__ = ["ClosingAuctionJoiner"]
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from exchange.errors import UsageError
-from replay.backtesting.strategy import QuoteStrategy, Strategy
+from exsim.exchange.errors import UsageError
+from exsim.replay.backtesting.strategy import QuoteStrategy, Strategy
 
 __all__ = ["InventoryMarketMaker", "mm_quotes", "market_maker_fast"]
 

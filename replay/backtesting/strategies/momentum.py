@@ -7,8 +7,8 @@ every wake-up with a two-sided book; no order rests (IOC), so there is no queue 
 
 from __future__ import annotations
 
-from exchange.errors import UsageError
-from replay.backtesting.strategy import Strategy
+from exsim.exchange.errors import UsageError
+from exsim.replay.backtesting.strategy import Strategy
 
 __all__ = ["MomentumTaker"]
 
