@@ -1,14 +1,15 @@
 """``ShardedEngine``: one engine's batches matched on several threads (``Engine(threads=N)``).
 
-Symbols are independent, so the engine is split by symbol into N shards: N inner ``Engine``s,
-each with every symbol (same ids, same options) but holding the orders of the symbols it owns
-only. Symbol s belongs to shard ``s % N`` (round robin in the order of adding). ``process`` runs
-one task per shard on a thread pool (the calling thread takes shard 0): the shard copies its
-messages out of the batch and walks the batch with ``shard_kernels.drive`` (nogil), matching its
-own messages and running its own deadlines before every message; then ``shard_kernels.merge``
-writes the shards' rows in the single engine's order (in N ranges of the batch, on the pool
-too). ``exchange.shard_kernels`` says why the order is exact, deadlines of several shards before
-one message included.
+Symbols are independent, so the engine is split by symbol into N shards: N inner engines
+(``exchange.single.SingleEngine``, which is ``Engine`` without the threads option: this module
+builds on it, and ``exchange.engine`` on this one), each with every symbol (same ids, same
+options) but holding the orders of the symbols it owns only. Symbol s belongs to shard
+``s % N`` (round robin in the order of adding). ``process`` runs one task per shard on a thread
+pool (the calling thread takes shard 0): the shard copies its messages out of the batch and
+walks the batch with ``shard_kernels.drive`` (nogil), matching its own messages and running its
+own deadlines before every message; then ``shard_kernels.merge`` writes the shards' rows in the
+single engine's order (in N ranges of the batch, on the pool too). ``exchange.shard_kernels``
+says why the order is exact, deadlines of several shards before one message included.
 
 Invariants:
 - Every output (rows, their bytes, seq, trade ids), ``checkpoint()``, ``state_hash()`` and
@@ -28,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import os
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 
 import numpy as np
 
@@ -37,15 +39,17 @@ from . import shard_kernels as sk
 from .book import (
     M_EXPIRY_N, M_NEED_EVENTS, M_NEED_FILLS, M_NEED_L2, M_NEXT_END, M_SEQ, M_TRADE_ID,
 )
-from .engine import Engine, _entry, _enum_arg, _int_arg, _is_bool, _I64, _PHASES, _SIDES, _TIFS, \
-    _TYPES, _U32, _U64
+from .arguments import I64, PHASES, SIDES, TIFS, TYPES, U32, U64, enum_arg, int_arg, is_bool
+from .configuration import build_from_config
 from .errors import UsageError
 from .order_index import index_find
+from .processing import compiled_entry, message_fields
 from .protocol import OutputBuffers, Result
 from .schema import (
     CHECKPOINT_DTYPE, EVENT_DTYPE, FILL_DTYPE, L2_DTYPE, ORDER_DTYPE, Flag, Kind, OrderType,
     Phase, Side, Tif,
 )
+from .single import SingleEngine
 from .state import OK, grow_output as _grow_output, zeros_aligned
 
 __all__ = ["ShardedEngine", "MAX_THREADS"]
@@ -58,7 +62,7 @@ PARALLEL_MIN = 4096
 
 def threads_arg(threads) -> int:
     """Return ``threads`` as an int in [1, MAX_THREADS]; raise UsageError naming it otherwise."""
-    return _int_arg(threads, "threads", 1, MAX_THREADS)
+    return int_arg(threads, "threads", 1, MAX_THREADS)
 
 
 class _Shard:
@@ -67,7 +71,7 @@ class _Shard:
     __slots__ = ("engine", "own", "ownpos", "n_own", "fills", "l2", "events", "cnt", "log",
                  "ctl")
 
-    def __init__(self, engine: Engine):
+    def __init__(self, engine: SingleEngine):
         engine.prefetch_tuning = False     # a shard always prefetches (ShardedEngine says why)
         self.engine = engine
         self.own = np.zeros(0, ORDER_DTYPE)
@@ -151,7 +155,7 @@ class _Shard:
 _PROCESS = None   # process_batch's compiled entry for the shards' argument types
 
 
-def _next_deadline(eng: Engine) -> int:
+def _next_deadline(eng: SingleEngine) -> int:
     """The earliest ts at which one of ``eng``'s deadlines is due (an expiry or an auction
     end; the int64 maximum if none): ``shard_kernels._next_deadline`` in Python."""
     d = (1 << 63) - 1
@@ -166,7 +170,7 @@ def _process_entry(args):
     """Return process_batch's entry point for ``args`` (the shards' own arrays, of the types
     the engine's own call has: the per-run call skips numba's type dispatch)."""
     global _PROCESS
-    _PROCESS = _entry(kernels.process_batch, args)
+    _PROCESS = compiled_entry(kernels.process_batch, args)
     return _PROCESS
 
 
@@ -182,8 +186,9 @@ class ShardedEngine:
     def __init__(self, stp: str | int = "none", *, ownership: bool = True, capacity: int = 1024,
                  threads: int = 2):
         n = threads_arg(threads)
-        capacity = _int_arg(capacity, "capacity", 0, ckpt.MAX_ORDERS)
-        self._shards = [_Shard(Engine(stp, ownership=ownership, capacity=-(-capacity // n)))
+        capacity = int_arg(capacity, "capacity", 0, ckpt.MAX_ORDERS)
+        self._shards = [_Shard(SingleEngine(stp, ownership=ownership,
+                                            capacity=-(-capacity // n)))
                         for _ in range(n)]
         self._owner = np.zeros(0, np.int32)     # symbol id -> shard
         self._next_auto_id = 1
@@ -194,10 +199,10 @@ class ShardedEngine:
         """The number of shards (and threads a large batch runs on)."""
         return len(self._shards)
 
-    def _engines(self) -> list[Engine]:
+    def _engines(self) -> list[SingleEngine]:
         return [s.engine for s in self._shards]
 
-    def _owner_of(self, sid: int) -> Engine:
+    def _owner_of(self, sid: int) -> SingleEngine:
         return self._shards[int(self._owner[sid])].engine
 
     def __getstate__(self) -> dict:
@@ -269,17 +274,25 @@ class ShardedEngine:
                              f"off); got {on!r}")
 
     def config(self) -> dict:
-        """``Engine.config()``: the options and symbols (not ``threads``, how it runs)."""
+        """Return ``Engine.config()``: the options and symbols (not ``threads``, how it runs).
+        Raises nothing."""
         return self._shards[0].engine.config()
 
     @classmethod
-    def from_config(cls, cfg: dict, *, threads: int = 2) -> "ShardedEngine":
-        """``Engine.from_config(cfg, threads=threads)``."""
-        return Engine.from_config(cfg, threads=threads_arg(threads))
+    def from_config(cls, cfg: dict, *,
+                    threads: int = 2) -> "ShardedEngine | SingleEngine":
+        """``Engine.from_config(cfg, threads=threads)``: a fresh engine with the options and
+        symbols of ``cfg``, a ``SingleEngine`` for ``threads`` 1. Raises UsageError as that
+        does (``threads`` first)."""
+        n = threads_arg(threads)
+        if n == 1:
+            return SingleEngine.from_config(cfg)
+        return build_from_config(partial(cls, threads=n), cfg)
 
     # ---------------------------------------------------------------- processing
     def process(self, orders: np.ndarray, *, out: OutputBuffers | None = None) -> Result:
-        """``Engine.process``: the same rows, bytes and errors, matched on the shards' threads."""
+        """Return ``Engine.process``'s Result: the same rows and bytes, matched on the shards'
+        threads. Raises UsageError as that does (a bad ``orders`` or ``out``)."""
         if not isinstance(orders, np.ndarray) or orders.dtype != ORDER_DTYPE or orders.ndim != 1:
             got = getattr(orders, "dtype", type(orders).__name__)
             raise UsageError(f"process() takes a 1-d numpy array of ORDER_DTYPE; got {got}")
@@ -348,69 +361,73 @@ class ShardedEngine:
                trader: int = 0, order_id: int | None = None, ts: int | None = None,
                stop_price: int = 0, display_qty: int = 0, min_qty: int = 0,
                expire_ts: int = 0) -> Result:
-        """``Engine.submit``: same arguments, checks, automatic ids and Result."""
+        """Return ``Engine.submit``'s Result (same arguments, checks and automatic ids). Raises
+        UsageError as that does."""
         sid = self.symbol_id(symbol)
-        side = _enum_arg(_SIDES, Side, side, "side")
-        order_type = _enum_arg(_TYPES, OrderType, order_type, "order_type")
-        tif = _enum_arg(_TIFS, Tif, tif, "tif")
-        trader = _int_arg(trader, "trader", *_U32)
-        stop_price = _int_arg(stop_price, "stop_price", *_I64)
-        display_qty = _int_arg(display_qty, "display_qty", *_I64)
-        min_qty = _int_arg(min_qty, "min_qty", *_I64)
-        expire_ts = _int_arg(expire_ts, "expire_ts", *_I64)
-        qty = _int_arg(qty, "qty", *_I64)
-        price = _int_arg(price, "price", *_I64)
-        ts = 0 if ts is None else _int_arg(ts, "ts", *_I64)
-        if _is_bool(post_only) or (type(post_only) is int and post_only in (0, 1)):
+        side = enum_arg(SIDES, Side, side, "side")
+        order_type = enum_arg(TYPES, OrderType, order_type, "order_type")
+        tif = enum_arg(TIFS, Tif, tif, "tif")
+        trader = int_arg(trader, "trader", *U32)
+        stop_price = int_arg(stop_price, "stop_price", *I64)
+        display_qty = int_arg(display_qty, "display_qty", *I64)
+        min_qty = int_arg(min_qty, "min_qty", *I64)
+        expire_ts = int_arg(expire_ts, "expire_ts", *I64)
+        qty = int_arg(qty, "qty", *I64)
+        price = int_arg(price, "price", *I64)
+        ts = 0 if ts is None else int_arg(ts, "ts", *I64)
+        if is_bool(post_only) or (type(post_only) is int and post_only in (0, 1)):
             flags = int(Flag.POST_ONLY) if post_only else 0
         else:
             raise UsageError(f"post_only must be a bool; got {post_only!r}")
         if order_id is None:
             order_id = self._next_auto_id
             index = self._owner_of(sid)._index
-            while order_id <= _U64[1] and index_find(index, sid, np.uint64(order_id)) >= 0:
+            while order_id <= U64[1] and index_find(index, sid, np.uint64(order_id)) >= 0:
                 order_id += 1
-            if order_id > _U64[1]:
+            if order_id > U64[1]:
                 raise UsageError("no automatic order id is left below 2^64 on "
                                  f"{self.config()['symbols'][sid]['name']!r}; pass order_id")
             self._next_auto_id = order_id + 1
         else:
-            order_id = _int_arg(order_id, "order_id", *_U64)
-        return self.process(Engine._message_fields(
+            order_id = int_arg(order_id, "order_id", *U64)
+        return self.process(message_fields(
             Kind.NEW, sid, order_id, price, qty, ts, trader=trader, side=side,
             order_type=order_type, tif=tif, flags=flags, stop_price=stop_price,
             display_qty=display_qty, min_qty=min_qty, expire_ts=expire_ts))
 
     def cancel(self, symbol: str | int, order_id: int, *, trader: int = 0,
                ts: int | None = None) -> Result:
-        """``Engine.cancel``: same arguments, checks and Result."""
+        """Return ``Engine.cancel``'s Result (same arguments and checks). Raises UsageError as
+        that does."""
         sid = self.symbol_id(symbol)
-        order_id = _int_arg(order_id, "order_id", *_U64)
-        ts = 0 if ts is None else _int_arg(ts, "ts", *_I64)
-        return self.process(Engine._message_fields(Kind.CANCEL, sid, order_id, 0, 0, ts,
-                                                   trader=_int_arg(trader, "trader", *_U32)))
+        order_id = int_arg(order_id, "order_id", *U64)
+        ts = 0 if ts is None else int_arg(ts, "ts", *I64)
+        return self.process(message_fields(Kind.CANCEL, sid, order_id, 0, 0, ts,
+                                           trader=int_arg(trader, "trader", *U32)))
 
     def modify(self, symbol: str | int, order_id: int, *, price: int, qty: int,
                trader: int = 0, ts: int | None = None, stop_price: int = 0) -> Result:
-        """``Engine.modify``: same arguments, checks and Result."""
+        """Return ``Engine.modify``'s Result (same arguments and checks). Raises UsageError as
+        that does."""
         sid = self.symbol_id(symbol)
-        order_id = _int_arg(order_id, "order_id", *_U64)
-        price, qty = _int_arg(price, "price", *_I64), _int_arg(qty, "qty", *_I64)
-        ts = 0 if ts is None else _int_arg(ts, "ts", *_I64)
-        return self.process(Engine._message_fields(
-            Kind.MODIFY, sid, order_id, price, qty, ts, trader=_int_arg(trader, "trader", *_U32),
-            stop_price=_int_arg(stop_price, "stop_price", *_I64)))
+        order_id = int_arg(order_id, "order_id", *U64)
+        price, qty = int_arg(price, "price", *I64), int_arg(qty, "qty", *I64)
+        ts = 0 if ts is None else int_arg(ts, "ts", *I64)
+        return self.process(message_fields(
+            Kind.MODIFY, sid, order_id, price, qty, ts, trader=int_arg(trader, "trader", *U32),
+            stop_price=int_arg(stop_price, "stop_price", *I64)))
 
     def set_phase(self, symbol: str | int, phase: str | int, *, ts: int | None = None,
                   reference_price: int = 0, end_ts: int = 0) -> Result:
-        """``Engine.set_phase``: same arguments, checks and Result."""
+        """Return ``Engine.set_phase``'s Result (same arguments and checks). Raises UsageError
+        as that does."""
         sid = self.symbol_id(symbol)
-        code = _enum_arg(_PHASES, Phase, phase, "phase")
-        price = _int_arg(reference_price, "reference_price", *_I64)
-        ts = 0 if ts is None else _int_arg(ts, "ts", *_I64)
-        return self.process(Engine._message_fields(
+        code = enum_arg(PHASES, Phase, phase, "phase")
+        price = int_arg(reference_price, "reference_price", *I64)
+        ts = 0 if ts is None else int_arg(ts, "ts", *I64)
+        return self.process(message_fields(
             Kind.PHASE, sid, 0, price, 0, ts, phase=code,
-            expire_ts=_int_arg(end_ts, "end_ts", *_I64)))
+            expire_ts=int_arg(end_ts, "end_ts", *I64)))
 
     # ---------------------------------------------------------------- views of the book
     def phase(self, symbol: str | int) -> Phase:
@@ -419,27 +436,32 @@ class ShardedEngine:
         return self._owner_of(sid).phase(sid)
 
     def indicative(self, symbol: str | int) -> tuple[int, int, int]:
-        """``Engine.indicative``: the last indicative uncross published for ``symbol``."""
+        """Return ``Engine.indicative``: the last indicative uncross published for ``symbol``.
+        Raises UsageError for an unknown symbol."""
         sid = self.symbol_id(symbol)
         return self._owner_of(sid).indicative(sid)
 
     def next_deadline(self) -> int:
-        """``Engine.next_deadline``: the earliest expiry or auction end of any shard (0: none)."""
+        """Return ``Engine.next_deadline``: the earliest expiry or auction end of any shard (0:
+        none). Raises nothing."""
         times = [t for t in (e.next_deadline() for e in self._engines()) if t]
         return min(times) if times else 0
 
     def depth(self, symbol: str | int, levels: int = 10) -> tuple[np.ndarray, np.ndarray]:
-        """``Engine.depth``: (bids, asks) of ``symbol``, best level first."""
+        """Return ``Engine.depth``: (bids, asks) of ``symbol``, best level first. Raises
+        UsageError for an unknown symbol."""
         sid = self.symbol_id(symbol)
         return self._owner_of(sid).depth(sid, levels)
 
     def orders(self, symbol: str | int) -> np.ndarray:
-        """``Engine.orders``: the resting orders of ``symbol`` (L3_DTYPE)."""
+        """Return ``Engine.orders``: the resting orders of ``symbol`` (L3_DTYPE). Raises
+        UsageError for an unknown symbol."""
         sid = self.symbol_id(symbol)
         return self._owner_of(sid).orders(sid)
 
     def stops(self, symbol: str | int) -> np.ndarray:
-        """``Engine.stops``: the pending stops of ``symbol`` (L3_DTYPE) in release order."""
+        """Return ``Engine.stops``: the pending stops of ``symbol`` (L3_DTYPE) in release order.
+        Raises UsageError for an unknown symbol."""
         sid = self.symbol_id(symbol)
         return self._owner_of(sid).stops(sid)
 
@@ -449,7 +471,7 @@ class ShardedEngine:
         return sum(e.live_orders for e in self._engines())
 
     def memory_bytes(self) -> int:
-        """Bytes held by every shard's book state arrays."""
+        """Return the bytes held by every shard's book state arrays. Raises nothing."""
         return sum(e.memory_bytes() for e in self._engines())
 
     @property
@@ -484,16 +506,18 @@ class ShardedEngine:
         return header, np.concatenate(rows)
 
     def checkpoint(self) -> bytes:
-        """``Engine.checkpoint``: the bytes a threads=1 engine in this state writes."""
+        """Return ``Engine.checkpoint``: the bytes a threads=1 engine in this state writes.
+        Raises nothing."""
         return ckpt.encode(*self._parts())
 
     def checkpoint_equals(self, blob) -> bool:
         """``self.checkpoint() == blob`` as ``Engine.checkpoint_equals`` decides it (a version 1
         blob compared as that engine would). Never raises."""
-        return Engine.restore(self.checkpoint()).checkpoint_equals(blob)
+        return SingleEngine.restore(self.checkpoint()).checkpoint_equals(blob)
 
     def state_hash(self) -> str:
-        """``Engine.state_hash``: the digest a threads=1 engine in this state gives."""
+        """Return ``Engine.state_hash``: the digest a threads=1 engine in this state gives.
+        Raises nothing."""
         header, rows = self._parts()
         h = hashlib.blake2b(digest_size=16)
         h.update(ckpt.header_bytes(header))
@@ -502,9 +526,11 @@ class ShardedEngine:
 
     @classmethod
     def restore(cls, blob: bytes, *, threads: int = 2) -> "ShardedEngine":
-        """``Engine.restore(blob)`` (the same checks and errors) split into ``threads`` shards."""
+        """Return ``Engine.restore(blob)`` split into ``threads`` shards. Raises UsageError for
+        ``threads`` not an int in [1, MAX_THREADS], else as ``Engine.restore`` (the same
+        checks and errors)."""
         n = threads_arg(threads)
-        whole = Engine.restore(blob)      # checks everything; its state is the reference
+        whole = SingleEngine.restore(blob)    # checks everything; its state is the reference
         ck = ckpt.parse(blob)
         self = cls.__new__(cls)
         self._pool = None
@@ -513,6 +539,6 @@ class ShardedEngine:
         self._shards = []
         for k in range(n):
             mine = self._owner[ck.rows["symbol"]] == k if len(ck.rows) else np.zeros(0, bool)
-            self._shards.append(_Shard(Engine._restore_part(ck, ckpt.row_size(blob),
-                                                            self._owner == k, mine)))
+            self._shards.append(_Shard(SingleEngine._restore_part(ck, ckpt.row_size(blob),
+                                                                  self._owner == k, mine)))
         return self

@@ -119,7 +119,7 @@ def test_the_order_arena_grows_fourfold_and_keeps_every_order():
 
 
 def test_a_large_arena_doubles_instead(monkeypatch):
-    import exsim.exchange.engine as E
+    import exsim.exchange.state_growth as E
     monkeypatch.setattr(E, "_ARENA_FOURFOLD_BELOW", 64)
     eng = Engine(capacity=16)
     eng.add_symbol("X")

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from exsim.exchange import Engine, OutputBuffers
-from exsim.exchange import engine as engine_module
+from exsim.exchange import processing as engine_module
 from exsim.exchange.schema import EVENT_DTYPE
 from exsim.exchange.state import CACHE_LINE, grow_output
 from exsim.scenarios.generators.uniform import uniform_flow

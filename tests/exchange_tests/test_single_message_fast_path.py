@@ -24,7 +24,7 @@ from conftest import (
     venue_flows,
 )
 from exsim.exchange import Engine, OutputBuffers, Result, UsageError
-from exsim.exchange import engine as engine_module
+from exsim.exchange import processing as engine_module
 from exsim.exchange.schema import (
     EVENT_DTYPE, FILL_DTYPE, L2_DTYPE, ORDER_DTYPE, Kind, Phase, Side, Tif,
 )
