@@ -15,7 +15,7 @@ Workload: ``scenarios.generators.uniform.uniform_flow(n, seed=7)`` (the bench_1m
   segments again), and the L3 view on 100 of those seqs (no target).
 - verify: ``replay.verify(data_dir, threads=--threads)`` end to end (store reads included; the
   seq blocks between checkpoints checked on that many threads, default the cores, see
-  ``replay.verifier_split``); fills and messages per second, the checking kernel's own rates
+  ``replay.verification.split``); fills and messages per second, the checking kernel's own rates
   (its time spent checking summed over threads, reads excluded), and its msgs/s against the
   engine's (the target). For information: verify on one thread (``threads=1``: one block,
   reads overlapped with the checking on a worker thread, as before blocks) and the CPU

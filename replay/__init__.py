@@ -4,7 +4,8 @@
 >>> view = book_at("data/run1", "JPM", seq=1_000)          # doctest: +SKIP
 
 - ``book_at``  the L2 (or L3) book of a symbol after any message (replay/rebuild.py)
-- ``verify``   independent checks of every fill against the orders and reports (replay/verifier.py)
+- ``verify``   independent checks of every fill against the orders and reports
+  (replay/verification/)
 - ``rerun``    the journaled orders through a fresh Engine, outputs compared byte for byte
 - ``stats``    mid, spread, microprice, imbalance and VWAP series (replay/analytics.py)
 - ``backtest`` a strategy's orders merged with market flow through one engine, with latency;
@@ -23,8 +24,8 @@ import importlib
 _EXPORTS = {
     "book_at": "rebuild", "BookView": "rebuild",
     "rerun": "determinism", "RerunReport": "determinism", "Divergence": "determinism",
-    "verify": "verifier", "verify_arrays": "verifier", "VerifyReport": "verifier",
-    "Violation": "verifier",
+    "verify": "verification.run", "verify_arrays": "verification.run",
+    "VerifyReport": "verification.report", "Violation": "verification.report",
     "stats": "analytics", "STATS_DTYPE": "analytics", "phase_stats": "analytics",
     "AUCTION_DTYPE": "analytics",
     "backtest": "backtesting.driver", "BacktestResult": "backtesting.result",

@@ -325,11 +325,11 @@ def _print_stops(stops) -> None:
 
 
 def _rule_names() -> str:
-    """Return verify's rule names (``replay.verifier_rules.RULES``; no kernel is compiled to
+    """Return verify's rule names (``replay.verification.rules.RULES``; no kernel is compiled to
     print the help) as lines of at most 96 characters."""
     import textwrap
 
-    from exsim.replay.verifier_rules import RULES
+    from exsim.replay.verification.rules import RULES
     return "\n".join(textwrap.wrap("Rules: " + ", ".join(RULES) + ".", 96))
 
 

@@ -56,7 +56,7 @@ def test_book_l3_shows_iceberg_reserve_and_pending_stops_apart(tmp_path):
 
 
 def test_verify_help_names_every_rule():
-    from exsim.replay.verifier import RULES
+    from exsim.replay.verification.run import RULES
     code, out, _ = run(["verify", "--help"])
     assert code == 0
     text = " ".join(out.split())

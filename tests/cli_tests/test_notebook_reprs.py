@@ -11,7 +11,7 @@ from exsim.replay.determinism import Divergence, RerunReport
 from exsim.replay.rebuild import BookView
 from exsim.replay.reprs import (MAX_ROWS, book_view_html, book_view_repr, rerun_report_html,
                           rerun_report_repr, verify_report_html, verify_report_repr)
-from exsim.replay.verifier import VerifyReport, Violation
+from exsim.replay.verification.report import VerifyReport, Violation
 
 
 def _book(n=10_000):

@@ -128,7 +128,7 @@ def test_wrong_dtype_is_a_usage_error(tables):
 @pytest.mark.parametrize("first,last,chunk", [(1, 2_000_000, 1 << 20), (1, 300, 97), (5, 5, 1),
                                               (1, 10, 1), (101, 100, 7)])
 def test_read_ranges_cover_every_seq_once_and_start_short(first, last, chunk):
-    from exsim.replay.verifier import _ranges
+    from exsim.replay.verification.split import ranges as _ranges
 
     got = _ranges(first, last, chunk)
     if last < first:
@@ -144,8 +144,8 @@ def test_state_grows_orders_and_levels_separately_with_the_same_findings(tables)
     """Tiny starting capacities force many mid-run grows (orders and levels apart); the
     violations found are those of a run that never grows."""
     from exsim.exchange.schema import Stp
-    import exsim.replay.verifier_kernel as K
-    from exsim.replay.verifier import _stored
+    import exsim.replay.verification.kernel as K
+    from exsim.replay.verification.run import _stored
 
     orders, fills, l2, events = tables
     bad = fills.copy()
@@ -172,9 +172,9 @@ def test_state_grows_orders_and_levels_separately_with_the_same_findings(tables)
 
 
 def test_the_checkers_ladder_search_is_a_lower_bound_on_dense_and_sparse_ladders():
-    # the verifier's own ladder (replay.verifier_book), searched from the top of the book
+    # the verifier's own ladder (replay.verification.book), searched from the top of the book
     from numba import njit
-    from exsim.replay.verifier_book import _lad_pos
+    from exsim.replay.verification.book import _lad_pos
 
     search = njit(lambda lad, side, n, key: _lad_pos(lad, side, n, key))
     rng = np.random.default_rng(3)

@@ -19,7 +19,7 @@ from exsim.exchange.schema import (
     Kind, OrderType, Phase, Reason, Tif,
 )
 from exsim.replay import verify_arrays
-from exsim.replay.verifier_auctions import allocate, uncross
+from exsim.replay.verification.uncross import allocate, uncross
 
 BUY, SELL = 0, 1
 LIMIT, MARKET = int(OrderType.LIMIT), int(OrderType.MARKET)
@@ -355,9 +355,11 @@ def test_allocate_pairs_the_priority_queues():
 def test_clean_day_in_ranges(tmp_path, chunk):
     """verify's streamed path (a data directory, read in seq ranges) agrees."""
     pytest.importorskip("exsim.store")
-    from exsim.replay.verifier import _Run, _Symbol, _options_by_symbol
+    from exsim.replay.verification.options import _options_by_symbol
+    from exsim.replay.verification.run import _Run
+    from exsim.replay.verification.symbol import _Symbol
     from exsim.exchange.errors import UsageError
-    import exsim.replay.verifier_kernel as K
+    import exsim.replay.verification.kernel as K
     o, f, l2, e = trading_day().arrays()
     from exsim.store.tables import orders_with_seq
     o = orders_with_seq(o, 1)
@@ -462,7 +464,7 @@ def _first_phase_reference(orders, fills, events):
 def test_the_phase_scan_finds_the_first_phase_row_of_each_table(seed):
     """first_phase_seq and static_band_rejects scan strided code columns in a compiled loop;
     they answer as comparing every row would, for codes anywhere in 0..255."""
-    from exsim.replay.verifier_auctions import PhaseOptions, first_phase_seq, static_band_rejects
+    from exsim.replay.verification.phases import PhaseOptions, first_phase_seq, static_band_rejects
     rng = np.random.default_rng(seed)
     n = int(rng.integers(0, 400))
     from exsim.store.tables import STORED_DTYPES

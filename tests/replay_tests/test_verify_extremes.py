@@ -111,7 +111,7 @@ def _ladder_search_far_below_the_top() -> dict:
     """The checker's ladder search against np.searchsorted for keys far below the top."""
     from numba import njit
 
-    from exsim.replay.verifier_book import _lad_pos
+    from exsim.replay.verification.book import _lad_pos
 
     search = njit(lambda lad, side, n, key: _lad_pos(lad, side, n, key))
     wrong = []

@@ -9,7 +9,7 @@ import pytest
 from exsim.exchange.errors import CorruptionError, UsageError
 from exsim.exchange.schema import Event
 from exsim.replay import verify
-from exsim.replay.verifier_split import blocks
+from exsim.replay.verification.split import blocks
 from exsim.store.catalog import Catalog
 from test_replay_common import SYMBOLS, TamperingEngine, rich_flow, store_run
 
@@ -181,7 +181,7 @@ def test_blocks_cut_at_checkpoints_cover_every_seq_once(cuts, n, want):
 
 @pytest.mark.parametrize("cores,expected", [(1, 1), (2, 1), (4, 3), (9, 8), (32, 8)])
 def test_default_threads_leave_a_core_to_the_reader(monkeypatch, cores, expected):
-    from exsim.replay import verifier_split
+    from exsim.replay.verification import split as verifier_split
 
     monkeypatch.setattr(verifier_split.os, "sched_getaffinity", lambda pid: set(range(cores)),
                         raising=False)
@@ -192,7 +192,7 @@ def test_spans_read_into_two_rotating_buffers_hold_their_own_rows(tmp_path):
     """The read thread writes span k+1 over span k-1's buffers while span k is checked: every
     span the loop sees holds exactly its own rows, and verify's findings do not depend on how
     many spans (buffer turns) a run is read in."""
-    from exsim.replay.verifier_split import _Feeder, ranges, read_range
+    from exsim.replay.verification.split import _Feeder, ranges, read_range
     store_run(tmp_path, _flow(5000, seed=6), engine=_tampered_engine(), checkpoint_every=600)
     spans = ranges(1, 5000, 512)
     feeder = _Feeder(str(tmp_path))

@@ -397,8 +397,10 @@ def test_a_malformed_symbol_config_is_a_usage_error(bad):
 def _in_ranges(tabs, size, symbols, config=None):
     """What verify does with a stored run: each symbol's rows in seq ranges of ``size``, the
     checker's state carried from range to range."""
-    import exsim.replay.verifier_kernel as K
-    from exsim.replay.verifier import _options_by_symbol, _Run, _stored, _Symbol
+    import exsim.replay.verification.kernel as K
+    from exsim.replay.verification.options import _options_by_symbol
+    from exsim.replay.verification.run import _Run, _stored
+    from exsim.replay.verification.symbol import _Symbol
 
     tabs = [_stored(n, t) for n, t in zip(("orders", "fills", "l2", "events"), tabs)]
     options = _options_by_symbol(config, UsageError, "test")

@@ -2,7 +2,7 @@
 
 The writer journals with fsync, seals every 1,000 messages, checkpoints every 1,500 and rotates
 its WAL every 16 KiB, so seals, checkpoints and WAL trims race every read. Readers run
-``store.read``, ``replay.rebuild`` and ``replay.verifier`` in loops; each read must cover every
+``store.read``, ``replay.rebuild`` and ``replay.verify`` in loops; each read must cover every
 acknowledged batch exactly once and agree with the flow (tests/store_tests/store_concurrency_child.py).
 A second writer started meanwhile must be refused, and after the writer closes, the directory
 holds every acknowledged message and verifies.

@@ -1,10 +1,10 @@
 """The verifier's rule codes, violation details and the one function that records a violation.
 
-Shared by ``replay.verifier_kernel`` (the message loop and the checks of plain orders) and
-``replay.verifier_orders`` (stops, icebergs, expiry, ownership, tick tables and lots). Rules
+Shared by ``replay.verification.kernel`` (the message loop and the checks of plain orders) and
+``replay.verification.orders`` (stops, icebergs, expiry, ownership, tick tables and lots). Rules
 (``RULES``) and details (``DETAILS``) are plain ints, so the kernels pass them without objects;
-``replay.verifier`` formats a violation row (seq, rule, detail, a, b, c, d) + order id with its
-detail's template. Codes are appended, never renumbered (a report names rules by name).
+``replay.verification.symbol`` formats a violation row (seq, rule, detail, a, b, c, d) + order
+id with its detail's template. Codes are appended, never renumbered (a report names rules by name).
 """
 
 from __future__ import annotations
@@ -15,15 +15,16 @@ from numba import njit
 from exsim.exchange._cache_guard import guard
 from exsim.exchange.schema import Event, Flag, Kind, OrderType, Reason, Stp, Tif
 
-from exsim.replay.verifier_book import M_VN
+from exsim.replay.verification.book import M_VN
 
-guard(__name__, __file__, deps=("exsim.replay.verifier_book", "exsim.exchange.schema"))
+guard(__name__, __file__, deps=("exsim.replay.verification.book", "exsim.exchange.schema"))
 
 RULES = ("stream", "row_fields", "order_live", "opposite_sides", "price_limits", "resting_price",
          "fifo", "overfill", "conservation", "l2_totals", "events_fills", "crossed_book",
          "reject", "order_type", "self_trade", "ownership", "stops", "icebergs", "expiry",
          "tick_lot", "min_qty",
-         # checked by replay.verifier_auctions (phases, auctions, bands), not by the kernels
+         # checked by replay.verification.phases and .auctions (phases, auctions, bands), not
+         # by the kernels
          "phase", "trade_in_call", "auction_price", "auction_allocation", "indicative", "band")
 (R_STREAM, R_FIELDS, R_LIVE, R_SIDES, R_LIMITS, R_RPRICE, R_FIFO, R_OVERFILL, R_CONSERVE, R_L2,
  R_EVENTS, R_CROSSED, R_REJECT, R_OTYPE, R_STP, R_OWNER, R_STOPS, R_ICE, R_EXPIRY,
@@ -31,7 +32,8 @@ RULES = ("stream", "row_fields", "order_live", "opposite_sides", "price_limits",
  R_INDICATIVE, R_BAND) = range(len(RULES))
 
 
-# detail code -> (rule, template over order_id, a, b, c, d); formatted by replay.verifier
+# detail code -> (rule, template over order_id, a, b, c, d); formatted by
+# replay.verification.symbol
 DETAILS = (
     (R_STREAM, "a {table} row has seq {seq}, which has no message of this symbol (or is out of order)"),
     (R_STREAM, "trade id {a} does not follow trade id {b}"),

@@ -1,7 +1,7 @@
 """The verifier's state at a checkpoint (a guess to check a later seq range from) and the canonical
 form that tells whether two states would check the rest of a run alike.
 
-``replay.verifier_split`` checks the ranges between a run's checkpoints on several threads. A
+``replay.verification.split`` checks the ranges between a run's checkpoints on several threads. A
 range's starting state is a *seed*: the verifier's book built from the engine's checkpoint rows
 (``seed_book``) and a few scalars read from the stored tables just before the range. The seed is
 never trusted: the range's findings are kept only when the canonical form of the state the
@@ -34,7 +34,7 @@ from numba import njit
 from exsim.exchange._cache_guard import guard
 from exsim.exchange.schema import OrderType
 
-from exsim.replay.verifier_book import (
+from exsim.replay.verification.book import (
     E_LIMIT, E_REFILLS, E_RESERVE, E_STOP, L_COUNT, L_HEAD, L_PRICE, L_QTY, M_FREE_O,
     M_LAST_PX, M_LAST_SEQ, M_LAST_TRADE, M_LIVE_L, M_LIVE_O, M_NB, M_PENDING, M_PREV_TS,
     M_TRADED, M_TS_BACK, O_CANCELLED, O_DISPLAY, O_EXPIRE, O_FILLED, O_FILLSUM, O_FLAGS,
@@ -42,7 +42,7 @@ from exsim.replay.verifier_book import (
     _hash_put, _slot_of,
 )
 
-guard(__name__, __file__, deps=("exsim.replay.verifier_book", "exsim.exchange.schema"))
+guard(__name__, __file__, deps=("exsim.replay.verification.book", "exsim.exchange.schema"))
 
 __all__ = ["seed_book", "canonical", "CANON_META", "SEED_OK", "SEED_BAD", "SEED_FULL"]
 
@@ -113,7 +113,7 @@ def canonical(ost, lst, oid, ladder, ladlv, ext, meta, orders, levels, scalars):
     """Write the canonical form of a state into ``orders`` (``M_LIVE_O`` rows of NCANON),
     ``levels`` (``M_LIVE_L`` rows of side, price, total, count) and ``scalars`` (CANON_META's
     values). Returns the number of orders written (< M_LIVE_O only for a state whose live rows
-    are not all queued, which ``replay.verifier_book`` rules out)."""
+    are not all queued, which ``replay.verification.book`` rules out)."""
     n = 0
     nl = 0
     for side in range(4):

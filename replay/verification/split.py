@@ -10,7 +10,7 @@ that book, speculatively:
   the GIL; each thread reads its next range (on a read-ahead thread of its own, with a
   ``store.Reader`` of its own) while it checks this one.
 - seeds: a symbol's first block starts from the empty book, as the serial walk does. A later
-  block starts from a seed (``replay.verifier_seed``): the book the checkpoint at its start
+  block starts from a seed (``replay.verification.seed``): the book the checkpoint at its start
   holds and the symbol's last trade, message and ts before it, read from the stored tables.
 - the fold: blocks are taken in order (symbols ascending, then seq). A later block's findings
   are kept only when the canonical form of the state the block before it ended in equals its
@@ -24,6 +24,11 @@ So the report, its violations, their order and every count are those of one seri
 any thread count or checkpoint spacing; only the time changes. Memory: each thread holds at most
 two read ranges (``chunk`` seqs of every table) and each finished block its end state until
 the fold takes it.
+
+Layering: a block's checks are a ``_Symbol`` (``replay.verification.symbol``) whose kernel state
+takes the symbol's options through ``replay.verification.options.configure``; the run they fold
+into is handed in (``check_stored``'s ``ctx_args``), so this module never imports
+``replay.verification.run``, which imports it.
 """
 
 from __future__ import annotations
@@ -39,11 +44,13 @@ import numpy as np
 from exsim.exchange.checkpoint import parse as parse_checkpoint
 from exsim.store import TABLES, Catalog, Reader, read, read_checkpoint
 
-import exsim.replay.verifier_kernel as K
-from exsim.replay import verifier_seed as S
-from exsim.replay.verifier_book import (
+from exsim.replay.verification import seed as S
+from exsim.replay.verification.book import (
     M_LAST_PX, M_LAST_SEQ, M_LAST_TRADE, M_PREV_TS, M_TRADED,
 )
+import exsim.replay.verification.kernel as K
+from exsim.replay.verification.options import configure
+from exsim.replay.verification.symbol import _Symbol
 
 __all__ = ["check_stored", "blocks", "default_threads", "MAX_THREADS"]
 
@@ -211,7 +218,6 @@ class _Context:
         return ck
 
     def symbol(self, sid: int, state=None):
-        from exsim.replay.verifier import _Symbol
         return _Symbol(self.run, self.options.get(sid, self.options.get(None)), state)
 
 
@@ -239,12 +245,11 @@ def _last_rows(reader, sid: int, lo: int, first: int) -> tuple:
 
 
 def _seed(ctx: _Context, job: _Job):
-    """The kernel state a later block starts from (see ``replay.verifier_seed``), or None."""
+    """The kernel state a later block starts from (see ``replay.verification.seed``), or None."""
     ck = ctx.checkpoint_rows(job.lo - 1)
     if ck is None:
         return None
     rows = np.ascontiguousarray(ck.rows[ck.rows["symbol"] == job.sid])
-    from exsim.replay.verifier import configure
     opts = ctx.options.get(job.sid, ctx.options.get(None))
     # room for the book and a quarter more before the first growth (``grow_state``)
     state = K.new_state(rows.size + (rows.size >> 2) + (1 << 14),

@@ -1,5 +1,10 @@
 """verify's checks of the trading day: phases, call auctions, the indicative uncross, price bands.
 
+This module holds ``PhaseChecker``, which checks a symbol's rows from its first phase activity
+on; its book is ``replay.verification.auction_book``'s, the rules' uncross and allocation are
+``replay.verification.uncross``'s, and where the hand-over happens (and the ``band`` rows
+before it) is ``replay.verification.phases``'s.
+
 Written from docs/semantics.md ("Trading phases, auctions and price bands"), sharing no code with
 ``exchange`` (only the schema codes) and none with ``tests/model.py``. Like the rest of the
 verifier it never re-runs the engine: it follows what the stored rows say happened (orders,
@@ -14,8 +19,8 @@ phase change, auction and band against the rules:
 - ``trade_in_call``: no continuous fill (aggressor BUY/SELL) unless the symbol is CONTINUOUS and
   no uncross is running; no auction fill (``AUCTION_SIDE``) outside an uncross.
 - ``auction_price``: the UNCROSS event's price, volume and surplus are the rules' answer for the
-  call book at the uncross (``uncross``, a brute force over every candidate price), and every
-  auction fill is at that price.
+  call book at the uncross (``uncross.uncross``, a brute force over every candidate price), and
+  every auction fill is at that price.
 - ``auction_allocation``: the auction fills are exactly the pairing of the two sides' priority
   queues (market orders first, then price, then time; only the marginal order of a side in
   part), they add up to the volume, and no market order is left resting after the uncross.
@@ -31,10 +36,11 @@ phase change, auction and band against the rules:
   order's limit (the kernel's rules, checked here where the kernel no longer runs). An aggressor
   that stops at a crossing order outside the dynamic band without an interruption is ``band``.
 
-How it joins the kernel (``replay.verifier``): a symbol is checked by the kernel up to its first
-row of phase activity (``first_phase_seq``); from that seq on ``PhaseChecker`` takes over, its
-book seeded from the kernel's (``book_from_state``). Runs without phase activity are checked by
-the kernel alone, exactly as before (plus ``band_rows`` where the symbol has bands).
+How it joins the kernel (``replay.verification.symbol``): a symbol is checked by the kernel up
+to its first row of phase activity (``phases.first_phase_seq``); from that seq on
+``PhaseChecker`` takes over, its book seeded from the kernel's (``auction_book.book_from_state``).
+Runs without phase activity are checked by the kernel alone (plus ``phases.band_rows`` where the
+symbol has bands).
 
 Limits: after the hand-over the kernel's rules (fifo, l2_totals, conservation, stops, expiry,
 ...) are not checked for that symbol; an AUCTION_END that is due is checked only at the
@@ -46,327 +52,33 @@ uncross a sort of the call book.
 
 from __future__ import annotations
 
-import heapq
-from dataclasses import dataclass
-
-import numpy as np
-from numba import njit
-
 from exsim.exchange.schema import (
-    AUCTION_SIDE, CALL_MARKET_PRICE, CALL_PHASES, MAX_PRICE, Event, Flag, Kind, OrderType,
-    Phase, Reason, Tif,
+    AUCTION_SIDE, CALL_MARKET_PRICE, CALL_PHASES, Event, Flag, Kind, OrderType, Phase, Reason,
+    Tif,
 )
 
-__all__ = ["AUCTION_RULES", "PhaseOptions", "phase_options", "first_phase_seq",
-           "static_band_rejects", "uncross",
-           "allocate", "PhaseChecker", "book_from_state", "band_rows"]
+from exsim.replay.verification.auction_book import _Order, _PhaseBook
+from exsim.replay.verification.phases import PhaseOptions, _band
+from exsim.replay.verification.uncross import allocate, uncross
+
+__all__ = ["AUCTION_RULES", "PhaseChecker"]
 
 AUCTION_RULES = ("phase", "trade_in_call", "auction_price", "auction_allocation", "indicative",
                  "band")
 
 _CALLS = frozenset(int(p) for p in CALL_PHASES)
 _PHASES = frozenset(int(p) for p in Phase)
-_NEW, _CANCEL, _MODIFY, _PHASE_KIND = int(Kind.NEW), int(Kind.CANCEL), int(Kind.MODIFY), \
-    int(Kind.PHASE)
+_NEW, _MODIFY, _PHASE_KIND = int(Kind.NEW), int(Kind.MODIFY), int(Kind.PHASE)
 _CONT, _CLOSED, _HALTED, _REOPEN = int(Phase.CONTINUOUS), int(Phase.CLOSED), int(Phase.HALTED), \
     int(Phase.REOPENING_AUCTION)
 _OPENING, _CLOSING = int(Phase.OPENING_AUCTION), int(Phase.CLOSING_AUCTION)
 _AUCTION_OF = {int(Phase.PRE_OPEN): _OPENING, int(Phase.PRE_CLOSE): _CLOSING, _REOPEN: _REOPEN}
 _ENTERS = {_OPENING: _CONT, _CLOSING: _CLOSED}
-_SYMBOL_EVENTS = (int(Event.PHASE), int(Event.INDICATIVE), int(Event.UNCROSS))
-_PHASE_REASONS = (int(Reason.PRICE_BAND), int(Reason.AUCTION_END), int(Reason.SYMBOL_CLOSED),
-                  int(Reason.SYMBOL_HALTED), int(Reason.NOT_IN_CALL), int(Reason.BAD_PHASE))
 _LIMIT_TYPES = (int(OrderType.LIMIT), int(OrderType.STOP_LIMIT))
 _STOP_TYPES = (int(OrderType.STOP), int(OrderType.STOP_LIMIT))
 
 
-# ------------------------------------------------------------------ options
-@dataclass(frozen=True)
-class PhaseOptions:
-    """What the phase checks need of a symbol's engine options (docs/semantics.md)."""
-
-    reference_price: int = 0
-    static_band_bps: int = 0
-    dynamic_band_bps: int = 0
-    interruption_ns: int = 120_000_000_000
-    phase: int = _CONT
-    min_price: int = 1
-    max_price: int = MAX_PRICE
-    tick_table: tuple = ((1, 1),)
-
-    def on_grid(self, p: int) -> bool:
-        """Whether price ``p`` is on the symbol's tick table (docs/semantics.md "Symbols")."""
-        tick = 1
-        for start, t in self.tick_table:
-            if start > p:
-                break
-            tick = t
-        return p % tick == 0
-
-    @property
-    def banded(self) -> bool:
-        """Whether the symbol has a static or a dynamic band."""
-        return self.static_band_bps > 0 or self.dynamic_band_bps > 0
-
-
-def _phase_code(value, error, where: str) -> int:
-    if isinstance(value, str):
-        try:
-            return int(Phase[value.upper()])
-        except KeyError:
-            raise error(f"{where}: phase must name a Phase; got {value!r}") from None
-    if isinstance(value, (int, np.integer)) and not isinstance(value, bool) \
-            and int(value) in _PHASES:
-        return int(value)
-    raise error(f"{where}: phase must name a Phase; got {value!r}")
-
-
-def phase_options(entry: dict, error, where: str) -> PhaseOptions:
-    """The phase options of one symbol entry of an engine config (absent keys: the defaults,
-    as for configs written before phases existed). Returns a PhaseOptions; raises ``error``
-    (UsageError or CorruptionError) naming ``where`` for a malformed value."""
-    out = {}
-    for key, default in (("reference_price", 0), ("static_band_bps", 0),
-                         ("dynamic_band_bps", 0), ("interruption_ns", 120_000_000_000),
-                         ("min_price", 1), ("max_price", MAX_PRICE)):
-        v = entry.get(key, default)
-        if v is None:
-            v = default
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or int(v) < 0:
-            raise error(f"{where}: {key} must be a non-negative integer; got {v!r}")
-        out[key] = int(v)
-    out["phase"] = _phase_code(entry.get("phase", "continuous") or "continuous", error, where)
-    try:
-        out["tick_table"] = tuple((int(a), int(b)) for a, b in entry.get("tick_table") or [(1, 1)])
-    except (TypeError, ValueError):
-        raise error(f"{where}: tick_table must be rows (from_price, tick)") from None
-    return PhaseOptions(**out)
-
-
-def _band(x: int, bps: int) -> tuple[int, int]:
-    w = x * bps // 10_000
-    return x - w, x + w
-
-
-# ------------------------------------------------------------------ where phases begin
-def _marks(codes) -> np.ndarray:
-    """A 256-entry table of the uint8 ``codes`` to look for (True where a code is one)."""
-    table = np.zeros(256, np.bool_)
-    table[list(codes)] = True
-    return table
-
-
-_PHASE_KIND_MARKS = _marks((_PHASE_KIND,))
-_PHASE_EVENT_MARKS = _marks(_SYMBOL_EVENTS)
-_PHASE_REASON_MARKS = _marks(_PHASE_REASONS)
-_AUCTION_SIDE_MARKS = _marks((AUCTION_SIDE,))
-_STATIC_BAND_MARKS = _marks((int(Reason.OUTSIDE_STATIC_BAND),))
-
-
-@njit(cache=True, nogil=True)
-def _first_marked(a, a_marks, b, b_marks) -> int:
-    """Index of the first row whose code in ``a`` or in ``b`` (uint8 columns, possibly strided
-    views of one table's rows) is marked in its table, or -1.
-
-    Why a loop and not ``np.isin``: the scan stops at the first hit, and on a run without
-    phases it reads each code once where isin copied the strided column and compared it once
-    per code looked for (measured: 76 ms of a 2 M-message verify's main thread)."""
-    for i in range(a.shape[0]):
-        if a_marks[a[i]] or b_marks[b[i]]:
-            return i
-    return -1
-
-
-def _first_seq(rows, a: str, a_marks, b: str | None = None, b_marks=None) -> int | None:
-    """The seq of the first of ``rows`` whose field ``a`` (or ``b``) holds a marked code."""
-    if not rows.size:
-        return None
-    b, b_marks = (a, a_marks) if b is None else (b, b_marks)
-    at = _first_marked(rows[a], a_marks, rows[b], b_marks)
-    return int(rows["seq"][at]) if at >= 0 else None
-
-
-def first_phase_seq(orders, fills, events, opts: PhaseOptions) -> int | None:
-    """The seq of the first row of these (one symbol's, seq-ordered) rows that only a symbol
-    with phases has: a PHASE message, a PHASE/INDICATIVE/UNCROSS event, a phase reason
-    (PRICE_BAND, AUCTION_END, SYMBOL_CLOSED/HALTED, NOT_IN_CALL, BAD_PHASE) or an auction fill;
-    the first seq of the rows when the symbol starts outside CONTINUOUS; None when there is none."""
-    if opts.phase != _CONT:
-        seqs = [int(t["seq"][0]) for t in (orders, fills, events) if t.size]
-        return min(seqs) if seqs else None
-    found = [s for s in (_first_seq(orders, "kind", _PHASE_KIND_MARKS),
-                         _first_seq(events, "event", _PHASE_EVENT_MARKS,
-                                    "reason", _PHASE_REASON_MARKS),
-                         _first_seq(fills, "aggressor_side", _AUCTION_SIDE_MARKS))
-             if s is not None]
-    return min(found) if found else None
-
-
-def static_band_rejects(events) -> bool:
-    """Whether any of these event rows is a reject with reason OUTSIDE_STATIC_BAND."""
-    return _first_seq(events, "reason", _STATIC_BAND_MARKS) is not None
-
-
-def band_rows(orders, fills, events, opts: PhaseOptions, last_px: int) -> list:
-    """``band`` over rows where the symbol never left CONTINUOUS (before its first phase
-    activity): every fill inside the dynamic band around the last trade price before its
-    message (``last_px`` the one before these rows, 0 none), every accepted NEW limit price
-    inside the static band. Returns violations as (seq, rule, detail), vectorised (no Python
-    per row)."""
-    out = []
-    if opts.dynamic_band_bps > 0 and fills.size:
-        px = fills["price"].astype(np.int64)
-        seq = fills["seq"]
-        first = np.searchsorted(seq, seq, side="left")        # first fill of each fill's message
-        ref = np.where(first > 0, px[np.maximum(first - 1, 0)], last_px)
-        w = ref * opts.dynamic_band_bps // 10_000
-        bad = np.flatnonzero((ref > 0) & ((px < ref - w) | (px > ref + w)))
-        for j in bad[:100]:
-            out.append((int(seq[j]), "band", f"trade {int(fills['trade_id'][j])} printed at "
-                        f"{int(px[j])}, outside the dynamic band "
-                        f"[{int(ref[j] - w[j])}, {int(ref[j] + w[j])}] around {int(ref[j])}"))
-    rej = events["seq"][(events["event"] == int(Event.REJECTED))
-                        & (events["reason"] == int(Reason.OUTSIDE_STATIC_BAND))] \
-        if events.size else events["seq"][:0]
-    if rej.size and orders.size:
-        on = opts.static_band_bps > 0 and opts.reference_price > 0
-        lo, hi = _band(opts.reference_price, opts.static_band_bps) if on else (0, -1)
-        hit = np.isin(orders["seq"], rej) & (orders["price"] >= lo) & (orders["price"] <= hi)
-        for j in np.flatnonzero(hit | (np.isin(orders["seq"], rej) & (not on)))[:100]:
-            out.append((int(orders["seq"][j]), "band",
-                        f"order {int(orders['order_id'][j])} rejected OUTSIDE_STATIC_BAND at "
-                        f"{int(orders['price'][j])}, the static band is "
-                        f"{f'[{lo}, {hi}]' if on else 'off'}"))
-    if opts.static_band_bps > 0 and opts.reference_price > 0 and orders.size and events.size:
-        lo, hi = _band(opts.reference_price, opts.static_band_bps)
-        acc = events["seq"][events["event"] == int(Event.ACCEPTED)]
-        new = (orders["kind"] == _NEW) & np.isin(orders["order_type"], _LIMIT_TYPES) \
-            & np.isin(orders["seq"], acc)
-        bad = np.flatnonzero(new & ((orders["price"] < lo) | (orders["price"] > hi)))
-        for j in bad[:100]:
-            out.append((int(orders["seq"][j]), "band",
-                        f"order {int(orders['order_id'][j])} accepted at "
-                        f"{int(orders['price'][j])}, outside the static band [{lo}, {hi}]"))
-    return out
-
-
-# ------------------------------------------------------------------ the rules' uncross
-def uncross(buys, sells, reference: int) -> tuple[int, int, int]:
-    """The uncross the rules choose for a call book: (price, volume, surplus), all 0 when
-    nothing would execute. ``buys``/``sells``: (price, open quantity) pairs, market orders at
-    their call price (``CALL_MARKET_PRICE``); ``reference``: the reference price (the symbol's,
-    else its last trade price, else 0). A brute force: B(p), S(p) at every candidate (every
-    limit price in the book), then the four steps of docs/semantics.md "The uncross"."""
-    bp = np.array([p for p, _ in buys], np.int64)
-    bq = np.array([q for _, q in buys], np.int64)
-    sp = np.array([p for p, _ in sells], np.int64)
-    sq = np.array([q for _, q in sells], np.int64)
-    ob, os_ = np.argsort(bp, kind="stable"), np.argsort(sp, kind="stable")
-    bp, bq, sp, sq = bp[ob], bq[ob], sp[os_], sq[os_]
-    b_from = np.concatenate([np.cumsum(bq[::-1])[::-1], [0]])   # B of the prices from index i
-    s_upto = np.concatenate([[0], np.cumsum(sq)])                # S of the first i prices
-
-    def bs(p):
-        """B(p) and S(p) for every price of array ``p``."""
-        return (b_from[np.searchsorted(bp, p, side="left")],
-                s_upto[np.searchsorted(sp, p, side="right")])
-
-    cands = np.unique(np.concatenate([bp[bp != CALL_MARKET_PRICE[0]],
-                                      sp[sp != CALL_MARKET_PRICE[1]]]))
-    if not cands.size:
-        b, s = int(bq.sum()), int(sq.sum())
-        if reference <= 0 or min(b, s) == 0:
-            return 0, 0, 0
-        return reference, min(b, s), b - s
-    b, s = bs(cands)
-    vol, sur = np.minimum(b, s), b - s
-    vmax = int(vol.max())
-    if vmax == 0:
-        return 0, 0, 0
-    keep = vol == vmax                                            # 1. maximum volume
-    smin = np.abs(sur[keep]).min()
-    keep &= np.abs(sur) == smin                                   # 2. minimum surplus
-    ps, ss = cands[keep], sur[keep]
-    if (ss > 0).all():                                            # 3. the side of the surplus
-        price = int(ps.max())
-    elif (ss < 0).all():
-        price = int(ps.min())
-    else:                                                         # 4. nearest the reference
-        price = min(max(reference, int(ps.min())), int(ps.max()))
-    b, s = bs(np.array([price], np.int64))
-    b, s = int(b[0]), int(s[0])
-    return price, min(b, s), b - s
-
-
-def allocate(buys, sells, price: int, volume: int) -> list[tuple[int, int, int]]:
-    """The auction fills the rules make: (buy id, sell id, qty) in order. ``buys``/``sells``:
-    (price, priority, id, open quantity) of each side's orders (priority: lower is earlier);
-    the orders that can execute at ``price`` take part best first (market orders at their call
-    price lead), until ``volume`` lots of each side are used; the queues pair in order."""
-    bq = [[i, q] for p, _, i, q in sorted(buys, key=lambda r: (-r[0], r[1])) if p >= price]
-    sq = [[i, q] for p, _, i, q in sorted(sells, key=lambda r: (r[0], r[1])) if p <= price]
-    out, left, a, b = [], volume, 0, 0
-    while left > 0 and a < len(bq) and b < len(sq):
-        q = min(bq[a][1], sq[b][1], left)
-        out.append((bq[a][0], sq[b][0], q))
-        left -= q
-        bq[a][1] -= q
-        sq[b][1] -= q
-        a += bq[a][1] == 0
-        b += sq[b][1] == 0
-    return out
-
-
-# ------------------------------------------------------------------ the checker's book
-class _Order:
-    """One live order of the checker's book (open = shown + an iceberg's reserve)."""
-
-    __slots__ = ("oid", "side", "price", "open", "shown", "display", "market", "tif", "otype",
-                 "pending", "limit", "prio", "resting", "counted")
-
-    def __init__(self, oid, side, price, open_, display, market, tif, otype, pending, limit,
-                 prio):
-        self.oid, self.side, self.price, self.open = oid, side, price, open_
-        self.display, self.market, self.tif, self.otype = display, market, tif, otype
-        self.pending, self.limit, self.prio = pending, limit, prio
-        self.shown = min(display, open_) if display > 0 else open_
-        self.resting = False
-        self.counted = None     # (price, qty) it adds to its side's levels (None: nothing)
-
-
-def book_from_state(state: tuple) -> tuple[list, int, bool]:
-    """The book the kernel's state holds (``replay.verifier_kernel`` state arrays): its live
-    orders as ``_Order`` rows in priority order (resting orders, then pending stops), the last
-    trade price and whether the symbol traded. Returns (orders, last price, traded)."""
-    from exsim.replay import verifier_book as B
-    ost, lst, oid, _h, ladder, ladlv, _t, ext, _cfg, meta = state[:10]
-    out, prio = [], 0
-    for side in range(4):
-        n = int(meta[B.M_NB + side])
-        for j in range(n - 1, -1, -1):
-            s = int(lst[int(ladlv[side, j]), B.L_HEAD])
-            while s >= 0:
-                disp = int(ost[s, B.O_DISPLAY])
-                shown = int(ost[s, B.O_LEAVES])
-                total = shown + (int(ext[s, B.E_RESERVE]) if disp > 0 else 0)
-                market = int(ost[s, B.O_MARKET]) == 1
-                pending = side >= 2
-                if pending:
-                    otype = int(OrderType.STOP) if market else int(OrderType.STOP_LIMIT)
-                    o = _Order(int(oid[s]), side - 2, 0, total, 0, market, int(ost[s, B.O_TIF]),
-                               otype, True, int(ext[s, B.E_LIMIT]), prio)
-                else:
-                    o = _Order(int(oid[s]), side, int(ost[s, B.O_PRICE]), total, disp, market,
-                               int(ost[s, B.O_TIF]), int(OrderType.LIMIT), False, 0, prio)
-                    o.shown = shown
-                    o.resting = True
-                out.append(o)
-                prio += 1
-                s = int(ost[s, B.O_NEXT])
-    return out, int(meta[B.M_LAST_PX]), bool(meta[B.M_TRADED])
-
-
-class PhaseChecker:
+class PhaseChecker(_PhaseBook):
     """Checks one symbol's rows from its first phase activity on (see the module docstring).
 
     ``feed`` takes the symbol's rows (seq order) range by range; ``violations`` collects
@@ -374,20 +86,10 @@ class PhaseChecker:
 
     def __init__(self, opts: PhaseOptions, seed=(), last_px: int = 0, traded: bool = False,
                  max_violations: int = 1000):
+        super().__init__(seed, opts.phase)
         self.opts = opts
-        self.book: dict[int, _Order] = {}
-        # per side: price -> open quantity of the resting orders there, and a heap of the
-        # prices (best first; stale entries are skipped) for the best price
-        self.levels: tuple[dict, dict] = ({}, {})
-        self.heaps: tuple[list, list] = ([], [])
-        self.prio = 0
-        for o in seed:
-            self.book[o.oid] = o
-            self.prio = max(self.prio, o.prio + 1)
-            self._count(o)
         self.last_px, self.traded = last_px, traded
         self.ref = opts.reference_price
-        self.phase = opts.phase
         self.auction = _AUCTION_OF.get(opts.phase)        # the pending auction (None: none)
         self.reopen_end = 0
         self.published = (0, 0, 0)
@@ -402,70 +104,14 @@ class PhaseChecker:
         if len(self.violations) < self.max_violations:
             self.violations.append((int(seq), rule, detail))
 
-    def _next_prio(self) -> int:
-        self.prio += 1
-        return self.prio
-
     def _reference(self) -> int:
         if self.ref > 0:
             return self.ref
         return self.last_px if self.traded else 0
 
-    def _sides(self):
-        buys, sells = [], []
-        for o in self.book.values():
-            if o.resting and not o.pending:
-                (buys if o.side == 0 else sells).append(o)
-        return buys, sells
-
     def _answer(self) -> tuple[int, int, int]:
         return uncross(list(self.levels[0].items()), list(self.levels[1].items()),
                        self._reference())
-
-    def _uncount(self, o: _Order) -> None:
-        if o.counted is not None:
-            price, q = o.counted
-            lv = self.levels[o.side]
-            left = lv[price] - q
-            if left > 0:
-                lv[price] = left
-            else:
-                del lv[price]
-            o.counted = None
-
-    def _count(self, o: _Order) -> None:
-        """Make ``o``'s share of its side's levels its current price and open quantity (after
-        any change to it; nothing unless it rests)."""
-        self._uncount(o)
-        if o.resting and not o.pending and o.open > 0:
-            lv = self.levels[o.side]
-            if o.price not in lv:
-                heapq.heappush(self.heaps[o.side], -o.price if o.side == 0 else o.price)
-                lv[o.price] = 0
-            lv[o.price] += o.open
-            o.counted = (o.price, o.open)
-
-    def _best(self, side: int):
-        """The best resting price of ``side`` (None: the side is empty)."""
-        heap, lv = self.heaps[side], self.levels[side]
-        while heap:
-            p = -heap[0] if side == 0 else heap[0]
-            if p in lv:
-                return p
-            heapq.heappop(heap)
-        return None
-
-    def _rest(self, o: _Order) -> None:
-        if o.market and self.phase in _CALLS:
-            o.price = CALL_MARKET_PRICE[o.side]
-        o.shown = min(o.display, o.open) if o.display > 0 else o.open
-        o.resting = True
-        self._count(o)
-
-    def _drop(self, oid: int) -> None:
-        o = self.book.pop(int(oid), None)
-        if o is not None:
-            self._uncount(o)
 
     # ------------------------------------------------------------ the rows
     def feed(self, orders, fills, events) -> None:

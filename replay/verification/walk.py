@@ -1,6 +1,6 @@
 """The walk of one order through the book: its fills, the resting orders' reports, STP cancels.
 
-Part of the verifier (see ``replay.verifier_kernel``, whose message loop calls ``_walk`` for an
+Part of the verifier (see ``replay.verification.kernel``, whose message loop calls ``_walk`` for an
 incoming order, a MODIFY to a new price and each released stop, then ``_end_incoming``). Every
 function here is inlined into the loop (see the kernel's docstring on calls). A walk follows the
 stored reports in order and checks each fill against the verifier's own book: the resting order
@@ -18,13 +18,13 @@ from numba import njit
 
 from exsim.exchange._cache_guard import guard
 
-from exsim.replay.verifier_book import (
+from exsim.replay.verification.book import (
     E_REFILLS, E_RESERVE, L_HEAD, L_PRICE, M_FILLS, M_LAST_PX, M_LAST_TRADE, M_TRADED,
     O_CANCELLED, O_DISPLAY, O_EXPIRE, O_FILLED, O_FILLSUM, O_FLAGS, O_LEAVES, O_LEVEL, O_MARKET,
     O_PRICE, O_SIDE, O_TIF, O_TRADER, _append, _best_level, _detach, _set_leaves, _slot_of,
     _touch,
 )
-from exsim.replay.verifier_rules import (
+from exsim.replay.verification.rules import (
     D_AGGRESSOR_SIDE, D_CANCEL_REASON, D_FIFO, D_FILLED_EXPIRED, D_FILL_PENDING, D_ICE_FIFO,
     D_ICE_FILL, D_INCOMING_NOT_NAMED, D_LEFT_OPEN, D_LIMIT, D_NO_RESTING_REPORT, D_OVERFILL,
     D_POST_ONLY, D_REPORT_NOT_LIVE, D_REPORT_NO_FILL, D_REPORT_QTY, D_RESTING_NOT_LIVE,
@@ -35,12 +35,13 @@ from exsim.replay.verifier_rules import (
     _OVERFLOW, _PARTIAL, _POST_ONLY, _SELF_TRADE, _STP_BOTH, _STP_NONE, _STP_RESTING,
     _TRIGGERED, _viol,
 )
-from exsim.replay.verifier_orders import (
+from exsim.replay.verification.orders import (
     _finish, _iceberg_filled, _open, _remove, _split,
 )
 
-guard(__name__, __file__, deps=("exsim.replay.verifier_book", "exsim.replay.verifier_rules",
-                                "exsim.replay.verifier_orders", "exsim.exchange.schema"))
+guard(__name__, __file__, deps=("exsim.replay.verification.book",
+                                "exsim.replay.verification.rules",
+                                "exsim.replay.verification.orders", "exsim.exchange.schema"))
 
 
 # ------------------------------------------------------------------ one fill, one walk

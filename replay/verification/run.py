@@ -1,9 +1,14 @@
 """``verify``: check every deal of a stored run against the orders behind it, independently.
 
-The checks run in ``replay.verifier_kernel``, a second order book written from docs/semantics.md
-that imports none of the engine's kernels. It does not re-decide matching: it walks each message
-with its stored fills, execution reports and L2 updates, in seq order, one symbol at a time, and
-checks them against its own book (see that module for how it keeps one defect from cascading).
+This module holds the entry points (``verify`` for a data directory, ``verify_arrays`` for
+tables in memory) and ``_Run``, which folds each symbol's findings (``replay.verification.symbol``)
+and the run-wide stream checks into one ``VerifyReport`` (``replay.verification.report``).
+
+The checks run in ``replay.verification.kernel``, a second order book written from
+docs/semantics.md that imports none of the engine's kernels. It does not re-decide matching: it
+walks each message with its stored fills, execution reports and L2 updates, in seq order, one
+symbol at a time, and checks them against its own book (see that module for how it keeps one
+defect from cascading).
 
 Rules (``RULES``; each violation names one, with the seq of the message it concerns):
 
@@ -54,15 +59,16 @@ band               no continuous fill outside the dynamic band, no order accepte
                    static band, no PRICE_BAND interruption without a breach
 =================  =============================================================================
 
-The last six rules are ``replay.verifier_auctions``'s: a symbol is checked by the kernel up to
-its first phase activity and by that module's checker (seeded with the kernel's book) from then
-on; a run without phases is checked exactly as before.
+The last six rules are ``replay.verification.auctions``'s (``band`` also
+``replay.verification.phases``'s): a symbol is checked by the kernel up to its first phase
+activity and by that module's checker (seeded with the kernel's book) from then on; a run
+without phases is checked by the kernel alone.
 
 Threads: ``verify`` checks the seq blocks between stored checkpoints on several threads and
 folds them into the report one serial walk gives, whatever the thread count or checkpoint
-spacing (``replay.verifier_split``: each later block starts from a seed built from its
-checkpoint, ``replay.verifier_seed``, kept only when the block before it really ended in that
-state; otherwise the block is checked again from that state).
+spacing (``replay.verification.split``: each later block starts from a seed built from its
+checkpoint, ``replay.verification.seed``, kept only when the block before it really ended in
+that state; otherwise the block is checked again from that state).
 
 Speed (10M-message bench_replay run, 1.98M fills, one symbol, ~1M live orders mid-run): the
 checking kernel costs about 0.35-0.55 us of CPU per message (``summary["kernel_cpu_seconds"]``)
@@ -86,8 +92,9 @@ Limits: ``violations`` keeps the first ``max_violations`` rows (in symbol, then 
 (unknown or live ids, NOT_OWNER); field validation (bad qty, band, flags, display or minimum
 quantities, expiries) and the STOP_PRICE_REACHED / FOK / MIN_QTY_CANNOT_FILL rejects are the
 engine tests' business (an accepted order that breaks the tick table, lot, stop, FOK or
-minimum-quantity rules is caught). Stops are checked against the last trade price after each order (docs/semantics.md
-"Stops"): a trade through a stop's price earlier in the same order's sweep does not release it.
+minimum-quantity rules is caught). Stops are checked against the last trade price after each
+order (docs/semantics.md "Stops"): a trade through a stop's price earlier in the same order's
+sweep does not release it.
 """
 
 from __future__ import annotations
@@ -95,104 +102,26 @@ from __future__ import annotations
 import os
 import threading
 import time
-from dataclasses import dataclass, field
 
 import numpy as np
 
-from exsim.exchange.errors import CorruptionError, UsageError, VerificationError
-from exsim.exchange.schema import MAX_PRICE, Event, Reason, Side, Stp
+from exsim.exchange.errors import CorruptionError, UsageError
+from exsim.exchange.schema import Event, Reason, Stp
 from exsim.store import Catalog, read
-
-from exsim.replay.verifier_auctions import (
-    PhaseChecker, PhaseOptions, band_rows, book_from_state, first_phase_seq, phase_options,
-    static_band_rejects,
-)
-from exsim.replay.verifier_book import M_LAST_PX, M_TRADED
-from exsim.replay.verifier_rules import DAY_NS
-from exsim.replay.verifier_split import check_stored, default_threads, ranges, read_range
 from exsim.store.tables import STORED_DTYPES, orders_with_seq
 
-import exsim.replay.verifier_kernel as K
+import exsim.replay.verification.kernel as K
+from exsim.replay.verification.options import _options_by_symbol, _SymbolOptions, configure
+from exsim.replay.verification.report import Violation, VerifyReport
+from exsim.replay.verification.rules import RULES
+from exsim.replay.verification.split import check_stored, default_threads
+from exsim.replay.verification.symbol import _Symbol
 from exsim.replay.rundir import SEQ_MAX, run_info
 
-__all__ = ["Violation", "VerifyReport", "verify", "verify_arrays", "RULES"]
+__all__ = ["verify", "verify_arrays", "RULES"]
 
-RULES = K.RULES
-_TABLE_NAMES = ("fill", "L2", "event")
-_CHUNK = 1 << 20   # messages per kernel call: the granularity of the progress bar
 _READ_CHUNK = 1 << 18   # seqs per store read (why not more: the store assembles rows one column
 #   at a time, and a range of 2^18 seqs keeps its rows in cache for that; 2^20 cost ~1.4x the CPU)
-
-
-@dataclass(frozen=True)
-class Violation:
-    """One failed check: the seq of the message concerned, the rule's name and what was seen."""
-
-    seq: int
-    rule: str
-    detail: str
-
-
-@dataclass(repr=False)
-class VerifyReport:
-    """Result of ``verify``: ok, the violations found (first ``max_violations``), a summary."""
-
-    def __repr__(self) -> str:
-        """One line: what a notebook or a log shows (the arrays are summarised)."""
-        from exsim.replay import reprs
-        return reprs.verify_report_repr(self)
-
-    def _repr_html_(self) -> str:
-        from exsim.replay import reprs
-        return reprs.verify_report_html(self)
-
-    ok: bool
-    violations: list = field(default_factory=list)
-    summary: dict = field(default_factory=dict)
-    # how ``verify`` split the work (threads, blocks, blocks kept as checked ahead, blocks
-    # checked again): not part of the findings, which are the same for every split
-    split: dict = field(default_factory=dict, compare=False)
-
-    def raise_if_failed(self) -> None:
-        """Raise VerificationError naming the first violations if the run did not verify."""
-        if not self.ok:
-            head = "; ".join(f"seq {v.seq} {v.rule}: {v.detail}" for v in self.violations[:3])
-            total = sum(self.summary.get("violations", {}).values())
-            raise VerificationError(f"{total} violation(s): {head}")
-
-
-def _format(row, oid) -> Violation:
-    seq, rule, code, a, b, c, d = (int(v) for v in row)
-    kw = dict(seq=seq, oid=int(oid), a=a, b=b, c=c, d=d, ua=a % (1 << 64),
-              table=_TABLE_NAMES[a] if 0 <= a < 3 else str(a),
-              aside=Side(a).name.lower() if a in (0, 1) else f"side {a}",
-              cside=Side(c).name.lower() if c in (0, 1) else str(c))
-    return Violation(seq, RULES[rule], K.DETAILS[code][1].format(**kw))
-
-
-class _Tally:
-    """What one symbol's checks found over the ranges checked so far: counts per rule, the
-    ``band`` rows (``replay.verifier_auctions.band_rows``) and the kernel's violations, each in
-    the order found (the first ``cap`` of each kept), the rows checked and the kernel's time."""
-
-    def __init__(self, cap: int):
-        self.cap = cap
-        self.counts = np.zeros(len(RULES), np.int64)
-        self.band: list[Violation] = []
-        self.kernel: list[Violation] = []
-        self.totals = {"orders": 0, "fills": 0, "l2": 0, "events": 0}
-        self.kernel_seconds = 0.0
-        self.kernel_cpu_seconds = 0.0
-
-    def absorb(self, later: "_Tally") -> None:
-        """Append what ``later`` (the next ranges of the same symbol) found. Returns None."""
-        self.counts += later.counts
-        self.band += later.band[:max(self.cap - len(self.band), 0)]
-        self.kernel += later.kernel[:max(self.cap - len(self.kernel), 0)]
-        for k, v in later.totals.items():
-            self.totals[k] += v
-        self.kernel_seconds += later.kernel_seconds
-        self.kernel_cpu_seconds += later.kernel_cpu_seconds
 
 
 class _Run:
@@ -243,8 +172,9 @@ class _Run:
         sym.feed(orders, fills, l2, events, known, K.FINAL)
         sym.end()
 
-    def add_phase(self, checker: "PhaseChecker") -> None:
-        """Collect one symbol's phase, auction and band violations (``verifier_auctions``)."""
+    def add_phase(self, checker) -> None:
+        """Collect one symbol's phase, auction and band violations (``PhaseChecker``'s,
+        ``replay.verification.auctions``)."""
         for rule, n in checker.counts.items():
             self.counts[RULES.index(rule)] += n
         room = max(self.max_violations - len(self.violations), 0)
@@ -299,178 +229,6 @@ class _Run:
                        kernel_cpu_seconds=self.kernel_cpu_seconds)
         self.violations.sort(key=lambda v: v.seq)
         return VerifyReport(not any(per_rule.values()), self.violations, summary)
-
-
-@dataclass(frozen=True)
-class _SymbolOptions:
-    """What the checks need of a symbol's engine options (docs/semantics.md "Symbols" and
-    "Trading phases")."""
-
-    ownership: bool = False
-    tick_table: tuple = ((1, 1),)
-    lot_size: int = 1
-    min_order_qty: int = 1
-    session_close: int = 0
-    phase: PhaseOptions = PhaseOptions()
-
-
-def configure(state: tuple, options: "_SymbolOptions | None") -> None:
-    """Write a symbol's options into a kernel state (None: leave the defaults). Returns None."""
-    if options is not None:
-        K.set_config(state, options.ownership, options.tick_table, options.lot_size,
-                     options.min_order_qty, options.session_close)
-
-
-class _Symbol:
-    """One symbol's checks: the kernel until the symbol's first phase activity, then
-    ``PhaseChecker`` (seeded with the kernel's book; see ``replay.verifier_auctions``).
-    ``state``: the kernel state to start from (None: a fresh one, the symbol's first seq)."""
-
-    def __init__(self, run: _Run, options: "_SymbolOptions | None", state: tuple | None = None):
-        self.run = run
-        self.popts = options.phase if options is not None else PhaseOptions()
-        self.state = state if state is not None else run.begin(options)
-        self.checker = None
-        self.tally = _Tally(max(run.max_violations, 0))
-        self.show_progress = True
-
-    def needs_phases(self, orders, fills, events) -> bool:
-        """Whether these rows need more than the kernel: band rows or the phase checker."""
-        return bool(self.popts.banded or first_phase_seq(orders, fills, events, self.popts)
-                    is not None or static_band_rejects(events))
-
-    def _band_rows(self, orders, fills, events) -> None:
-        meta = self.state[-4]
-        last = int(meta[M_LAST_PX]) if meta[M_TRADED] else 0
-        t = self.tally
-        for seq, rule, detail in band_rows(orders, fills, events, self.popts, last):
-            t.counts[RULES.index(rule)] += 1
-            if len(t.band) < t.cap:
-                t.band.append(Violation(seq, rule, detail))
-
-    def _check(self, orders, fills, l2, events, known: bool, final: int) -> None:
-        """The kernel over one symbol's rows (all of them, or the next seq range of them:
-        ``final`` is ``K.FLUSH`` for a range more follow, ``K.FINAL`` for the last); its
-        violations and counts move into the tally."""
-        state = self.state
-        meta = state[-4]
-        meta[K.M_I] = meta[K.M_FP] = meta[K.M_LP] = meta[K.M_EP] = 0
-        n = orders.size
-        t0, c0 = time.perf_counter(), time.thread_time()
-        for lo in range(0, max(n, 1), _CHUNK):
-            hi = min(n, lo + _CHUNK)
-            while True:
-                status = K.check_symbol(orders, fills, l2, events, hi, known, self.run.stp,
-                                        final if hi == n else K.MORE, *state)
-                if status == K.OK:
-                    break
-                state = K.grow_state(state)
-            if self.show_progress:
-                self.run.progress(hi - lo)
-        t = self.tally
-        t.kernel_seconds += time.perf_counter() - t0
-        # why CPU time too: on a shared machine wall time mostly measures the other jobs
-        t.kernel_cpu_seconds += time.thread_time() - c0
-        meta, vrows, vids, counts = state[-4:]
-        kept = min(int(meta[K.M_VN]), vrows.shape[0], max(t.cap - len(t.kernel), 0))
-        t.kernel += [_format(vrows[j], vids[j]) for j in range(kept)]
-        meta[K.M_VN] = 0
-        t.counts += counts
-        counts[:] = 0
-        for name, rows in (("orders", orders), ("fills", fills), ("l2", l2), ("events", events)):
-            t.totals[name] += rows.size
-        self.state = state
-
-    def feed(self, orders, fills, l2, events, known: bool, final: int) -> None:
-        """Check the symbol's next rows (``final`` as ``_check``). Returns None."""
-        if self.checker is None:
-            cut = first_phase_seq(orders, fills, events, self.popts)
-            if cut is None:
-                if self.popts.banded or static_band_rejects(events):
-                    self._band_rows(orders, fills, events)
-                self._check(orders, fills, l2, events, known, final)
-                return
-            pre = [t[t["seq"] < cut] for t in (orders, fills, l2, events)]
-            self._band_rows(pre[0], pre[1], pre[3])
-            self._check(*pre, known, K.FINAL)
-            seed, last, traded = book_from_state(self.state)
-            self.checker = PhaseChecker(self.popts, seed, last, traded,
-                                        max(self.run.max_violations, 1))
-            orders, fills, l2, events = (t[t["seq"] >= cut] for t in (orders, fills, l2, events))
-        self.checker.feed(orders, fills, events)
-        for name, rows in (("orders", orders), ("fills", fills), ("l2", l2), ("events", events)):
-            self.tally.totals[name] += rows.size
-
-    def end(self) -> None:
-        """Hand the symbol's findings to the run (all its ranges checked). Returns None."""
-        self.run.merge(self)
-
-    def adopt(self, later: "_Symbol") -> None:
-        """Continue with what ``later`` found checking the next ranges from a state equal to
-        this one's (``replay.verifier_split``): its state and its findings. Returns None."""
-        self.state = later.state
-        self.tally.absorb(later.tally)
-
-
-_DAY_NS = DAY_NS   # one day of the session-close clock (verifier_rules)
-
-
-def _int_option(entry: dict, key: str, default: int, lo: int, hi: int, error, where: str) -> int:
-    value = entry.get(key, default)
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or \
-            not lo <= int(value) <= hi:
-        raise error(f"{where}: {key} must be an integer in [{lo}, {hi}]; got {value!r}")
-    return int(value)
-
-
-def _symbol_options(entry, ownership: bool, error, where: str) -> _SymbolOptions:
-    """The options of one symbol entry of an engine config; ``error`` (UsageError or
-    CorruptionError) for a malformed one, naming ``where``."""
-    if not isinstance(entry, dict):
-        raise error(f"{where}: a symbol entry must be a mapping; got {entry!r}")
-    rows = entry.get("tick_table") or [(1, 1)]
-    try:
-        table = tuple((int(a), int(b)) for a, b in rows)
-        if not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool)
-                   for row in rows for v in row):
-            raise TypeError
-    except (TypeError, ValueError):
-        raise error(f"{where}: tick_table must be rows (from_price, tick); got {rows!r}") from None
-    froms = [a for a, _ in table]
-    if not (1 <= len(table) <= K.MAX_TICK_ROWS and froms[0] == 1 and
-            all(a < b for a, b in zip(froms, froms[1:])) and froms[-1] <= MAX_PRICE and
-            all(1 <= t <= MAX_PRICE for _, t in table)):
-        raise error(f"{where}: tick_table must have 1..{K.MAX_TICK_ROWS} rows, from_price "
-                    f"strictly increasing from 1 and every tick >= 1; got {rows!r}")
-    return _SymbolOptions(bool(ownership), table,
-                          _int_option(entry, "lot_size", 1, 1, MAX_PRICE, error, where),
-                          _int_option(entry, "min_order_qty", 1, 1, MAX_PRICE, error, where),
-                          _int_option(entry, "session_close", 0, 0, _DAY_NS - 1, error, where),
-                          phase_options(entry, error, where))
-
-
-def _options_by_symbol(config, error, where: str) -> dict:
-    """Symbol id -> _SymbolOptions from an engine config (``Engine.config()``); {} for None.
-
-    The ``ownership`` key absent means off (configs written before the option existed)."""
-    if config is None:
-        return {}
-    if not isinstance(config, dict):
-        raise error(f"{where}: the engine config must be a mapping; got {type(config).__name__}")
-    ownership = config.get("ownership", False)
-    if not isinstance(ownership, (bool, np.bool_)):
-        raise error(f"{where}: ownership must be true or false; got {ownership!r}")
-    out = {}
-    for j, entry in enumerate(config.get("symbols") or []):
-        sid = entry.get("id", j) if isinstance(entry, dict) else j
-        if isinstance(sid, bool) or not isinstance(sid, (int, np.integer)):
-            raise error(f"{where}: symbol entry {j} has id {sid!r}, not an integer")
-        name = entry.get("name", sid) if isinstance(entry, dict) else sid
-        out[int(sid)] = _symbol_options(entry, bool(ownership), error, f"{where}, symbol {name}")
-    out[None] = _SymbolOptions(bool(ownership))     # symbols the config does not list
-    return out
 
 
 def _stp_code(stp) -> int:
@@ -546,10 +304,6 @@ def _stored_symbols(data_dir: str) -> list[int]:
     return sorted(ids | {int(s) for s in np.unique(tail["symbol"])})
 
 
-_read_range = read_range
-_ranges = ranges
-
-
 def _threads(threads) -> int:
     if threads is None:
         return default_threads()
@@ -563,12 +317,13 @@ def verify(data_dir, *, progress: bool = False, max_violations: int = 1000,
     """Verify every deal of the run in ``data_dir`` against its orders; return a VerifyReport.
 
     Reads one symbol at a time (all four tables), at most ``chunk`` seqs at a time (short
-    ranges first, see ``_ranges``), and checks it with the independent kernel while a worker
-    thread reads the next range; then checks run-wide that every seq is stored once and trade
-    ids are consecutive. ``threads`` (None: ``replay.verifier_split.default_threads()``, the cores this process
-    may use less one for the reader, at most ``MAX_THREADS``): the seq blocks between stored checkpoints are
+    ranges first, see ``replay.verification.split.ranges``), and checks it with the independent
+    kernel while a worker thread reads the next range; then checks run-wide that every seq is
+    stored once and trade ids are consecutive. ``threads`` (None:
+    ``replay.verification.split.default_threads()``, the cores this process may use less one for
+    the reader, at most ``MAX_THREADS``): the seq blocks between stored checkpoints are
     checked on that many threads and folded into the report one serial walk gives, the same
-    for every thread count (``replay.verifier_split``); ``report.split`` says how the work
+    for every thread count (``replay.verification.split``); ``report.split`` says how the work
     was split. Raises UsageError for chunk < 1 or threads < 1, StoreError if ``data_dir`` is
     not a data directory, CorruptionError if a stored file fails its checksum or the run's
     engine config has a malformed symbol entry (tick table, lot, minimum, session close) or
@@ -598,3 +353,4 @@ def verify(data_dir, *, progress: bool = False, max_violations: int = 1000,
     report = run.report(time.perf_counter() - t0)
     report.split = split
     return report
+

@@ -1,9 +1,9 @@
 """The verifier's checks of the orders a venue takes beyond plain limits: stops, icebergs, expiry.
 
-Helpers of ``replay.verifier_kernel``'s message loop, written from docs/semantics.md ("Stops",
+Helpers of ``replay.verification.kernel``'s message loop, written from docs/semantics.md ("Stops",
 "Icebergs", "Time in force by the clock", "Ownership", "Symbols"), sharing no code with the
 engine. Like the rest of the verifier they follow what the stored rows say happened and check it
-against the verifier's own book (``replay.verifier_book``):
+against the verifier's own book (``replay.verification.book``):
 
 - stops: a pending stop rests in the stop book (book sides 2 and 3, keyed so the next to release
   is at the end: BUY stops by rising stop price, SELL stops by falling, FIFO within a price);
@@ -32,7 +32,7 @@ import numpy as np
 from numba import njit
 
 from exsim.exchange._cache_guard import guard
-from exsim.replay.verifier_book import (
+from exsim.replay.verification.book import (
     C_CLOSE, C_GRID, C_LOT, C_MINQ, C_NTICK, C_TICKS, E_LIMIT, E_REFILLS, E_RESERVE, E_STOP,
     L_COUNT, L_HEAD, L_PRICE, L_QTY, M_EXP_E, M_EXP_ID, M_EXP_SEQ, M_FINISHED, M_FREE_O,
     M_LAST_PX, M_LIVE_O, M_NT, M_PENDING, M_PREV_TS, M_TRADED, M_TS_BACK, O_CANCELLED, O_DISPLAY, O_EXPIRE,
@@ -40,15 +40,15 @@ from exsim.replay.verifier_book import (
     T_PRICE, T_QTY, T_ROW, T_SIDE, _append, _best_level, _detach, _find_level, _hash_del,
     _slot_of, _touch,
 )
-from exsim.replay.verifier_rules import (
+from exsim.replay.verification.rules import (
     D_CONSERVE, D_EXPIRED_EARLY, D_EXPIRED_LATE, D_EXPIRED_NOT_LIVE, D_EXPIRY_ORDER, D_ICE_L2,
     D_L2_COUNT, D_L2_MISSING, D_L2_QTY, D_NOT_TRIGGERED, D_OFF_GRID, D_RELEASE_ORDER,
     D_REPORT_QTY, D_TRIGGER_NOT_PENDING, D_TRIGGER_UNREACHED, DAY_NS, R_CONSERVE, R_EVENTS,
     R_EXPIRY, R_ICE, R_L2, R_STOPS, R_TICK, _DAY, _GTD, _viol,
 )
 
-guard(__name__, __file__, deps=("exsim.replay.verifier_book", "exsim.replay.verifier_rules",
-                                "exsim.exchange.schema"))
+guard(__name__, __file__, deps=("exsim.replay.verification.book",
+                                "exsim.replay.verification.rules", "exsim.exchange.schema"))
 
 
 # ------------------------------------------------------------------ quantities and the clock

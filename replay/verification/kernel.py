@@ -6,9 +6,9 @@ from docs/semantics.md, and it does not decide outcomes. It follows what the sto
 happened (fills, execution reports, L2 updates) and checks each against its own book, message by
 message, for one symbol at a time:
 
-- book: ``replay.verifier_book`` (slot arena, id hash, FIFO levels, sorted ladders).
+- book: ``replay.verification.book`` (slot arena, id hash, FIFO levels, sorted ladders).
 - one order's walk through the book (its fills and the reports they cause):
-  ``replay.verifier_walk``.
+  ``replay.verification.walk``.
 - look-ahead: before each message the kernel prefetches the id buckets, order rows and queue
   neighbours that the messages and fills a few rows ahead will touch (``_look_ahead``; a hint
   only, results never depend on it). A deep book's misses otherwise dominate (measured 1.6x).
@@ -24,7 +24,7 @@ message, for one symbol at a time:
   too: kernel CPU 1.16x on the 2M-message run for ~26 s more cold-compile CPU (97 -> 124 s).
   ``_walk`` stays a call (see there), not made when there is no report to follow (``_follow``).
 - orders beyond plain limits (stops, icebergs, expiry, ownership, tick tables and lots) are
-  checked by the helpers of ``replay.verifier_orders``; a message is then a sequence of phases
+  checked by the helpers of ``replay.verification.orders``; a message is then a sequence of phases
   (expiries before it, its own order, each stop it releases) walked in the order of its reports.
 - state follows the deals: a fill moves quantity between the two orders it names; when an
   execution report disagrees, the violation is recorded and the order is re-synchronised to the
@@ -32,11 +32,12 @@ message, for one symbol at a time:
   ``fillsum`` (quantity summed from fills alone) is never re-synchronised: conservation checks it.
 
 Rule codes (``RULES`` names them, in this order) and detail codes (``DETAILS``) are plain ints
-kept in ``replay.verifier_rules``; ``replay.verifier`` formats them. Violation rows are (seq, rule, detail, a, b, c, d) + order id.
+kept in ``replay.verification.rules``; ``replay.verification.symbol`` formats them. Violation
+rows are (seq, rule, detail, a, b, c, d) + order id.
 
 Caching: numba's cache keys a kernel on this file only, yet the kernels inline the field numbers
-and helpers of ``replay.verifier_book``, ``replay.verifier_rules`` and ``replay.verifier_orders``
-and freeze ``exchange.schema`` codes; ``exchange._cache_guard.guard`` (called below) deletes this
+and helpers of ``replay.verification.book``, ``.rules``, ``.orders`` and ``.walk`` and freeze
+``exchange.schema`` codes; ``exchange._cache_guard.guard`` (called below) deletes this
 module's cached kernels whenever one of those files changes.
 
 Limits: capacities are fixed per call; before a message that might not fit, the kernel returns
@@ -50,7 +51,7 @@ from numba import njit
 
 from exsim.exchange._cache_guard import guard
 
-from exsim.replay.verifier_book import (
+from exsim.replay.verification.book import (
     C_CLOSE, C_OWNER, C_PLAIN, E_LIMIT, E_REFILLS, E_RESERVE, E_STOP, L_HEAD, L_TAIL,
     MAX_TICK_ROWS, M_EP, M_FP, M_FREE_O, M_I, M_LAST_PX, M_LAST_SEQ, M_LIVE_L, M_LIVE_O, M_LP,
     M_NA, M_NB, M_NT, M_ORDERS, M_PENDING, M_PREV_TS, M_TS_BACK, M_VN, O_CANCELLED, O_DISPLAY, O_EXPIRE,
@@ -59,22 +60,23 @@ from exsim.replay.verifier_book import (
     set_config, _append, _detach, _find_level, _hash_put, _prefetch_id, _prefetch_order,
     _set_leaves, _slot_of, _touch,
 )
-from exsim.replay.verifier_rules import *          # noqa: F403 (rule, detail and schema codes)
-from exsim.replay.verifier_rules import _viol      # noqa: F401
-from exsim.replay.verifier_rules import (
+from exsim.replay.verification.rules import *          # noqa: F403 (rule, detail and schema codes)
+from exsim.replay.verification.rules import _viol      # noqa: F401
+from exsim.replay.verification.rules import (
     _ACCEPTED, _BAD_KIND, _CANCEL, _CANCELLED, _DUPLICATE_ID, _EXPIRED, _LIMIT, _MARKET,
     _MODIFIED, _MODIFY, _NEW, _NOT_OWNER, _REJECTED, _STOP, _STOP_LIMIT, _TRIGGERED,
     _UNKNOWN_ID, _UNKNOWN_SYMBOL,
 )
-from exsim.replay.verifier_orders import (
+from exsim.replay.verification.orders import (
     _check_grid, _expire, _expiry_of, _iceberg_reduce, _l2_missing, _l2_phase, _l2_row, _open,
     _release, _remove, _split, _stop_reached, _stops_settled,
 )
-from exsim.replay.verifier_walk import _end_incoming, _follow
+from exsim.replay.verification.walk import _end_incoming, _follow
 
-guard(__name__, __file__, deps=("exsim.replay.verifier_book", "exsim.replay.verifier_rules",
-                                "exsim.replay.verifier_orders", "exsim.replay.verifier_walk",
-                                "exsim.exchange.schema"))
+guard(__name__, __file__, deps=("exsim.replay.verification.book",
+                                "exsim.replay.verification.rules",
+                                "exsim.replay.verification.orders",
+                                "exsim.replay.verification.walk", "exsim.exchange.schema"))
 
 __all__ = ["RULES", "DETAILS", "check_symbol", "check_live", "new_state", "grow_state",
            "set_config", "MAX_TICK_ROWS", "OK", "NEED_CAPACITY", "M_VN", "M_I", "M_FP", "M_LP", "M_EP", "MORE",
@@ -85,7 +87,7 @@ MORE, FLUSH, FINAL = 0, 1, 2     # check_symbol's ``final``: see there
 
 
 def new_state(capacity: int, violations: int, level_capacity: int = 256) -> tuple:
-    """Fresh checker state (see ``replay.verifier_book.new_state``) with one counter per rule."""
+    """Fresh checker state (``replay.verification.book.new_state``) with one counter per rule."""
     return _new_state(capacity, violations, len(RULES), level_capacity)
 
 
@@ -219,7 +221,7 @@ def _foreign(limit, fills, fp, nf, l2, lp, nl, events, ep, ne, ost, ext, lst, ht
 @njit(cache=True, _nrt=False, inline="always")
 def _new_order(m, x, ts, ost, ext, cfg):
     """Fill order row ``x`` from accepted NEW ``m`` (a stop keeps its side + 2 and its trigger
-    as price until released; see ``replay.verifier_orders``)."""
+    as price until released; see ``replay.verification.orders``)."""
     ot = np.int64(m.order_type)
     qty = np.int64(m.qty)
     ost[x, O_SIDE] = np.int64(m.side)
@@ -236,7 +238,7 @@ def _new_order(m, x, ts, ost, ext, cfg):
     ost[x, O_LEVEL] = -1
     ost[x, O_DISPLAY] = np.int64(m.display_qty) if ot == _LIMIT else 0
     ost[x, O_EXPIRE] = _expiry_of(np.int64(m.tif), ts, np.int64(m.expire_ts), cfg[C_CLOSE])
-    # why only for icebergs and stops: ``ext`` is read only for them (see verifier_book), and
+    # why only for icebergs and stops: ``ext`` is read only for them (see verification.book), and
     # a row written for every order is one more cache miss per order in a deep book
     if ost[x, O_DISPLAY] > 0:
         ext[x, E_RESERVE] = 0
@@ -571,7 +573,7 @@ def check_live(seq, ost, ext, oid, lst, ladlv, meta, vrows, vids, counts):
     the end of a long run). Only when the scan finds a violation are the orders walked, in book
     order (sides 0..3, best level first, FIFO), to report them: the rows an order occupies
     depend on the history of the arrays, the book order only on the book, so the findings come
-    in the same order however the run was split into ranges (``replay.verifier_split``)."""
+    in the same order however the run was split into ranges (``replay.verification.split``)."""
     now = meta[M_PREV_TS]
     bad = False
     for s in range(ost.shape[0]):
