@@ -1,11 +1,14 @@
-"""The gateway core: one engine and one store session shared by every network session.
+"""The gateway core: one engine and one journal session shared by every network session.
 
 Protocol sessions hand ``Request`` objects to ``Gateway.submit``; the core stamps each with the
 gateway clock on arrival, gathers them into batches (every ``batch_ns`` or ``batch_max``
-requests, whichever comes first), and runs each batch through ``store.Session.process`` on one
-worker thread. Execution reports (``reports.Report``) are derived from the batch's rows, stored
-in the sequenced report streams (``state_db``), and only then handed to the subscribers, so a
-client never hears of an order before the engine's journal holds it.
+requests, whichever comes first), and runs each batch through the journal's ``process`` on one
+worker thread. The journal (``journal.JournalSession``; a ``store.Session`` under ``exsim
+serve``) comes from the code that composes the server, as an opener ``Gateway.open`` calls on
+that worker thread: nothing in ``exchange/`` opens, creates or imports a store. Execution
+reports (``reports.Report``) are derived from the batch's rows, stored in the sequenced report
+streams (``state_db``), and only then handed to the subscribers, so a client never hears of an
+order before the engine's journal holds it.
 
 Invariants:
 - Order of events per batch, all in one call on the worker thread: requests, new orders and
@@ -42,6 +45,7 @@ import numpy as np
 
 from exsim.exchange.errors import CorruptionError, StoreError, UsageError
 from exsim.exchange.gateway.accounts import Account, Accounts
+from exsim.exchange.gateway.journal import JournalOpener, JournalSession
 from exsim.exchange.gateway.reports import (Origin, OrderState, Report, derive, origin_reject,
                                       renumbered_json)
 from exsim.exchange.gateway.state_db import DB_NAME, StateDB
@@ -127,39 +131,44 @@ class Gateway:
     """The shared core (module docstring). Build with ``await Gateway.open(...)``."""
 
     def __init__(self):
-        raise UsageError("build a Gateway with `await Gateway.open(data_dir, accounts)`")
+        raise UsageError("build a Gateway with `await Gateway.open(open_journal, accounts)`")
 
     @classmethod
-    async def open(cls, data_dir, accounts: Accounts, *, scenario: str = "default",
+    async def open(cls, open_journal: JournalOpener, accounts: Accounts, *,
                    durability: str = "fsync", batch_ns: int = 1_000_000,
-                   batch_max: int = 1024, **session_options) -> "Gateway":
-        """Open (or create) ``data_dir`` and return the running gateway.
+                   batch_max: int = 1024) -> "Gateway":
+        """Open the journal with ``open_journal()`` and return the running gateway on it.
 
-        A directory with a catalog is reopened (``store.Session.open``: checkpoint + WAL tail)
-        and the reports of journaled batches that have none are derived; an absent or empty
-        one is created with the symbols of ``scenario`` (a preset name or a TOML file).
-        Raises UsageError for bad options, StoreError / CorruptionError as ``Session.open`` /
-        ``Session.create`` and if the gateway state disagrees with the journal (it holds
-        reports of seqs the journal lacks).
+        ``open_journal`` is called once, on the gateway's worker thread (journal.py says why),
+        and returns the ``JournalSession`` the gateway writes to and closes at ``close``;
+        ``exsim.replay.serving.open_gateway`` composes one from a data directory and a scenario.
+        The gateway state lives in the journal's ``data_dir/gateway/`` under ``durability``
+        (give the journal's own policy). Journaled batches whose reports are not stored yet get
+        them derived from the journal's rows.
+        Raises UsageError for bad options, an ``open_journal`` that is not callable or returns
+        no JournalSession; what ``open_journal`` raises; StoreError / CorruptionError if the
+        gateway state is damaged or disagrees with the journal (it holds reports of seqs the
+        journal lacks).
         """
         if durability not in ("fsync", "interval", "none"):
             raise UsageError(f"durability must be fsync, interval or none; got {durability!r}")
         if not _fits(batch_ns, 1, 10**10) or not _fits(batch_max, 1, 1 << 20):
             raise UsageError(f"batch_ns must be in [1, 1e10] and batch_max in [1, 2^20]; "
                              f"got {batch_ns!r}, {batch_max!r}")
+        if not callable(open_journal):
+            raise UsageError(f"Gateway.open takes a callable that opens the journal; got "
+                             f"{type(open_journal).__name__}")
         self = object.__new__(cls)
-        self.data_dir = os.fspath(data_dir)
         self.accounts = accounts
         self.batch_ns, self.batch_max = batch_ns, batch_max
         self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="exsim-gateway")
         loop = self._loop = asyncio.get_running_loop()
         try:
-            self.session = await loop.run_in_executor(
-                self._pool, lambda: _open_session(self.data_dir, scenario, durability,
-                                                  session_options))
+            self.session = await loop.run_in_executor(self._pool, _call_opener, open_journal)
         except BaseException:
             self._pool.shutdown(wait=False)
             raise
+        self.data_dir = os.fspath(self.session.data_dir)
         self.engine = self.session.engine
         self.state_dir = os.path.join(self.data_dir, "gateway")
         try:
@@ -220,9 +229,9 @@ class Gateway:
         if done < engine_seq:
             origins = db.origins(done + 1, engine_seq)
             lo, hi = done + 1, engine_seq
-            from exsim.store.tables import orders_without_seq
-
-            orders = orders_without_seq(self.session.read("orders", seq=(lo, hi)))
+            # the journal's order rows hold ORDER_DTYPE's fields by name (its stored form adds
+            # seq), which is all ``derive`` reads of them
+            orders = self.session.read("orders", seq=(lo, hi))
             fills = self.session.read("fills", seq=(lo, hi))
             events = self.session.read("events", seq=(lo, hi))
             self._commit_reports(lo, orders, fills, events, origins)
@@ -512,7 +521,7 @@ class Gateway:
                    submitted):
         """On the worker thread: commit the batch's requests (and the core's reports of this
         batch), tell the loop its ``submitted`` requests are journaled, run it through the
-        store session (durable per policy), derive and commit its reports; return (engine
+        journal session (durable per policy), derive and commit its reports; return (engine
         Result, reports)."""
         self._db.begin_batch(origins, new_states, next_id, last_ts, core)
         # why now, not after the hop: from here a restart answers every request of the batch
@@ -623,7 +632,7 @@ class Gateway:
     async def read_journal(self, table: str, seq: tuple[int, int] | None = None) -> np.ndarray:
         """Return the journaled rows of ``table`` ("orders", "fills", "l2", "events") with seq
         in ``seq`` (inclusive; None: all), read on the core's worker thread (the store's catalog
-        serves only the thread that opened it). Raises as ``store.read``."""
+        serves only the thread that opened it). Raises as the journal's ``read``."""
         return await asyncio.get_running_loop().run_in_executor(
             self._pool, lambda: self.session.read(table, seq=seq))
 
@@ -637,8 +646,8 @@ class Gateway:
         return self._states.get(int(order_id))
 
     async def close(self) -> None:
-        """Process the requests already queued, then close the store (sealing what is
-        journaled) and the gateway state. Idempotent. Raises what the store's close raises."""
+        """Process the requests already queued, then close the journal (a store seals what is
+        journaled) and the gateway state. Idempotent. Raises what the journal's close raises."""
         if self._closing:
             return
         self._closing = True
@@ -719,19 +728,11 @@ def _renumber(r: Report, stream: str, rseq: int) -> Report:
     return new
 
 
-def _open_session(data_dir: str, scenario: str, durability: str, options: dict):
-    """Return a store Session on ``data_dir``: reopened if it holds a catalog, else created
-    with the symbols (and engine options) of ``scenario``."""
-    from exsim.exchange import Engine
-    from exsim.store.catalog import CATALOG_NAME
-    from exsim.store.session import Session
-
-    if os.path.isfile(os.path.join(data_dir, CATALOG_NAME)):
-        return Session.open(data_dir, durability=durability, **options)
-    from exsim.scenarios.scenario import load_scenario
-
-    sc = load_scenario(scenario)
-    engine = Engine(stp="none", ownership=True)   # why ownership: a gateway always enforces it
-    sc.add_symbols(engine)
-    return Session.create(data_dir, engine, run_info={"scenario": f"gateway ({sc.name})"},
-                          durability=durability, **options)
+def _call_opener(open_journal: JournalOpener) -> JournalSession:
+    """Return ``open_journal()`` (on the worker thread); raise UsageError if it is no
+    JournalSession."""
+    session = open_journal()
+    if not isinstance(session, JournalSession):
+        raise UsageError("the journal opener must return a JournalSession (data_dir, engine, "
+                         f"process, read, close); it returned {type(session).__name__!r}")
+    return session

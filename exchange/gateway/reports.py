@@ -232,7 +232,8 @@ def derive(first_seq: int, orders: np.ndarray, fills: np.ndarray, events: np.nda
            origins: dict, states: dict) -> list[Report]:
     """Return the reports of one batch, in event order (rseq 0: the caller numbers them).
 
-    ``orders``: the batch's ORDER_DTYPE rows (message i has seq ``first_seq + i``); ``fills``
+    ``orders``: the batch's order rows, ORDER_DTYPE or any dtype holding its fields by name
+    (the journal's stored rows; message i has seq ``first_seq + i``); ``fills``
     and ``events``: its output rows; ``origins``: {seq: Origin} of the messages the gateway
     sent; ``states``: {order_id: OrderState}, updated in place (cumulative quantity, status,
     client order id after a replace). Each report names the stream of the order; the caller

@@ -1,5 +1,9 @@
 """``exsim serve``: one asyncio process running the gateway core and the ports asked for.
 
+``serve`` takes the journal as an opener (``journal.JournalOpener``) from the code that composes
+the server: ``exsim.replay.serving.serve`` opens or creates the store on a data directory and
+calls this one. This module imports nothing above ``exchange/``.
+
 Each port is a protocol module's ``start(gw, host, port, **options)``: FIX order entry and
 market data (``exchange.gateway.fix.server``), binary order entry
 (``exchange.gateway.binary_server``), the ITCH-style feed (``exchange.gateway.feed_server``)
@@ -26,6 +30,7 @@ import sys
 from exsim.exchange.errors import UsageError
 from exsim.exchange.gateway.accounts import Accounts
 from exsim.exchange.gateway.core import Gateway
+from exsim.exchange.gateway.journal import JournalOpener
 
 __all__ = ["serve", "parse_address", "PORTS"]
 
@@ -63,15 +68,16 @@ def _address(server) -> tuple[str, int]:
     return getattr(server, "host", ""), getattr(server, "port", 0)
 
 
-async def serve(data_dir: str, accounts_path: str, ports: dict, *, scenario: str = "default",
+async def serve(open_journal: JournalOpener, accounts_path: str, ports: dict, *,
                 durability: str = "fsync", batch_ns: int = 1_000_000, batch_max: int = 1024,
                 stop: asyncio.Event | None = None, options: dict | None = None) -> None:
-    """Run the gateway on ``data_dir`` until ``stop`` is set (or SIGINT / SIGTERM).
+    """Run the gateway on the journal ``open_journal()`` returns until ``stop`` is set (or
+    SIGINT / SIGTERM); the journal is closed at the stop.
 
     ports: {port name: "HOST:PORT"} for any of ``PORTS``; options: {port name: keyword
-    options for its start()}. Returns after a clean stop. Raises UsageError for an unknown
-    port name or a bad address, InputError for a bad accounts file, and what
-    ``Gateway.open`` raises.
+    options for its start()}. Returns None after a clean stop. Raises UsageError for an
+    unknown port name or a bad address, InputError for a bad accounts file, what
+    ``Gateway.open`` raises, and the failure that stopped the core.
     """
     unknown = set(ports) - set(PORTS)
     if unknown:
@@ -89,8 +95,8 @@ async def serve(data_dir: str, accounts_path: str, ports: dict, *, scenario: str
             # why: signal handlers can be set only from the main thread (serve run by a test
             # on another thread stops by ``stop`` alone) and not on every platform's loop
             pass
-    gw = await Gateway.open(data_dir, accounts, scenario=scenario, durability=durability,
-                            batch_ns=batch_ns, batch_max=batch_max)
+    gw = await Gateway.open(open_journal, accounts, durability=durability, batch_ns=batch_ns,
+                            batch_max=batch_max)
     servers = []
     try:
         listening = {}

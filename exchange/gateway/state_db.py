@@ -12,8 +12,9 @@ Invariants:
   one transaction, so the reports of a seq are either all stored or none.
 - Under durability "fsync" every commit is synced (``synchronous=FULL``); under "interval" and
   "none" SQLite's NORMAL / OFF.
-- Only this module writes the file; it never follows a symlink out of the data directory
-  (``store.paths.inside``).
+- Only this module writes the file; it never follows a symlink out of the data directory:
+  ``gateway/`` and ``gateway.sqlite`` are refused if either is a symlink (checked with
+  ``lstat`` before the file is opened).
 """
 
 from __future__ import annotations
@@ -48,16 +49,15 @@ class StateDB:
     """The gateway's SQLite state file (module docstring). One writer: the gateway."""
 
     def __init__(self, data_dir: str, durability: str):
-        from exsim.store.paths import inside
-
         self.dir = os.path.join(data_dir, STATE_DIR)
         if os.path.lexists(self.dir) and (os.path.islink(self.dir) or not os.path.isdir(self.dir)):
             raise CorruptionError(f"{self.dir}: is a symlink or not a directory; the gateway's "
                                   "state must be inside the data directory", self.dir, -1)
         os.makedirs(self.dir, exist_ok=True)
-        self.path = inside(data_dir, os.path.join(STATE_DIR, DB_NAME), what="gateway state")
+        self.path = os.path.join(os.path.abspath(data_dir), STATE_DIR, DB_NAME)
         if os.path.islink(self.path):
-            raise CorruptionError(f"{self.path}: is a symlink", self.path, -1)
+            raise CorruptionError(f"{self.path}: is a symlink; the gateway's state must be "
+                                  "inside the data directory", self.path, -1)
         try:
             # why check_same_thread=False: the gateway writes from its one worker thread and
             # reads from the event loop; SQLite serialises them and WAL lets reads not block

@@ -1,6 +1,7 @@
 """``exsim serve`` (the network gateway) and ``exsim account`` (write an accounts file entry).
 
-A layer over ``exchange.gateway.server.serve`` and ``exchange.gateway.accounts``.
+A layer over ``replay.serving.serve`` (the store Session handed to the gateway's
+``server.serve``) and ``exchange.gateway.accounts``.
 
 Invariants:
 - ``exsim account`` never writes a clear password: it reads the password from stdin
@@ -99,7 +100,7 @@ def register(sub, parents, formatter) -> None:
 
 def cmd_serve(args) -> int:
     """Run ``exsim serve``; return 0 after a clean stop."""
-    from exsim.exchange.gateway.server import serve
+    from exsim.replay.serving import serve
 
     ports = {n: getattr(args, n) for n in ("fix", "binary", "feed", "web")
              if getattr(args, n) is not None}

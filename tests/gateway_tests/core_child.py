@@ -220,8 +220,8 @@ def random_request(rng: random.Random, accounts, gw, n: int, mine: dict) -> Requ
 
 async def _child(data_dir: str, out_path: str, crash_at: int, where: str) -> None:
     from gw_fixtures import make_accounts
-    from exsim.exchange.gateway.core import Gateway
     from exsim.exchange.gateway.state_db import StateDB
+    from exsim.replay.serving import open_gateway
 
     if crash_at and where == "engine":
         from exsim.store.session import Session
@@ -249,7 +249,7 @@ async def _child(data_dir: str, out_path: str, crash_at: int, where: str) -> Non
 
         StateDB.end_batch = end_batch
     accounts = make_accounts(4)
-    gw = await Gateway.open(data_dir, accounts, durability="fsync", batch_ns=300_000)
+    gw = await open_gateway(data_dir, accounts, durability="fsync", batch_ns=300_000)
     out = open(out_path, "a")
 
     def got(reports):

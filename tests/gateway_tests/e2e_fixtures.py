@@ -731,10 +731,10 @@ def core_oracle(data_dir, accounts) -> None:
     the order states agree with the fills and the engine's live orders). Run it after verify
     and rerun: reopening seals and checkpoints again."""
     from core_child import check_journal, in_core
-    from exsim.exchange.gateway.core import Gateway
+    from exsim.replay.serving import open_gateway
 
     async def main():
-        gw = await Gateway.open(str(data_dir), accounts, durability="none")
+        gw = await open_gateway(str(data_dir), accounts, durability="none")
         try:
             async with gw.engine_lock:
                 await in_core(gw, check_journal, gw)

@@ -13,7 +13,7 @@ import hashlib
 
 from exsim.exchange.gateway import accounts as acc
 from exsim.exchange.gateway.accounts import Account, Accounts
-from exsim.exchange.gateway.core import Gateway
+from exsim.replay.serving import open_gateway
 
 PASSWORD = "s3cret-pw"
 
@@ -48,7 +48,7 @@ async def running_gateway(data_dir, accounts: Accounts | None = None, **options)
     given), closed on exit."""
     options.setdefault("durability", "none")
     options.setdefault("batch_ns", 200_000)
-    gw = await Gateway.open(data_dir, accounts or make_accounts(), **options)
+    gw = await open_gateway(data_dir, accounts or make_accounts(), **options)
     try:
         yield gw
     finally:

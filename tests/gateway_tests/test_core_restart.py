@@ -19,8 +19,9 @@ import pytest
 
 from core_child import check_journal, in_core
 from exsim.exchange.errors import CorruptionError, StoreError
-from exsim.exchange.gateway.core import Gateway, Request
+from exsim.exchange.gateway.core import Request
 from exsim.exchange.schema import OrderType, Side, Tif
+from exsim.replay.serving import open_gateway
 from gw_fixtures import make_accounts, running_gateway
 from test_core_requests import ACCOUNTS, A0, A1, cancel, new, settle
 
@@ -97,7 +98,7 @@ def test_restart_keeps_streams_ids_and_clock(tmp_path, monkeypatch):
 # -- hostile state ---------------------------------------------------------------------------------
 
 async def _open_close(d):
-    gw = await Gateway.open(d, ACCOUNTS, durability="none")
+    gw = await open_gateway(d, ACCOUNTS, durability="none")
     await gw.close()
 
 
@@ -205,5 +206,5 @@ def test_open_refuses_bad_options(tmp_path):
     for kw in (dict(durability="sometimes"), dict(batch_ns=0), dict(batch_max=0),
                dict(batch_ns=1.5)):
         with pytest.raises(UsageError):
-            asyncio.run(Gateway.open(tmp_path / "d", ACCOUNTS, **kw))
+            asyncio.run(open_gateway(tmp_path / "d", ACCOUNTS, **kw))
     assert not (tmp_path / "d").exists()
