@@ -20,6 +20,8 @@ This module is the short public surface; every name is imported on first use (PE
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 
 # public name -> the module that defines it (the one table to extend; __all__ follows it)
 _EXPORTS = {
@@ -49,6 +51,37 @@ _EXPORTS = {
 }
 
 __all__ = list(_EXPORTS)
+
+ENV_CACHE_DIR = "EXSIM_CACHE_DIR"
+
+
+def _configure_numba_cache(package_dir: str, environ=os.environ) -> str | None:
+    """Choose numba's cache folder for exsim's kernels; return the folder set, or None when
+    numba's default (``__pycache__`` beside the sources) is kept.
+
+    Kept when ``NUMBA_CACHE_DIR`` is already set (the user's choice) or ``package_dir`` is
+    writable (a checkout, an editable or a user install). Otherwise (a system install, a
+    read-only container layer, where numba would compile again in every process)
+    ``NUMBA_CACHE_DIR`` is set to ``$EXSIM_CACHE_DIR``, else ``$XDG_CACHE_HOME/exsim/numba``,
+    else ``~/.cache/exsim/numba``. Runs at ``import exsim``, before any exsim module imports
+    numba (numba reads the variable once, when it is imported). Never raises.
+    """
+    try:
+        if environ.get("NUMBA_CACHE_DIR") or os.access(package_dir, os.W_OK):
+            return None
+        folder = environ.get(ENV_CACHE_DIR) or os.path.join(
+            environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
+            "exsim", "numba")
+        environ["NUMBA_CACHE_DIR"] = folder
+        numba_config = sys.modules.get("numba.core.config")
+        if numba_config is not None:   # numba was imported first: its config read the old value
+            numba_config.CACHE_DIR = folder
+        return folder
+    except Exception:   # why broad: choosing a cache folder must never break an import
+        return None
+
+
+_configure_numba_cache(os.path.dirname(os.path.abspath(__file__)))
 
 
 def __getattr__(name: str):

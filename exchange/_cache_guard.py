@@ -46,6 +46,8 @@ import importlib.util
 import os
 import sys
 
+from . import compiling
+
 __all__ = ["guard", "cache_dirs", "STAMP_SUFFIX"]
 
 STAMP_SUFFIX = ".nbdeps"
@@ -161,6 +163,9 @@ def guard(module: str, module_file: str, deps) -> None:
     as ``"exsim.exchange.book"``) changed since they were cached. ``module_file`` is the module's
     ``__file__``. Returns None. Raises ValueError only for a programming error: a dependency
     name that does not resolve to a ``.py`` file. Filesystem problems are ignored."""
+    # every module with cached kernels passes here at import: the one place to start saying
+    # when numba compiles (exchange.compiling), before any kernel is first called
+    compiling.install()
     closure: dict[str, str] = {}
     for name in deps:
         closure[name] = _dep_file(name)

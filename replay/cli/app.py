@@ -31,6 +31,7 @@ import argparse
 import os
 import sys
 
+from exsim.exchange import compiling
 from exsim.exchange.errors import ExsimError, VerificationError
 
 from exsim.replay.cli import backtest as cli_backtest, bench as cli_bench, export as cli_export
@@ -121,6 +122,9 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as e:   # --help, --version and argparse usage errors
         return int(e.code) if isinstance(e.code, int) else (0 if e.code is None else EXIT_USAGE)
     setup_logging(getattr(args, "verbose", False))
+    # why here: every command may compile kernels on a cold cache; the notice is the listener's
+    compiling.set_quiet(getattr(args, "quiet", False))
+    compiling.install()
     log.info("%s %s", args.command, " ".join(printable(a) for a in (argv or sys.argv[1:])[1:]))
     try:
         return int(args.func(args))
@@ -172,7 +176,7 @@ DOCS_HEADER = """\
 
 `exsim` is a thin layer over the Python library (`exchange`, `scenarios`, `store`, `replay`).
 Every command prints its result to stdout, and progress bars (only on a terminal, never with
-`--quiet`), notes ("wrote PATH", the first run's "compiling the matching kernels" line) and
+`--quiet`), notes ("wrote PATH", the first run's "compiling numba kernels" lines) and
 errors to stderr, so `--json` output pipes into `jq`: it is strict JSON, with `null` for a value
 that does not exist (never `NaN`).
 

@@ -29,7 +29,7 @@ from exsim.exchange.errors import UsageError
 
 from exsim.replay.backtesting.loading import load_strategy
 from exsim.replay.backtesting.report import auction_summary
-from exsim.replay.cli.common import (EXIT_OK, check_plot_path, compile_note, format_number, json_text,
+from exsim.replay.cli.common import (EXIT_OK, check_plot_path, format_number, json_text,
                                live_progress, log, note, print_table)
 
 __all__ = ["register", "cmd_backtest", "add_backtest_arguments"]
@@ -133,8 +133,6 @@ def cmd_backtest(args) -> int:
     strategy = load_strategy(args.strategy, args.param)
     log.info("strategy %s (%s), feed latency %d ns, order latency %d ns",
              args.strategy, type(strategy).__qualname__, args.feed_ns, args.order_ns)
-    if compile_note(args.quiet):
-        log.info("numba cache is cold: the first kernel calls compile")
     t0 = time.perf_counter()
     with live_progress("backtest", quiet=args.quiet) as tell:
         res = backtest(args.flow, strategy, latency=ConstantLatency(args.feed_ns, args.order_ns),

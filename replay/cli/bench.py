@@ -15,7 +15,7 @@ import time
 
 from exsim.exchange.errors import UsageError
 
-from exsim.replay.cli.common import EXIT_OK, compile_note, print_table
+from exsim.replay.cli.common import EXIT_OK, print_table
 
 __all__ = ["register", "cmd_bench", "measure_throughput"]
 
@@ -89,7 +89,6 @@ def register(sub, parents, formatter) -> None:
 
 def cmd_bench(args) -> int:
     """Run ``exsim bench``; print one table row and return 0."""
-    compile_note(args.quiet)
     r = measure_throughput(args.messages, args.symbols, args.runs, args.batch)
     rate = r["messages"] / r["seconds"]
     print_table(["messages", "symbols", "M msgs/s", "ns/msg", "fills", "L2 rows", "events",

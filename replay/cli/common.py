@@ -28,13 +28,13 @@ from exsim.exchange.errors import StoreError, UsageError
 
 from exsim.replay.export import symbol_tick_size
 from exsim.replay.progress import progress
-from exsim.replay.simulation import dir_bytes, kernels_cold
+from exsim.replay.simulation import dir_bytes
 
 __all__ = [
     "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "Formatter", "parse_range", "progress",
     "format_table", "print_table", "open_catalog", "symbol_names", "symbol_tick_size", "resolve_symbol", "note",
     "dir_bytes", "human_bytes", "printable", "json_text", "check_plot_path", "plot_failed",
-    "need_pyarrow", "compile_note", "COMPILE_NOTE", "format_number",
+    "need_pyarrow", "format_number",
     "out_failed", "run_day", "parse_ts", "parse_ts_range", "live_progress", "log",
     "setup_logging",
 ]
@@ -358,16 +358,3 @@ def live_progress(desc: str, *, unit: str = "msg", quiet: bool = False):
         thread.join()
         bar.refresh()   # why: tqdm skips draws within mininterval; the final count must show
         bar.close()
-
-
-COMPILE_NOTE = "compiling the matching kernels (first run only, 1-2 minutes)..."
-
-
-def compile_note(quiet: bool) -> bool:
-    """Print COMPILE_NOTE on stderr when the numba cache is cold (``kernels_cold``: the engine's
-    kernel is neither loaded nor cached for today's source) and not ``quiet``; return whether it
-    was cold. Commands call it before their first kernel call."""
-    cold = kernels_cold()
-    if cold and not quiet:
-        note(COMPILE_NOTE)
-    return cold

@@ -25,7 +25,7 @@ from exsim.exchange.errors import CorruptionError, UsageError
 
 from exsim.replay.cli.common import (
     EXIT_FAILED, EXIT_OK, check_plot_path, dir_bytes, format_table, human_bytes, note,
-    compile_note, live_progress, log, open_catalog, parse_ts, parse_ts_range, plot_failed,
+    live_progress, log, open_catalog, parse_ts, parse_ts_range, plot_failed,
     print_table, printable, resolve_symbol, run_day,
     symbol_tick_size,
 )
@@ -494,8 +494,6 @@ def cmd_stats(args) -> int:
 
     log.info("stats of %s in %s: ts %s, %d level(s), VWAP window %d ns", args.symbol, args.dir,
              "all" if ts is None else f"{ts[0]}..{ts[1]}", args.levels, args.window_ns)
-    if compile_note(args.quiet):
-        log.info("numba cache is cold: the first kernel calls compile")
     with live_progress("stats", unit="step", quiet=args.quiet) as tell:
         series = stats(args.dir, args.symbol, ts=ts, levels=args.levels,
                        window_ns=args.window_ns, progress=tell)

@@ -13,8 +13,9 @@ Invariants:
   the session closed cleanly, so DIR either does not exist or is complete; a failed run removes
   its temporary directory. ``--force`` replaces an existing *data directory* (one holding
   ``catalog.sqlite``) and nothing else: a non-empty directory of other files is never deleted.
-- A cold numba cache is announced on stderr before the first kernel call (``compile_note``), and
-  the printed rate excludes the compile (``replay.simulation.warm_up``).
+- Compiling on a cold numba cache is announced on stderr as it happens
+  (``exchange.compiling``); a warm run says nothing about it. The printed rate excludes the
+  compile (``replay.simulation.warm_up``).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import tempfile
 from exsim.exchange.errors import UsageError
 
 from exsim.replay.cli.common import (
-    EXIT_FAILED, EXIT_OK, compile_note, format_table, human_bytes, need_pyarrow, note,
+    EXIT_FAILED, EXIT_OK, format_table, human_bytes, need_pyarrow, note,
     out_failed,
 )
 from exsim.replay.simulation import SimSummary, simulate
@@ -163,12 +164,9 @@ def check_out_dir(out: str, force: bool) -> bool:
     return True
 
 
-COMPILE_SHOWN_S = 1.0   # a warm-up longer than this was a compile, and the summary says so
-
-
-def print_summary(s: SimSummary) -> None:
-    """Print a simulation summary to stdout (the rate excludes compiling the kernels; a compile
-    longer than COMPILE_SHOWN_S is noted on stderr)."""
+def print_summary(s: SimSummary, quiet: bool = False) -> None:
+    """Print a simulation summary to stdout (the rate excludes compiling the kernels; a run
+    that compiled says how long on stderr, unless ``quiet``)."""
     seed = f" (seed {s.seed})" if s.seed is not None else ""
     print(f"simulated {s.label}{seed} -> {s.data_dir}")
     print(f"messages {s.messages:,}  fills {s.fills:,}  volume {s.volume:,}  rejects {s.rejects:,}  "
@@ -176,7 +174,7 @@ def print_summary(s: SimSummary) -> None:
     if s.phase_changes:   # a flow without phases prints what it printed before they existed
         print(f"phase changes {s.phase_changes:,}  auctions {s.auctions:,}  auction volume "
               f"{s.auction_volume:,}")
-    if s.compile_seconds > COMPILE_SHOWN_S:
+    if s.compile_seconds > 0 and not quiet:
         note(f"(compiling the kernels took {s.compile_seconds:.1f} s more, not counted in the "
              "rate; later runs load them from the cache)")
     print(format_table(["symbol", "tick", "bid", "bid_qty", "ask", "ask_qty"],
@@ -193,7 +191,6 @@ def cmd_simulate(args) -> int:
     if args.symbol and not args.flow:
         raise UsageError("--symbol names the symbol of a --flow; a scenario names its own")
     replace = check_out_dir(args.out, args.force)
-    compile_note(args.quiet)
     if args.flow:
         flow = load_flow(args.flow[0], args.flow[1:], args.symbol, quiet=args.quiet)
     else:
@@ -207,7 +204,7 @@ def cmd_simulate(args) -> int:
                            stp=args.stp, replace=replace, quiet=args.quiet)
     except OSError as e:
         raise out_failed(args.out, e) from None
-    print_summary(summary)
+    print_summary(summary, args.quiet)
     return EXIT_OK
 
 
@@ -250,7 +247,6 @@ def cmd_demo(args) -> int:
     """``exsim demo``: returns 0 if every step passed, 1 otherwise."""
     if args.out is not None:
         check_out_dir(args.out, args.force)   # why first: before minutes of compiling
-    compile_note(args.quiet)
     flow = load_scenario_flow("default", None)
     batch = 1000
     # why a batch boundary: the live engine can only be observed between batches
@@ -274,7 +270,7 @@ def cmd_demo(args) -> int:
     try:
         summary = simulate(flow, out, batch=batch, durability="none", replace=replace,
                            quiet=args.quiet, on_batch=capture)
-        print_summary(summary)
+        print_summary(summary, args.quiet)
         steps = [("simulate", True, f"{summary.messages:,} messages, {summary.fills:,} fills, "
                                     f"{summary.rate:,.0f} msgs/s")]
         steps += _demo_steps(out, captured, mid_seq, args.quiet)

@@ -19,8 +19,8 @@ import sys
 
 from exsim.exchange.errors import InputError, UsageError
 
-from exsim.replay.cli.common import EXIT_OK, compile_note, note
-from exsim.replay.simulation import warm_up
+from exsim.replay.cli.common import EXIT_OK, note
+from exsim.replay.simulation import kernels_cold, warm_up
 
 __all__ = ["register", "cmd_serve", "cmd_account"]
 
@@ -111,9 +111,8 @@ def cmd_serve(args) -> int:
         raise UsageError(f"--duration must be > 0 seconds; got {args.duration}")
     # why before the ports listen: a cold numba cache compiles the kernels for a minute or two,
     # and a client connected meanwhile would hear nothing about its first orders
-    if compile_note(args.quiet):
-        warm_up(durability="none")
-        note("kernels compiled")
+    if kernels_cold():
+        warm_up(durability="none")   # the compile notices say what is compiled, and how long
 
     async def run() -> None:
         stop = asyncio.Event()

@@ -22,7 +22,7 @@ from exsim.exchange.errors import UsageError
 from exsim.replay.backtesting.loading import absolute_spec
 from exsim.replay.backtesting.money import TICKS_X_LOTS
 from exsim.replay.cli.backtest import add_backtest_arguments, money_label
-from exsim.replay.cli.common import (EXIT_OK, compile_note, format_number, json_text, live_progress,
+from exsim.replay.cli.common import (EXIT_OK, format_number, json_text, live_progress,
                                log, note, print_table)
 
 __all__ = ["register", "cmd_sweep", "parse_grid"]
@@ -120,7 +120,6 @@ def cmd_sweep(args) -> int:
     seeds = _parse_seeds(args.seeds)
     log.info("sweep of %s over %d point(s) x %d seed(s), scheduler %s", args.strategy,
              len(points), len(seeds or [None]), args.scheduler or f"LocalCluster({args.workers})")
-    compile_note(args.quiet)
     with live_progress("sweep", unit="run", quiet=args.quiet) as tell:
         rows = sweep(args.flow, absolute_spec(args.strategy), points, seeds=seeds,
                      scheduler=args.scheduler, n_workers=args.workers, progress=tell,

@@ -17,7 +17,7 @@ from exsim.exchange.errors import UsageError
 
 from exsim.replay.backtesting.loading import load_strategy
 from exsim.replay.cli.backtest import add_backtest_arguments, money_label
-from exsim.replay.cli.common import EXIT_OK, compile_note, format_number, json_text, print_table
+from exsim.replay.cli.common import EXIT_OK, format_number, json_text, print_table
 
 __all__ = ["register", "cmd_whatif", "BACKTEST_KEYS"]
 
@@ -61,7 +61,6 @@ def cmd_whatif(args) -> int:
     if args.feed_ns < 0 or args.order_ns < 0:
         raise UsageError("--feed-ns and --order-ns must be >= 0")
     strategy = load_strategy(args.strategy, args.param)
-    compile_note(args.quiet)
     w = whatif(args.flow, strategy, symbol=args.symbol,
                latency=ConstantLatency(args.feed_ns, args.order_ns), fees_bps=args.fees_bps)
     bt = w.backtest

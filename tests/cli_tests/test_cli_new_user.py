@@ -5,6 +5,7 @@ the first run's compile announced and kept out of the throughput, and benchmark 
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -178,19 +179,59 @@ def test_bench_does_not_time_the_first_call(monkeypatch):
     assert r["seconds"] < 1.0 and r["messages"] == 2000
 
 
-def test_cold_cache_is_announced_on_stderr_before_the_run(tmp_path, monkeypatch):
-    import exsim.replay.cli.common as common
+@pytest.fixture
+def fresh_notices(monkeypatch):
+    """A process that has not announced a compile yet, whose next warm-up compiles a kernel
+    (a fresh numba function without a cache: numba compiles it, as on a cold cache)."""
+    from numba import njit
 
-    monkeypatch.setattr(common, "kernels_cold", lambda: True)
+    import exsim.replay.simulation as simulation
+    import exsim.scenarios.generators.uniform as uniform
+    from exsim.exchange import compiling
+
+    monkeypatch.setitem(compiling._state, "announced", False)
+
+    def compiling_first(real):
+        @functools.wraps(real)   # why: scenario files are checked against its signature
+        def call(*args, **kwargs):
+            njit(lambda x: x + 1)(1)
+            return real(*args, **kwargs)
+        return call
+    monkeypatch.setattr(simulation, "warm_up", compiling_first(simulation.warm_up))
+    monkeypatch.setattr(uniform, "uniform_flow", compiling_first(uniform.uniform_flow))
+    return compiling
+
+
+def test_cold_cache_is_announced_on_stderr_before_the_run(tmp_path, fresh_notices):
     code, out, err = run(["simulate", write_scenario(tmp_path), "--out", tmp_path / "r",
                           "--fsync", "none"])
     assert code == 0, err
-    assert err.splitlines()[0] == common.COMPILE_NOTE and "compiling" not in out
+    assert err.splitlines()[0].startswith("exsim: compiling numba kernels on first use")
+    assert "compil" not in out and "exsim warmup" in err.splitlines()[0]
+    # a second compile in the same process is not announced again
+    code, out, err = run(["simulate", write_scenario(tmp_path), "--out", tmp_path / "r2",
+                          "--fsync", "none"])
+    assert code == 0 and "on first use" not in err
+
+
+def test_a_cold_bench_is_announced_before_its_table(fresh_notices):
     code, out, err = run(["bench", "--messages", 1000, "--runs", 1])
-    assert code == 0 and err.splitlines()[0] == common.COMPILE_NOTE
+    assert code == 0 and err.splitlines()[0].startswith("exsim: compiling numba kernels")
+    assert "compil" not in out
+
+
+def test_a_quiet_run_says_nothing_about_compiling(tmp_path, fresh_notices):
     code, out, err = run(["simulate", write_scenario(tmp_path), "--out", tmp_path / "q",
                           "--fsync", "none", "-q"])
     assert code == 0 and err == ""
+
+
+def test_a_warm_run_says_nothing_about_compiling(tmp_path):
+    assert run(["simulate", write_scenario(tmp_path), "--out", tmp_path / "w", "--fsync",
+                "none", "-q"])[0] == 0                     # everything compiled or cached
+    code, out, err = run(["simulate", write_scenario(tmp_path), "--out", tmp_path / "w2",
+                          "--fsync", "none"])
+    assert code == 0 and "compil" not in err + out, err
 
 
 def test_kernels_cold_reads_numbas_cache(tmp_path):

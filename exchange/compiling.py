@@ -1,0 +1,162 @@
+"""Saying when numba compiles, and where its cache lives.
+
+A first run compiles exsim's numba kernels (minutes on two cores); every later run loads them
+from numba's on-disk cache in seconds. This module makes the first case visible and the second
+silent, for the command line and the Python API alike:
+
+- ``install()`` registers a listener for numba's ``numba:compile`` event. numba fires that event
+  only for a real compile (a signature loaded from the cache fires none), so the listener speaks
+  exactly when compiling happens: one notice on stderr when the process starts its first
+  compile (what is compiled, where the cache goes, an estimate), a line "still compiling NAME"
+  every ``HEARTBEAT_S`` while one compile runs long, and "compiled NAME in N s" after each
+  compile that took over ``SHOWN_S``. A process whose kernels all come from the cache prints
+  nothing.
+- ``cache_location()`` says where the cache goes, ``compiled_seconds()`` how long this process
+  spent compiling.
+
+Invariants:
+- Never raises into the caller's compile: a failure to write the notice is swallowed (a closed
+  stderr must not break a backtest).
+- ``install()`` is idempotent and thread-safe; ``_cache_guard.guard`` calls it, so every module
+  with cached kernels installs the listener when it is imported.
+- Quiet when ``EXSIM_COMPILE_NOTICE=0`` or after ``set_quiet(True)`` (the CLI's ``--quiet``);
+  the accounting (``compiled_seconds``) runs either way.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+
+__all__ = ["install", "set_quiet", "compiled_seconds", "cache_location",
+           "FIRST_RUN_ESTIMATE", "HEARTBEAT_S", "SHOWN_S", "ENV_QUIET"]
+
+ENV_QUIET = "EXSIM_COMPILE_NOTICE"   # "0": no compile notices
+HEARTBEAT_S = 15.0                   # a compile running this long is reported again, and again
+SHOWN_S = 2.0                        # compiles at least this long get their own "compiled" line
+# What a first `exsim demo` costs on an empty cache (benchmarks/bench_compile.py, 2 vCPUs);
+# the notice quotes it so a user knows what to expect. Update it with the benchmark.
+FIRST_RUN_ESTIMATE = "about a minute of CPU for the engine, store and verifier kernels"
+
+_lock = threading.Lock()
+_state = {"installed": False, "quiet": None, "announced": False, "seconds": 0.0}
+# thread id -> [kernel name, start, nesting depth] of the top-level compile running on it
+_running: dict[int, list] = {}
+
+
+def set_quiet(quiet: bool) -> None:
+    """Turn the compile notices off (True) or back on (False) for this process. Returns None."""
+    _state["quiet"] = bool(quiet)
+
+
+def _quiet() -> bool:
+    if _state["quiet"] is not None:
+        return _state["quiet"]
+    return os.environ.get(ENV_QUIET, "").strip() in ("0", "false", "no", "off")
+
+
+def compiled_seconds() -> float:
+    """Return the wall seconds this process has spent in top-level numba compiles of any
+    kernel (0.0 when everything came from the cache, or before ``install``)."""
+    return _state["seconds"]
+
+
+def cache_location() -> str:
+    """Return, for people, where numba keeps exsim's compiled kernels: ``NUMBA_CACHE_DIR`` when
+    set (exsim sets it for a read-only install: the package's ``_configure_numba_cache``), else
+    the ``__pycache__`` folders beside exsim's sources. Never raises."""
+    configured = os.environ.get("NUMBA_CACHE_DIR", "")
+    if configured:
+        return configured
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return f"the __pycache__ folders under {root}"
+
+
+def _say(text: str) -> None:
+    if _quiet():
+        return
+    try:
+        sys.stderr.write(f"exsim: {text}\n")
+        sys.stderr.flush()
+    except Exception:   # why broad: a closed or broken stderr must not fail a compile
+        pass
+
+
+def _name(data) -> str:
+    try:
+        f = data["dispatcher"].py_func
+        return f"{f.__module__}.{f.__qualname__}"
+    except Exception:   # why broad: numba's event payload is not a stable API
+        return "a kernel"
+
+
+def _heartbeat(ident: int, name: str, start: float) -> None:
+    """Report a long compile every HEARTBEAT_S until it ends (runs on its own daemon thread)."""
+    while True:
+        time.sleep(HEARTBEAT_S)
+        with _lock:
+            entry = _running.get(ident)
+            if entry is None or entry[1] != start:
+                return
+        _say(f"still compiling {name} ({time.monotonic() - start:.0f} s)...")
+
+
+def _on_start(data) -> None:
+    ident = threading.get_ident()
+    with _lock:
+        entry = _running.get(ident)
+        if entry is not None:          # a nested compile: its time is inside the outer one
+            entry[2] += 1
+            return
+        start = time.monotonic()
+        name = _name(data)
+        _running[ident] = [name, start, 0]
+        first = not _state["announced"]
+        _state["announced"] = True
+    if first:
+        _say(f"compiling numba kernels on first use ({FIRST_RUN_ESTIMATE} on 2 cores; "
+             f"cached in {cache_location()}, so later runs load them in seconds; "
+             "`exsim warmup` compiles everything ahead)")
+    threading.Thread(target=_heartbeat, args=(ident, name, start),
+                     name="exsim-compile-notice", daemon=True).start()
+
+
+def _on_end(data) -> None:
+    ident = threading.get_ident()
+    with _lock:
+        entry = _running.get(ident)
+        if entry is None:
+            return
+        if entry[2] > 0:
+            entry[2] -= 1
+            return
+        del _running[ident]
+        name, start = entry[0], entry[1]
+        took = time.monotonic() - start
+        _state["seconds"] += took
+    if took >= SHOWN_S:
+        _say(f"compiled {name} in {took:.1f} s")
+
+
+def install() -> None:
+    """Register the compile listener with numba (once per process; imports numba). Returns
+    None; never raises (without a usable numba event API, compiles are simply not reported)."""
+    with _lock:
+        if _state["installed"]:
+            return
+        _state["installed"] = True
+    try:
+        from numba.core import event
+
+        class _Listener(event.Listener):
+            def on_start(self, ev):
+                _on_start(ev.data)
+
+            def on_end(self, ev):
+                _on_end(ev.data)
+
+        event.register("numba:compile", _Listener())
+    except Exception:   # why broad: numba's event API is internal-ish; reporting is optional
+        pass
