@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from exsim.store.codecs import (DICT, ENCODINGS, PACKED, ALIGNED, SHUFFLED, PLAIN, _as_u64, encode_u64,
-                          encode_view)
+from exsim.store.codecs import ALIGNED, DICT, ENCODINGS, PACKED, PLAIN, SHUFFLED, encode_u64, encode_view
+from exsim.store.codecs.columns import _as_u64
 
 __all__ = ["choose", "choose_u64", "Chooser", "SEARCH_ROWS", "SEARCH_RUNS", "REMEMBER_ROWS"]
 
