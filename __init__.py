@@ -47,7 +47,7 @@ _EXPORTS = {
     "load_lobster": "exsim.scenarios", "load_binance": "exsim.scenarios",
     "load_dbn": "exsim.scenarios", "load_quantcup": "exsim.scenarios",
     # compiling ahead of use
-    "warmup": "exsim.exchange.compiling",
+    "warmup": "exsim.replay.warmup",
 }
 
 __all__ = list(_EXPORTS)

@@ -12,6 +12,7 @@ Subcommands (each in its own module, each ``--help`` carrying an example)::
     new-strategy              replay/cli/template.py
     bench                     replay/cli/bench.py
     serve, account            replay/cli/serve.py
+    warmup                    replay/cli/warmup.py
 
 Exit status: 0 ok, 1 a verification or determinism check failed, 2 usage or input error.
 
@@ -37,6 +38,7 @@ from exsim.exchange.errors import ExsimError, VerificationError
 from exsim.replay.cli import backtest as cli_backtest, bench as cli_bench, export as cli_export
 from exsim.replay.cli import inspect as cli_inspect, run as cli_run, sweep as cli_sweep
 from exsim.replay.cli import serve as cli_serve, template as cli_template, whatif as cli_whatif
+from exsim.replay.cli import warmup as cli_warmup
 from exsim.replay.cli.common import EXIT_FAILED, EXIT_USAGE, Formatter, log, printable, setup_logging
 
 __all__ = ["main", "build_parser", "render_docs", "write_docs", "COMMANDS"]
@@ -46,7 +48,7 @@ DOCS_WIDTH = 100
 # The order commands appear in help and docs.
 COMMANDS = (
     "simulate", "demo", "ls", "book", "verify", "rerun", "stats", "export", "backtest", "whatif",
-    "sweep", "new-strategy", "bench", "serve", "account",
+    "sweep", "new-strategy", "bench", "serve", "account", "warmup",
 )
 
 DESCRIPTION = """\
@@ -107,6 +109,7 @@ def build_parser(width: int | None = None) -> argparse.ArgumentParser:
     cli_template.register(sub, [common], fmt)
     cli_bench.register(sub, [common], fmt)
     cli_serve.register(sub, [common], fmt)
+    cli_warmup.register(sub, [common], fmt)
     return parser
 
 

@@ -5,7 +5,7 @@ import pytest
 
 from exsim.store import Session, read
 
-exchange = pytest.importorskip("exchange")
+exchange = pytest.importorskip("exsim.exchange")
 uniform = pytest.importorskip("exsim.scenarios.generators.uniform")
 
 
