@@ -2,15 +2,16 @@
 data files and the ``exsim`` command; an installed copy runs from anywhere without exposing the
 old bare names; and a read-only install keeps numba's cache in the user's cache folder.
 
-The wheel is built once per test process from a copy of the files git tracks (or would add), so
-that two xdist workers never share a ``build/`` folder and local junk never reaches the wheel.
-pip builds it in an isolated environment (setuptools and wheel as pyproject's build-system asks)
-unless this venv already has them.
+The wheel is built once per run (xdist workers take turns on a lock and share it) from a copy of
+the files git tracks or would add, so that no ``build/`` folder is made in the checkout and local
+junk never reaches the wheel. pip builds it in an isolated environment (setuptools and wheel, as
+pyproject's build-system asks) unless this venv already has them.
 """
 
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import os
 import pwd
 import shutil
@@ -62,16 +63,26 @@ def _has_build_requirements() -> bool:
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
-    src, out = tmp_path_factory.mktemp("src"), tmp_path_factory.mktemp("wheel")
-    for name in _source_files():
-        (src / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(ROOT / name, src / name)
-    isolation = ["--no-build-isolation"] if _has_build_requirements() else []
-    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", *isolation,
-                        "-w", str(out), str(src)], capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, f"pip wheel failed:\n{r.stdout}\n{r.stderr}"
-    (built,) = out.glob("exsim-*.whl")
-    return built
+    """The wheel, built once per run: xdist workers share it through their common temp root."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent
+    out, src = root / "exsim-wheel", root / "exsim-wheel-src"
+    with open(root / "exsim-wheel.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        built = sorted(out.glob("exsim-*.whl"))
+        if built:
+            return built[0]
+        shutil.rmtree(src, ignore_errors=True)
+        for name in _source_files():
+            (src / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, src / name)
+        isolation = ["--no-build-isolation"] if _has_build_requirements() else []
+        r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", *isolation,
+                            "-w", str(out), str(src)], capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, f"pip wheel failed:\n{r.stdout}\n{r.stderr}"
+        (built,) = out.glob("exsim-*.whl")
+        return built
 
 
 def _install(wheel: Path, target: Path) -> Path:
