@@ -118,7 +118,7 @@ EXPIRY_DTYPE = np.dtype(
 BOOK_DTYPE = np.dtype(
     [("off", "<i8"), ("n", "<i8"), ("cap", "<i8"), ("live", "<i8"),
      ("min_price", "<i8"), ("max_price", "<i8"),
-     # running totals, so the stop-cascade bound (``kernels._cascade_need``) is O(1) instead
+     # running totals, so the stop-cascade bound (``room._cascade_need``) is O(1) instead
      # of a walk over every level: the refills the book's icebergs can still make, the sum of
      # ``reserve_slices`` over its orders (order books; always 0 in a stop book), and the
      # pending stops' quantity (stop books; always 0 in an order book)

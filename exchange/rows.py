@@ -2,7 +2,7 @@
 
 The kernels write every event and L2 row through these two functions, so each field is set in
 one place, and check room for them through ``output_fits``. ``cnt`` is the kernels' output counter ``[fills, l2, events]``; the caller has checked
-that the row fits (see ``kernels._room``). An event's ``phase`` is the symbol's phase as the
+that the row fits (see ``room._room``). An event's ``phase`` is the symbol's phase as the
 symbol row says when the row is written, i.e. after the change the event reports.
 """
 

@@ -38,11 +38,14 @@ from numba import njit
 from ._cache_guard import guard
 from .book import M_EXPIRY_N, M_NEXT_END, M_NSYM, M_SEQ
 from .expiry import day_expiry
-from .kernels import NEED_OUTPUT, OK, _auction_ends_upto, _expire_upto
+from .kernels import _expire_upto
+from .phase_changes import _auction_ends_upto
 from .schema import Kind, Tif
+from .status import NEED_OUTPUT, OK
 
-guard(__name__, __file__, deps=("exsim.exchange.book", "exsim.exchange.expiry", "exsim.exchange.kernels",
-                                "exsim.exchange.schema"))
+guard(__name__, __file__, deps=("exsim.exchange.book", "exsim.exchange.expiry",
+                                "exsim.exchange.kernels", "exsim.exchange.phase_changes",
+                                "exsim.exchange.schema", "exsim.exchange.status"))
 
 NEED_LOG = 10          # the deadline log is full (grow ``log``; numbered past the engine's)
 LOG_COLS = 10

@@ -25,9 +25,9 @@ from typing import NamedTuple
 import numpy as np
 
 from .book import M_NEED_EVENTS, M_NEED_FILLS, M_NEED_L2, M_SEQ
-from .kernels import (
+from .kernels import process_batch
+from .status import (
     NEED_EXPIRY, NEED_INDEX, NEED_LADDER, NEED_LEVELS, NEED_ORDERS, NEED_OUTPUT, OK,
-    process_batch,
 )
 from .order_index import index_find, index_home
 from .prefetch import prefetch

@@ -27,6 +27,24 @@ from model import Model
 
 from exsim.exchange import Engine
 
+
+class _NoBareExsimPackages:
+    """Refuse ``import exchange`` (store, replay, scenarios): the checkout's root is on sys.path
+    while the tests run, so a bare import would load a second copy of exsim's modules whose
+    classes and kernels differ from ``exsim.*``'s (an OutputBuffers that is not an
+    OutputBuffers). exsim's packages are imported as ``exsim.<name>``."""
+
+    NAMES = ("exchange", "store", "replay", "scenarios")
+
+    def find_spec(self, name, path=None, target=None):
+        if path is None and name in self.NAMES:
+            raise ImportError(f"import {name}: exsim's packages are imported as exsim.{name}")
+        return None
+
+
+sys.meta_path.insert(0, _NoBareExsimPackages())
+
+
 def pytest_sessionstart(session):
     """Fill the numba cache before the workers start: only in the xdist controller (its hook
     runs before xdist's, which starts the workers) and only for the whole suite (a run of chosen

@@ -3,7 +3,7 @@ its icebergs can still make (ceil(reserve / display) summed over its orders) and
 ``stop_qty`` the sum of its pending stops' quantity.
 
 The kernels bound the output of a stop cascade with these totals instead of walking every level
-(``kernels._cascade_need``); a total that drifts from the levels would make that bound wrong
+(``room._cascade_need``); a total that drifts from the levels would make that bound wrong
 (an output row written past the buffer) or loose. Random venue and phase flows (icebergs
 refilling, modified and cancelled, stops added, modified, triggered and expiring, uncrosses)
 must leave both totals equal to the levels after every batch, and a restored checkpoint must
