@@ -72,11 +72,13 @@ json.dump({"exit": code, "compiles": records}, open(sys.argv[2], "w"))
 """
 
 
-def run_child(argv: list[str], cache_dir: str, cwd: str) -> dict:
-    """Run the exsim command ``argv`` in a child process whose numba cache is ``cache_dir``;
-    return its exit code, CPU seconds, wall seconds, peak RSS (MB) and top-level compiles.
-    Raises RuntimeError if the child cannot report."""
-    env = dict(os.environ, NUMBA_CACHE_DIR=cache_dir)
+def run_child(argv: list[str], cache_dir: str | None, cwd: str) -> dict:
+    """Run the exsim command ``argv`` in a child process whose numba cache is ``cache_dir``
+    (None: this process's, whatever it is); return its exit code, CPU seconds, wall seconds,
+    peak RSS (MB) and top-level compiles. Raises RuntimeError if the child cannot report."""
+    env = dict(os.environ)
+    if cache_dir is not None:
+        env["NUMBA_CACHE_DIR"] = cache_dir
     report = os.path.join(cwd, "compile-report.json")
     t0 = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-c", _CHILD, json.dumps(argv), report], cwd=cwd,
@@ -125,7 +127,9 @@ def main(argv=None) -> int:
     if smoke:
         commands = ["book"]
     work = tempfile.mkdtemp(prefix="exsim-bench-compile-")
-    warm_cache = os.environ.get("NUMBA_CACHE_DIR") or os.path.join(work, "warm-cache")
+    # smoke: the process's own (warm) cache; else a cache of its own, so that the data
+    # directory's preparation leaves the measured commands' fresh caches untouched
+    warm_cache = None if smoke else os.path.join(work, "warm-cache")
     results, failed = [], False
     try:
         run_dir = os.path.join(work, "run")

@@ -31,14 +31,20 @@ import threading
 import time
 
 __all__ = ["install", "set_quiet", "compiled_seconds", "cache_location",
-           "FIRST_RUN_ESTIMATE", "HEARTBEAT_S", "SHOWN_S", "ENV_QUIET"]
+           "FIRST_RUN_ESTIMATE", "KNOWN_COST_S", "HEARTBEAT_S", "SHOWN_S", "ENV_QUIET"]
 
 ENV_QUIET = "EXSIM_COMPILE_NOTICE"   # "0": no compile notices
 HEARTBEAT_S = 15.0                   # a compile running this long is reported again, and again
 SHOWN_S = 2.0                        # compiles at least this long get their own "compiled" line
-# What a first `exsim demo` costs on an empty cache (benchmarks/bench_compile.py, 2 vCPUs);
-# the notice quotes it so a user knows what to expect. Update it with the benchmark.
-FIRST_RUN_ESTIMATE = "about a minute of CPU for the engine, store and verifier kernels"
+# What a first `exsim demo` costs on an empty cache (benchmarks/bench_compile.py on a 2-vCPU
+# VM: docs/benchmarks.md, "Cold start"); the notices quote these so a user knows what to expect.
+# Update them with the benchmark.
+FIRST_RUN_ESTIMATE = "a first exsim demo compiles for about 9 minutes of CPU and 4.5 GB of memory"
+KNOWN_COST_S = {   # CPU seconds of the longest compiles, from the same run
+    "exsim.exchange.kernels.process_batch": 350,
+    "exsim.replay.verification.kernel.check_symbol": 150,
+    "exsim.store.codecs.block._encode_block": 20,
+}
 
 _lock = threading.Lock()
 _state = {"installed": False, "quiet": None, "announced": False, "seconds": 0.0}
@@ -116,9 +122,11 @@ def _on_start(data) -> None:
         first = not _state["announced"]
         _state["announced"] = True
     if first:
-        _say(f"compiling numba kernels on first use ({FIRST_RUN_ESTIMATE} on 2 cores; "
-             f"cached in {cache_location()}, so later runs load them in seconds; "
+        _say(f"compiling numba kernels on first use ({FIRST_RUN_ESTIMATE} on 2 vCPUs, once: "
+             f"cached in {cache_location()}, later runs load them in seconds; "
              "`exsim warmup` compiles everything ahead)")
+    if name in KNOWN_COST_S:
+        _say(f"compiling {name} (about {KNOWN_COST_S[name]} s of CPU on 2 vCPUs)...")
     threading.Thread(target=_heartbeat, args=(ident, name, start),
                      name="exsim-compile-notice", daemon=True).start()
 

@@ -247,7 +247,8 @@ def _workdir(tmp_path: Path) -> tuple[Path, bool]:
 REPORTS = {"bench_engine": "engine.json", "bench_store": "store.json", "bench_replay": "replay.json",
            "bench_backtest": "backtest.json", "bench_seal": "seal.json",
            "bench_auction": "auction.json", "bench_restore": "restore.json",
-           "bench_gateway": "gateway.json", "bench_ingest": "ingest.json", "compare": "compare.json"}
+           "bench_gateway": "gateway.json", "bench_ingest": "ingest.json", "compare": "compare.json",
+           "bench_compile": "compile.json"}
 
 
 def _snapshot(text: str) -> dict:
