@@ -52,9 +52,10 @@ _state = {"installed": False, "quiet": None, "announced": False, "seconds": 0.0}
 _running: dict[int, list] = {}
 
 
-def set_quiet(quiet: bool) -> None:
-    """Turn the compile notices off (True) or back on (False) for this process. Returns None."""
-    _state["quiet"] = bool(quiet)
+def set_quiet(quiet: bool | None) -> None:
+    """Turn the compile notices off (True) or on (False) for this process; None follows
+    ``EXSIM_COMPILE_NOTICE`` again. Returns None."""
+    _state["quiet"] = None if quiet is None else bool(quiet)
 
 
 def _quiet() -> bool:

@@ -12,7 +12,7 @@
   ``sweep`` runs a parameter grid (serially or on Dask), ``whatif`` compares history with and
   without the strategy (replay/backtesting/)
 
-Imports are lazy: ``import replay`` (and so ``exsim --help``) loads neither numba nor the store;
+Imports are lazy: ``import exsim.replay`` (and so ``exsim --help``) loads neither numba nor the store;
 a name's module is imported on its first use (PEP 562 ``__getattr__`` over ``_EXPORTS``).
 """
 

@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         return int(e.code) if isinstance(e.code, int) else (0 if e.code is None else EXIT_USAGE)
     setup_logging(getattr(args, "verbose", False))
     # why here: every command may compile kernels on a cold cache; the notice is the listener's
-    compiling.set_quiet(getattr(args, "quiet", False))
+    compiling.set_quiet(True if getattr(args, "quiet", False) else None)
     compiling.install()
     log.info("%s %s", args.command, " ".join(printable(a) for a in (argv or sys.argv[1:])[1:]))
     try:

@@ -41,7 +41,7 @@ REPORT_TRADES = 20
 EXAMPLES = """\
 examples:
   exsim backtest default --symbol JPM                      # market maker on the default scenario
-  exsim backtest default --strategy replay.backtesting.strategies:MomentumTaker --symbol JPM \\
+  exsim backtest default --strategy exsim.replay.backtesting.strategies:MomentumTaker --symbol JPM \\
         --order-ns 50000 --plot momentum.png
   exsim backtest runs/default --symbol JPM --param size=10 --param every=50 --json
   exsim backtest default --symbol JPM --report --bar-ns 1000000000   # trades, returns, Sharpe

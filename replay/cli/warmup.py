@@ -19,8 +19,7 @@ __all__ = ["register", "cmd_warmup"]
 EXAMPLES = """\
 examples:
   exsim warmup                      # every group, as many at once as cores and memory allow
-  exsim warmup --groups engine,verify --jobs 1
-  RUN exsim warmup                  # in a Dockerfile: the image starts with a warm cache
+  exsim warmup --groups engine,verify --jobs 1 -q    # quiet: e.g. a Dockerfile's RUN step
 """
 
 

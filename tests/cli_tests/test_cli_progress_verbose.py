@@ -89,7 +89,7 @@ def test_verbose_logs_the_steps_to_stderr_and_leaves_stdout_alone(scenario, smal
     loud = run(["backtest", scenario, *BACKTEST, "--verbose"])
     assert loud[0] == 0 and json.loads(loud[1]) == json.loads(quiet[1])
     lines = [x for x in loud[2].splitlines() if x.startswith("exsim: ")]
-    assert any("strategy replay.backtesting.strategies:InventoryMarketMaker" in x for x in lines)
+    assert any("strategy exsim.replay.backtesting.strategies:InventoryMarketMaker" in x for x in lines)
     assert any("market messages" in x and "fills" in x for x in lines)
     assert not any(x.startswith("exsim: ") for x in quiet[2].splitlines())
     code, out, err = run(["stats", small_run, "AAA", "-v", "--rows", "3"])
