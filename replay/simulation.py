@@ -4,7 +4,8 @@
 ``SimSummary`` (messages, fills, volume, rejects, time, top of book per symbol, size on disk, and
 for a flow with trading phases the PHASE events, the auctions that traded and their volume).
 ``kernels_cold()`` says whether the first engine call of this process will compile the numba
-kernels (1-2 minutes on a new install), so the CLI can say so before it starts.
+kernels (minutes on a new install: docs/benchmarks.md, "Cold start"), so ``exsim serve`` can
+compile them before its ports listen.
 
 Invariants:
 - The data directory is built under a temporary sibling name (``replay.atomic``) and renamed into
@@ -84,7 +85,7 @@ def dir_bytes(path: str) -> int:
 
 def kernels_cold() -> bool:
     """Return True when this process's first engine call will compile the matching kernel
-    (``exchange.kernels.process_batch``, the 1-2 minutes of a first run), False when it is
+    (``exchange.kernels.process_batch``, most of a first run's compiling), False when it is
     already loaded in this process or numba's on-disk cache holds it for today's source.
 
     How: numba's own cache index of the kernel is read (it is keyed on the source file's stamp,

@@ -74,8 +74,8 @@ def register(sub, parents, formatter) -> None:
         help="measure matching throughput on the seeded benchmark flow",
         description="Match the seeded benchmark flow (60% passive limits, 30% cancels, 10% "
                     "crossing limits, seed 7)\nthrough fresh engines and print the median "
-                    "throughput. The timing excludes compiling\nthe kernels (a first run compiles them "
-                    "for 1-2 minutes first).")
+                    "throughput. The timing excludes compiling\nthe kernels (a first run compiles the "
+                    "matching kernel first: about 6 minutes of CPU).")
     p.add_argument("--messages", type=int, default=1_000_000, metavar="N",
                    help="messages in the flow (default: %(default)s)")
     p.add_argument("--symbols", type=int, default=1, metavar="K",

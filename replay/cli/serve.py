@@ -109,7 +109,7 @@ def cmd_serve(args) -> int:
     durability = {"batch": "fsync", "interval": "interval", "none": "none"}[args.fsync]
     if args.duration is not None and not args.duration > 0:
         raise UsageError(f"--duration must be > 0 seconds; got {args.duration}")
-    # why before the ports listen: a cold numba cache compiles the kernels for a minute or two,
+    # why before the ports listen: a cold numba cache compiles the kernels for minutes,
     # and a client connected meanwhile would hear nothing about its first orders
     if kernels_cold():
         warm_up(durability="none")   # the compile notices say what is compiled, and how long
