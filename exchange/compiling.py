@@ -47,8 +47,9 @@ KNOWN_COST_S = {   # CPU seconds of the longest compiles, from the same run
 }
 
 _lock = threading.Lock()
-_state = {"installed": False, "quiet": None, "announced": False, "seconds": 0.0}
-# thread id -> [kernel name, start, nesting depth] of the top-level compile running on it
+_state = {"installed": False, "quiet": None, "announced": False, "seconds": 0.0,
+          "watching": False}
+# thread id -> [kernel name, start, nesting depth, last reported] of its top-level compile
 _running: dict[int, list] = {}
 
 
@@ -99,15 +100,19 @@ def _name(data) -> str:
         return "a kernel"
 
 
-def _heartbeat(ident: int, name: str, start: float) -> None:
-    """Report a long compile every HEARTBEAT_S until it ends (runs on its own daemon thread)."""
+def _watch() -> None:
+    """Say "still compiling" for every top-level compile running HEARTBEAT_S since it started or
+    was last reported. One daemon thread per process, started at the first compile."""
     while True:
-        time.sleep(HEARTBEAT_S)
+        time.sleep(1.0)
+        now, due = time.monotonic(), []
         with _lock:
-            entry = _running.get(ident)
-            if entry is None or entry[1] != start:
-                return
-        _say(f"still compiling {name} ({time.monotonic() - start:.0f} s)...")
+            for entry in _running.values():
+                if now - entry[3] >= HEARTBEAT_S:
+                    entry[3] = now
+                    due.append((entry[0], now - entry[1]))
+        for name, running_s in due:
+            _say(f"still compiling {name} ({running_s:.0f} s)...")
 
 
 def _on_start(data) -> None:
@@ -119,17 +124,18 @@ def _on_start(data) -> None:
             return
         start = time.monotonic()
         name = _name(data)
-        _running[ident] = [name, start, 0]
+        _running[ident] = [name, start, 0, start]
         first = not _state["announced"]
         _state["announced"] = True
+        if not _state["watching"]:
+            _state["watching"] = True
+            threading.Thread(target=_watch, name="exsim-compile-notice", daemon=True).start()
     if first:
         _say(f"compiling numba kernels on first use ({FIRST_RUN_ESTIMATE} on 2 vCPUs, once: "
              f"cached in {cache_location()}, later runs load them in seconds; "
              "`exsim warmup` compiles everything ahead)")
     if name in KNOWN_COST_S:
         _say(f"compiling {name} (about {KNOWN_COST_S[name]} s of CPU on 2 vCPUs)...")
-    threading.Thread(target=_heartbeat, args=(ident, name, start),
-                     name="exsim-compile-notice", daemon=True).start()
 
 
 def _on_end(data) -> None:

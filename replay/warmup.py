@@ -40,8 +40,10 @@ from exsim.exchange.errors import UsageError
 __all__ = ["warmup", "GROUPS", "default_jobs"]
 
 GROUPS = ("engine", "venue", "replay", "verify", "backtest", "threads")
-# peak memory of one compiling child (benchmarks/bench_compile.py): the bound on parallel jobs
-CHILD_PEAK_BYTES = 1_500_000_000
+# the bound on parallel jobs: the largest compile peak measured (4.3-4.7 GB, the matching
+# kernel: docs/benchmarks.md, "Cold start"); the groups run in children compile smaller kernels,
+# so this errs on the side of fewer jobs
+CHILD_PEAK_BYTES = 4_500_000_000
 
 
 def _engine(work: str) -> None:

@@ -38,7 +38,7 @@ def register(sub, parents, formatter) -> None:
                    help=f"comma-separated kernel groups (default: all: {','.join(GROUPS)})")
     p.add_argument("--jobs", type=int, default=None, metavar="N",
                    help="groups compiled at once after the engine (default: the cores, at most "
-                        "one per 1.5 GB\nof available memory)")
+                        "one per 4.5 GB\nof available memory)")
     p.set_defaults(func=cmd_warmup)
 
 
