@@ -3,7 +3,8 @@
 Its shell commands (the CLI walk-through, the benchmark commands) run in
 tests/docs_tests/test_docs_commands.py with those of docs/*.md; the two install commands at the top are what
 CI itself runs (marked "not run by tests" there; the second is checked here to be the last line
-of .ci/run, whose only other step installs the system Chromium for the web page's browser test).
+of .ci/run, whose only other steps install the system Chromium for the web page's browser test
+and the system QuickFIX for the FIX port's conformance test).
 """
 
 from __future__ import annotations
@@ -27,8 +28,12 @@ def test_readme_starts_with_the_install_and_demo_command_then_the_test_command()
     assert steps[-1] == second.strip(), ".ci/run must end with the README's test command"
     assert steps[:2] == ["set -euo pipefail", 'cd "$(dirname "$0")/.."']
     # the one other step: the system Chromium for the --web page's browser test, only if missing
-    assert len(steps) == 4 and steps[2].startswith("[ -x /usr/bin/chromium ] ||")
+    assert len(steps) == 5 and steps[2].startswith("[ -x /usr/bin/chromium ] ||")
     assert re.search(r"apt-get install -y -qq --no-install-recommends chromium;", steps[2])
+    # and the system QuickFIX for the FIX port's conformance test, only if missing
+    assert steps[3].startswith("[ -f /usr/include/quickfix/Application.h ] &&")
+    assert re.search(r"apt-get install -y -qq --no-install-recommends libquickfix-dev g\+\+;",
+                     steps[3])
 
 
 def test_readme_python_snippet_fills_at_the_resting_price():

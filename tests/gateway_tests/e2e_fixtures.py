@@ -202,7 +202,9 @@ class RecordingFixClient(FixClient):
 
 
 async def fix_login(port: int, name: str, **kw) -> RecordingFixClient:
-    """Return a RecordingFixClient logged on as ``name`` (bounded by NETWORK_S)."""
+    """Return a RecordingFixClient logged on as ``name`` (bounded by NETWORK_S), with exsim's
+    FIX extensions (880 TrdMatchID ties each trade report to its fill row)."""
+    kw.setdefault("extensions", True)
     c = RecordingFixClient("127.0.0.1", port, name, PASSWORD, **kw)
     await asyncio.wait_for(c.logon(timeout=NETWORK_S), NETWORK_S + 1)
     return c
@@ -640,7 +642,7 @@ def fix_business(raw: bytes) -> tuple:
 
 def expected_fix(report: Report, symbols: dict, *, dropcopy: bool = False) -> tuple:
     """Return what ``fix_business`` of the message telling a client of ``report`` must be."""
-    msg_type, body = report_body(report, symbols, with_account=dropcopy)
+    msg_type, body = report_body(report, symbols, with_account=dropcopy, extended=True)
     return msg_type, tuple((t, str(v).encode()) for t, v in body)
 
 

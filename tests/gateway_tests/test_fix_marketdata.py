@@ -96,7 +96,8 @@ def test_snapshot_is_the_engine_depth_and_has_every_tag(tmp_path):
                                     ("B3", "buy", 98, 7), ("S1", "sell", 103, 4)):
                 a.new_order(cid, SYM, side, q, px(gw, SYM, t), tif="1")
                 await a.expect("8", where=lambda m, cid=cid: m.get(11) == cid)
-            feed = await client(port, "feed")   # marketdata role only: a market-data session
+            # marketdata role only: a market-data session; with exsim's extensions (83, 1023)
+            feed = await client(port, "feed", extensions=True)
             rid = feed.subscribe(SYM, snapshot_only=True)
             w = await feed.expect("W")
             assert (w[262], w[55], w[268], w[83]) == (rid, SYM, "3", str(gw.engine.seq))
@@ -136,13 +137,15 @@ def test_snapshot_plus_incrementals_is_the_engine_depth_after_every_batch(tmp_pa
         data = tmp_path_factory.mktemp("md")
         async with fix_port(data, _accounts()) as (gw, port):
             rec = Recorder(gw)
-            a, b = await client(port, "acct0"), await client(port, "acct1")
+            # with exsim's extensions: 83 RptSeq ties each entry to its engine batch
+            ext = {"extensions": True}
+            a, b = await client(port, "acct0", **ext), await client(port, "acct1", **ext)
             # some book before the subscription: the snapshot must carry it
             a.new_order("PRE1", SYM, "buy", 3, px(gw, SYM, 99), tif="1")
             b.new_order("PRE2", SYM, "sell", 2, px(gw, SYM, 102), tif="1")
             await a.expect("8")
             await b.expect("8")
-            feed = await client(port, "feed")
+            feed = await client(port, "feed", **ext)
             full = feed.subscribe(SYM)
             top = b.subscribe(SYM, depth=depth, types=("0", "1"))
             sessions = {"full": (feed, full, 1 << 30), "top": (b, top, depth)}

@@ -24,6 +24,7 @@ from decimal import Decimal
 
 from exsim.exchange.gateway.fix.codec import Framer, Garbled, body_of, build, parse_frame, \
     utc_timestamp
+from exsim.exchange.gateway.fix.dialect import EXTENSION_TAG
 
 __all__ = ["FixClient", "FixMessage", "FixClientError", "MarketDataBook"]
 
@@ -65,10 +66,13 @@ class FixClient:
 
     def __init__(self, host: str, port: int, name: str, password: str, *, target: str = "EXSIM",
                  heartbeat: int = 30, dropcopy: bool = False, marketdata: bool = False,
-                 max_message_size: int = 1 << 16):
+                 max_message_size: int = 1 << 16, extensions: bool = False):
         self.host, self.port, self.name, self.password = host, port, name, password
         self.target, self.heartbeat, self.dropcopy = target, heartbeat, dropcopy
         self.marketdata = marketdata
+        # ask for exsim's FIX extensions at logon (880 TrdMatchID, ExecType L, 83 / 1023 in
+        # market data: docs/gateway-fix.md, "Dialect"); without them the gateway speaks FIX 4.4
+        self.extensions = extensions
         self.md_requests: dict[str, list] = {}   # MDReqID -> its symbols and types (unsubscribe)
         self.max_message_size = max_message_size
         self.next_out = 1
@@ -109,6 +113,8 @@ class FixClient:
         body = [(98, 0), (108, self.heartbeat), (553, self.name), (554, self.password)]
         if reset:
             body.append((141, "Y"))
+        if self.extensions:
+            body.append((EXTENSION_TAG, "Y"))
         if self.dropcopy or self.marketdata:
             body.insert(0, (57, "DROPCOPY" if self.dropcopy else "MARKETDATA"))
         self.send("A", body)
@@ -392,7 +398,7 @@ class MarketDataBook:
     ``bids[symbol]`` / ``asks[symbol]`` map a price (Decimal) to (size, number of orders);
     ``trades`` lists (symbol, price, size, trade id) in order; ``auction[symbol]`` maps
     (MDEntryType, "expected" | "actual") to (price, size). ``seq[symbol]`` is the last engine
-    seq (83 RptSeq) applied."""
+    seq (83 RptSeq) applied: a session with the extensions only (plain FIX 4.4 has no 83)."""
 
     req_id: str | None = None
     bids: dict = dc_field(default_factory=dict)

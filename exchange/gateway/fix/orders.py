@@ -11,8 +11,10 @@ Invariants:
   ExecutionReport or an OrderCancelReject made here).
 - The body of a report's message depends only on the report (ExecID is ``<stream>:<rseq>``),
   so the same report always makes the same bytes after the standard header.
-- A field that is missing, malformed or outside its enumeration raises ``FieldError``
-  (session-level Reject 35=3 with RefTagID); a value the engine judges (quantity, band, phase,
+- A field that is missing or malformed raises ``FieldError`` (session-level Reject 35=3 with
+  RefTagID); an OrdType, TimeInForce or ExecInst the gateway does not support is ``Refused``
+  (a rejected ExecutionReport, 103=11, or an OrderCancelReject, Text naming the field); a value
+  the engine judges (quantity, band, phase,
   an unknown symbol or order) goes to the engine, which rejects it in the journal.
 """
 
@@ -38,7 +40,10 @@ _FIX_SIDE = {int(v): k.decode() for k, v in SIDES.items()}
 _FIX_ORD_TYPE = {int(v): k.decode() for k, v in ORD_TYPES.items()}
 _FIX_TIF = {int(v): k.decode() for k, v in TIFS.items()}
 EXEC_TYPE = {"new": "0", "trade": "F", "canceled": "4", "replaced": "5", "expired": "C",
-             "rejected": "8", "triggered": "L"}
+             "rejected": "8", "triggered": "D"}
+# why Restated for a triggered stop: FIX 4.4 has no ExecType for it (L is FIX 5.0, sent only
+# with the extensions: dialect.py); 378 ExecRestatementReason 99 = Other, Text says what
+TRIGGERED_TEXT = "stop triggered"
 ORD_STATUS = {"pending": "A", "new": "0", "partially_filled": "1", "filled": "2",
               "canceled": "4", "expired": "C", "rejected": "8"}
 # engine Reason -> FIX 4.4 OrdRejReason (103); anything else is 99 (Other), the name in Text
@@ -59,10 +64,13 @@ class Refused(Exception):
     session sends ``refusal_body(...)`` of it. ``text`` says why."""
 
     def __init__(self, kind: str, client_order_id: str, orig: str, symbol: str, text: str,
-                 side: str = "1"):
+                 side: str = "1", echo: tuple = (), reason: int = 99):
         super().__init__(text)
         self.kind, self.client_order_id, self.orig = kind, client_order_id, orig
         self.symbol, self.text, self.side = symbol, text, side
+        # (tag, value) of the order's 38 / 40 / 44 / 59 as sent, where valid: the reject
+        # repeats them so the client sees which order it was (never a made-up 38=0 59=1)
+        self.echo, self.reason = echo, reason
 
 
 def _price(msg, tag: int, tick: Decimal | None, refuse) -> int:
@@ -100,16 +108,40 @@ def _qty(msg, tag: int, *, required: bool = False) -> int:
     return q
 
 
-def _enum(msg, tag: int, table: dict, *, required: bool, default=None):
+def _enum(msg, tag: int, table: dict, *, required: bool, default=None, refuse=None,
+          name: str = ""):
+    """Return the engine value of enumeration ``tag`` (``default`` if absent and not
+    ``required``). A value outside ``table`` is a FieldError (session Reject 373=5), or, given
+    ``refuse``, refused: an ExecutionReport reject or OrderCancelReject naming the field
+    (OrdRejReason 11), so the client learns the order's fate, not only that a field was wrong."""
     raw = field(msg, tag)
     if raw is None:
         if required:
             raise FieldError(1, f"required tag {tag} missing", tag)
         return default
     if raw not in table:
-        raise FieldError(5, f"value of tag {tag} is not supported "
-                         f"(supported: {b', '.join(sorted(table)).decode()})", tag)
+        supported = b", ".join(sorted(table)).decode()
+        if refuse is None:
+            raise FieldError(5, f"value of tag {tag} is not supported (supported: {supported})",
+                             tag)
+        value = raw.decode("ascii", "replace")[:16]
+        refuse(f"{name} ({tag}) {value!r} is not supported (supported: {supported})", 11)
     return table[raw]
+
+
+def _echo(msg) -> tuple:
+    """Return the (tag, value) pairs of 38, 40, 44, 59 that ``msg`` holds with a value the
+    gateway supports (a reject may repeat only what FIX 4.4 allows there)."""
+    out = []
+    for tag, ok in ((38, lambda v: _QTY.fullmatch(v)), (40, lambda v: v in ORD_TYPES),
+                    (44, lambda v: _DECIMAL.fullmatch(v)), (59, lambda v: v in TIFS)):
+        try:
+            raw = field(msg, tag)
+        except FieldError:
+            continue
+        if raw is not None and ok(raw):
+            out.append((tag, raw.decode()))
+    return tuple(out)
 
 
 def parse_order(msg, msg_type: str, account, stream: str, symbols: dict) -> Request:
@@ -133,13 +165,13 @@ def parse_order(msg, msg_type: str, account, stream: str, symbols: dict) -> Requ
     info = symbols.get(symbol)
     tick = info.tick_size if info is not None else None
 
-    def refuse(text):
-        raise Refused(kind, cid, orig, symbol, text, _FIX_SIDE[int(side)])
+    def refuse(text, reason=99):
+        raise Refused(kind, cid, orig, symbol, text, _FIX_SIDE[int(side)], _echo(msg), reason)
 
     if kind == "cancel":
         return Request(kind="cancel", account=account, stream=stream, client_order_id=cid,
                        orig_client_order_id=orig, symbol=symbol, side=side)
-    order_type = _enum(msg, 40, ORD_TYPES, required=True)
+    order_type = _enum(msg, 40, ORD_TYPES, required=True, refuse=refuse, name="OrdType")
     qty = _qty(msg, 38, required=True)
     price = _price(msg, 44, tick, refuse)
     stop = _price(msg, 99, tick, refuse)
@@ -149,7 +181,7 @@ def parse_order(msg, msg_type: str, account, stream: str, symbols: dict) -> Requ
         raise FieldError(1, "required tag 99 missing (StopPx, for OrdType 3 and 4)", 99)
     # why IOC for a market order without 59: FIX's default DAY cannot apply to an order that
     # never rests (the engine refuses a DAY market order, BAD_TIF); IOC is what it does anyway
-    tif = _enum(msg, 59, TIFS, required=False,
+    tif = _enum(msg, 59, TIFS, required=False, refuse=refuse, name="TimeInForce",
                 default=Tif.IOC if order_type == OrderType.MARKET else Tif.DAY)
     expire = field(msg, 126)
     expire_ts = parse_utc_timestamp(expire, 126) if expire is not None else 0
@@ -160,8 +192,8 @@ def parse_order(msg, msg_type: str, account, stream: str, symbols: dict) -> Requ
     if exec_inst is not None:
         values = exec_inst.split(" ")
         if any(v != "6" for v in values):
-            raise FieldError(5, "ExecInst (18): only 6 (participate don't initiate) is "
-                             "supported", 18)
+            refuse(f"ExecInst (18) {exec_inst!r} is not supported: only 6 (participate don't "
+                   "initiate, post-only)", 11)
         post_only = True
     display = _qty(msg, 111)
     min_qty = _qty(msg, 110)
@@ -183,10 +215,12 @@ def _avg(avg_px: float, tick: Decimal) -> str:
     return format(d.normalize(), "f")
 
 
-def report_body(report, symbols: dict, *, with_account: bool = False) -> tuple[str, list]:
+def report_body(report, symbols: dict, *, with_account: bool = False,
+                extended: bool = False) -> tuple[str, list]:
     """Return (MsgType, body pairs) of the message telling a client of ``report``:
-    an OrderCancelReject (9) for cancel_rejected / replace_rejected, else an ExecutionReport (8).
-    The pairs depend only on the report (module docstring)."""
+    an OrderCancelReject (9) for cancel_rejected / replace_rejected, else an ExecutionReport (8),
+    in plain FIX 4.4 or, with ``extended``, with exsim's extensions (dialect.py). The pairs
+    depend only on the report and ``extended`` (module docstring)."""
     info = symbols.get(report.symbol)
     tick = info.tick_size if info is not None else Decimal(1)
     order_id = str(report.order_id) if report.order_id else "NONE"
@@ -199,8 +233,16 @@ def report_body(report, symbols: dict, *, with_account: bool = False) -> tuple[s
         if with_account:
             body.append((1, report.account))
         return "9", body
+    exec_type, status = EXEC_TYPE.get(report.exec, "I"), ORD_STATUS.get(report.status, "8")
+    text = report.text
+    if report.exec == "rejected" and report.reason == Reason.FOK_CANNOT_FILL:
+        # FIX 4.4 (Vol. 4, order state change matrices): an FOK that cannot be filled is
+        # killed with ExecType Canceled, like an IOC with nothing to fill; it never rested
+        exec_type = status = "4"
+    elif report.exec == "triggered" and extended:
+        exec_type = "L"
     body = [(37, order_id), (11, report.client_order_id), (17, f"{report.stream}:{report.rseq}"),
-            (150, EXEC_TYPE.get(report.exec, "I")), (39, ORD_STATUS.get(report.status, "8")),
+            (150, exec_type), (39, status),
             (55, report.symbol), (54, _FIX_SIDE.get(report.side, "1")),
             (40, _FIX_ORD_TYPE.get(report.order_type, "2")), (38, report.qty)]
     if report.orig_client_order_id:
@@ -214,14 +256,17 @@ def report_body(report, symbols: dict, *, with_account: bool = False) -> tuple[s
     body.append((59, _FIX_TIF.get(report.tif, "1")))
     if report.exec == "trade":
         body += [(31, _decimal(report.last_px, tick)), (32, report.last_qty)]
-        if report.trade_id:
+        if report.trade_id and extended:
             body.append((880, report.trade_id))
     body += [(14, report.cum_qty), (151, report.leaves_qty), (6, _avg(report.avg_px, tick)),
              (60, utc_timestamp(report.ts))]
-    if report.exec == "rejected":
+    if exec_type == "8":
         body.append((103, _rej_reason(report)))
-    if report.text:
-        body.append((58, report.text))
+    elif exec_type == "D":
+        body.append((378, 99))
+        text = text or TRIGGERED_TEXT
+    if text:
+        body.append((58, text))
     return "8", body
 
 
@@ -243,8 +288,9 @@ def refusal_body(refused: Refused, exec_id: str, now_ns: int) -> tuple[str, list
     cancel or replace."""
     if refused.kind == "new":
         return "8", [(37, "NONE"), (11, refused.client_order_id), (17, exec_id), (150, "8"),
-                     (39, "8"), (55, refused.symbol), (54, refused.side), (14, 0), (151, 0),
-                     (6, "0"), (60, utc_timestamp(now_ns)), (103, 99), (58, refused.text)]
+                     (39, "8"), (55, refused.symbol), (54, refused.side), *refused.echo,
+                     (14, 0), (151, 0), (6, "0"), (60, utc_timestamp(now_ns)),
+                     (103, refused.reason), (58, refused.text)]
     return "9", [(37, "NONE"), (11, refused.client_order_id), (41, refused.orig or "NONE"),
                  (39, "8"), (434, "1" if refused.kind == "cancel" else "2"), (102, 99),
                  (58, refused.text)]

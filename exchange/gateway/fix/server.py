@@ -20,6 +20,7 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import collections
 import os
 
 from exsim.exchange.errors import UsageError
@@ -57,6 +58,9 @@ class FixServer:
         self.active: dict[str, FixSession] = {}    # session key -> the logged-on session
         self.sessions: set[FixSession] = set()
         self.tasks: set[asyncio.Task] = set()
+        # counters of the whole port: rejects_received / business_rejects_received (messages
+        # of ours that clients refused, session.FixSession._peer_rejected)
+        self.stats: collections.Counter = collections.Counter()
         self.marketdata = None
         if opts["marketdata"]:
             try:

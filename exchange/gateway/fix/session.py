@@ -47,6 +47,7 @@ from exsim.exchange.gateway.accounts import AuthError
 from exsim.exchange.gateway.core import RateLimiter
 from exsim.exchange.gateway.fix.codec import FatalFrame, FieldError, Framer, Garbled, body_of, build, \
     field, field_int, field_str, parse_frame, parse_utc_timestamp, seq_of, utc_timestamp
+from exsim.exchange.gateway.fix.dialect import EXTENSION_TAG, plain_market_data
 from exsim.exchange.gateway.fix.orders import ORDER_MSG_TYPES, Refused, parse_order, refusal_body, \
     report_body
 from exsim.exchange.gateway.fix.store import Outbound
@@ -79,6 +80,7 @@ class FixSession:
         self.state = None          # store.SessionState once logged on
         self.key = self.account = self.stream = self.kind = None
         self.heartbeat = 0
+        self.extended = False      # exsim's FIX extensions, asked for at logon (dialect.py)
         self.limiter = None
         self.rows: list[Outbound] = []      # outbound rows not yet committed
         self.out: list[bytes] = []          # bytes not yet written
@@ -94,6 +96,7 @@ class FixSession:
         self.held: list[bytes] = []
         self.held_bytes = 0
         self.garbled = 0
+        self.rejects_received = 0  # Rejects / BusinessMessageRejects of our messages
         self.test_request_at = None
         self.started = self.last_recv = self.last_sent = self.loop.time()
         peer = writer.get_extra_info("peername")
@@ -143,6 +146,9 @@ class FixSession:
 
     def _end(self) -> None:
         self.closing = True
+        if self.rejects_received:
+            log.warning("FIX %s: session ended; the client rejected %d of our messages",
+                        self.key, self.rejects_received)
         if self.stream is not None:
             self.gw.unsubscribe(self.stream, self._on_reports)
         if self.key is not None and self.server.active.get(self.key) is self:
@@ -294,7 +300,7 @@ class FixSession:
         if self.closing or self.state is None:
             return
         for msg_type, body in messages:
-            self._send(msg_type, body)
+            self._send(msg_type, body if self.extended else plain_market_data(body))
         self._flush()
 
     # -- reports -----------------------------------------------------------------------------------
@@ -310,7 +316,8 @@ class FixSession:
         for r in reports:
             if r.rseq <= self.state.last_rseq:
                 continue
-            msg_type, body = report_body(r, self.gw.symbols, with_account=dropcopy)
+            msg_type, body = report_body(r, self.gw.symbols, with_account=dropcopy,
+                                         extended=self.extended)
             self._send(msg_type, body, r.rseq)
 
     # -- input -------------------------------------------------------------------------------------
@@ -354,6 +361,7 @@ class FixSession:
             hb = field_int(msg, 108, required=True)
             reset = field(msg, 141) == b"Y"
             sub = field_str(msg, 57, max_len=32)
+            extended = field(msg, EXTENSION_TAG) == b"Y"
             raw_time = field(msg, 52)
             if raw_time is None:
                 raise FieldError(1, "required tag 52 missing", 52)
@@ -398,7 +406,7 @@ class FixSession:
         state = self.store.load(self.key)
         if reset:
             state = self.store.reset(self.key, state.last_rseq)
-        self.state, self.heartbeat = state, hb
+        self.state, self.heartbeat, self.extended = state, hb, extended
         self.limiter = RateLimiter(acct.max_msgs_per_sec)
         if seq < state.next_in:
             self._logout(f"MsgSeqNum too low, expecting {state.next_in} but received {seq}")
@@ -406,6 +414,8 @@ class FixSession:
         body = [(98, 0), (108, hb)]
         if reset:
             body.append((141, "Y"))
+        if extended:
+            body.append((EXTENSION_TAG, "Y"))
         self._send("A", body)
         if seq == state.next_in:
             state.next_in += 1
@@ -417,8 +427,9 @@ class FixSession:
             backlog = self.gw.read_stream(self.stream, state.last_rseq)
             self.gw.subscribe(self.stream, self._on_reports)
             self._queue_reports(backlog)
-        log.info("FIX %s: %s logged on (%s), next in %d out %d, %d reports to deliver",
-                 self.peer, acct.name, role, state.next_in, state.next_out, len(backlog))
+        log.info("FIX %s: %s logged on (%s%s), next in %d out %d, %d reports to deliver",
+                 self.peer, acct.name, role, ", extensions" if extended else "", state.next_in,
+                 state.next_out, len(backlog))
 
     def _ask_resend(self, seen: int) -> None:
         if self.resend_until == 0:
@@ -513,9 +524,8 @@ class FixSession:
             if limited:
                 raise FieldError(99, _RATE_TEXT)
             self._resend(msg)
-        elif msg_type == "3":
-            log.info("FIX %s: client rejected our message %s: %s", self.key, msg.get(45),
-                     msg.get(58))
+        elif msg_type in ("3", "j"):
+            self._peer_rejected(msg, msg_type)
         elif msg_type == "4":
             new = field_int(msg, 36, required=True, lo=1, hi=_MAX_SEQ)
             if new < self.state.next_in:
@@ -538,6 +548,27 @@ class FixSession:
             self._business_reject(seq, msg_type, 3, f"unsupported MsgType {msg_type}")
         else:
             raise FieldError(11, "invalid MsgType", 35)
+
+    def _peer_rejected(self, msg, msg_type: str) -> None:
+        """The client refused one of our messages (a session Reject, or a BusinessMessageReject
+        naming a message of ours): a warning with what it named, counted in
+        ``server.stats`` (the gateway speaks a dialect the client does not parse, and a report
+        may not have reached the application)."""
+        kind = "rejects_received" if msg_type == "3" else "business_rejects_received"
+        self.server.stats[kind] += 1
+        self.rejects_received += 1
+
+        def text(tag):
+            try:
+                raw = field(msg, tag)
+            except FieldError:
+                return "?"
+            return "-" if raw is None else raw.decode("ascii", "replace")[:200]
+
+        reason = 373 if msg_type == "3" else 380
+        log.warning("FIX %s: the client rejected one of our messages (35=%s): RefSeqNum=%s "
+                    "RefTagID=%s RefMsgType=%s %s=%s Text=%s", self.key, msg_type, text(45),
+                    text(371), text(372), reason, text(reason), text(58))
 
     def _order(self, msg, msg_type: str, seq: int, limited: bool, poss_dup: bool) -> None:
         if self.kind != "trade":
