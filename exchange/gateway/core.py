@@ -16,7 +16,9 @@ Invariants:
   engine + WAL (durable per policy) -> reports committed -> reports dispatched -> market
   listeners called. A crash between any two steps is repaired at ``open``: the journaled
   seqs without reports get them derived from the stored rows (the same function, the same
-  bytes); requests the engine never journaled are dropped (nobody was told of them).
+  bytes); requests the engine never journaled are dropped: a FIX session had not counted them
+  as received (``submit``'s future waits for the engine's journal), so its client sends them
+  again; a binary or web request is answered "not processed" (its client never resends).
 - Engine order ids are the gateway's, 1, 2, 3 ... never reused (not even after a restart); a
   client names its orders by its own client order id, unique per account.
 - Timestamps never go back: ``now_ns`` is the wall clock at start advanced by the monotonic
@@ -236,17 +238,22 @@ class Gateway:
             events = self.session.read("events", seq=(lo, hi))
             self._commit_reports(lo, orders, fills, events, origins)
         dropped = db.origins(engine_seq + 1, 1 << 62)
+        forgotten = {}
         for oid in db.forget_after(engine_seq):
             st = self._states.pop(oid, None)
             if st is not None:
+                forgotten[oid] = st
                 self._client_ids.pop((st.account, st.client_order_id), None)
-        if dropped:
-            # why answer them: a session counted these requests as received (a FIX MsgSeqNum
-            # was taken) but the engine never journaled them; the client must hear that they
-            # were not processed, so it can send them again (their client ids are free)
+        # why not FIX: a FIX session counts a request as received only once the engine has
+        # journaled it (_run_batch), so a FIX client is asked for these again (ResendRequest)
+        # and its resent copy is the order's one fate; a reject as well would be a second.
+        # A binary or web client never resends: it must hear that they were not processed
+        answer = [o for _, o in sorted(dropped.items()) if not o.stream.startswith("fix:")]
+        if answer:
             ts = max(self._last_ts, time.time_ns())
-            reports = self._number([(origin_reject(o, 0, ts, 0, NOT_PROCESSED), o.firm)
-                                    for _, o in sorted(dropped.items())])
+            reports = self._number([(origin_reject(o, 0, ts, 0, NOT_PROCESSED,
+                                                   forgotten.get(o.order_id)), o.firm)
+                                    for o in answer])
             db.end_batch(reports, [], [], 0, ts)
             self._last_ts = ts
         self._dispatched = dict(self._heads)
@@ -265,9 +272,10 @@ class Gateway:
         anything refused comes back as a report on the request's stream.
 
         Returns a future that becomes done (result None) once the request is journaled: the
-        gateway state holds it (step 1 of docs/gateway.md "The life of an order"), or its
-        core-level refusal is committed, so a restart answers it whatever happens next. It stays pending if the gateway fails first and is cancelled by
-        ``close``. Raises UsageError if ``request`` is not a Request or the gateway is closing
+        engine's journal holds its batch (step 2 of docs/gateway.md "The life of an order"), or
+        its core-level refusal is committed, so a restart answers it whatever happens next (a
+        FIX session counts it as received only then). It stays pending if the gateway fails
+        first and is cancelled by ``close``. Raises UsageError if ``request`` is not a Request or the gateway is closing
         or failed."""
         if not isinstance(request, Request):
             raise UsageError(f"submit() takes a Request; got {type(request).__name__}")
@@ -524,11 +532,12 @@ class Gateway:
         journal session (durable per policy), derive and commit its reports; return (engine
         Result, reports)."""
         self._db.begin_batch(origins, new_states, next_id, last_ts, core)
-        # why now, not after the hop: from here a restart answers every request of the batch
-        # (derived reports, or "not processed"), so a FIX session may count them as received
-        # while the engine and the WAL run
-        self._loop.call_soon_threadsafe(self._journaled, submitted)
         result = self.session.process(orders)
+        # why after the engine's journal, not after the commit above: a FIX session counts a
+        # request as received (persists its MsgSeqNum) once this fires. Before the WAL holds
+        # the batch a crash leaves the request unknown (_recover), so the session must not
+        # have counted it: it asks for it again and the resent copy is its only fate
+        self._loop.call_soon_threadsafe(self._journaled, submitted)
         return result, self._commit_reports(first_seq, orders, result.fills, result.events,
                                             origins)
 

@@ -214,18 +214,25 @@ def _reason_text(reason: int) -> str:
         return f"reason {reason}"
 
 
-def origin_reject(origin: Origin, seq: int, ts: int, reason: int, text: str = "") -> Report:
+def origin_reject(origin: Origin, seq: int, ts: int, reason: int, text: str = "",
+                  state: OrderState | None = None) -> Report:
     """Return the reject answering a request that names no order the gateway knows: a
     cancel/replace of a client order id the account never used (the engine saw order id 0 and
     rejected it, ``reason``), or any request the engine never journaled (seq 0, ``text`` says
-    why). ``exec`` is rejected / cancel_rejected / replace_rejected by the request's kind."""
+    why; ``state``, the order a new order request created, gives its side, type, time in
+    force, price and quantity). ``exec`` is rejected / cancel_rejected / replace_rejected by
+    the request's kind."""
     exec_kind = "rejected" if origin.kind == "new" else f"{origin.kind}_rejected"
+    side = order_type = tif = 0
+    price, stop, qty = origin.price, origin.stop_price, origin.qty
+    if state is not None:
+        side, order_type, tif = state.side, state.order_type, state.tif
+        price, stop, qty = state.price, state.stop_price, state.qty
     return Report(stream=origin.stream, rseq=0, seq=seq, ts=ts, exec=exec_kind,
                   status="rejected", order_id=0, client_order_id=origin.client_order_id,
                   orig_client_order_id=origin.orig_client_order_id, account=origin.account,
-                  symbol=origin.symbol, side=0, order_type=0, tif=0, price=origin.price,
-                  stop_price=origin.stop_price, qty=origin.qty, reason=reason,
-                  text=text or _reason_text(reason))
+                  symbol=origin.symbol, side=side, order_type=order_type, tif=tif, price=price,
+                  stop_price=stop, qty=qty, reason=reason, text=text or _reason_text(reason))
 
 
 def derive(first_seq: int, orders: np.ndarray, fills: np.ndarray, events: np.ndarray,

@@ -13,7 +13,7 @@ Invariants:
 - Sequence numbers and the outbound store are persisted (``store.SessionStore``) before the
   bytes they describe are written and before inbound requests reach the engine, so they survive
   a restart. The inbound number persisted stops at the first order message whose request the
-  core has not journaled yet (``Gateway.submit``'s future), so a crash before the journal
+  engine has not journaled yet (``Gateway.submit``'s future), so a crash before the journal
   leaves it unreceived: after the restart the gateway asks for it again (ResendRequest) and the
   resent copy (PossDupFlag=Y) is processed; a resent NewOrderSingle / replace whose ClOrdID the
   gateway already knows was journaled after all and is not run twice; a resend repeats the stored bytes with PossDupFlag=Y and OrigSendingTime, and
