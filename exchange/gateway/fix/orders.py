@@ -14,8 +14,11 @@ Invariants:
 - A field that is missing or malformed raises ``FieldError`` (session-level Reject 35=3 with
   RefTagID); an OrdType, TimeInForce or ExecInst the gateway does not support is ``Refused``
   (a rejected ExecutionReport, 103=11, or an OrderCancelReject, Text naming the field); a value
-  the engine judges (quantity, band, phase,
-  an unknown symbol or order) goes to the engine, which rejects it in the journal.
+  the engine judges (quantity, band, phase, an unknown symbol or order) goes to the engine,
+  which rejects it in the journal.
+- Plain FIX 4.4 unless ``extended`` (dialect.py): an FOK that cannot fill and an IOC with
+  nothing left to fill are both killed, ExecType 4 Canceled (FIX 4.4's convention; the engine
+  records the FOK as REJECTED); a triggered stop is ExecType D Restated.
 """
 
 from __future__ import annotations

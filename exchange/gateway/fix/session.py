@@ -525,7 +525,7 @@ class FixSession:
                 raise FieldError(99, _RATE_TEXT)
             self._resend(msg)
         elif msg_type in ("3", "j"):
-            self._peer_rejected(msg, msg_type)
+            self._peer_rejected(msg, msg_type, quiet=limited)
         elif msg_type == "4":
             new = field_int(msg, 36, required=True, lo=1, hi=_MAX_SEQ)
             if new < self.state.next_in:
@@ -549,14 +549,17 @@ class FixSession:
         else:
             raise FieldError(11, "invalid MsgType", 35)
 
-    def _peer_rejected(self, msg, msg_type: str) -> None:
+    def _peer_rejected(self, msg, msg_type: str, quiet: bool = False) -> None:
         """The client refused one of our messages (a session Reject, or a BusinessMessageReject
-        naming a message of ours): a warning with what it named, counted in
-        ``server.stats`` (the gateway speaks a dialect the client does not parse, and a report
-        may not have reached the application)."""
+        naming a message of ours): counted in ``server.stats`` and, unless ``quiet`` (the
+        session is over its message rate: the log's cost stays bounded), a warning with what
+        it named (the gateway sent something the client does not parse, and a report may not
+        have reached its application)."""
         kind = "rejects_received" if msg_type == "3" else "business_rejects_received"
         self.server.stats[kind] += 1
         self.rejects_received += 1
+        if quiet:
+            return
 
         def text(tag):
             try:
