@@ -3,9 +3,11 @@
 The engine is Debian's QuickFIX 1.15.1 (``libquickfix-dev``: headers and library; .ci/run
 installs it like Chromium). Debian does not ship QuickFIX's data dictionaries, so the stock
 ``FIX44.xml`` comes from the same release's source distribution on PyPI (``pip download
-quickfix==1.15.1``, only the file is extracted; nothing is built). ``quickfix_client.cpp`` is
-compiled once with g++ (a few seconds) and kept, with the dictionary, in the cache folder
-``$XDG_CACHE_HOME/exsim/quickfix-1.15.1`` (``~/.cache`` when unset), keyed by the source's hash.
+quickfix==1.15.1``: pip reads the package's metadata, the library is not compiled; only that
+file is extracted). ``quickfix_client.cpp`` is compiled with g++ while the download runs, and
+both are kept in the cache folder ``$XDG_CACHE_HOME/exsim/quickfix-1.15.1`` (``~/.cache`` when
+unset; the binary keyed by the source's hash): the first run on a machine takes about a minute
+(mostly the download), every later one a few seconds.
 
 ``engine()`` returns (client binary, FIX44.xml path) or calls ``pytest.skip`` with the reason
 (no package, no compiler, no network for the dictionary): the only cause of a skip.
@@ -38,24 +40,38 @@ def _cache() -> Path:
     return path
 
 
-def _dictionary(cache: Path) -> Path:
-    """Return the stock FIX44.xml of QuickFIX VERSION, fetched once (pip download)."""
+def _fetch(cache: Path, tmp: str):
+    """Start fetching QuickFIX VERSION's source distribution into ``tmp`` (pip download: the
+    registry's own client; nothing is built); return the process, or None if FIX44.xml is
+    already cached."""
+    if (cache / "FIX44.xml").exists():
+        return None
+    return subprocess.Popen([sys.executable, "-m", "pip", "download", "-q", "--no-deps",
+                             "--no-binary", ":all:", f"quickfix=={VERSION}", "-d", tmp],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+def _dictionary(cache: Path, fetch, tmp: str) -> Path:
+    """Return the stock FIX44.xml of QuickFIX VERSION, extracted once from what ``fetch``
+    downloaded into ``tmp``."""
     out = cache / "FIX44.xml"
-    if out.exists():
+    if fetch is None:
         return out
-    with tempfile.TemporaryDirectory() as tmp:
-        try:
-            subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps",
-                            "--no-binary", ":all:", f"quickfix=={VERSION}", "-d", tmp],
-                           check=True, capture_output=True, timeout=240)
-        except (subprocess.SubprocessError, OSError) as e:
-            pytest.skip(f"the stock QuickFIX FIX44.xml could not be fetched (pip download "
-                        f"quickfix=={VERSION}): {e}")
-        sdist = next(Path(tmp).glob("quickfix-*.tar.gz"))
-        with tarfile.open(sdist) as tar:
-            member = next(m for m in tar.getmembers() if m.name.endswith("/spec/FIX44.xml"))
-            data = tar.extractfile(member).read()
-    part = out.with_suffix(".part")
+    try:
+        output, _ = fetch.communicate(timeout=240)
+    except subprocess.TimeoutExpired:
+        fetch.kill()
+        fetch.wait()
+        pytest.skip(f"the stock QuickFIX FIX44.xml could not be fetched in 240 s (pip download "
+                    f"quickfix=={VERSION})")
+    sdists = list(Path(tmp).glob("quickfix-*.tar.gz"))
+    if fetch.returncode or not sdists:
+        pytest.skip(f"the stock QuickFIX FIX44.xml could not be fetched (pip download "
+                    f"quickfix=={VERSION}): {output.decode(errors='replace')[-500:]}")
+    with tarfile.open(sdists[0]) as tar:
+        member = next(m for m in tar.getmembers() if m.name.endswith("/spec/FIX44.xml"))
+        data = tar.extractfile(member).read()
+    part = out.with_suffix(f".{os.getpid()}.part")
     part.write_bytes(data)
     part.replace(out)
     return out
@@ -86,4 +102,13 @@ def engine() -> tuple[Path, Path]:
         pytest.skip("QuickFIX is not installed (Debian package libquickfix-dev; .ci/run "
                     "installs it): the standard-engine conformance test cannot run")
     cache = _cache()
-    return _binary(cache), _dictionary(cache)
+    with tempfile.TemporaryDirectory() as tmp:
+        fetch = _fetch(cache, tmp)   # why first: the download runs while g++ compiles
+        try:
+            binary = _binary(cache)
+        except BaseException:   # a skip or a compile error: leave no download behind
+            if fetch is not None:
+                fetch.kill()
+                fetch.wait()
+            raise
+        return binary, _dictionary(cache, fetch, tmp)
