@@ -241,6 +241,7 @@ def run_once(flow: np.ndarray, n_symbols: int, batch: int, reuse: bool,
     peak_live = 0
     out = buffers(batch) if reuse else None
     t0 = time.perf_counter()
+    c0 = time.thread_time()
     for lo in range(0, len(flow), batch):
         res = eng.process(flow[lo: lo + batch], out=out)
         fills += len(res.fills)
@@ -248,7 +249,9 @@ def run_once(flow: np.ndarray, n_symbols: int, batch: int, reuse: bool,
         events += len(res.events)
         peak_live = max(peak_live, eng.live_orders)
     dt = time.perf_counter() - t0
-    return {"seconds": dt, "fills": fills, "l2": l2, "events": events, "peak_live": peak_live,
+    cpu = time.thread_time() - c0
+    return {"seconds": dt, "cpu_seconds": cpu, "fills": fills, "l2": l2, "events": events,
+            "peak_live": peak_live,
             "live_end": eng.live_orders, "state_bytes": eng.memory_bytes()}
 
 
@@ -499,6 +502,11 @@ def main(argv: list[str] | None = None) -> dict:
                             / statistics.median(r["seconds"] for r in new)),
                 "median_round_ratio": statistics.median(o["seconds"] / n["seconds"]
                                                         for o, n in zip(old, new)),
+                # thread CPU time: steadier than wall time on a machine others load
+                "speedup_cpu": (statistics.median(r["cpu_seconds"] for r in old)
+                                / statistics.median(r["cpu_seconds"] for r in new)),
+                "median_round_ratio_cpu": statistics.median(
+                    o["cpu_seconds"] / n["cpu_seconds"] for o, n in zip(old, new)),
                 "same_output_counts": all((o["fills"], o["l2"], o["events"])
                                           == (n["fills"], n["l2"], n["events"])
                                           for o, n in zip(old, new)),
@@ -539,10 +547,11 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"\nnew vs baseline {args.baseline} (reused buffers, same rounds; baseline first "
               f"call {baseline_first:.2f} s)\n")
         print("| workload | speedup (ratio of medians) | median of per-round ratios "
-              "| same output counts |")
-        print("|---|---:|---:|---|")
+              "| speedup, thread CPU | median of per-round ratios, CPU | same output counts |")
+        print("|---|---:|---:|---:|---:|---|")
         for v in versus:
             print(f"| {v['workload']} | {v['speedup']:.2f}x | {v['median_round_ratio']:.2f}x "
+                  f"| {v['speedup_cpu']:.2f}x | {v['median_round_ratio_cpu']:.2f}x "
                   f"| {'yes' if v['same_output_counts'] else 'NO'} |")
     if threads:
         print(f"\nthreads: {threads['workload']} on Engine(threads={threads['threads']}) vs "
