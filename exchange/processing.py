@@ -215,6 +215,10 @@ class Processing:
         roll = self._roll
         fills, l2, events, cnt, (a0, a1, a2) = roll
         status, start = _PLAIN(orders, 0, *tail)
+        if status == _NEED_FULL and _PROCESS is not None:
+            # a venue message: the full kernel from there, as _process_rolling would (either
+            # kernel may take any plain message after it: they write the same bytes)
+            status, start = _PROCESS(orders, start, *tail)
         if status != 0:     # kernels.OK
             return self._process_rolling(orders, status, start)
         b0, b1, b2 = roll[4] = cnt.tolist()
