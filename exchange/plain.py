@@ -74,15 +74,19 @@ _TRADES = 2    # may trade: every step but the duplicate id passes
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _new_class(m, srow, ticks, books, levels, ladder_levels):
+def _short_symbol(srow, ticks):
+    """Whether a symbol's plain NEWs may take the short paths: lot 1, tick 1, no static band,
+    minimum at most 1 (``kernels._plain_path``'s symbol test, the phase and dynamic band
+    checked apart)."""
+    return ((srow.lot_size - 1) | (srow.tick_n - 1) | srow.static_band_bps
+            | (srow.min_order_qty > 1)) == 0 and ticks[srow.tick_off].tick == 1
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _new_class(m, short, books, levels, ladder_levels):
     """Return _RESTS, _TRADES or _GENERAL for a NEW with no venue field (``kernels._plain_path``
-    restricted to such messages, no stop pending)."""
-    if m.qty <= 0 or m.qty > MAX_QTY or m.price <= 0:
-        return _GENERAL
-    if ((srow.lot_size - 1) | (srow.tick_n - 1) | srow.static_band_bps
-            | (srow.min_order_qty > 1)) != 0:
-        return _GENERAL
-    if ticks[srow.tick_off].tick != 1:
+    restricted to such messages, no stop pending); ``short``: ``_short_symbol`` of its symbol."""
+    if m.qty <= 0 or m.qty > MAX_QTY or m.price <= 0 or not short:
         return _GENERAL
     own = books[np.int64(m.symbol) * 2 + m.side]
     if m.price < own.min_price or m.price > own.max_price:
@@ -375,6 +379,11 @@ def process_plain(msgs, start, arena, arena_ext, levels, index, books, ladder_ke
     # engine-wide rules no plain message can switch on: checked once
     if meta[M_STP] != 0 or meta[M_STOPS_LIVE] != 0:
         return NEED_FULL, start
+    # the symbol of the last message, and its tests: no plain message changes a symbol's
+    # phase, band or rules, so they are read again only when the symbol changes
+    last_sym = np.int64(-1)
+    plain_sym = False
+    short = False
     for i in range(start, n):
         if ahead > 0:
             _prefetch_ahead(msgs, i, n, ahead, arena, levels, index)
@@ -387,8 +396,12 @@ def process_plain(msgs, start, arena, arena_ext, levels, index, books, ladder_ke
         how = _GENERAL
         if kind > _MODIFY or m.symbol >= meta[M_NSYM]:
             return NEED_FULL, i
-        srow = symbols[m.symbol]
-        if srow.phase != _CONTINUOUS or srow.dynamic_band_bps != 0:
+        if m.symbol != last_sym:
+            last_sym = np.int64(m.symbol)
+            srow = symbols[last_sym]
+            plain_sym = srow.phase == _CONTINUOUS and srow.dynamic_band_bps == 0
+            short = _short_symbol(srow, ticks)
+        if not plain_sym:
             return NEED_FULL, i
         if kind == _CANCEL:
             if not output_fits(meta, cnt, fills, l2, events, 0, 1, 1):
@@ -404,7 +417,7 @@ def process_plain(msgs, start, arena, arena_ext, levels, index, books, ladder_ke
                                    | m.stop_price | m.display_qty | m.min_qty | m.expire_ts)
                     != 0):
                 return NEED_FULL, i
-            how = _new_class(m, srow, ticks, books, levels, ladder_levels)
+            how = _new_class(m, short, books, levels, ladder_levels)
             if how == _RESTS:
                 status = _rest_plain(m, meta[M_SEQ] + 1, arena, arena_ext, levels, index, books,
                                      ladder_keys, ladder_levels, meta, symbols, expiry, fills,
