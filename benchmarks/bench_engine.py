@@ -9,6 +9,11 @@ Workloads:
   venue      uniform1 with 10% of its NEW limits turned into stops, 10% into icebergs and 10%
              into GTD orders (scenarios.generators.venue_mix, seed 7): the order types of a real
              venue; not run on a --baseline engine that predates them
+  flash1     plain limit/cancel/modify flow with price swings and a crash (``flash_flow``, seed
+             7, 1 M messages): 45% passive limits within 50 ticks of a mid that swings +-2% and
+             crashes 15% at 70% of the flow (recovering half), 25% cancels and 20% modifies
+             (new price or size) of live orders, 10% crossing limits: the shape of the flash1
+             harness's scenarios (issue 42), no venue order type
 
 Each run builds a fresh engine and feeds the workload in batches (default 65,536 messages) with
 fills, L2 updates and events all emitted. "reused" keeps the output buffers between batches
@@ -89,6 +94,86 @@ def machine() -> dict:
             "numpy": np.__version__, "numba": numba.__version__, "platform": platform.platform()}
 
 
+def flash_flow(n: int, seed: int = 7) -> np.ndarray:
+    """Return ``n`` messages (ORDER_DTYPE) of the flash1-shaped plain flow (see the workloads):
+    one symbol, LIMIT GTC NEW / CANCEL / MODIFY only, ten traders, 1 us apart. Cancels and
+    modifies name a live order (or, after it traded away, one no longer live: rejected)."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(n) / max(n, 1)
+    # +-2% swings (three and a half periods), a 15% crash over 1% of the flow at 70%, half of
+    # it recovered over the next 10%
+    mid = 100_000 * (1 + 0.02 * np.sin(2 * np.pi * 3.5 * t))
+    crash = np.clip((t - 0.70) / 0.01, 0, 1) * 0.15 - np.clip((t - 0.71) / 0.10, 0, 1) * 0.075
+    mid = np.round(mid * (1 - crash)).astype(np.int64)
+    u = rng.random(n)
+    side = rng.integers(0, 2, n)
+    dist = rng.integers(1, 51, n)
+    through = rng.integers(0, 3, n)
+    size = rng.integers(1, 101, n)
+    pick = rng.random(n)
+    trader = rng.integers(1, 11, n)
+    reprice = rng.random(n) < 0.6
+    out = np.zeros(n, ORDER_DTYPE)
+    out["ts"] = np.arange(1, n + 1, dtype=np.int64) * 1_000
+    kind = out["kind"]
+    oid = out["order_id"]
+    price = out["price"]
+    qty = out["qty"]
+    tr = out["trader"]
+    sd = out["side"]
+    live_id: list[int] = []
+    live_side: list[int] = []
+    live_trader: list[int] = []
+    next_id = 1
+    for i in range(n):
+        x = u[i]
+        if x < 0.45 or (x < 0.9 and not live_id) or x >= 0.9:
+            s = int(side[i])
+            m = int(mid[i])
+            if x >= 0.9:      # crossing: through the mid by a few ticks
+                p = m + int(through[i]) if s == 0 else m - int(through[i])
+            else:
+                p = m - int(dist[i]) if s == 0 else m + int(dist[i])
+            kind[i] = 0
+            oid[i] = next_id
+            price[i] = max(p, 1)
+            qty[i] = size[i]
+            tr[i] = trader[i]
+            sd[i] = s
+            live_id.append(next_id)
+            live_side.append(s)
+            live_trader.append(int(trader[i]))
+            next_id += 1
+            continue
+        k = int(pick[i] * len(live_id))
+        oid[i] = live_id[k]
+        tr[i] = live_trader[k]
+        sd[i] = live_side[k]
+        if x < 0.70:          # cancel
+            kind[i] = 1
+            last = len(live_id) - 1
+            live_id[k], live_side[k], live_trader[k] = live_id[last], live_side[last], live_trader[last]
+            live_id.pop()
+            live_side.pop()
+            live_trader.pop()
+        else:                 # modify: a new passive price, or a new size at the same price
+            kind[i] = 2
+            m = int(mid[i])
+            qty[i] = size[i]
+            if reprice[i]:
+                price[i] = max(m - int(dist[i]) if live_side[k] == 0 else m + int(dist[i]), 1)
+            else:
+                price[i] = -1     # filled below: the same price as the order's last
+    # a size-only modify keeps the order's price: the last price sent for that id
+    last_price: dict[int, int] = {}
+    for i in range(n):
+        if kind[i] == 0 or (kind[i] == 2 and price[i] >= 0):
+            last_price[int(oid[i])] = int(price[i])
+        elif kind[i] == 2:
+            price[i] = last_price.get(int(oid[i]), int(mid[i]))
+    return out
+
+
 def quantcup_workload(target: int) -> tuple[np.ndarray, int]:
     """Return (flow, n_symbols): the QuantCup feed tiled to about ``target`` messages."""
     from exsim.scenarios import load_quantcup
@@ -114,6 +199,14 @@ def load_baseline(rev: str):
         "exchange_baseline", pkg / "__init__.py", submodule_search_locations=[str(pkg)])
     module = importlib.util.module_from_spec(spec)
     sys.modules["exchange_baseline"] = module
+    # The baseline's cache guard names its dependencies by absolute module name, which resolves
+    # to THIS tree's files (exsim.exchange.book, or exchange.book from the repository root):
+    # every edit here would purge the baseline's numba cache and cost a cold compile. An
+    # extracted revision never changes, so its cache needs no guard.
+    try:
+        importlib.import_module("exchange_baseline._cache_guard").guard = lambda *a, **k: None
+    except ImportError:   # a revision from before the guard
+        pass
     spec.loader.exec_module(module)
     return module
 
@@ -148,6 +241,7 @@ def run_once(flow: np.ndarray, n_symbols: int, batch: int, reuse: bool,
     peak_live = 0
     out = buffers(batch) if reuse else None
     t0 = time.perf_counter()
+    c0 = time.thread_time()
     for lo in range(0, len(flow), batch):
         res = eng.process(flow[lo: lo + batch], out=out)
         fills += len(res.fills)
@@ -155,7 +249,9 @@ def run_once(flow: np.ndarray, n_symbols: int, batch: int, reuse: bool,
         events += len(res.events)
         peak_live = max(peak_live, eng.live_orders)
     dt = time.perf_counter() - t0
-    return {"seconds": dt, "fills": fills, "l2": l2, "events": events, "peak_live": peak_live,
+    cpu = time.thread_time() - c0
+    return {"seconds": dt, "cpu_seconds": cpu, "fills": fills, "l2": l2, "events": events,
+            "peak_live": peak_live,
             "live_end": eng.live_orders, "state_bytes": eng.memory_bytes()}
 
 
@@ -345,6 +441,11 @@ def main(argv: list[str] | None = None) -> dict:
                     help="also time the engine of git revision REV (interleaved), e.g. main")
     ap.add_argument("--threads", type=int, default=2, metavar="N",
                     help="thread count of the uniform100 threads row, against 1 (0: skip it)")
+    ap.add_argument("--workloads", default=None, metavar="A,B",
+                    help="run only these workloads (default: all: quantcup,uniform1,uniform100,"
+                         "venue,flash1)")
+    ap.add_argument("--reused-only", action="store_true",
+                    help="time only the 'reused' variant (and the baseline's): a quicker A/B")
     ap.add_argument("--out", default=None, help="JSON report (default: benchmarks/results/local/engine.json; the committed one: --out benchmarks/results/engine.json)")
     args = ap.parse_args(argv)
     if args.runs < 1 or args.batch < 1:
@@ -364,7 +465,14 @@ def main(argv: list[str] | None = None) -> dict:
         qc, qc_syms = quantcup_workload(_smoke.scaled(args.quantcup_messages, 1))
         workloads = {"quantcup": (qc, qc_syms), "uniform1": (uniform1, 1),
                      "uniform100": (uniform_flow(n_symbols=100, **law), 100),
-                     "venue": (venue_mix(uniform1, seed=7), 1)}
+                     "venue": (venue_mix(uniform1, seed=7), 1),
+                     "flash1": (flash_flow(law["n"], seed=7), 1)}
+        if args.workloads:
+            wanted = args.workloads.split(",")
+            unknown = sorted(set(wanted) - set(workloads))
+            if unknown:
+                ap.error(f"--workloads: unknown {', '.join(unknown)}; known: {', '.join(workloads)}")
+            workloads = {k: v for k, v in workloads.items() if k in wanted}
     n_single = min(_smoke.scaled(args.single, 2_000), len(uniform1))
     rows = []
     versus = []
@@ -373,7 +481,11 @@ def main(argv: list[str] | None = None) -> dict:
         variants = [("reused", True, None, None, flow), ("fresh", False, None, None, flow),
                     ("reused, no prefetch", True, 0, None, flow),
                     ("reused, prefetch always", True, "always", None, flow)]
-        with_baseline = baseline is not None and name != "venue"
+        if args.reused_only:
+            variants = variants[:1]
+        # the venue flow only on a baseline whose messages have the venue fields
+        with_baseline = baseline is not None and (
+            name != "venue" or set(ORDER_DTYPE.names) <= set(baseline.ORDER_DTYPE.names))
         if with_baseline:
             variants.append(("reused, baseline", True, None, baseline,
                              in_dtype(flow, baseline.ORDER_DTYPE)))
@@ -390,6 +502,11 @@ def main(argv: list[str] | None = None) -> dict:
                             / statistics.median(r["seconds"] for r in new)),
                 "median_round_ratio": statistics.median(o["seconds"] / n["seconds"]
                                                         for o, n in zip(old, new)),
+                # thread CPU time: steadier than wall time on a machine others load
+                "speedup_cpu": (statistics.median(r["cpu_seconds"] for r in old)
+                                / statistics.median(r["cpu_seconds"] for r in new)),
+                "median_round_ratio_cpu": statistics.median(
+                    o["cpu_seconds"] / n["cpu_seconds"] for o, n in zip(old, new)),
                 "same_output_counts": all((o["fills"], o["l2"], o["events"])
                                           == (n["fills"], n["l2"], n["events"])
                                           for o, n in zip(old, new)),
@@ -430,10 +547,11 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"\nnew vs baseline {args.baseline} (reused buffers, same rounds; baseline first "
               f"call {baseline_first:.2f} s)\n")
         print("| workload | speedup (ratio of medians) | median of per-round ratios "
-              "| same output counts |")
-        print("|---|---:|---:|---|")
+              "| speedup, thread CPU | median of per-round ratios, CPU | same output counts |")
+        print("|---|---:|---:|---:|---:|---|")
         for v in versus:
             print(f"| {v['workload']} | {v['speedup']:.2f}x | {v['median_round_ratio']:.2f}x "
+                  f"| {v['speedup_cpu']:.2f}x | {v['median_round_ratio_cpu']:.2f}x "
                   f"| {'yes' if v['same_output_counts'] else 'NO'} |")
     if threads:
         print(f"\nthreads: {threads['workload']} on Engine(threads={threads['threads']}) vs "

@@ -2,8 +2,12 @@
 
 ``Processing`` is a part of ``exchange.single.SingleEngine`` (it works on the state attributes
 ``SingleEngine.__init__`` makes and grows them through ``StateGrowth.grow``): it runs
-``kernels.process_batch`` over a batch, growing the engine's state and the output arrays
+``plain.process_plain`` over a batch, growing the engine's state and the output arrays
 whenever the kernel returns a ``NEED_*`` status, then calls it again from the same message.
+When the plain kernel meets a message a venue rule may apply to (``NEED_FULL``), the rest of
+the batch goes to ``kernels.process_batch``, which is compiled (or loaded from numba's cache)
+only then: a flow that never needs it never pays its ~350 s cold compile. Both kernels write
+the same bytes for the messages the plain one takes (``exchange.plain``).
 Message *content* never raises: bad messages come back as REJECTED events.
 
 Invariants:
@@ -13,7 +17,7 @@ Invariants:
 - Output arrays are zero-initialised, so padding bytes are zero and outputs compare byte for
   byte; a row is never written twice, so a Result is never overwritten by a later call made
   without ``out=`` (the rolling buffers, ``_process_small``).
-- The compiled entry point ``_PROCESS`` is only ever called with arguments of exactly the numba
+- The compiled entry points ``_PLAIN`` and ``_PROCESS`` are only ever called with arguments of exactly the numba
   types it was compiled for (``_caller`` checks them, else numba's dispatcher is called), and a
   cached argument tuple never holds a replaced state array (``SingleEngine.__setattr__``).
 """
@@ -25,7 +29,7 @@ import weakref
 
 import numpy as np
 
-from . import kernels
+from . import kernels, plain
 from . import prefetch_tuning as _tuning
 from .arguments import I64, is_bool
 from .book import M_NEED_EVENTS, M_NEED_FILLS, M_NEED_L2
@@ -72,6 +76,8 @@ if ORDER_DTYPE != np.dtype([(n, "<" + {"q": "i8", "Q": "u8", "I": "u4", "B": "u1
     _ROW = None
 
 _PROCESS = None          # process_batch's entry point for the engine's own argument types
+_PLAIN = None            # process_plain's, for the same types
+_NEED_FULL = plain.NEED_FULL
 _I64_MIN, _I64_MAX = I64
 _new_tuple = tuple.__new__   # Result(...) without the namedtuple's Python-level __new__
 _ndarray, _ascontiguous = np.ndarray, np.ascontiguousarray   # one lookup less per call
@@ -171,13 +177,17 @@ class Processing:
                              events, cnt, ahead)
         took = clock() - t0 if clock else 0
         if status != kernels.OK:
+            full = False    # the plain kernel met a message it does not take: the rest goes full
             while status != kernels.OK:
-                if status == kernels.NEED_OUTPUT:
+                if status == _NEED_FULL:
+                    full = True
+                    call = self._caller(orders, fills, l2, events, full)
+                elif status == kernels.NEED_OUTPUT:
                     used = cnt.tolist()
                     fills = _grow_output(fills, used[0], int(self._meta[M_NEED_FILLS]))
                     l2 = _grow_output(l2, used[1], int(self._meta[M_NEED_L2]))
                     events = _grow_output(events, used[2], int(self._meta[M_NEED_EVENTS]))
-                    call = self._caller(orders, fills, l2, events)
+                    call = self._caller(orders, fills, l2, events, full)
                 else:
                     self.grow(status)
                 t0 = clock() if clock else 0
@@ -204,7 +214,11 @@ class Processing:
             return self._process_rolling(orders, -1, 0)
         roll = self._roll
         fills, l2, events, cnt, (a0, a1, a2) = roll
-        status, start = _PROCESS(orders, 0, *tail)
+        status, start = _PLAIN(orders, 0, *tail)
+        if status == _NEED_FULL and _PROCESS is not None:
+            # a venue message: the full kernel from there, as _process_rolling would (either
+            # kernel may take any plain message after it: they write the same bytes)
+            status, start = _PROCESS(orders, start, *tail)
         if status != 0:     # kernels.OK
             return self._process_rolling(orders, status, start)
         b0, b1, b2 = roll[4] = cnt.tolist()
@@ -214,20 +228,23 @@ class Processing:
         """``_process_small`` from ``start`` with the kernel's last ``status`` (-1: not started):
         grows state or rolls the buffers over as the kernel asks, then caches ``_tail``."""
         fills, l2, events, cnt, a = self._roll or self._new_roll()
+        full = False    # the plain kernel met a message it does not take: the rest goes full
         try:
             while status != kernels.OK:
-                if status == kernels.NEED_OUTPUT:
+                if status == _NEED_FULL:
+                    full = True
+                elif status == kernels.NEED_OUTPUT:
                     a = self._roll_over(a)
                     fills, l2, events, cnt, _ = self._roll
                 elif status != -1:
                     self.grow(status)
-                status, start = self._caller(orders, fills, l2, events)(
+                status, start = self._caller(orders, fills, l2, events, full)(
                     orders, start, *(self._state_args or self._cache_state()), fills, l2,
                     events, cnt, self.prefetch_distance)
         finally:     # even if growing fails: the next call's rows start after this one's
             b = self._roll[4] = self._roll[3].tolist()
         ahead = self.prefetch_distance
-        if _PROCESS is not None and type(ahead) is int and _I64_MIN <= ahead <= _I64_MAX:
+        if _PLAIN is not None and type(ahead) is int and _I64_MIN <= ahead <= _I64_MAX:
             self._tail = (*(self._state_args or self._cache_state()), fills, l2, events, cnt,
                           ahead)
         return Result(fills[a[0]: b[0]], l2[a[1]: b[1]], events[a[2]: b[2]])
@@ -262,9 +279,9 @@ class Processing:
         roll[3][:] = [hi - lo for lo, hi in zip(a, b)]
         return [0, 0, 0]
 
-    def _caller(self, orders, fills, l2, events):
-        """Return what to call ``kernels.process_batch`` through for these arguments: its
-        compiled entry point (``compiled_entry``) when every argument has the types it was
+    def _caller(self, orders, fills, l2, events, full: bool = False):
+        """Return what to call ``plain.process_plain`` (``full``: ``kernels.process_batch``)
+        through for these arguments: its compiled entry point (``compiled_entry``) when every argument has the types it was
         compiled for (engine state, a C-contiguous ORDER_DTYPE array, plain C arrays of the
         output dtypes, an int prefetch distance), else the numba dispatcher itself (which types
         them and compiles a new specialisation if need be).
@@ -275,25 +292,31 @@ class Processing:
         read-only batch (``np.frombuffer``) a second compile of the kernel. The output arrays
         checked last are remembered (weakly) and not checked again: changing an array's flags
         or shape in place (``a.flags.writeable = False``) is not supported; replace it."""
-        global _PROCESS
+        global _PROCESS, _PLAIN
+        kernel = kernels.process_batch if full else plain.process_plain
         ahead = self.prefetch_distance
         if not (type(ahead) is int and _I64_MIN <= ahead <= _I64_MAX):
-            return kernels.process_batch
+            return kernel
         seen = self._checked      # the output arrays checked last, weakly held
         if seen is None or seen[0]() is not fills or seen[1]() is not l2 \
                 or seen[2]() is not events:
             if not (_plain(fills, FILL_DTYPE) and _plain(l2, L2_DTYPE)
                     and _plain(events, EVENT_DTYPE)):
-                return kernels.process_batch
+                return kernel
             self._checked = (weakref.ref(fills), weakref.ref(l2), weakref.ref(events))
-        if _PROCESS is None:
+        entry = _PROCESS if full else _PLAIN
+        if entry is None:
             if not orders.flags.writeable:
                 orders = orders.copy()     # the types of the entry point: writeable arrays
             args = self._state_args or self._cache_state()
-            _PROCESS = compiled_entry(kernels.process_batch, (orders, 0, *args, fills, l2,
-                                                              events, np.zeros(3, np.int64),
-                                                              ahead))
-        return _PROCESS
+            # the full kernel is compiled (or loaded) only when a batch first needs it
+            entry = compiled_entry(kernel, (orders, 0, *args, fills, l2, events,
+                                            np.zeros(3, np.int64), ahead))
+            if full:
+                _PROCESS = entry
+            else:
+                _PLAIN = entry
+        return entry
 
     def _cache_state(self) -> tuple:
         """Return the state arrays as a tuple, cached until one is replaced (``__setattr__``)."""

@@ -5,9 +5,10 @@ Dockerfile, a CI image or a notebook's setup cell can pay that once, ahead, with
 Each group is the smallest set of real calls that reaches its kernels with the argument types
 the library passes them, so what it compiles is what later runs load from numba's cache:
 
-- ``engine``    simulate a small scenario through Engine, journal and seal (the matching kernel,
-                the store's encoders), read every table back (the decoders), checkpoint and
-                restore; the data directory it writes is the other groups' input
+- ``engine``    simulate a small scenario through Engine, journal and seal (the plain matching
+                kernel, the store's encoders), read every table back (the decoders), one
+                iceberg order (the full matching kernel, which a plain flow never calls),
+                checkpoint and restore; the data directory it writes is the other groups' input
 - ``venue``     stops, icebergs, GTD orders and a trading day with auctions through the engine
 - ``replay``    book_at (L2 and L3), rerun and stats over that directory
 - ``verify``    verify over that directory
@@ -59,6 +60,9 @@ def _engine(work: str) -> None:
     eng = Engine()
     eng.add_symbol("X", tick_size=1, min_price=1, max_price=10 ** 6)
     eng.process(uniform_flow(500, 1))
+    # a venue order: exchange.kernels.process_batch, compiled only when a batch needs it
+    # (exchange.plain), here so that the groups run in children after this one load it
+    eng.submit("X", "buy", qty=10, price=1, display_qty=5, order_id=1 << 40)
     Engine.restore(eng.checkpoint())
 
 

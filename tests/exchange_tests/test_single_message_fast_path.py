@@ -244,24 +244,29 @@ def test_arguments_of_other_types_go_through_numbas_dispatcher():
     """The compiled entry point takes only the types it was compiled for (a read-only batch
     too: the kernel never writes it): a float prefetch distance or an output array of another
     layout or byte order go through the dispatcher (which types them itself, compiling a
-    specialisation if need be; not run here, compiling process_batch takes minutes)."""
+    specialisation if need be; not run here, compiling process_batch takes minutes). So do
+    both kernels' entry points: the plain one (``exchange.plain``) and the full one."""
     eng = tight(SYMBOLS)
     orders = random_flow(3, 4)
     eng.process(orders)
-    fast = engine_module._PROCESS
-    assert fast is not None and fast is not eng.process
     out = OutputBuffers(4)
-    assert eng._caller(orders, out.fills, out.l2, out.events) is fast
-    ro = orders.copy()
-    ro.flags.writeable = False
-    assert eng._caller(ro, out.fills, out.l2, out.events) is fast
-    assert eng._caller(orders, out.fills[::2], out.l2, out.events) is engine_module.kernels.process_batch
-    assert eng._caller(orders, out.fills, out.l2.astype(out.l2.dtype.newbyteorder()),
-                       out.events) is not fast
-    eng.prefetch_distance = 2.0
-    assert eng._caller(orders, out.fills, out.l2, out.events) is not fast
-    eng.prefetch_distance = 2**64
-    assert eng._caller(orders, out.fills, out.l2, out.events) is not fast
+    ahead = eng.prefetch_distance
+    for full, kernel in ((False, engine_module.plain.process_plain),
+                         (True, engine_module.kernels.process_batch)):
+        eng.prefetch_distance = ahead
+        fast = eng._caller(orders, out.fills, out.l2, out.events, full)
+        assert fast is (engine_module._PROCESS if full else engine_module._PLAIN)
+        assert fast is not None and fast is not eng.process and fast is not kernel
+        ro = orders.copy()
+        ro.flags.writeable = False
+        assert eng._caller(ro, out.fills, out.l2, out.events, full) is fast
+        assert eng._caller(orders, out.fills[::2], out.l2, out.events, full) is kernel
+        assert eng._caller(orders, out.fills, out.l2.astype(out.l2.dtype.newbyteorder()),
+                           out.events, full) is not fast
+        eng.prefetch_distance = 2.0
+        assert eng._caller(orders, out.fills, out.l2, out.events, full) is not fast
+        eng.prefetch_distance = 2**64
+        assert eng._caller(orders, out.fills, out.l2, out.events, full) is not fast
 
 
 def test_odd_order_arrays_give_the_same_bytes():
