@@ -63,7 +63,6 @@ from exsim.store.catalog_schema import _KEY, _ROW_COLUMNS, FORMAT_VERSION, Catal
 __all__ = ["Catalog", "CATALOG_NAME", "FORMAT_VERSION", "resolve_symbol"]
 
 CATALOG_NAME = "catalog.sqlite"
-_SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
 def resolve_symbol(symbols: dict, symbol, where: str, *, unlisted_ids: bool = False) -> int:
@@ -118,6 +117,8 @@ class Catalog(CatalogSchema):
             else:
                 conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
             self.db = sqlite_utils.Database(conn)
+            if not create:
+                self._probe()
             if not self.readonly:
                 self.db.execute("PRAGMA journal_mode=WAL")
                 # why: in WAL mode the default NORMAL may lose the last commit on power loss; a
@@ -137,17 +138,29 @@ class Catalog(CatalogSchema):
             raise
 
     def _check_header(self) -> None:
-        """CorruptionError unless the file starts as a SQLite database does. Why before sqlite
-        opens it: a writable connection would turn an empty (truncated to 0) file into a fresh
-        database, and a garbage file should be named as such, not fail on its first query."""
+        """CorruptionError if the file is empty. Why before sqlite opens it: a writable connection
+        would turn an empty (truncated to 0) file into a fresh database. Why ``os.stat`` and not
+        reading the magic with ``open()``: closing any descriptor of a file drops every POSIX lock
+        the process holds on it, its open SQLite connections' included (sqlite.org's "How To
+        Corrupt An SQLite Database File", 2.2); a writer elsewhere then takes itself for the last
+        connection and removes ``-wal``/``-shm`` under a live Reader of this process. The header
+        itself is checked through SQLite (``_probe``), which shares one descriptor per file."""
         try:
-            with open(self.path, "rb") as f:
-                head = f.read(len(_SQLITE_MAGIC))
+            size = os.stat(self.path).st_size
         except OSError as e:
             raise StoreError(f"{self.path}: cannot read the catalog: {e}") from e
-        if head != _SQLITE_MAGIC:
-            what = "is empty" if not head else "is not a SQLite database"
-            raise self._corrupt(f"the catalog {what} (truncated or overwritten)")
+        if size == 0:
+            raise self._corrupt("the catalog is empty (truncated or overwritten)")
+
+    def _probe(self) -> None:
+        """CorruptionError unless SQLite reads the file as a database (its header and schema
+        page): a garbage or truncated file is named as such, not failed on its first query."""
+        try:
+            self.db.execute("SELECT count(*) FROM sqlite_master").fetchall()
+        except sqlite3.DatabaseError as e:
+            what = ("is not a SQLite database" if "not a database" in str(e)
+                    else f"is damaged ({e})")
+            raise self._corrupt(f"the catalog {what} (truncated or overwritten)") from e
 
     # -- errors --------------------------------------------------------------------------------
     def _corrupt(self, message: str) -> CorruptionError:
