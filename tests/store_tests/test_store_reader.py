@@ -232,3 +232,37 @@ def test_book_at_through_a_reader_follows_a_live_writer(tmp_path):
         assert _same(book_at(r, "X", seq=3_000).bids, first.bids)
         assert _same(book_at(r, "X", seq=4_000).asks, w.asks)
     s.close()
+
+
+def _crashed_run(path, n):
+    """A run that journaled ``n`` messages and died before sealing them (a forked child that
+    exits without closing): its rows are only in its WAL."""
+    import os
+
+    pid = os.fork()
+    if pid == 0:
+        try:
+            _session(path).process(make_orders(n, seed=5))
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+
+
+def test_a_reader_whose_directory_is_replaced_raises_instead_of_mixing_two_runs(tmp_path):
+    import os
+
+    d, other = str(tmp_path / "run"), str(tmp_path / "other")
+    s = _session(d)
+    s.process(make_orders(N))
+    s.close()                                   # everything sealed
+    _crashed_run(other, 2 * N)                  # 600 seqs, all in the WAL
+    with Reader(d) as r:
+        before = r.read("orders")
+        assert before["seq"].tolist() == list(range(1, N + 1))
+        os.rename(d, str(tmp_path / "old"))
+        os.rename(other, d)                     # another run now has the path
+        for call in (lambda: r.read("orders"), lambda: r.read("fills", seq=(1, 10)),
+                     lambda: r.last_row("orders")):
+            with pytest.raises(StoreError, match="replaced"):
+                call()
+    assert read(d, "orders")["seq"].tolist() == list(range(1, 2 * N + 1))   # a new reader
