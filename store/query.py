@@ -21,9 +21,15 @@ Invariants:
 - Only segments whose seq/ts ranges overlap the request are opened; inside them only the
   blocks whose zone map overlaps it, and of those only the requested columns (plus seq/ts in
   the blocks a range only partly covers, to cut rows: store/segment.py) are decoded.
-- Rows come in seq order. Within one symbol's segments and the WAL they already are, so a seq
-  range is cut with a binary search and each decoded column is copied once, straight into its
-  place in the result; only a read of several symbols at once sorts (a stable merge by seq).
+- Rows come in seq order; the rows of one seq that belong to several symbols (expiries one
+  symbol's message triggers in others) come grouped by symbol id, ascending, each symbol's rows
+  in the engine's order, whether they are sealed or still in the WAL. Why this order: sealed
+  rows live in per-symbol segments, so the engine's interleaving across symbols is not kept
+  once sealed; WAL rows are put in the same order (``_by_symbol``) so a read gives the same
+  rows before and after a seal. Within one symbol's segments and the WAL rows already are in
+  seq order, so a seq range is cut with a binary search and each decoded column is copied
+  once, straight into its place in the result; only a read of several symbols at once sorts
+  (a stable merge by seq).
 
 ``read`` returns packed rows (the stored dtype, padding zeroed); ``read_columns`` returns the same
 rows as one contiguous array per column, for callers that work column by column (comparing,
@@ -76,15 +82,27 @@ def _check_range(name, r):
     return lo, hi
 
 
-def _wal_rows(records, table, after_seq):
-    """[(rows of ``table``, the fields their file lacks)] of the records above ``after_seq``."""
+def _wal_rows(records, table, after_seq, by_symbol: bool):
+    """[(rows of ``table``, the fields their file lacks)] of the records above ``after_seq``;
+    with ``by_symbol`` the rows of each seq grouped by symbol (``_by_symbol``)."""
     out = []
     for rec in records:
         if rec.last_seq <= after_seq:
             continue
         rows = orders_with_seq(rec.orders, rec.first_seq) if table == "orders" else getattr(rec, table)
-        out.append((rows, lacks(rec.version, table)))
+        out.append((_by_symbol(rows) if by_symbol else rows, lacks(rec.version, table)))
     return out
+
+
+def _by_symbol(rows: np.ndarray) -> np.ndarray:
+    """``rows`` (seq ascending) with the rows of each seq grouped by symbol id ascending, each
+    symbol's rows in their order: the order sealed rows are read in (the module docstring).
+    The array itself when it already is (no copy: the common case)."""
+    seq, sym = rows["seq"], rows["symbol"]
+    if seq.size < 2 or not ((seq[1:] == seq[:-1]) & (sym[1:] < sym[:-1])).any():
+        return rows
+    order = np.argsort(sym, kind="stable")
+    return rows[order[np.argsort(seq[order], kind="stable")]]
 
 
 def _columns_wanted(table, columns):
@@ -406,7 +424,7 @@ def _assemble(table, sym, seq, ts, sealed, segs, decoded, records):
     for cols in decoded:
         n = next(iter(cols.values())).size
         parts.append((cols, slice(0, n), n, getattr(cols, "lacking", ())))
-    for rows, lacking in _wal_rows(records, table, sealed):
+    for rows, lacking in _wal_rows(records, table, sealed, sym is None):
         sel, n = _select(rows["seq"], rows["ts"], seq, ts, rows["symbol"], sym)
         parts.append((rows, sel, n, lacking))
     # why: segments come ordered by symbol, then seq; WAL rows all follow the sealed ones, so
