@@ -335,3 +335,55 @@ def test_a_symlinked_wal_file_is_never_read_cut_or_deleted(tmp_path):
         with pytest.raises(CorruptionError, match="wal-00000002.log.*symlink"):
             scan_wal(str(wal), **kw)
     assert os.path.getsize(outside) == size and os.path.islink(wal / "wal-00000002.log")
+
+
+# -- forged headers under recomputed checksums -------------------------------------------------
+
+def _records(path):
+    """[(offset, FRAME4 fields)] of the records of a version-4+ WAL file."""
+    data = open(path, "rb").read()
+    out, pos = [], FILE_HEADER.size
+    while pos < len(data):
+        fields = FRAME4.unpack_from(data, pos)
+        out.append((pos, fields))
+        pos += FRAME4.size + HCRC.size + fields[0]
+    return out
+
+
+def forge_wal_header(path, which: int, more_orders: int = 10):
+    """Make record ``which`` of WAL file ``path`` claim ``more_orders`` more orders (its last seq
+    moved to match), header checksum recomputed, payload untouched. Returns the claimed last
+    seq."""
+    data = bytearray(open(path, "rb").read())
+    pos, (length, crc, rtype, first, last, *counts) = _records(path)[which]
+    counts[0] += more_orders
+    head = FRAME4.pack(length, crc, rtype, first, last + more_orders, *counts)
+    data[pos:pos + FRAME4.size] = head
+    data[pos + FRAME4.size:pos + FRAME4.size + HCRC.size] = HCRC.pack(crc32c.crc32c(head))
+    open(path, "wb").write(bytes(data))
+    return last + more_orders
+
+
+@pytest.mark.parametrize("which", [0, 1, -1])
+def test_a_wal_header_forged_to_claim_more_orders_is_corruption_without_a_payload_read(tmp_path, which):
+    from exsim.store import journaled_through
+    from exsim.store.wal.format import SEQ_LIMIT
+
+    d = str(tmp_path / "run")
+    pid = os.fork()
+    if pid == 0:   # a run that died with its three batches only in the WAL
+        try:
+            s = _session(d, seal_every=10**9)
+            for k in range(3):
+                s.process(make_orders(100, seed=k))
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+    (_, path), = wal_files(os.path.join(d, "wal"))
+    assert journaled_through(d) == 300
+    forge_wal_header(path, which)
+    for call in (lambda: journaled_through(d), lambda: scan_wal(os.path.join(d, "wal"), after_seq=SEQ_LIMIT),
+                 lambda: read(d, "orders", seq=(1, 10))):
+        with pytest.raises(CorruptionError, match="record header|seq gap") as e:
+            call()
+        assert e.value.path == path
