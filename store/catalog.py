@@ -594,6 +594,7 @@ class Catalog(CatalogSchema):
                 rows = self._fetch("segments", copy=False)
             finally:
                 conn.execute("COMMIT")
+        self._check_layout(sealed, rows)
         sym = None if symbol is None else int(symbol)
         slo, shi = (None, None) if seq is None else (int(seq[0]), int(seq[1]))
         tlo, thi = (None, None) if ts is None else (int(ts[0]), int(ts[1]))
@@ -603,6 +604,25 @@ class Catalog(CatalogSchema):
                and (tlo is None or (r["ts_hi"] >= tlo and r["ts_lo"] <= thi))]
         out.sort(key=lambda r: (r["symbol"], r["seq_lo"]))
         return sealed, [dict(r) for r in out]
+
+    def _check_layout(self, sealed: int, rows) -> None:
+        """CorruptionError unless every segment row agrees with the facts a read relies on
+        that no file is opened to check: its path lies under ``segments/<table_name>/<symbol>/``
+        (where the writer puts it) and its seqs end at or below ``sealed_through``. Why: rows
+        and tallies can be edited with their checksums recomputed; a fills segment relabelled
+        ``l2`` would silently vanish from fills reads (no fills read opens it to compare its
+        index), and a lowered ``sealed_through`` would make reads take the WAL's copy of rows
+        the segments also hold (returned twice)."""
+        for r in rows:
+            where = f"table segments row id={r['id']}"
+            prefix = f"segments/{r['table_name']}/{r['symbol']}/"
+            if not str(r["path"]).replace(os.sep, "/").startswith(prefix):
+                raise self._corrupt(f"{where}: path {r['path']!r} is not under {prefix} (its "
+                                    f"table_name or symbol was changed): the catalog is damaged")
+            if r["seq_hi"] > sealed:
+                raise self._corrupt(f"{where}: holds seqs up to {r['seq_hi']}, above "
+                                    f"sealed_through {sealed} (rows above it are read from the "
+                                    "WAL: they would be read twice): the catalog is damaged")
 
     def data_version(self) -> int:
         """Return SQLite's ``data_version`` of this connection: it changes whenever another
