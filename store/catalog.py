@@ -608,11 +608,23 @@ class Catalog(CatalogSchema):
     def _check_layout(self, sealed: int, rows) -> None:
         """CorruptionError unless every segment row agrees with the facts a read relies on
         that no file is opened to check: its path lies under ``segments/<table_name>/<symbol>/``
-        (where the writer puts it) and its seqs end at or below ``sealed_through``. Why: rows
+        (where the writer puts it), its seqs end at or below ``sealed_through``, and the orders
+        segments hold one row per seq up to ``sealed_through``. Why: rows
         and tallies can be edited with their checksums recomputed; a fills segment relabelled
         ``l2`` would silently vanish from fills reads (no fills read opens it to compare its
         index), and a lowered ``sealed_through`` would make reads take the WAL's copy of rows
         the segments also hold (returned twice)."""
+        orders = [r for r in rows if r["table_name"] == "orders"]
+        if orders:
+            # every seq is one order message: the orders segments hold one row per seq from
+            # the first sealed seq to sealed_through, so a raised sealed_through (rows above
+            # the real one would be taken from neither segments nor WAL) shows as a shortfall
+            first = min(r["seq_lo"] for r in orders)
+            held = sum(r["rows"] for r in orders)
+            if held != sealed - first + 1:
+                raise self._corrupt(f"meta sealed_through = {sealed}, but the orders segments "
+                                    f"hold {held} rows from seq {first} (one per seq): the "
+                                    "catalog is damaged")
         for r in rows:
             where = f"table segments row id={r['id']}"
             prefix = f"segments/{r['table_name']}/{r['symbol']}/"

@@ -133,7 +133,8 @@ def test_a_catalog_row_relabelled_under_its_checksums_is_corruption_not_a_short_
             call()
 
 
-def test_a_lowered_sealed_through_is_corruption_not_rows_read_twice(tmp_path):
+@pytest.mark.parametrize("forged", [200, 600])
+def test_a_moved_sealed_through_is_corruption_not_rows_read_twice_or_dropped(tmp_path, forged):
     from exsim.store import read
     from exsim.store.catalog import Catalog
     from store_fixtures import forge_catalog
@@ -144,7 +145,10 @@ def test_a_lowered_sealed_through_is_corruption_not_rows_read_twice(tmp_path):
     sealed = cat.sealed_through()
     cat.close()
     assert sealed == 400
-    forge_catalog(d, "meta", "sealed_through", value="200")   # the WAL still holds 1..600
+    # the WAL still holds 1..600: lowered, its rows 201..400 would come twice; raised, the
+    # record of 401..600 would be skipped as sealed
+    forge_catalog(d, "meta", "sealed_through", value=str(forged))
     for call in (lambda: read(d, "orders"), lambda: read(d, "fills", seq=(150, 250))):
-        with pytest.raises(CorruptionError, match="above sealed_through 200"):
+        with pytest.raises(CorruptionError, match=f"sealed_through.*{forged}") as e:
             call()
+        assert "catalog.sqlite" in str(e.value)

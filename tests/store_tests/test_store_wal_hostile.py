@@ -14,7 +14,7 @@ import pytest
 from exsim.exchange.errors import CorruptionError
 from exsim.store import Session, read
 from exsim.store.wal import BATCH, FILE_HEADER, FRAME, FRAME4, HCRC, MAGIC, VERSION, WalWriter, scan_wal, wal_files
-from store_fixtures import FakeEngine, legacy_orders, make_batch, make_orders
+from store_fixtures import FakeEngine, forge_wal_header, legacy_orders, make_batch, make_orders
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -338,31 +338,6 @@ def test_a_symlinked_wal_file_is_never_read_cut_or_deleted(tmp_path):
 
 
 # -- forged headers under recomputed checksums -------------------------------------------------
-
-def _records(path):
-    """[(offset, FRAME4 fields)] of the records of a version-4+ WAL file."""
-    data = open(path, "rb").read()
-    out, pos = [], FILE_HEADER.size
-    while pos < len(data):
-        fields = FRAME4.unpack_from(data, pos)
-        out.append((pos, fields))
-        pos += FRAME4.size + HCRC.size + fields[0]
-    return out
-
-
-def forge_wal_header(path, which: int, more_orders: int = 10):
-    """Make record ``which`` of WAL file ``path`` claim ``more_orders`` more orders (its last seq
-    moved to match), header checksum recomputed, payload untouched. Returns the claimed last
-    seq."""
-    data = bytearray(open(path, "rb").read())
-    pos, (length, crc, rtype, first, last, *counts) = _records(path)[which]
-    counts[0] += more_orders
-    head = FRAME4.pack(length, crc, rtype, first, last + more_orders, *counts)
-    data[pos:pos + FRAME4.size] = head
-    data[pos + FRAME4.size:pos + FRAME4.size + HCRC.size] = HCRC.pack(crc32c.crc32c(head))
-    open(path, "wb").write(bytes(data))
-    return last + more_orders
-
 
 @pytest.mark.parametrize("which", [0, 1, -1])
 def test_a_wal_header_forged_to_claim_more_orders_is_corruption_without_a_payload_read(tmp_path, which):
