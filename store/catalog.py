@@ -63,7 +63,6 @@ from exsim.store.catalog_schema import _KEY, _ROW_COLUMNS, FORMAT_VERSION, Catal
 __all__ = ["Catalog", "CATALOG_NAME", "FORMAT_VERSION", "resolve_symbol"]
 
 CATALOG_NAME = "catalog.sqlite"
-_SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
 def resolve_symbol(symbols: dict, symbol, where: str, *, unlisted_ids: bool = False) -> int:
@@ -118,6 +117,8 @@ class Catalog(CatalogSchema):
             else:
                 conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
             self.db = sqlite_utils.Database(conn)
+            if not create:
+                self._probe()
             if not self.readonly:
                 self.db.execute("PRAGMA journal_mode=WAL")
                 # why: in WAL mode the default NORMAL may lose the last commit on power loss; a
@@ -137,17 +138,29 @@ class Catalog(CatalogSchema):
             raise
 
     def _check_header(self) -> None:
-        """CorruptionError unless the file starts as a SQLite database does. Why before sqlite
-        opens it: a writable connection would turn an empty (truncated to 0) file into a fresh
-        database, and a garbage file should be named as such, not fail on its first query."""
+        """CorruptionError if the file is empty. Why before sqlite opens it: a writable connection
+        would turn an empty (truncated to 0) file into a fresh database. Why ``os.stat`` and not
+        reading the magic with ``open()``: closing any descriptor of a file drops every POSIX lock
+        the process holds on it, its open SQLite connections' included (sqlite.org's "How To
+        Corrupt An SQLite Database File", 2.2); a writer elsewhere then takes itself for the last
+        connection and removes ``-wal``/``-shm`` under a live Reader of this process. The header
+        itself is checked through SQLite (``_probe``), which shares one descriptor per file."""
         try:
-            with open(self.path, "rb") as f:
-                head = f.read(len(_SQLITE_MAGIC))
+            size = os.stat(self.path).st_size
         except OSError as e:
             raise StoreError(f"{self.path}: cannot read the catalog: {e}") from e
-        if head != _SQLITE_MAGIC:
-            what = "is empty" if not head else "is not a SQLite database"
-            raise self._corrupt(f"the catalog {what} (truncated or overwritten)")
+        if size == 0:
+            raise self._corrupt("the catalog is empty (truncated or overwritten)")
+
+    def _probe(self) -> None:
+        """CorruptionError unless SQLite reads the file as a database (its header and schema
+        page): a garbage or truncated file is named as such, not failed on its first query."""
+        try:
+            self.db.execute("SELECT count(*) FROM sqlite_master").fetchall()
+        except sqlite3.DatabaseError as e:
+            what = ("is not a SQLite database" if "not a database" in str(e)
+                    else f"is damaged ({e})")
+            raise self._corrupt(f"the catalog {what} (truncated or overwritten)") from e
 
     # -- errors --------------------------------------------------------------------------------
     def _corrupt(self, message: str) -> CorruptionError:
@@ -581,6 +594,7 @@ class Catalog(CatalogSchema):
                 rows = self._fetch("segments", copy=False)
             finally:
                 conn.execute("COMMIT")
+        self._check_layout(sealed, rows)
         sym = None if symbol is None else int(symbol)
         slo, shi = (None, None) if seq is None else (int(seq[0]), int(seq[1]))
         tlo, thi = (None, None) if ts is None else (int(ts[0]), int(ts[1]))
@@ -590,6 +604,37 @@ class Catalog(CatalogSchema):
                and (tlo is None or (r["ts_hi"] >= tlo and r["ts_lo"] <= thi))]
         out.sort(key=lambda r: (r["symbol"], r["seq_lo"]))
         return sealed, [dict(r) for r in out]
+
+    def _check_layout(self, sealed: int, rows) -> None:
+        """CorruptionError unless every segment row agrees with the facts a read relies on
+        that no file is opened to check: its path lies under ``segments/<table_name>/<symbol>/``
+        (where the writer puts it), its seqs end at or below ``sealed_through``, and the orders
+        segments hold one row per seq up to ``sealed_through``. Why: rows
+        and tallies can be edited with their checksums recomputed; a fills segment relabelled
+        ``l2`` would silently vanish from fills reads (no fills read opens it to compare its
+        index), and a lowered ``sealed_through`` would make reads take the WAL's copy of rows
+        the segments also hold (returned twice)."""
+        orders = [r for r in rows if r["table_name"] == "orders"]
+        if orders:
+            # every seq is one order message: the orders segments hold one row per seq from
+            # the first sealed seq to sealed_through, so a raised sealed_through (rows above
+            # the real one would be taken from neither segments nor WAL) shows as a shortfall
+            first = min(r["seq_lo"] for r in orders)
+            held = sum(r["rows"] for r in orders)
+            if held != sealed - first + 1:
+                raise self._corrupt(f"meta sealed_through = {sealed}, but the orders segments "
+                                    f"hold {held} rows from seq {first} (one per seq): the "
+                                    "catalog is damaged")
+        for r in rows:
+            where = f"table segments row id={r['id']}"
+            prefix = f"segments/{r['table_name']}/{r['symbol']}/"
+            if not str(r["path"]).replace(os.sep, "/").startswith(prefix):
+                raise self._corrupt(f"{where}: path {r['path']!r} is not under {prefix} (its "
+                                    f"table_name or symbol was changed): the catalog is damaged")
+            if r["seq_hi"] > sealed:
+                raise self._corrupt(f"{where}: holds seqs up to {r['seq_hi']}, above "
+                                    f"sealed_through {sealed} (rows above it are read from the "
+                                    "WAL: they would be read twice): the catalog is damaged")
 
     def data_version(self) -> int:
         """Return SQLite's ``data_version`` of this connection: it changes whenever another

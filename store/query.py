@@ -21,9 +21,15 @@ Invariants:
 - Only segments whose seq/ts ranges overlap the request are opened; inside them only the
   blocks whose zone map overlaps it, and of those only the requested columns (plus seq/ts in
   the blocks a range only partly covers, to cut rows: store/segment.py) are decoded.
-- Rows come in seq order. Within one symbol's segments and the WAL they already are, so a seq
-  range is cut with a binary search and each decoded column is copied once, straight into its
-  place in the result; only a read of several symbols at once sorts (a stable merge by seq).
+- Rows come in seq order; the rows of one seq that belong to several symbols (expiries one
+  symbol's message triggers in others) come grouped by symbol id, ascending, each symbol's rows
+  in the engine's order, whether they are sealed or still in the WAL. Why this order: sealed
+  rows live in per-symbol segments, so the engine's interleaving across symbols is not kept
+  once sealed; WAL rows are put in the same order (``_by_symbol``) so a read gives the same
+  rows before and after a seal. Within one symbol's segments and the WAL rows already are in
+  seq order, so a seq range is cut with a binary search and each decoded column is copied
+  once, straight into its place in the result; only a read of several symbols at once sorts
+  (a stable merge by seq).
 
 ``read`` returns packed rows (the stored dtype, padding zeroed); ``read_columns`` returns the same
 rows as one contiguous array per column, for callers that work column by column (comparing,
@@ -76,15 +82,27 @@ def _check_range(name, r):
     return lo, hi
 
 
-def _wal_rows(records, table, after_seq):
-    """[(rows of ``table``, the fields their file lacks)] of the records above ``after_seq``."""
+def _wal_rows(records, table, after_seq, by_symbol: bool):
+    """[(rows of ``table``, the fields their file lacks)] of the records above ``after_seq``;
+    with ``by_symbol`` the rows of each seq grouped by symbol (``_by_symbol``)."""
     out = []
     for rec in records:
         if rec.last_seq <= after_seq:
             continue
         rows = orders_with_seq(rec.orders, rec.first_seq) if table == "orders" else getattr(rec, table)
-        out.append((rows, lacks(rec.version, table)))
+        out.append((_by_symbol(rows) if by_symbol else rows, lacks(rec.version, table)))
     return out
+
+
+def _by_symbol(rows: np.ndarray) -> np.ndarray:
+    """``rows`` (seq ascending) with the rows of each seq grouped by symbol id ascending, each
+    symbol's rows in their order: the order sealed rows are read in (the module docstring).
+    The array itself when it already is (no copy: the common case)."""
+    seq, sym = rows["seq"], rows["symbol"]
+    if seq.size < 2 or not ((seq[1:] == seq[:-1]) & (sym[1:] < sym[:-1])).any():
+        return rows
+    order = np.argsort(sym, kind="stable")
+    return rows[order[np.argsort(seq[order], kind="stable")]]
 
 
 def _columns_wanted(table, columns):
@@ -131,6 +149,13 @@ class Reader:
     and unbounded reads included), before the snapshot is taken again: the read is then
     exactly what a fresh ``read`` would return (the module docstring says why the order).
 
+    A Reader is pinned to the directory it opened: the data directory's and the catalog's
+    (device, inode) are taken when it opens and checked before every call and after every
+    scan of the WAL or segment files (which are opened by path). Why: the catalog connection
+    stays on the file it opened, so a directory renamed over by another run would otherwise
+    pair the old catalog with the new run's WAL and segments (rows of two runs mixed, seqs
+    twice). A call after such a replacement raises StoreError saying so.
+
     Use ``read``/``read_columns``/``iter_columns`` of this module with the Reader as the
     source, or its methods of the same names; close it when done (or use ``with``). Not to be
     shared between threads. Raises on creation as ``Catalog`` (StoreError if ``data_dir`` is
@@ -141,7 +166,20 @@ class Reader:
 
     def __init__(self, data_dir):
         self.data_dir = os.fspath(data_dir)
+        try:
+            before = _identity(self.data_dir)
+        except StoreError:
+            before = None   # Catalog names what is wrong
         self.catalog = Catalog(self.data_dir, readonly=True)
+        try:
+            self._pin = _identity(self.data_dir)
+            if before is not None:
+                # why both sides of the open: a replacement in between would pin the new
+                # directory to the old catalog
+                self._check_pinned(before)
+        except StoreError:
+            self.catalog.close()
+            raise
         self._wal_dir = None
         self._version = None        # catalog data_version the cached state below belongs to
         self._snaps: dict = {}      # table -> (sealed_through, segment rows)
@@ -209,7 +247,18 @@ class Reader:
             self._symbols = {r["name"]: int(r["id"]) for r in self.catalog.symbols()}
         return resolve_symbol(self._symbols, symbol, self.data_dir, unlisted_ids=True)
 
+    def _check_pinned(self, now=None) -> None:
+        """StoreError unless ``data_dir`` and its catalog are still the files this Reader
+        opened (the class docstring says why)."""
+        if now is None:
+            now = _identity(self.data_dir)
+        if now != self._pin:
+            raise StoreError(f"{self.data_dir}: the data directory was replaced (or its catalog "
+                             "was) since this Reader opened it; its catalog and the files now at "
+                             "that path belong to different runs: open a new Reader")
+
     def _fresh(self) -> None:
+        self._check_pinned()
         # why the version read before any snapshot it keys: a commit landing in between then
         # only makes the next call take the snapshot again, never keeps a stale one
         v = self.catalog.data_version()
@@ -284,7 +333,13 @@ class Reader:
         if f is not None:
             self._files.move_to_end(key)
             return f
-        f = self._files[key] = open_registered(self.data_dir, row)
+        f = open_registered(self.data_dir, row)
+        try:
+            self._check_pinned()   # why: segment files are opened by path
+        except StoreError:
+            f.close()
+            raise
+        self._files[key] = f
         if len(self._files) > self.MAX_OPEN:
             self._files.popitem(last=False)[1].close()
         return f
@@ -301,6 +356,7 @@ class Reader:
             if self._wal_dir is None:
                 self._wal_dir = inside(self.data_dir, "wal", what="WAL directory")
             records, _ = scan_wal(self._wal_dir, after_seq=sealed)
+            self._check_pinned()   # why: the scan went by path
             sealed, _ = self.snapshot(table)
             records = [r for r in records if r.last_seq > sealed]
             if records and records[0].first_seq > sealed + 1:
@@ -349,6 +405,18 @@ class Reader:
                          f"tries: {problem}")
 
 
+def _identity(data_dir: str) -> tuple:
+    """(device, inode) of ``data_dir`` and of its catalog: what a Reader pins. Raises StoreError
+    when either is gone."""
+    try:
+        d = os.stat(data_dir)
+        c = os.stat(os.path.join(data_dir, "catalog.sqlite"))
+    except OSError as e:
+        raise StoreError(f"{data_dir}: the data directory or its catalog is gone or unreadable "
+                         f"({e})") from e
+    return d.st_dev, d.st_ino, c.st_dev, c.st_ino
+
+
 def _assemble(table, sym, seq, ts, sealed, segs, decoded, records):
     """([(columns, selection, rows, columns the source lacks)], merge?) from decoded segment
     windows and WAL records."""
@@ -356,7 +424,7 @@ def _assemble(table, sym, seq, ts, sealed, segs, decoded, records):
     for cols in decoded:
         n = next(iter(cols.values())).size
         parts.append((cols, slice(0, n), n, getattr(cols, "lacking", ())))
-    for rows, lacking in _wal_rows(records, table, sealed):
+    for rows, lacking in _wal_rows(records, table, sealed, sym is None):
         sel, n = _select(rows["seq"], rows["ts"], seq, ts, rows["symbol"], sym)
         parts.append((rows, sel, n, lacking))
     # why: segments come ordered by symbol, then seq; WAL rows all follow the sealed ones, so

@@ -32,7 +32,9 @@ Invariants:
   whose zone map overlaps the requested seq/ts ranges. The zone map sits under the index
   checksum and must tile the segment (``read_index``); every seq or ts block a read decodes is
   checked against its zone map entry, so a zone map never silently drops or adds a row in the
-  blocks read.
+  blocks read; a seq-windowed read also checks the seq column of the blocks just outside its
+  window (once per open file), so an entry forged to open a gap between blocks cannot hide the
+  rows in it either (``SegmentFile._check_neighbours``).
 - A segment of version 1-3 written before a column of its table existed
   (``store.tables.ADDED_COLUMNS``: orders segments without stop_price, display_qty, min_qty,
   expire_ts or phase, events segments without price and phase) reads that column as zeros,
@@ -647,6 +649,9 @@ class SegmentFile:
         # why only from version 3: an older file has no zone map, only the index's own ranges,
         # which readers of those versions never compared with the rows
         self._zoned = self.meta["version"] >= BLOCKED_VERSION
+        # blocks whose seq column was decoded and found to match its zone map entry
+        # (``_check_zone``); a set shared by threads (adds only, each atomic)
+        self._seq_checked: set = set()
 
     def close(self) -> None:
         """Close the file (idempotent); returns None."""
@@ -698,6 +703,8 @@ class SegmentFile:
         ids = self.blocks(seq, ts)
         if blocks is not None:
             ids = np.intersect1d(ids, blocks)
+        if seq is not None and self._zoned:
+            self._check_neighbours(seq)
         # why seq/ts decoded even where the zone map puts a block wholly inside the range: the
         # check against the zone map (``_check_zone``) then covers every block the read
         # returns rows of; they are one column of the few the window decodes
@@ -734,6 +741,24 @@ class SegmentFile:
                 return Columns({c: decoded[c] for c in columns}, lacking)
             return Columns({c: decoded[c][a:b] for c in columns}, lacking)
         return Columns({c: decoded[c][sel] for c in columns}, lacking)
+
+    def _check_neighbours(self, seq) -> None:
+        """Check (decode) the seq column of the blocks just outside the seq window, once per
+        file: the last block the zone map ends before the window and the first it starts after
+        it. Why: a read skips blocks by their zone map entries; a forged entry that still tiles
+        the segment (a block's first seq moved up past rows it holds, under a recomputed index
+        checksum) would hide rows from a window falling in the gap it opens, with no block
+        decoded to disagree. With every block's rows ordered by seq and the blocks holding
+        ``block_rows`` rows each, both neighbours matching their entries means no row lies
+        between them and the window's blocks. Raises CorruptionError as ``_check_zone``."""
+        sl, sh = self._zones[0], self._zones[1]
+        below = int(np.searchsorted(sh, seq[0], "left")) - 1
+        above = int(np.searchsorted(sl, seq[1], "right"))
+        br, rows = self.meta["block_rows"], self.meta["rows"]
+        for b in (below, above):
+            if 0 <= b < sl.size and b not in self._seq_checked:
+                n = min(br, rows - b * br)
+                self._column("seq", np.array([b]), np.array([n]), n)
 
     def _column(self, name: str, ids: np.ndarray, counts: np.ndarray, total: int,
                 scratch=None) -> np.ndarray:
@@ -823,6 +848,8 @@ class SegmentFile:
             raise CorruptionError(f"{self.path}: column {name!r} block at offset {off} holds "
                                   f"{name} {got[0]}..{got[1]}, its zone map says "
                                   f"{want[0]}..{want[1]}", self.path, off)
+        if name == "seq":
+            self._seq_checked.add(b)
 
 
 def read_segment(path: str, columns=None, seq=None, ts=None) -> dict:

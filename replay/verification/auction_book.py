@@ -34,11 +34,12 @@ class _Order:
     """One live order of the checker's book (open = shown + an iceberg's reserve)."""
 
     __slots__ = ("oid", "side", "price", "open", "shown", "display", "market", "tif", "otype",
-                 "pending", "limit", "prio", "resting", "counted")
+                 "pending", "limit", "prio", "resting", "counted", "trader")
 
     def __init__(self, oid, side, price, open_, display, market, tif, otype, pending, limit,
-                 prio):
+                 prio, trader=-1):
         self.oid, self.side, self.price, self.open = oid, side, price, open_
+        self.trader = trader    # the account that sent it (-1: unknown, not checked)
         self.display, self.market, self.tif, self.otype = display, market, tif, otype
         self.pending, self.limit, self.prio = pending, limit, prio
         self.shown = min(display, open_) if display > 0 else open_
@@ -65,10 +66,11 @@ def book_from_state(state: tuple) -> tuple[list, int, bool]:
                 if pending:
                     otype = int(OrderType.STOP) if market else int(OrderType.STOP_LIMIT)
                     o = _Order(int(oid[s]), side - 2, 0, total, 0, market, int(ost[s, B.O_TIF]),
-                               otype, True, int(ext[s, B.E_LIMIT]), prio)
+                               otype, True, int(ext[s, B.E_LIMIT]), prio, int(ost[s, B.O_TRADER]))
                 else:
                     o = _Order(int(oid[s]), side, int(ost[s, B.O_PRICE]), total, disp, market,
-                               int(ost[s, B.O_TIF]), int(OrderType.LIMIT), False, 0, prio)
+                               int(ost[s, B.O_TIF]), int(OrderType.LIMIT), False, 0, prio,
+                               int(ost[s, B.O_TRADER]))
                     o.shown = shown
                     o.resting = True
                 out.append(o)

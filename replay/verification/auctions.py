@@ -42,8 +42,13 @@ to its first row of phase activity (``phases.first_phase_seq``); from that seq o
 Runs without phase activity are checked by the kernel alone (plus ``phases.band_rows`` where the
 symbol has bands).
 
-Limits: after the hand-over the kernel's rules (fifo, l2_totals, conservation, stops, expiry,
-...) are not checked for that symbol; an AUCTION_END that is due is checked only at the
+- ``row_fields``, ``opposite_sides``, ``overfill``, ``events_fills`` of every fill (the kernel's
+  rules on a fill's own rows, ``FILL_RULES``): its traders are its orders' traders, its buy order
+  buys and its sell order sells, it fills no more than either order has open, and each order's
+  PARTIAL/FILLED report says what the fills left of it.
+
+Limits: after the hand-over the kernel's other rules (fifo, l2_totals, conservation, stops,
+expiry, ...) are not checked for that symbol; an AUCTION_END that is due is checked only at the
 symbol's own rows (verify reads one symbol at a time and does not see other symbols' messages);
 self-trade prevention inside continuous matching after the hand-over is not re-checked.
 Cost: Python per message of a symbol after its hand-over (tens of microseconds), and per
@@ -65,6 +70,8 @@ __all__ = ["AUCTION_RULES", "PhaseChecker"]
 
 AUCTION_RULES = ("phase", "trade_in_call", "auction_price", "auction_allocation", "indicative",
                  "band")
+# the kernel's rules on a fill's own rows, checked here where the kernel no longer runs
+FILL_RULES = ("row_fields", "opposite_sides", "overfill", "events_fills")
 
 _CALLS = frozenset(int(p) for p in CALL_PHASES)
 _PHASES = frozenset(int(p) for p in Phase)
@@ -95,7 +102,7 @@ class PhaseChecker(_PhaseBook):
         self.published = (0, 0, 0)
         self.violations: list = []
         self.counts = dict.fromkeys(AUCTION_RULES + ("crossed_book", "resting_price",
-                                                     "price_limits"), 0)
+                                                     "price_limits") + FILL_RULES, 0)
         self.max_violations = max_violations
 
     # ------------------------------------------------------------ plumbing
@@ -177,6 +184,7 @@ class PhaseChecker(_PhaseBook):
                     self._fill(seq, fills[fj], st)
                     fj += 1
                     pair = 2
+                self._report(seq, ev, et, st)
                 pair = max(pair - 1, 0)
             elif et == int(Event.TRIGGERED):
                 self._settle(seq, st)
@@ -274,7 +282,8 @@ class PhaseChecker(_PhaseBook):
         pending = otype in _STOP_TYPES
         o = _Order(oid, int(m["side"]), 0 if market else int(m["price"]), int(m["qty"]),
                    int(m["display_qty"]) if otype == int(OrderType.LIMIT) else 0, market,
-                   int(m["tif"]), otype, pending, int(m["price"]), self._next_prio())
+                   int(m["tif"]), otype, pending, int(m["price"]), self._next_prio(),
+                   int(m["trader"]))
         self.book[oid] = o
         if pending:
             return None
@@ -368,6 +377,7 @@ class PhaseChecker(_PhaseBook):
                 if not lo <= price <= hi:
                     self._v(seq, "band", f"trade {tid} printed at {price}, outside the dynamic "
                             f"band [{lo}, {hi}] around {st.band_ref}")
+        self._fill_rows(seq, f, q, st)
         for oid in (int(f["buy_order_id"]), int(f["sell_order_id"])):
             o = self.book.get(oid)
             if o is None:
@@ -385,6 +395,57 @@ class PhaseChecker(_PhaseBook):
                 o.shown = o.open
             self._count(o)
         self.last_px, self.traded = price, True
+
+    def _fill_rows(self, seq, f, q, st) -> None:
+        """A fill's own rows against the book before it is applied (the kernel's rules, checked
+        here where the kernel no longer runs): ``row_fields`` (its traders are the orders'),
+        ``opposite_sides`` (its buy order buys, its sell order sells), ``overfill`` (no more
+        than either order has open); each order's open quantity after it goes to ``st.after``
+        for its execution report (``_report``). Returns None."""
+        tid = int(f["trade_id"])
+        ids = (int(f["buy_order_id"]), int(f["sell_order_id"]))
+        traders = (int(f["buy_trader"]), int(f["sell_trader"]))
+        orders = [self.book.get(i) for i in ids]
+        known = [o.trader if o is not None else -1 for o in orders]
+        if all(t >= 0 for t in known) and tuple(known) != traders:
+            self._v(seq, "row_fields", f"fill traders (buy {traders[0]}, sell {traders[1]}) are "
+                    f"not the orders' traders ({known[0]}, {known[1]})")
+        for side, (oid, o) in enumerate(zip(ids, orders)):
+            if o is None:
+                continue
+            if o.side != side:
+                self._v(seq, "opposite_sides", f"trade {tid} names order {oid} as its "
+                        f"{'buy' if side == 0 else 'sell'} order; it is on the other side")
+            if q > o.open:
+                self._v(seq, "overfill", f"trade {tid} fills {q} of order {oid}, which has "
+                        f"{o.open} open")
+            st.after[oid] = max(o.open - q, 0)
+
+    def _report(self, seq, ev, et, st) -> None:
+        """``events_fills``: a PARTIAL/FILLED report of an order a fill of this message named
+        says what the fills left of it (leaves quantity, and FILLED exactly at 0). On a
+        mismatch the order is re-synchronised to the report, as the kernel does, so one defect
+        is found at its own seq and not again at every later fill of the order. Returns None."""
+        oid = int(ev["order_id"])
+        want = st.after.get(oid)
+        if want is None:
+            return
+        leaves = int(ev["leaves_qty"])
+        if leaves == want and (et == int(Event.FILLED)) == (want == 0):
+            return
+        self._v(seq, "events_fills", f"report of order {oid}: {Event(et).name}, leaves "
+                f"{leaves}; its fills leave {want}")
+        st.after[oid] = leaves
+        o = self.book.get(oid)
+        if o is None:
+            return
+        o.open = leaves
+        if leaves <= 0:
+            self._drop(oid)
+            return
+        if o.resting:
+            o.shown = o.open if o.display <= 0 else min(max(o.shown, 1), o.open)
+        self._count(o)
 
     def _continuous_prices(self, seq, f, agg, price) -> None:
         """``resting_price`` and ``price_limits`` of a continuous fill (the kernel's rules,
@@ -636,9 +697,10 @@ class _Msg:
     """What one message's rows have shown so far."""
 
     __slots__ = ("aggressor", "uncross", "own_phase_done", "auction_end_done", "uncrossed",
-                 "band_ref")
+                 "band_ref", "after")
 
     def __init__(self, band_ref: int):
+        self.after = {}    # order id -> open quantity its latest fill of the message left
         self.aggressor = None
         self.uncross = None
         self.own_phase_done = self.auction_end_done = self.uncrossed = False

@@ -2,7 +2,9 @@
 
 ``venue_mix(flow, seed)`` returns a copy of an ORDER_DTYPE flow in which shares of the NEW limit
 orders become the order types of docs/semantics.md that a plain generator never sends. The law,
-one independent draw per NEW LIMIT message (everything else is copied unchanged):
+one independent draw per message; a plain NEW LIMIT message (not already an iceberg or GTD)
+may be converted, everything else (the other messages, and every field the conversion does not
+name) is copied unchanged, so with every share 0 the flow comes back as it was:
 - with probability ``stop_share`` it becomes a stop on the far side of the market: a BUY stop
   triggers at ``mid + d``, a SELL stop at ``mid - d``, where ``d = |price - mid|`` (at least 1)
   and ``mid`` is the symbol's running estimate (the mean of the last 64 NEW limit prices of
@@ -84,23 +86,28 @@ def venue_mix(flow: np.ndarray, seed: int, *, stop_share: float = 0.1,
     half = rng.random(n) < 0.5
     life = rng.integers(1, int(expire_max_ns) + 1, n)
     limit_new = (out["kind"] == Kind.NEW) & (out["order_type"] == OrderType.LIMIT)
+    # why only plain limits convert: an iceberg or GTD already in the flow keeps its fields (a
+    # stop made of one would carry its display quantity or expiry into another order type)
+    plain = limit_new & (out["display_qty"] == 0) & (out["tif"] != Tif.GTD)
     mid = _running_mid(out["symbol"].astype(np.int64), out["price"], limit_new,
                        int(out["symbol"].max()) + 1)
-    stop = limit_new & (u < stop_share) & (mid > 0)
-    ice = limit_new & ~stop & (u >= stop_share) & (u < stop_share + iceberg_share) \
+    stop = plain & (u < stop_share) & (mid > 0)
+    ice = plain & ~stop & (u >= stop_share) & (u < stop_share + iceberg_share) \
         & (out["qty"] >= 2)
-    gtd = limit_new & ~stop & ~ice & (u >= stop_share + iceberg_share) \
+    gtd = plain & ~stop & ~ice & (u >= stop_share + iceberg_share) \
         & (u < stop_share + iceberg_share + gtd_share)
 
     buy = out["side"] == Side.BUY
     d = np.maximum(np.abs(out["price"] - mid), 1)
     trigger = np.where(buy, mid + d, np.maximum(mid - d, 1))
     limit = np.where(buy, trigger + d, np.maximum(trigger - d, 1))
-    out["stop_price"] = np.where(stop, trigger, 0)
+    # why np.where(..., out[field]) everywhere: rows not converted keep what they carried
+    # (a PHASE message's expire_ts, a stop's stop_price, an iceberg's display_qty)
+    out["stop_price"] = np.where(stop, trigger, out["stop_price"])
     out["order_type"] = np.where(stop, np.where(half, OrderType.STOP, OrderType.STOP_LIMIT),
                                  out["order_type"])
     out["price"] = np.where(stop, np.where(half, 0, limit), out["price"])
-    out["display_qty"] = np.where(ice, np.maximum(out["qty"] // 4, 1), 0)
+    out["display_qty"] = np.where(ice, np.maximum(out["qty"] // 4, 1), out["display_qty"])
     out["tif"] = np.where(gtd, Tif.GTD, out["tif"])
-    out["expire_ts"] = np.where(gtd, out["ts"] + life, 0)
+    out["expire_ts"] = np.where(gtd, out["ts"] + life, out["expire_ts"])
     return out

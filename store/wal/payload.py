@@ -198,3 +198,27 @@ def peek_seqs(rtype: int, payload) -> tuple[int, int] | None:
     if rtype == T_BATCH and len(payload) >= BATCH.size:
         return tuple(BATCH.unpack_from(payload)[:2])
     return None
+
+
+def raw_size_claimed(rtype: int, payload) -> int | None:
+    """The raw (uncompressed) bytes a payload's own plain-text fields say its batch holds,
+    parts' batch headers included, without decompressing: a T_BATCH payload's length, a
+    T_BATCH_LZ4/T_BATCH_SHUF's raw length, the sum of a T_BATCH_PARTS record's part raw
+    lengths; None when the payload is too short to say (decoding then finds it bad). Also
+    returns the number of batch headers in that size as ``(bytes, headers)``."""
+    if rtype == T_BATCH:
+        return len(payload), 1
+    if rtype in (T_BATCH_LZ4, T_BATCH_SHUF):
+        return (RAW_LEN.unpack_from(payload)[0], 1) if len(payload) >= RAW_LEN.size else None
+    if len(payload) < RAW_LEN.size:
+        return None
+    (count,) = RAW_LEN.unpack_from(payload)
+    pos, total = RAW_LEN.size, 0
+    for _ in range(count):
+        if pos + PART.size > len(payload):
+            return None
+        raw_n, comp_n = PART.unpack_from(payload, pos)
+        total += raw_n
+        pos += PART.size + comp_n
+    return total, count
+

@@ -10,6 +10,10 @@ batch header).
 Invariants:
 - Lengths, counts and claimed sizes read from a file are checked against the bytes that hold
   them before anything is allocated; a decoded payload must agree with its version-4 header.
+- A version-4 header trusted without decoding (a record at or below ``after_seq``) is still
+  cross-checked: its row counts against the raw sizes its payload states in plain text, its
+  seqs against the next record's; the journal's last record (which no next record checks) is
+  always decoded. A header forged under a recomputed checksum is a named CorruptionError.
 - Each file is decoded with its own version's row layout (store.wal.format.wire), so files of
   several versions (older ones, then those a newer writer appended) read as one journal.
 - A record cut off at the end of the last file is a crash tail: truncated (when repairing) and
@@ -29,10 +33,12 @@ import crc32c
 import numpy as np
 
 from exsim.exchange.errors import CorruptionError
+from exsim.store.tables import TABLES
 from exsim.store.wal.files import fsync_dir, read_file, truncate, wal_files
-from exsim.store.wal.format import (FILE_HEADER, FRAME, FRAME4, FRAME4_SIZE, FRAME_SIZE, HCRC, INDEXED_VERSION,
-                              MAGIC, MIN_VERSION, READ_VERSIONS, RECORD_TYPES, SEQ_LIMIT, VERSION)
-from exsim.store.wal.payload import DECODE_ERRORS, decode_batch, peek_seqs
+from exsim.store.wal.format import (BATCH, FILE_HEADER, FRAME, FRAME4, FRAME4_SIZE, FRAME_SIZE, HCRC,
+                              INDEXED_VERSION, MAGIC, MIN_VERSION, READ_VERSIONS, RECORD_TYPES,
+                              SEQ_LIMIT, VERSION, wire)
+from exsim.store.wal.payload import DECODE_ERRORS, decode_batch, peek_seqs, raw_size_claimed
 
 
 @dataclass
@@ -77,6 +83,24 @@ def _decode(rtype: int, payload, version: int, path: str, offset: int) -> WalRec
         raise CorruptionError(f"{path}: record at offset {offset} has a bad payload ({e})",
                               path, offset) from None
     return WalRecord(first_seq, *arrays, path=path, offset=offset, version=version)
+
+
+def _sizes_disagree(rtype: int, payload, version: int, counts) -> str:
+    """Why a version-4 frame's row counts cannot be what its payload holds ("" when they can):
+    the raw bytes the payload's plain-text lengths claim must be its batch headers plus the
+    counted rows at the file version's row widths. Why: a record skipped by a scan (at or below
+    ``after_seq``) is trusted by its header for its seq range; this catches a header forged
+    under a recomputed checksum to claim rows its payload does not hold, without decoding."""
+    claimed = raw_size_claimed(rtype, payload)
+    if claimed is None:
+        return ""      # too short to say; decoding it names the damage
+    size, headers = claimed
+    widths = wire(version)
+    want = headers * BATCH.size + sum(int(n) * widths[t].itemsize for t, n in zip(TABLES, counts))
+    if size == want:
+        return ""
+    return (f"payload ({size} raw bytes) disagrees with its record header (rows "
+            f"{tuple(int(n) for n in counts)}: {want} raw bytes)")
 
 
 def _cut_short(msg, last_file, path, pos, salvage, report, size, files_left) -> None:
@@ -180,7 +204,12 @@ def scan_wal(wal_dir: str, *, repair: bool = False, salvage: bool = False,
             else:
                 first_seq, n_orders = peek_seqs(rtype, payload) or (None, None)
             rec = None
-            if first_seq is None or first_seq + n_orders - 1 > after_seq or (expect is None and counts is None):
+            # why the journal's last record is always decoded: its header alone says where the
+            # journal ends (journaled_through, run bounds), and no next record's first seq
+            # checks it; a header forged to claim more orders is then a named error
+            final = last_file and end == size
+            if first_seq is None or first_seq + n_orders - 1 > after_seq or final or \
+                    (expect is None and counts is None):
                 rec = _decode(rtype, payload, version, path, pos)
                 got = (rec.first_seq, rec.orders.size, rec.fills.size, rec.l2.size, rec.events.size)
                 if counts is not None and got != (first_seq, *counts):
@@ -190,6 +219,12 @@ def scan_wal(wal_dir: str, *, repair: bool = False, salvage: bool = False,
                     cut = pos
                     break
                 first_seq, n_orders = rec.first_seq, rec.orders.size
+            else:
+                problem = counts is not None and _sizes_disagree(rtype, payload, version, counts)
+                if problem:   # a header trusted without decoding: its rows must fit the payload
+                    _fail(problem, path, pos, salvage, report, size, files[i + 1:])
+                    cut = pos
+                    break
             if first_seq < 1 or first_seq + n_orders > SEQ_LIMIT:
                 # why: seqs are counted from 1; one near 2^63 would overflow the int64 seq
                 # columns readers compute from it

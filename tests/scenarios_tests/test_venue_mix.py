@@ -61,3 +61,21 @@ def test_the_engine_triggers_stops_and_expires_gtd_orders_of_the_mix(base):
     events = eng.process(out).events
     assert (events["event"] == Event.TRIGGERED).sum() > 100
     assert ((events["event"] == Event.CANCELLED) & (events["reason"] == Reason.EXPIRED)).sum() > 100
+
+
+def test_every_share_0_copies_a_flow_with_venue_types_and_phases_unchanged(base):
+    # a flow that already holds GTD orders, stops, icebergs (a mix of its own) and PHASE
+    # messages (their expire_ts is when the phase starts)
+    from exsim.scenarios.generators.trading_day import trading_day_flow
+
+    mixed = venue_mix(base, seed=9, stop_share=0.2, iceberg_share=0.2, gtd_share=0.2)
+    day = trading_day_flow(3_000, seed=2, n_symbols=2)
+    for flow in (mixed, day):
+        out = venue_mix(flow, seed=4, stop_share=0, iceberg_share=0, gtd_share=0)
+        assert out.tobytes() == flow.tobytes()
+    assert (mixed["stop_price"] > 0).any() and (mixed["display_qty"] > 0).any()
+    assert (mixed["expire_ts"] > 0).any()
+    # a second mix converts only plain limits: what the first made stays as it was
+    again = venue_mix(mixed, seed=4)
+    made = (mixed["display_qty"] > 0) | (mixed["tif"] == Tif.GTD) | (mixed["stop_price"] > 0)
+    assert again[made].tobytes() == mixed[made].tobytes()

@@ -182,6 +182,59 @@ def forge_catalog(data_dir, table: str, key, **values) -> None:
         con.close()
 
 
+def wal_frames(path):
+    """[(offset, FRAME4 fields)] of the records of a version-4+ WAL file."""
+    from exsim.store.wal import FILE_HEADER, FRAME4, HCRC
+
+    data = open(path, "rb").read()
+    out, pos = [], FILE_HEADER.size
+    while pos < len(data):
+        fields = FRAME4.unpack_from(data, pos)
+        out.append((pos, fields))
+        pos += FRAME4.size + HCRC.size + fields[0]
+    return out
+
+
+def forge_wal_header(path, which: int, more_orders: int = 10):
+    """Make record ``which`` of WAL file ``path`` claim ``more_orders`` more orders (its last seq
+    moved to match), header checksum recomputed, payload untouched. Returns the claimed last
+    seq."""
+    import crc32c
+
+    from exsim.store.wal import FRAME4, HCRC
+
+    data = bytearray(open(path, "rb").read())
+    pos, (length, crc, rtype, first, last, *counts) = wal_frames(path)[which]
+    counts[0] += more_orders
+    head = FRAME4.pack(length, crc, rtype, first, last + more_orders, *counts)
+    data[pos:pos + FRAME4.size] = head
+    data[pos + FRAME4.size:pos + FRAME4.size + HCRC.size] = HCRC.pack(crc32c.crc32c(head))
+    open(path, "wb").write(bytes(data))
+    return last + more_orders
+
+
+def forge_zone_map(path: str, edit) -> None:
+    """Call ``edit(zones)`` on a copy of segment ``path``'s zone map (a ZONE_DTYPE array) and
+    write it back with the index checksum recomputed: a forgery the checksum cannot see."""
+    import struct
+
+    import crc32c
+
+    from exsim.store import segment as sg
+
+    data = bytearray(open(path, "rb").read())
+    idx_off, idx_len = struct.unpack_from("<QI", data, len(data) - sg.FOOTER.size)
+    at = idx_off + 1 + data[idx_off] + sg.INDEX_HEAD.size + sg.ZONE_HEAD.size
+    with sg.SegmentFile(path) as f:
+        length = f.meta["zones"].size * sg.ZONE_DTYPE.itemsize
+    zones = np.frombuffer(bytes(data[at:at + length]), sg.ZONE_DTYPE).copy()
+    edit(zones)
+    data[at:at + length] = zones.tobytes()
+    struct.pack_into("<I", data, len(data) - sg.FOOTER.size + 12,
+                     crc32c.crc32c(bytes(data[idx_off:idx_off + idx_len])))
+    open(path, "wb").write(bytes(data))
+
+
 def legacy_orders(orders: np.ndarray) -> np.ndarray:
     """``orders`` (ORDER_DTYPE) as the 45-byte rows WAL files of versions 1-4 hold: the legacy
     fields only (store.tables.LEGACY_ORDER_DTYPE)."""

@@ -1,7 +1,7 @@
 """A bounded corruption campaign: damage one file of a small data directory at sampled offsets
 and require, for every case, either an ExsimError naming the damaged file or exactly the
 original data (all four tables through ``store.read``, every registered checkpoint through
-``store.read_checkpoint``).
+``store.read_checkpoint``; ``journaled_through`` on its own).
 
 The data directory (FakeEngine, ~3,000 messages) has sealed segments of every table, a WAL tail
 above ``sealed_through`` and two checkpoints. Each file kind runs in one child process (the
@@ -16,6 +16,12 @@ Kinds and the readers that must catch them:
 - ``segment``: store/segment.py (footer, index checked against the file and the catalog row,
   block CRC32Cs) and the column decoders of store/codecs.py.
 - ``wal``: store/wal/reader.py (frame headers, lengths and checksums before any allocation).
+- ``forged``: edits made with every checksum recomputed, by someone who knows the formats
+  (issue 41): zone maps retiled to open a gap between blocks, WAL frame headers claiming more
+  orders, catalog rows relabelled and ``sealed_through`` moved (rows and tallies resealed).
+  Each case also names seq windows (the rows a forgery would hide); every read of them, each
+  on its own, must be a named error or exact. Its directory
+  (``pristine_blocks``) is written with 16-row blocks, so segments have zone maps to forge.
 
 Limit: the directory is written by today's store. A catalog written before row checksums is
 read unchecked until a writer opens it; its segment rows are still value-checked and its run
@@ -42,9 +48,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 @pytest.fixture(scope="module")
 def pristine(tmp_path_factory):
     """A closed data directory: sealed segments, a WAL tail, checkpoints at seq 0 and 1,800."""
+    return _pristine(tmp_path_factory, "campaign")
+
+
+def _pristine(tmp_path_factory, name):
     from exsim.store import Session
     from store_fixtures import FakeEngine, make_orders
-    d = tmp_path_factory.mktemp("campaign") / "pristine"
+    d = tmp_path_factory.mktemp(name) / "pristine"
     eng = FakeEngine()
     for name in ("A", "B", "C"):
         eng.add_symbol(name)
@@ -61,6 +71,19 @@ def pristine(tmp_path_factory):
     leftovers = [p.name for p in d.rglob("*.tmp")]
     assert not leftovers, f"temporary files left in the pristine directory: {leftovers}"
     return str(d)
+
+
+@pytest.fixture(scope="module")
+def pristine_blocks(tmp_path_factory):
+    """``pristine`` written with 16 rows per block: segments of several blocks."""
+    from exsim.store import segment
+
+    saved = dict(segment.BLOCK_ROWS)
+    segment.BLOCK_ROWS.update({t: 16 for t in saved})
+    try:
+        return _pristine(tmp_path_factory, "campaign-blocks")
+    finally:
+        segment.BLOCK_ROWS.update(saved)
 
 
 def _files(d, kind):
@@ -118,15 +141,81 @@ def _value_cases(d, rng):
     return out
 
 
+def _forged_cases(d):
+    """[(case name, forge(copy dir) -> the damaged file's name, [(table, seq lo, seq hi)])]:
+    forgeries under recomputed checksums, each with the windows of the rows it would hide."""
+    from exsim.store import Catalog
+    from exsim.store.segment import SegmentFile
+    from exsim.store.wal import wal_files
+    from store_fixtures import forge_catalog, forge_wal_header, forge_zone_map
+
+    cat = Catalog(d, readonly=True)
+    segs, sealed = cat.all_segments(), cat.sealed_through()
+    cat.close()
+    cases = []
+    for table in TABLES:
+        row = max((r for r in segs if r["table_name"] == table), key=lambda r: r["rows"])
+        with SegmentFile(os.path.join(d, row["path"])) as f:
+            z = f.meta["zones"].copy()
+        assert z.size >= 3, (table, z.size)
+        # block 1's first seq moved up (a gap before it) / its last seq moved down (after it)
+        lo_new = int(z[1]["seq_lo"]) + max(1, (int(z[1]["seq_hi"]) - int(z[1]["seq_lo"])) // 2)
+        hi_new = int(z[1]["seq_hi"]) - max(1, (int(z[1]["seq_hi"]) - int(z[1]["seq_lo"])) // 2)
+        for what, field, value, window in (
+                ("start", "seq_lo", lo_new, (int(z[0]["seq_hi"]) + 1, lo_new - 1)),
+                ("end", "seq_hi", hi_new, (hi_new + 1, int(z[2]["seq_lo"]) - 1))):
+            def forge(c, row=row, field=field, value=value):
+                def edit(zones):
+                    zones[1][field] = value
+                forge_zone_map(os.path.join(c, row["path"]), edit)
+                return os.path.basename(row["path"])
+            cases.append((f"zone map of {row['path']}: block 1 {what} moved to {value}", forge,
+                          [(table, *window)] if window[0] <= window[1] else []))
+    wal = [p for _, p in wal_files(os.path.join(d, "wal"))]
+    for which in (0, -1):
+        def forge(c, which=which):
+            path = os.path.join(c, "wal", os.path.basename(wal[which]))
+            forge_wal_header(path, which)
+            return os.path.basename(path)
+        cases.append((f"WAL {os.path.basename(wal[which])} record {which}: +10 orders", forge, []))
+    for table, to in (("fills", "l2"), ("l2", "fills"), ("events", "orders")):
+        row = max((r for r in segs if r["table_name"] == table), key=lambda r: r["rows"])
+        def forge(c, row=row, to=to):
+            forge_catalog(c, "segments", row["id"], table_name=to)
+            return "catalog.sqlite"
+        cases.append((f"catalog: {row['path']} relabelled {to}", forge,
+                      [(table, row["seq_lo"], row["seq_hi"])]))
+    row = max((r for r in segs if r["table_name"] == "orders"), key=lambda r: r["rows"])
+    other = next(r["symbol"] for r in segs if r["symbol"] != row["symbol"])
+    def forge(c, row=row, other=other):
+        forge_catalog(c, "segments", row["id"], symbol=other)
+        return "catalog.sqlite"
+    cases.append((f"catalog: {row['path']} moved to symbol {other}", forge,
+                  [("orders", row["seq_lo"], row["seq_hi"])]))
+    for moved in (sealed - 300, sealed + 200):
+        def forge(c, moved=moved):
+            forge_catalog(c, "meta", "sealed_through", value=str(moved))
+            return "catalog.sqlite"
+        cases.append((f"catalog: sealed_through {sealed} -> {moved}", forge,
+                      [("orders", min(sealed, moved) + 1, max(sealed, moved))]))
+    return cases
+
+
 def _damage_copies(pristine, tmp_path, kind):
     """Make one damaged copy per case; return [(case name, copy dir, damaged file name)]."""
     rng = np.random.default_rng(sum(map(ord, kind)))   # the same cases on every run
     made = []
-    cases = _value_cases(pristine, rng) if kind == "catalog_value" else _byte_cases(pristine, kind, rng)
+    if kind == "forged":
+        cases = _forged_cases(pristine)
+    else:
+        cases = _value_cases(pristine, rng) if kind == "catalog_value" else _byte_cases(pristine, kind, rng)
     for i, case in enumerate(cases):
         d = tmp_path / f"{kind}-{i}"
         shutil.copytree(pristine, d, ignore=shutil.ignore_patterns("catalog.sqlite-*"))
-        if kind == "catalog_value":
+        if kind == "forged":
+            name, forge, windows = case
+            made.append((name, str(d), forge(str(d)), windows))
+        elif kind == "catalog_value":
             name, table, rowid, col, expr = case
             con = sqlite3.connect(d / "catalog.sqlite")
             # OR IGNORE: a key flipped onto another row's key is refused by sqlite (nothing changes)
@@ -180,22 +269,42 @@ def _child(manifest_path: str) -> None:
     from exsim.exchange.errors import ExsimError
     with open(manifest_path) as f:
         manifest = json.load(f)
+    from exsim.store import journaled_through, read
+
     want = _read_all(manifest["pristine"])
-    for name, d, damaged in manifest["cases"]:
+    last = journaled_through(manifest["pristine"])
+    for name, d, damaged, *windows in manifest["cases"]:
         print(json.dumps({"start": name}), flush=True)
-        try:
-            got = _read_all(d)
-            outcome = {"outcome": "same" if _same(got, want) else "different"}
-        except ExsimError as e:
-            named = damaged in str(e) or damaged in os.path.basename(str(getattr(e, "path", "")))
-            outcome = {"outcome": "error" if named else "unnamed error", "message": str(e)}
-        except Exception as e:   # why broad: any other exception is what this campaign looks for
-            outcome = {"outcome": "crash", "message": f"{type(e).__name__}: {e}"}
+        # every read on its own: the whole directory, then each window (a forgery may hide
+        # rows from a window that a whole-table read would find)
+        reads = [("everything", lambda d=d: _read_all(d), want),
+                 ("journaled_through", lambda d=d: {"r": journaled_through(d)}, {"r": last})]
+        for table, lo, hi in (windows[0] if windows else []):
+            reads.append((f"{table} seq {lo}..{hi}", lambda d=d, t=table, w=(lo, hi): {"r": read(d, t, seq=w)},
+                          {"r": read(manifest["pristine"], table, seq=(lo, hi))}))
+        outcome = None
+        for what, fn, expect in reads:
+            try:
+                if not _same(fn(), expect):
+                    outcome = {"outcome": "different", "message": what}
+            except ExsimError as e:
+                named = damaged in str(e) or damaged in os.path.basename(str(getattr(e, "path", "")))
+                if not named:
+                    outcome = {"outcome": "unnamed error", "message": f"{what}: {e}"}
+            except Exception as e:   # why broad: any other exception is what this campaign looks for
+                outcome = {"outcome": "crash", "message": f"{what}: {type(e).__name__}: {e}"}
+            if outcome is not None:
+                break
+        if outcome is None:
+            outcome = {"outcome": "checked"}
         print(json.dumps({"case": name, **outcome}), flush=True)
 
 
-@pytest.mark.parametrize("kind", ["catalog_value", "catalog_page", "checkpoint", "segment", "wal"])
-def test_damage_is_a_named_error_or_changes_nothing(pristine, tmp_path, kind):
+@pytest.mark.parametrize("kind", ["catalog_value", "catalog_page", "checkpoint", "segment", "wal",
+                                  "forged"])
+def test_damage_is_a_named_error_or_changes_nothing(pristine, pristine_blocks, tmp_path, kind):
+    if kind == "forged":
+        pristine = pristine_blocks
     cases = _damage_copies(pristine, tmp_path, kind)
     manifest = tmp_path / "manifest.json"
     manifest.write_text(json.dumps({"pristine": pristine, "cases": cases}))
@@ -211,5 +320,5 @@ def test_damage_is_a_named_error_or_changes_nothing(pristine, tmp_path, kind):
                                   f"{started[-1] if started else '?'}: {proc.stderr[-2000:]}")
     results = [x for x in lines if "case" in x]
     assert len(results) == len(cases), proc.stderr[-2000:]
-    bad = [x for x in results if x["outcome"] not in ("same", "error")]
+    bad = [x for x in results if x["outcome"] != "checked"]
     assert not bad, "\n".join(f"{x['case']}: {x['outcome']} {x.get('message', '')}" for x in bad)

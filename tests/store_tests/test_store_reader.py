@@ -232,3 +232,70 @@ def test_book_at_through_a_reader_follows_a_live_writer(tmp_path):
         assert _same(book_at(r, "X", seq=3_000).bids, first.bids)
         assert _same(book_at(r, "X", seq=4_000).asks, w.asks)
     s.close()
+
+
+def _crashed_run(path, n):
+    """A run that journaled ``n`` messages and died before sealing them (a forked child that
+    exits without closing): its rows are only in its WAL."""
+    import os
+
+    pid = os.fork()
+    if pid == 0:
+        try:
+            _session(path).process(make_orders(n, seed=5))
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+
+
+def test_a_reader_whose_directory_is_replaced_raises_instead_of_mixing_two_runs(tmp_path):
+    import os
+
+    d, other = str(tmp_path / "run"), str(tmp_path / "other")
+    s = _session(d)
+    s.process(make_orders(N))
+    s.close()                                   # everything sealed
+    _crashed_run(other, 2 * N)                  # 600 seqs, all in the WAL
+    with Reader(d) as r:
+        before = r.read("orders")
+        assert before["seq"].tolist() == list(range(1, N + 1))
+        os.rename(d, str(tmp_path / "old"))
+        os.rename(other, d)                     # another run now has the path
+        for call in (lambda: r.read("orders"), lambda: r.read("fills", seq=(1, 10)),
+                     lambda: r.last_row("orders")):
+            with pytest.raises(StoreError, match="replaced"):
+                call()
+    assert read(d, "orders")["seq"].tolist() == list(range(1, 2 * N + 1))   # a new reader
+
+
+def test_rows_of_one_seq_in_several_symbols_come_in_one_order_before_and_after_a_seal(tmp_path):
+    from exsim.exchange import Engine
+    from exsim.scenarios import uniform_flow
+    from exsim.scenarios.generators.venue_mix import venue_mix
+    from exsim.store import iter_columns
+
+    # GTD orders: a message of one symbol expires orders of others at its seq
+    flow = venue_mix(uniform_flow(3000, seed=4, n_symbols=3), 1, gtd_share=0.5, stop_share=0,
+                     iceberg_share=0)
+    eng = Engine()
+    for name in ("S0", "S1", "S2"):
+        eng.add_symbol(name)
+    d = str(tmp_path / "run")
+    s = Session.create(d, eng, seal_every=10**12, checkpoint_every=10**12)
+    s.process(flow)
+    tables = ("events", "l2", "fills")
+    unsealed = {t: read(d, t) for t in tables}
+    live = {t: s.read(t) for t in tables}
+    blocks = {t: np.concatenate([np.stack([b["seq"], b["symbol"]]) for b in iter_columns(d, t)],
+                                axis=1) for t in tables}
+    s.close()
+    several = 0
+    for t in tables:
+        sealed = read(d, t)
+        assert _same(unsealed[t], sealed) and _same(live[t], sealed), t
+        assert np.array_equal(blocks[t], np.stack([sealed["seq"], sealed["symbol"]])), t
+        key = sealed["seq"].astype(np.int64) * 4 + sealed["symbol"]
+        assert (np.diff(key) >= 0).all(), t          # seq, then symbol id ascending
+        tie = sealed["seq"][1:] == sealed["seq"][:-1]
+        several += int((tie & (sealed["symbol"][1:] != sealed["symbol"][:-1])).sum())
+    assert several > 0                                 # the flow does have such seqs

@@ -14,7 +14,7 @@ import pytest
 from exsim.exchange.errors import CorruptionError
 from exsim.store import Session, read
 from exsim.store.wal import BATCH, FILE_HEADER, FRAME, FRAME4, HCRC, MAGIC, VERSION, WalWriter, scan_wal, wal_files
-from store_fixtures import FakeEngine, legacy_orders, make_batch, make_orders
+from store_fixtures import FakeEngine, forge_wal_header, legacy_orders, make_batch, make_orders
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -335,3 +335,30 @@ def test_a_symlinked_wal_file_is_never_read_cut_or_deleted(tmp_path):
         with pytest.raises(CorruptionError, match="wal-00000002.log.*symlink"):
             scan_wal(str(wal), **kw)
     assert os.path.getsize(outside) == size and os.path.islink(wal / "wal-00000002.log")
+
+
+# -- forged headers under recomputed checksums -------------------------------------------------
+
+@pytest.mark.parametrize("which", [0, 1, -1])
+def test_a_wal_header_forged_to_claim_more_orders_is_corruption_without_a_payload_read(tmp_path, which):
+    from exsim.store import journaled_through
+    from exsim.store.wal.format import SEQ_LIMIT
+
+    d = str(tmp_path / "run")
+    pid = os.fork()
+    if pid == 0:   # a run that died with its three batches only in the WAL
+        try:
+            s = _session(d, seal_every=10**9)
+            for k in range(3):
+                s.process(make_orders(100, seed=k))
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+    (_, path), = wal_files(os.path.join(d, "wal"))
+    assert journaled_through(d) == 300
+    forge_wal_header(path, which)
+    for call in (lambda: journaled_through(d), lambda: scan_wal(os.path.join(d, "wal"), after_seq=SEQ_LIMIT),
+                 lambda: read(d, "orders", seq=(1, 10))):
+        with pytest.raises(CorruptionError, match="record header|seq gap") as e:
+            call()
+        assert e.value.path == path

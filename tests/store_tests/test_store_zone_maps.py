@@ -239,3 +239,27 @@ def test_an_index_whose_zone_map_runs_past_it_is_refused(tmp_path):
     _rewrite(path, tiny_blocks, fix_crc=True)
     messages = _all_readers_refuse(path, "run past the index")
     assert len(messages) == 3 and all("run past the index" in m for m in messages)
+
+
+def test_a_zone_map_forged_to_open_a_gap_between_blocks_is_caught_by_a_window_in_the_gap(tmp_path):
+    rows, path = _segment(str(tmp_path))
+    with sg.SegmentFile(path) as f:
+        z = f.meta["zones"]
+        # seqs taken out of block 1: its entry starts later, the tiling still holds
+        start, new = int(z[1]["seq_lo"]), int(z[1]["seq_lo"]) + 40
+        assert new <= int(z[1]["seq_hi"])
+
+    def forge(data, at, length):
+        zz = np.frombuffer(bytes(data[at:at + length]), sg.ZONE_DTYPE).copy()
+        zz[1]["seq_lo"] = new
+        data[at:at + length] = zz.tobytes()
+    _rewrite(path, forge, fix_crc=True)
+    assert ((rows["seq"] >= start) & (rows["seq"] < new)).any()
+    for window in ((start, new - 1), (start + 1, new - 2), (start, start)):
+        with pytest.raises(CorruptionError, match="its zone map says") as e:
+            sg.read_segment(path, ["price"], seq=window)
+        assert e.value.path == path
+    with sg.SegmentFile(path) as f:   # the same through one open file, read after read
+        f.read(["price"], seq=(1, 2))
+        with pytest.raises(CorruptionError, match="its zone map says"):
+            f.read(["price"], seq=(start, new - 1))
