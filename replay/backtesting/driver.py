@@ -385,9 +385,10 @@ class _L2Driver(_Driver):
     """The reference loop in Python over an ``l2queue.L2Sim``: market events are L2 rows and
     trades, the strategy's messages go to the queue model instead of the engine."""
 
-    def __init__(self, sim, events, strategy, feed, order, trader, symbol, terms):
+    def __init__(self, sim, events, strategy, feed, order, trader, symbol, terms, wakes):
         super().__init__(sim, events, strategy, feed, order, trader, symbol, terms)
         self.arrays = sim
+        self.wakes = wakes     # ``l2queue.message_ends`` of ``events``
 
     def phase_of(self, symbol) -> Phase:
         """L2 flow has no phases: always CONTINUOUS."""
@@ -427,7 +428,11 @@ class _L2Driver(_Driver):
         every = self.every
         last_ts = int(ts[-1]) if n else 0
         self._start()
-        next_wake = every if every else -1
+        # ``every`` counts market messages (a whole depth diff, or one trade), and a wake-up
+        # comes only at a message's end: a half-applied diff can show a crossed book
+        wakes = self.wakes[every - 1::every].tolist() if every else []
+        nw = 0
+        next_wake = wakes[0] if wakes else -1
         i = 0
         # the rule's Python source (numba keeps it as ``py_func``): on plain ints a Python call
         # costs less than numba's dispatch, and this loop asks once per step
@@ -452,7 +457,8 @@ class _L2Driver(_Driver):
                 self.nmark += 1
                 if step == C.STEP_WAKE:
                     self._wake(obs)
-                    next_wake += every
+                    nw += 1
+                    next_wake = wakes[nw] if nw < len(wakes) else -1
                     self._tick(i)
                 else:
                     self._fire_timer()
@@ -461,7 +467,7 @@ class _L2Driver(_Driver):
                     return
                 lim = min(order_ts, tobs)
                 stop = n if lim == _INF else int(np.searchsorted(ts, lim, side="right"))
-                if every:
+                if next_wake > i:
                     stop = min(stop, next_wake)
                 f0, e0 = int(self.arrays.scnt[0]), int(self.arrays.scnt[1])
                 status, i = self._advance(msgs, i, stop, True)
@@ -471,7 +477,7 @@ class _L2Driver(_Driver):
 def _backtest_l2(flow, strategy, model, trader, money, fast, store_dir, engine_options,
                  queue_model, info, progress=None):
     """Run ``strategy`` on an ``L2Flow`` through the queue model; return a BacktestResult."""
-    from exsim.replay.backtesting.l2queue import L2Sim, l2_events
+    from exsim.replay.backtesting.l2queue import L2Sim, l2_events, message_ends
     if fast:
         raise UsageError("fast=True (the njit path) needs L3 flow; L2 flow runs on the Python "
                          "path (a QuoteStrategy works there too)")
@@ -483,7 +489,8 @@ def _backtest_l2(flow, strategy, model, trader, money, fast, store_dir, engine_o
     events = l2_events(flow)
     sim = L2Sim(events, queue_model, trader)
     feed, order = model.samplers()
-    d = _L2Driver(sim, events, strategy, feed, order, trader, 0, money.terms())
+    d = _L2Driver(sim, events, strategy, feed, order, trader, 0, money.terms(),
+                  message_ends(events))
     d.progress = progress
     d.run()
     if progress is not None:

@@ -33,7 +33,9 @@ market side's order id and trader are 0.
 Ordering: L2 rows keep their file order (update-id order) with ``ts`` made non-decreasing (a REST
 snapshot may be received after the first diffs it covers); trades are merged in by ``ts``, before
 L2 rows with the same ``ts`` (a trade and the diff that reports its effect: the trade advances the
-queue first, the diff then only caps it). Known limits: a resting strategy order fills only on
+queue first, the diff then only caps it). A market message is one trade, or the consecutive L2
+rows with one ``seq`` (update id) and ``ts`` (``message_ends``); the driver wakes the strategy
+only between whole messages. Known limits: a resting strategy order fills only on
 trades, never because the replayed book crossed it; trades that arrive after the diff showing
 their effect advance the queue once more (the data carries no link between the two streams).
 """
@@ -60,10 +62,11 @@ from exsim.replay.backtesting.queue_models import ahead_after_decrease, as_queue
 guard(__name__, __file__, deps=("exsim.exchange.schema", "exsim.replay.backtesting.kernels",
                                 "exsim.replay.backtesting.queue_models"))
 
-__all__ = ["L2Flow", "L2_EVENT_DTYPE", "l2_events", "L2Sim", "TAKE_ID_BASE"]
+__all__ = ["L2Flow", "L2_EVENT_DTYPE", "l2_events", "message_ends", "L2Sim", "TAKE_ID_BASE"]
 
 L2_EVENT_DTYPE = np.dtype([
     ("ts", "<i8"),        # non-decreasing exchange time
+    ("seq", "<i8"),       # L2 rows: the update id of the message that made the row (its ``seq``)
     ("price", "<i8"),     # level price / trade price (ticks)
     ("qty", "<i8"),       # new level total (0 removes it) / trade quantity (lots)
     ("trade_id", "<i8"),  # the market trade id (trades only)
@@ -128,6 +131,7 @@ def l2_events(flow: L2Flow) -> np.ndarray:
     is_tr = np.zeros(len(out), bool)
     is_tr[pos] = True
     dpos = np.flatnonzero(~is_tr)
+    out["seq"][dpos] = l2["seq"]
     for col, d, t in (("ts", l2_ts, tr["ts"]), ("price", l2["price"], tr["price"]),
                       ("qty", l2["qty"], tr["qty"]), ("side", l2["side"], tr["aggressor_side"])):
         out[col][dpos] = d
@@ -135,6 +139,21 @@ def l2_events(flow: L2Flow) -> np.ndarray:
     out["kind"][pos] = EV_TRADE
     out["trade_id"][pos] = tr["trade_id"]
     return out
+
+
+def message_ends(events: np.ndarray) -> np.ndarray:
+    """Return the end (exclusive index) of every market message of an ``l2_events`` stream, in
+    order: a trade is a message of its own; consecutive L2 rows with the same ``seq`` (update id)
+    and ``ts`` are one message (a depth diff, or the snapshot). A strategy only ever sees the
+    book at one of these ends, never half way through a diff (a half-applied diff can show a
+    crossed book)."""
+    n = len(events)
+    if n == 0:
+        return np.zeros(0, np.int64)
+    depth = events["kind"] == EV_DEPTH
+    same = depth[:-1] & depth[1:] & (events["seq"][:-1] == events["seq"][1:]) & \
+        (events["ts"][:-1] == events["ts"][1:])
+    return np.append(np.flatnonzero(~same) + 1, n).astype(np.int64)
 
 
 # -- the aggregate book: quantities indexed by price rank ----------------------------------
