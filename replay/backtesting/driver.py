@@ -55,7 +55,7 @@ import numpy as np
 from exsim.exchange import Engine
 from exsim.exchange import state as K
 from exsim.exchange.errors import UsageError
-from exsim.exchange.schema import EVENT_DTYPE, ORDER_DTYPE, Event, Phase
+from exsim.exchange.schema import EVENT_DTYPE, ORDER_DTYPE, Event, OrderType, Phase
 
 import exsim.replay.backtesting.kernels as C
 from exsim.replay.backtesting.result import BacktestResult, build_result
@@ -189,6 +189,9 @@ class _Driver:
 
     def _logs_moved(self) -> None:
         """Hook: the order log arrays were replaced by bigger ones."""
+
+    def check_new(self, order_type, stop_price, display_qty, min_qty, expire_ts) -> None:
+        """Hook: raise UsageError for a NEW this loop cannot run (the engine judges the rest)."""
 
     def _start(self) -> None:
         ctx = self.ctx
@@ -389,6 +392,17 @@ class _L2Driver(_Driver):
         super().__init__(sim, events, strategy, feed, order, trader, symbol, terms)
         self.arrays = sim
         self.wakes = wakes     # ``l2queue.message_ends`` of ``events``
+
+    def check_new(self, order_type, stop_price, display_qty, min_qty, expire_ts) -> None:
+        """Raise UsageError for a stop, stop-limit or iceberg: the L2 model has no trigger or
+        hidden quantity for them (min_qty, DAY and GTD run with the engine's semantics)."""
+        if order_type in (OrderType.STOP, OrderType.STOP_LIMIT):
+            raise UsageError(f"order_type={OrderType(order_type).name.lower()}: stop orders are "
+                             "not modelled on L2-only flow (use L3 flow, or send the order "
+                             "yourself when the trade prices reach the stop)")
+        if display_qty:
+            raise UsageError("display_qty: icebergs are not modelled on L2-only flow (an "
+                             "aggregate book has no hidden quantity)")
 
     def phase_of(self, symbol) -> Phase:
         """L2 flow has no phases: always CONTINUOUS."""

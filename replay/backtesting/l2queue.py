@@ -85,12 +85,16 @@ TAKE_ID_BASE = ID_BASE
 # table is full).
 
 
-# columns of the live-order table ``so`` (rows [0, st[T_NLIVE]) in queue-join order)
-O_ID, O_SIDE, O_PRICE, O_LEAVES, O_FILLED, O_AHEAD = range(6)
-O_COLS = 6
-# slots of the int64 state ``st``
-T_SEQ, T_NLIVE, T_TAKE_ID, T_MODEL, T_SYMBOL, T_TS = range(6)
-T_SIZE = 6
+# columns of the live-order table ``so`` (rows [0, st[T_NLIVE]) in queue-join order);
+# O_EXPIRE: the exchange time a DAY or GTD order expires at (0: never)
+O_ID, O_SIDE, O_PRICE, O_LEAVES, O_FILLED, O_AHEAD, O_EXPIRE = range(7)
+O_COLS = 7
+# slots of the int64 state ``st``: T_NEXT_EXP is the earliest O_EXPIRE of a live order (int64
+# max: none), T_CLOSE the symbol's session close (ns after midnight UTC) DAY orders expire at
+T_SEQ, T_NLIVE, T_TAKE_ID, T_MODEL, T_SYMBOL, T_TS, T_NEXT_EXP, T_CLOSE = range(8)
+T_SIZE = 8
+_NEVER = np.iinfo(np.int64).max
+_DAY_NS = 86_400 * 10**9
 
 
 @dataclass
@@ -281,6 +285,41 @@ def _own_ahead(so, st, r):
     return tot
 
 
+@njit(cache=True)
+def _expire(so, se, scnt, st, ts):
+    """Expire every live order whose O_EXPIRE is at or before ``ts`` (CANCELLED/EXPIRED, in
+    order of (expiry, order id) as the engine does) and recompute T_NEXT_EXP. The caller made
+    room for one event per live order."""
+    while st[T_NEXT_EXP] <= ts:
+        best = -1
+        for r in range(st[T_NLIVE]):
+            x = so[r, O_EXPIRE]
+            if x > 0 and x <= ts and (best < 0 or x < so[best, O_EXPIRE] or
+                                      (x == so[best, O_EXPIRE] and so[r, O_ID] < so[best, O_ID])):
+                best = r
+        if best >= 0:
+            _event(se, scnt, st, so[best, O_ID], Event.CANCELLED, Reason.EXPIRED,
+                   so[best, O_FILLED], 0)
+            _remove(so, st, best)
+        nxt = _NEVER
+        for r in range(st[T_NLIVE]):
+            if so[r, O_EXPIRE] > 0:
+                nxt = min(nxt, so[r, O_EXPIRE])
+        st[T_NEXT_EXP] = nxt
+
+
+def day_expiry(ts: int, close: int) -> int:
+    """The expiry of a DAY order entered at ``ts``: the first instant after ``ts`` that is
+    ``close`` ns after midnight UTC (as the engine's session close)."""
+    return _day_expiry(np.int64(ts), np.int64(close))
+
+
+@njit(cache=True)
+def _day_expiry(ts, close):
+    k = (ts - close) // _DAY_NS
+    return close + (k + 1) * _DAY_NS
+
+
 # -- market events -------------------------------------------------------------------------
 
 @njit(cache=True)
@@ -329,11 +368,13 @@ def advance_l2(ev, i, stop, px, bqty, best, so, sf, se, scnt, st, trader, stop_o
     """Apply market events ev[i:stop]; return (status, next i). HIT: ev[next i - 1] filled the
     strategy (only with ``stop_on_fill``); OK: reached ``stop``; NEED_STRAT: grow sf/se first."""
     while i < stop:
-        need = st[T_NLIVE] + 1
+        need = 2 * st[T_NLIVE] + 1    # an expiry and a fill per live order at most
         if scnt[0] + need > len(sf) or scnt[1] + need > len(se):
             return NEED_STRAT, i
         st[T_SEQ] += 1
         st[T_TS] = ev[i].ts
+        if st[T_NEXT_EXP] <= ev[i].ts:
+            _expire(so, se, scnt, st, ev[i].ts)
         nf = _market_event(ev[i], px, bqty, best, so, sf, se, scnt, st, trader)
         i += 1
         if nf > 0 and stop_on_fill:
@@ -391,13 +432,16 @@ def _take(px, bqty, best, side, price, market, oid, qty, filled, sf, se, scnt, s
 
 
 @njit(cache=True)
-def _rest(so, st, px, bqty, best, oid, side, price, leaves, filled):
+def _rest(so, st, px, bqty, best, oid, side, price, leaves, filled, expire):
     r = st[T_NLIVE]
     so[r, O_ID] = oid
     so[r, O_SIDE] = side
     so[r, O_PRICE] = price
     so[r, O_LEAVES] = leaves
     so[r, O_FILLED] = filled
+    so[r, O_EXPIRE] = expire
+    if expire > 0:
+        st[T_NEXT_EXP] = min(st[T_NEXT_EXP], expire)
     st[T_NLIVE] = r + 1
     so[r, O_AHEAD] = _level_qty(px, bqty, side, price) + _own_ahead(so, st, r)
 
@@ -414,13 +458,15 @@ def _find_live(so, st, oid):
 def strategy_message(m, px, bqty, best, so, sf, se, scnt, st, trader):
     """Apply one strategy message (ORDER_DTYPE row); return OK, NEED_STRAT or NEED_LIVE (then
     nothing was applied)."""
-    need = bqty.shape[1] + 4   # a take fills at most once per level
+    need = bqty.shape[1] + 4 + st[T_NLIVE]   # a take fills at most once per level
     if scnt[0] + need > len(sf) or scnt[1] + need > len(se):
         return NEED_STRAT
     if st[T_NLIVE] + 1 > so.shape[0]:
         return NEED_LIVE
     st[T_SEQ] += 1
     st[T_TS] = m.ts
+    if st[T_NEXT_EXP] <= m.ts:
+        _expire(so, se, scnt, st, m.ts)
     oid = np.int64(m.order_id)
     side = np.int64(m.side)
     market = m.order_type == OrderType.MARKET
@@ -443,6 +489,7 @@ def strategy_message(m, px, bqty, best, so, sf, se, scnt, st, trader):
             return OK
         side = so[r, O_SIDE]
         filled = so[r, O_FILLED]
+        expire = so[r, O_EXPIRE]     # a modified order keeps its own expiry
         requeue = m.price != so[r, O_PRICE] or m.qty > so[r, O_LEAVES]
         _event(se, scnt, st, oid, Event.MODIFIED, Reason.NONE, filled, m.qty)
         if not requeue:
@@ -456,20 +503,35 @@ def strategy_message(m, px, bqty, best, so, sf, se, scnt, st, trader):
             leaves -= got
             filled += got
         if leaves > 0:
-            _rest(so, st, px, bqty, best, oid, side, m.price, leaves, filled)
+            _rest(so, st, px, bqty, best, oid, side, m.price, leaves, filled, expire)
         return OK
-    # NEW
-    if m.kind != Kind.NEW or m.side > 1 or m.order_type > 1 or m.tif > 2:
-        _event(se, scnt, st, oid, Event.REJECTED, Reason.BAD_KIND if m.kind != Kind.NEW else
-               Reason.BAD_SIDE if m.side > 1 else Reason.BAD_ORDER_TYPE if m.order_type > 1
-               else Reason.BAD_TIF, 0, 0)
-        return OK
-    if m.qty <= 0 or (not market and m.price <= 0):
-        _event(se, scnt, st, oid, Event.REJECTED, Reason.BAD_QTY if m.qty <= 0 else
-               Reason.BAD_PRICE, 0, 0)
-        return OK
-    if _find_live(so, st, oid) >= 0:
-        _event(se, scnt, st, oid, Event.REJECTED, Reason.DUPLICATE_ID, 0, 0)
+    # NEW: the engine's checks, in its order (docs/semantics.md), for what an L2 book can do
+    rests = m.tif == Tif.GTC or m.tif == Tif.DAY or m.tif == Tif.GTD
+    reason = Reason.NONE
+    if m.kind != Kind.NEW:
+        reason = Reason.BAD_KIND
+    elif m.side > 1:
+        reason = Reason.BAD_SIDE
+    elif m.order_type > 1:
+        reason = Reason.BAD_ORDER_TYPE     # stops: refused by the L2 driver before they are sent
+    elif m.tif > Tif.GTD or (market and (m.tif == Tif.DAY or m.tif == Tif.GTD)):
+        reason = Reason.BAD_TIF
+    elif m.qty <= 0:
+        reason = Reason.BAD_QTY
+    elif not market and m.price <= 0:
+        reason = Reason.BAD_PRICE
+    elif (m.flags & _POST_ONLY) != 0 and (market or not rests):
+        reason = Reason.BAD_FLAGS
+    elif m.display_qty != 0:
+        reason = Reason.BAD_DISPLAY_QTY    # icebergs: refused by the L2 driver too
+    elif m.min_qty < 0 or (m.min_qty > 0 and (m.min_qty > m.qty or m.tif == Tif.FOK)):
+        reason = Reason.BAD_MIN_QTY
+    elif (m.tif == Tif.GTD and m.expire_ts <= m.ts) or (m.tif != Tif.GTD and m.expire_ts != 0):
+        reason = Reason.BAD_EXPIRY
+    elif _find_live(so, st, oid) >= 0:
+        reason = Reason.DUPLICATE_ID
+    if reason != Reason.NONE:
+        _event(se, scnt, st, oid, Event.REJECTED, reason, 0, 0)
         return OK
     crosses = _crosses(px, bqty, best, side, m.price, market)
     if crosses and (m.flags & _POST_ONLY) != 0:
@@ -478,6 +540,10 @@ def strategy_message(m, px, bqty, best, so, sf, se, scnt, st, trader):
     if m.tif == Tif.FOK and _available(px, bqty, best, side, m.price, market, m.qty) < m.qty:
         _event(se, scnt, st, oid, Event.REJECTED, Reason.FOK_CANNOT_FILL, 0, 0)
         return OK
+    if m.min_qty > 0 and _available(px, bqty, best, side, m.price, market,
+                                    m.min_qty) < m.min_qty:
+        _event(se, scnt, st, oid, Event.REJECTED, Reason.MIN_QTY_CANNOT_FILL, 0, 0)
+        return OK
     _event(se, scnt, st, oid, Event.ACCEPTED, Reason.NONE, 0, m.qty)
     got = 0
     if crosses:
@@ -485,11 +551,13 @@ def strategy_message(m, px, bqty, best, so, sf, se, scnt, st, trader):
                     trader)
     leaves = m.qty - got
     if leaves > 0:
-        if market or m.tif != Tif.GTC:
+        if market or not rests:
             _event(se, scnt, st, oid, Event.CANCELLED,
                    Reason.NO_LIQUIDITY if market else Reason.IOC_UNFILLED, got, 0)
         else:
-            _rest(so, st, px, bqty, best, oid, side, m.price, leaves, got)
+            expire = m.expire_ts if m.tif == Tif.GTD else \
+                _day_expiry(m.ts, st[T_CLOSE]) if m.tif == Tif.DAY else 0
+            _rest(so, st, px, bqty, best, oid, side, m.price, leaves, got, expire)
     return OK
 
 
@@ -511,9 +579,11 @@ class L2Sim:
     ``seq``, ``depth(symbol, levels)``, ``sf``/``se``/``scnt`` (strategy fills, events, counts).
     """
 
-    def __init__(self, events: np.ndarray, model, trader: int, symbol: int = 0):
+    def __init__(self, events: np.ndarray, model, trader: int, symbol: int = 0,
+                 session_close: int = 0):
         """``events`` from ``l2_events`` (its ``rank`` column is filled in here); ``model`` a
-        queue model or its name (UsageError for an unknown one)."""
+        queue model or its name (UsageError for an unknown one); ``session_close``: when DAY
+        orders expire (ns after midnight UTC, as the engine's symbol option)."""
         model = as_queue_model(model)
         is_depth = events["kind"] == EV_DEPTH
         p = np.sort(events["price"][is_depth])
@@ -529,6 +599,8 @@ class L2Sim:
         self.st[T_TAKE_ID] = TAKE_ID_BASE
         self.st[T_MODEL] = model.code
         self.st[T_SYMBOL] = symbol
+        self.st[T_NEXT_EXP] = _NEVER
+        self.st[T_CLOSE] = int(session_close)
         self.trader = int(trader)
 
     @property
