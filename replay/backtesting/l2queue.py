@@ -50,7 +50,7 @@ from numba import njit
 from exsim.exchange._cache_guard import guard
 from exsim.exchange.errors import UsageError
 from exsim.exchange.state import OK
-from exsim.exchange.state import grow_array as _grow
+from exsim.exchange.state import grow_output
 from exsim.exchange.schema import (DEPTH_DTYPE, EVENT_DTYPE, FILL_DTYPE, L2_DTYPE, Event, Flag, Kind,
                              OrderType, Reason, Side, Tif)
 
@@ -91,8 +91,9 @@ O_ID, O_SIDE, O_PRICE, O_LEAVES, O_FILLED, O_AHEAD, O_EXPIRE = range(7)
 O_COLS = 7
 # slots of the int64 state ``st``: T_NEXT_EXP is the earliest O_EXPIRE of a live order (int64
 # max: none), T_CLOSE the symbol's session close (ns after midnight UTC) DAY orders expire at
-T_SEQ, T_NLIVE, T_TAKE_ID, T_MODEL, T_SYMBOL, T_TS, T_NEXT_EXP, T_CLOSE = range(8)
-T_SIZE = 8
+# T_NEED: the rows of strategy fills/events a kernel needed when it returned NEED_STRAT
+T_SEQ, T_NLIVE, T_TAKE_ID, T_MODEL, T_SYMBOL, T_TS, T_NEXT_EXP, T_CLOSE, T_NEED = range(9)
+T_SIZE = 9
 _NEVER = np.iinfo(np.int64).max
 _DAY_NS = 86_400 * 10**9
 
@@ -370,6 +371,7 @@ def advance_l2(ev, i, stop, px, bqty, best, so, sf, se, scnt, st, trader, stop_o
     while i < stop:
         need = 2 * st[T_NLIVE] + 1    # an expiry and a fill per live order at most
         if scnt[0] + need > len(sf) or scnt[1] + need > len(se):
+            st[T_NEED] = need
             return NEED_STRAT, i
         st[T_SEQ] += 1
         st[T_TS] = ev[i].ts
@@ -408,6 +410,22 @@ def _available(px, bqty, best, side, price, market, want):
             break
         r = _next_level(bqty, opp, r)
     return tot
+
+
+@njit(cache=True)
+def _levels_taken(px, bqty, best, side, price, market, qty):
+    """How many opposite levels a take of ``qty`` at ``price`` would touch (its fill count)."""
+    opp = 1 - side
+    n = 0
+    got = 0
+    r = best[opp]
+    while r >= 0 and got < qty:
+        if not market and ((side == 0 and px[r] > price) or (side == 1 and px[r] < price)):
+            break
+        got += bqty[opp, r]
+        n += 1
+        r = _next_level(bqty, opp, r)
+    return n
 
 
 @njit(cache=True)
@@ -458,8 +476,18 @@ def _find_live(so, st, oid):
 def strategy_message(m, px, bqty, best, so, sf, se, scnt, st, trader):
     """Apply one strategy message (ORDER_DTYPE row); return OK, NEED_STRAT or NEED_LIVE (then
     nothing was applied)."""
-    need = bqty.shape[1] + 4 + st[T_NLIVE]   # a take fills at most once per level
+    # room: an expiry per live order, then a fill and an event per level the order can take
+    # (counted on the book as it is: expiries do not change it), plus its own reports
+    need = st[T_NLIVE] + 4
+    if m.kind != Kind.CANCEL:
+        side = np.int64(m.side) & 1
+        if m.kind == Kind.MODIFY:      # a modify takes on its order's side, whatever it says
+            r = _find_live(so, st, np.int64(m.order_id))
+            side = so[r, O_SIDE] if r >= 0 else side
+        need += _levels_taken(px, bqty, best, side, m.price, m.order_type == OrderType.MARKET,
+                              m.qty)
     if scnt[0] + need > len(sf) or scnt[1] + need > len(se):
+        st[T_NEED] = need
         return NEED_STRAT
     if st[T_NLIVE] + 1 > so.shape[0]:
         return NEED_LIVE
@@ -611,9 +639,9 @@ class L2Sim:
     def grow(self, status: int) -> None:
         """Make room for what ``status`` names; RuntimeError for an unknown status (a bug)."""
         if status == NEED_STRAT:
-            need = self.bqty.shape[1] + len(self.so) + 8
-            self.sf = _grow(self.sf, int(self.scnt[0]) + need)
-            self.se = _grow(self.se, int(self.scnt[1]) + need)
+            need = int(self.st[T_NEED])     # what the kernel asked for, no more
+            self.sf = grow_output(self.sf, int(self.scnt[0]), int(self.scnt[0]) + need)
+            self.se = grow_output(self.se, int(self.scnt[1]), int(self.scnt[1]) + need)
         elif status == NEED_LIVE:
             so = np.zeros((2 * len(self.so), O_COLS), np.int64)
             so[: len(self.so)] = self.so

@@ -85,3 +85,27 @@ def test_day_order_expires_at_the_session_close_after_it_was_entered():
 def test_stops_and_icebergs_are_refused_at_the_call(kw):
     with pytest.raises(UsageError, match="L2-only flow"):
         backtest(_flow(), Send(Side.SELL, 103, 2, **kw))
+
+
+def test_a_resting_order_reserves_no_fill_row_per_distinct_price_of_the_data():
+    from exsim.exchange.schema import ORDER_DTYPE, Kind
+    from exsim.replay.backtesting.l2queue import L2Sim, l2_events
+    # 20,000 distinct bid prices in the data, then one strategy ask that does not cross
+    book = np.zeros(20_001, L2_DTYPE)
+    book["ts"], book["seq"] = 1, np.arange(20_001)
+    book["side"][:20_000], book["price"][:20_000], book["qty"][:20_000] = Side.BUY, \
+        np.arange(1, 20_001), 1
+    book["side"][-1], book["price"][-1], book["qty"][-1] = Side.SELL, 30_000, 1
+    ev = l2_events(L2Flow(book, np.zeros(0, FILL_DTYPE)))
+    sim = L2Sim(ev, "conservative", 7)
+    sim.advance(ev, 0, len(ev), False)
+    o = np.zeros(1, ORDER_DTYPE)
+    o["ts"], o["order_id"], o["kind"], o["side"], o["price"], o["qty"] = \
+        1, 1 << 62, Kind.NEW, Side.SELL, 30_001, 4
+    sim.apply_orders(o, 0, 1)
+    assert sim.ahead(1 << 62) == 0
+    assert len(sim.sf) <= 1024 and len(sim.se) <= 2048      # the buffers it started with
+    # a buy that takes the one ask level fills once and needs room for that, not 20,000 rows
+    o["order_id"], o["side"], o["price"], o["qty"] = (1 << 62) + 1, Side.BUY, 30_001, 1
+    sim.apply_orders(o, 0, 1)
+    assert int(sim.scnt[0]) == 1 and len(sim.sf) <= 1024
