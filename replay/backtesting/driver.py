@@ -488,8 +488,49 @@ class _L2Driver(_Driver):
                 self._notify(f0, e0, int(ts[i - 1]) if i else 0)
 
 
+# the add_symbol options an L2 backtest uses (no engine runs: the rest would mean nothing)
+L2_SYMBOL_KEYS = frozenset(("name", "tick_size", "currency", "tick_value", "maker_bps",
+                            "taker_bps", "session_close"))
+
+
+def l2_symbol_spec(flow, symbols) -> dict:
+    """Return the symbol options of an L2 backtest on ``flow`` (an ``L2Flow``): ``symbols[0]``
+    over the flow's own (name, tick size and, when the flow knows its quote currency, tick and
+    lot, that currency with tick value = tick x lot). A given currency without a tick value
+    takes tick_size x the flow's lot. Raises UsageError for more than one symbol or an option
+    an L2 backtest does not use."""
+    from decimal import Decimal
+    spec = {"name": flow.name, "tick_size": flow.tick_size}
+    lot = float(Decimal(flow.lot)) if flow.lot else 1.0
+    if flow.currency and flow.tick and flow.lot:
+        spec.update(currency=flow.currency, tick_value=float(Decimal(flow.tick) * Decimal(flow.lot)))
+    if symbols is None:
+        return spec
+    given = symbol_specs(symbols, 1)
+    if len(given) != 1:
+        raise UsageError(f"symbols: an L2 flow has one symbol; got {len(given)}")
+    extra = sorted(set(given[0]) - L2_SYMBOL_KEYS)
+    if extra:
+        raise UsageError(f"symbols[0]: {', '.join(extra)} do(es) not apply to L2 flow (no engine "
+                         f"runs); it takes {', '.join(sorted(L2_SYMBOL_KEYS))}")
+    out = {**{k: v for k, v in spec.items() if k not in ("currency", "tick_value")}, **given[0]}
+    if out.get("currency") and out.get("tick_value") is None:
+        out["tick_value"] = float(out["tick_size"]) * lot
+    return out
+
+
+def _l2_money(flow, spec, fees_bps):
+    """The ``Money`` of an L2 backtest: ``money_for`` the symbol ``spec``, with the flow's tick
+    and lot as decimal steps (prices and sizes print as decimals when both are known)."""
+    import dataclasses
+    money = money_for(spec, fees_bps)
+    if flow.tick and flow.lot:
+        money = dataclasses.replace(money, price_step=flow.tick, qty_step=flow.lot)
+    return money
+
+
 def _backtest_l2(flow, strategy, model, trader, money, fast, store_dir, engine_options,
-                 queue_model, info, progress=None):
+                 queue_model, info, progress, spec, fees_bps):
     """Run ``strategy`` on an ``L2Flow`` through the queue model; return a BacktestResult."""
     from exsim.replay.backtesting.l2queue import L2Sim, l2_events, message_ends
     if fast:
@@ -501,7 +542,12 @@ def _backtest_l2(flow, strategy, model, trader, money, fast, store_dir, engine_o
     if engine_options:
         raise UsageError("engine_options do not apply to L2 flow (no engine runs)")
     events = l2_events(flow)
-    sim = L2Sim(events, queue_model, trader)
+    close = spec.get("session_close", 0)
+    if isinstance(close, bool) or not isinstance(close, (int, np.integer)) or \
+            not 0 <= close < 86_400 * 10**9:
+        raise UsageError(f"session_close must be ns after midnight in [0, 86_400 * 10^9); got "
+                         f"{close!r}")
+    sim = L2Sim(events, queue_model, trader, session_close=int(close))
     feed, order = model.samplers()
     d = _L2Driver(sim, events, strategy, feed, order, trader, 0, money.terms(),
                   message_ends(events))
@@ -510,7 +556,7 @@ def _backtest_l2(flow, strategy, model, trader, money, fast, store_dir, engine_o
     if progress is not None:
         progress(len(events), len(events))
     meta = {"latency": model.describe(), "trader": trader, "symbol": 0,
-            "symbol_name": flow.name, "fees_bps": money.taker_rate * 1e4,
+            "symbol_name": spec["name"], "fees_bps": fees_bps,
             "n_market": int(len(events)), "path": "python", **queue_model.describe(),
             "strategy": f"{type(strategy).__module__}:{type(strategy).__qualname__}", **info}
     return build_result(d.olog[:d.nord].copy(), d.osent[:d.nord].copy(), d.oseq[:d.nord].copy(),
@@ -569,7 +615,9 @@ def backtest(flow, strategy: Strategy, *, latency=None, trader: int = DEFAULT_TR
     ``symbols``: ``Engine.add_symbol`` keyword dicts, one per symbol id (name, tick_size,
     currency, tick_value, maker_bps, taker_bps, tick_table, lot_size ...), registered instead of
     the flow's own symbols (a scenario's carry its file's options, a data directory's every
-    option of its run; other flows only names and ticks); L3 flow only. ``store_dir``: journal the merged run there.
+    option of its run; other flows only names and ticks); on L2 flow one dict of name,
+    tick_size, currency, tick_value, maker_bps, taker_bps, session_close
+    (``l2_symbol_spec``). ``store_dir``: journal the merged run there.
     ``fast``: run a ``QuoteStrategy`` on the njit path (None: whenever the strategy is one; L3
     flow only). ``queue_model``: for L2-only flow (``L2Flow``, ``BinanceData``, a Binance
     capture), "conservative" or "proportional", or a ``queue_models.QueueModel`` (see
@@ -595,13 +643,13 @@ def backtest(flow, strategy: Strategy, *, latency=None, trader: int = DEFAULT_TR
     if not isinstance(strategy, Strategy):
         raise UsageError(f"strategy must be a replay.Strategy instance; got {type(strategy)}")
     if isinstance(orders, L2Flow):
-        money = money_for(None, fees_bps)
-        if symbols is not None:
-            raise UsageError("symbols= does not apply to L2 flow (no engine runs)")
-        if symbol is not None and symbol not in (0, orders.name):
-            raise UsageError(f"symbol {symbol!r}: the L2 flow has one symbol, {orders.name!r}")
+        spec = l2_symbol_spec(orders, symbols)
+        money = _l2_money(orders, spec, fees_bps)
+        if symbol is not None and symbol not in (0, orders.name, spec["name"]):
+            raise UsageError(f"symbol {symbol!r}: the L2 flow has one symbol, {spec['name']!r}")
         return _backtest_l2(orders, strategy, as_latency(latency), int(trader), money, fast,
-                            store_dir, engine_options, queue_model, info, progress)
+                            store_dir, engine_options, queue_model, info, progress, spec,
+                            fees_bps)
     msgs = np.ascontiguousarray(orders)
     unsorted, high_id, has_trader, top_symbol = C.check_flow(msgs, int(trader), ID_BASE)
     if unsorted:

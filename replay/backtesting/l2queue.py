@@ -102,17 +102,27 @@ _DAY_NS = 86_400 * 10**9
 class L2Flow:
     """L2-only market data: ``l2`` rows (L2_DTYPE; qty = new level total, 0 removes) in the order
     they apply, and ``trades`` (FILL_DTYPE; price, qty, aggressor_side, trade_id, ts used) sorted
-    by ts. ``name`` and ``tick_size`` describe the one symbol."""
+    by ts. ``name`` and ``tick_size`` describe the one symbol; ``tick`` and ``lot`` are the
+    decimal steps of a price tick and a quantity lot ("0.01", "0.00000001"; "" when unknown)
+    and ``currency`` the quote currency ("" when unknown): with all three a backtest values its
+    fills in that currency (tick value = tick x lot) and prints prices and sizes as decimals."""
 
     l2: np.ndarray
     trades: np.ndarray
     name: str = "L2"
     tick_size: float = 1.0
+    tick: str = ""
+    lot: str = ""
+    currency: str = ""
 
     @classmethod
-    def from_binance(cls, data, name: str = "BTCUSDT", tick_size: float = 0.01) -> "L2Flow":
-        """Return the L2Flow of a ``scenarios.BinanceData`` (its ``l2`` rows and ``trades``)."""
-        return cls(data.l2, data.trades, name, tick_size)
+    def from_binance(cls, data, name: str | None = None, tick_size: float | None = None) -> "L2Flow":
+        """Return the L2Flow of a ``scenarios.BinanceData`` (its ``l2`` rows and ``trades``, its
+        tick, lot and quote currency; name: the data's symbol, else "BTCUSDT")."""
+        tick = getattr(data, "tick", "0.01")
+        return cls(data.l2, data.trades, name or getattr(data, "symbol_name", "") or "BTCUSDT",
+                   float(tick) if tick_size is None else tick_size, tick,
+                   getattr(data, "lot", ""), getattr(data, "currency", ""))
 
 
 def l2_events(flow: L2Flow) -> np.ndarray:

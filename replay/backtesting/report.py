@@ -59,6 +59,7 @@ class BacktestReport:
     returns: np.ndarray         # float64: PnL change per bar (money, or fraction of capital)
     stats: dict = field(default_factory=dict)
     unit: str = ""
+    money: Money = field(default_factory=Money)   # price_text / qty_text: how to print them
 
     def text(self, max_trades: int = 20) -> str:
         """Return the report as plain text: the statistics, then the first ``max_trades``
@@ -67,12 +68,16 @@ class BacktestReport:
         width = max(map(len, labels.values())) if labels else 0
         lines = [f"{labels[k]:<{width}}  {_text(v)}" for k, v in self.stats.items()]
         shown = self.trades if max_trades is None else self.trades[:max_trades]
-        rows = [(str(int(t["ts"])), Side(int(t["side"])).name, str(int(t["price"])),
-                 f"{int(t['qty']):,}", _text(float(t["notional"])), _text(float(t["fee"])),
-                 _liquidity(t), f"{int(t['position']):,}") for t in shown]
+        m = self.money
+        rows = [(str(int(t["ts"])), Side(int(t["side"])).name,
+                 m.price_text(int(t["price"])) if m.price_step else str(int(t["price"])),
+                 m.qty_text(int(t["qty"])), _text(float(t["notional"])), _text(float(t["fee"])),
+                 _liquidity(t), m.qty_text(int(t["position"]))) for t in shown]
+        units = (f"price in {m.currency or 'quote units'}" if m.price_step else "price in ticks",
+                 "qty in base units" if m.qty_step else "qty in lots")
         head = ("ts", "side", "price", "qty", "notional", "fee", "liquidity", "position")
         widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(head)]
-        lines += ["", f"trades ({len(self.trades):,}; price in ticks, qty in lots, notional and "
+        lines += ["", f"trades ({len(self.trades):,}; {units[0]}, {units[1]}, notional and "
                       f"fee in {self.unit})"]
         for r in [head] + rows:
             lines.append("  ".join(c.ljust(w) if i in (1, 6) else c.rjust(w)
@@ -114,7 +119,8 @@ def money_of(result) -> Money:
     m = result.meta.get("money") or {}
     return Money(str(m.get("currency") or ""), float(m.get("tick_value", 1.0)),
                  float(m.get("maker_bps", 0.0)) / 1e4, float(m.get("taker_bps", 0.0)) / 1e4,
-                 str(m.get("fees_from", "symbol")))
+                 str(m.get("fees_from", "symbol")), str(m.get("price_step", "")),
+                 str(m.get("qty_step", "")))
 
 
 def trade_list(fills: np.ndarray, trader: int, money: Money) -> np.ndarray:
@@ -215,4 +221,4 @@ def build_report(result, bar_ns: int = 60 * 10**9, capital: float | None = None)
         "sd_return": float(np.std(returns, ddof=1)) if returns.size > 1 else None,
         "sharpe_per_bar": per_bar, "sharpe_annualised": annual,
     }
-    return BacktestReport(trades, ends, pnl, returns, stats, result.unit)
+    return BacktestReport(trades, ends, pnl, returns, stats, result.unit, money)
