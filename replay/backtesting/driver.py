@@ -532,7 +532,7 @@ def _l2_money(flow, spec, fees_bps):
 def _backtest_l2(flow, strategy, model, trader, money, fast, store_dir, engine_options,
                  queue_model, info, progress, spec, fees_bps):
     """Run ``strategy`` on an ``L2Flow`` through the queue model; return a BacktestResult."""
-    from exsim.replay.backtesting.l2queue import L2Sim, l2_events, message_ends
+    from exsim.replay.backtesting.l2queue import L2Sim, prepare
     if fast:
         raise UsageError("fast=True (the njit path) needs L3 flow; L2 flow runs on the Python "
                          "path (a QuoteStrategy works there too)")
@@ -541,16 +541,16 @@ def _backtest_l2(flow, strategy, model, trader, money, fast, store_dir, engine_o
                          "no merged order stream to journal")
     if engine_options:
         raise UsageError("engine_options do not apply to L2 flow (no engine runs)")
-    events = l2_events(flow)
+    prep = prepare(flow)          # merged, ranked and cut into messages once per content
+    events = prep.events
     close = spec.get("session_close", 0)
     if isinstance(close, bool) or not isinstance(close, (int, np.integer)) or \
             not 0 <= close < 86_400 * 10**9:
         raise UsageError(f"session_close must be ns after midnight in [0, 86_400 * 10^9); got "
                          f"{close!r}")
-    sim = L2Sim(events, queue_model, trader, session_close=int(close))
+    sim = L2Sim(events, queue_model, trader, session_close=int(close), px=prep.px)
     feed, order = model.samplers()
-    d = _L2Driver(sim, events, strategy, feed, order, trader, 0, money.terms(),
-                  message_ends(events))
+    d = _L2Driver(sim, events, strategy, feed, order, trader, 0, money.terms(), prep.ends)
     d.progress = progress
     d.run()
     if progress is not None:

@@ -62,7 +62,8 @@ from exsim.replay.backtesting.queue_models import ahead_after_decrease, as_queue
 guard(__name__, __file__, deps=("exsim.exchange.schema", "exsim.replay.backtesting.kernels",
                                 "exsim.replay.backtesting.queue_models"))
 
-__all__ = ["L2Flow", "L2_EVENT_DTYPE", "l2_events", "message_ends", "L2Sim", "TAKE_ID_BASE"]
+__all__ = ["L2Flow", "L2_EVENT_DTYPE", "l2_events", "message_ends", "L2Sim", "TAKE_ID_BASE",
+           "L2Prepared", "prepare"]
 
 L2_EVENT_DTYPE = np.dtype([
     ("ts", "<i8"),        # non-decreasing exchange time
@@ -169,6 +170,52 @@ def message_ends(events: np.ndarray) -> np.ndarray:
     same = depth[:-1] & depth[1:] & (events["seq"][:-1] == events["seq"][1:]) & \
         (events["ts"][:-1] == events["ts"][1:])
     return np.append(np.flatnonzero(~same) + 1, n).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class L2Prepared:
+    """An L2 flow made ready to replay, once per content: the merged ``events`` (``l2_events``,
+    with ``rank`` filled in), ``px`` (the distinct prices of the L2 rows, ascending: a rank's
+    price) and ``ends`` (``message_ends``). Runs share it: nothing may write to its arrays."""
+
+    events: np.ndarray
+    px: np.ndarray
+    ends: np.ndarray
+
+
+# prepared flows by content digest, most recently used last; a few: each holds a copy of its flow
+_PREPARED: "dict[bytes, L2Prepared]" = {}
+PREPARED_CACHE_SIZE = 4
+
+
+def prepare(flow: L2Flow) -> L2Prepared:
+    """Return the ``L2Prepared`` of ``flow``, built once per content and kept in memory (the
+    last ``PREPARED_CACHE_SIZE`` flows), so repeated backtests on the same data do not merge,
+    sort and rank it again. The key is a 128-bit xxhash of the rows' and trades' bytes, so a
+    changed array is a new key. Raises UsageError as ``l2_events``."""
+    import xxhash
+    h = xxhash.xxh3_128()
+    for a in (flow.l2, flow.trades):
+        if isinstance(a, np.ndarray):
+            h.update(str(a.dtype).encode())
+            h.update(np.ascontiguousarray(a).view(np.uint8).data if a.size else b"")
+    key = h.digest()
+    hit = _PREPARED.pop(key, None)
+    if hit is None:
+        events = l2_events(flow)
+        is_depth = events["kind"] == EV_DEPTH
+        p = np.sort(events["price"][is_depth])
+        px = p[np.concatenate(([True], p[1:] != p[:-1]))] if len(p) else p
+        events["rank"][is_depth] = np.searchsorted(px, events["price"][is_depth])
+        # why still writable: the kernels take ``events`` and ``px``, and numba compiles a
+        # read-only array as another type (a second compilation of every L2 kernel)
+        ends = message_ends(events)
+        ends.flags.writeable = False
+        hit = L2Prepared(events, px, ends)
+        while len(_PREPARED) >= PREPARED_CACHE_SIZE:
+            _PREPARED.pop(next(iter(_PREPARED)))
+    _PREPARED[key] = hit
+    return hit
 
 
 # -- the aggregate book: quantities indexed by price rank ----------------------------------
@@ -618,15 +665,18 @@ class L2Sim:
     """
 
     def __init__(self, events: np.ndarray, model, trader: int, symbol: int = 0,
-                 session_close: int = 0):
-        """``events`` from ``l2_events`` (its ``rank`` column is filled in here); ``model`` a
-        queue model or its name (UsageError for an unknown one); ``session_close``: when DAY
-        orders expire (ns after midnight UTC, as the engine's symbol option)."""
+                 session_close: int = 0, px: np.ndarray | None = None):
+        """``events`` from ``l2_events`` (its ``rank`` column is filled in here unless ``px``,
+        the distinct prices its ranks index, is given: ``prepare`` did it); ``model`` a queue
+        model or its name (UsageError for an unknown one); ``session_close``: when DAY orders
+        expire (ns after midnight UTC, as the engine's symbol option)."""
         model = as_queue_model(model)
-        is_depth = events["kind"] == EV_DEPTH
-        p = np.sort(events["price"][is_depth])
-        self.px = p[np.concatenate(([True], p[1:] != p[:-1]))] if len(p) else p
-        events["rank"][is_depth] = np.searchsorted(self.px, events["price"][is_depth])
+        if px is None:
+            is_depth = events["kind"] == EV_DEPTH
+            p = np.sort(events["price"][is_depth])
+            px = p[np.concatenate(([True], p[1:] != p[:-1]))] if len(p) else p
+            events["rank"][is_depth] = np.searchsorted(px, events["price"][is_depth])
+        self.px = px
         self.bqty = np.zeros((2, max(len(self.px), 1)), np.int64)
         self.best = np.full(2, -1, np.int64)
         self.so = np.zeros((16, O_COLS), np.int64)

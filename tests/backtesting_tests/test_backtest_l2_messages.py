@@ -49,3 +49,16 @@ def test_binance_sample_no_wake_up_sees_a_crossed_book():
     assert crossed == []
     # one wake-up per message: the snapshot, 3,449 applied diffs and 9,757 trades
     assert len(w.seen) == 1 + 3_449 + 9_757 == len(res.marks)
+
+
+def test_a_flow_is_prepared_once_per_content():
+    from exsim.replay.backtesting.l2queue import prepare
+    book = _l2((1, 1, Side.BUY, 99, 5), (1, 1, Side.SELL, 101, 5), (2, 2, Side.SELL, 101, 3))
+    flow = L2Flow(book, np.zeros(0, FILL_DTYPE))
+    p = prepare(flow)
+    assert prepare(L2Flow(book.copy(), np.zeros(0, FILL_DTYPE))) is p     # same content
+    assert p.ends.tolist() == [2, 3] and p.px.tolist() == [99, 101]
+    book["qty"][2] = 4
+    assert prepare(flow) is not p                                      # changed content
+    a, b = Watch(every=1), Watch(every=1)
+    assert backtest(flow, a).digest() == backtest(flow, b).digest() and a.seen == b.seen
