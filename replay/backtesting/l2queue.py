@@ -18,7 +18,7 @@ Queue model (``queue_model``, one of ``queue_models``):
   bid below a resting bid) means the level was exhausted: ``ahead`` becomes 0 and the order
   fills ``min(leaves, trade qty)`` at its own price;
 - a level decrease without a trade: the queue model (``queue_models``: "conservative" leaves
-  ``ahead``, "proportional" lowers it by the decrease's share) moves ``ahead``, which is then
+  ``ahead``, "proportional" lowers it by the cancellation's share) moves ``ahead``, which is then
   capped at the new total plus the open quantity of the strategy's own orders ahead;
 - a level increase is always behind the order.
 
@@ -35,9 +35,13 @@ snapshot may be received after the first diffs it covers); trades are merged in 
 L2 rows with the same ``ts`` (a trade and the diff that reports its effect: the trade advances the
 queue first, the diff then only caps it). A market message is one trade, or the consecutive L2
 rows with one ``seq`` (update id) and ``ts`` (``message_ends``); the driver wakes the strategy
-only between whole messages. Known limits: a resting strategy order fills only on
-trades, never because the replayed book crossed it; trades that arrive after the diff showing
-their effect advance the queue once more (the data carries no link between the two streams).
+only between whole messages. A decrease counts as cancellation only for what the trades at that
+price since the level's last row (``O_TRADED``) do not explain, so a trade and the diff that
+reports it move ``ahead`` once. Options of the fill model (``queue_models``): ``cross_fills``
+(the other side's rows at or through a resting order fill it by the quantity they add) and
+``whole_on_trade_through``. Known limits: without ``cross_fills`` a resting order fills only on
+trades; trades that arrive after the diff showing their effect advance the queue once more
+(the data carries no link between the two streams).
 """
 
 from __future__ import annotations
@@ -55,7 +59,8 @@ from exsim.exchange.schema import (DEPTH_DTYPE, EVENT_DTYPE, FILL_DTYPE, L2_DTYP
                              OrderType, Reason, Side, Tif)
 
 from exsim.replay.backtesting.kernels import HIT, ID_BASE, NEED_LIVE, NEED_STRAT
-from exsim.replay.backtesting.queue_models import ahead_after_decrease, as_queue_model
+from exsim.replay.backtesting.queue_models import (CROSS_FILLS, WHOLE_ON_THROUGH,
+                                                   ahead_after_decrease, as_queue_model)
 
 # numba freezes schema codes and the statuses of ``kernels`` into these kernels, and inlines the
 # queue models' kernel, but keys them on this file
@@ -88,13 +93,17 @@ TAKE_ID_BASE = ID_BASE
 
 # columns of the live-order table ``so`` (rows [0, st[T_NLIVE]) in queue-join order);
 # O_EXPIRE: the exchange time a DAY or GTD order expires at (0: never)
-O_ID, O_SIDE, O_PRICE, O_LEAVES, O_FILLED, O_AHEAD, O_EXPIRE = range(7)
-O_COLS = 7
+# O_TRADED: market trades at the order's price since its level's last L2 row (the part of the
+# next decrease those trades explain, which must not move ``ahead`` a second time)
+O_ID, O_SIDE, O_PRICE, O_LEAVES, O_FILLED, O_AHEAD, O_EXPIRE, O_TRADED = range(8)
+O_COLS = 8
 # slots of the int64 state ``st``: T_NEXT_EXP is the earliest O_EXPIRE of a live order (int64
 # max: none), T_CLOSE the symbol's session close (ns after midnight UTC) DAY orders expire at
 # T_NEED: the rows of strategy fills/events a kernel needed when it returned NEED_STRAT
-T_SEQ, T_NLIVE, T_TAKE_ID, T_MODEL, T_SYMBOL, T_TS, T_NEXT_EXP, T_CLOSE, T_NEED = range(9)
-T_SIZE = 9
+# T_FILLS: the fill model's options (``queue_models.CROSS_FILLS``, ``WHOLE_ON_THROUGH`` bits)
+T_SEQ, T_NLIVE, T_TAKE_ID, T_MODEL, T_SYMBOL, T_TS, T_NEXT_EXP, T_CLOSE, T_NEED, T_FILLS = \
+    range(10)
+T_SIZE = 10
 _NEVER = np.iinfo(np.int64).max
 _DAY_NS = 86_400 * 10**9
 
@@ -387,14 +396,31 @@ def _market_event(e, px, bqty, best, so, sf, se, scnt, st, trader):
     if e.kind == EV_DEPTH:
         side = np.int64(e.side)
         old = _set_rank(bqty, best, side, e.rank, e.qty)
-        if e.qty < old:
-            dec = old - e.qty
-            for r in range(st[T_NLIVE]):
-                if so[r, O_SIDE] == side and so[r, O_PRICE] == e.price:
-                    a = ahead_after_decrease(st[T_MODEL], so[r, O_AHEAD], dec, old)
-                    cap = e.qty + _own_ahead(so, st, r)
-                    so[r, O_AHEAD] = min(max(a, 0), cap)
-        return 0
+        r = 0
+        while r < st[T_NLIVE]:
+            if so[r, O_SIDE] == side and so[r, O_PRICE] == e.price:
+                # the row reports the level after the trades seen since its last row: only the
+                # rest of a decrease is cancellation
+                traded = so[r, O_TRADED]
+                so[r, O_TRADED] = 0
+                cancel = old - e.qty - traded
+                a = so[r, O_AHEAD]
+                if cancel > 0:
+                    a = ahead_after_decrease(st[T_MODEL], a, cancel, old - traded)
+                cap = e.qty + _own_ahead(so, st, r)
+                so[r, O_AHEAD] = min(max(a, 0), cap)
+            elif (st[T_FILLS] & CROSS_FILLS) != 0 and so[r, O_SIDE] != side and e.qty > old \
+                    and (e.price <= so[r, O_PRICE] if side == 1 else e.price >= so[r, O_PRICE]):
+                # the other side's book moved onto or through the order: the quantity it added
+                # there would have traded with the order first (a fill at the order's price)
+                q = min(so[r, O_LEAVES], e.qty - old)
+                tid = st[T_TAKE_ID]
+                st[T_TAKE_ID] = tid + 1
+                if _fill_resting(so, r, q, so[r, O_PRICE], tid, side, sf, se, scnt, st, trader):
+                    _remove(so, st, r)
+                    continue
+            r += 1
+        return scnt[0] - nf0
     # a trade: the resting side is the one opposite the aggressor
     rest = 1 - np.int64(e.side)
     r = 0
@@ -407,8 +433,10 @@ def _market_event(e, px, bqty, best, so, sf, se, scnt, st, trader):
         q = 0
         if through:
             so[r, O_AHEAD] = 0
-            q = min(so[r, O_LEAVES], e.qty)
+            q = so[r, O_LEAVES] if (st[T_FILLS] & WHOLE_ON_THROUGH) != 0 else \
+                min(so[r, O_LEAVES], e.qty)
         elif e.price == p:
+            so[r, O_TRADED] += e.qty
             a = so[r, O_AHEAD] - e.qty
             if a < 0:
                 q = min(so[r, O_LEAVES], -a)
@@ -515,6 +543,7 @@ def _rest(so, st, px, bqty, best, oid, side, price, leaves, filled, expire):
     so[r, O_LEAVES] = leaves
     so[r, O_FILLED] = filled
     so[r, O_EXPIRE] = expire
+    so[r, O_TRADED] = 0
     if expire > 0:
         st[T_NEXT_EXP] = min(st[T_NEXT_EXP], expire)
     st[T_NLIVE] = r + 1
@@ -686,6 +715,7 @@ class L2Sim:
         self.st = np.zeros(T_SIZE, np.int64)
         self.st[T_TAKE_ID] = TAKE_ID_BASE
         self.st[T_MODEL] = model.code
+        self.st[T_FILLS] = model.fills
         self.st[T_SYMBOL] = symbol
         self.st[T_NEXT_EXP] = _NEVER
         self.st[T_CLOSE] = int(session_close)
