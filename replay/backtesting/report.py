@@ -45,6 +45,9 @@ TRADE_DTYPE = np.dtype([("ts", "<i8"), ("seq", "<i8"), ("trade_id", "<i8"), ("si
 # the stats that are money, labelled with the unit in ``text``
 MONEY_STATS = ("pnl", "gross_pnl", "fees", "turnover", "max_drawdown", "auction_pnl")
 
+# the stats that are quantities in lots, printed as decimals when the lot is known
+QTY_STATS = ("volume", "final_position", "auction_volume")
+
 # a trading year for annualising: 252 days of 6.5 hours (a US equity session), in ns
 YEAR_NS = 252 * 23_400 * 10**9
 
@@ -66,9 +69,11 @@ class BacktestReport:
         trades (all of them when ``max_trades`` is None)."""
         labels = {k: f"{k} ({self.unit})" if k in MONEY_STATS else k for k in self.stats}
         width = max(map(len, labels.values())) if labels else 0
-        lines = [f"{labels[k]:<{width}}  {_text(v)}" for k, v in self.stats.items()]
-        shown = self.trades if max_trades is None else self.trades[:max_trades]
         m = self.money
+        lines = [f"{labels[k]:<{width}}  "
+                 f"{m.qty_text(v) if m.qty_step and k in QTY_STATS else _text(v)}"
+                 for k, v in self.stats.items()]
+        shown = self.trades if max_trades is None else self.trades[:max_trades]
         rows = [(str(int(t["ts"])), Side(int(t["side"])).name,
                  m.price_text(int(t["price"])) if m.price_step else str(int(t["price"])),
                  m.qty_text(int(t["qty"])), _text(float(t["notional"])), _text(float(t["fee"])),

@@ -41,6 +41,9 @@ def test_a_flow_with_tick_lot_and_currency_values_fills_in_that_currency():
     assert res.summary["turnover"] == pytest.approx(200.0)
     text = res.report().text()
     assert "101" in text and "10100" not in text and "price in USD" in text
+    # the volume (2,000 lots of 0.001) prints as 2 units, the final position as -2
+    assert [ln.split()[-1] for ln in text.splitlines()
+            if ln.startswith(("volume", "final_position"))] == ["2", "-2"]
 
 
 def test_symbols_give_currency_tick_value_and_maker_taker_fees_on_l2():
