@@ -58,3 +58,41 @@ def test_wake_ups_are_at_message_ends_on_the_njit_path():
     res = backtest(_flow(), _mm(every=1), fast=True)
     # one wake-up per message: 399 diffs of two rows and 133 trades (not 798 rows + 133)
     assert len(res.marks) == 399 + 133
+
+
+class _CountFills(QuoteStrategy):
+    """The quote strategy with an on_fill: the driver then stops after every fill."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.seen = []
+
+    def on_fill(self, ctx, fill):
+        self.seen.append((fill.ts, fill.qty))
+
+
+def test_a_strategy_reacting_to_fills_gets_each_one_and_the_same_bytes():
+    plain = backtest(_flow(), _mm(), latency=(3, 4), fast=False)
+    s = _CountFills(mm_quotes, [3, 5, 12], every=7)
+    react = backtest(_flow(), s, latency=(3, 4))
+    assert react.digest() == plain.digest()
+    assert s.seen == list(zip(react.fills["ts"].tolist(), react.fills["qty"].tolist()))
+
+
+def test_timers_fire_on_l2_flow_between_whole_messages():
+    from exsim.replay.backtesting.strategy import Strategy
+
+    class Tick(Strategy):
+        timer_ns = 100
+
+        def __init__(self):
+            self.seen = []
+
+        def on_timer(self, ctx, ts):
+            self.seen.append((ts, ctx.book.ts))
+
+    t = Tick()
+    res = backtest(_flow(), t, latency=(5, 0), progress=None)
+    # every 100 ns of local time from the first event (ts 10) to the last (3,995)
+    assert [s[0] for s in t.seen] == list(range(110, 3_991, 100))
+    assert all(local - 5 >= obs for local, obs in t.seen) and len(res.marks) == len(t.seen)
