@@ -20,8 +20,12 @@ strategy that never acts against hftbacktest 2.x replaying the same rows and tra
 with the rule of ``mm_quotes`` (100,000-lot quotes at the touch, skewed by position), 1 ms feed
 and order latency, a conservative queue (exsim's default; hftbacktest's
 ``risk_adverse_queue_model``), all waking at the same points, after every 100th market message
-(a depth diff or a trade): exsim's ``InventoryMarketMaker`` (Python API) and hftbacktest's njit
-loop (``_hbt_market_maker``, which elapses to the same wake-up times).
+(a depth diff or a trade): exsim's ``QuoteStrategy(mm_quotes)`` on the njit path (fast=True),
+exsim's ``InventoryMarketMaker`` (Python API), and hftbacktest's njit loop
+(``_hbt_market_maker``, which elapses to the same wake-up times). Targets (issue 37, ratios in
+the same run): replay >= 1.5x hftbacktest's, njit market maker >= 1.2x hftbacktest's, Python
+market maker >= 0.5x hftbacktest's njit one. hftbacktest 2.4 needs numpy < 2.3: run this in a
+venv with the ``bench`` extra. ``--only l2`` (or ``l3``) runs one half.
 
 Every round runs each measurement once, interleaved (A B C A B C ...), after one warm-up round
 (compilation excluded); figures are medians over rounds and ratios are taken within the run,
@@ -29,7 +33,7 @@ because the shared machine's speed swings between minutes.
 Writes benchmarks/results/local/backtest.json (``--out PATH`` elsewhere). EXSIM_BENCH_SMOKE=1 (benchmarks/_smoke.py): 20,000
 messages, one round, no hftbacktest market maker, JSON to the smoke directory: seconds.
 
-    python benchmarks/bench_backtest.py [--n 1000000] [--runs 5]
+    python benchmarks/bench_backtest.py [--n 1000000] [--runs 5] [--only all|l3|l2]
 """
 
 from __future__ import annotations
