@@ -12,14 +12,20 @@ message that fills it instead of running from one wake-up to the next), and the 
 Events are the flow's n market messages in every L3 row (the strategy's own messages, about
 0.2% more, are not counted), so the rows compare time for the same input.
 
-L2 workload (skipped when the sample is absent): the Binance BTCUSDT capture (126,073 L2 rows +
-9,757 trades), loaded once outside the timing. Measured: hftbacktest 2.x replaying its L2 rows
-into a ``HashMapMarketDepthBacktest`` (benchmarks/peers/hftbacktest_peer.py: building the asset
-plus ``elapse`` to the end; no strategy) against exsim's L2 backtest with a strategy that never
-acts (the same replay plus the driver loop); and hftbacktest running a comparable njit market
-maker on the L2 rows and trades (``_hbt_market_maker``) against exsim's inventory market maker
-waking every 500 events (Python API; both: 1 ms feed and order latency, a conservative queue
-model, 100,000-lot quotes at the touch).
+L2 workload (skipped when the sample is absent): the Binance BTCUSDT capture, loaded once
+outside the timing; every L2 row replays the same 135,830 market events (126,073 L2 rows and
+9,757 trades, merged in ``l2queue.l2_events``' order). Measured: exsim's L2 backtest with a
+strategy that never acts against hftbacktest 2.x replaying the same rows and trades into a
+``HashMapMarketDepthBacktest`` (building the asset plus ``elapse`` to the end); and market makers
+with the rule of ``mm_quotes`` (100,000-lot quotes at the touch, skewed by position), 1 ms feed
+and order latency, a conservative queue (exsim's default; hftbacktest's
+``risk_adverse_queue_model``), all waking at the same points, after every 100th market message
+(a depth diff or a trade): exsim's ``QuoteStrategy(mm_quotes)`` on the njit path (fast=True),
+exsim's ``InventoryMarketMaker`` (Python API), and hftbacktest's njit loop
+(``_hbt_market_maker``, which elapses to the same wake-up times). Targets (issue 37, ratios in
+the same run): replay >= 1.5x hftbacktest's, njit market maker >= 1.2x hftbacktest's, Python
+market maker >= 0.5x hftbacktest's njit one. hftbacktest 2.4 needs numpy < 2.3: run this in a
+venv with the ``bench`` extra. ``--only l2`` (or ``l3``) runs one half.
 
 Every round runs each measurement once, interleaved (A B C A B C ...), after one warm-up round
 (compilation excluded); figures are medians over rounds and ratios are taken within the run,
@@ -27,7 +33,7 @@ because the shared machine's speed swings between minutes.
 Writes benchmarks/results/local/backtest.json (``--out PATH`` elsewhere). EXSIM_BENCH_SMOKE=1 (benchmarks/_smoke.py): 20,000
 messages, one round, no hftbacktest market maker, JSON to the smoke directory: seconds.
 
-    python benchmarks/bench_backtest.py [--n 1000000] [--runs 5]
+    python benchmarks/bench_backtest.py [--n 1000000] [--runs 5] [--only all|l3|l2]
 """
 
 from __future__ import annotations
@@ -61,9 +67,13 @@ class _OnFill(QuoteStrategy):
 
 
 def _l2_cases():
-    """(name -> (events, callable)) for the Binance sample, or {} if it is absent."""
+    """(name -> (events, callable)) for the Binance sample, or {} if it is absent, and why
+    hftbacktest is missing (None when it runs). Every L2 row replays the same 135,830 market
+    events (L2 rows and trades, ``l2queue.l2_events``' order), and every market maker wakes at
+    the same points: after every ``L2_EVERY``-th market message (a depth diff or a trade)."""
     from exsim.scenarios import load_binance
     from exsim.scenarios.data import BINANCE_BTCUSDT, shared_file
+    from exsim.replay.backtesting.l2queue import L2Flow, l2_events, message_ends
     try:
         path = shared_file(BINANCE_BTCUSDT)
     except Exception:
@@ -71,91 +81,166 @@ def _l2_cases():
     if not os.path.exists(path):
         return {}, None
     data = load_binance(path)
-    events = len(data.l2) + len(data.trades)
+    ev = l2_events(L2Flow.from_binance(data))
+    events = len(ev)
+    ends = message_ends(ev)
+    # the exchange time of each wake-up: the ts of the message ending at each L2_EVERY-th end
+    wake_ts = ev["ts"][ends[L2_EVERY - 1::L2_EVERY] - 1]
     cases = {}
 
     def l2_replay():
         backtest(data, Strategy(), trader=TRADER)
 
-    def l2_mm():
-        backtest(data, InventoryMarketMaker(size=100_000, skew_lots=100_000,
-                                            max_position=1_000_000, every=500),
-                 latency=(1_000_000, 1_000_000), trader=TRADER)
+    def l2_mm_python():
+        res = backtest(data, InventoryMarketMaker(size=L2_SIZE, skew_lots=L2_SIZE,
+                                                  max_position=10 * L2_SIZE, every=L2_EVERY),
+                       latency=(L2_LATENCY, L2_LATENCY), trader=TRADER)
+        WORK[f"exsim_l2_mm_python_every_{L2_EVERY}"] = _work(res)
+    def l2_mm_njit():
+        res = backtest(data, QuoteStrategy(mm_quotes, [L2_SIZE, L2_SIZE, 10 * L2_SIZE],
+                                           every=L2_EVERY),
+                       latency=(L2_LATENCY, L2_LATENCY), trader=TRADER, fast=True)
+        WORK["exsim_l2_mm_njit"] = _work(res)
     cases["exsim_l2_replay_events_per_s"] = (events, l2_replay)
-    cases["exsim_l2_mm_every_500_events_per_s"] = (events, l2_mm)
-    from peers import Workload
+    cases["exsim_l2_mm_njit_events_per_s"] = (events, l2_mm_njit)
+    cases[f"exsim_l2_mm_python_every_{L2_EVERY}_events_per_s"] = (events, l2_mm_python)
     from peers.hftbacktest_peer import HftbacktestL2
-    peer = HftbacktestL2()
-    why = peer.unavailable()
+    why = HftbacktestL2().unavailable()
     if why is None:
-        wl = Workload("binance", "l2", [data.l2])
-        prepared = peer.prepare(wl)
-        # hftbacktest replays the L2 rows only (no trades): rate over the rows it replays
-        cases["hftbacktest_l2_replay_events_per_s"] = (len(data.l2), lambda: peer.run(prepared))
+        rows = _hbt_rows(ev)
+        cases["hftbacktest_l2_replay_events_per_s"] = (events, _hbt_replay(rows))
         if not _smoke.enabled():    # its njit strategy compiles for ~15 s: not for a smoke run
-            cases["hftbacktest_l2_mm_events_per_s"] = (events, _hbt_market_maker(data))
+            cases["hftbacktest_l2_mm_njit_events_per_s"] = (events, _hbt_market_maker(rows,
+                                                                                      wake_ts))
     return cases, why
 
 
-def _hbt_market_maker(data):
-    """hftbacktest running a market maker comparable to exsim's L2 one: the same merged L2 rows and
-    trades (replay.backtesting.l2queue.l2_events' order), 1 ms feed and order latency, its conservative
-    ``risk_adverse_queue_model`` (only trades advance the queue), partial fills; every wake-up it
-    cancels its two quotes and quotes 100,000 lots at the best bid and ask. It wakes on time
-    (``elapse``), so the interval is the data's span over exsim's wake-up count (one per 500
-    events). Timed: building the asset and backtest, and the run."""
+def _work(res) -> dict:
+    """A backtest's fills and final position (lots), for the JSON's ``work``."""
+    return {"fills": int(res.summary["n_fills"]), "position_lots": res.summary["final_position"],
+            "wake_ups": int(len(res.marks))}
+
+
+L2_EVERY = 100              # market messages between two wake-ups of an L2 market maker
+L2_SIZE = 100_000           # quote size in lots of 1e-8 BTC (0.001 BTC)
+L2_LATENCY = 1_000_000      # feed and order latency, ns
+
+
+def _hbt_rows(ev):
+    """hftbacktest's event rows for the merged stream ``ev`` (l2_events): DEPTH_EVENT or
+    TRADE_EVENT, exchange ts and local ts one feed latency later, ticks and lots as floats."""
     import numpy as np
-    from hftbacktest import (BUY_EVENT, DEPTH_EVENT, EXCH_EVENT, GTC, LIMIT, LOCAL_EVENT,
-                             SELL_EVENT, TRADE_EVENT, BacktestAsset, HashMapMarketDepthBacktest,
-                             event_dtype)
-    from numba import njit
+    from hftbacktest import (BUY_EVENT, DEPTH_EVENT, EXCH_EVENT, LOCAL_EVENT, SELL_EVENT,
+                             TRADE_EVENT, event_dtype)
 
-    from exsim.replay.backtesting.l2queue import EV_TRADE, L2Flow, l2_events
-
-    ev = l2_events(L2Flow.from_binance(data))
+    from exsim.replay.backtesting.l2queue import EV_TRADE
     rows = np.zeros(len(ev), event_dtype)
     kind = np.where(ev["kind"] == EV_TRADE, TRADE_EVENT, DEPTH_EVENT).astype(np.uint64)
     side = np.where(ev["side"] == 0, BUY_EVENT, SELL_EVENT).astype(np.uint64)
     rows["ev"] = kind | EXCH_EVENT | LOCAL_EVENT | side
     rows["exch_ts"] = ev["ts"]
-    rows["local_ts"] = ev["ts"] + 1_000_000      # 1 ms feed latency
+    rows["local_ts"] = ev["ts"] + L2_LATENCY
     rows["px"] = ev["price"]
     rows["qty"] = ev["qty"]
-    interval = int(ev["ts"][-1] - ev["ts"][0]) // max(len(ev) // 500, 1)
+    return rows
+
+
+def _hbt_asset(rows):
+    from hftbacktest import BacktestAsset
+    return (BacktestAsset().data([rows]).linear_asset(1.0)
+            .constant_order_latency(L2_LATENCY, L2_LATENCY).risk_adverse_queue_model()
+            .partial_fill_exchange().trading_value_fee_model(0.0, 0.0).tick_size(1.0)
+            .lot_size(1.0))
+
+
+def _hbt_replay(rows):
+    """hftbacktest replaying the merged rows and trades with no strategy: building the asset and
+    the backtest, then ``elapse`` to the end (timed)."""
+    from hftbacktest import HashMapMarketDepthBacktest
+    span = int(rows["local_ts"][-1] - rows["local_ts"][0]) + 10
+
+    def run():
+        hbt = HashMapMarketDepthBacktest([_hbt_asset(rows)])
+        hbt.elapse(span)
+        hbt.close()
+    return run
+
+
+def _hbt_market_maker(rows, wake_ts):
+    """hftbacktest running exsim's market-maker rule (``mm_quotes``: quote ``L2_SIZE`` at the
+    best bid and ask, skewed by position // ``L2_SIZE``, within 10 x ``L2_SIZE``; a quote moves
+    when its price changes) as an njit loop on the same rows, waking at the same points as
+    exsim's (``wake_ts``: the exchange ts after every ``L2_EVERY``-th message, seen one feed
+    latency later), with a conservative queue (``risk_adverse_queue_model``: only trades advance
+    it), partial fills and 1 ms latencies. Timed: building the asset and backtest, and the run."""
+    import numpy as np
+    from hftbacktest import GTC, LIMIT, HashMapMarketDepthBacktest
+    from numba import njit
 
     @njit
-    def quote_loop(hbt, interval, size):
+    def quote_loop(hbt, wake_local, t0, size, max_pos):
         bid_id = ask_id = 0
+        bid_px = ask_px = 0.0
         next_id = 1
-        while hbt.elapse(interval) == 0:
+        for w in wake_local:
+            now = hbt.current_timestamp
+            if now == np.iinfo(np.int64).max:      # before the first elapse: the data's start
+                now = t0
+            if w > now and hbt.elapse(w - now) != 0:
+                break
             hbt.clear_inactive_orders(0)
             d = hbt.depth(0)
             if d.best_bid_qty <= 0 or d.best_ask_qty <= 0:
                 continue
+            pos = hbt.position(0)
+            skew = float(int(pos) // int(size))
+            bid = d.best_bid_tick - skew
+            ask = d.best_ask_tick - skew
+            if bid >= d.best_ask_tick:
+                bid = d.best_ask_tick - 1
+            if ask <= d.best_bid_tick:
+                ask = d.best_bid_tick + 1
             orders = hbt.orders(0)
-            if bid_id in orders:
-                hbt.cancel(0, bid_id, False)
-            if ask_id in orders:
-                hbt.cancel(0, ask_id, False)
-            bid_id, ask_id, next_id = next_id, next_id + 1, next_id + 2
-            hbt.submit_buy_order(0, bid_id, float(d.best_bid_tick), size, GTC, LIMIT, False)
-            hbt.submit_sell_order(0, ask_id, float(d.best_ask_tick), size, GTC, LIMIT, False)
+            if bid_id not in orders or bid != bid_px:
+                if bid_id in orders:
+                    hbt.cancel(0, bid_id, False)
+                if pos + size <= max_pos:
+                    bid_id = next_id
+                    next_id += 1
+                    bid_px = bid
+                    hbt.submit_buy_order(0, bid_id, bid, size, GTC, LIMIT, False)
+            if ask_id not in orders or ask != ask_px:
+                if ask_id in orders:
+                    hbt.cancel(0, ask_id, False)
+                if pos - size >= -max_pos:
+                    ask_id = next_id
+                    next_id += 1
+                    ask_px = ask
+                    hbt.submit_sell_order(0, ask_id, ask, size, GTC, LIMIT, False)
+
+    wake_local = (wake_ts + L2_LATENCY).astype(np.int64)
+    t0 = np.int64(rows["exch_ts"][0])
 
     def run():
-        asset = (BacktestAsset().data([rows]).linear_asset(1.0)
-                 .constant_order_latency(1_000_000, 1_000_000).risk_adverse_queue_model()
-                 .partial_fill_exchange().trading_value_fee_model(0.0, 0.0).tick_size(1.0)
-                 .lot_size(1.0))
-        hbt = HashMapMarketDepthBacktest([asset])
-        quote_loop(hbt, interval, 100_000.0)
+        hbt = HashMapMarketDepthBacktest([_hbt_asset(rows)])
+        quote_loop(hbt, wake_local, t0, float(L2_SIZE), float(10 * L2_SIZE))
+        sv = hbt.state_values(0)
+        WORK["hftbacktest_l2_mm_njit"] = {"fills": int(sv.num_trades),
+                                          "position_lots": float(sv.position)}
         hbt.close()
     return run
+
+
+# what each market maker did in its last run (fills, position): the JSON shows both did work
+WORK: dict = {}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=1_000_000)
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--only", choices=("all", "l3", "l2"), default="all",
+                    help="run only the L3 rows (seeded flow) or only the L2 rows (Binance)")
     ap.add_argument("--out", default=None, help="JSON report (default: benchmarks/results/local/backtest.json; the committed one: --out benchmarks/results/backtest.json)")
     args = ap.parse_args()
     args.n = _smoke.scaled(args.n, 20_000)
@@ -181,14 +266,17 @@ def main() -> None:
     def python_api():
         backtest(flow, InventoryMarketMaker(size=5, skew_lots=20, max_position=200, every=100),
                  trader=TRADER)
-    cases = {"engine_only_events_per_s": (args.n, engine_only),
+    l3 = {"engine_only_events_per_s": (args.n, engine_only),
              "engine_only_reused_buffers_events_per_s": (args.n, engine_reuse),
              "njit_strategy_events_per_s": (args.n, run(True)),
              "python_strategy_every_100_events_per_s": (args.n, run(False)),
              "python_strategy_every_100_on_fill_events_per_s": (args.n, run(False, _OnFill)),
              "python_api_mm_every_100_events_per_s": (args.n, python_api)}
-    l2, hbt_missing = _l2_cases()
-    cases.update(l2)
+    cases = l3 if args.only != "l2" else {}
+    hbt_missing = None
+    if args.only != "l3":
+        l2, hbt_missing = _l2_cases()
+        cases.update(l2)
     times = {k: [] for k in cases}
     load0 = os.getloadavg()[0]    # the machine is shared: record how busy it was
     for r in range(args.runs + 1):          # round 0 is the warm-up
@@ -203,36 +291,37 @@ def main() -> None:
         """Median over rounds of rate(a) / rate(b): both ran within seconds of each other."""
         return statistics.median((na / x) / (nb / y) for x, y in zip(times[a], times[b]))
     ratios = {}
-    ratios["njit_vs_engine"] = rmed("njit_strategy_events_per_s", "engine_only_events_per_s",
-                                    args.n, args.n)
-    ratios["njit_vs_engine_reused_buffers"] = rmed(
-        "njit_strategy_events_per_s", "engine_only_reused_buffers_events_per_s", args.n, args.n)
-    ratios["python_vs_engine"] = rmed("python_strategy_every_100_events_per_s",
-                                      "engine_only_events_per_s", args.n, args.n)
-    ratios["python_vs_engine_reused_buffers"] = rmed(
-        "python_strategy_every_100_events_per_s", "engine_only_reused_buffers_events_per_s",
-        args.n, args.n)
-    ratios["python_on_fill_vs_python"] = rmed("python_strategy_every_100_on_fill_events_per_s",
-                                              "python_strategy_every_100_events_per_s",
-                                              args.n, args.n)
+    if args.only != "l2":
+        for name, a, b in (
+                ("njit_vs_engine", "njit_strategy", "engine_only"),
+                ("njit_vs_engine_reused_buffers", "njit_strategy",
+                 "engine_only_reused_buffers"),
+                ("python_vs_engine", "python_strategy_every_100", "engine_only"),
+                ("python_vs_engine_reused_buffers", "python_strategy_every_100",
+                 "engine_only_reused_buffers"),
+                ("python_on_fill_vs_python", "python_strategy_every_100_on_fill",
+                 "python_strategy_every_100")):
+            ratios[name] = rmed(f"{a}_events_per_s", f"{b}_events_per_s", args.n, args.n)
     if "hftbacktest_l2_replay_events_per_s" in rows:
-        h = "hftbacktest_l2_replay_events_per_s"
-        nh = cases[h][0]
         ratios["exsim_l2_replay_vs_hftbacktest_replay"] = rmed(
-            "exsim_l2_replay_events_per_s", h, cases["exsim_l2_replay_events_per_s"][0], nh)
-    if "hftbacktest_l2_mm_events_per_s" in rows:
-        ratios["exsim_l2_mm_vs_hftbacktest_mm"] = rmed(
-            "exsim_l2_mm_every_500_events_per_s", "hftbacktest_l2_mm_events_per_s",
-            cases["exsim_l2_mm_every_500_events_per_s"][0],
-            cases["hftbacktest_l2_mm_events_per_s"][0])
+            "exsim_l2_replay_events_per_s", "hftbacktest_l2_replay_events_per_s", 1, 1)
+    if "hftbacktest_l2_mm_njit_events_per_s" in rows:
+        for k in [k for k in rows if k.startswith("exsim_l2_mm_")]:
+            ratios[k.replace("_events_per_s", "") + "_vs_hftbacktest_mm_njit"] = rmed(
+                k, "hftbacktest_l2_mm_njit_events_per_s", 1, 1)
     targets = {"njit_strategy_events_per_s": 5e6, "python_strategy_every_100_events_per_s": 1e6}
+    # the L2 targets are ratios to hftbacktest in the same run (issue 37)
+    ratio_targets = {"exsim_l2_replay_vs_hftbacktest_replay": 1.5,
+                     "exsim_l2_mm_njit_vs_hftbacktest_mm_njit": 1.2,
+                     f"exsim_l2_mm_python_every_{L2_EVERY}_vs_hftbacktest_mm_njit": 0.5}
     print(f"| {'measure':48} | {'events/s':>12} | {'target':>10} |")
     print(f"|{'-' * 50}|{'-' * 14}|{'-' * 12}|")
     for k, v in rows.items():
         t = targets.get(k)
         print(f"| {k:48} | {v:12,.0f} | {t and f'{t:,.0f}' or '':>10} |")
     for k, v in ratios.items():
-        print(f"| {k:48} | {v:11.2f}x | {'':>10} |")
+        t = ratio_targets.get(k)
+        print(f"| {k:48} | {v:11.2f}x | {t and f'{t:.2f}x' or '':>10} |")
     if hbt_missing:
         print(f"hftbacktest: {hbt_missing}")
     out = {"workload": f"uniform_flow(n={args.n}, seed 7), 1 symbol, mm_quotes every 100 "
@@ -240,10 +329,12 @@ def main() -> None:
                        "Binance BTCUSDT 2024-08-08 sample (L2 rows + "
                        "trades) for the L2 rows; median of "
                        f"{args.runs} interleaved rounds after a warm-up round",
-           "command": f"python benchmarks/bench_backtest.py --n {args.n} --runs {args.runs}",
+           "command": f"python benchmarks/bench_backtest.py --n {args.n} --runs {args.runs}"
+                      + (f" --only {args.only}" if args.only != "all" else ""),
            "cores": os.cpu_count(),
            "loadavg_1min": {"start": load0, "end": os.getloadavg()[0]},
-           **rows, "ratios": ratios, "targets": targets,
+           **rows, "ratios": ratios, "targets": targets, "ratio_targets": ratio_targets,
+           "work": WORK,
            "hftbacktest": hbt_missing or "measured"}
     path = _smoke.report_path(args.out, "backtest.json")
     with open(path, "w") as fh:

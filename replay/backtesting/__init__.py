@@ -10,8 +10,11 @@ Modules (a reader starts at ``driver``):
 - ``strategy``      the strategy API: ``Strategy``, ``QuoteStrategy``, ``Context``, ``MarketView``
 - ``latency``       feed and order-entry latency models behind one interface
 - ``l2queue``       L2-only flows (Binance aggregates): the replayed book and the strategy's queue
-                    positions
-- ``queue_models``  queue models behind one interface (``ConservativeQueue``, ``ProportionalQueue``)
+                    positions, the prepared (merged, ranked) event stream
+- ``l2loop``        the compiled L2 loops (Python strategies between wake-ups, njit quote
+                    strategies whole); compiled only when an L2 backtest runs
+- ``queue_models``  fill models behind one interface (``ConservativeQueue``, ``ProportionalQueue``
+                    and their ``cross_fills`` / ``whole_on_trade_through`` options)
 - ``result``        ``BacktestResult``: arrays, summary, digest; ``plot`` draws it
 - ``counterfactual`` ``whatif()``: the same history with and without the strategy
 - ``grid``          ``sweep()``: a parameter grid, serially or on Dask

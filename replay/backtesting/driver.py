@@ -25,9 +25,12 @@ from the rule above:
   reacts to fills, each strategy message and each market message that filled it).
 - ``_run_fast`` (a ``QuoteStrategy`` on L3 flow, ``fast``): ``kernels.run_quotes`` runs the whole
   loop inside numba, the quote function included; Python only grows arrays.
-- ``_L2Driver`` (any strategy on L2 flow): the loop in Python over ``l2queue.L2Sim``.
-The numba loops hand the engine whole slices of market messages (one ``process_batch`` call
-each). A ``QuoteStrategy``'s rules (``replay.backtesting.quoting``) are the same compiled
+- ``_L2Driver`` (a Python strategy on L2 flow): ``l2loop.drive_l2`` runs market events and the
+  strategy's messages over ``l2queue``'s book in numba from one Python callback to the next.
+- ``_run_fast_l2`` (a ``QuoteStrategy`` on L2 flow, ``fast``): ``l2loop.run_quotes_l2``, the
+  whole L2 loop with the quote function inside numba.
+The numba loops on L3 hand the engine whole slices of market messages (one ``process_batch``
+call each). A ``QuoteStrategy``'s rules (``replay.backtesting.quoting``) are the same compiled
 functions on every path.
 
 Identifiers: strategy order ids start at ``ID_BASE`` (2^62, ``kernels.ID_BASE``), above every
@@ -38,7 +41,7 @@ Queue model: exact on L3 flow (generated scenarios, LOBSTER, QuantCup): every ma
 order in the engine's FIFO. L2-only flow (Binance aggregates, ``L2Flow``) does not go through the
 engine: ``replay.backtesting.l2queue`` replays the aggregate book and tracks the quantity ahead of each
 strategy order (``queue_model`` "conservative" or "proportional"), with the same driver loop, the
-same timing rules and the same result shape. The njit path and journaling are L3-only.
+same timing rules and the same result shape. Journaling is L3-only.
 
 Determinism: the same flow, strategy, latency model (and seed) give byte-identical results
 (``BacktestResult.digest()``). With ``store_dir`` the merged message stream is journaled with
@@ -55,7 +58,7 @@ import numpy as np
 from exsim.exchange import Engine
 from exsim.exchange import state as K
 from exsim.exchange.errors import UsageError
-from exsim.exchange.schema import EVENT_DTYPE, ORDER_DTYPE, Event, Phase
+from exsim.exchange.schema import EVENT_DTYPE, ORDER_DTYPE, Event, OrderType, Phase
 
 import exsim.replay.backtesting.kernels as C
 from exsim.replay.backtesting.result import BacktestResult, build_result
@@ -162,6 +165,7 @@ class _Driver:
         self.top = np.zeros(4, np.int64)
         self.obs_ts = int(msgs["ts"][0]) if len(msgs) else 0
         self.ctx = Context(self, ID_BASE, terms)
+        self.fdone = self.edone = 0        # strategy fills / events delivered so far
         self._bind_callbacks()
         self.progress = None   # callable(done, total) of market messages, or None
 
@@ -187,8 +191,37 @@ class _Driver:
         self.osent[k] = local
         self.nord = k + 1
 
+    def _deliver(self) -> None:
+        """Hand the strategy its new execution reports and fills in engine order (by seq:
+        a message's events, then its fills); each message that filled it takes one feed sample
+        at its ts, which is when the strategy learns of the fill (plus that latency)."""
+        a = self.arrays
+        f1, e1 = int(a.scnt[0]), int(a.scnt[1])
+        f, e = self.fdone, self.edone
+        if f == f1 and e == e1:
+            return
+        self.fdone, self.edone = f1, e1
+        self._quote_events(e, e1)
+        frows = a.sf[f:f1].tolist()
+        erows = a.se[e:e1].tolist()
+        nf, ne = len(frows), len(erows)
+        fk = ek = 0
+        while fk < nf or ek < ne:
+            seq = min(frows[fk][0] if fk < nf else _INF, erows[ek][0] if ek < ne else _INF)
+            while ek < ne and erows[ek][0] == seq:
+                self._report(erows[ek], e + ek)
+                ek += 1
+            if fk < nf and frows[fk][0] == seq:
+                self._fills_seen(frows[fk][1])
+                while fk < nf and frows[fk][0] == seq:
+                    self._fill(frows[fk])
+                    fk += 1
+
     def _logs_moved(self) -> None:
         """Hook: the order log arrays were replaced by bigger ones."""
+
+    def check_new(self, order_type, stop_price, display_qty, min_qty, expire_ts) -> None:
+        """Hook: raise UsageError for a NEW this loop cannot run (the engine judges the rest)."""
 
     def _start(self) -> None:
         ctx = self.ctx
@@ -301,7 +334,6 @@ class _EngineDriver(_Driver):
         ds[C.D_REACT] = int(self.react)
         ds[C.D_PREFETCH] = int(getattr(engine, "prefetch_distance", 0))
         ds[C.D_PHASE] = int(self._on_phase is not None)
-        self.fdone = self.edone = 0        # strategy fills / events delivered so far
         self._ts = msgs["ts"]
         self._args = None
         self._call = None
@@ -314,32 +346,6 @@ class _EngineDriver(_Driver):
         a = self.arrays
         return (self.msgs, self.olog, self.oseq, self.ds, *a.state, a.fills, a.l2, a.events,
                 a.cnt, a.sf, a.se, a.scnt, a.live, a.lcnt, self.marks, self.top)
-
-    def _deliver(self) -> None:
-        """Hand the strategy its new execution reports and fills in engine order (by seq:
-        a message's events, then its fills); each message that filled it takes one feed sample
-        at its ts, which is when the strategy learns of the fill (plus that latency)."""
-        a = self.arrays
-        f1, e1 = int(a.scnt[0]), int(a.scnt[1])
-        f, e = self.fdone, self.edone
-        if f == f1 and e == e1:
-            return
-        self.fdone, self.edone = f1, e1
-        self._quote_events(e, e1)
-        frows = a.sf[f:f1].tolist()
-        erows = a.se[e:e1].tolist()
-        nf, ne = len(frows), len(erows)
-        fk = ek = 0
-        while fk < nf or ek < ne:
-            seq = min(frows[fk][0] if fk < nf else _INF, erows[ek][0] if ek < ne else _INF)
-            while ek < ne and erows[ek][0] == seq:
-                self._report(erows[ek], e + ek)
-                ek += 1
-            if fk < nf and frows[fk][0] == seq:
-                self._fills_seen(frows[fk][1])
-                while fk < nf and frows[fk][0] == seq:
-                    self._fill(frows[fk])
-                    fk += 1
 
     def run(self) -> None:
         self._start()
@@ -382,12 +388,25 @@ _DRIVE_STOPS = frozenset((K.OK, C.WAKE, C.TIMER, C.NOTE, C.HIT, C.PHASE_NOTE))
 
 
 class _L2Driver(_Driver):
-    """The reference loop in Python over an ``l2queue.L2Sim``: market events are L2 rows and
-    trades, the strategy's messages go to the queue model instead of the engine."""
+    """The Python-strategy loop on L2 flow: ``l2loop.drive_l2`` runs market events (L2 rows and
+    trades) and the strategy's messages over an ``l2queue.L2Sim`` in numba from one callback to
+    the next; the strategy's messages go to the queue model instead of the engine."""
 
-    def __init__(self, sim, events, strategy, feed, order, trader, symbol, terms):
+    def __init__(self, sim, events, strategy, feed, order, trader, symbol, terms, wakes):
         super().__init__(sim, events, strategy, feed, order, trader, symbol, terms)
         self.arrays = sim
+        self.wakes = wakes     # ``l2queue.message_ends`` of ``events``
+
+    def check_new(self, order_type, stop_price, display_qty, min_qty, expire_ts) -> None:
+        """Raise UsageError for a stop, stop-limit or iceberg: the L2 model has no trigger or
+        hidden quantity for them (min_qty, DAY and GTD run with the engine's semantics)."""
+        if order_type in (OrderType.STOP, OrderType.STOP_LIMIT):
+            raise UsageError(f"order_type={OrderType(order_type).name.lower()}: stop orders are "
+                             "not modelled on L2-only flow (use L3 flow, or send the order "
+                             "yourself when the trade prices reach the stop)")
+        if display_qty:
+            raise UsageError("display_qty: icebergs are not modelled on L2-only flow (an "
+                             "aggregate book has no hidden quantity)")
 
     def phase_of(self, symbol) -> Phase:
         """L2 flow has no phases: always CONTINUOUS."""
@@ -397,104 +416,143 @@ class _L2Driver(_Driver):
         """L2 flow has no calls: always (0, 0, 0)."""
         return (0, 0, 0)
 
-    def _advance(self, msgs, i, stop, stop_on_fill):
-        if msgs is self.olog:
-            return K.OK, self.engine.apply_orders(msgs, i, stop)
-        return self.engine.advance(msgs, i, stop, stop_on_fill)
-
-    def _notify(self, f0, e0, ts) -> None:
-        """Deliver what one step (one strategy message, or market events up to a fill) made;
-        a fill takes one feed sample at ``ts``."""
-        a = self.arrays
-        e1, f1 = int(a.scnt[1]), int(a.scnt[0])
-        self._quote_events(e0, e1)
-        for k, row in enumerate(a.se[e0:e1].tolist()):
-            self._report(row, e0 + k)
-        if f1 > f0:
-            self._fills_seen(ts)
-            for row in a.sf[f0:f1].tolist():
-                self._fill(row)
-
-    def _observe_top(self) -> None:
-        self.engine.read_top(self.top)
-        if self.nmark == len(self.marks):
-            self.marks = K.grow_array(self.marks, 0)
-
     def run(self) -> None:
-        msgs = self.msgs
-        ts = np.ascontiguousarray(msgs["ts"])   # a strided view would be copied per searchsorted
-        n = len(msgs)
-        every = self.every
-        last_ts = int(ts[-1]) if n else 0
+        from exsim.replay.backtesting import l2loop as L
+        sim, ds = self.engine, np.zeros(L.D_SIZE, np.int64)
+        ev = self.msgs
+        n = len(ev)
+        last_ts = int(ev["ts"][-1]) if n else 0
+        # ``every`` counts market messages (a whole depth diff, or one trade), and a wake-up
+        # comes only at a message's end: a half-applied diff can show a crossed book
+        wakes = np.ascontiguousarray(self.wakes[self.every - 1::self.every]) if self.every \
+            else np.zeros(0, np.int64)
+        ds[L.D_TRADER] = self.trader
+        # a strategy with its own on_fill/on_order may act between wake-ups, so the kernel stops
+        # after every message that fills it; any other runs from one wake-up to the next
+        ds[L.D_REACT] = int(self._on_fill is not None or self._on_order is not None)
         self._start()
-        next_wake = every if every else -1
-        i = 0
-        # the rule's Python source (numba keeps it as ``py_func``): on plain ints a Python call
-        # costs less than numba's dispatch, and this loop asks once per step
-        first_due = getattr(C.first_due, "py_func", C.first_due)
         while True:
-            t_next = int(ts[i]) if i < n else _INF
-            tobs = self._timer_obs(last_ts)
-            order_ts = int(self.olog[self.qh]["ts"]) if self.qh < self.nord else _INF
-            wake = i == next_wake and i > 0
-            wake_obs = int(ts[i - 1]) if wake else _INF
-            step = first_due(t_next, order_ts, wake, wake_obs, tobs)
-            if step == C.STEP_ORDER:
-                f0, e0 = int(self.arrays.scnt[0]), int(self.arrays.scnt[1])
-                self._advance(self.olog, self.qh, self.qh + 1, False)
-                self.oseq[self.qh] = self.engine.seq
-                self.qh += 1
-                self._notify(f0, e0, order_ts)
-            elif step != C.STEP_MARKET:
-                obs = wake_obs if step == C.STEP_WAKE else tobs
-                self._observe_top()
-                self.marks[self.nmark] = (obs, *self.top)
-                self.nmark += 1
-                if step == C.STEP_WAKE:
-                    self._wake(obs)
-                    next_wake += every
-                    self._tick(i)
-                else:
-                    self._fire_timer()
-            else:
-                if i >= n:
-                    return
-                lim = min(order_ts, tobs)
-                stop = n if lim == _INF else int(np.searchsorted(ts, lim, side="right"))
-                if every:
-                    stop = min(stop, next_wake)
-                f0, e0 = int(self.arrays.scnt[0]), int(self.arrays.scnt[1])
-                status, i = self._advance(msgs, i, stop, True)
-                self._notify(f0, e0, int(ts[i - 1]) if i else 0)
+            ds[L.D_NORD] = self.nord
+            ds[L.D_TOBS] = self._timer_obs(last_ts)
+            status = L.drive_l2(ev, wakes, self.olog, self.oseq, ds, sim.px, sim.bqty, sim.best,
+                                sim.so, sim.sf, sim.se, sim.scnt, sim.st, self.marks, self.top)
+            if status == C.NEED_LOG:
+                self.marks = K.grow_array(self.marks, 0)
+                continue
+            if status not in _DRIVE_STOPS:
+                sim.grow(status)
+                continue
+            self._deliver()
+            if status == C.WAKE:
+                self._wake(int(ev["ts"][int(ds[L.D_I]) - 1]))
+                ds[L.D_WAKE] += 1
+                self._tick(int(ds[L.D_I]))
+            elif status == C.TIMER:
+                self._fire_timer()
+            elif status == K.OK:
+                self.qh, self.nmark = int(ds[L.D_QH]), int(ds[L.D_NMARK])
+                return
+
+
+# the add_symbol options an L2 backtest uses (no engine runs: the rest would mean nothing)
+L2_SYMBOL_KEYS = frozenset(("name", "tick_size", "currency", "tick_value", "maker_bps",
+                            "taker_bps", "session_close"))
+
+
+def l2_symbol_spec(flow, symbols) -> dict:
+    """Return the symbol options of an L2 backtest on ``flow`` (an ``L2Flow``): ``symbols[0]``
+    over the flow's own (name, tick size and, when the flow knows its quote currency, tick and
+    lot, that currency with tick value = tick x lot). A given currency without a tick value
+    takes tick_size x the flow's lot. Raises UsageError for more than one symbol or an option
+    an L2 backtest does not use."""
+    from decimal import Decimal
+    spec = {"name": flow.name, "tick_size": flow.tick_size}
+    lot = float(Decimal(flow.lot)) if flow.lot else 1.0
+    if flow.currency and flow.tick and flow.lot:
+        spec.update(currency=flow.currency, tick_value=float(Decimal(flow.tick) * Decimal(flow.lot)))
+    if symbols is None:
+        return spec
+    given = symbol_specs(symbols, 1)
+    if len(given) != 1:
+        raise UsageError(f"symbols: an L2 flow has one symbol; got {len(given)}")
+    extra = sorted(set(given[0]) - L2_SYMBOL_KEYS)
+    if extra:
+        raise UsageError(f"symbols[0]: {', '.join(extra)} do(es) not apply to L2 flow (no engine "
+                         f"runs); it takes {', '.join(sorted(L2_SYMBOL_KEYS))}")
+    out = {**{k: v for k, v in spec.items() if k not in ("currency", "tick_value")}, **given[0]}
+    if out.get("currency") and out.get("tick_value") is None:
+        out["tick_value"] = float(out["tick_size"]) * lot
+    return out
+
+
+def _l2_money(flow, spec, fees_bps):
+    """The ``Money`` of an L2 backtest: ``money_for`` the symbol ``spec``, with the flow's tick
+    and lot as decimal steps (prices and sizes print as decimals when both are known)."""
+    import dataclasses
+    money = money_for(spec, fees_bps)
+    if flow.tick and flow.lot:
+        money = dataclasses.replace(money, price_step=flow.tick, qty_step=flow.lot)
+    return money
 
 
 def _backtest_l2(flow, strategy, model, trader, money, fast, store_dir, engine_options,
-                 queue_model, info, progress=None):
+                 queue_model, info, progress, spec, fees_bps):
     """Run ``strategy`` on an ``L2Flow`` through the queue model; return a BacktestResult."""
-    from exsim.replay.backtesting.l2queue import L2Sim, l2_events
-    if fast:
-        raise UsageError("fast=True (the njit path) needs L3 flow; L2 flow runs on the Python "
-                         "path (a QuoteStrategy works there too)")
+    from exsim.replay.backtesting.l2queue import L2Sim, prepare
+    if fast is None:
+        fast = type(strategy) is QuoteStrategy
+    if fast and not isinstance(strategy, QuoteStrategy):
+        raise UsageError("fast=True needs a QuoteStrategy (an @njit quote function)")
     if store_dir is not None:
         raise UsageError("store_dir: an L2 backtest does not run through the engine, so there is "
                          "no merged order stream to journal")
     if engine_options:
         raise UsageError("engine_options do not apply to L2 flow (no engine runs)")
-    events = l2_events(flow)
-    sim = L2Sim(events, queue_model, trader)
+    prep = prepare(flow)          # merged, ranked and cut into messages once per content
+    events = prep.events
+    close = spec.get("session_close", 0)
+    if isinstance(close, bool) or not isinstance(close, (int, np.integer)) or \
+            not 0 <= close < 86_400 * 10**9:
+        raise UsageError(f"session_close must be ns after midnight in [0, 86_400 * 10^9); got "
+                         f"{close!r}")
+    sim = L2Sim(events, queue_model, trader, session_close=int(close), px=prep.px)
     feed, order = model.samplers()
-    d = _L2Driver(sim, events, strategy, feed, order, trader, 0, money.terms())
-    d.progress = progress
-    d.run()
+    if fast:
+        olog, osent, oseq, marks = _run_fast_l2(sim, prep, strategy, feed, order, trader,
+                                                money.terms())
+    else:
+        d = _L2Driver(sim, events, strategy, feed, order, trader, 0, money.terms(), prep.ends)
+        d.progress = progress
+        d.run()
+        olog, osent, oseq, marks = d.olog[:d.nord], d.osent[:d.nord], d.oseq[:d.nord], \
+            d.marks[:d.nmark]
     if progress is not None:
         progress(len(events), len(events))
     meta = {"latency": model.describe(), "trader": trader, "symbol": 0,
-            "symbol_name": flow.name, "fees_bps": money.taker_rate * 1e4,
-            "n_market": int(len(events)), "path": "python", **queue_model.describe(),
+            "symbol_name": spec["name"], "fees_bps": fees_bps,
+            "n_market": int(len(events)), "path": "njit" if fast else "python",
+            **queue_model.describe(),
             "strategy": f"{type(strategy).__module__}:{type(strategy).__qualname__}", **info}
-    return build_result(d.olog[:d.nord].copy(), d.osent[:d.nord].copy(), d.oseq[:d.nord].copy(),
-                        sim.sf[: sim.scnt[0]].copy(), sim.se[: sim.scnt[1]].copy(),
-                        d.marks[:d.nmark].copy(), trader, money, meta)
+    return build_result(olog.copy(), osent.copy(), oseq.copy(), sim.sf[: sim.scnt[0]].copy(),
+                        sim.se[: sim.scnt[1]].copy(), marks.copy(), trader, money, meta)
+
+
+def _run_fast_l2(sim, prep, strat: QuoteStrategy, feed, order, trader, terms):
+    """The njit path on L2 flow: the whole loop in ``l2loop.run_quotes_l2``; Python only grows
+    arrays. Returns (order log, sent times, seqs, marks), trimmed."""
+    from exsim.replay.backtesting.l2loop import run_quotes_l2
+    st = np.zeros(C.ST_SIZE, np.int64)    # S_NEXT_WAKE: the index of the next wake-up in wakes
+    fst = np.zeros(2, np.float64)
+    wakes = np.ascontiguousarray(prep.ends[strat.every - 1::strat.every])
+    top = np.zeros(4, np.int64)
+
+    def step(olog, osent, oseq, marks):
+        return run_quotes_l2(strat.fn, prep.events, wakes, st, fst, sim.px, sim.bqty, sim.best,
+                             sim.so, sim.sf, sim.se, sim.scnt, sim.st, olog, osent, oseq, marks,
+                             feed.mode, feed.times, feed.vals, order.mode, order.times,
+                             order.vals, strat.state, strat.params, strat._quote, top, trader, 0,
+                             terms)
+    return _fast_loop(step, sim.grow, st, feed, order, len(wakes) + 2)
 
 
 def _run_fast(engine, msgs, strat: QuoteStrategy, feed, order, trader, symbol, terms):
@@ -502,20 +560,32 @@ def _run_fast(engine, msgs, strat: QuoteStrategy, feed, order, trader, symbol, t
     a = C.EngineArrays(engine)
     st = np.zeros(C.ST_SIZE, np.int64)
     st[C.S_NEXT_WAKE] = strat.every
+    fst = np.zeros(2, np.float64)
+    top = np.zeros(4, np.int64)
+
+    def step(olog, osent, oseq, marks):
+        return C.run_quotes(strat.fn, msgs, st, fst, *a.state, a.fills, a.l2, a.events, a.cnt,
+                            a.sf, a.se, a.scnt, olog, osent, oseq, marks, feed.mode, feed.times,
+                            feed.vals, order.mode, order.times, order.vals, strat.state,
+                            strat.params, strat._quote, top, trader, ID_BASE, symbol,
+                            strat.every, terms, np.int64(engine.prefetch_distance))
+    return (a, *_fast_loop(step, a.grow, st, feed, order, len(msgs) // strat.every + 2))
+
+
+def _fast_loop(step, grow, st, feed, order, n_marks: int):
+    """Run an njit quote loop, ``step(olog, osent, oseq, marks) -> status``, to the end: grow
+    the order log and marks (NEED_LOG) and the latency draws (NEED_DRAWS) it asks for, anything
+    else through ``grow(status)``. ``st`` is its state (``kernels.run_quotes``' layout; the
+    strategy's ids and arrival clock are set here). Returns (order log, sent times, seqs,
+    marks), trimmed."""
     st[C.S_NEXT_ID] = ID_BASE
     st[C.S_LAST_ARR] = _MIN
-    fst = np.zeros(2, np.float64)
     olog = C.new_order_log(1024)
     osent = np.zeros(len(olog), np.int64)
     oseq = np.zeros(len(olog), np.int64)
-    marks = np.zeros(max(16, len(msgs) // strat.every + 2), C.MARK_DTYPE)
-    top = np.zeros(4, np.int64)
+    marks = np.zeros(max(16, n_marks), C.MARK_DTYPE)
     while True:
-        status = C.run_quotes(strat.fn, msgs, st, fst, *a.state, a.fills, a.l2, a.events, a.cnt,
-                              a.sf, a.se, a.scnt, olog, osent, oseq, marks, feed.mode, feed.times,
-                              feed.vals, order.mode, order.times, order.vals, strat.state,
-                              strat.params, strat._quote, top, trader, ID_BASE, symbol,
-                              strat.every, terms, np.int64(engine.prefetch_distance))
+        status = step(olog, osent, oseq, marks)
         if status == K.OK:
             break
         if status == C.NEED_LOG:
@@ -524,9 +594,9 @@ def _run_fast(engine, msgs, strat: QuoteStrategy, feed, order, trader, symbol, t
             feed.ensure(int(st[C.S_FEED_CUR]) + 2)
             order.ensure(int(st[C.S_ORD_CUR]) + 3)
         else:
-            a.grow(status)
+            grow(status)
     nord = int(st[C.S_NORD])
-    return (a, olog[:nord], osent[:nord], oseq[:nord], marks[: int(st[C.S_NMARK])])
+    return olog[:nord], osent[:nord], oseq[:nord], marks[: int(st[C.S_NMARK])]
 
 
 def backtest(flow, strategy: Strategy, *, latency=None, trader: int = DEFAULT_TRADER,
@@ -548,7 +618,9 @@ def backtest(flow, strategy: Strategy, *, latency=None, trader: int = DEFAULT_TR
     ``symbols``: ``Engine.add_symbol`` keyword dicts, one per symbol id (name, tick_size,
     currency, tick_value, maker_bps, taker_bps, tick_table, lot_size ...), registered instead of
     the flow's own symbols (a scenario's carry its file's options, a data directory's every
-    option of its run; other flows only names and ticks); L3 flow only. ``store_dir``: journal the merged run there.
+    option of its run; other flows only names and ticks); on L2 flow one dict of name,
+    tick_size, currency, tick_value, maker_bps, taker_bps, session_close
+    (``l2_symbol_spec``). ``store_dir``: journal the merged run there.
     ``fast``: run a ``QuoteStrategy`` on the njit path (None: whenever the strategy is one; L3
     flow only). ``queue_model``: for L2-only flow (``L2Flow``, ``BinanceData``, a Binance
     capture), "conservative" or "proportional", or a ``queue_models.QueueModel`` (see
@@ -574,13 +646,13 @@ def backtest(flow, strategy: Strategy, *, latency=None, trader: int = DEFAULT_TR
     if not isinstance(strategy, Strategy):
         raise UsageError(f"strategy must be a replay.Strategy instance; got {type(strategy)}")
     if isinstance(orders, L2Flow):
-        money = money_for(None, fees_bps)
-        if symbols is not None:
-            raise UsageError("symbols= does not apply to L2 flow (no engine runs)")
-        if symbol is not None and symbol not in (0, orders.name):
-            raise UsageError(f"symbol {symbol!r}: the L2 flow has one symbol, {orders.name!r}")
+        spec = l2_symbol_spec(orders, symbols)
+        money = _l2_money(orders, spec, fees_bps)
+        if symbol is not None and symbol not in (0, orders.name, spec["name"]):
+            raise UsageError(f"symbol {symbol!r}: the L2 flow has one symbol, {spec['name']!r}")
         return _backtest_l2(orders, strategy, as_latency(latency), int(trader), money, fast,
-                            store_dir, engine_options, queue_model, info, progress)
+                            store_dir, engine_options, queue_model, info, progress, spec,
+                            fees_bps)
     msgs = np.ascontiguousarray(orders)
     unsorted, high_id, has_trader, top_symbol = C.check_flow(msgs, int(trader), ID_BASE)
     if unsorted:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from decimal import Decimal
 
 import numpy as np
 
@@ -41,6 +42,8 @@ class Money:
     maker_rate: float = 0.0     # fee per unit of notional when the strategy's order rested
     taker_rate: float = 0.0     # fee per unit of notional when it was the aggressor
     fees_from: str = "symbol"   # "fees_bps" (the argument overrides) or "symbol" (its schedule)
+    price_step: str = ""        # one tick as a decimal string ("0.01"; "": prices print as ticks)
+    qty_step: str = ""          # one lot as a decimal string ("0.00000001"; "": sizes as lots)
 
     @property
     def unit(self) -> str:
@@ -54,9 +57,29 @@ class Money:
     def describe(self) -> dict:
         """Return the JSON-able description a result's meta keeps: unit, currency, tick value,
         maker and taker bps and where the rates came from."""
-        return {"unit": self.unit, "currency": self.currency, "tick_value": self.tick_value,
-                "maker_bps": self.maker_rate * 1e4, "taker_bps": self.taker_rate * 1e4,
-                "fees_from": self.fees_from}
+        out = {"unit": self.unit, "currency": self.currency, "tick_value": self.tick_value,
+               "maker_bps": self.maker_rate * 1e4, "taker_bps": self.taker_rate * 1e4,
+               "fees_from": self.fees_from}
+        if self.price_step or self.qty_step:
+            out.update(price_step=self.price_step, qty_step=self.qty_step)
+        return out
+
+    def price_text(self, ticks: int) -> str:
+        """Return a price in ticks as the report prints it: a decimal when ``price_step`` is
+        known (6183763 at 0.01 -> "61837.63"), else the tick count."""
+        return _decimal_text(ticks, self.price_step)
+
+    def qty_text(self, lots: int) -> str:
+        """Return a quantity in lots as a decimal when ``qty_step`` is known (100000 lots of
+        1e-8 -> "0.001"), else the lot count with thousands separators."""
+        return _decimal_text(lots, self.qty_step)
+
+
+def _decimal_text(n: int, step: str) -> str:
+    if not step:
+        return f"{int(n):,}"
+    d = (Decimal(int(n)) * Decimal(step)).normalize()
+    return f"{d:f}"
 
 
 def _finite(value, what: str) -> float:

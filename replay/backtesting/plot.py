@@ -38,23 +38,30 @@ def plot_result(result, path, title: str | None = None) -> str:
     # why from the first day's midnight: the axis then reads as times of day (time_of_day_axis)
     t0 = day_start(min(starts)) if starts else 0
     sec = lambda ts: (np.asarray(ts, np.float64) - t0) / 1e9   # noqa: E731 - local unit helper
+    # why scaled: a result whose money knows its tick and lot (L2 Binance) draws prices in the
+    # quote currency and positions in base units, as its report prints them
+    money = result.meta.get("money") or {}
+    px_k = float(money["price_step"]) if money.get("price_step") else 1.0
+    qty_k = float(money["qty_step"]) if money.get("qty_step") else 1.0
     fig, axes = plt.subplots(3, 1, figsize=(11, 8), sharex=True,
                              gridspec_kw={"height_ratios": [3, 1, 1.5]})
     both = (m["bid"] > 0) & (m["ask"] > 0)
-    axes[0].plot(sec(m["ts"][both]), (m["bid"][both] + m["ask"][both]) / 2, lw=0.7,
+    axes[0].plot(sec(m["ts"][both]), (m["bid"][both] + m["ask"][both]) / 2 * px_k, lw=0.7,
                  color="0.4", label="mid")
     trader = result.meta.get("trader")
     auction = f["aggressor_side"] == AUCTION_SIDE
     for side, col, mk, lab in ((f["buy_trader"] == trader, "tab:green", "^", "buy"),
                                (f["sell_trader"] == trader, "tab:red", "v", "sell")):
         side = side & ~auction
-        axes[0].scatter(sec(f["ts"][side]), f["price"][side], s=10, c=col, marker=mk, label=lab)
+        axes[0].scatter(sec(f["ts"][side]), f["price"][side] * px_k, s=10, c=col, marker=mk,
+                        label=lab)
     if auction.any():
-        axes[0].scatter(sec(f["ts"][auction]), f["price"][auction], s=40, c="gold",
+        axes[0].scatter(sec(f["ts"][auction]), f["price"][auction] * px_k, s=40, c="gold",
                         edgecolors="black", marker="D", label="auction", zorder=3)
-    axes[0].set_ylabel("price (ticks)")
+    axes[0].set_ylabel(f"price ({money.get('currency') or 'quote'})" if money.get("price_step")
+                       else "price (ticks)")
     axes[0].legend(loc="upper left", fontsize=8)
-    axes[1].step(sec(s["ts"]), s["position"], where="post", color="tab:blue")
+    axes[1].step(sec(s["ts"]), s["position"] * qty_k, where="post", color="tab:blue")
     axes[1].set_ylabel("position")
     axes[2].plot(sec(s["ts"]), s["pnl"], color="tab:purple")
     unit = result.unit

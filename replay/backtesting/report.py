@@ -45,6 +45,9 @@ TRADE_DTYPE = np.dtype([("ts", "<i8"), ("seq", "<i8"), ("trade_id", "<i8"), ("si
 # the stats that are money, labelled with the unit in ``text``
 MONEY_STATS = ("pnl", "gross_pnl", "fees", "turnover", "max_drawdown", "auction_pnl")
 
+# the stats that are quantities in lots, printed as decimals when the lot is known
+QTY_STATS = ("volume", "final_position", "auction_volume")
+
 # a trading year for annualising: 252 days of 6.5 hours (a US equity session), in ns
 YEAR_NS = 252 * 23_400 * 10**9
 
@@ -59,20 +62,27 @@ class BacktestReport:
     returns: np.ndarray         # float64: PnL change per bar (money, or fraction of capital)
     stats: dict = field(default_factory=dict)
     unit: str = ""
+    money: Money = field(default_factory=Money)   # price_text / qty_text: how to print them
 
     def text(self, max_trades: int = 20) -> str:
         """Return the report as plain text: the statistics, then the first ``max_trades``
         trades (all of them when ``max_trades`` is None)."""
         labels = {k: f"{k} ({self.unit})" if k in MONEY_STATS else k for k in self.stats}
         width = max(map(len, labels.values())) if labels else 0
-        lines = [f"{labels[k]:<{width}}  {_text(v)}" for k, v in self.stats.items()]
+        m = self.money
+        lines = [f"{labels[k]:<{width}}  "
+                 f"{m.qty_text(v) if m.qty_step and k in QTY_STATS else _text(v)}"
+                 for k, v in self.stats.items()]
         shown = self.trades if max_trades is None else self.trades[:max_trades]
-        rows = [(str(int(t["ts"])), Side(int(t["side"])).name, str(int(t["price"])),
-                 f"{int(t['qty']):,}", _text(float(t["notional"])), _text(float(t["fee"])),
-                 _liquidity(t), f"{int(t['position']):,}") for t in shown]
+        rows = [(str(int(t["ts"])), Side(int(t["side"])).name,
+                 m.price_text(int(t["price"])) if m.price_step else str(int(t["price"])),
+                 m.qty_text(int(t["qty"])), _text(float(t["notional"])), _text(float(t["fee"])),
+                 _liquidity(t), m.qty_text(int(t["position"]))) for t in shown]
+        units = (f"price in {m.currency or 'quote units'}" if m.price_step else "price in ticks",
+                 "qty in base units" if m.qty_step else "qty in lots")
         head = ("ts", "side", "price", "qty", "notional", "fee", "liquidity", "position")
         widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(head)]
-        lines += ["", f"trades ({len(self.trades):,}; price in ticks, qty in lots, notional and "
+        lines += ["", f"trades ({len(self.trades):,}; {units[0]}, {units[1]}, notional and "
                       f"fee in {self.unit})"]
         for r in [head] + rows:
             lines.append("  ".join(c.ljust(w) if i in (1, 6) else c.rjust(w)
@@ -114,7 +124,8 @@ def money_of(result) -> Money:
     m = result.meta.get("money") or {}
     return Money(str(m.get("currency") or ""), float(m.get("tick_value", 1.0)),
                  float(m.get("maker_bps", 0.0)) / 1e4, float(m.get("taker_bps", 0.0)) / 1e4,
-                 str(m.get("fees_from", "symbol")))
+                 str(m.get("fees_from", "symbol")), str(m.get("price_step", "")),
+                 str(m.get("qty_step", "")))
 
 
 def trade_list(fills: np.ndarray, trader: int, money: Money) -> np.ndarray:
@@ -215,4 +226,4 @@ def build_report(result, bar_ns: int = 60 * 10**9, capital: float | None = None)
         "sd_return": float(np.std(returns, ddof=1)) if returns.size > 1 else None,
         "sharpe_per_bar": per_bar, "sharpe_annualised": annual,
     }
-    return BacktestReport(trades, ends, pnl, returns, stats, result.unit)
+    return BacktestReport(trades, ends, pnl, returns, stats, result.unit, money)

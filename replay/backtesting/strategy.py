@@ -180,6 +180,8 @@ class Context:
         ``min_qty``: fill at least this much on entry or be rejected (0: none). The engine
         judges the values (docs/semantics.md): a stop already reached, a bad display or minimum
         or a GTD without a future ``expire_ts`` come back as a REJECTED report.
+        On L2-only flow stops and icebergs (``display_qty``) raise UsageError at the call (an
+        aggregate book has no last-trade trigger chain or hidden quantity to model them with).
         Raises UsageError for qty <= 0, a tif or order type not named above, ``market`` with
         another order type, a price outside int64, or a stop price, display, minimum or expiry
         that is not a whole number in int64 range."""
@@ -237,6 +239,7 @@ class Context:
         if not _I64[0] <= price <= _I64[1]:
             raise UsageError(f"price must fit in int64; got {price}")
         extra = tuple(_int64_arg(v, k) for v, k in zip(extra, _EXTRA_NAMES))
+        self._driver.check_new(otype, *extra)
         oid = self._next_id
         self._next_id += 1
         self.open_orders[oid] = OpenOrder(oid, int(side), price, int(qty))

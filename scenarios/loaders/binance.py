@@ -25,6 +25,9 @@ Outputs (BinanceData):
 - ``trades`` (FILL_DTYPE): ``trade_id`` = Binance ``t``, ``aggressor_side`` SELL when the buyer
   was the maker (``m``), ``seq`` the update id of the last diff applied before it, order ids 0.
 - ``tickers``: structured array (ts, update_id, bid, bid_qty, ask, ask_qty).
+- ``tick``, ``lot`` (the decimal steps used), ``symbol_name`` (the records' ``s``) and
+  ``currency`` (its quote asset, "USDT" for BTCUSDT): what a backtest needs to value fills in
+  money (notional = price x qty x tick x lot).
 
 Invariants: prices become ticks of ``tick`` (default 0.01) and quantities lots of ``lot``
 (default 1e-8, the precision of Binance's quantity strings) by exact decimal-string arithmetic.
@@ -48,9 +51,14 @@ from exsim.exchange.schema import FILL_DTYPE, L2_DTYPE, ORDER_DTYPE, Kind, Order
 
 from exsim.scenarios.loaders._parse import column_decimal, read_lines
 
-__all__ = ["load_binance", "BinanceData", "TICKER_DTYPE", "DEFAULT_TICK"]
+__all__ = ["load_binance", "BinanceData", "TICKER_DTYPE", "DEFAULT_TICK", "DEFAULT_LOT",
+           "quote_currency"]
 
 DEFAULT_TICK = "0.01"               # price of one tick (USDT) unless the caller gives one
+DEFAULT_LOT = "0.00000001"          # quantity of one lot: the precision of Binance's strings
+# quote assets a Binance spot symbol can end with, longest first ("BTCFDUSD" ends in FDUSD)
+QUOTE_ASSETS = ("FDUSD", "USDT", "USDC", "TUSD", "BUSD", "EUR", "TRY", "BRL", "BTC", "ETH",
+                "BNB")
 
 TICKER_DTYPE = np.dtype(
     [("ts", "<i8"), ("update_id", "<i8"), ("bid", "<i8"), ("bid_qty", "<i8"), ("ask", "<i8"),
@@ -71,6 +79,10 @@ class BinanceData:
     snapshot_update_id: int
     diff_final_ids: np.ndarray    # ``u`` of every applied diff, in order
     dropped_diffs: int            # diffs before the snapshot (u <= lastUpdateId)
+    tick: str = DEFAULT_TICK      # price of one tick, a decimal string (quote currency)
+    lot: str = DEFAULT_LOT        # quantity of one lot, a decimal string (base currency)
+    symbol_name: str = ""         # the records' ``s`` (e.g. "BTCUSDT"); "" when none says
+    currency: str = ""            # the quote currency ``symbol_name`` ends with ("USDT"), or ""
 
 
 def _digits(step: str) -> int:
@@ -80,7 +92,7 @@ def _digits(step: str) -> int:
     return -d.adjusted()
 
 
-def load_binance(path: str | os.PathLike, symbol: int = 0, tick: str = DEFAULT_TICK, lot: str = "0.00000001") -> BinanceData:
+def load_binance(path: str | os.PathLike, symbol: int = 0, tick: str = DEFAULT_TICK, lot: str = DEFAULT_LOT) -> BinanceData:
     """Read a Binance capture and return BinanceData (L2 rows, market-by-price flow, trades, tickers).
 
     Raises InputError naming file and line for a line that is not ``<ns> <JSON>``, a record missing
@@ -182,9 +194,17 @@ def load_binance(path: str | os.PathLike, symbol: int = 0, tick: str = DEFAULT_T
         diff_u = np.array([d[2]["u"] for d in diffs], np.int64)
         k = np.searchsorted(diff_lines, tl) - 1
         fills["seq"] = np.where(k >= 0, diff_u[np.maximum(k, 0)], last_id)
+    name = next((str(r[2]["s"]) for r in (diffs + trades)[:1] if "s" in r[2]), "")
     return BinanceData(l2=l2, orders=orders, flow_update_id=flow_uid, trades=fills, tickers=tk,
                        snapshot_update_id=int(last_id), diff_final_ids=np.array(applied, np.int64),
-                       dropped_diffs=dropped)
+                       dropped_diffs=dropped, tick=str(tick), lot=str(lot), symbol_name=name,
+                       currency=quote_currency(name))
+
+
+def quote_currency(symbol_name: str) -> str:
+    """Return the quote asset a Binance spot symbol ends with ("BTCUSDT" -> "USDT"), or "" when
+    it ends with none of ``QUOTE_ASSETS``."""
+    return next((q for q in QUOTE_ASSETS if symbol_name.endswith(q) and symbol_name != q), "")
 
 
 def _field(path, item, key):
