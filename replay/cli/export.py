@@ -53,7 +53,8 @@ def register(sub, parents, formatter) -> None:
     p.add_argument("--seq", metavar="LO:HI", help="only this inclusive seq range (either end may be empty)")
     p.add_argument("--ts", metavar="LO..HI",
                    help="only this inclusive time range; each bound (either may be empty) ns, "
-                        "HH:MM[:SS[.fff]] (UTC, on the run's first day) or an ISO date-time")
+                        "HH:MM[:SS[.fff]] (on the run's first day, in its time zone) or an ISO "
+                        "date-time (no offset: the run's zone)")
     p.add_argument("--force", action="store_true", help="replace PATH if it exists")
     p.set_defaults(func=cmd_export)
 

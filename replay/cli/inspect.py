@@ -26,7 +26,7 @@ from exsim.exchange.errors import CorruptionError, UsageError
 from exsim.replay.cli.common import (
     EXIT_FAILED, EXIT_OK, check_plot_path, dir_bytes, format_table, human_bytes, note,
     live_progress, log, open_catalog, parse_ts, parse_ts_range, plot_failed,
-    print_table, printable, resolve_symbol, run_day,
+    print_table, printable, resolve_symbol, time_text,
     symbol_tick_size,
 )
 
@@ -59,14 +59,16 @@ def register(sub, parents, formatter) -> None:
                     "its side.",
         epilog="example:\n  exsim book runs/default JPM --seq 5000\n"
                "  exsim book runs/default BTCUSD --ts 2500000000 --depth 5 --l3\n"
-               "  exsim book runs/default JPM --ts 00:00:02.5        # a time of day (UTC)\n")
+               "  exsim book runs/default JPM --ts 00:00:02.5        # a time of day (the run's zone: UTC here)\n")
     p.add_argument("dir", metavar="DIR", help="data directory")
     p.add_argument("symbol", metavar="SYMBOL", help="symbol name")
     at = p.add_mutually_exclusive_group(required=True)
     at.add_argument("--seq", type=int, metavar="N", help="after the message with this seq")
     at.add_argument("--ts", metavar="T",
-                    help="at this time: ns as stored, HH:MM[:SS[.fff]] (UTC, on the run's first "
-                         "day) or an ISO date-time such as 2024-08-08T10:00:00Z")
+                    help="at this time: ns as stored, HH:MM[:SS[.fff]] (on the run's first "
+                         "day, in its time zone: UTC, or New York for a LOBSTER day) or an ISO "
+                         "date-time such as 2024-08-08T10:00:00Z (no offset: the run's zone); a "
+                         "time outside the run's messages is an error naming its first and last")
     p.add_argument("--depth", type=int, default=10, metavar="K", help="levels per side (default: %(default)s)")
     p.add_argument("--l3", action="store_true", help="also list the live orders (L3) in queue order")
     p.set_defaults(func=cmd_book)
@@ -128,7 +130,8 @@ def register(sub, parents, formatter) -> None:
                    help="VWAP window in ns (default: %(default)s)")
     p.add_argument("--ts", metavar="LO..HI",
                    help="only this inclusive time range; each bound (either may be empty) ns, "
-                        "HH:MM[:SS[.fff]] (UTC, on the run's first day) or an ISO date-time; "
+                        "HH:MM[:SS[.fff]] (on the run's first day, in its time zone) or an ISO "
+                        "date-time (no offset: the run's zone); "
                         "LO:HI of integers (ns) also works")
     p.add_argument("--rows", type=int, default=25, metavar="N",
                    help="rows of the printed table (default: %(default)s; 0: all)")
@@ -225,7 +228,7 @@ def cmd_book(args) -> int:
         log.info("book: --ts %s is ts %s", args.ts, f"{ts:,}")
     view = book_at(args.dir, args.symbol, seq=args.seq, ts=ts, depth=args.depth, l3=args.l3)
     when = ("before its first message" if view.ts is None
-            else f"ts {view.ts:,}, {_clock(int(view.ts), args.dir)} UTC")
+            else f"ts {view.ts:,}, {time_text(int(view.ts), args.dir)}")
     print(f"{printable(args.symbol)} after seq {view.seq:,} ({when})  prices in ticks")
     _print_phase(view)
     n = max(len(view.bids), len(view.asks))
@@ -268,14 +271,6 @@ def cmd_book(args) -> int:
             print()
             _print_stops(view.stops)
     return EXIT_OK
-
-
-def _clock(ts: int, data_dir: str) -> str:
-    """``ts`` as the time of day ``book --ts`` takes (``HH:MM:SS`` after the run's first
-    midnight, decimals only when it has a fraction of a second)."""
-    from exsim.replay.timefmt import clock_text
-    digits = 0 if ts % 10**9 == 0 else 9
-    return clock_text(ts, run_day(data_dir), digits)
 
 
 def _bid_label(price: int) -> str:
@@ -512,10 +507,16 @@ def cmd_stats(args) -> int:
     n = series.size
     idx = np.arange(n) if args.rows <= 0 or n <= args.rows else np.unique(
         np.linspace(0, n - 1, args.rows).round().astype(np.int64))
-    print_table(names, [[_fmt(v) for v in series[i].tolist()] for i in idx],
-                right=[True] * len(names),
+    from exsim.replay.rundir import run_clock
+
+    clock = run_clock(args.dir)
+    # why a time column: ts are ns as stored; a reader wants the wall-clock time beside them
+    print_table(["time", *names], [[clock.time_of_day(int(series["ts"][i])),
+                                    *(_fmt(v) for v in series[i].tolist())] for i in idx],
+                right=[False] + [True] * len(names),
                 title=f"{args.symbol}: imbalance over {args.levels} level(s), VWAP over "
-                      f"{args.window_ns:,} ns windows, prices in ticks")
+                      f"{args.window_ns:,} ns windows, prices in ticks; time in "
+                      f"{clock.zone_text()}, ts in ns as stored")
     if len(idx) < n:
         print(f"showing {len(idx)} of {n:,} rows, evenly spaced (--rows 0 or --csv for all)")
     elif n == 0:

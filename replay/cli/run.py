@@ -73,6 +73,10 @@ def register(sub, parents, formatter) -> None:
                         "'parquet FILE' (the generic order-flow format, docs/data-formats.md)")
     p.add_argument("--symbol", metavar="NAME",
                    help="symbol name for a --flow (default: from the file name)")
+    p.add_argument("--tz", metavar="ZONE",
+                   help="time zone of a --flow's times: a LOBSTER file's local times (default: "
+                        "America/New_York, LOBSTER's NASDAQ data), the zone a Binance or DBN "
+                        "run's times are shown in (default: UTC); an IANA name")
     p.add_argument("--seed", type=int, metavar="S", help="override the scenario's seed")
     p.add_argument("--batch", type=int, default=10_000, metavar="N",
                    help="messages per journaled batch (default: %(default)s)")
@@ -101,7 +105,8 @@ def register(sub, parents, formatter) -> None:
 
 # -- inputs ------------------------------------------------------------------------------------
 
-def load_flow(fmt: str, files: list[str], symbol: str | None, quiet: bool = True):
+def load_flow(fmt: str, files: list[str], symbol: str | None, quiet: bool = True,
+              tz: str | None = None):
     """Check a ``--flow FORMAT FILE...`` argument and open it with ``scenarios.open_flow``.
 
     Returns a Flow; a DBN file's is streamed (its symbols from a first pass over the file, with a
@@ -123,13 +128,15 @@ def load_flow(fmt: str, files: list[str], symbol: str | None, quiet: bool = True
             raise UsageError(f"--flow {fmt}: {f}: no such file")
     if fmt == "parquet":
         need_pyarrow()
+    if tz is not None and fmt not in ("lobster", "binance", "dbn"):
+        raise UsageError(f"--tz applies to --flow lobster, binance and dbn, not to {fmt}")
     if fmt != "dbn":
-        return open_flow(files, fmt=fmt, symbol=symbol)
+        return open_flow(files, fmt=fmt, symbol=symbol, tz=tz)
     from exsim.replay.progress import progress
 
     with progress(total=os.path.getsize(files[0]), desc=f"scan {os.path.basename(files[0])}",
                   unit="B", quiet=quiet) as bar:
-        return open_flow(files, fmt=fmt, symbol=symbol, stream=True,
+        return open_flow(files, fmt=fmt, symbol=symbol, stream=True, tz=tz,
                          progress=lambda done, total: bar.update(done - bar.n))
 
 
@@ -190,9 +197,12 @@ def cmd_simulate(args) -> int:
         raise UsageError("--seed applies to generated scenarios, not to a --flow file")
     if args.symbol and not args.flow:
         raise UsageError("--symbol names the symbol of a --flow; a scenario names its own")
+    if args.tz and not args.flow:
+        raise UsageError("--tz gives the time zone of a --flow; a scenario's times count from "
+                         "midnight UTC")
     replace = check_out_dir(args.out, args.force)
     if args.flow:
-        flow = load_flow(args.flow[0], args.flow[1:], args.symbol, quiet=args.quiet)
+        flow = load_flow(args.flow[0], args.flow[1:], args.symbol, quiet=args.quiet, tz=args.tz)
     else:
         flow = load_scenario_flow(args.scenario or "default", args.seed)
     # why check again: generating a large flow takes a while and the directory may have appeared
@@ -205,6 +215,9 @@ def cmd_simulate(args) -> int:
     except OSError as e:
         raise out_failed(args.out, e) from None
     print_summary(summary, args.quiet)
+    if flow.date or flow.ts_origin == "epoch":
+        when = f"trading day {flow.date}, " if flow.date else ""
+        print(f"{when}times in {flow.tz}")
     return EXIT_OK
 
 
