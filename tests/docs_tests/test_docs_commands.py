@@ -215,7 +215,7 @@ def _run(cmd: Command, cwd: Path, smoke_dir: Path) -> None:
     where = f"{cmd.page}:{cmd.line} `{cmd.text}`"
     for argv in _parts(cmd):
         assert argv and argv[0] in WORDS, f"{where}: unknown command {argv[:1]}"
-        if argv[0] == "exsim" and argv[1:2] == ["sweep"] and "serial" not in argv:
+        if argv[0] == "exsim" and argv[1:2] == ["sweep"] and "local" in argv:
             # a LocalCluster's worker processes start from a clean interpreter, as for a user
             out = _process([sys.executable, "-m", "exsim.replay.cli", *argv[1:]], cwd, _env(smoke_dir), where)
         elif argv[0] == "exsim":
