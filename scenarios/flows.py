@@ -361,23 +361,42 @@ def _dbn(path: str, symbol: str | None, opts: _DbnOptions) -> Flow:
     from exsim.scenarios.loaders.dbn import dbn_symbols, iter_dbn, load_dbn
 
     size = {} if opts.batch_bytes is None else {"batch_bytes": opts.batch_bytes}
+    given = {"tick": opts.tick, "definitions": opts.definitions}
+    if opts.definitions is not None and not os.path.isfile(opts.definitions):
+        raise InputError(f"{opts.definitions}: no such file (definitions)")
     label, files = f"dbn:{os.path.basename(path)}", [os.path.abspath(path)]
+    if opts.definitions is not None:
+        files.append(os.path.abspath(opts.definitions))
     if not opts.stream:
-        data = load_dbn(path, progress=opts.progress, **size)
+        data = load_dbn(path, progress=opts.progress, midday=opts.midday, **given, **size)
         syms = _one_symbol([(s.name, s.tick_size) for s in data.symbols], symbol, path)
-        return Flow(data.orders, syms, label, "dbn", source=path, files=files)
-    scanned = [(s.name, s.tick_size) for s in dbn_symbols(path, progress=opts.progress, **size)]
+        return Flow(data.orders, syms, label, "dbn", source=path, files=files,
+                    tick=None if opts.tick is None else str(opts.tick),
+                    loaded=_dbn_loaded(data))
+    scanned = [(s.name, s.tick_size) for s in dbn_symbols(path, progress=opts.progress, **given, **size)]
     syms = _one_symbol(scanned, symbol, path)
+    loaded: dict = {}
 
     def batches(progress=None) -> Iterator[np.ndarray]:
         last = None
-        for last in iter_dbn(path, progress=progress, **size):
+        for last in iter_dbn(path, progress=progress, midday=opts.midday, **given, **size):
             yield last.orders
         if [(s.name, s.tick_size) for s in last.symbols] != scanned:
             raise InputError(f"{path}: its instruments differ from the first pass over it "
                              f"(was the file changed while it was read?)")
+        loaded.update(_dbn_loaded(last))
 
-    return Flow(None, syms, label, "dbn", source=path, files=files, batches=batches)
+    return Flow(None, syms, label, "dbn", source=path, files=files, batches=batches,
+                tick=None if opts.tick is None else str(opts.tick), loaded=loaded)
+
+
+def _dbn_loaded(data) -> dict:
+    """What a DBN load counted, for a consumer to report: the loader's ``counts``, the names of
+    the symbols whose book never synced (no clear ``R`` seen: records naming orders from before
+    the file were skipped) and of those without a definition (tick from ``tick=`` or 1e-9)."""
+    return {"counts": dict(data.counts), "unsynced": [s.name for s in data.symbols if not s.synced],
+            "undefined": [s.name for s in data.symbols if not s.defined],
+            "tick_1e9": [s.name for s in data.symbols if s.tick == 1]}
 
 
 def _generic(path: str, fmt: str, symbol: str | None) -> Flow:

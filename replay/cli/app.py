@@ -154,6 +154,7 @@ def main(argv: list[str] | None = None) -> int:
 CLI_WORDING = (
     ("pass symbol=", "give --symbol"),
     ("use scheduler='serial'", "use --scheduler serial"),
+    ("load with midday='drop'", "use --midday drop"),
     ("use Session.open", "use --force to replace it"),
 )
 

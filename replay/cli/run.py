@@ -77,6 +77,16 @@ def register(sub, parents, formatter) -> None:
                    help="time zone of a --flow's times: a LOBSTER file's local times (default: "
                         "America/New_York, LOBSTER's NASDAQ data), the zone a Binance or DBN "
                         "run's times are shown in (default: UTC); an IANA name")
+    p.add_argument("--definitions", metavar="FILE",
+                   help="--flow dbn: a DBN file of instrument definitions, read first (names, "
+                        "ticks, lots)")
+    p.add_argument("--tick", metavar="PRICE",
+                   help="--flow dbn: the price of one tick (a decimal such as 0.25) for "
+                        "instruments without a definition (default: DBN's own unit, 1e-9)")
+    p.add_argument("--midday", choices=("drop", "refuse"), default="drop",
+                   help="--flow dbn: a file that starts mid-session (before its first clear R) "
+                        "names orders it never added: skip those records and say how many "
+                        "(drop, the default), or stop at the first (refuse)")
     p.add_argument("--seed", type=int, metavar="S", help="override the scenario's seed")
     p.add_argument("--batch", type=int, default=10_000, metavar="N",
                    help="messages per journaled batch (default: %(default)s)")
@@ -106,11 +116,12 @@ def register(sub, parents, formatter) -> None:
 # -- inputs ------------------------------------------------------------------------------------
 
 def load_flow(fmt: str, files: list[str], symbol: str | None, quiet: bool = True,
-              tz: str | None = None):
+              tz: str | None = None, dbn: dict | None = None):
     """Check a ``--flow FORMAT FILE...`` argument and open it with ``scenarios.open_flow``.
 
     Returns a Flow; a DBN file's is streamed (its symbols from a first pass over the file, with a
-    progress bar on a terminal, its messages converted as ``simulate`` consumes them). Raises
+    progress bar on a terminal, its messages converted as ``simulate`` consumes them); ``dbn``:
+    its ``definitions``, ``tick`` and ``midday`` (``open_flow``'s). Raises
     UsageError for an unknown format, the wrong number of files or a missing file, InputError
     (from the loader, naming file and line) for a malformed one.
     """
@@ -130,13 +141,16 @@ def load_flow(fmt: str, files: list[str], symbol: str | None, quiet: bool = True
         need_pyarrow()
     if tz is not None and fmt not in ("lobster", "binance", "dbn"):
         raise UsageError(f"--tz applies to --flow lobster, binance and dbn, not to {fmt}")
+    dbn = {k: v for k, v in (dbn or {}).items() if v is not None and (k, v) != ("midday", "drop")}
+    if dbn and fmt != "dbn":
+        raise UsageError(f"--{'/--'.join(sorted(dbn))} applies to --flow dbn, not to {fmt}")
     if fmt != "dbn":
         return open_flow(files, fmt=fmt, symbol=symbol, tz=tz)
     from exsim.replay.progress import progress
 
     with progress(total=os.path.getsize(files[0]), desc=f"scan {os.path.basename(files[0])}",
                   unit="B", quiet=quiet) as bar:
-        return open_flow(files, fmt=fmt, symbol=symbol, stream=True, tz=tz,
+        return open_flow(files, fmt=fmt, symbol=symbol, stream=True, tz=tz, **dbn,
                          progress=lambda done, total: bar.update(done - bar.n))
 
 
@@ -202,7 +216,11 @@ def cmd_simulate(args) -> int:
                          "midnight UTC")
     replace = check_out_dir(args.out, args.force)
     if args.flow:
-        flow = load_flow(args.flow[0], args.flow[1:], args.symbol, quiet=args.quiet, tz=args.tz)
+        flow = load_flow(args.flow[0], args.flow[1:], args.symbol, quiet=args.quiet, tz=args.tz,
+                         dbn={"definitions": args.definitions, "tick": args.tick,
+                              "midday": args.midday})
+    elif args.definitions or args.tick or args.midday != "drop":
+        raise UsageError("--definitions, --tick and --midday apply to --flow dbn")
     else:
         flow = load_scenario_flow(args.scenario or "default", args.seed)
     # why check again: generating a large flow takes a while and the directory may have appeared
@@ -218,7 +236,40 @@ def cmd_simulate(args) -> int:
     if flow.date or flow.ts_origin == "epoch":
         when = f"trading day {flow.date}, " if flow.date else ""
         print(f"{when}times in {flow.tz}")
+    if flow.kind == "dbn":
+        for line in dbn_report(flow.loaded, summary.messages):
+            note(line)
+        if summary.messages == 0:
+            note(f"exsim: nothing was simulated: {args.out} holds a run without messages")
+            return EXIT_FAILED
     return EXIT_OK
+
+
+def dbn_report(loaded: dict, messages: int) -> list[str]:
+    """Return the lines that say what a DBN load skipped and why (``Flow.loaded``), and which
+    symbols' prices are in DBN's 1e-9 units; [] when there is nothing to say."""
+    counts = loaded.get("counts", {})
+    lines = []
+    skipped = counts.get("unknown_order", 0)
+    if skipped:
+        whom = ", ".join(loaded.get("unsynced", [])) or "some symbols"
+        lines.append(
+            f"dbn: skipped {skipped:,} of {counts.get('mbo', 0):,} MBO records ({messages:,} "
+            f"messages kept): they name orders resting before the file began ({whom}: the file "
+            "starts mid-session, without a clear R and snapshot, so the book lacks those orders; "
+            "midday='drop'). Start from a file that begins with the session's R and snapshot, "
+            "or use --midday refuse to stop at the first such record")
+    if counts.get("other", 0):
+        lines.append(f"dbn: {counts['other']:,} records of schemas that carry no orders (OHLCV, "
+                     "statistics, status, ...) were not converted")
+    if counts.get("mbp", 0) and not counts.get("mbo", 0):
+        lines.append(f"dbn: {counts['mbp']:,} MBP/BBO records show levels, not orders: they give "
+                     "no messages to simulate (backtest an L2 view of them instead)")
+    if loaded.get("tick_1e9"):
+        lines.append(f"dbn: {', '.join(loaded['tick_1e9'])}: no instrument definition and no "
+                     "--tick, so prices are in DBN's unit of 1e-9; give --definitions FILE or "
+                     "--tick 0.25 (the instrument's tick)")
+    return lines
 
 
 # -- demo --------------------------------------------------------------------------------------
