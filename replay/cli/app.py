@@ -130,7 +130,9 @@ def main(argv: list[str] | None = None) -> int:
     compiling.install()
     log.info("%s %s", args.command, " ".join(printable(a) for a in (argv or sys.argv[1:])[1:]))
     try:
-        return int(args.func(args))
+        code = int(args.func(args))
+        log.info("%s: exit %d", args.command, code)
+        return code
     except BrokenPipeError:
         # `exsim ls DIR | head`: the reader left; silence the interpreter's final flush too
         try:

@@ -22,6 +22,7 @@ import math
 import os
 import sys
 import threading
+import time
 from typing import Iterable, Sequence
 
 from exsim.exchange.errors import StoreError, UsageError
@@ -35,7 +36,7 @@ __all__ = [
     "format_table", "print_table", "open_catalog", "symbol_names", "symbol_tick_size", "resolve_symbol", "note",
     "dir_bytes", "human_bytes", "printable", "json_text", "check_plot_path", "plot_failed",
     "need_pyarrow", "format_number",
-    "out_failed", "run_day", "parse_ts", "parse_ts_range", "time_text", "live_progress", "log",
+    "out_failed", "run_day", "parse_ts", "parse_ts_range", "time_text", "live_progress", "log", "step",
     "setup_logging",
 ]
 
@@ -323,12 +324,34 @@ def need_pyarrow() -> None:
                          "pip install 'exsim[parquet]'") from None
 
 
+class _Elapsed(logging.Formatter):
+    """``exsim: MESSAGE  [+S.SSS s]``: each line says how long after the command started it
+    came, so ``-v`` shows where the time goes."""
+
+    def __init__(self):
+        super().__init__()
+        self.start = time.perf_counter()
+
+    def format(self, record) -> str:
+        return f"exsim: {record.getMessage()}  [+{time.perf_counter() - self.start:.3f} s]"
+
+
+@contextlib.contextmanager
+def step(what: str):
+    """Log (``-v``) ``what`` when the block ends, with the seconds it took; yields None.
+    A block that raises logs nothing (the error says what happened)."""
+    t0 = time.perf_counter()
+    yield
+    log.info("%s: %.3f s", what, time.perf_counter() - t0)
+
+
 def setup_logging(verbose: bool) -> None:
     """With ``verbose``, send INFO records of the exsim loggers ("exsim" and the library's
-    "replay", "store", "scenarios") to stderr as ``exsim: MESSAGE`` lines; without, only
+    "replay", "store", "scenarios") to stderr as ``exsim: MESSAGE  [+S.SSS s]`` lines (the
+    time since the command started); without, only
     warnings and worse (Python's default). Returns None. why stderr: stdout is the result."""
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("exsim: %(message)s"))
+    handler.setFormatter(_Elapsed())
     for name in ("exsim", "replay", "store", "scenarios"):
         logger = logging.getLogger(name)
         for h in list(logger.handlers):

@@ -13,7 +13,7 @@ import sys
 
 from exsim.exchange.errors import UsageError
 
-from exsim.replay.cli.common import (EXIT_OK, need_pyarrow, open_catalog, out_failed, parse_range,
+from exsim.replay.cli.common import (EXIT_OK, need_pyarrow, open_catalog, out_failed, parse_range, step,
                                parse_ts_range, resolve_symbol)
 from exsim.replay.export import FORMATS, TABLES, export, write_csv
 
@@ -87,9 +87,10 @@ def cmd_export(args) -> int:
     if not os.path.isdir(parent):   # why first: fail before the table is read
         raise UsageError(f"--out {args.out}: directory {parent} does not exist")
     try:
-        counts = export(args.dir, TABLES if args.table == "all" else args.table, args.out,
-                        fmt=args.format, symbol=args.symbol, seq=seq, quiet=args.quiet, ts=ts,
-                        filter_text={"symbol": args.symbol, "seq": args.seq, "ts": args.ts})
+        with step(f"read and write {args.out}"):
+            counts = export(args.dir, TABLES if args.table == "all" else args.table, args.out,
+                            fmt=args.format, symbol=args.symbol, seq=seq, quiet=args.quiet, ts=ts,
+                            filter_text={"symbol": args.symbol, "seq": args.seq, "ts": args.ts})
     except OSError as e:
         raise out_failed(args.out, e) from None
     what = ", ".join(f"{n:,} {t}" for t, n in counts.items())

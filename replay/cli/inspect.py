@@ -25,7 +25,7 @@ from exsim.exchange.errors import CorruptionError, UsageError
 
 from exsim.replay.cli.common import (
     EXIT_FAILED, EXIT_OK, check_plot_path, dir_bytes, format_table, human_bytes, note,
-    live_progress, log, open_catalog, parse_ts, parse_ts_range, plot_failed,
+    live_progress, log, open_catalog, step, parse_ts, parse_ts_range, plot_failed,
     print_table, printable, resolve_symbol, time_text,
     symbol_tick_size,
 )
@@ -226,7 +226,8 @@ def cmd_book(args) -> int:
     ts = None if args.ts is None else parse_ts(args.ts, "--ts", args.dir)
     if ts is not None:
         log.info("book: --ts %s is ts %s", args.ts, f"{ts:,}")
-    view = book_at(args.dir, args.symbol, seq=args.seq, ts=ts, depth=args.depth, l3=args.l3)
+    with step("rebuild the book (nearest checkpoint + messages after it)"):
+        view = book_at(args.dir, args.symbol, seq=args.seq, ts=ts, depth=args.depth, l3=args.l3)
     when = ("before its first message" if view.ts is None
             else f"ts {view.ts:,}, {time_text(int(view.ts), args.dir)}")
     print(f"{printable(args.symbol)} after seq {view.seq:,} ({when})  prices in ticks")
@@ -489,7 +490,7 @@ def cmd_stats(args) -> int:
 
     log.info("stats of %s in %s: ts %s, %d level(s), VWAP window %d ns", args.symbol, args.dir,
              "all" if ts is None else f"{ts[0]}..{ts[1]}", args.levels, args.window_ns)
-    with live_progress("stats", unit="step", quiet=args.quiet) as tell:
+    with live_progress("stats", unit="step", quiet=args.quiet) as tell, step("compute the series"):
         series = stats(args.dir, args.symbol, ts=ts, levels=args.levels,
                        window_ns=args.window_ns, progress=tell)
     log.info("stats: %s row(s)", f"{series.size:,}")

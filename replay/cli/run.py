@@ -28,8 +28,8 @@ import tempfile
 from exsim.exchange.errors import UsageError
 
 from exsim.replay.cli.common import (
-    EXIT_FAILED, EXIT_OK, format_table, human_bytes, need_pyarrow, note,
-    out_failed,
+    EXIT_FAILED, EXIT_OK, format_table, human_bytes, log, need_pyarrow, note,
+    out_failed, step,
 )
 from exsim.replay.simulation import SimSummary, simulate
 
@@ -215,23 +215,31 @@ def cmd_simulate(args) -> int:
         raise UsageError("--tz gives the time zone of a --flow; a scenario's times count from "
                          "midnight UTC")
     replace = check_out_dir(args.out, args.force)
-    if args.flow:
-        flow = load_flow(args.flow[0], args.flow[1:], args.symbol, quiet=args.quiet, tz=args.tz,
-                         dbn={"definitions": args.definitions, "tick": args.tick,
-                              "midday": args.midday})
-    elif args.definitions or args.tick or args.midday != "drop":
+    if not args.flow and (args.definitions or args.tick or args.midday != "drop"):
         raise UsageError("--definitions, --tick and --midday apply to --flow dbn")
-    else:
-        flow = load_scenario_flow(args.scenario or "default", args.seed)
+    with step("open the flow" + (" (a first pass over the file)" if args.flow and args.flow[0] == "dbn"
+                                 else "")):
+        if args.flow:
+            flow = load_flow(args.flow[0], args.flow[1:], args.symbol, quiet=args.quiet,
+                             tz=args.tz, dbn={"definitions": args.definitions, "tick": args.tick,
+                                              "midday": args.midday})
+        else:
+            flow = load_scenario_flow(args.scenario or "default", args.seed)
+    log.info("flow %s: %s message(s), %d symbol(s)", flow.label,
+             "streamed" if flow.orders is None else f"{flow.orders.size:,}", len(flow.symbols or []))
     # why check again: generating a large flow takes a while and the directory may have appeared
     replace = check_out_dir(args.out, args.force) or replace
     if args.batch < 1:
         raise UsageError(f"--batch must be >= 1, got {args.batch}")
     try:
-        summary = simulate(flow, args.out, batch=args.batch, durability=FSYNC_POLICIES[args.fsync],
-                           stp=args.stp, replace=replace, quiet=args.quiet)
+        with step(f"match, journal and seal into {args.out}"):
+            summary = simulate(flow, args.out, batch=args.batch,
+                               durability=FSYNC_POLICIES[args.fsync], stp=args.stp,
+                               replace=replace, quiet=args.quiet)
     except OSError as e:
         raise out_failed(args.out, e) from None
+    log.info("of which compiling the kernels %.3f s, matching %.3f s", summary.compile_seconds,
+             summary.seconds)
     print_summary(summary, args.quiet)
     if flow.date or flow.ts_origin == "epoch":
         when = f"trading day {flow.date}, " if flow.date else ""
