@@ -41,7 +41,7 @@ STP_MODES = ("none", "cancel_resting", "cancel_incoming", "cancel_both")
 SIMULATE_EXAMPLES = """\
 examples:
   exsim simulate --out runs/default                      # the embedded 'default' preset
-  exsim simulate my_scenario.toml --out runs/mine --seed 7 --batch 5000
+  exsim new-scenario my_scenario && exsim simulate my_scenario.toml --out runs/mine --seed 7 --batch 5000
   exsim simulate bench_1m --out runs/bench --fsync none --force
   exsim simulate --flow quantcup quantcup_score_feed.csv --out runs/qc
   exsim simulate --flow lobster lobster_AMZN_2012-06-21_level1/AMZN_2012-06-21_34200000_57600000_message_1.csv \\

@@ -15,9 +15,8 @@ A command that cannot run here is marked in its page, on the line before its blo
 ``<!-- not run by tests: REASON -->``; MARKED pins how many each page has.
 
 How they run: a page's commands run in document order in one fresh directory (so ``runs/default``
-made by an earlier command exists for the later ones) holding the inputs the docs assume: the
-scenario file of docs/scenarios.md as ``my_scenario.toml`` and links to the shared samples under
-their own names (commands naming a sample are skipped, with the reason, when ../shared/data is
+made by an earlier command exists for the later ones) holding only what a reader downloads beside
+exsim: links to the shared samples under their own names (commands naming a sample are skipped, with the reason, when ../shared/data is
 absent). ``exsim`` runs in-process; other commands run as processes. Benchmark commands
 (``benchmarks``) run from the checkout, as docs/benchmarks.md says, in smoke mode
 (EXSIM_BENCH_SMOKE=1, benchmarks/_smoke.py: seconds, JSON to a temp dir) and must leave
@@ -235,8 +234,8 @@ def _workdir(tmp_path: Path) -> tuple[Path, bool]:
     """The page's working directory with the inputs the docs assume; (dir, shared samples present)."""
     from exsim.scenarios.data import shared_data_dir
 
-    scenario = re.search(r"```toml\n(.*?)```", (REPO / "docs/scenarios.md").read_text(), re.S)
-    (tmp_path / "my_scenario.toml").write_text(scenario.group(1))
+    # why nothing else: a reader starts from an empty directory (a page that needs a scenario
+    # file writes one first: exsim new-scenario)
     base = shared_data_dir()
     for name, rel in SHARED.items():
         if base is not None and (base / rel).exists():
