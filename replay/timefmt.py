@@ -128,17 +128,22 @@ def clock_text(ns: int, base: int = 0, digits: int = 0) -> str:
     return text if days == 0 else f"{days:+d}d {text}"
 
 
-def time_of_day_axis(ax, base: int, span_ns: int, epoch: bool) -> None:
+def time_of_day_axis(ax, base: int, span_ns: int, epoch: bool, zone: str | None = None) -> None:
     """Label ``ax``'s x axis, whose values are seconds after midnight ``base``, as times of
     day (``HH:MM:SS``, with decimals for spans under a minute); returns None.
 
-    ``epoch``: whether the run's ts count from the Unix epoch (the label then names the date)."""
+    ``epoch``: whether the run's ts count from the Unix epoch (the label then names the date).
+    ``zone``: the zone (and date) the times are in, as ``RunClock.zone_text`` gives it; the
+    label then names it instead."""
     from matplotlib.ticker import FuncFormatter
 
     digits = 3 if span_ns < 60 * 10**9 else 0
     ax.xaxis.set_major_formatter(FuncFormatter(
         lambda x, _pos: clock_text(round(x * 1e9), 0, digits)))
     day = _dt.datetime.fromtimestamp(base / 1e9, _dt.timezone.utc).date() if epoch else None
+    if zone is not None:
+        ax.set_xlabel(f"time of day ({zone})")
+        return
     ax.set_xlabel(f"time of day (UTC, {day.isoformat()})" if day else
                   "time of day (ns after midnight, as the run's ts)")
 

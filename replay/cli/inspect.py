@@ -496,7 +496,8 @@ def cmd_stats(args) -> int:
     log.info("stats: %s row(s)", f"{series.size:,}")
     names = list(series.dtype.names)
     if args.plot:
-        _plot(series, args.symbol, args.plot)
+        from exsim.replay.rundir import run_clock
+        _plot(series, args.symbol, args.plot, run_clock(args.dir))
         note(f"wrote {printable(args.plot)}: {series.size:,} points of {printable(args.symbol)}")
         return EXIT_OK
     if args.csv:
@@ -560,13 +561,14 @@ def _plot_module():
     return plt
 
 
-def _plot(series, symbol: str, path: str) -> None:
-    """Write a three-panel PNG: prices (mid, microprice, VWAP), spread, imbalance."""
+def _plot(series, symbol: str, path: str, clock=None) -> None:
+    """Write a three-panel PNG: prices (mid, microprice, VWAP), spread, imbalance; the time
+    axis in ``clock``'s zone (a ``RunClock``; None: UTC)."""
     from exsim.replay.timefmt import DAY_NS, day_start, time_of_day_axis
 
     plt = _plot_module()
     first = int(series["ts"][0]) if series.size else 0
-    base = day_start(first)
+    base = day_start(first) if clock is None else clock.day0()
     t = (series["ts"] - base) / 1e9   # seconds after the first day's midnight: a time of day
     fig, axes = plt.subplots(3, 1, figsize=(10, 8), sharex=True,
                              gridspec_kw={"height_ratios": [3, 1, 1]})
@@ -581,7 +583,8 @@ def _plot(series, symbol: str, path: str) -> None:
     axes[2].plot(t, series["imbalance"], lw=0.8, color="tab:green")
     axes[2].set_ylabel("imbalance")
     span = int(series["ts"][-1]) - first if series.size else 0
-    time_of_day_axis(axes[2], base, span, epoch=base >= DAY_NS)
+    time_of_day_axis(axes[2], base, span, epoch=base >= DAY_NS,
+                     zone=None if clock is None else clock.zone_text())
     fig.tight_layout()
     try:
         fig.savefig(path, dpi=100)

@@ -115,3 +115,19 @@ def test_tz_says_where_the_file_was_recorded(amzn, tmp_path):
     code, _, err = run(["simulate", "--flow", "lobster", MSG, BOOK, "--out", tmp_path / "x",
                         "--tz", "Mars/Olympus"])
     assert code == 2 and "Mars/Olympus" in err and "not a time zone" in err
+
+
+def test_the_stats_plot_axis_names_the_zone_and_day(amzn, tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib")
+    import exsim.replay.timefmt as timefmt
+
+    seen = []
+    real = timefmt.time_of_day_axis
+
+    def spy(ax, base, span_ns, epoch, zone=None):
+        real(ax, base, span_ns, epoch, zone)
+        seen.append(ax.get_xlabel())
+    monkeypatch.setattr(timefmt, "time_of_day_axis", spy)
+    code, _, err = run(["stats", amzn, "AMZN", "--ts", "10:00..10:05", "--plot", tmp_path / "p.png"])
+    assert code == 0, err
+    assert seen == ["time of day (America/New_York, 2012-06-21)"]
