@@ -164,11 +164,14 @@ def cmd_ls(args) -> int:
     run_rows = []
     for r in runs:
         info = r["info"]
-        run_rows.append((r["id"], time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r["created"] or 0)),
+        run_rows.append((r["id"], time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(r["created"] or 0)),
                          r["scenario"] or "-", "-" if r["seed"] is None else r["seed"],
                          info.get("batch", "-"), info.get("durability", "-")))
-    print_table(["run", "created", "scenario", "seed", "batch", "durability"], run_rows,
+    print_table(["run", "created (UTC)", "scenario", "seed", "batch", "durability"], run_rows,
                 right=[True, False, False, True, True, False], title="runs")
+    span = _span_line(args.dir)
+    if span:
+        print(span)
     print()
     print_table(["id", "symbol", "tick_size"],
                 [(s["id"], s["name"], symbol_tick_size(s)) for s in sym_rows],
@@ -201,6 +204,19 @@ def cmd_ls(args) -> int:
         note(f"missing: {os.path.join(args.dir, path)} is listed in the catalog but not on disk "
              "(`exsim verify` fails on it)")
     return EXIT_OK
+
+
+def _span_line(data_dir: str) -> str | None:
+    """``messages from T1 to T2 (ts ...)`` in the run's zone, or None when the run cannot say
+    (no checkpoint, a damaged catalog: ls still lists what is there; verify names the damage)."""
+    from exsim.exchange.errors import ExsimError
+    from exsim.replay.rundir import run_clock
+
+    try:
+        clock = run_clock(data_dir)
+    except (ExsimError, OSError):
+        return None
+    return clock.span_text().replace("its messages run", "messages", 1)
 
 
 def _segment_missing(data_dir: str, path: str) -> bool:

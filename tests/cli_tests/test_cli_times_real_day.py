@@ -131,3 +131,11 @@ def test_the_stats_plot_axis_names_the_zone_and_day(amzn, tmp_path, monkeypatch)
     code, _, err = run(["stats", amzn, "AMZN", "--ts", "10:00..10:05", "--plot", tmp_path / "p.png"])
     assert code == 0, err
     assert seen == ["time of day (America/New_York, 2012-06-21)"]
+
+
+def test_ls_says_when_the_run_happened_in_its_zone(amzn):
+    code, out, err = run(["ls", amzn])
+    assert code == 0, err
+    assert "created (UTC)" in out
+    assert ("messages from 2012-06-21 09:30:00.017460000 America/New_York to 2012-06-21 "
+            "15:59:59.959360000 America/New_York") in out
