@@ -21,10 +21,14 @@ Timing: ``--rounds`` interleaved rounds (every system once per round, A B A B ..
 runs twice per round as two systems ("exsim" and "exsim (repeat)"); the largest gap between
 their medians on a workload is that workload's noise floor, and a peer within it is a tie.
 
+Your own engine: ``--peer MODULE:CLASS`` adds a ``benchmarks.peers.Peer`` subclass (docs/benchmarks.md,
+"Comparing your own engine"); ``benchmarks.peers.external_peer.ExternalEngine`` runs an engine in
+another process on the same flows, written as generic order-flow files.
+
 Storage: bytes per row of exsim segments (zstd) vs Parquet (pyarrow, zstd) on identical rows.
 
     python -m benchmarks.compare [--messages 1000000] [--rounds 5] [--peer-python PY312]
-                                 [--model-messages N]
+                                 [--model-messages N] [--peer MODULE:CLASS ...] [--no-builtin-peers]
                                  [--workloads l2-seeded,l2-binance [--update]]
                                  [--out benchmarks/results/compare.json] [--write-docs]
 
@@ -39,6 +43,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import sys
 import tempfile
@@ -156,6 +161,42 @@ def cut_workload(wl: Workload, messages: int | None) -> Workload:
         return wl
     return Workload(wl.name, wl.kind, [s[:messages] for s in wl.segments],
                     f"{wl.description}, each segment cut to its first {messages:,}")
+
+
+def load_peer(spec: str, ap=None) -> Peer:
+    """Return an instance of the Peer subclass ``spec`` names (``module:Class`` or
+    ``path/to/file.py:Class``), built with no arguments.
+
+    Raises SystemExit (through ``ap.error``; ValueError without ``ap``) naming ``spec`` when
+    the module or class cannot be loaded or the class is not a Peer."""
+    import importlib
+    import importlib.util
+
+    def fail(why: str):
+        if ap is not None:
+            ap.error(f"--peer {spec}: {why}")
+        raise ValueError(f"--peer {spec}: {why}")
+
+    module_name, sep, cls_name = spec.rpartition(":")
+    if not sep or not module_name or not cls_name:
+        fail("expected MODULE:CLASS (e.g. benchmarks.peers.external_peer:ExternalEngine)")
+    try:
+        if module_name.endswith(".py"):
+            where = importlib.util.spec_from_file_location(
+                f"exsim_peer_{Path(module_name).stem}", module_name)
+            if where is None or not Path(module_name).is_file():
+                fail(f"{module_name}: no such file")
+            module = importlib.util.module_from_spec(where)
+            where.loader.exec_module(module)
+        else:
+            module = importlib.import_module(module_name)
+    except ImportError as e:
+        fail(f"cannot import {module_name} ({e})")
+    cls = getattr(module, cls_name, None)
+    if not (isinstance(cls, type) and issubclass(cls, Peer)):
+        fail(f"{cls_name} is not a Peer subclass in {module_name} (benchmarks/peers/__init__.py "
+             "defines Peer)")
+    return cls()
 
 
 def run_compare(workloads: list[Workload], peers: list[Peer], rounds: int,
@@ -316,7 +357,10 @@ def markdown(report: dict) -> str:
             for k in ("start", "end") if report.get(f"load_{k}")]
     if load:
         lines += ["", f"Load average (1, 5, 15 min) {'; '.join(load)}."]
-    lines += ["", f"Command: `{report['command']}`"]
+    # why the placeholder: the path of the Python 3.12 that ran matching-engine is the
+    # measuring machine's; a reader's is elsewhere
+    command = re.sub(r"--peer-python \S+", "--peer-python PY312", report["command"])
+    lines += ["", f"Command: `{command}`"]
     return "\n".join(lines)
 
 
@@ -388,6 +432,13 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--peer-python", default=os.environ.get("EXSIM_BENCH_PEER_PYTHON"),
                     help="a Python >= 3.12 with matching-engine and numpy, for that peer when this "
                          "interpreter is older (env EXSIM_BENCH_PEER_PYTHON)")
+    ap.add_argument("--peer", action="append", default=[], metavar="MODULE:CLASS",
+                    help="also compare this Peer subclass (benchmarks/peers/__init__.py; "
+                         "MODULE may be a file path.py), built with no arguments; repeatable. "
+                         "benchmarks.peers.external_peer:ExternalEngine runs an engine in another "
+                         "process (EXSIM_PEER_COMMAND)")
+    ap.add_argument("--no-builtin-peers", action="store_true",
+                    help="compare only exsim and the --peer systems")
     ap.add_argument("--workloads", type=_workload_names, default=list(WORKLOADS), metavar="A,B",
                     help=f"run only these workloads (default: all of {','.join(WORKLOADS)})")
     ap.add_argument("--update", action="store_true",
@@ -426,7 +477,9 @@ def main(argv: list[str] | None = None) -> dict:
     t0 = time.perf_counter()
     workloads, seeded = build_workloads(args.messages, binance="l2-binance" in args.workloads)
     workloads = [w for w in workloads if w.name in args.workloads]
-    peers = [p for p in all_peers(args.peer_python) if not isinstance(p, (ExsimMatch, ExsimL2))]
+    added = [load_peer(spec, ap) for spec in args.peer]
+    builtin = [] if args.no_builtin_peers else all_peers(args.peer_python)
+    peers = [p for p in builtin if not isinstance(p, (ExsimMatch, ExsimL2))] + added
     if args.model_messages is not None and args.model_messages < 1:
         ap.error(f"--model-messages must be >= 1; got {args.model_messages}")
     model_cut = _smoke.scaled(args.model_messages, SMOKE_MESSAGES) if args.model_messages else None

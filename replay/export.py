@@ -7,6 +7,12 @@ Invariants:
 - Rows come from ``store.read`` (through one ``store.Reader``) in seq windows of ``CHUNK_SEQS`` messages, so memory stays bounded
   on a large run; rows are written in seq order, values unchanged (integer ticks, lots, ns and
   enum codes; the SQLite file carries the names in ``symbols`` and ``enums`` tables).
+- CSV and Parquet files follow the table's columns with the same facts in trading terms
+  (``NAMED``): ``time``, the wall-clock time of ``ts`` in the run's zone (CSV: ISO 8601 with
+  its UTC offset, ``2012-06-21T10:00:00.040920000-04:00``; Parquet: a ``timestamp[ns, tz]``
+  column), ``symbol_name``, and the enum words (``side_name`` BUY/SELL, ``kind_name``,
+  ``event_name`` ...). The code columns stay as they were, first, so a reader of the old
+  columns is unaffected.
 - The output is written under a temporary name next to ``out`` (``replay.atomic``), fsynced and
   renamed into place: a failed export leaves no partial file.
 - SQLite INTEGER is signed 64-bit: a uint64 value >= 2**63 raises UsageError rather than being
@@ -24,12 +30,93 @@ from exsim.exchange.errors import UsageError
 from exsim.replay.atomic import temp_file_beside
 from exsim.replay.progress import progress
 
-__all__ = ["export", "write_csv", "symbol_tick_size", "TABLES", "FORMATS", "CHUNK_SEQS"]
+__all__ = ["export", "write_csv", "symbol_tick_size", "named_columns", "TABLES", "FORMATS",
+           "CHUNK_SEQS", "NAMED"]
 
 TABLES = ("orders", "fills", "l2", "events")
 FORMATS = ("csv", "parquet", "sqlite", "flow")   # flow: the generic order-flow format
 CHUNK_SEQS = 1_000_000
 INT64_MAX = (1 << 63) - 1
+# enum code columns of each table -> the enum that names them (each gets a ``<column>_name``)
+NAMED = {
+    "orders": ("kind", "order_type", "tif", "side", "phase"),
+    "fills": ("aggressor_side",),
+    "l2": ("side",),
+    "events": ("event", "reason", "phase"),
+}
+
+
+def _enum_of(column: str):
+    from exsim.exchange.schema import Event, Kind, OrderType, Phase, Reason, Side, Tif
+
+    return {"kind": Kind, "order_type": OrderType, "tif": Tif, "side": Side, "phase": Phase,
+            "aggressor_side": Side, "event": Event, "reason": Reason}[column]
+
+
+class _Names:
+    """What the named columns of one run need: its clock and its symbol names."""
+
+    def __init__(self, data_dir: str):
+        from exsim.replay.rundir import run_clock
+
+        self.clock = run_clock(data_dir)
+        self.symbols = {int(r["id"]): r["name"] for r in _symbol_rows(data_dir)}
+        self.origin = self.clock.origin()
+
+    def header(self, table: str) -> list[str]:
+        return ["time", "symbol_name", *(f"{c}_name" for c in NAMED[table])]
+
+    def iso_times(self, ts):
+        """ISO 8601 local times of the int64 ns array ``ts``, with their UTC offsets."""
+        import datetime as dt
+        from zoneinfo import ZoneInfo
+
+        import numpy as np
+
+        zone = ZoneInfo(self.clock.tz)
+        epoch = ts.astype(np.int64) + self.origin
+
+        def offset(ns: int) -> int:
+            when = dt.datetime.fromtimestamp(ns // 10**9, zone)
+            return int(when.utcoffset().total_seconds()) * 10**9
+
+        if not ts.size:
+            return []
+        first, last = offset(int(epoch[0])), offset(int(epoch[-1]))
+        offsets = (np.full(ts.size, first, np.int64) if first == last
+                   else np.array([offset(int(v)) for v in epoch], np.int64))   # a DST change
+        text = np.datetime_as_string((epoch + offsets).astype("datetime64[ns]"), unit="ns")
+        suffix = [_offset_suffix(int(o)) for o in (offsets if first != last else offsets[:1])]
+        if first == last:
+            return [t + suffix[0] for t in text.tolist()]
+        return [t + x for t, x in zip(text.tolist(), suffix)]
+
+    def columns(self, table: str, rows) -> list[list]:
+        """The named columns of ``rows`` (a chunk of ``table``), each a list of str."""
+        import numpy as np
+
+        cols = [self.iso_times(rows["ts"])]
+        ids = rows["symbol"].astype(np.int64)
+        cols.append([self.symbols.get(i, str(i)) for i in ids.tolist()])
+        for c in NAMED[table]:
+            enum = _enum_of(c)
+            words = {int(m): m.name for m in enum}
+            cols.append([words.get(v, str(v)) for v in rows[c].tolist()])
+        return cols
+
+
+def _offset_suffix(offset_ns: int) -> str:
+    minutes = offset_ns // 60_000_000_000
+    sign = "-" if minutes < 0 else "+"
+    return f"{sign}{abs(minutes) // 60:02d}:{abs(minutes) % 60:02d}"
+
+
+def named_columns(data_dir: str, table: str, rows) -> dict[str, list]:
+    """Return {column: values} of the named columns of ``rows`` (``table``'s rows read from the
+    run in ``data_dir``): ``time`` (ISO 8601 in the run's zone), ``symbol_name`` and each enum
+    column's words (``NAMED``). Raises as ``replay.rundir.run_clock``."""
+    names = _Names(data_dir)
+    return dict(zip(names.header(table), names.columns(table, rows)))
 
 
 def _windows(data_dir: str, seq: tuple[int, int] | None):
@@ -70,16 +157,18 @@ def _chunks(data_dir: str, table: str, symbol, seq, quiet: bool, ts=None):
 def write_csv(f, data_dir: str, table: str, *, symbol: str | None = None,
               seq: tuple[int, int] | None = None, quiet: bool = True,
               ts: tuple[int, int] | None = None) -> int:
-    """Write ``table`` (header line, then rows in seq order) as CSV to the text file ``f``;
-    return the number of rows. ``symbol``/``seq``/``ts`` (inclusive) filter the rows.
+    """Write ``table`` (header line, then rows in seq order; the table's columns, then the named
+    ones of the module docstring) as CSV to the text file ``f``; return the number of rows. ``symbol``/``seq``/``ts`` (inclusive) filter the rows.
     Raises StoreError/UsageError from ``store.read`` for a bad directory, table or symbol."""
     from exsim.store.tables import table_dtype
 
+    names = _Names(data_dir)
     w = csv.writer(f)
-    w.writerow(table_dtype(table).names)
+    w.writerow([*table_dtype(table).names, *names.header(table)])
     n = 0
     for rows in _chunks(data_dir, table, symbol, seq, quiet, ts):
-        w.writerows(rows.tolist())   # tuples of Python ints: exact, no float formatting
+        # tuples of Python ints (exact, no float formatting), then the named columns
+        w.writerows(a + b for a, b in zip(rows.tolist(), zip(*names.columns(table, rows))))
         n += rows.size
     return n
 
@@ -155,12 +244,20 @@ def _write_parquet(path, data_dir, table, symbol, seq, quiet, ts=None) -> int:
 
     dtype = table_dtype(table)
     pa, pq = _pyarrow()
-    schema = pa.schema([(n, pa.from_numpy_dtype(dtype.fields[n][0])) for n in dtype.names])
+    names = _Names(data_dir)
+    extra = names.header(table)
+    schema = pa.schema([(n, pa.from_numpy_dtype(dtype.fields[n][0])) for n in dtype.names]
+                       + [("time", pa.timestamp("ns", tz=names.clock.tz))]
+                       + [(c, pa.string()) for c in extra[1:]])
     n = 0
     with pq.ParquetWriter(path, schema) as writer:
         for rows in _chunks(data_dir, table, symbol, seq, quiet, ts):
+            named = names.columns(table, rows)[1:]   # why not the ISO text: a real timestamp
+            when = pa.array(rows["ts"].astype(np.int64) + names.origin,
+                            pa.timestamp("ns", tz=names.clock.tz))
             writer.write_table(pa.Table.from_arrays(
-                [pa.array(np.ascontiguousarray(rows[c])) for c in dtype.names], schema=schema))
+                [pa.array(np.ascontiguousarray(rows[c])) for c in dtype.names] + [when]
+                + [pa.array(col, pa.string()) for col in named], schema=schema))
             n += rows.size
     return n
 

@@ -30,7 +30,7 @@ from exsim.store.tables import orders_without_seq as strip_seq  # noqa: F401 (ex
 
 __all__ = ["RunInfo", "run_info", "resolve_symbol", "load_checkpoint", "checkpoint_row", "restore",
            "read_table", "segment_cuts", "output_segments", "checkpoint_config", "config_difference",
-           "strip_seq", "SEQ_MAX"]
+           "strip_seq", "SEQ_MAX", "run_clock"]
 
 log = logging.getLogger(__name__)
 
@@ -311,3 +311,38 @@ def output_segments(info: RunInfo, tables) -> tuple[int, dict] | None:
     return (snaps[0][1] if snaps else 0), out
 
 
+
+
+def run_clock(data_dir) -> "RunClock":
+    """Return the ``replay.timefmt.RunClock`` of the run in ``data_dir``: the trading date and
+    time zone its catalog row records (``date``, ``tz``, ``ts_origin`` of ``Flow.run_info``),
+    and the ts of its first and last messages.
+
+    A run recorded before runs kept their date and zone reads as UTC: an epoch run when its
+    first ts is past the first day, else a day counted from midnight with no date (what every
+    reader assumed then). Raises as ``run_info``."""
+    from exsim.replay.timefmt import DAY_NS, RunClock
+
+    info = run_info(data_dir)
+    cat = _open_catalog(info.data_dir)
+    try:
+        runs = cat.runs()[:1]
+    finally:
+        cat.close()
+    rec = runs[0]["info"] if runs else {}
+    first = read_table(info, "orders", None, info.first_seq + 1, info.first_seq + 1, ["ts"])
+    last = read_table(info, "orders", None, info.last_seq, info.last_seq, ["ts"])
+    first = int(first["ts"][0]) if first.size else None
+    last = int(last["ts"][-1]) if last.size else first
+    origin = rec.get("ts_origin")
+    epoch = origin == "epoch" if origin in ("epoch", "midnight") else (first or 0) >= DAY_NS
+    tz = rec.get("tz") if isinstance(rec.get("tz"), str) else "UTC"
+    date = rec.get("date") if isinstance(rec.get("date"), str) and not epoch else None
+    try:
+        from exsim.replay.timefmt import check_zone
+        check_zone(tz)
+    except UsageError:
+        log.warning("%s: the run records time zone %r, which this machine does not know; "
+                    "times are read as UTC", data_dir, tz)
+        tz = "UTC"
+    return RunClock(tz=tz, date=date, epoch=epoch, first=first, last=last)

@@ -60,6 +60,7 @@ from exsim.exchange.schema import ORDER_DTYPE
 
 from exsim.scenarios.data import find_sample
 from exsim.scenarios.loaders import binance, lobster
+from exsim.scenarios.loaders._parse import check_zone
 from exsim.scenarios.scenario import Scenario, load_scenario
 
 __all__ = ["Flow", "open_flow", "symbol_from_file", "FORMATS"]
@@ -88,6 +89,11 @@ class Flow:
     batches: Callable[..., Iterator[np.ndarray]] | None = None   # a streamed flow's (iter_batches)
     specs: list[dict] | None = None              # add_symbol keyword dicts by id (module docstring)
     engine: dict | None = None                   # a stored run's Engine() options (stp, ownership)
+    date: str | None = None                      # trading date YYYY-MM-DD whose midnight is ts 0
+    tz: str | None = None                        # IANA zone of the times (None: not known, UTC)
+    ts_origin: str | None = None                 # "midnight" (of date, in tz) or "epoch"; None: not known
+    loaded: dict = field(default_factory=dict)   # what the loader counted (a DBN's skipped records);
+                                                 # a streamed flow's is filled when its batches end
 
     @property
     def streamed(self) -> bool:
@@ -129,6 +135,9 @@ class Flow:
         info = {"flow": self.kind, "files": list(self.files)}
         if self.tick is not None:
             info["tick"] = self.tick
+        for key in ("date", "tz", "ts_origin"):   # why: how a reader turns ts into wall-clock times
+            if getattr(self, key) is not None:
+                info[key] = getattr(self, key)
         return info
 
 
@@ -142,7 +151,9 @@ def symbol_from_file(path: str | os.PathLike) -> str:
 
 def open_flow(source, *, fmt: str | None = None, symbol: str | None = None,
               seed: int | None = None, progress=None, stream: bool = False,
-              batch_bytes: int | None = None) -> Flow:
+              batch_bytes: int | None = None, tz: str | None = None,
+              definitions: str | os.PathLike | None = None, tick: str | None = None,
+              midday: str = "drop") -> Flow:
     """Open ``source`` (see the module docstring for what it may be) and return its Flow.
 
     ``fmt`` ("quantcup", "lobster", "binance") says how to read a file (or, for "lobster", a
@@ -152,16 +163,25 @@ def open_flow(source, *, fmt: str | None = None, symbol: str | None = None,
     ``progress(bytes_read, total_bytes)``, if given, is called as a DBN file is read (with
     ``stream``, by its first pass). ``stream`` opens a DBN file as a streamed flow (module
     docstring) read ``batch_bytes`` at a time (default: ``iter_dbn``'s); other sources ignore both.
-    Raises UsageError for an unknown format, the wrong number of files, a folder that is none of
+    ``tz``: the IANA time zone of a LOBSTER file's times (default ``lobster.DEFAULT_TZ``, New
+    York) or the zone a Binance or DBN flow's times are shown in (default UTC).
+    ``definitions`` (a DBN file of instrument definitions), ``tick`` (decimal price of one tick
+    for instruments without a definition) and ``midday`` ("drop" or "refuse") go to the DBN
+    loader (``loaders.dbn.iter_dbn``). Raises UsageError for an unknown format, the wrong number of files, a folder that is none of
     the above, a ``seed`` for a flow that is not a scenario, a ``symbol`` for a scenario or data
-    directory, or an object of another type; InputError for a missing or malformed file.
+    directory, a ``tz`` for a flow that is not LOBSTER, Binance or DBN (or that is not a zone),
+    DBN options for another flow, or an object of another type; InputError for a missing or malformed file.
     """
-    flow = _open(source, fmt, symbol, _DbnOptions(progress, stream, batch_bytes))
+    opts = _DbnOptions(progress, stream, batch_bytes, tz, definitions, tick, midday)
+    flow = _open(source, fmt, symbol, opts)
     if isinstance(flow, Flow):
         if seed is not None:
             raise UsageError("seed= applies to generated scenarios, not to a flow file or array")
-        return flow
+        return _with_clock(flow, opts)
     _no_symbol(symbol, "a scenario")
+    if tz is not None:
+        raise UsageError("tz= applies to LOBSTER, Binance and DBN flows; a scenario's times "
+                         "count from midnight UTC")
     if seed is not None:
         if seed < 0:
             raise UsageError(f"seed must be >= 0, got {seed}")
@@ -178,6 +198,26 @@ class _DbnOptions:
     progress: Callable[[int, int], None] | None = None
     stream: bool = False
     batch_bytes: int | None = None
+    tz: str | None = None
+    definitions: str | os.PathLike | None = None
+    tick: str | None = None
+    midday: str = "drop"
+
+
+def _with_clock(flow: Flow, opts: _DbnOptions) -> Flow:
+    """``flow`` with its times' zone and origin (LOBSTER's are set by ``_lobster``); UsageError
+    for options its kind does not take."""
+    if flow.kind != "dbn" and (opts.definitions is not None or opts.tick is not None
+                               or opts.midday != "drop"):
+        raise UsageError(f"definitions=, tick= and midday= apply to DBN flows, not to a "
+                         f"{flow.kind} flow")
+    if flow.kind in ("binance", "dbn"):
+        tz = "UTC" if opts.tz is None else check_zone(opts.tz, "tz")
+        return dataclasses.replace(flow, tz=tz, ts_origin="epoch")
+    if opts.tz is not None and flow.kind != "lobster":
+        raise UsageError(f"tz= applies to LOBSTER, Binance and DBN flows, not to a {flow.kind} "
+                         "flow")
+    return flow
 
 
 def _open(source, fmt: str | None, symbol: str | None, dbn: _DbnOptions) -> Flow | Scenario:
@@ -201,13 +241,13 @@ def _open(source, fmt: str | None, symbol: str | None, dbn: _DbnOptions) -> Flow
             pair = _lobster_pair(path)
             if pair is None:
                 raise UsageError(f"{path}: neither a data directory nor a LOBSTER directory")
-            return _lobster(*pair, symbol, source=path)
+            return _lobster(*pair, symbol, source=path, tz=dbn.tz)
         return load_scenario(path)
     if isinstance(source, Scenario):
         return source
     if isinstance(source, lobster.LobsterFlow):
         return Flow(source.orders, _loaded_symbols(source.orders, symbol, lobster.TICK_SIZE),
-                    "lobster", "lobster")
+                    "lobster", "lobster", date=source.date, tz=source.tz, ts_origin="midnight")
     if isinstance(source, binance.BinanceData):
         return Flow(source.orders, [(symbol or BINANCE_NAME, float(binance.DEFAULT_TICK))],
                     "binance", "binance", l2=source, tick=binance.DEFAULT_TICK)
@@ -240,7 +280,7 @@ def _open_format(fmt: str, source, symbol: str | None, dbn: _DbnOptions) -> Flow
         pair = _lobster_pair(files[0])
         if pair is None:
             raise UsageError(f"{files[0]}: no *_message_*.csv and *_orderbook_*.csv in it")
-        return _lobster(*pair, symbol, source=files[0])
+        return _lobster(*pair, symbol, source=files[0], tz=dbn.tz)
     if fmt == "binance" and len(files) == 1 and os.path.isdir(files[0]):
         gz = _binance_file(files[0])
         if gz is None:
@@ -252,7 +292,7 @@ def _open_format(fmt: str, source, symbol: str | None, dbn: _DbnOptions) -> Flow
         if not os.path.isfile(f):
             raise InputError(f"{f}: no such file")
     if fmt == "lobster":
-        return _lobster(files[0], files[1], symbol)
+        return _lobster(files[0], files[1], symbol, tz=dbn.tz)
     if fmt == "binance":
         return _binance(files[0], symbol)
     if fmt == "dbn":
@@ -277,11 +317,13 @@ def _lobster_pair(path: str) -> tuple[str, str] | None:
     return os.path.join(path, msg[0]), os.path.join(path, book[0])
 
 
-def _lobster(messages: str, book: str, symbol: str | None, source: str | None = None) -> Flow:
-    lf = lobster.load_lobster(messages, book)
+def _lobster(messages: str, book: str, symbol: str | None, source: str | None = None,
+             tz: str | None = None) -> Flow:
+    lf = lobster.load_lobster(messages, book, tz=lobster.DEFAULT_TZ if tz is None else tz)
     return Flow(lf.orders, [(symbol or symbol_from_file(messages), lobster.TICK_SIZE)],
                 f"lobster:{os.path.basename(messages)}", "lobster", source=source or messages,
-                files=[os.path.abspath(messages), os.path.abspath(book)])
+                files=[os.path.abspath(messages), os.path.abspath(book)], date=lf.date, tz=lf.tz,
+                ts_origin="midnight")
 
 
 def _binance_file(path: str) -> str | None:
@@ -319,23 +361,42 @@ def _dbn(path: str, symbol: str | None, opts: _DbnOptions) -> Flow:
     from exsim.scenarios.loaders.dbn import dbn_symbols, iter_dbn, load_dbn
 
     size = {} if opts.batch_bytes is None else {"batch_bytes": opts.batch_bytes}
+    given = {"tick": opts.tick, "definitions": opts.definitions}
+    if opts.definitions is not None and not os.path.isfile(opts.definitions):
+        raise InputError(f"{opts.definitions}: no such file (definitions)")
     label, files = f"dbn:{os.path.basename(path)}", [os.path.abspath(path)]
+    if opts.definitions is not None:
+        files.append(os.path.abspath(opts.definitions))
     if not opts.stream:
-        data = load_dbn(path, progress=opts.progress, **size)
+        data = load_dbn(path, progress=opts.progress, midday=opts.midday, **given, **size)
         syms = _one_symbol([(s.name, s.tick_size) for s in data.symbols], symbol, path)
-        return Flow(data.orders, syms, label, "dbn", source=path, files=files)
-    scanned = [(s.name, s.tick_size) for s in dbn_symbols(path, progress=opts.progress, **size)]
+        return Flow(data.orders, syms, label, "dbn", source=path, files=files,
+                    tick=None if opts.tick is None else str(opts.tick),
+                    loaded=_dbn_loaded(data))
+    scanned = [(s.name, s.tick_size) for s in dbn_symbols(path, progress=opts.progress, **given, **size)]
     syms = _one_symbol(scanned, symbol, path)
+    loaded: dict = {}
 
     def batches(progress=None) -> Iterator[np.ndarray]:
         last = None
-        for last in iter_dbn(path, progress=progress, **size):
+        for last in iter_dbn(path, progress=progress, midday=opts.midday, **given, **size):
             yield last.orders
         if [(s.name, s.tick_size) for s in last.symbols] != scanned:
             raise InputError(f"{path}: its instruments differ from the first pass over it "
                              f"(was the file changed while it was read?)")
+        loaded.update(_dbn_loaded(last))
 
-    return Flow(None, syms, label, "dbn", source=path, files=files, batches=batches)
+    return Flow(None, syms, label, "dbn", source=path, files=files, batches=batches,
+                tick=None if opts.tick is None else str(opts.tick), loaded=loaded)
+
+
+def _dbn_loaded(data) -> dict:
+    """What a DBN load counted, for a consumer to report: the loader's ``counts``, the names of
+    the symbols whose book never synced (no clear ``R`` seen: records naming orders from before
+    the file were skipped) and of those without a definition (tick from ``tick=`` or 1e-9)."""
+    return {"counts": dict(data.counts), "unsynced": [s.name for s in data.symbols if not s.synced],
+            "undefined": [s.name for s in data.symbols if not s.defined],
+            "tick_1e9": [s.name for s in data.symbols if s.tick == 1]}
 
 
 def _generic(path: str, fmt: str, symbol: str | None) -> Flow:

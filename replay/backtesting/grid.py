@@ -7,9 +7,13 @@ callable, runs ``replay.backtesting.driver.backtest`` and keeps its ``summary``.
 ``{**params, ["seed": s,] **summary}``.
 
 Where it runs (``scheduler``):
-- ``"serial"``: in this process, no Dask.
-- ``None``: a ``distributed.LocalCluster`` of ``n_workers`` single-threaded worker processes,
-  started for the sweep and closed after it.
+- None (the default) or ``"serial"``: in this process, one point after the other, no Dask.
+- ``"local"``: a ``distributed.LocalCluster`` of ``n_workers`` single-threaded worker processes,
+  started for the sweep and closed after it. Its workers start by importing the caller's script
+  again (Python's "spawn"), so a script must call ``sweep`` under ``if __name__ == "__main__":``;
+  a script without that guard is refused with a UsageError saying so, where Dask would fail
+  with "An attempt has been made to start a new process before the current process has finished
+  its bootstrapping phase" or have each worker re-run the whole script.
 - an address (``"tcp://host:8786"``) or a ``distributed.Client``: an existing cluster. Its workers
   must be able to import exsim and the strategy's module.
 
@@ -21,7 +25,9 @@ Seeds: ``seeds=[...]`` runs every grid point once per seed, the seed replacing t
 
 Invariant: a backtest is a pure function of (flow, strategy, options), so rows depend only on the
 inputs, never on where or in which order tasks ran: two runs of a grid give identical rows, and a
-Dask run equals the serial run (tested on a LocalCluster of 2 workers).
+Dask run equals the serial run (tested on a LocalCluster of 2 workers). Why serial by default:
+a small grid finishes in this process before a LocalCluster's workers have imported exsim, and
+nothing starts processes behind a script's back.
 
 Limits: a task failing on a worker re-raises its exception here and the sweep stops (rows already
 done are lost); a grid of days is not a grid parameter yet (run one sweep per day).
@@ -37,10 +43,14 @@ import os
 
 from exsim.exchange.errors import UsageError
 
-__all__ = ["sweep", "grid_points", "SERIAL"]
+__all__ = ["sweep", "grid_points", "SERIAL", "LOCAL"]
 
 SERIAL = "serial"
+LOCAL = "local"   # a LocalCluster, started for the sweep
 DIST_HINT = "pip install 'exsim[dist]' (dask.distributed), or use scheduler='serial'"
+GUARD_HINT = ("put the code that calls sweep under `if __name__ == \"__main__\":` (the workers of "
+              "scheduler='local' start by importing your script again, which must not start "
+              "another sweep), or leave scheduler at its default to run in this process")
 
 
 def grid_points(grid) -> list[dict]:
@@ -126,8 +136,10 @@ def sweep(flow, strategy_factory_spec, grid, *, seeds=None, scheduler=None, n_wo
     ``"module:Class"`` (parameters as in ``exsim backtest --param``) or a picklable callable
     ``f(**params) -> Strategy``. ``grid``: ``{name: [values]}`` or a list of ``{name: value}``.
     ``seeds``: ints replacing the scenario's seed; each point runs once per seed (seed-major
-    order: all points of the first seed, then the next). ``scheduler``: ``"serial"``, None (a
-    LocalCluster of ``n_workers`` processes) or a Dask scheduler address or ``Client``.
+    order: all points of the first seed, then the next). ``scheduler``: None or ``"serial"``
+    (in this process), ``"local"`` (a LocalCluster of ``n_workers`` processes; module
+    docstring: the caller's script needs the ``__main__`` guard) or a Dask scheduler address or
+    ``Client``.
     ``backtest_kwargs``: passed to every ``backtest`` (latency, fees_bps, symbol, trader,
     engine_options, fast, symbols; not store_dir); the flow's symbols (a scenario's with its
     options: money, grid ...) go to every run unless ``symbols`` is given. ``progress``: None
@@ -137,11 +149,13 @@ def sweep(flow, strategy_factory_spec, grid, *, seeds=None, scheduler=None, n_wo
     has a currency, each row also has ``"currency"`` (its money values are in it; else in ticks
     x lots).
     Raises UsageError for a bad grid, spec, seeds or scheduler, when dask.distributed is needed
-    but not installed, or when a parameter name collides with a summary field; a backtest's own
+    but not installed, for ``"local"`` called from a script without the ``__main__`` guard, or when a parameter name collides with a summary field; a backtest's own
     UsageError (e.g. a bad strategy parameter) propagates.
     """
     if "store_dir" in backtest_kwargs:
         raise UsageError("sweep does not journal runs (store_dir); backtest one point to store it")
+    if scheduler == LOCAL:
+        _check_main_guard()   # why first: before the flow is loaded again in every worker
     if not (isinstance(strategy_factory_spec, str) or callable(strategy_factory_spec)):
         raise UsageError("strategy_factory_spec must be 'module:Class' or a callable")
     points = grid_points(grid)
@@ -156,7 +170,7 @@ def sweep(flow, strategy_factory_spec, grid, *, seeds=None, scheduler=None, n_wo
             _make_strategy(strategy_factory_spec, p)
     jobs = [(seed, orders, p) for seed, orders in flows for p in points]
     tell = progress or (lambda done, total: None)
-    if scheduler == SERIAL:
+    if scheduler is None or scheduler == SERIAL:
         summaries = []
         for _, orders, p in jobs:
             summaries.append(_run_point(orders, strategy_factory_spec, p, backtest_kwargs))
@@ -174,6 +188,36 @@ def sweep(flow, strategy_factory_spec, grid, *, seeds=None, scheduler=None, n_wo
     return rows
 
 
+def _check_main_guard() -> None:
+    """Raise UsageError (``GUARD_HINT``) when a LocalCluster would re-run the caller's script:
+    when this process is itself a worker importing it (``__mp_main__``), or when the script
+    being run (``__main__``'s file) has no ``if __name__ == "__main__":`` guard. Returns None.
+
+    why look at the source: once the workers start, the failure is Dask's ("Nanny failed to
+    start", a bootstrapping RuntimeError) and names nothing the caller wrote."""
+    import re
+    import sys
+
+    main = sys.modules.get("__main__")
+    if getattr(main, "__name__", "") == "__mp_main__":
+        raise UsageError(f"sweep(scheduler='local') ran while a worker process imported the "
+                         f"script: {GUARD_HINT}")
+    spec_name = getattr(getattr(main, "__spec__", None), "name", "") or ""
+    if spec_name.endswith(".__main__"):
+        return   # why: multiprocessing does not import a package's __main__ again (python -m pkg)
+    path = getattr(main, "__file__", None)
+    if not path or not str(path).endswith(".py"):
+        return   # why: a REPL, a notebook or python -c: nothing is imported again
+    try:
+        with open(path, encoding="utf-8") as fh:
+            source = fh.read()
+    except OSError:
+        return
+    if not re.search(r"""^if\s+__name__\s*==\s*['"]__main__['"]\s*:""", source, re.M):
+        raise UsageError(f"sweep(scheduler='local') from {path}, which has no "
+                         f"`if __name__ == \"__main__\":` guard: {GUARD_HINT}")
+
+
 def _run_dask(flows, jobs, spec, kwargs, scheduler, n_workers, tell=None) -> list[dict]:
     """Run the jobs on Dask; return their summaries in job order, calling ``tell(done, total)``
     as each finishes."""
@@ -183,7 +227,7 @@ def _run_dask(flows, jobs, spec, kwargs, scheduler, n_workers, tell=None) -> lis
         raise UsageError(f"sweep on Dask needs dask.distributed ({e}); {DIST_HINT}") from None
     cluster = None
     own_client = True
-    if scheduler is None:
+    if scheduler == LOCAL:
         if int(n_workers) < 1:
             raise UsageError(f"n_workers must be >= 1; got {n_workers}")
         cluster = LocalCluster(n_workers=int(n_workers), threads_per_worker=1, processes=True,
@@ -197,7 +241,8 @@ def _run_dask(flows, jobs, spec, kwargs, scheduler, n_workers, tell=None) -> lis
         except (OSError, TimeoutError) as e:
             raise UsageError(f"cannot connect to Dask scheduler {scheduler!r}: {e}") from None
     else:
-        raise UsageError(f"scheduler must be 'serial', None, an address or a Client; got {scheduler!r}")
+        raise UsageError(f"scheduler must be None or 'serial' (this process), 'local' (a "
+                         f"LocalCluster), an address or a Client; got {scheduler!r}")
     try:
         remote = {}
         for seed, orders in flows:

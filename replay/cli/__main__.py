@@ -4,4 +4,5 @@ import sys
 
 from exsim.replay.cli.app import main
 
-sys.exit(main())
+if __name__ == "__main__":   # why: worker processes (exsim sweep --scheduler local) import it again
+    sys.exit(main())

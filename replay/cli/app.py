@@ -9,7 +9,8 @@ Subcommands (each in its own module, each ``--help`` carrying an example)::
     backtest                  replay/cli/backtest.py
     whatif                    replay/cli/whatif.py
     sweep                     replay/cli/sweep.py
-    new-strategy              replay/cli/template.py
+    new-strategy, new-scenario replay/cli/template.py
+    docs                      replay/cli/pages.py
     bench                     replay/cli/bench.py
     serve, account            replay/cli/serve.py
     warmup                    replay/cli/warmup.py
@@ -38,7 +39,7 @@ from exsim.exchange.errors import ExsimError, VerificationError
 from exsim.replay.cli import backtest as cli_backtest, bench as cli_bench, export as cli_export
 from exsim.replay.cli import inspect as cli_inspect, run as cli_run, sweep as cli_sweep
 from exsim.replay.cli import serve as cli_serve, template as cli_template, whatif as cli_whatif
-from exsim.replay.cli import warmup as cli_warmup
+from exsim.replay.cli import pages as cli_pages, warmup as cli_warmup
 from exsim.replay.cli.common import EXIT_FAILED, EXIT_USAGE, Formatter, log, printable, setup_logging
 
 __all__ = ["main", "build_parser", "render_docs", "write_docs", "COMMANDS"]
@@ -48,7 +49,7 @@ DOCS_WIDTH = 100
 # The order commands appear in help and docs.
 COMMANDS = (
     "simulate", "demo", "ls", "book", "verify", "rerun", "stats", "export", "backtest", "whatif",
-    "sweep", "new-strategy", "bench", "serve", "account", "warmup",
+    "sweep", "new-scenario", "new-strategy", "bench", "serve", "account", "warmup", "docs",
 )
 
 DESCRIPTION = """\
@@ -63,6 +64,7 @@ example:
   exsim demo                                 # simulate -> store -> replay -> verify, in one go
   exsim simulate --out runs/first && exsim verify runs/first
   exsim COMMAND --help                       # details and an example for each command
+  exsim docs                                 # the documentation pages, installed with exsim
 """
 
 
@@ -110,6 +112,7 @@ def build_parser(width: int | None = None) -> argparse.ArgumentParser:
     cli_bench.register(sub, [common], fmt)
     cli_serve.register(sub, [common], fmt)
     cli_warmup.register(sub, [common], fmt)
+    cli_pages.register(sub, [common], fmt)
     return parser
 
 
@@ -130,7 +133,9 @@ def main(argv: list[str] | None = None) -> int:
     compiling.install()
     log.info("%s %s", args.command, " ".join(printable(a) for a in (argv or sys.argv[1:])[1:]))
     try:
-        return int(args.func(args))
+        code = int(args.func(args))
+        log.info("%s: exit %d", args.command, code)
+        return code
     except BrokenPipeError:
         # `exsim ls DIR | head`: the reader left; silence the interpreter's final flush too
         try:
@@ -154,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
 CLI_WORDING = (
     ("pass symbol=", "give --symbol"),
     ("use scheduler='serial'", "use --scheduler serial"),
+    ("load with midday='drop'", "use --midday drop"),
     ("use Session.open", "use --force to replace it"),
 )
 

@@ -17,7 +17,7 @@ from exsim.exchange.errors import UsageError
 
 from exsim.replay.cli.common import EXIT_OK, print_table
 
-__all__ = ["register", "cmd_bench", "measure_throughput"]
+__all__ = ["register", "cmd_bench", "measure_throughput", "load_text"]
 
 EXAMPLES = """\
 examples:
@@ -60,6 +60,22 @@ def measure_throughput(messages: int, symbols: int, runs: int, batch: int) -> di
     return {"seconds": statistics.median(times), "messages": len(flow), **counts}
 
 
+def load_text() -> str:
+    """Return the machine's load average and CPU count as text (``load average 0.52 0.61 0.70
+    over 1/5/15 min, 2 CPUs``; ``load average unknown`` where the OS does not say).
+
+    why: a throughput figure from a busy machine is not one from an idle machine; the reader
+    needs to see which it was."""
+    import os
+
+    try:
+        one, five, fifteen = os.getloadavg()
+    except (AttributeError, OSError):
+        return "load average unknown"
+    return (f"load average {one:.2f} {five:.2f} {fifteen:.2f} over 1/5/15 min, "
+            f"{os.cpu_count() or '?'} CPUs")
+
+
 def _one_symbol(msgs):
     """Return a copy of ``msgs`` with every message on symbol 0 (the warm-up engine's only one)."""
     out = msgs.copy()
@@ -88,7 +104,7 @@ def register(sub, parents, formatter) -> None:
 
 
 def cmd_bench(args) -> int:
-    """Run ``exsim bench``; print one table row and return 0."""
+    """Run ``exsim bench``; print one table row and the load average; return 0."""
     r = measure_throughput(args.messages, args.symbols, args.runs, args.batch)
     rate = r["messages"] / r["seconds"]
     print_table(["messages", "symbols", "M msgs/s", "ns/msg", "fills", "L2 rows", "events",
@@ -96,4 +112,5 @@ def cmd_bench(args) -> int:
                 [[f"{r['messages']:,}", args.symbols, f"{rate / 1e6:.2f}",
                   f"{1e9 / rate:.0f}", f"{r['fills']:,}", f"{r['l2']:,}", f"{r['events']:,}",
                   f"{r['live']:,}"]])
+    print(f"median of {args.runs} run(s); {load_text()}")
     return EXIT_OK

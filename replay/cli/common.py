@@ -22,6 +22,7 @@ import math
 import os
 import sys
 import threading
+import time
 from typing import Iterable, Sequence
 
 from exsim.exchange.errors import StoreError, UsageError
@@ -35,7 +36,7 @@ __all__ = [
     "format_table", "print_table", "open_catalog", "symbol_names", "symbol_tick_size", "resolve_symbol", "note",
     "dir_bytes", "human_bytes", "printable", "json_text", "check_plot_path", "plot_failed",
     "need_pyarrow", "format_number",
-    "out_failed", "run_day", "parse_ts", "parse_ts_range", "live_progress", "log",
+    "out_failed", "run_day", "parse_ts", "parse_ts_range", "time_text", "live_progress", "log", "step",
     "setup_logging",
 ]
 
@@ -91,17 +92,36 @@ def run_day(data_dir: str) -> int:
 
 def parse_ts(text: str, what: str, data_dir: str) -> int:
     """Return the ns timestamp of ``text`` for the run in ``data_dir``: ns, ``HH:MM[:SS[.f]]``
-    on the run's first day (UTC) or an ISO date-time (``replay.timefmt.parse_time``).
-    Raises UsageError naming ``what`` for anything else."""
-    from exsim.replay.timefmt import parse_time
-    return parse_time(text, what, lambda: run_day(data_dir))
+    on the run's first day or an ISO date-time, in the run's time zone
+    (``replay.timefmt.RunClock.parse``).
+
+    Raises UsageError naming ``what`` for anything else, and naming the run's first and last
+    times when ``text`` is outside them."""
+    from exsim.replay.rundir import run_clock
+
+    clock = run_clock(data_dir)
+    ts = clock.parse(text, what)
+    clock.check(ts, ts, text, data_dir, what)
+    return ts
 
 
 def parse_ts_range(text: str, what: str, data_dir: str) -> tuple[int, int]:
     """Return the inclusive (lo, hi) ns range of ``text`` (``LO..HI`` of ``parse_ts`` forms, or
-    the integer ``LO:HI``) for the run in ``data_dir``; UsageError naming ``what`` if malformed."""
-    from exsim.replay.timefmt import parse_time_range
-    return parse_time_range(text, what, lambda: run_day(data_dir))
+    the integer ``LO:HI``) for the run in ``data_dir``; UsageError naming ``what`` if malformed
+    or if the range holds none of the run's messages (naming its first and last times)."""
+    from exsim.replay.rundir import run_clock
+
+    clock = run_clock(data_dir)
+    lo, hi = clock.parse_range(text, what)
+    clock.check(lo, hi, text, data_dir, what)
+    return lo, hi
+
+
+def time_text(ts: int, data_dir: str) -> str:
+    """Return ``ts`` of the run in ``data_dir`` as a time that names its zone
+    (``replay.timefmt.RunClock.text``)."""
+    from exsim.replay.rundir import run_clock
+    return run_clock(data_dir).text(ts)
 
 
 def printable(text) -> str:
@@ -304,12 +324,34 @@ def need_pyarrow() -> None:
                          "pip install 'exsim[parquet]'") from None
 
 
+class _Elapsed(logging.Formatter):
+    """``exsim: MESSAGE  [+S.SSS s]``: each line says how long after the command started it
+    came, so ``-v`` shows where the time goes."""
+
+    def __init__(self):
+        super().__init__()
+        self.start = time.perf_counter()
+
+    def format(self, record) -> str:
+        return f"exsim: {record.getMessage()}  [+{time.perf_counter() - self.start:.3f} s]"
+
+
+@contextlib.contextmanager
+def step(what: str):
+    """Log (``-v``) ``what`` when the block ends, with the seconds it took; yields None.
+    A block that raises logs nothing (the error says what happened)."""
+    t0 = time.perf_counter()
+    yield
+    log.info("%s: %.3f s", what, time.perf_counter() - t0)
+
+
 def setup_logging(verbose: bool) -> None:
     """With ``verbose``, send INFO records of the exsim loggers ("exsim" and the library's
-    "replay", "store", "scenarios") to stderr as ``exsim: MESSAGE`` lines; without, only
+    "replay", "store", "scenarios") to stderr as ``exsim: MESSAGE  [+S.SSS s]`` lines (the
+    time since the command started); without, only
     warnings and worse (Python's default). Returns None. why stderr: stdout is the result."""
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("exsim: %(message)s"))
+    handler.setFormatter(_Elapsed())
     for name in ("exsim", "replay", "store", "scenarios"):
         logger = logging.getLogger(name)
         for h in list(logger.handlers):

@@ -13,7 +13,7 @@ import sys
 
 from exsim.exchange.errors import UsageError
 
-from exsim.replay.cli.common import (EXIT_OK, need_pyarrow, open_catalog, out_failed, parse_range,
+from exsim.replay.cli.common import (EXIT_OK, need_pyarrow, open_catalog, out_failed, parse_range, step,
                                parse_ts_range, resolve_symbol)
 from exsim.replay.export import FORMATS, TABLES, export, write_csv
 
@@ -39,7 +39,10 @@ def register(sub, parents, formatter) -> None:
                     "CSV, Parquet (needs\npyarrow: pip install 'exsim[parquet]') or SQLite. For "
                     "SQLite, TABLE may be 'all'; the database\nalso holds 'symbols' (id, name, "
                     "tick_size), 'enums' (type, value, name) and a view 'deals'\nover 'fills'. "
-                    "Values are as stored: prices in ticks, quantities in lots, times in ns.\n"
+                    "Values are as stored: prices in ticks, quantities in lots, times in ns; a "
+                    "CSV or Parquet file\nthen adds them in trading terms: time (the run's "
+                    "zone), symbol_name and the enum words\n(side_name BUY/SELL, kind_name, "
+                    "event_name ...).\n"
                     "--format flow writes the orders table in the generic order-flow format "
                     "(CSV, .csv.gz or\n.parquet by PATH's name, with the symbol table), which "
                     "'exsim simulate --flow csv' runs again.\n"
@@ -53,7 +56,8 @@ def register(sub, parents, formatter) -> None:
     p.add_argument("--seq", metavar="LO:HI", help="only this inclusive seq range (either end may be empty)")
     p.add_argument("--ts", metavar="LO..HI",
                    help="only this inclusive time range; each bound (either may be empty) ns, "
-                        "HH:MM[:SS[.fff]] (UTC, on the run's first day) or an ISO date-time")
+                        "HH:MM[:SS[.fff]] (on the run's first day, in its time zone) or an ISO "
+                        "date-time (no offset: the run's zone)")
     p.add_argument("--force", action="store_true", help="replace PATH if it exists")
     p.set_defaults(func=cmd_export)
 
@@ -86,9 +90,10 @@ def cmd_export(args) -> int:
     if not os.path.isdir(parent):   # why first: fail before the table is read
         raise UsageError(f"--out {args.out}: directory {parent} does not exist")
     try:
-        counts = export(args.dir, TABLES if args.table == "all" else args.table, args.out,
-                        fmt=args.format, symbol=args.symbol, seq=seq, quiet=args.quiet, ts=ts,
-                        filter_text={"symbol": args.symbol, "seq": args.seq, "ts": args.ts})
+        with step(f"read and write {args.out}"):
+            counts = export(args.dir, TABLES if args.table == "all" else args.table, args.out,
+                            fmt=args.format, symbol=args.symbol, seq=seq, quiet=args.quiet, ts=ts,
+                            filter_text={"symbol": args.symbol, "seq": args.seq, "ts": args.ts})
     except OSError as e:
         raise out_failed(args.out, e) from None
     what = ", ".join(f"{n:,} {t}" for t, n in counts.items())

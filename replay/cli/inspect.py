@@ -25,8 +25,8 @@ from exsim.exchange.errors import CorruptionError, UsageError
 
 from exsim.replay.cli.common import (
     EXIT_FAILED, EXIT_OK, check_plot_path, dir_bytes, format_table, human_bytes, note,
-    live_progress, log, open_catalog, parse_ts, parse_ts_range, plot_failed,
-    print_table, printable, resolve_symbol, run_day,
+    live_progress, log, open_catalog, step, parse_ts, parse_ts_range, plot_failed,
+    print_table, printable, resolve_symbol, time_text,
     symbol_tick_size,
 )
 
@@ -59,14 +59,16 @@ def register(sub, parents, formatter) -> None:
                     "its side.",
         epilog="example:\n  exsim book runs/default JPM --seq 5000\n"
                "  exsim book runs/default BTCUSD --ts 2500000000 --depth 5 --l3\n"
-               "  exsim book runs/default JPM --ts 00:00:02.5        # a time of day (UTC)\n")
+               "  exsim book runs/default JPM --ts 00:00:02.5        # a time of day (the run's zone: UTC here)\n")
     p.add_argument("dir", metavar="DIR", help="data directory")
     p.add_argument("symbol", metavar="SYMBOL", help="symbol name")
     at = p.add_mutually_exclusive_group(required=True)
     at.add_argument("--seq", type=int, metavar="N", help="after the message with this seq")
     at.add_argument("--ts", metavar="T",
-                    help="at this time: ns as stored, HH:MM[:SS[.fff]] (UTC, on the run's first "
-                         "day) or an ISO date-time such as 2024-08-08T10:00:00Z")
+                    help="at this time: ns as stored, HH:MM[:SS[.fff]] (on the run's first "
+                         "day, in its time zone: UTC, or New York for a LOBSTER day) or an ISO "
+                         "date-time such as 2024-08-08T10:00:00Z (no offset: the run's zone); a "
+                         "time outside the run's messages is an error naming its first and last")
     p.add_argument("--depth", type=int, default=10, metavar="K", help="levels per side (default: %(default)s)")
     p.add_argument("--l3", action="store_true", help="also list the live orders (L3) in queue order")
     p.set_defaults(func=cmd_book)
@@ -128,7 +130,8 @@ def register(sub, parents, formatter) -> None:
                    help="VWAP window in ns (default: %(default)s)")
     p.add_argument("--ts", metavar="LO..HI",
                    help="only this inclusive time range; each bound (either may be empty) ns, "
-                        "HH:MM[:SS[.fff]] (UTC, on the run's first day) or an ISO date-time; "
+                        "HH:MM[:SS[.fff]] (on the run's first day, in its time zone) or an ISO "
+                        "date-time (no offset: the run's zone); "
                         "LO:HI of integers (ns) also works")
     p.add_argument("--rows", type=int, default=25, metavar="N",
                    help="rows of the printed table (default: %(default)s; 0: all)")
@@ -161,11 +164,14 @@ def cmd_ls(args) -> int:
     run_rows = []
     for r in runs:
         info = r["info"]
-        run_rows.append((r["id"], time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r["created"] or 0)),
+        run_rows.append((r["id"], time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(r["created"] or 0)),
                          r["scenario"] or "-", "-" if r["seed"] is None else r["seed"],
                          info.get("batch", "-"), info.get("durability", "-")))
-    print_table(["run", "created", "scenario", "seed", "batch", "durability"], run_rows,
+    print_table(["run", "created (UTC)", "scenario", "seed", "batch", "durability"], run_rows,
                 right=[True, False, False, True, True, False], title="runs")
+    span = _span_line(args.dir)
+    if span:
+        print(span)
     print()
     print_table(["id", "symbol", "tick_size"],
                 [(s["id"], s["name"], symbol_tick_size(s)) for s in sym_rows],
@@ -200,6 +206,19 @@ def cmd_ls(args) -> int:
     return EXIT_OK
 
 
+def _span_line(data_dir: str) -> str | None:
+    """``messages from T1 to T2 (ts ...)`` in the run's zone, or None when the run cannot say
+    (no checkpoint, a damaged catalog: ls still lists what is there; verify names the damage)."""
+    from exsim.exchange.errors import ExsimError
+    from exsim.replay.rundir import run_clock
+
+    try:
+        clock = run_clock(data_dir)
+    except (ExsimError, OSError):
+        return None
+    return clock.span_text().replace("its messages run", "messages", 1)
+
+
 def _segment_missing(data_dir: str, path: str) -> bool:
     """Whether the segment file a catalog row lists at ``path`` (relative to ``data_dir``) does
     not exist (a symlink or a path outside is not "missing": verify reports those)."""
@@ -223,9 +242,10 @@ def cmd_book(args) -> int:
     ts = None if args.ts is None else parse_ts(args.ts, "--ts", args.dir)
     if ts is not None:
         log.info("book: --ts %s is ts %s", args.ts, f"{ts:,}")
-    view = book_at(args.dir, args.symbol, seq=args.seq, ts=ts, depth=args.depth, l3=args.l3)
+    with step("rebuild the book (nearest checkpoint + messages after it)"):
+        view = book_at(args.dir, args.symbol, seq=args.seq, ts=ts, depth=args.depth, l3=args.l3)
     when = ("before its first message" if view.ts is None
-            else f"ts {view.ts:,}, {_clock(int(view.ts), args.dir)} UTC")
+            else f"ts {view.ts:,}, {time_text(int(view.ts), args.dir)}")
     print(f"{printable(args.symbol)} after seq {view.seq:,} ({when})  prices in ticks")
     _print_phase(view)
     n = max(len(view.bids), len(view.asks))
@@ -268,14 +288,6 @@ def cmd_book(args) -> int:
             print()
             _print_stops(view.stops)
     return EXIT_OK
-
-
-def _clock(ts: int, data_dir: str) -> str:
-    """``ts`` as the time of day ``book --ts`` takes (``HH:MM:SS`` after the run's first
-    midnight, decimals only when it has a fraction of a second)."""
-    from exsim.replay.timefmt import clock_text
-    digits = 0 if ts % 10**9 == 0 else 9
-    return clock_text(ts, run_day(data_dir), digits)
 
 
 def _bid_label(price: int) -> str:
@@ -494,13 +506,14 @@ def cmd_stats(args) -> int:
 
     log.info("stats of %s in %s: ts %s, %d level(s), VWAP window %d ns", args.symbol, args.dir,
              "all" if ts is None else f"{ts[0]}..{ts[1]}", args.levels, args.window_ns)
-    with live_progress("stats", unit="step", quiet=args.quiet) as tell:
+    with live_progress("stats", unit="step", quiet=args.quiet) as tell, step("compute the series"):
         series = stats(args.dir, args.symbol, ts=ts, levels=args.levels,
                        window_ns=args.window_ns, progress=tell)
     log.info("stats: %s row(s)", f"{series.size:,}")
     names = list(series.dtype.names)
     if args.plot:
-        _plot(series, args.symbol, args.plot)
+        from exsim.replay.rundir import run_clock
+        _plot(series, args.symbol, args.plot, run_clock(args.dir))
         note(f"wrote {printable(args.plot)}: {series.size:,} points of {printable(args.symbol)}")
         return EXIT_OK
     if args.csv:
@@ -512,10 +525,16 @@ def cmd_stats(args) -> int:
     n = series.size
     idx = np.arange(n) if args.rows <= 0 or n <= args.rows else np.unique(
         np.linspace(0, n - 1, args.rows).round().astype(np.int64))
-    print_table(names, [[_fmt(v) for v in series[i].tolist()] for i in idx],
-                right=[True] * len(names),
+    from exsim.replay.rundir import run_clock
+
+    clock = run_clock(args.dir)
+    # why a time column: ts are ns as stored; a reader wants the wall-clock time beside them
+    print_table(["time", *names], [[clock.time_of_day(int(series["ts"][i])),
+                                    *(_fmt(v) for v in series[i].tolist())] for i in idx],
+                right=[False] + [True] * len(names),
                 title=f"{args.symbol}: imbalance over {args.levels} level(s), VWAP over "
-                      f"{args.window_ns:,} ns windows, prices in ticks")
+                      f"{args.window_ns:,} ns windows, prices in ticks; time in "
+                      f"{clock.zone_text()}, ts in ns as stored")
     if len(idx) < n:
         print(f"showing {len(idx)} of {n:,} rows, evenly spaced (--rows 0 or --csv for all)")
     elif n == 0:
@@ -558,13 +577,14 @@ def _plot_module():
     return plt
 
 
-def _plot(series, symbol: str, path: str) -> None:
-    """Write a three-panel PNG: prices (mid, microprice, VWAP), spread, imbalance."""
+def _plot(series, symbol: str, path: str, clock=None) -> None:
+    """Write a three-panel PNG: prices (mid, microprice, VWAP), spread, imbalance; the time
+    axis in ``clock``'s zone (a ``RunClock``; None: UTC)."""
     from exsim.replay.timefmt import DAY_NS, day_start, time_of_day_axis
 
     plt = _plot_module()
     first = int(series["ts"][0]) if series.size else 0
-    base = day_start(first)
+    base = day_start(first) if clock is None else clock.day0()
     t = (series["ts"] - base) / 1e9   # seconds after the first day's midnight: a time of day
     fig, axes = plt.subplots(3, 1, figsize=(10, 8), sharex=True,
                              gridspec_kw={"height_ratios": [3, 1, 1]})
@@ -579,7 +599,8 @@ def _plot(series, symbol: str, path: str) -> None:
     axes[2].plot(t, series["imbalance"], lw=0.8, color="tab:green")
     axes[2].set_ylabel("imbalance")
     span = int(series["ts"][-1]) - first if series.size else 0
-    time_of_day_axis(axes[2], base, span, epoch=base >= DAY_NS)
+    time_of_day_axis(axes[2], base, span, epoch=base >= DAY_NS,
+                     zone=None if clock is None else clock.zone_text())
     fig.tight_layout()
     try:
         fig.savefig(path, dpi=100)

@@ -28,8 +28,8 @@ import tempfile
 from exsim.exchange.errors import UsageError
 
 from exsim.replay.cli.common import (
-    EXIT_FAILED, EXIT_OK, format_table, human_bytes, need_pyarrow, note,
-    out_failed,
+    EXIT_FAILED, EXIT_OK, format_table, human_bytes, log, need_pyarrow, note,
+    out_failed, step,
 )
 from exsim.replay.simulation import SimSummary, simulate
 
@@ -41,7 +41,7 @@ STP_MODES = ("none", "cancel_resting", "cancel_incoming", "cancel_both")
 SIMULATE_EXAMPLES = """\
 examples:
   exsim simulate --out runs/default                      # the embedded 'default' preset
-  exsim simulate my_scenario.toml --out runs/mine --seed 7 --batch 5000
+  exsim new-scenario my_scenario && exsim simulate my_scenario.toml --out runs/mine --seed 7 --batch 5000
   exsim simulate bench_1m --out runs/bench --fsync none --force
   exsim simulate --flow quantcup quantcup_score_feed.csv --out runs/qc
   exsim simulate --flow lobster lobster_AMZN_2012-06-21_level1/AMZN_2012-06-21_34200000_57600000_message_1.csv \\
@@ -73,6 +73,20 @@ def register(sub, parents, formatter) -> None:
                         "'parquet FILE' (the generic order-flow format, docs/data-formats.md)")
     p.add_argument("--symbol", metavar="NAME",
                    help="symbol name for a --flow (default: from the file name)")
+    p.add_argument("--tz", metavar="ZONE",
+                   help="time zone of a --flow's times: a LOBSTER file's local times (default: "
+                        "America/New_York, LOBSTER's NASDAQ data), the zone a Binance or DBN "
+                        "run's times are shown in (default: UTC); an IANA name")
+    p.add_argument("--definitions", metavar="FILE",
+                   help="--flow dbn: a DBN file of instrument definitions, read first (names, "
+                        "ticks, lots)")
+    p.add_argument("--tick", metavar="PRICE",
+                   help="--flow dbn: the price of one tick (a decimal such as 0.25) for "
+                        "instruments without a definition (default: DBN's own unit, 1e-9)")
+    p.add_argument("--midday", choices=("drop", "refuse"), default="drop",
+                   help="--flow dbn: a file that starts mid-session (before its first clear R) "
+                        "names orders it never added: skip those records and say how many "
+                        "(drop, the default), or stop at the first (refuse)")
     p.add_argument("--seed", type=int, metavar="S", help="override the scenario's seed")
     p.add_argument("--batch", type=int, default=10_000, metavar="N",
                    help="messages per journaled batch (default: %(default)s)")
@@ -101,11 +115,13 @@ def register(sub, parents, formatter) -> None:
 
 # -- inputs ------------------------------------------------------------------------------------
 
-def load_flow(fmt: str, files: list[str], symbol: str | None, quiet: bool = True):
+def load_flow(fmt: str, files: list[str], symbol: str | None, quiet: bool = True,
+              tz: str | None = None, dbn: dict | None = None):
     """Check a ``--flow FORMAT FILE...`` argument and open it with ``scenarios.open_flow``.
 
     Returns a Flow; a DBN file's is streamed (its symbols from a first pass over the file, with a
-    progress bar on a terminal, its messages converted as ``simulate`` consumes them). Raises
+    progress bar on a terminal, its messages converted as ``simulate`` consumes them); ``dbn``:
+    its ``definitions``, ``tick`` and ``midday`` (``open_flow``'s). Raises
     UsageError for an unknown format, the wrong number of files or a missing file, InputError
     (from the loader, naming file and line) for a malformed one.
     """
@@ -123,13 +139,18 @@ def load_flow(fmt: str, files: list[str], symbol: str | None, quiet: bool = True
             raise UsageError(f"--flow {fmt}: {f}: no such file")
     if fmt == "parquet":
         need_pyarrow()
+    if tz is not None and fmt not in ("lobster", "binance", "dbn"):
+        raise UsageError(f"--tz applies to --flow lobster, binance and dbn, not to {fmt}")
+    dbn = {k: v for k, v in (dbn or {}).items() if v is not None and (k, v) != ("midday", "drop")}
+    if dbn and fmt != "dbn":
+        raise UsageError(f"--{'/--'.join(sorted(dbn))} applies to --flow dbn, not to {fmt}")
     if fmt != "dbn":
-        return open_flow(files, fmt=fmt, symbol=symbol)
+        return open_flow(files, fmt=fmt, symbol=symbol, tz=tz)
     from exsim.replay.progress import progress
 
     with progress(total=os.path.getsize(files[0]), desc=f"scan {os.path.basename(files[0])}",
                   unit="B", quiet=quiet) as bar:
-        return open_flow(files, fmt=fmt, symbol=symbol, stream=True,
+        return open_flow(files, fmt=fmt, symbol=symbol, stream=True, tz=tz, **dbn,
                          progress=lambda done, total: bar.update(done - bar.n))
 
 
@@ -190,22 +211,73 @@ def cmd_simulate(args) -> int:
         raise UsageError("--seed applies to generated scenarios, not to a --flow file")
     if args.symbol and not args.flow:
         raise UsageError("--symbol names the symbol of a --flow; a scenario names its own")
+    if args.tz and not args.flow:
+        raise UsageError("--tz gives the time zone of a --flow; a scenario's times count from "
+                         "midnight UTC")
     replace = check_out_dir(args.out, args.force)
-    if args.flow:
-        flow = load_flow(args.flow[0], args.flow[1:], args.symbol, quiet=args.quiet)
-    else:
-        flow = load_scenario_flow(args.scenario or "default", args.seed)
+    if not args.flow and (args.definitions or args.tick or args.midday != "drop"):
+        raise UsageError("--definitions, --tick and --midday apply to --flow dbn")
+    with step("open the flow" + (" (a first pass over the file)" if args.flow and args.flow[0] == "dbn"
+                                 else "")):
+        if args.flow:
+            flow = load_flow(args.flow[0], args.flow[1:], args.symbol, quiet=args.quiet,
+                             tz=args.tz, dbn={"definitions": args.definitions, "tick": args.tick,
+                                              "midday": args.midday})
+        else:
+            flow = load_scenario_flow(args.scenario or "default", args.seed)
+    log.info("flow %s: %s message(s), %d symbol(s)", flow.label,
+             "streamed" if flow.orders is None else f"{flow.orders.size:,}", len(flow.symbols or []))
     # why check again: generating a large flow takes a while and the directory may have appeared
     replace = check_out_dir(args.out, args.force) or replace
     if args.batch < 1:
         raise UsageError(f"--batch must be >= 1, got {args.batch}")
     try:
-        summary = simulate(flow, args.out, batch=args.batch, durability=FSYNC_POLICIES[args.fsync],
-                           stp=args.stp, replace=replace, quiet=args.quiet)
+        with step(f"match, journal and seal into {args.out}"):
+            summary = simulate(flow, args.out, batch=args.batch,
+                               durability=FSYNC_POLICIES[args.fsync], stp=args.stp,
+                               replace=replace, quiet=args.quiet)
     except OSError as e:
         raise out_failed(args.out, e) from None
+    log.info("of which compiling the kernels %.3f s, matching %.3f s", summary.compile_seconds,
+             summary.seconds)
     print_summary(summary, args.quiet)
+    if flow.date or flow.ts_origin == "epoch":
+        when = f"trading day {flow.date}, " if flow.date else ""
+        print(f"{when}times in {flow.tz}")
+    if flow.kind == "dbn":
+        for line in dbn_report(flow.loaded, summary.messages):
+            note(line)
+        if summary.messages == 0:
+            note(f"exsim: nothing was simulated: {args.out} holds a run without messages")
+            return EXIT_FAILED
     return EXIT_OK
+
+
+def dbn_report(loaded: dict, messages: int) -> list[str]:
+    """Return the lines that say what a DBN load skipped and why (``Flow.loaded``), and which
+    symbols' prices are in DBN's 1e-9 units; [] when there is nothing to say."""
+    counts = loaded.get("counts", {})
+    lines = []
+    skipped = counts.get("unknown_order", 0)
+    if skipped:
+        whom = ", ".join(loaded.get("unsynced", [])) or "some symbols"
+        lines.append(
+            f"dbn: skipped {skipped:,} of {counts.get('mbo', 0):,} MBO records ({messages:,} "
+            f"messages kept): they name orders resting before the file began ({whom}: the file "
+            "starts mid-session, without a clear R and snapshot, so the book lacks those orders; "
+            "midday='drop'). Start from a file that begins with the session's R and snapshot, "
+            "or use --midday refuse to stop at the first such record")
+    if counts.get("other", 0):
+        lines.append(f"dbn: {counts['other']:,} records of schemas that carry no orders (OHLCV, "
+                     "statistics, status, ...) were not converted")
+    if counts.get("mbp", 0) and not counts.get("mbo", 0):
+        lines.append(f"dbn: {counts['mbp']:,} MBP/BBO records show levels, not orders: they give "
+                     "no messages to simulate (backtest an L2 view of them instead)")
+    if loaded.get("tick_1e9"):
+        lines.append(f"dbn: {', '.join(loaded['tick_1e9'])}: no instrument definition and no "
+                     "--tick, so prices are in DBN's unit of 1e-9; give --definitions FILE or "
+                     "--tick 0.25 (the instrument's tick)")
+    return lines
 
 
 # -- demo --------------------------------------------------------------------------------------

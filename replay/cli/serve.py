@@ -166,5 +166,9 @@ def cmd_account(args) -> int:
     os.replace(tmp, args.file)
     note(f"wrote account {args.name!r} to {args.file}")
     if generated is not None:
-        print(f"password for {args.name}: {generated}   (stored only as a hash: keep it now)")
+        # why bare: a script takes the secret as stdout (PASS=$(exsim account ...)); the remark
+        # is for the person, on stderr
+        note(f"the password of {args.name} follows on stdout; it is stored only as a hash: "
+             "keep it now")
+        print(generated)
     return EXIT_OK

@@ -1,4 +1,4 @@
-"""``exsim sweep``: backtest a strategy over a grid of parameters (and seeds), on Dask or serially.
+"""``exsim sweep``: backtest a strategy over a grid of parameters (and seeds), serially or on Dask.
 
 A thin layer over ``replay.backtesting.grid.sweep``: ``--grid key=v1,v2`` options make the grid (every
 combination), ``--param`` fixes other constructor arguments, and the rows (parameters + backtest
@@ -8,8 +8,8 @@ comma.
 
 Invariants: ``--json`` prints strict JSON (a NaN measure is ``null``); notes go to stderr.
 A bad ``--grid``, ``--seeds``, ``--workers`` or strategy raises UsageError (exit 2, one
-line); a missing dask.distributed says how to install it and that ``--scheduler serial`` works
-without it.
+line); the default runs in this process (no Dask), ``--scheduler local`` starts a LocalCluster;
+a missing dask.distributed says how to install it and that the default works without it.
 """
 
 from __future__ import annotations
@@ -33,11 +33,11 @@ TABLE_COLUMNS = ("pnl", "fees", "volume", "n_fills", "fill_ratio", "final_positi
 
 EXAMPLES = """\
 examples:
-  exsim sweep default --symbol JPM --grid size=2,5,10 --grid every=20,100     # LocalCluster
+  exsim sweep default --symbol JPM --grid size=2,5,10 --grid every=20,100     # in this process
   exsim sweep default --symbol JPM --grid size=2,5 --seeds 1,2,3 --csv sweep.csv
   exsim sweep lobster_AMZN_2012-06-21_level1 --grid skew_lots=50,200 --param size=100 \\
-        --scheduler serial --json      # a LOBSTER day; --scheduler tcp://HOST:8786: a running Dask scheduler
-  exsim sweep default --symbol JPM --grid size=1,2 --scheduler serial       # no Dask
+        --json      # a LOBSTER day; --scheduler tcp://HOST:8786: a running Dask scheduler
+  exsim sweep default --symbol JPM --grid size=1,2 --scheduler local --workers 2   # a Dask LocalCluster
 """
 
 
@@ -74,11 +74,12 @@ def register(sub, parents, formatter) -> None:
     """Add the ``sweep`` subcommand to the ``sub`` subparsers action."""
     p = sub.add_parser(
         "sweep", parents=parents, formatter_class=formatter, epilog=EXAMPLES,
-        help="backtest a strategy over a grid of parameters, on Dask",
-        description="Run one backtest per combination of --grid values (times --seeds) on a "
-                    "Dask LocalCluster,\nan existing Dask scheduler, or serially, and gather "
-                    "one row per run: its parameters and\nits summary. The same grid gives "
-                    "identical rows wherever it runs. Dask: pip install 'exsim[dist]'.")
+        help="backtest a strategy over a grid of parameters, serially or on Dask",
+        description="Run one backtest per combination of --grid values (times --seeds) in this "
+                    "process (the default),\non a Dask LocalCluster (--scheduler local) or an "
+                    "existing Dask scheduler, and gather one row\nper run: its parameters and "
+                    "its summary. The same grid gives identical rows wherever it runs.\nDask: "
+                    "pip install 'exsim[dist]'.")
     add_backtest_arguments(p)
     p.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...",
                    help="constructor argument and its values to sweep (repeatable: every "
@@ -88,10 +89,11 @@ def register(sub, parents, formatter) -> None:
     p.add_argument("--seeds", metavar="S1,S2,...",
                    help="also run every grid point with each scenario seed (scenarios only)")
     p.add_argument("--scheduler", metavar="ADDRESS",
-                   help="Dask scheduler address, or 'serial' for no Dask (default: a "
-                        "LocalCluster)")
+                   help="'serial' (in this process, the default), 'local' (a Dask "
+                        "LocalCluster of --workers processes) or a Dask scheduler address")
     p.add_argument("--workers", type=int, default=2, metavar="N",
-                   help="LocalCluster worker processes (default: %(default)s)")
+                   help="LocalCluster worker processes, with --scheduler local (default: "
+                        "%(default)s)")
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print all rows as JSON")
     out.add_argument("--csv", metavar="PATH", help="write all rows to a CSV file")
@@ -119,7 +121,8 @@ def cmd_sweep(args) -> int:
     points = [{**p, **fixed} for p in grid_points(grid)]
     seeds = _parse_seeds(args.seeds)
     log.info("sweep of %s over %d point(s) x %d seed(s), scheduler %s", args.strategy,
-             len(points), len(seeds or [None]), args.scheduler or f"LocalCluster({args.workers})")
+             len(points), len(seeds or [None]),
+             f"LocalCluster({args.workers})" if args.scheduler == "local" else args.scheduler or "serial")
     with live_progress("sweep", unit="run", quiet=args.quiet) as tell:
         rows = sweep(args.flow, absolute_spec(args.strategy), points, seeds=seeds,
                      scheduler=args.scheduler, n_workers=args.workers, progress=tell,

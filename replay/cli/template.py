@@ -1,4 +1,6 @@
-"""``exsim new-strategy``: write a strategy file to start from, runnable as it is.
+"""``exsim new-strategy`` and ``exsim new-scenario``: write a file to start from, runnable as it is.
+
+``new-scenario`` copies a preset's scenario file (comments and all) to edit and simulate.
 
 The file holds one ``Strategy`` subclass (every callback shown, the ones it does not use
 commented) that ``exsim backtest FLOW --strategy FILE.py:CLASS`` loads by path
@@ -18,7 +20,8 @@ from exsim.exchange.errors import UsageError
 
 from exsim.replay.cli.common import EXIT_OK, out_failed, printable
 
-__all__ = ["register", "cmd_new_strategy", "strategy_source", "class_name_for"]
+__all__ = ["register", "cmd_new_strategy", "cmd_new_scenario", "strategy_source",
+           "class_name_for"]
 
 EXAMPLES = """\
 example:
@@ -33,7 +36,8 @@ Run it (no PYTHONPATH needed: the file is loaded by its path):
 
     exsim backtest default --symbol JPM --strategy {path}:{cls} --param size=2
 
-The callbacks and what they receive are in docs/backtesting.md ("Writing a strategy"). Prices
+The callbacks and what they receive are in docs/backtesting.md ("Python strategies"; `exsim docs
+backtesting` prints the page). Prices
 are integer ticks, quantities lots. On an empty side of the book `book.bid` / `book.ask` (and
 their qty) are 0, not None: test `if book.bid and book.ask`, or use `book.mid` (None unless
 both sides are there).
@@ -102,8 +106,29 @@ def strategy_source(path: str, cls: str) -> str:
     return TEMPLATE.format(cls=cls, path=path)
 
 
+SCENARIO_EXAMPLES = """\
+examples:
+  exsim new-scenario scenario_a               # scenario_a.toml, a copy of the 'default' preset
+  exsim new-scenario day --from trading_day   # another preset to start from
+"""
+
+
 def register(sub, parents, formatter) -> None:
-    """Add the ``new-strategy`` subcommand to the ``sub`` subparsers action."""
+    """Add the ``new-strategy`` and ``new-scenario`` subcommands to the ``sub`` subparsers
+    action."""
+    s = sub.add_parser(
+        "new-scenario", parents=parents, formatter_class=formatter, epilog=SCENARIO_EXAMPLES,
+        help="write a scenario file to start from (a copy of a preset, to edit and simulate)",
+        description="Write NAME.toml holding a preset scenario (default: 'default'), with its "
+                    "comments, to edit\nand run with `exsim simulate NAME.toml`. The format is "
+                    "in docs/scenarios.md (`exsim docs scenarios`).\nAn existing file is kept "
+                    "unless --force.")
+    s.add_argument("name", metavar="NAME", help="file to write (.toml is added if missing)")
+    s.add_argument("--from", dest="preset", default="default", metavar="PRESET",
+                   help="the preset to copy (default: %(default)s)")
+    s.add_argument("--force", action="store_true", help="overwrite an existing file")
+    s.set_defaults(func=cmd_new_scenario)
+
     p = sub.add_parser(
         "new-strategy", parents=parents, formatter_class=formatter, epilog=EXAMPLES,
         help="write a strategy file to start from (runs with backtest --strategy FILE.py:CLASS)",
@@ -116,6 +141,32 @@ def register(sub, parents, formatter) -> None:
     p.add_argument("--class", dest="cls", metavar="CLASS", help="class name (default: from NAME)")
     p.add_argument("--force", action="store_true", help="overwrite an existing file")
     p.set_defaults(func=cmd_new_strategy)
+
+
+def cmd_new_scenario(args) -> int:
+    """``exsim new-scenario``: copy a preset's file; returns 0. Raises UsageError for an
+    unknown preset, or naming the file when it exists (without --force), is a directory or
+    cannot be written."""
+    from exsim.scenarios.scenario import list_presets, load_scenario
+
+    path = args.name if args.name.endswith(".toml") else args.name + ".toml"
+    if args.preset not in list_presets():
+        raise UsageError(f"--from {printable(args.preset)}: no such preset; presets: "
+                         f"{', '.join(list_presets())}")
+    if os.path.isdir(path):
+        raise UsageError(f"new-scenario {printable(path)}: is a directory")
+    if os.path.exists(path) and not args.force:
+        raise UsageError(f"new-scenario {printable(path)}: exists; give --force to replace it")
+    with open(load_scenario(args.preset).source, encoding="utf-8") as f:
+        text = f.read()
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as e:
+        raise out_failed(path, e, option="new-scenario") from None
+    print(f"wrote {printable(path)} (a copy of preset {args.preset!r}); run it with:")
+    print(f"  exsim simulate {printable(path)} --out runs/{printable(os.path.splitext(os.path.basename(path))[0])}")
+    return EXIT_OK
 
 
 def cmd_new_strategy(args) -> int:

@@ -22,11 +22,26 @@ import os
 
 import numpy as np
 
-from exsim.exchange.errors import InputError
+from exsim.exchange.errors import InputError, UsageError
 from exsim.exchange.schema import Kind
 
 __all__ = ["read_lines", "split_columns", "column_int", "column_decimal", "column_choice",
-           "owner_traders", "fill_owners"]
+           "owner_traders", "fill_owners", "check_zone"]
+
+
+def check_zone(tz: str, what: str = "--tz") -> str:
+    """Return ``tz`` if it names an IANA time zone (``America/New_York``, ``UTC``).
+
+    Raises UsageError naming ``what`` otherwise."""
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        ZoneInfo(str(tz))
+    except (ZoneInfoNotFoundError, ValueError, TypeError):
+        raise UsageError(f"{what} {tz!r}: not a time zone; give an IANA name such as "
+                         "America/New_York, Europe/London or UTC") from None
+    return str(tz)
+
 
 
 def read_lines(path: str | os.PathLike) -> list[str]:

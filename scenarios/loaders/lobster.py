@@ -41,34 +41,44 @@ seconds and never decrease (InputError naming the line that goes back); syntheti
 ``orders`` carries ``symbol``; ``seq_after[i]`` is the number of flow rows up to the end of message
 i's own rows, i.e. the engine's seq after message i when the flow is processed from a fresh engine.
 
+Times: LOBSTER's ``Time`` is seconds after midnight, local time of the exchange (New York for
+its NASDAQ data), and the file name carries the trading date (``AMZN_2012-06-21_34200000_...``).
+The loader keeps ts as ns after that midnight and records the date (from the file name, or
+``date=``) and the zone (``tz=``, default ``DEFAULT_TZ``) in ``LobsterFlow.date``/``tz``, which a
+run stores so that times read and print as New York times on that day.
+
 Known limits: one symbol per file pair; the whole file is read into memory; the bookkeeping pass
 is a plain Python loop (about 1 us a message), the parsing is vectorised.
 """
 
 from __future__ import annotations
 
+import datetime as _dt
 import os
+import re
 import warnings
 from bisect import bisect_left, bisect_right, insort
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from exsim.exchange.errors import InputError
+from exsim.exchange.errors import InputError, UsageError
 from exsim.exchange.schema import ORDER_DTYPE, Kind, OrderType, Phase, Side, Tif
 
-from exsim.scenarios.loaders._parse import column_decimal, column_int, read_lines, split_columns
+from exsim.scenarios.loaders._parse import check_zone, column_decimal, column_int, read_lines, split_columns
 
 __all__ = ["load_lobster", "LobsterFlow", "HIDDEN_TRADE_DTYPE", "EXPECTED_TRADE_DTYPE",
            "LOBSTER_TICK", "TICK_SIZE", "SYNTHETIC_ID_BASE", "SEED", "CORRECTION", "unpredictable_rows",
-           "HALT_PHASES"]
+           "HALT_PHASES", "DEFAULT_TZ", "date_from_name"]
 
 LOBSTER_TICK = 100                 # LOBSTER prices are dollars x 10000; one tick is one cent
 TICK_SIZE = 0.01                   # the price of one engine tick of a loaded flow, in dollars
 SYNTHETIC_ID_BASE = 1 << 40        # ids the loader invents (seed, re-seed, IOC aggressors)
 EMPTY_ASK, EMPTY_BID = 9999999999, -9999999999   # LOBSTER's dummy prices for empty levels
 _EMPTY_ASK_TICKS = int(np.iinfo(np.int64).max)    # an empty ask level once converted to ticks
+DEFAULT_TZ = "America/New_York"   # LOBSTER's data is NASDAQ's: times are New York local time
 SEED, CORRECTION = -1, -2          # msg_index of rows that are not a translated message
+_NAME_DATE = re.compile(r"_(\d{4})-(\d{2})-(\d{2})_")   # the date in LOBSTER's file names
 MESSAGE_HEADER = "Time,Type,OrderId,Size,Price,Direction"
 # a type 7 message's Price column -> the phase it starts (LOBSTER_SampleFiles_ReadMe.txt)
 HALT_PHASES = {-1: Phase.HALTED, 0: Phase.REOPENING_AUCTION, 1: Phase.CONTINUOUS}
@@ -98,6 +108,8 @@ class LobsterFlow:
     types: np.ndarray = None      # int64 per message: its LOBSTER Type
     synthetic_base: int = SYNTHETIC_ID_BASE      # ids >= this were invented by the loader
     counts: dict = field(default_factory=dict)   # messages by type, corrections by cause
+    date: str | None = None       # trading date YYYY-MM-DD (file name or date=); ts count from its midnight
+    tz: str = DEFAULT_TZ          # IANA zone of that midnight and of every ts
 
 
 def _fast_ints(path: str, skip: int, ncols: int, usecols) -> np.ndarray | None:
@@ -421,14 +433,38 @@ def _shown(book_row, side):
     return lv, len(lv) == len(book_row)
 
 
-def load_lobster(message_path: str | os.PathLike, book_path: str | os.PathLike, symbol: int = 0) -> LobsterFlow:
+def date_from_name(path: str | os.PathLike) -> str | None:
+    """Return the trading date ``YYYY-MM-DD`` a LOBSTER file name carries
+    (``AMZN_2012-06-21_34200000_57600000_message_1.csv``), or None when it has none."""
+    m = _NAME_DATE.search(os.path.basename(os.fspath(path)))
+    if m is None:
+        return None
+    try:
+        return _dt.date(int(m.group(1)), int(m.group(2)), int(m.group(3))).isoformat()
+    except ValueError:
+        return None
+
+
+def load_lobster(message_path: str | os.PathLike, book_path: str | os.PathLike, symbol: int = 0,
+                 *, tz: str = DEFAULT_TZ, date: str | None = None) -> LobsterFlow:
     """Read a LOBSTER message file and its book file; return a LobsterFlow (see module docstring).
 
-    Raises InputError naming file and line for a malformed or truncated file: wrong column count,
-    a non-numeric field, an unknown message type, a price that is not a whole cent, or a book file
-    whose row count differs from the message count.
+    ``tz``: the IANA time zone of the file's times (default New York, LOBSTER's NASDAQ data);
+    ``date``: the trading date ``YYYY-MM-DD`` (default: from the message file's name, None
+    when it has none). Raises InputError naming file and line for a malformed or truncated file:
+    wrong column count, a non-numeric field, an unknown message type, a price that is not a whole
+    cent, or a book file whose row count differs from the message count; UsageError for a ``tz``
+    that is not a time zone or a ``date`` that is not ``YYYY-MM-DD``.
     """
     mpath, bpath = os.fspath(message_path), os.fspath(book_path)
+    tz = check_zone(tz, "tz")
+    if date is None:
+        date = date_from_name(mpath)
+    else:
+        try:
+            date = _dt.date.fromisoformat(str(date)).isoformat()
+        except ValueError:
+            raise UsageError(f"date {date!r}: expected a date YYYY-MM-DD") from None
     ts, typ, oid, size, price_e4, dirn = _read_messages(mpath)
     book = _read_book(bpath, len(ts), mpath)
     n = len(ts)
@@ -508,4 +544,5 @@ def load_lobster(message_path: str | os.PathLike, book_path: str | os.PathLike, 
         orders=orders, msg_index=arr[:, 7].copy(), seq_after=seq_after, book=book, depth=book.shape[1],
         expected_trades=np.array(trades, EXPECTED_TRADE_DTYPE),
         hidden_trades=np.array(hidden, HIDDEN_TRADE_DTYPE),
-        halts=np.array(halts, np.int64), types=typ, synthetic_base=base, counts=counts)
+        halts=np.array(halts, np.int64), types=typ, synthetic_base=base, counts=counts,
+        date=date, tz=tz)

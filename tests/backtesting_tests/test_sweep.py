@@ -67,7 +67,7 @@ def test_seeds_need_a_scenario_flow(flow):
 
 def test_sweep_on_a_local_cluster_of_two_workers_equals_the_serial_result(flow, serial_rows):
     pytest.importorskip("distributed", reason="dask.distributed is not installed (exsim[dist])")
-    rows = sweep(flow, SPEC, GRID, n_workers=2, trader=TRADER, fees_bps=0.5)
+    rows = sweep(flow, SPEC, GRID, scheduler="local", n_workers=2, trader=TRADER, fees_bps=0.5)
     assert rows == serial_rows
 
 

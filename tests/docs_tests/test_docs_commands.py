@@ -15,9 +15,8 @@ A command that cannot run here is marked in its page, on the line before its blo
 ``<!-- not run by tests: REASON -->``; MARKED pins how many each page has.
 
 How they run: a page's commands run in document order in one fresh directory (so ``runs/default``
-made by an earlier command exists for the later ones) holding the inputs the docs assume: the
-scenario file of docs/scenarios.md as ``my_scenario.toml`` and links to the shared samples under
-their own names (commands naming a sample are skipped, with the reason, when ../shared/data is
+made by an earlier command exists for the later ones) holding only what a reader downloads beside
+exsim: links to the shared samples under their own names (commands naming a sample are skipped, with the reason, when ../shared/data is
 absent). ``exsim`` runs in-process; other commands run as processes. Benchmark commands
 (``benchmarks``) run from the checkout, as docs/benchmarks.md says, in smoke mode
 (EXSIM_BENCH_SMOKE=1, benchmarks/_smoke.py: seconds, JSON to a temp dir) and must leave
@@ -215,7 +214,7 @@ def _run(cmd: Command, cwd: Path, smoke_dir: Path) -> None:
     where = f"{cmd.page}:{cmd.line} `{cmd.text}`"
     for argv in _parts(cmd):
         assert argv and argv[0] in WORDS, f"{where}: unknown command {argv[:1]}"
-        if argv[0] == "exsim" and argv[1:2] == ["sweep"] and "serial" not in argv:
+        if argv[0] == "exsim" and argv[1:2] == ["sweep"] and "local" in argv:
             # a LocalCluster's worker processes start from a clean interpreter, as for a user
             out = _process([sys.executable, "-m", "exsim.replay.cli", *argv[1:]], cwd, _env(smoke_dir), where)
         elif argv[0] == "exsim":
@@ -235,8 +234,8 @@ def _workdir(tmp_path: Path) -> tuple[Path, bool]:
     """The page's working directory with the inputs the docs assume; (dir, shared samples present)."""
     from exsim.scenarios.data import shared_data_dir
 
-    scenario = re.search(r"```toml\n(.*?)```", (REPO / "docs/scenarios.md").read_text(), re.S)
-    (tmp_path / "my_scenario.toml").write_text(scenario.group(1))
+    # why nothing else: a reader starts from an empty directory (a page that needs a scenario
+    # file writes one first: exsim new-scenario)
     base = shared_data_dir()
     for name, rel in SHARED.items():
         if base is not None and (base / rel).exists():

@@ -27,4 +27,6 @@ def test_python_examples_run(page, tmp_path, monkeypatch):
     script = tmp_path / (page.replace("-", "_").replace(".md", "_examples.py"))
     script.write_text("\n".join(f"# --- python block {k} of docs/{page}\n{b}"
                                  for k, b in enumerate(blocks)))
-    runpy.run_path(str(script), run_name="docs_example")
+    # why __main__: a reader runs the page as a script, so its `if __name__ == "__main__":`
+    # blocks (the sweep example's) run too
+    runpy.run_path(str(script), run_name="__main__")

@@ -28,7 +28,7 @@ import exsim
 
 ROOT = Path(__file__).resolve().parents[2]
 ROOMS = ("exchange", "store", "replay", "scenarios")
-NOT_INSTALLED = ("tests", "benchmarks", "docs")
+NOT_INSTALLED = ("tests", "benchmarks")   # docs/*.md are installed: `exsim docs PAGE` prints them
 
 
 def _source_files() -> list[str]:
@@ -132,6 +132,9 @@ def test_wheel_holds_every_package_and_its_data_files(wheel):
     assert presets
     wanted |= presets | {"exsim/" + f for f in _source_files() if f.split("/")[0] in ROOMS
                          and f.endswith((".py", ".toml", ".json", ".html"))}
+    pages = {f"exsim/docs/{p.name}" for p in (ROOT / "docs").glob("*.md")} | {"exsim/README.md"}
+    assert len(pages) > 5
+    wanted |= pages
     assert not wanted - names, f"missing from the wheel: {sorted(wanted - names)}"
 
 
@@ -167,6 +170,15 @@ def test_installed_copy_imports_as_exsim_only_from_another_directory(installed, 
     exsim_file, bare = r.stdout.splitlines()
     assert Path(exsim_file).is_relative_to(installed)
     assert bare == "no bare exchange"
+
+
+def test_installed_copy_prints_its_docs(installed, tmp_path):
+    r = subprocess.run([sys.executable, "-m", "exsim.replay.cli", "docs", "backtesting", "--path"],
+                       cwd=tmp_path, capture_output=True, text=True,
+                       env=_child_env(PYTHONPATH=str(installed)), timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert Path(r.stdout.strip()).is_relative_to(installed)
+    assert Path(r.stdout.strip()).read_text() == (ROOT / "docs" / "backtesting.md").read_text()
 
 
 def test_installed_cli_runs_from_another_directory(installed, tmp_path):

@@ -101,7 +101,8 @@ def test_lobster_folder_and_pair_agree():
     msg, book = f.files
     pair = open_flow([msg, book], fmt="lobster", symbol="AMZN")
     assert pair.label == f.label and np.array_equal(pair.orders, f.orders)
-    assert pair.run_info() == {"flow": "lobster", "files": [msg, book]}
+    assert pair.run_info() == {"flow": "lobster", "files": [msg, book], "date": "2012-06-21",
+                               "tz": "America/New_York", "ts_origin": "midnight"}
 
 
 def test_data_dir_round_trip(tmp_path):
@@ -132,6 +133,7 @@ def test_binance_file_and_folder_agree():
     gz = shared_file(BINANCE_BTCUSDT)
     f = open_flow(gz)
     assert f.kind == "binance" and f.l2 is not None and f.symbols == [("BTCUSDT", 0.01)]
-    assert f.run_info() == {"flow": "binance", "files": [str(gz)], "tick": "0.01"}
+    assert f.run_info() == {"flow": "binance", "files": [str(gz)], "tick": "0.01", "tz": "UTC",
+                          "ts_origin": "epoch"}
     folder = open_flow(gz.parent, fmt="binance")
     assert np.array_equal(folder.orders, f.orders) and np.array_equal(folder.l2.l2, f.l2.l2)
