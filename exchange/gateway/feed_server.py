@@ -17,7 +17,9 @@ Invariants:
   message on that connection.
 - Nothing a session does can stall the gateway or another session: the listener never awaits,
   it appends bytes to each session's transport; a session whose unsent output passes
-  ``max_buffer`` bytes (plus the size of the snapshot it was just sent) is disconnected.
+  ``max_buffer`` bytes (plus the size of the snapshot it was just sent) is disconnected, and so
+  is one that asks for a snapshot while more than ``max_buffer`` bytes of earlier output are
+  unsent: a session never holds more than ``max_buffer`` plus one snapshot.
 - Every read has a deadline: a login must arrive within ``login_timeout_s``, and a logged-in
   client must send something (a heartbeat at least) every ``idle_s``; otherwise the session is
   closed. Inbound frames are at most ``MAX_INBOUND`` bytes. Password checks run on a thread.
@@ -77,6 +79,11 @@ class _Session:
         if buffered <= self.server.max_buffer:
             self.limit = self.server.max_buffer
         if snapshot:
+            if buffered > self.server.max_buffer:
+                # why: a client that asks for snapshots and does not read them would otherwise
+                # hold one more snapshot per request in the gateway's memory
+                self.drop(f"snapshot asked for with {buffered} bytes of earlier output unsent")
+                return
             self.limit = max(self.limit, buffered + len(data) + self.server.max_buffer)
         elif buffered + len(data) > self.limit:
             self.drop(f"slow reader: {buffered} bytes unsent")
@@ -133,8 +140,9 @@ class FeedServer:
     def _snapshot_bytes(self, engine, sid: int | None, *, directory: bool = False) -> bytes:
         """Return the framed snapshot of ``sid`` (None: every symbol), optionally each with its
         Symbol Directory first. Call with the engine at the builder's seq."""
-        sids = self.builder.symbols() if sid is None else [sid]
         infos = {info.id: info for info in self.gw.symbols.values()}
+        # why filtered by the gateway's list: only symbols the engine knows have a book
+        sids = [k for k in (self.builder.symbols() if sid is None else [sid]) if k in infos]
         out = []
         snaps = [self.builder.snapshot(k, engine.orders(k)) for k in sids]
         if directory:   # every directory entry first: a reader knows all symbols to wait for
