@@ -62,9 +62,10 @@ def session_opener(data_dir, *, scenario: str = "default", durability: str = "fs
 
 async def open_gateway(data_dir, accounts: Accounts, *, scenario: str = "default",
                        durability: str = "fsync", batch_ns: int = 1_000_000,
-                       batch_max: int = 1024, **session_options) -> Gateway:
+                       batch_max: int = 1024, limits=None, **session_options) -> Gateway:
     """Return a running ``Gateway`` on the store Session of ``data_dir`` (``session_opener``:
-    reopened, or created with the symbols of ``scenario``).
+    reopened, or created with the symbols of ``scenario``); ``limits``: a
+    ``exchange.gateway.guard.Limits`` (None: the defaults).
 
     Raises UsageError for bad options (before anything is opened), what ``session_opener``'s
     opener raises, and StoreError / CorruptionError as ``Gateway.open`` for gateway state that
@@ -73,20 +74,26 @@ async def open_gateway(data_dir, accounts: Accounts, *, scenario: str = "default
     return await Gateway.open(session_opener(data_dir, scenario=scenario, durability=durability,
                                              **session_options),
                               accounts, durability=durability, batch_ns=batch_ns,
-                              batch_max=batch_max)
+                              batch_max=batch_max, limits=limits)
 
 
 async def serve(data_dir, accounts_path: str, ports: dict, *, scenario: str = "default",
                 durability: str = "fsync", batch_ns: int = 1_000_000, batch_max: int = 1024,
-                stop: asyncio.Event | None = None, options: dict | None = None) -> None:
+                stop: asyncio.Event | None = None, options: dict | None = None,
+                allow_weak_hashes: bool = False, limits=None) -> None:
     """Run ``exsim serve`` on ``data_dir`` until ``stop`` is set (or SIGINT / SIGTERM): the
     gateway's ``server.serve`` on the store Session ``session_opener`` opens or creates.
 
     ports: {port name: "HOST:PORT"}; options: {port name: keyword options for its start()}.
     Returns None after a clean stop. Raises what ``exchange.gateway.server.serve`` raises
     (UsageError for an unknown port or bad address, InputError for a bad accounts file) and
-    what opening the Session raises.
+    what opening the Session raises. A DATA_DIR that does not exist is created with mode 0700
+    (it holds every account's reports); ``allow_weak_hashes`` and ``limits`` as
+    ``exchange.gateway.server.serve``.
     """
+    if not os.path.exists(data_dir):
+        os.makedirs(data_dir, mode=0o700)
     await server.serve(session_opener(data_dir, scenario=scenario, durability=durability),
                        accounts_path, ports, durability=durability, batch_ns=batch_ns,
-                       batch_max=batch_max, stop=stop, options=options)
+                       batch_max=batch_max, stop=stop, options=options,
+                       allow_weak_hashes=allow_weak_hashes, limits=limits)

@@ -46,6 +46,7 @@ import numpy as np
 from exsim.exchange.errors import CorruptionError, StoreError, UsageError
 from exsim.exchange.gateway.accounts import Account, Accounts
 from exsim.exchange.gateway.journal import JournalOpener, JournalSession
+from exsim.exchange.gateway.guard import Guard, Limits
 from exsim.exchange.gateway.reports import (Origin, OrderState, Report, derive, origin_reject,
                                       renumbered_json)
 from exsim.exchange.gateway.state_db import DB_NAME, StateDB
@@ -136,7 +137,7 @@ class Gateway:
     @classmethod
     async def open(cls, open_journal: JournalOpener, accounts: Accounts, *,
                    durability: str = "fsync", batch_ns: int = 1_000_000,
-                   batch_max: int = 1024) -> "Gateway":
+                   batch_max: int = 1024, limits: Limits | None = None) -> "Gateway":
         """Open the journal with ``open_journal()`` and return the running gateway on it.
 
         ``open_journal`` is called once, on the gateway's worker thread (journal.py says why),
@@ -144,7 +145,8 @@ class Gateway:
         ``exsim.replay.serving.open_gateway`` composes one from a data directory and a scenario.
         The gateway state lives in the journal's ``data_dir/gateway/`` under ``durability``
         (give the journal's own policy). Journaled batches whose reports are not stored yet get
-        them derived from the journal's rows.
+        them derived from the journal's rows. ``limits`` (``guard.Limits``) bounds what
+        clients may cost before and at logon, for every port (``gw.guard``).
         Raises UsageError for bad options, an ``open_journal`` that is not callable or returns
         no JournalSession; what ``open_journal`` raises; StoreError / CorruptionError if the
         gateway state is damaged or disagrees with the journal (it holds reports of seqs the
@@ -192,6 +194,7 @@ class Gateway:
                 raise CorruptionError(f"{path}: the gateway state cannot be read: {e}",
                                       path, -1) from None
             raise
+        self.guard = Guard(limits, self.state_dir)
         self.symbols = {name: SymbolInfo(sid, name, Decimal(str(self.engine._tick_sizes[sid])))
                         for name, sid in self.engine.symbols.items()}
         self._names = {s.id: s.name for s in self.symbols.values()}
@@ -661,6 +664,7 @@ class Gateway:
         for _, done in self._waiters:   # what is left was never journaled (the loop failed)
             done.cancel()
         self._waiters.clear()
+        self.guard.close()
         loop = asyncio.get_running_loop()
         try:
             await loop.run_in_executor(self._pool, self.session.close)

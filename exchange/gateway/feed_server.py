@@ -22,7 +22,9 @@ Invariants:
   unsent: a session never holds more than ``max_buffer`` plus one snapshot.
 - Every read has a deadline: a login must arrive within ``login_timeout_s``, and a logged-in
   client must send something (a heartbeat at least) every ``idle_s``; otherwise the session is
-  closed. Inbound frames are at most ``MAX_INBOUND`` bytes. Password checks run on a thread.
+  closed. Inbound frames are at most ``MAX_INBOUND`` bytes. Before its login a connection
+  holds a pre-logon ticket of ``gw.guard``; password checks run on the guard's pool under its
+  failure throttle.
 - A translator desync (a bug, never expected) does not stop the feed: the builder is reloaded
   from the engine and every session is sent a fresh snapshot of every symbol.
 """
@@ -180,11 +182,18 @@ class FeedServer:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.sndbuf)
         session = None
         hb = None
+        ticket = None
         try:
-            if len(self.connections) > self.max_sessions:
+            # why logged-in sessions only: connections before login are bounded by gw.guard
+            if len(self.sessions) >= self.max_sessions:
                 writer.write(frame(PacketType.LOGIN_REJECTED, b"S"))
                 return
-            account = await self._login(reader, writer)
+            ticket = self.gw.guard.admit("feed", writer.get_extra_info("peername"),
+                                         writer.transport.abort)
+            if ticket is None:
+                writer.write(frame(PacketType.LOGIN_REJECTED, b"S"))
+                return
+            account = await self._login(reader, writer, ticket)
             if account is None:
                 return
             session = _Session(self, writer, account.name)
@@ -202,6 +211,8 @@ class FeedServer:
         except Exception:   # why broad: one broken session must never take the port down
             log.exception("feed session failed")
         finally:
+            if ticket is not None:
+                ticket.release()
             if hb is not None:
                 hb.cancel()
             if session is not None:
@@ -213,20 +224,23 @@ class FeedServer:
             except Exception:
                 pass
 
-    async def _login(self, reader, writer):
+    async def _login(self, reader, writer, ticket):
         """Return the account of a valid login, or None after answering Login Rejected."""
         got = await read_frame(reader, max_size=MAX_INBOUND, idle_s=self.login_timeout_s)
         if got is None:
             return None
+        ticket.presented()
         ptype, payload = got
+        peer = writer.get_extra_info("peername")
         if ptype != PacketType.LOGIN_REQUEST or len(payload) != LOGIN.size:
+            self.gw.guard.record_failure("feed", peer, None, "not a Login Request")
             writer.write(frame(PacketType.LOGIN_REJECTED, b"A"))
             return None
         user, password = (f.rstrip(b" ").decode("utf-8", "replace")
                           for f in LOGIN.unpack(payload))
-        try:   # scrypt costs ~50 ms: off the event loop so the gateway never waits for it
-            return await asyncio.to_thread(self.gw.accounts.authenticate, user, password,
-                                           "marketdata")
+        try:   # scrypt costs ~50 ms: on the guard's pool so the gateway never waits for it
+            return await self.gw.guard.authenticate(self.gw.accounts, "feed", peer, user,
+                                                    password, "marketdata")
         except AuthError:
             writer.write(frame(PacketType.LOGIN_REJECTED, b"A"))
             return None

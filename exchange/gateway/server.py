@@ -70,13 +70,16 @@ def _address(server) -> tuple[str, int]:
 
 async def serve(open_journal: JournalOpener, accounts_path: str, ports: dict, *,
                 durability: str = "fsync", batch_ns: int = 1_000_000, batch_max: int = 1024,
-                stop: asyncio.Event | None = None, options: dict | None = None) -> None:
+                stop: asyncio.Event | None = None, options: dict | None = None,
+                allow_weak_hashes: bool = False, limits=None) -> None:
     """Run the gateway on the journal ``open_journal()`` returns until ``stop`` is set (or
     SIGINT / SIGTERM); the journal is closed at the stop.
 
     ports: {port name: "HOST:PORT"} for any of ``PORTS``; options: {port name: keyword
-    options for its start()}. Returns None after a clean stop. Raises UsageError for an
-    unknown port name or a bad address, InputError for a bad accounts file, what
+    options for its start()}; ``limits``: the ``guard.Limits`` of every port (None: the
+    defaults). Returns None after a clean stop. Raises UsageError for an unknown port name or a
+    bad address, InputError for a bad accounts file (or one whose password hashes are cheaper
+    than ``accounts.MIN_SCRYPT_WORK``, unless ``allow_weak_hashes``), what
     ``Gateway.open`` raises, and the failure that stopped the core.
     """
     unknown = set(ports) - set(PORTS)
@@ -86,6 +89,8 @@ async def serve(open_journal: JournalOpener, accounts_path: str, ports: dict, *,
         raise UsageError("give at least one of --fix, --binary, --feed, --web")
     addresses = {name: parse_address(a, name) for name, a in ports.items()}
     accounts = Accounts.load(accounts_path)
+    if not allow_weak_hashes:
+        accounts.require_cost()
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -96,7 +101,7 @@ async def serve(open_journal: JournalOpener, accounts_path: str, ports: dict, *,
             # on another thread stops by ``stop`` alone) and not on every platform's loop
             pass
     gw = await Gateway.open(open_journal, accounts, durability=durability, batch_ns=batch_ns,
-                            batch_max=batch_max)
+                            batch_max=batch_max, limits=limits)
     servers = []
     try:
         listening = {}

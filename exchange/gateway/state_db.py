@@ -53,7 +53,7 @@ class StateDB:
         if os.path.lexists(self.dir) and (os.path.islink(self.dir) or not os.path.isdir(self.dir)):
             raise CorruptionError(f"{self.dir}: is a symlink or not a directory; the gateway's "
                                   "state must be inside the data directory", self.dir, -1)
-        os.makedirs(self.dir, exist_ok=True)
+        os.makedirs(self.dir, mode=0o700, exist_ok=True)   # why 0700: every account's reports
         self.path = os.path.join(os.path.abspath(data_dir), STATE_DIR, DB_NAME)
         if os.path.islink(self.path):
             raise CorruptionError(f"{self.path}: is a symlink; the gateway's state must be "

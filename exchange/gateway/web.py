@@ -31,7 +31,10 @@ Invariants:
   it; average cost is that of the open position (a reducing fill realises profit at it, a fill
   through zero opens the new side at the fill price).
 - A watcher whose queue of unsent messages is full (it reads slower than the updates come) is
-  disconnected (close code 1013); it never slows the gateway or another watcher. Every
+  disconnected (close code 1013); it never slows the gateway or another watcher. Only logged-on
+  watchers take one of ``max_watchers`` slots (more are closed 1013); connections not logged on
+  are bounded per address by ``gw.guard`` (closed 1013 past the limit), so idle sockets cannot
+  lock out the operator's token. Every
   inbound message is at most 4 KiB; a watcher that has not logged on within ``auth_timeout_s``
   or sends anything after logging on is disconnected (close code 1008).
 """
@@ -297,9 +300,7 @@ class WebServer:
         self.accounts = accounts if accounts is not None else getattr(gw, "accounts", None)
         self.watchers: set[_Watcher] = set()
         self.dropped = 0              # watchers disconnected for reading too slowly
-        self._connections = 0
         self._closing: set[asyncio.Task] = set()
-        self._auth_lock = asyncio.Lock()   # one scrypt at a time: a guesser cannot take both cores
         self._closed = False
         by_trader = getattr(self.accounts, "by_trader", None)
         symbols = {info.id: (name, info.tick_size) for name, info in gw.symbols.items()}
@@ -417,20 +418,26 @@ class WebServer:
         return Response(200, "OK", headers, self._page)
 
     async def _handle(self, ws) -> None:
-        # why count the connections, not the watchers: connections still logging on count too
-        if self._connections >= self.max_watchers:
-            await ws.close(1013, "too many watchers")
+        # why a guard ticket and not a watcher slot before the login: connections that never
+        # log on are bounded per address and evicted first, so they cannot fill the watcher
+        # slots and lock out the operator's token
+        ticket = self.gw.guard.admit("web", ws.remote_address, lambda: ws.transport.abort())
+        if ticket is None:
+            await ws.close(1013, "too many connections from this address")
             return
-        self._connections += 1
         try:
-            await self._watch(ws)
+            await self._watch(ws, ticket)
         finally:
-            self._connections -= 1
+            ticket.release()
 
-    async def _watch(self, ws) -> None:
+    async def _watch(self, ws, ticket) -> None:
         try:
             first = await asyncio.wait_for(ws.recv(), self.auth_timeout_s)
-            scope = await self._login(first)
+            ticket.presented()
+            scope = await self._login(first, ws.remote_address)
+            if len(self.watchers) >= self.max_watchers:
+                await ws.close(1013, "too many watchers")
+                return
         except (TimeoutError, asyncio.TimeoutError):
             await ws.close(1008, "no login")
             return
@@ -462,11 +469,11 @@ class WebServer:
         except ConnectionClosed:
             pass
 
-    async def _login(self, message) -> Scope:
+    async def _login(self, message, peer=None) -> Scope:
         """Return the Scope of a login message; raises AuthError for anything else."""
         try:
             msg = json.loads(message) if isinstance(message, str) else None
-        except ValueError:
+        except (ValueError, RecursionError):   # why RecursionError: JSON nested thousands deep
             msg = None
         if not isinstance(msg, dict):
             raise AuthError("the first message must be a JSON login")
@@ -474,14 +481,15 @@ class WebServer:
         if isinstance(token, str):
             if hmac.compare_digest(token.encode(), self.token.encode()):
                 return Scope(everyone=True)
+            self.gw.guard.record_failure("web", peer, "<token>", "wrong token")
             raise AuthError("wrong token")
         name, password = msg.get("account"), msg.get("password")
         if self.accounts is None or not isinstance(name, str) or not isinstance(password, str):
             raise AuthError("log in with the token or an account and its password")
-        async with self._auth_lock:
-            # why a thread: scrypt takes ~50 ms, which the event loop's other sessions must not wait
-            acct = await asyncio.to_thread(self.accounts.authenticate, name, password,
-                                           "marketdata")
+        # why the guard's pool: scrypt takes ~50 ms, which the event loop's other sessions must
+        # not wait, and its failure throttle keeps guessers from queueing hashes
+        acct = await self.gw.guard.authenticate(self.accounts, "web", peer, name, password,
+                                                "marketdata")
         if acct.can("dropcopy"):
             return Scope(accounts=frozenset(a.name for a in self.accounts if a.firm == acct.firm))
         return Scope(accounts=frozenset({acct.name}))

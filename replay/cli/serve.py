@@ -72,6 +72,8 @@ def register(sub, parents, formatter) -> None:
                         "%(default)s)")
     p.add_argument("--batch-max", type=int, default=1024, metavar="N",
                    help="... or until this many are waiting (default: %(default)s)")
+    p.add_argument("--allow-weak-hashes", action="store_true",
+                   help="accept password hashes cheaper than scrypt n*r = 16384 (tests only)")
     p.add_argument("--duration", type=float, metavar="S",
                    help="stop cleanly after S seconds (default: run until Ctrl-C or SIGTERM)")
     p.set_defaults(func=cmd_serve)
@@ -120,9 +122,16 @@ def cmd_serve(args) -> int:
             asyncio.get_running_loop().call_later(args.duration, stop.set)
         await serve(args.data_dir, args.accounts, ports, scenario=args.scenario,
                     durability=durability, batch_ns=args.batch_us * 1000,
-                    batch_max=args.batch_max, stop=stop)
+                    batch_max=args.batch_max, stop=stop,
+                    allow_weak_hashes=args.allow_weak_hashes)
 
-    asyncio.run(run())
+    # why: the data directory holds the journal and every account's reports; what the server
+    # creates is for its own user only (directories 0700, files 0600)
+    old_umask = os.umask(0o077)
+    try:
+        asyncio.run(run())
+    finally:
+        os.umask(old_umask)
     print(f"served {args.data_dir}: stopped cleanly")
     return EXIT_OK
 

@@ -7,7 +7,7 @@ connection may take to log on), ``max_message_size`` (BodyLength limit, bytes),
 ``min_heartbeat`` / ``max_heartbeat`` (the HeartBtInt a client may ask for, s),
 ``max_output_bytes`` (unsent output before a client that does not read is disconnected),
 ``max_garbled`` (garbled messages a session may send before it is logged out),
-``max_sessions`` (connections at once; more are closed at once), ``marketdata`` (serve
+``max_sessions`` (logged-on sessions at once; more are closed at once), ``marketdata`` (serve
 MarketDataRequest, 35=V).
 
 Invariants:
@@ -73,16 +73,24 @@ class FixServer:
         return self.server.sockets if self.server else []
 
     async def _serve(self, reader, writer) -> None:
-        if len(self.sessions) >= self.max_sessions:
+        # why logged-on sessions only: connections before logon are bounded by gw.guard
+        if len(self.active) >= self.max_sessions:
             writer.close()
             return
+        ticket = self.gw.guard.admit("fix", writer.get_extra_info("peername"),
+                                     writer.transport.abort)
+        if ticket is None:
+            writer.transport.abort()
+            return
         session = FixSession(self, reader, writer)
+        session.ticket = ticket
         self.sessions.add(session)
         task = asyncio.current_task()
         self.tasks.add(task)
         try:
             await session.run()
         finally:
+            ticket.release()
             self.sessions.discard(session)
             self.tasks.discard(task)
             if self.marketdata is not None:
