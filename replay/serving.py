@@ -46,18 +46,27 @@ def session_opener(data_dir, *, scenario: str = "default", durability: str = "fs
     def open_session() -> Session:
         if os.path.isfile(os.path.join(data_dir, CATALOG_NAME)):
             return Session.open(data_dir, durability=durability, **session_options)
-        # why imported here: the engine loads numba and a scenario its presets, and both are
-        # needed only for a new directory
-        from exsim.exchange import Engine
-        from exsim.scenarios.scenario import load_scenario
-
-        sc = load_scenario(scenario)
-        engine = Engine(stp="none", ownership=True)   # why ownership: module docstring
-        sc.add_symbols(engine)
-        return Session.create(data_dir, engine, run_info={"scenario": f"gateway ({sc.name})"},
-                              durability=durability, **session_options)
+        new = not os.path.exists(data_dir)
+        session = _create(data_dir, scenario, durability, session_options)
+        if new:   # why: a served directory holds the journal and every account's reports
+            os.chmod(data_dir, 0o700)
+        return session
 
     return open_session
+
+
+def _create(data_dir: str, scenario: str, durability: str, session_options: dict) -> Session:
+    """Return a new ``store.Session`` on ``data_dir`` with the symbols of ``scenario``."""
+    # why imported here: the engine loads numba and a scenario its presets, and both are
+    # needed only for a new directory
+    from exsim.exchange import Engine
+    from exsim.scenarios.scenario import load_scenario
+
+    sc = load_scenario(scenario)
+    engine = Engine(stp="none", ownership=True)   # why ownership: module docstring
+    sc.add_symbols(engine)
+    return Session.create(data_dir, engine, run_info={"scenario": f"gateway ({sc.name})"},
+                          durability=durability, **session_options)
 
 
 async def open_gateway(data_dir, accounts: Accounts, *, scenario: str = "default",
@@ -80,20 +89,20 @@ async def open_gateway(data_dir, accounts: Accounts, *, scenario: str = "default
 async def serve(data_dir, accounts_path: str, ports: dict, *, scenario: str = "default",
                 durability: str = "fsync", batch_ns: int = 1_000_000, batch_max: int = 1024,
                 stop: asyncio.Event | None = None, options: dict | None = None,
-                allow_weak_hashes: bool = False, limits=None) -> None:
+                allow_weak_hashes: bool = False, limits=None, tls=None,
+                allow_plaintext: bool = False) -> None:
     """Run ``exsim serve`` on ``data_dir`` until ``stop`` is set (or SIGINT / SIGTERM): the
     gateway's ``server.serve`` on the store Session ``session_opener`` opens or creates.
 
     ports: {port name: "HOST:PORT"}; options: {port name: keyword options for its start()}.
     Returns None after a clean stop. Raises what ``exchange.gateway.server.serve`` raises
     (UsageError for an unknown port or bad address, InputError for a bad accounts file) and
-    what opening the Session raises. A DATA_DIR that does not exist is created with mode 0700
-    (it holds every account's reports); ``allow_weak_hashes`` and ``limits`` as
+    what opening the Session raises. ``allow_weak_hashes``, ``limits``, ``tls`` and
+    ``allow_plaintext`` as
     ``exchange.gateway.server.serve``.
     """
-    if not os.path.exists(data_dir):
-        os.makedirs(data_dir, mode=0o700)
     await server.serve(session_opener(data_dir, scenario=scenario, durability=durability),
                        accounts_path, ports, durability=durability, batch_ns=batch_ns,
                        batch_max=batch_max, stop=stop, options=options,
-                       allow_weak_hashes=allow_weak_hashes, limits=limits)
+                       allow_weak_hashes=allow_weak_hashes, limits=limits, tls=tls,
+                       allow_plaintext=allow_plaintext)

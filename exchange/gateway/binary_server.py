@@ -135,13 +135,15 @@ async def start(gw, host: str = "127.0.0.1", port: int = 0, **options) -> Binary
     """Listen for binary order-entry sessions on host:port (port 0: any free port).
 
     Options (DEFAULTS): session, heartbeat_s, idle_s, login_timeout_s, max_queued_reports,
-    max_buffer_bytes, max_sessions, sndbuf, and ``accounts`` (default ``gw.accounts``).
+    max_buffer_bytes, max_sessions, sndbuf, ``accounts`` (default ``gw.accounts``) and ``ssl``
+    (an ``ssl.SSLContext``: TLS only, ``tls.server_context``).
     Returns the BinaryServer. Raises TypeError for an unknown option, OSError if the address
     cannot be bound.
     """
     accounts = options.pop("accounts", None) or gw.accounts
+    tls = options.pop("ssl", None)
     srv = BinaryServer(gw, accounts, options)
-    srv._server = await asyncio.start_server(srv._handle, host, port, limit=1 << 16)
+    srv._server = await asyncio.start_server(srv._handle, host, port, limit=1 << 16, ssl=tls)
     return srv
 
 

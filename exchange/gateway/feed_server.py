@@ -312,12 +312,14 @@ async def start(gw, host: str = "127.0.0.1", port: int = 0, **options) -> FeedSe
     Options: ``heartbeat_s`` (1.0), ``idle_s`` (15.0), ``login_timeout_s`` (5.0),
     ``max_buffer`` (bytes of unsent output before a session is dropped, 4 MiB),
     ``max_sessions`` (1024), ``sndbuf`` (the kernel send buffer of each session's socket in
-    bytes; 0 keeps the system's, which can hold megabytes more for a slow reader). Raises TypeError for an unknown option and OSError if the address
+    bytes; 0 keeps the system's, which can hold megabytes more for a slow reader), ``ssl`` (an
+    ``ssl.SSLContext``: TLS only). Raises TypeError for an unknown option and OSError if the address
     cannot be bound."""
+    tls = options.pop("ssl", None)
     fs = FeedServer(gw, **options)
     async with gw.engine_lock:   # the builder starts from the engine as no batch is in flight
         fs.builder.reload(gw.engine)
         gw.add_market_listener(fs.on_batch)
-    fs.server = await asyncio.start_server(fs._handle, host, port, limit=1 << 16)
+    fs.server = await asyncio.start_server(fs._handle, host, port, limit=1 << 16, ssl=tls)
     fs.sockets = fs.server.sockets
     return fs

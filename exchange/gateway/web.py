@@ -317,6 +317,7 @@ class WebServer:
                      "img-src 'self' data:; base-uri 'none'; form-action 'none'; "
                      "frame-ancestors 'none'")
         self._server = None
+        self.tls = None               # an ssl.SSLContext: the page and its WebSocket over TLS
         self._ticker: asyncio.Task | None = None
         self.host, self.port = "", 0
 
@@ -324,7 +325,8 @@ class WebServer:
     def url(self) -> str:
         """The page's address with the operator token in the fragment."""
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}/#token={self.token}"
+        scheme = "https" if self.tls is not None else "http"
+        return f"{scheme}://{host}:{self.port}/#token={self.token}"
 
     async def _open(self, host: str, port: int) -> None:
         # why under the lock with no await between the depth reads and add_market_listener:
@@ -347,7 +349,7 @@ class WebServer:
         try:
             self._server = await serve(self._handle, host, port, process_request=self._http,
                                        max_size=MAX_INBOUND, max_queue=4, close_timeout=2,
-                                       write_limit=1 << 16, compression=None)
+                                       write_limit=1 << 16, compression=None, ssl=self.tls)
         except BaseException:
             self.gw.remove_market_listener(self._on_batch)
             raise
@@ -565,11 +567,12 @@ async def start(gw, host: str = "127.0.0.1", port: int = 0, **options) -> WebSer
     (default ``gw.accounts``: who may log on with a password), ``levels`` (price levels per
     side, default 10), ``tape`` (trades kept, default 50), ``interval_s`` (update period,
     default 0.1), ``queue_max`` (unsent messages before a watcher is dropped, default 64),
-    ``max_watchers`` (default 32), ``auth_timeout_s`` (default 10).
+    ``max_watchers`` (default 32), ``auth_timeout_s`` (default 10), ``ssl`` (an
+    ``ssl.SSLContext``: https and wss only).
     Returns the running WebServer (``.url`` is the operator's link). Raises UsageError for an
     unknown option or a bad value, OSError if the port cannot be bound.
     """
-    known = {"token", "accounts", "levels", "tape", "interval_s", "queue_max", "max_watchers",
+    known = {"token", "accounts", "ssl", "levels", "tape", "interval_s", "queue_max", "max_watchers",
              "auth_timeout_s"}
     unknown = set(options) - known
     if unknown:
@@ -589,5 +592,6 @@ async def start(gw, host: str = "127.0.0.1", port: int = 0, **options) -> WebSer
                              f"got {value!r}")
         cfg[key] = value
     server = WebServer(gw, token=token, accounts=options.get("accounts"), **cfg)
+    server.tls = options.get("ssl")
     await server._open(_check_host(host), port)
     return server

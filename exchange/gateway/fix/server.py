@@ -7,7 +7,7 @@ connection may take to log on), ``max_message_size`` (BodyLength limit, bytes),
 ``min_heartbeat`` / ``max_heartbeat`` (the HeartBtInt a client may ask for, s),
 ``max_output_bytes`` (unsent output before a client that does not read is disconnected),
 ``max_garbled`` (garbled messages a session may send before it is logged out),
-``max_sessions`` (logged-on sessions at once; more are closed at once), ``marketdata`` (serve
+``ssl`` (an ``ssl.SSLContext``: TLS only), ``max_sessions`` (logged-on sessions at once; more are closed at once), ``marketdata`` (serve
 MarketDataRequest, 35=V).
 
 Invariants:
@@ -118,6 +118,7 @@ async def start(gw, host: str = "127.0.0.1", port: int = 0, **options) -> FixSer
     """Listen for FIX connections on (host, port) (port 0: any free port) and return the
     FixServer. Raises UsageError for an unknown or out-of-range option, OSError if the address
     cannot be bound."""
+    tls = options.pop("ssl", None)
     srv = FixServer(gw, options)
-    srv.server = await asyncio.start_server(srv._serve, host, port)
+    srv.server = await asyncio.start_server(srv._serve, host, port, ssl=tls)
     return srv
