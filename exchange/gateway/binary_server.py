@@ -12,7 +12,8 @@ Invariants:
 - Replay and live reports meet without a gap or a repeat: the stream's head is read and
   ``subscribe`` runs with no await between them; the replay up to that head is read from the
   store ``SEND_CHUNK`` reports at a time as the socket drains (a replay from 1 of a long stream
-  holds one chunk in memory), live reports after it wait in the session's queue, and the session
+  holds one chunk in memory) within the port's budget of ``replay_per_s`` reports a second
+  shared by all replays, live reports after it wait in the session's queue, and the session
   drops a report whose rseq it already queued.
 - Before its login a connection holds a pre-logon ticket of ``gw.guard`` (per-address and
   per-port limits); the password check runs on the guard's pool under its failure throttle.
@@ -55,6 +56,7 @@ DEFAULTS = dict(
     max_buffer_bytes=1 << 20,   # bytes in one socket's write buffer before it is dropped
     max_sessions=1024,          # logged-in sessions at once; more connections are closed at once
     sndbuf=0,                   # SO_SNDBUF of each connection in bytes (0: the system's autotuning)
+    replay_per_s=10_000,        # stored reports all replays of the port read per second together
 )
 SEND_CHUNK = 256                # reports written per drain
 READ_CHUNK = 1 << 16            # bytes asked of the socket per read (many packets at a time)
@@ -79,6 +81,25 @@ class BinaryServer:
         self.sessions: set[_Session] = set()
         self._server: asyncio.AbstractServer | None = None
         self._closing = False
+        # the port's replay budget (reports), shared by every session replaying
+        self._replay_tokens, self._replay_at = float(SEND_CHUNK), 0.0
+
+    async def replay_turn(self, n: int) -> None:
+        """Wait until the port's replay budget holds ``n`` reports, then take them."""
+        # why one budget per port: a replay costs a JSON parse and an encode per report, and
+        # many logins replaying at once (also of one account) must not take every other
+        # session's turn on the event loop
+        rate = float(self.opts["replay_per_s"])
+        loop = asyncio.get_running_loop()
+        while True:
+            now = loop.time()
+            self._replay_tokens = min(max(rate, float(n)),
+                                      self._replay_tokens + (now - self._replay_at) * rate)
+            self._replay_at = now
+            if self._replay_tokens >= n:
+                self._replay_tokens -= n
+                return
+            await asyncio.sleep((n - self._replay_tokens) / rate)
 
     @property
     def sockets(self):
@@ -238,8 +259,11 @@ class _Session:
         try:
             while not self.closed:
                 if self.replay_from < self.replay_to:
-                    chunk = self.gw.read_stream(self.stream, self.replay_from,
-                                                min(SEND_CHUNK, self.replay_to - self.replay_from))
+                    n = min(SEND_CHUNK, self.replay_to - self.replay_from)
+                    await self.server.replay_turn(n)
+                    if self.closed:
+                        return
+                    chunk = self.gw.read_stream(self.stream, self.replay_from, n)
                     if not chunk:
                         self.drop(f"replay ended early at rseq {self.replay_from}")
                         return

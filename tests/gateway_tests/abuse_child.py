@@ -20,7 +20,7 @@ import time
 from gw_fixtures import PASSWORD
 
 from exsim.exchange.gateway import feed_server, itch, ouch
-from exsim.exchange.gateway.client.fix import FixClient
+from exsim.exchange.gateway.client.fix import FixClient, FixClientError
 from exsim.exchange.gateway.framing import PacketType, frame
 
 H = "127.0.0.1"
@@ -51,7 +51,12 @@ async def replay(ports, until):
 
 
 async def resend(ports, until):
-    c = await FixClient.connect(H, ports["fix"], "acct2", PASSWORD, heartbeat=30)
+    c = FixClient(H, ports["fix"], "acct2", PASSWORD, heartbeat=30)
+    try:
+        await c.logon()
+    except FixClientError as e:   # "MsgSeqNum too low, expecting N ...": log on again from N
+        c.next_out = int(str(e).split("expecting ")[1].split()[0])
+        await c.logon()
     while time.monotonic() < until:
         for _ in range(20):
             c.send("2", [(7, 1), (16, 0)])

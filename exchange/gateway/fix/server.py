@@ -6,7 +6,8 @@
 connection may take to log on), ``max_message_size`` (BodyLength limit, bytes),
 ``min_heartbeat`` / ``max_heartbeat`` (the HeartBtInt a client may ask for, s),
 ``max_output_bytes`` (unsent output before a client that does not read is disconnected),
-``max_garbled`` (garbled messages a session may send before it is logged out),
+``resend_per_s`` (stored messages a session's resends repeat per second, so one client's
+resends take a bounded share of the server), ``max_garbled`` (garbled messages a session may send before it is logged out),
 ``ssl`` (an ``ssl.SSLContext``: TLS only), ``max_sessions`` (logged-on sessions at once; more are closed at once), ``marketdata`` (serve
 MarketDataRequest, 35=V).
 
@@ -30,7 +31,8 @@ __all__ = ["start", "FixServer", "DEFAULTS"]
 
 DEFAULTS = {"comp_id": "EXSIM", "logon_timeout": 10.0, "max_message_size": 4096,
             "min_heartbeat": 1, "max_heartbeat": 300, "max_output_bytes": 16 << 20,
-            "max_garbled": 16, "max_sessions": 1024, "marketdata": True}
+            "max_garbled": 16, "max_sessions": 1024, "marketdata": True,
+            "resend_per_s": 2000}
 
 
 class FixServer:
@@ -49,8 +51,9 @@ class FixServer:
         self.max_output_bytes = int(opts["max_output_bytes"])
         self.max_garbled = int(opts["max_garbled"])
         self.max_sessions = int(opts["max_sessions"])
+        self.resend_per_s = int(opts["resend_per_s"])
         if not (0 < self.logon_timeout and 64 <= self.max_message_size <= 1 << 20
-                and 1 <= self.min_heartbeat <= self.max_heartbeat):
+                and 1 <= self.min_heartbeat <= self.max_heartbeat and self.resend_per_s >= 1):
             raise UsageError("FIX options out of range: logon_timeout > 0, max_message_size in "
                              "[64, 2^20], 1 <= min_heartbeat <= max_heartbeat")
         self.store = SessionStore(os.path.join(gw.state_dir, "fix.sqlite"))

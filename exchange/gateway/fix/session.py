@@ -31,7 +31,8 @@ Invariants:
   passes ``max_output_bytes`` (its reports stay stored; a reconnect resends them), so a slow
   or half-open client never holds up the core or another session; output held back while a
   resend runs counts against the same bound. A resend is read and sent ``RESEND_CHUNK`` stored
-  messages at a time (other sessions run between chunks); ResendRequests that arrive while one
+  messages at a time, at most ``resend_per_s`` a second (other sessions run between chunks);
+  ResendRequests that arrive while one
   runs are merged into one that follows it: per session at most one runs and one waits.
   Heartbeats: a Heartbeat
   after ``HeartBtInt`` seconds without output; a TestRequest after HeartBtInt + 20 % without
@@ -621,7 +622,18 @@ class FixSession:
         srv, name = self.server, self.account.name
         try:
             pos = begin   # the first seq not yet resent or gap-filled
+            rate = srv.resend_per_s
+            budget, at = float(RESEND_CHUNK), self.loop.time()
             while pos <= end and not self.closing:
+                # why a budget: a client looping ResendRequests over a long history would
+                # otherwise take the event loop's time from every other session
+                now = self.loop.time()
+                budget = min(float(max(rate, RESEND_CHUNK)), budget + (now - at) * rate)
+                at = now
+                if budget < RESEND_CHUNK:
+                    await asyncio.sleep((RESEND_CHUNK - budget) / rate)
+                    continue
+                budget -= RESEND_CHUNK
                 rows = self.store.resendable(self.key, pos, end, RESEND_CHUNK)
                 parts = []
                 for r in rows:
