@@ -108,7 +108,7 @@ def test_attacks_do_not_hurt_a_well_behaved_client(tmp_path):
                      json.dumps(ports), str(ATTACK_S)], cwd=ROOT,
                     env=dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, HERE])),
                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-                            await asyncio.sleep(0.7)   # the child starts and the attack ramps up
+                await asyncio.sleep(0.7)   # the child starts and the attack ramps up
                 during = p99(await round_trips(probe, SAMPLES, f"a{n}-"))
                 grown = rss(srv.proc.pid) - before
                 try:
