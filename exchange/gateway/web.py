@@ -76,6 +76,9 @@ log = logging.getLogger("exsim.gateway.web")
 PAGE = Path(__file__).with_name("static") / "index.html"
 MAX_INBOUND = 4096
 SIDES = {int(Side.BUY): "bids", int(Side.SELL): "asks"}
+MARKETDATA_ONLY = ("this account has market-data rights only: it cannot trade, so it has no "
+                   "positions (the operator's link, or an account with the dropcopy role, sees "
+                   "its firm's positions)")
 TOKEN_FILE = "web-token"     # in the gateway's state directory: the operator's token, mode 0600
 _TOKEN_RE = re.compile(r"[A-Za-z0-9_-]{16,128}")
 _EMPTY_L2, _EMPTY_EVENTS = np.zeros(0, L2_DTYPE), np.zeros(0, EVENT_DTYPE)
@@ -87,6 +90,7 @@ class Scope:
 
     everyone: bool = False
     accounts: frozenset = frozenset()
+    note: str = ""      # why the watcher sees no positions at all (the page shows it instead)
 
     def sees(self, account: str) -> bool:
         """Return True if this watcher may see ``account``'s position."""
@@ -265,6 +269,8 @@ def for_scope(message: dict, scope: Scope) -> str:
     the positions it may not see left out. Raises nothing."""
     out = dict(message)
     out["positions"] = [row for (acct, _), row in message["positions"].items() if scope.sees(acct)]
+    if scope.note and message.get("type") == "snapshot":
+        out["positions_note"] = scope.note
     return json.dumps(out, separators=(",", ":"))
 
 
@@ -494,6 +500,8 @@ class WebServer:
                                                 "marketdata")
         if acct.can("dropcopy"):
             return Scope(accounts=frozenset(a.name for a in self.accounts if a.firm == acct.firm))
+        if not acct.can("trade"):
+            return Scope(accounts=frozenset({acct.name}), note=MARKETDATA_ONLY)
         return Scope(accounts=frozenset({acct.name}))
 
     def close(self) -> None:
