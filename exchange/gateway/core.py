@@ -253,6 +253,9 @@ class Gateway:
             db.end_batch(reports, [], [], 0, ts)
             self._last_ts = ts
         self._dispatched = dict(self._heads)
+        # why: a restart keeps in memory only the orders still alive (_release)
+        for oid in [o for o, st in self._states.items() if st.status in FINISHED]:
+            del self._states[oid]
 
     # -- the clock and the inbound side -----------------------------------------------------------
     def now_ns(self) -> int:
@@ -394,7 +397,13 @@ class Gateway:
                                firm=acct.firm, symbol=req.symbol)
         if req.kind in ("cancel", "replace"):
             oid = self._client_ids.get((acct.name, req.orig_client_order_id), 0)
-            st = self._states.get(oid)
+            st = self._states.get(oid) if oid else None
+            if st is None and oid:
+                # a finished order: its state was released from memory (_release); the batch
+                # needs it to answer, and _release lets it go again after
+                st = self._db.load_order(oid)
+                if st is not None:
+                    self._states[oid] = st
             if st is not None and st.client_order_id != req.orig_client_order_id:
                 # why: an id the order had before a replace no longer names it (FIX: the
                 # OrigClOrdID is the order's latest ClOrdID); it stays taken for duplicates
@@ -516,9 +525,20 @@ class Gateway:
                 self._next_id, self._last_ts, submitted)
             self._dispatch(core)
             self._dispatch(reports)
+            self._release(reports)
             batch_view = MarketBatch(first_seq, orders, result, self.engine)
             for cb in list(self._market):
                 self._call(cb, batch_view, self._market)
+
+    def _release(self, reports: list) -> None:
+        """Forget the in-memory state of the orders these reports finished (filled, canceled,
+        expired, rejected): the stored row keeps it for a cancel that names one later, and only
+        the client order id stays in memory (to refuse a duplicate)."""
+        for r in reports:
+            if r.status in FINISHED:
+                st = self._states.get(r.order_id)
+                if st is not None and st.status in FINISHED:
+                    del self._states[r.order_id]
 
     def _run_batch(self, first_seq, orders, origins, new_states, core, next_id, last_ts,
                    submitted):
@@ -645,8 +665,10 @@ class Gateway:
         return (account, client_order_id) in self._client_ids
 
     def order_state(self, order_id: int) -> OrderState | None:
-        """Return the gateway's state of an engine order id, or None."""
-        return self._states.get(int(order_id))
+        """Return the gateway's state of an engine order id (a finished order's from the
+        store), or None."""
+        st = self._states.get(int(order_id))
+        return st if st is not None else self._db.load_order(int(order_id))
 
     async def close(self) -> None:
         """Process the requests already queued, then close the journal (a store seals what is
@@ -674,6 +696,7 @@ class Gateway:
 
 
 MAX_SYMBOL_NAME = 64
+FINISHED = frozenset({"filled", "canceled", "expired", "rejected"})   # order statuses with no future
 
 CLOCK = object()   # a queue item: the clock message is due (Gateway._next_item)
 

@@ -118,6 +118,18 @@ class StateDB:
                                   self.path, -1) from None
         return states, ids
 
+    def load_order(self, order_id: int) -> OrderState | None:
+        """Return the stored state of one order, or None if there is none.
+
+        Raises CorruptionError if the stored row does not parse."""
+        row = self.db.execute("SELECT state FROM orders WHERE order_id = ?",
+                              (int(order_id),)).fetchone()
+        try:
+            return None if row is None else OrderState.from_json(row[0])
+        except (ValueError, TypeError) as e:
+            raise CorruptionError(f"{self.path}: a stored order does not parse: {e}",
+                                  self.path, -1) from None
+
     def stream_heads(self) -> dict[str, int]:
         """Return {stream: its last rseq}."""
         return {s: int(r) for s, r in
