@@ -134,12 +134,15 @@ class BinaryServer:
             s.shutdown()
             self.sessions.discard(s)
 
-    def close(self) -> None:
-        """Stop listening, send End of Session to logged-in clients and close every session."""
+    def close(self, reason: str | None = None) -> None:
+        """Stop listening, send End of Session to logged-in clients (after a Debug packet
+        carrying ``reason``, if given: why the gateway stopped) and close every session."""
         self._closing = True
         if self._server is not None:
             self._server.close()
         for s in list(self.sessions):
+            if reason and s.account is not None and not s.closed:
+                s.transport.write(frame(PacketType.DEBUG, reason.encode()[:1000]))
             s.end_of_session()
 
     async def wait_closed(self) -> None:

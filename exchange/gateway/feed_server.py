@@ -282,15 +282,17 @@ class FeedServer:
                 session.send(frame(PacketType.SERVER_HEARTBEAT))
 
     # ------------------------------------------------------------ life cycle
-    def close(self) -> None:
-        """Stop listening and end every session (System Event "C", End of Session, close)."""
+    def close(self, reason: str | None = None) -> None:
+        """Stop listening and end every session (System Event "C", a Debug packet carrying
+        ``reason`` if given, End of Session, close)."""
         self.gw.remove_market_listener(self.on_batch)
         if self.server is not None:
             self.server.close()
         bye = frame(PacketType.SEQUENCED, itch.encode(
             itch.SystemEvent(itch.ALL_SYMBOLS, 0, self.gw.now_ns(), b"C")))
+        why = frame(PacketType.DEBUG, reason.encode()[:1000]) if reason else b""
         for s in list(self.sessions):
-            s.send(bye + frame(PacketType.END_OF_SESSION))
+            s.send(bye + why + frame(PacketType.END_OF_SESSION))
             s.closed = True
             s.writer.close()
         self.sessions.clear()

@@ -135,8 +135,11 @@ async def serve(open_journal: JournalOpener, accounts_path: str, ports: dict, *,
             os.unlink(os.path.join(gw.state_dir, "listening.json"))   # why: the ports are gone
         except OSError:
             pass
+        # why the reason: a client whose orders were in flight when the store failed (a full
+        # disk) hears why the gateway stopped, not only that it did
+        reason = f"the gateway stopped: {gw.failed}" if gw.failed is not None else None
         for srv in servers:
-            srv.close()
+            srv.close(reason)
         for srv in servers:
             try:
                 await asyncio.wait_for(srv.wait_closed(), 5)

@@ -504,8 +504,9 @@ class WebServer:
             return Scope(accounts=frozenset({acct.name}), note=MARKETDATA_ONLY)
         return Scope(accounts=frozenset({acct.name}))
 
-    def close(self) -> None:
-        """Stop listening, stop the updates and disconnect every watcher; returns nothing."""
+    def close(self, reason: str | None = None) -> None:
+        """Stop listening, stop the updates and disconnect every watcher (``reason`` is
+        accepted as by the other ports; the page shows the connection lost); returns nothing."""
         self._closed = True
         if self._ticker is not None:
             self._ticker.cancel()

@@ -99,12 +99,13 @@ class FixServer:
             if self.marketdata is not None:
                 self.marketdata.drop(session)
 
-    def close(self) -> None:
-        """Stop listening and log every session out."""
+    def close(self, reason: str | None = None) -> None:
+        """Stop listening and log every session out (Logout Text: ``reason``, e.g. why the
+        gateway stopped, else "the gateway is shutting down")."""
         if self.server is not None:
             self.server.close()
         for s in list(self.sessions):
-            s.shutdown("the gateway is shutting down")
+            s.shutdown(reason or "the gateway is shutting down")
         if self.marketdata is not None:
             self.marketdata.close()
 
