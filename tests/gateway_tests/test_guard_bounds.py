@@ -62,3 +62,35 @@ def test_a_burst_of_resend_requests_runs_at_most_two_resends(tmp_path):
             assert 1 <= len(resent_first) <= 2, len(resent_first)
             w.close()
     run(main())
+
+
+def test_market_data_subscribe_churn_over_a_deep_book_is_refused_past_its_budget(tmp_path,
+                                                                                 monkeypatch):
+    from exsim.exchange.gateway.core import Request
+    from exsim.exchange.gateway.fix import marketdata
+
+    monkeypatch.setattr(marketdata, "SNAPSHOT_LEVELS_PER_S", 400)   # a burst of 2,000 levels
+
+    def v(rid, kind):
+        return [(262, rid), (263, kind), (264, 0), (267, 2), (269, "0"), (269, "1"),
+                (146, 1), (55, "JPM")]
+
+    async def main():
+        async with fix_port(tmp_path) as (gw, port):
+            acct = gw.accounts.get("acct1")
+            for i in range(500):    # 500 bid levels
+                gw.submit(Request("new", acct, "fix:acct1", f"L{i}", "JPM", side=0,
+                                  price=1000 + i, qty=1))
+            a = await client(port, "acct0")
+            answers = []
+            for k in range(12):     # subscribe and unsubscribe as fast as allowed
+                a.send("V", v(f"S{k}", "1"))
+                m = await a.expect("W", "Y", timeout=10)
+                answers.append(m.type if m.type == "W" else f"Y{m.get(281)}")
+                if m.type == "W":
+                    a.send("V", v(f"S{k}", "2"))
+            # 2,000 levels of budget: a few snapshots of 500, then refusals naming the
+            # bandwidth (281=2) instead of one more full snapshot per request
+            assert answers[:3] == ["W"] * 3 and answers[-6:] == ["Y2"] * 6, answers
+            await a.close()
+    run(main())
