@@ -46,25 +46,35 @@ def session_opener(data_dir, *, scenario: str = "default", durability: str = "fs
     def open_session() -> Session:
         if os.path.isfile(os.path.join(data_dir, CATALOG_NAME)):
             return Session.open(data_dir, durability=durability, **session_options)
-        # why imported here: the engine loads numba and a scenario its presets, and both are
-        # needed only for a new directory
-        from exsim.exchange import Engine
-        from exsim.scenarios.scenario import load_scenario
-
-        sc = load_scenario(scenario)
-        engine = Engine(stp="none", ownership=True)   # why ownership: module docstring
-        sc.add_symbols(engine)
-        return Session.create(data_dir, engine, run_info={"scenario": f"gateway ({sc.name})"},
-                              durability=durability, **session_options)
+        new = not os.path.exists(data_dir)
+        session = _create(data_dir, scenario, durability, session_options)
+        if new:   # why: a served directory holds the journal and every account's reports
+            os.chmod(data_dir, 0o700)
+        return session
 
     return open_session
 
 
+def _create(data_dir: str, scenario: str, durability: str, session_options: dict) -> Session:
+    """Return a new ``store.Session`` on ``data_dir`` with the symbols of ``scenario``."""
+    # why imported here: the engine loads numba and a scenario its presets, and both are
+    # needed only for a new directory
+    from exsim.exchange import Engine
+    from exsim.scenarios.scenario import load_scenario
+
+    sc = load_scenario(scenario)
+    engine = Engine(stp="none", ownership=True)   # why ownership: module docstring
+    sc.add_symbols(engine)
+    return Session.create(data_dir, engine, run_info={"scenario": f"gateway ({sc.name})"},
+                          durability=durability, **session_options)
+
+
 async def open_gateway(data_dir, accounts: Accounts, *, scenario: str = "default",
                        durability: str = "fsync", batch_ns: int = 1_000_000,
-                       batch_max: int = 1024, **session_options) -> Gateway:
+                       batch_max: int = 1024, limits=None, **session_options) -> Gateway:
     """Return a running ``Gateway`` on the store Session of ``data_dir`` (``session_opener``:
-    reopened, or created with the symbols of ``scenario``).
+    reopened, or created with the symbols of ``scenario``); ``limits``: a
+    ``exchange.gateway.guard.Limits`` (None: the defaults).
 
     Raises UsageError for bad options (before anything is opened), what ``session_opener``'s
     opener raises, and StoreError / CorruptionError as ``Gateway.open`` for gateway state that
@@ -73,20 +83,26 @@ async def open_gateway(data_dir, accounts: Accounts, *, scenario: str = "default
     return await Gateway.open(session_opener(data_dir, scenario=scenario, durability=durability,
                                              **session_options),
                               accounts, durability=durability, batch_ns=batch_ns,
-                              batch_max=batch_max)
+                              batch_max=batch_max, limits=limits)
 
 
 async def serve(data_dir, accounts_path: str, ports: dict, *, scenario: str = "default",
                 durability: str = "fsync", batch_ns: int = 1_000_000, batch_max: int = 1024,
-                stop: asyncio.Event | None = None, options: dict | None = None) -> None:
+                stop: asyncio.Event | None = None, options: dict | None = None,
+                allow_weak_hashes: bool = False, limits=None, tls=None,
+                allow_plaintext: bool = False) -> None:
     """Run ``exsim serve`` on ``data_dir`` until ``stop`` is set (or SIGINT / SIGTERM): the
     gateway's ``server.serve`` on the store Session ``session_opener`` opens or creates.
 
     ports: {port name: "HOST:PORT"}; options: {port name: keyword options for its start()}.
     Returns None after a clean stop. Raises what ``exchange.gateway.server.serve`` raises
     (UsageError for an unknown port or bad address, InputError for a bad accounts file) and
-    what opening the Session raises.
+    what opening the Session raises. ``allow_weak_hashes``, ``limits``, ``tls`` and
+    ``allow_plaintext`` as
+    ``exchange.gateway.server.serve``.
     """
     await server.serve(session_opener(data_dir, scenario=scenario, durability=durability),
                        accounts_path, ports, durability=durability, batch_ns=batch_ns,
-                       batch_max=batch_max, stop=stop, options=options)
+                       batch_max=batch_max, stop=stop, options=options,
+                       allow_weak_hashes=allow_weak_hashes, limits=limits, tls=tls,
+                       allow_plaintext=allow_plaintext)

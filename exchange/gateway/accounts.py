@@ -38,6 +38,9 @@ MAX_FILE_BYTES = 16 << 20
 # why these scrypt costs: ~50 ms per login on this class of machine (a logon is rare; a guessing
 # attacker pays the same per guess); n=2^14, r=8 is the interactive-login setting of the scrypt paper
 SCRYPT_N, SCRYPT_R, SCRYPT_P = 1 << 14, 8, 1
+# why this floor: 1/8 of the default work (n*r); a file below it (say n=16, r=1) makes a
+# stolen file's passwords cheap to guess, so `exsim serve` refuses it unless told otherwise
+MIN_SCRYPT_WORK = 1 << 17 >> 3
 NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,32}$")
 MAX_TRADER = (1 << 32) - 1
 
@@ -149,6 +152,18 @@ class Accounts:
         if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
             raise InputError(f"{path}: 'accounts' must be an array of tables ([[accounts]])")
         return cls([_account(r, f"{path}: account {i + 1}") for i, r in enumerate(rows)], path)
+
+    def require_cost(self, min_work: int = MIN_SCRYPT_WORK) -> None:
+        """Return None if every account's hash costs at least ``min_work`` (scrypt n * r).
+
+        Raises InputError naming the file, the first weak account and its cost otherwise."""
+        for a in self._by_name.values():
+            n, r, _, _, _ = _parse_hash(a.password) or (0, 0, 0, b"", b"")
+            if n * r < min_work:
+                raise InputError(
+                    f"{self.source}: account {a.name!r}: its password hash is too cheap to "
+                    f"guess against (scrypt n={n}, r={r}; n*r must be >= {min_work}); write it "
+                    "again with `exsim account`, or pass --allow-weak-hashes (tests only)")
 
     def __iter__(self):
         return iter(self._by_name.values())

@@ -9,8 +9,14 @@ client that reconnects (also to a restarted server) with its next expected numbe
 bytes it would have got live, and nothing twice. Rules for bad input: docs/gateway-binary.md.
 
 Invariants:
-- Replay and live reports meet without a gap or a repeat: ``read_stream`` and ``subscribe`` run
-  with no await between them, and the session drops a report whose rseq it already queued.
+- Replay and live reports meet without a gap or a repeat: the stream's head is read and
+  ``subscribe`` runs with no await between them; the replay up to that head is read from the
+  store ``SEND_CHUNK`` reports at a time as the socket drains (a replay from 1 of a long stream
+  holds one chunk in memory) within the port's budget of ``replay_per_s`` reports a second
+  shared by all replays, live reports after it wait in the session's queue, and the session
+  drops a report whose rseq it already queued.
+- Before its login a connection holds a pre-logon ticket of ``gw.guard`` (per-address and
+  per-port limits); the password check runs on the guard's pool under its failure throttle.
 - No session stalls another: report callbacks only append to the session's queue (never
   await), one sender task per session writes and drains; a session whose queue passes
   ``max_queued_reports``, whose socket buffer passes ``max_buffer_bytes``, or whose socket
@@ -48,8 +54,9 @@ DEFAULTS = dict(
     login_timeout_s=5.0,        # the Login Request must arrive within this
     max_queued_reports=10_000,  # live reports waiting for one slow reader before it is dropped
     max_buffer_bytes=1 << 20,   # bytes in one socket's write buffer before it is dropped
-    max_sessions=1024,          # connections at once (logged in or not); more are closed at once
+    max_sessions=1024,          # logged-in sessions at once; more connections are closed at once
     sndbuf=0,                   # SO_SNDBUF of each connection in bytes (0: the system's autotuning)
+    replay_per_s=10_000,        # stored reports all replays of the port read per second together
 )
 SEND_CHUNK = 256                # reports written per drain
 READ_CHUNK = 1 << 16            # bytes asked of the socket per read (many packets at a time)
@@ -74,6 +81,25 @@ class BinaryServer:
         self.sessions: set[_Session] = set()
         self._server: asyncio.AbstractServer | None = None
         self._closing = False
+        # the port's replay budget (reports), shared by every session replaying
+        self._replay_tokens, self._replay_at = float(SEND_CHUNK), 0.0
+
+    async def replay_turn(self, n: int) -> None:
+        """Wait until the port's replay budget holds ``n`` reports, then take them."""
+        # why one budget per port: a replay costs a JSON parse and an encode per report, and
+        # many logins replaying at once (also of one account) must not take every other
+        # session's turn on the event loop
+        rate = float(self.opts["replay_per_s"])
+        loop = asyncio.get_running_loop()
+        while True:
+            now = loop.time()
+            self._replay_tokens = min(max(rate, float(n)),
+                                      self._replay_tokens + (now - self._replay_at) * rate)
+            self._replay_at = now
+            if self._replay_tokens >= n:
+                self._replay_tokens -= n
+                return
+            await asyncio.sleep((n - self._replay_tokens) / rate)
 
     @property
     def sockets(self):
@@ -86,25 +112,37 @@ class BinaryServer:
         return self.sockets[0].getsockname()[1]
 
     async def _handle(self, reader, writer):
-        if self._closing or len(self.sessions) >= self.opts["max_sessions"]:
+        # why logged-in sessions only: connections before login are bounded by gw.guard
+        logged_in = sum(1 for s in self.sessions if s.account is not None)
+        if self._closing or logged_in >= self.opts["max_sessions"]:
+            writer.transport.abort()
+            return
+        ticket = self.gw.guard.admit("binary", writer.get_extra_info("peername"),
+                                     writer.transport.abort)
+        if ticket is None:
             writer.transport.abort()
             return
         s = _Session(self, reader, writer)
+        s.ticket = ticket
         self.sessions.add(s)
         try:
             await s.run()
         except Exception:   # a bug here must cost one connection, never the server
             log.exception("binary session %s ended by an error", s.peer)
         finally:
+            ticket.release()
             s.shutdown()
             self.sessions.discard(s)
 
-    def close(self) -> None:
-        """Stop listening, send End of Session to logged-in clients and close every session."""
+    def close(self, reason: str | None = None) -> None:
+        """Stop listening, send End of Session to logged-in clients (after a Debug packet
+        carrying ``reason``, if given: why the gateway stopped) and close every session."""
         self._closing = True
         if self._server is not None:
             self._server.close()
         for s in list(self.sessions):
+            if reason and s.account is not None and not s.closed:
+                s.transport.write(frame(PacketType.DEBUG, reason.encode()[:1000]))
             s.end_of_session()
 
     async def wait_closed(self) -> None:
@@ -121,13 +159,15 @@ async def start(gw, host: str = "127.0.0.1", port: int = 0, **options) -> Binary
     """Listen for binary order-entry sessions on host:port (port 0: any free port).
 
     Options (DEFAULTS): session, heartbeat_s, idle_s, login_timeout_s, max_queued_reports,
-    max_buffer_bytes, max_sessions, sndbuf, and ``accounts`` (default ``gw.accounts``).
+    max_buffer_bytes, max_sessions, sndbuf, ``accounts`` (default ``gw.accounts``) and ``ssl``
+    (an ``ssl.SSLContext``: TLS only, ``tls.server_context``).
     Returns the BinaryServer. Raises TypeError for an unknown option, OSError if the address
     cannot be bound.
     """
     accounts = options.pop("accounts", None) or gw.accounts
+    tls = options.pop("ssl", None)
     srv = BinaryServer(gw, accounts, options)
-    srv._server = await asyncio.start_server(srv._handle, host, port, limit=1 << 16)
+    srv._server = await asyncio.start_server(srv._handle, host, port, limit=1 << 16, ssl=tls)
     return srv
 
 
@@ -145,7 +185,10 @@ class _Session:
         self.account = None
         self.stream = ""
         self.limiter = None
-        self.replay: list = []
+        self.ticket = None
+        # the stored reports still to replay: after replay_from, up to replay_to (read a chunk
+        # at a time, so a replay from 1 of a long stream holds one chunk, not the stream)
+        self.replay_from = self.replay_to = 0
         self.live: collections.deque = collections.deque()
         self.queued_rseq = 0   # rseq of the last report queued (replay or live)
         self.sent_rseq = 0     # rseq of the last report written
@@ -218,8 +261,16 @@ class _Session:
     async def _sender(self) -> None:
         try:
             while not self.closed:
-                if self.replay:
-                    chunk, self.replay = self.replay[:SEND_CHUNK], self.replay[SEND_CHUNK:]
+                if self.replay_from < self.replay_to:
+                    n = min(SEND_CHUNK, self.replay_to - self.replay_from)
+                    await self.server.replay_turn(n)
+                    if self.closed:
+                        return
+                    chunk = self.gw.read_stream(self.stream, self.replay_from, n)
+                    if not chunk:
+                        self.drop(f"replay ended early at rseq {self.replay_from}")
+                        return
+                    self.replay_from = chunk[-1].rseq
                 elif self.live:
                     chunk = [self.live.popleft() for _ in range(min(SEND_CHUNK, len(self.live)))]
                 else:
@@ -242,6 +293,9 @@ class _Session:
                     except asyncio.TimeoutError:
                         self.drop(f"its socket took no bytes for {self.opts['idle_s']:g} s")
                         return
+                else:
+                    # why: a long replay to a fast reader must let other sessions' acks through
+                    await asyncio.sleep(0)
         except (ConnectionError, asyncio.CancelledError):
             pass
 
@@ -333,16 +387,18 @@ class _Session:
         if got is None:
             return False
         ptype, payload = got
+        self.ticket.presented()
         if ptype != PacketType.LOGIN_REQUEST:
             self.drop(f"packet type {ptype:#04x} before the login")
             return False
         try:
             req = ouch.parse_login(payload)
         except ValueError as e:
+            self.gw.guard.record_failure("binary", self.peer, None, str(e))
             return self._login_rejected(ouch.REJECT_NOT_AUTHORIZED, str(e))
         try:
-            account = await asyncio.to_thread(self.server.accounts.authenticate, req.username,
-                                              req.password, "trade")
+            account = await self.gw.guard.authenticate(self.server.accounts, "binary", self.peer,
+                                                       req.username, req.password, "trade")
         except AuthError as e:
             return self._login_rejected(ouch.REJECT_NOT_AUTHORIZED, str(e))
         if req.session not in ("", self.opts["session"]) or self.closed:
@@ -352,10 +408,9 @@ class _Session:
         # from here to subscribe: no await, so the replay and the live reports meet exactly
         head = self.gw.stream_head(self.stream)
         after = head if req.seq == 0 else min(req.seq - 1, head)
-        self.replay = list(self.gw.read_stream(self.stream, after))
-        self.sent_rseq = self.queued_rseq = after
-        if self.replay:
-            self.queued_rseq = self.replay[-1].rseq
+        self.replay_from, self.replay_to = after, head
+        self.sent_rseq = after
+        self.queued_rseq = head
         self.gw.subscribe(self.stream, self._on_reports)
         self._write(frame(PacketType.LOGIN_ACCEPTED,
                           ouch.encode_login_accepted(self.opts["session"], after + 1)))
@@ -365,7 +420,7 @@ class _Session:
         return True
 
     def _login_rejected(self, code: bytes, why: str) -> bool:
-        log.info("binary login from %s rejected: %s", self.peer, why)
+        log.warning("binary login from %s rejected: %s", self.peer, why)
         self.transport.write(frame(PacketType.LOGIN_REJECTED, ouch.LOGIN_REJECTED.pack(code)))
         self.closed = True
         self.transport.close()

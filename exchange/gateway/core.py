@@ -48,6 +48,7 @@ import numpy as np
 from exsim.exchange.errors import CorruptionError, StoreError, UsageError
 from exsim.exchange.gateway.accounts import Account, Accounts
 from exsim.exchange.gateway.journal import JournalOpener, JournalSession
+from exsim.exchange.gateway.guard import Guard, Limits
 from exsim.exchange.gateway.reports import (Origin, OrderState, Report, derive, origin_reject,
                                       renumbered_json)
 from exsim.exchange.gateway.state_db import DB_NAME, StateDB
@@ -138,7 +139,7 @@ class Gateway:
     @classmethod
     async def open(cls, open_journal: JournalOpener, accounts: Accounts, *,
                    durability: str = "fsync", batch_ns: int = 1_000_000,
-                   batch_max: int = 1024) -> "Gateway":
+                   batch_max: int = 1024, limits: Limits | None = None) -> "Gateway":
         """Open the journal with ``open_journal()`` and return the running gateway on it.
 
         ``open_journal`` is called once, on the gateway's worker thread (journal.py says why),
@@ -146,7 +147,8 @@ class Gateway:
         ``exsim.replay.serving.open_gateway`` composes one from a data directory and a scenario.
         The gateway state lives in the journal's ``data_dir/gateway/`` under ``durability``
         (give the journal's own policy). Journaled batches whose reports are not stored yet get
-        them derived from the journal's rows.
+        them derived from the journal's rows. ``limits`` (``guard.Limits``) bounds what
+        clients may cost before and at logon, for every port (``gw.guard``).
         Raises UsageError for bad options, an ``open_journal`` that is not callable or returns
         no JournalSession; what ``open_journal`` raises; StoreError / CorruptionError if the
         gateway state is damaged or disagrees with the journal (it holds reports of seqs the
@@ -194,6 +196,7 @@ class Gateway:
                 raise CorruptionError(f"{path}: the gateway state cannot be read: {e}",
                                       path, -1) from None
             raise
+        self.guard = Guard(limits, self.state_dir)
         self.symbols = {name: SymbolInfo(sid, name, Decimal(str(self.engine._tick_sizes[sid])))
                         for name, sid in self.engine.symbols.items()}
         self._names = {s.id: s.name for s in self.symbols.values()}
@@ -257,6 +260,9 @@ class Gateway:
             db.end_batch(reports, [], [], 0, ts)
             self._last_ts = ts
         self._dispatched = dict(self._heads)
+        # why: a restart keeps in memory only the orders still alive (_release)
+        for oid in [o for o, st in self._states.items() if st.status in FINISHED]:
+            del self._states[oid]
 
     # -- the clock and the inbound side -----------------------------------------------------------
     def now_ns(self) -> int:
@@ -399,7 +405,13 @@ class Gateway:
                                firm=acct.firm, symbol=req.symbol)
         if req.kind in ("cancel", "replace"):
             oid = self._client_ids.get((acct.name, req.orig_client_order_id), 0)
-            st = self._states.get(oid)
+            st = self._states.get(oid) if oid else None
+            if st is None and oid:
+                # a finished order: its state was released from memory (_release); the batch
+                # needs it to answer, and _release lets it go again after
+                st = self._db.load_order(oid)
+                if st is not None:
+                    self._states[oid] = st
             if st is not None and st.client_order_id != req.orig_client_order_id:
                 # why: an id the order had before a replace no longer names it (FIX: the
                 # OrigClOrdID is the order's latest ClOrdID); it stays taken for duplicates
@@ -521,9 +533,20 @@ class Gateway:
                 self._next_id, self._last_ts, submitted)
             self._dispatch(core)
             self._dispatch(reports)
+            self._release(reports)
             batch_view = MarketBatch(first_seq, orders, result, self.engine)
             for cb in list(self._market):
                 self._call(cb, batch_view, self._market)
+
+    def _release(self, reports: list) -> None:
+        """Forget the in-memory state of the orders these reports finished (filled, canceled,
+        expired, rejected): the stored row keeps it for a cancel that names one later, and only
+        the client order id stays in memory (to refuse a duplicate)."""
+        for r in reports:
+            if r.status in FINISHED:
+                st = self._states.get(r.order_id)
+                if st is not None and st.status in FINISHED:
+                    del self._states[r.order_id]
 
     def _run_batch(self, first_seq, orders, origins, new_states, core, next_id, last_ts,
                    submitted):
@@ -651,8 +674,10 @@ class Gateway:
         return (account, client_order_id) in self._client_ids
 
     def order_state(self, order_id: int) -> OrderState | None:
-        """Return the gateway's state of an engine order id, or None."""
-        return self._states.get(int(order_id))
+        """Return the gateway's state of an engine order id (a finished order's from the
+        store), or None."""
+        st = self._states.get(int(order_id))
+        return st if st is not None else self._db.load_order(int(order_id))
 
     async def close(self) -> None:
         """Process the requests already queued, then close the journal (a store seals what is
@@ -670,6 +695,7 @@ class Gateway:
         for _, done in self._waiters:   # what is left was never journaled (the loop failed)
             done.cancel()
         self._waiters.clear()
+        self.guard.close()
         loop = asyncio.get_running_loop()
         try:
             await loop.run_in_executor(self._pool, self.session.close)
@@ -679,6 +705,7 @@ class Gateway:
 
 
 MAX_SYMBOL_NAME = 64
+FINISHED = frozenset({"filled", "canceled", "expired", "rejected"})   # order statuses with no future
 
 CLOCK = object()   # a queue item: the clock message is due (Gateway._next_item)
 

@@ -17,10 +17,14 @@ Invariants:
   message on that connection.
 - Nothing a session does can stall the gateway or another session: the listener never awaits,
   it appends bytes to each session's transport; a session whose unsent output passes
-  ``max_buffer`` bytes (plus the size of the snapshot it was just sent) is disconnected.
+  ``max_buffer`` bytes (plus the size of the snapshot it was just sent) is disconnected, and so
+  is one that asks for a snapshot while more than ``max_buffer`` bytes of earlier output are
+  unsent: a session never holds more than ``max_buffer`` plus one snapshot.
 - Every read has a deadline: a login must arrive within ``login_timeout_s``, and a logged-in
   client must send something (a heartbeat at least) every ``idle_s``; otherwise the session is
-  closed. Inbound frames are at most ``MAX_INBOUND`` bytes. Password checks run on a thread.
+  closed. Inbound frames are at most ``MAX_INBOUND`` bytes. Before its login a connection
+  holds a pre-logon ticket of ``gw.guard``; password checks run on the guard's pool under its
+  failure throttle.
 - A translator desync (a bug, never expected) does not stop the feed: the builder is reloaded
   from the engine and every session is sent a fresh snapshot of every symbol.
 """
@@ -77,6 +81,11 @@ class _Session:
         if buffered <= self.server.max_buffer:
             self.limit = self.server.max_buffer
         if snapshot:
+            if buffered > self.server.max_buffer:
+                # why: a client that asks for snapshots and does not read them would otherwise
+                # hold one more snapshot per request in the gateway's memory
+                self.drop(f"snapshot asked for with {buffered} bytes of earlier output unsent")
+                return
             self.limit = max(self.limit, buffered + len(data) + self.server.max_buffer)
         elif buffered + len(data) > self.limit:
             self.drop(f"slow reader: {buffered} bytes unsent")
@@ -133,8 +142,9 @@ class FeedServer:
     def _snapshot_bytes(self, engine, sid: int | None, *, directory: bool = False) -> bytes:
         """Return the framed snapshot of ``sid`` (None: every symbol), optionally each with its
         Symbol Directory first. Call with the engine at the builder's seq."""
-        sids = self.builder.symbols() if sid is None else [sid]
         infos = {info.id: info for info in self.gw.symbols.values()}
+        # why filtered by the gateway's list: only symbols the engine knows have a book
+        sids = [k for k in (self.builder.symbols() if sid is None else [sid]) if k in infos]
         out = []
         snaps = [self.builder.snapshot(k, engine.orders(k)) for k in sids]
         if directory:   # every directory entry first: a reader knows all symbols to wait for
@@ -172,11 +182,18 @@ class FeedServer:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.sndbuf)
         session = None
         hb = None
+        ticket = None
         try:
-            if len(self.connections) > self.max_sessions:
+            # why logged-in sessions only: connections before login are bounded by gw.guard
+            if len(self.sessions) >= self.max_sessions:
                 writer.write(frame(PacketType.LOGIN_REJECTED, b"S"))
                 return
-            account = await self._login(reader, writer)
+            ticket = self.gw.guard.admit("feed", writer.get_extra_info("peername"),
+                                         writer.transport.abort)
+            if ticket is None:
+                writer.write(frame(PacketType.LOGIN_REJECTED, b"S"))
+                return
+            account = await self._login(reader, writer, ticket)
             if account is None:
                 return
             session = _Session(self, writer, account.name)
@@ -194,6 +211,8 @@ class FeedServer:
         except Exception:   # why broad: one broken session must never take the port down
             log.exception("feed session failed")
         finally:
+            if ticket is not None:
+                ticket.release()
             if hb is not None:
                 hb.cancel()
             if session is not None:
@@ -205,20 +224,23 @@ class FeedServer:
             except Exception:
                 pass
 
-    async def _login(self, reader, writer):
+    async def _login(self, reader, writer, ticket):
         """Return the account of a valid login, or None after answering Login Rejected."""
         got = await read_frame(reader, max_size=MAX_INBOUND, idle_s=self.login_timeout_s)
         if got is None:
             return None
+        ticket.presented()
         ptype, payload = got
+        peer = writer.get_extra_info("peername")
         if ptype != PacketType.LOGIN_REQUEST or len(payload) != LOGIN.size:
+            self.gw.guard.record_failure("feed", peer, None, "not a Login Request")
             writer.write(frame(PacketType.LOGIN_REJECTED, b"A"))
             return None
         user, password = (f.rstrip(b" ").decode("utf-8", "replace")
                           for f in LOGIN.unpack(payload))
-        try:   # scrypt costs ~50 ms: off the event loop so the gateway never waits for it
-            return await asyncio.to_thread(self.gw.accounts.authenticate, user, password,
-                                           "marketdata")
+        try:   # scrypt costs ~50 ms: on the guard's pool so the gateway never waits for it
+            return await self.gw.guard.authenticate(self.gw.accounts, "feed", peer, user,
+                                                    password, "marketdata")
         except AuthError:
             writer.write(frame(PacketType.LOGIN_REJECTED, b"A"))
             return None
@@ -260,15 +282,17 @@ class FeedServer:
                 session.send(frame(PacketType.SERVER_HEARTBEAT))
 
     # ------------------------------------------------------------ life cycle
-    def close(self) -> None:
-        """Stop listening and end every session (System Event "C", End of Session, close)."""
+    def close(self, reason: str | None = None) -> None:
+        """Stop listening and end every session (System Event "C", a Debug packet carrying
+        ``reason`` if given, End of Session, close)."""
         self.gw.remove_market_listener(self.on_batch)
         if self.server is not None:
             self.server.close()
         bye = frame(PacketType.SEQUENCED, itch.encode(
             itch.SystemEvent(itch.ALL_SYMBOLS, 0, self.gw.now_ns(), b"C")))
+        why = frame(PacketType.DEBUG, reason.encode()[:1000]) if reason else b""
         for s in list(self.sessions):
-            s.send(bye + frame(PacketType.END_OF_SESSION))
+            s.send(bye + why + frame(PacketType.END_OF_SESSION))
             s.closed = True
             s.writer.close()
         self.sessions.clear()
@@ -290,12 +314,14 @@ async def start(gw, host: str = "127.0.0.1", port: int = 0, **options) -> FeedSe
     Options: ``heartbeat_s`` (1.0), ``idle_s`` (15.0), ``login_timeout_s`` (5.0),
     ``max_buffer`` (bytes of unsent output before a session is dropped, 4 MiB),
     ``max_sessions`` (1024), ``sndbuf`` (the kernel send buffer of each session's socket in
-    bytes; 0 keeps the system's, which can hold megabytes more for a slow reader). Raises TypeError for an unknown option and OSError if the address
+    bytes; 0 keeps the system's, which can hold megabytes more for a slow reader), ``ssl`` (an
+    ``ssl.SSLContext``: TLS only). Raises TypeError for an unknown option and OSError if the address
     cannot be bound."""
+    tls = options.pop("ssl", None)
     fs = FeedServer(gw, **options)
     async with gw.engine_lock:   # the builder starts from the engine as no batch is in flight
         fs.builder.reload(gw.engine)
         gw.add_market_listener(fs.on_batch)
-    fs.server = await asyncio.start_server(fs._handle, host, port, limit=1 << 16)
+    fs.server = await asyncio.start_server(fs._handle, host, port, limit=1 << 16, ssl=tls)
     fs.sockets = fs.server.sockets
     return fs

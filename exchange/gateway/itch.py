@@ -599,6 +599,10 @@ class FeedBuilder:
                 if not 0 <= seq - first_seq < len(orders):
                     raise FeedDesync(f"event of seq {seq} outside the batch from {first_seq}")
                 msg = orders[seq - first_seq]
+            if kind == Event.REJECTED:
+                # why before _symbol: a reject changes no book, and an order for a symbol the
+                # engine does not list (id UNKNOWN_SYMBOL_ID) must not become a feed symbol
+                continue
             s = self._symbol(sid)
             s.ts = ts
             if kind == Event.PARTIAL or kind == Event.FILLED:
@@ -637,7 +641,6 @@ class FeedBuilder:
                 self._finish()
                 s.uncross = []
                 self._emit(s, Cross, ts, phase, price, filled, leaves)
-            # REJECTED changes nothing
         self._finish()
         if self._fill_events or fi != len(fills):
             raise FeedDesync("the batch's fill rows and fill events do not pair up")

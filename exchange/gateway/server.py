@@ -31,6 +31,7 @@ from exsim.exchange.errors import UsageError
 from exsim.exchange.gateway.accounts import Accounts
 from exsim.exchange.gateway.core import Gateway
 from exsim.exchange.gateway.journal import JournalOpener
+from exsim.exchange.gateway.tls import check_plaintext
 
 __all__ = ["serve", "parse_address", "PORTS"]
 
@@ -70,13 +71,19 @@ def _address(server) -> tuple[str, int]:
 
 async def serve(open_journal: JournalOpener, accounts_path: str, ports: dict, *,
                 durability: str = "fsync", batch_ns: int = 1_000_000, batch_max: int = 1024,
-                stop: asyncio.Event | None = None, options: dict | None = None) -> None:
+                stop: asyncio.Event | None = None, options: dict | None = None,
+                allow_weak_hashes: bool = False, limits=None, tls=None,
+                allow_plaintext: bool = False) -> None:
     """Run the gateway on the journal ``open_journal()`` returns until ``stop`` is set (or
     SIGINT / SIGTERM); the journal is closed at the stop.
 
     ports: {port name: "HOST:PORT"} for any of ``PORTS``; options: {port name: keyword
-    options for its start()}. Returns None after a clean stop. Raises UsageError for an
-    unknown port name or a bad address, InputError for a bad accounts file, what
+    options for its start()}; ``limits``: the ``guard.Limits`` of every port (None: the
+    defaults); ``tls``: an ``ssl.SSLContext`` (``tls.server_context``) every port serves TLS
+    with; without it a port on an address other than loopback is refused unless
+    ``allow_plaintext``. Returns None after a clean stop. Raises UsageError for an unknown port name or a
+    bad address, InputError for a bad accounts file (or one whose password hashes are cheaper
+    than ``accounts.MIN_SCRYPT_WORK``, unless ``allow_weak_hashes``), what
     ``Gateway.open`` raises, and the failure that stopped the core.
     """
     unknown = set(ports) - set(PORTS)
@@ -85,7 +92,10 @@ async def serve(open_journal: JournalOpener, accounts_path: str, ports: dict, *,
     if not ports:
         raise UsageError("give at least one of --fix, --binary, --feed, --web")
     addresses = {name: parse_address(a, name) for name, a in ports.items()}
+    check_plaintext(addresses, tls=tls is not None, allow_plaintext=allow_plaintext)
     accounts = Accounts.load(accounts_path)
+    if not allow_weak_hashes:
+        accounts.require_cost()
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -96,13 +106,16 @@ async def serve(open_journal: JournalOpener, accounts_path: str, ports: dict, *,
             # on another thread stops by ``stop`` alone) and not on every platform's loop
             pass
     gw = await Gateway.open(open_journal, accounts, durability=durability, batch_ns=batch_ns,
-                            batch_max=batch_max)
+                            batch_max=batch_max, limits=limits)
     servers = []
     try:
         listening = {}
         for name, (host, port) in addresses.items():
             module = importlib.import_module(PORTS[name])
-            srv = await module.start(gw, host, port, **(options or {}).get(name, {}))
+            opts = dict((options or {}).get(name, {}))
+            if tls is not None:
+                opts.setdefault("ssl", tls)
+            srv = await module.start(gw, host, port, **opts)
             servers.append(srv)
             listening[name] = list(_address(srv))
             print(f"exsim serve: {name} listening on {listening[name][0]}:{listening[name][1]}",
@@ -122,8 +135,11 @@ async def serve(open_journal: JournalOpener, accounts_path: str, ports: dict, *,
             os.unlink(os.path.join(gw.state_dir, "listening.json"))   # why: the ports are gone
         except OSError:
             pass
+        # why the reason: a client whose orders were in flight when the store failed (a full
+        # disk) hears why the gateway stopped, not only that it did
+        reason = f"the gateway stopped: {gw.failed}" if gw.failed is not None else None
         for srv in servers:
-            srv.close()
+            srv.close(reason)
         for srv in servers:
             try:
                 await asyncio.wait_for(srv.wait_closed(), 5)

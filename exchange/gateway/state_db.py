@@ -53,7 +53,7 @@ class StateDB:
         if os.path.lexists(self.dir) and (os.path.islink(self.dir) or not os.path.isdir(self.dir)):
             raise CorruptionError(f"{self.dir}: is a symlink or not a directory; the gateway's "
                                   "state must be inside the data directory", self.dir, -1)
-        os.makedirs(self.dir, exist_ok=True)
+        os.makedirs(self.dir, mode=0o700, exist_ok=True)   # why 0700: every account's reports
         self.path = os.path.join(os.path.abspath(data_dir), STATE_DIR, DB_NAME)
         if os.path.islink(self.path):
             raise CorruptionError(f"{self.path}: is a symlink; the gateway's state must be "
@@ -117,6 +117,18 @@ class StateDB:
             raise CorruptionError(f"{self.path}: a stored order does not parse: {e}",
                                   self.path, -1) from None
         return states, ids
+
+    def load_order(self, order_id: int) -> OrderState | None:
+        """Return the stored state of one order, or None if there is none.
+
+        Raises CorruptionError if the stored row does not parse."""
+        row = self.db.execute("SELECT state FROM orders WHERE order_id = ?",
+                              (int(order_id),)).fetchone()
+        try:
+            return None if row is None else OrderState.from_json(row[0])
+        except (ValueError, TypeError) as e:
+            raise CorruptionError(f"{self.path}: a stored order does not parse: {e}",
+                                  self.path, -1) from None
 
     def stream_heads(self) -> dict[str, int]:
         """Return {stream: its last rseq}."""

@@ -31,7 +31,10 @@ Invariants:
   it; average cost is that of the open position (a reducing fill realises profit at it, a fill
   through zero opens the new side at the fill price).
 - A watcher whose queue of unsent messages is full (it reads slower than the updates come) is
-  disconnected (close code 1013); it never slows the gateway or another watcher. Every
+  disconnected (close code 1013); it never slows the gateway or another watcher. Only logged-on
+  watchers take one of ``max_watchers`` slots (more are closed 1013); connections not logged on
+  are bounded per address by ``gw.guard`` (closed 1013 past the limit), so idle sockets cannot
+  lock out the operator's token. Every
   inbound message is at most 4 KiB; a watcher that has not logged on within ``auth_timeout_s``
   or sends anything after logging on is disconnected (close code 1008).
 """
@@ -73,6 +76,9 @@ log = logging.getLogger("exsim.gateway.web")
 PAGE = Path(__file__).with_name("static") / "index.html"
 MAX_INBOUND = 4096
 SIDES = {int(Side.BUY): "bids", int(Side.SELL): "asks"}
+MARKETDATA_ONLY = ("this account has market-data rights only: it cannot trade, so it has no "
+                   "positions (the operator's link, or an account with the dropcopy role, sees "
+                   "its firm's positions)")
 TOKEN_FILE = "web-token"     # in the gateway's state directory: the operator's token, mode 0600
 _TOKEN_RE = re.compile(r"[A-Za-z0-9_-]{16,128}")
 _EMPTY_L2, _EMPTY_EVENTS = np.zeros(0, L2_DTYPE), np.zeros(0, EVENT_DTYPE)
@@ -84,6 +90,7 @@ class Scope:
 
     everyone: bool = False
     accounts: frozenset = frozenset()
+    note: str = ""      # why the watcher sees no positions at all (the page shows it instead)
 
     def sees(self, account: str) -> bool:
         """Return True if this watcher may see ``account``'s position."""
@@ -262,6 +269,8 @@ def for_scope(message: dict, scope: Scope) -> str:
     the positions it may not see left out. Raises nothing."""
     out = dict(message)
     out["positions"] = [row for (acct, _), row in message["positions"].items() if scope.sees(acct)]
+    if scope.note and message.get("type") == "snapshot":
+        out["positions_note"] = scope.note
     return json.dumps(out, separators=(",", ":"))
 
 
@@ -297,9 +306,7 @@ class WebServer:
         self.accounts = accounts if accounts is not None else getattr(gw, "accounts", None)
         self.watchers: set[_Watcher] = set()
         self.dropped = 0              # watchers disconnected for reading too slowly
-        self._connections = 0
         self._closing: set[asyncio.Task] = set()
-        self._auth_lock = asyncio.Lock()   # one scrypt at a time: a guesser cannot take both cores
         self._closed = False
         by_trader = getattr(self.accounts, "by_trader", None)
         symbols = {info.id: (name, info.tick_size) for name, info in gw.symbols.items()}
@@ -316,6 +323,7 @@ class WebServer:
                      "img-src 'self' data:; base-uri 'none'; form-action 'none'; "
                      "frame-ancestors 'none'")
         self._server = None
+        self.tls = None               # an ssl.SSLContext: the page and its WebSocket over TLS
         self._ticker: asyncio.Task | None = None
         self.host, self.port = "", 0
 
@@ -323,7 +331,8 @@ class WebServer:
     def url(self) -> str:
         """The page's address with the operator token in the fragment."""
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}/#token={self.token}"
+        scheme = "https" if self.tls is not None else "http"
+        return f"{scheme}://{host}:{self.port}/#token={self.token}"
 
     async def _open(self, host: str, port: int) -> None:
         # why under the lock with no await between the depth reads and add_market_listener:
@@ -346,7 +355,7 @@ class WebServer:
         try:
             self._server = await serve(self._handle, host, port, process_request=self._http,
                                        max_size=MAX_INBOUND, max_queue=4, close_timeout=2,
-                                       write_limit=1 << 16, compression=None)
+                                       write_limit=1 << 16, compression=None, ssl=self.tls)
         except BaseException:
             self.gw.remove_market_listener(self._on_batch)
             raise
@@ -417,20 +426,26 @@ class WebServer:
         return Response(200, "OK", headers, self._page)
 
     async def _handle(self, ws) -> None:
-        # why count the connections, not the watchers: connections still logging on count too
-        if self._connections >= self.max_watchers:
-            await ws.close(1013, "too many watchers")
+        # why a guard ticket and not a watcher slot before the login: connections that never
+        # log on are bounded per address and evicted first, so they cannot fill the watcher
+        # slots and lock out the operator's token
+        ticket = self.gw.guard.admit("web", ws.remote_address, lambda: ws.transport.abort())
+        if ticket is None:
+            await ws.close(1013, "too many connections from this address")
             return
-        self._connections += 1
         try:
-            await self._watch(ws)
+            await self._watch(ws, ticket)
         finally:
-            self._connections -= 1
+            ticket.release()
 
-    async def _watch(self, ws) -> None:
+    async def _watch(self, ws, ticket) -> None:
         try:
             first = await asyncio.wait_for(ws.recv(), self.auth_timeout_s)
-            scope = await self._login(first)
+            ticket.presented()
+            scope = await self._login(first, ws.remote_address)
+            if len(self.watchers) >= self.max_watchers:
+                await ws.close(1013, "too many watchers")
+                return
         except (TimeoutError, asyncio.TimeoutError):
             await ws.close(1008, "no login")
             return
@@ -462,11 +477,11 @@ class WebServer:
         except ConnectionClosed:
             pass
 
-    async def _login(self, message) -> Scope:
+    async def _login(self, message, peer=None) -> Scope:
         """Return the Scope of a login message; raises AuthError for anything else."""
         try:
             msg = json.loads(message) if isinstance(message, str) else None
-        except ValueError:
+        except (ValueError, RecursionError):   # why RecursionError: JSON nested thousands deep
             msg = None
         if not isinstance(msg, dict):
             raise AuthError("the first message must be a JSON login")
@@ -474,20 +489,24 @@ class WebServer:
         if isinstance(token, str):
             if hmac.compare_digest(token.encode(), self.token.encode()):
                 return Scope(everyone=True)
+            self.gw.guard.record_failure("web", peer, "<token>", "wrong token")
             raise AuthError("wrong token")
         name, password = msg.get("account"), msg.get("password")
         if self.accounts is None or not isinstance(name, str) or not isinstance(password, str):
             raise AuthError("log in with the token or an account and its password")
-        async with self._auth_lock:
-            # why a thread: scrypt takes ~50 ms, which the event loop's other sessions must not wait
-            acct = await asyncio.to_thread(self.accounts.authenticate, name, password,
-                                           "marketdata")
+        # why the guard's pool: scrypt takes ~50 ms, which the event loop's other sessions must
+        # not wait, and its failure throttle keeps guessers from queueing hashes
+        acct = await self.gw.guard.authenticate(self.accounts, "web", peer, name, password,
+                                                "marketdata")
         if acct.can("dropcopy"):
             return Scope(accounts=frozenset(a.name for a in self.accounts if a.firm == acct.firm))
+        if not acct.can("trade"):
+            return Scope(accounts=frozenset({acct.name}), note=MARKETDATA_ONLY)
         return Scope(accounts=frozenset({acct.name}))
 
-    def close(self) -> None:
-        """Stop listening, stop the updates and disconnect every watcher; returns nothing."""
+    def close(self, reason: str | None = None) -> None:
+        """Stop listening, stop the updates and disconnect every watcher (``reason`` is
+        accepted as by the other ports; the page shows the connection lost); returns nothing."""
         self._closed = True
         if self._ticker is not None:
             self._ticker.cancel()
@@ -557,11 +576,12 @@ async def start(gw, host: str = "127.0.0.1", port: int = 0, **options) -> WebSer
     (default ``gw.accounts``: who may log on with a password), ``levels`` (price levels per
     side, default 10), ``tape`` (trades kept, default 50), ``interval_s`` (update period,
     default 0.1), ``queue_max`` (unsent messages before a watcher is dropped, default 64),
-    ``max_watchers`` (default 32), ``auth_timeout_s`` (default 10).
+    ``max_watchers`` (default 32), ``auth_timeout_s`` (default 10), ``ssl`` (an
+    ``ssl.SSLContext``: https and wss only).
     Returns the running WebServer (``.url`` is the operator's link). Raises UsageError for an
     unknown option or a bad value, OSError if the port cannot be bound.
     """
-    known = {"token", "accounts", "levels", "tape", "interval_s", "queue_max", "max_watchers",
+    known = {"token", "accounts", "ssl", "levels", "tape", "interval_s", "queue_max", "max_watchers",
              "auth_timeout_s"}
     unknown = set(options) - known
     if unknown:
@@ -581,5 +601,6 @@ async def start(gw, host: str = "127.0.0.1", port: int = 0, **options) -> WebSer
                              f"got {value!r}")
         cfg[key] = value
     server = WebServer(gw, token=token, accounts=options.get("accounts"), **cfg)
+    server.tls = options.get("ssl")
     await server._open(_check_host(host), port)
     return server

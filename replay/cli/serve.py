@@ -72,6 +72,17 @@ def register(sub, parents, formatter) -> None:
                         "%(default)s)")
     p.add_argument("--batch-max", type=int, default=1024, metavar="N",
                    help="... or until this many are waiting (default: %(default)s)")
+    p.add_argument("--tls-cert", metavar="PEM",
+                   help="serve every port over TLS 1.3 with this certificate chain (with "
+                        "--tls-key)")
+    p.add_argument("--tls-key", metavar="PEM", help="the private key of --tls-cert")
+    p.add_argument("--tls-client-ca", metavar="PEM",
+                   help="require client certificates signed by these CA certificates")
+    p.add_argument("--allow-plaintext", action="store_true",
+                   help="listen without TLS on an address other than loopback (refused "
+                        "otherwise)")
+    p.add_argument("--allow-weak-hashes", action="store_true",
+                   help="accept password hashes cheaper than scrypt n*r = 16384 (tests only)")
     p.add_argument("--duration", type=float, metavar="S",
                    help="stop cleanly after S seconds (default: run until Ctrl-C or SIGTERM)")
     p.set_defaults(func=cmd_serve)
@@ -107,6 +118,12 @@ def cmd_serve(args) -> int:
     if args.batch_us < 1 or args.batch_max < 1:
         raise UsageError("--batch-us and --batch-max must be >= 1")
     durability = {"batch": "fsync", "interval": "interval", "none": "none"}[args.fsync]
+    tls = None
+    if args.tls_cert or args.tls_key or args.tls_client_ca:
+        if not (args.tls_cert and args.tls_key):
+            raise UsageError("--tls-cert and --tls-key go together (--tls-client-ca needs both)")
+        from exsim.exchange.gateway.tls import server_context
+        tls = server_context(args.tls_cert, args.tls_key, args.tls_client_ca)
     if args.duration is not None and not args.duration > 0:
         raise UsageError(f"--duration must be > 0 seconds; got {args.duration}")
     # why before the ports listen: a cold numba cache compiles the kernels for minutes,
@@ -120,9 +137,17 @@ def cmd_serve(args) -> int:
             asyncio.get_running_loop().call_later(args.duration, stop.set)
         await serve(args.data_dir, args.accounts, ports, scenario=args.scenario,
                     durability=durability, batch_ns=args.batch_us * 1000,
-                    batch_max=args.batch_max, stop=stop)
+                    batch_max=args.batch_max, stop=stop,
+                    allow_weak_hashes=args.allow_weak_hashes, tls=tls,
+                    allow_plaintext=args.allow_plaintext)
 
-    asyncio.run(run())
+    # why: the data directory holds the journal and every account's reports; what the server
+    # creates is for its own user only (directories 0700, files 0600)
+    old_umask = os.umask(0o077)
+    try:
+        asyncio.run(run())
+    finally:
+        os.umask(old_umask)
     print(f"served {args.data_dir}: stopped cleanly")
     return EXIT_OK
 

@@ -112,7 +112,8 @@ class ServeProcess:
         except FileNotFoundError:
             pass
         argv = [sys.executable, "-m", "exsim.replay.cli", "serve", self.data_dir,
-                "--accounts", self.accounts_path, "--fsync", "batch", "--batch-us", "500"]
+                "--accounts", self.accounts_path, "--fsync", "batch", "--batch-us", "500",
+                "--allow-weak-hashes"]
         for p in self.ports_wanted:
             argv += [f"--{p}", "0"]
         # why the fault handler: a child that hangs is stopped with SIGABRT, which then writes

@@ -80,7 +80,7 @@ def test_order_killed_before_its_wal_record_has_one_fate(tmp_path):
     wrapper.write_text(WRAPPER)
     flag = str(tmp_path / "SLOW")
     env = dict(os.environ, PYTHONPATH=ROOT, REVIEW_SLOW_FLAG=flag)
-    serve = ["serve", data_dir, "--accounts", str(accounts), "--fix", "0"]
+    serve = ["serve", data_dir, "--accounts", str(accounts), "--fix", "0", "--allow-weak-hashes"]
     log = open(tmp_path / "serve.log", "ab")
     procs = []
 
@@ -129,7 +129,7 @@ def test_order_waiting_for_its_batch_is_asked_again_after_a_crash(tmp_path):
     accounts, _ = accounts_file(tmp_path, 2)
     data_dir = str(tmp_path / "served")
     env = dict(os.environ, PYTHONPATH=ROOT)
-    serve = ["serve", data_dir, "--accounts", str(accounts), "--fix", "0"]
+    serve = ["serve", data_dir, "--accounts", str(accounts), "--fix", "0", "--allow-weak-hashes"]
     log = open(tmp_path / "serve.log", "ab")
     procs = []
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from bisect import bisect_left
 from dataclasses import dataclass, field as dc_field
 
@@ -55,6 +56,9 @@ MAX_DEPTH = 1000          # largest MarketDepth N (0, every level, is also allow
 MAX_ENTRIES = 100         # entries in one W or X message
 MAX_SUBSCRIPTIONS = 64    # live subscriptions of one session
 MAX_SYMBOLS = 64          # symbols of one request
+# price levels of snapshots one session may be sent per second (a burst of 5 s of them): a
+# client subscribing and unsubscribing over a deep book costs the event loop this at most
+SNAPSHOT_LEVELS_PER_S = 20_000
 _ALL = 1 << 62            # "every level" as a depth
 # MDReqRejReason (281), FIX 4.4
 REJECT = {"unknown_symbol": "0", "duplicate": "1", "bandwidth": "2", "permission": "3",
@@ -156,6 +160,9 @@ class MarketData:
                 raise _Reject(None, f"no subscription with MDReqID {req_id}")
             self._remove(sub)
             return
+        if kind in (b"0", b"1") and _budget(session) < 0:
+            raise _Reject(REJECT["bandwidth"], "snapshots over this session's budget of "
+                          f"{SNAPSHOT_LEVELS_PER_S} price levels a second; retry later")
         if kind not in (b"0", b"1"):
             raise _Reject(REJECT["subscription_type"], "SubscriptionRequestType (263) must be "
                           "0 snapshot, 1 snapshot + updates or 2 unsubscribe")
@@ -219,6 +226,7 @@ class MarketData:
             if keep and sid not in self.books:
                 self.books[sid] = _Book(engine, sid)
             messages += self._snapshot(sub, sid)
+        _charge(sub.session, sum(len(m[1]) for m in messages) // 5)   # ~5 fields per entry
         if keep:
             sub.live = True
         sub.session.send_market_data(messages)
@@ -411,6 +419,23 @@ class MarketData:
         for etype, e in entries:
             for sub in self._subs(sid, etype, touched):
                 sub.out.append(e)
+
+
+def _budget(session) -> float:
+    """Return the snapshot levels ``session`` may still be sent now (below 0: none)."""
+    now = time.monotonic()
+    burst = 5.0 * SNAPSHOT_LEVELS_PER_S
+    tokens, at = getattr(session, "md_budget", (burst, now))
+    tokens = min(burst, tokens + (now - at) * SNAPSHOT_LEVELS_PER_S)
+    session.md_budget = (tokens, now)
+    return tokens
+
+
+def _charge(session, levels: int) -> None:
+    """Take ``levels`` off ``session``'s snapshot budget (it may go below 0: the next
+    snapshot request is refused until it refills)."""
+    tokens = _budget(session)
+    session.md_budget = (tokens - levels, session.md_budget[1])
 
 
 def _incremental(req_id: str, entries: list) -> list:

@@ -6,8 +6,9 @@
 connection may take to log on), ``max_message_size`` (BodyLength limit, bytes),
 ``min_heartbeat`` / ``max_heartbeat`` (the HeartBtInt a client may ask for, s),
 ``max_output_bytes`` (unsent output before a client that does not read is disconnected),
-``max_garbled`` (garbled messages a session may send before it is logged out),
-``max_sessions`` (connections at once; more are closed at once), ``marketdata`` (serve
+``resend_per_s`` (stored messages a session's resends repeat per second, so one client's
+resends take a bounded share of the server), ``max_garbled`` (garbled messages a session may send before it is logged out),
+``ssl`` (an ``ssl.SSLContext``: TLS only), ``max_sessions`` (logged-on sessions at once; more are closed at once), ``marketdata`` (serve
 MarketDataRequest, 35=V).
 
 Invariants:
@@ -31,7 +32,8 @@ __all__ = ["start", "FixServer", "DEFAULTS"]
 
 DEFAULTS = {"comp_id": "EXSIM", "logon_timeout": 10.0, "max_message_size": 4096,
             "min_heartbeat": 1, "max_heartbeat": 300, "max_output_bytes": 16 << 20,
-            "max_garbled": 16, "max_sessions": 1024, "marketdata": True}
+            "max_garbled": 16, "max_sessions": 1024, "marketdata": True,
+            "resend_per_s": 2000}
 
 
 class FixServer:
@@ -50,8 +52,9 @@ class FixServer:
         self.max_output_bytes = int(opts["max_output_bytes"])
         self.max_garbled = int(opts["max_garbled"])
         self.max_sessions = int(opts["max_sessions"])
+        self.resend_per_s = int(opts["resend_per_s"])
         if not (0 < self.logon_timeout and 64 <= self.max_message_size <= 1 << 20
-                and 1 <= self.min_heartbeat <= self.max_heartbeat):
+                and 1 <= self.min_heartbeat <= self.max_heartbeat and self.resend_per_s >= 1):
             raise UsageError("FIX options out of range: logon_timeout > 0, max_message_size in "
                              "[64, 2^20], 1 <= min_heartbeat <= max_heartbeat")
         self.store = SessionStore(os.path.join(gw.state_dir, "fix.sqlite"))
@@ -77,27 +80,36 @@ class FixServer:
         return self.server.sockets if self.server else []
 
     async def _serve(self, reader, writer) -> None:
-        if len(self.sessions) >= self.max_sessions:
+        # why logged-on sessions only: connections before logon are bounded by gw.guard
+        if len(self.active) >= self.max_sessions:
             writer.close()
             return
+        ticket = self.gw.guard.admit("fix", writer.get_extra_info("peername"),
+                                     writer.transport.abort)
+        if ticket is None:
+            writer.transport.abort()
+            return
         session = FixSession(self, reader, writer)
+        session.ticket = ticket
         self.sessions.add(session)
         task = asyncio.current_task()
         self.tasks.add(task)
         try:
             await session.run()
         finally:
+            ticket.release()
             self.sessions.discard(session)
             self.tasks.discard(task)
             if self.marketdata is not None:
                 self.marketdata.drop(session)
 
-    def close(self) -> None:
-        """Stop listening and log every session out."""
+    def close(self, reason: str | None = None) -> None:
+        """Stop listening and log every session out (Logout Text: ``reason``, e.g. why the
+        gateway stopped, else "the gateway is shutting down")."""
         if self.server is not None:
             self.server.close()
         for s in list(self.sessions):
-            s.shutdown("the gateway is shutting down")
+            s.shutdown(reason or "the gateway is shutting down")
         if self.marketdata is not None:
             self.marketdata.close()
 
@@ -114,6 +126,7 @@ async def start(gw, host: str = "127.0.0.1", port: int = 0, **options) -> FixSer
     """Listen for FIX connections on (host, port) (port 0: any free port) and return the
     FixServer. Raises UsageError for an unknown or out-of-range option, OSError if the address
     cannot be bound."""
+    tls = options.pop("ssl", None)
     srv = FixServer(gw, options)
-    srv.server = await asyncio.start_server(srv._serve, host, port)
+    srv.server = await asyncio.start_server(srv._serve, host, port, ssl=tls)
     return srv

@@ -30,7 +30,11 @@ Invariants:
 - No callback awaits; a client that does not read is disconnected when its unsent output
   passes ``max_output_bytes`` (its reports stay stored; a reconnect resends them), so a slow
   or half-open client never holds up the core or another session; output held back while a
-  resend runs counts against the same bound. Heartbeats: a Heartbeat
+  resend runs counts against the same bound. A resend is read and sent ``RESEND_CHUNK`` stored
+  messages at a time, at most ``resend_per_s`` a second (other sessions run between chunks);
+  ResendRequests that arrive while one
+  runs are merged into one that follows it: per session at most one runs and one waits.
+  Heartbeats: a Heartbeat
   after ``HeartBtInt`` seconds without output; a TestRequest after HeartBtInt + 20 % without
   input; a Logout and disconnect if the TestRequest is not answered within HeartBtInt more.
 """
@@ -62,6 +66,7 @@ _RATE_TEXT = "message rate exceeded"
 _MAX_SEQ = (1 << 31) - 1
 # how long a closing session waits for its requests in flight to be journaled (a batch takes
 # milliseconds; a stuck store must not hold the connection open)
+RESEND_CHUNK = 256     # stored messages resent per step (then other sessions run)
 SETTLE_SECONDS = 2.0   # FIX SeqNum is an int; the gateway keeps it in 31 bits
 
 
@@ -95,11 +100,14 @@ class FixSession:
         self.resending = False     # while True, output waits in self.held (a resend is running)
         self.held: list[bytes] = []
         self.held_bytes = 0
+        self.pending_resend = None   # (begin, end) asked while a resend was running
         self.garbled = 0
         self.rejects_received = 0  # Rejects / BusinessMessageRejects of our messages
         self.test_request_at = None
+        self.ticket = None
+        self.authenticating = False   # the Logon arrived; its password is being checked
         self.started = self.last_recv = self.last_sent = self.loop.time()
-        peer = writer.get_extra_info("peername")
+        peer = self.peer_name = writer.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
 
     # -- the connection --------------------------------------------------------------------------
@@ -178,7 +186,9 @@ class FixSession:
             await asyncio.sleep(min(0.5, hb / 4))
             now = self.loop.time()
             if self.state is None:
-                if now - self.started > self.server.logon_timeout:
+                # why not while authenticating: the deadline is for the client's Logon, not
+                # for the queue of the server's own password hashing (a logon herd)
+                if not self.authenticating and now - self.started > self.server.logon_timeout:
                     log.info("FIX %s: no logon within %s s", self.peer, self.server.logon_timeout)
                     self.closing = True
                     self.writer.close()
@@ -348,6 +358,8 @@ class FixSession:
     async def _logon(self, frame: bytes) -> None:
         """Handle the first message of the connection: it must be a valid Logon."""
         srv = self.server
+        if self.ticket is not None:
+            self.ticket.presented()
         try:
             msg = parse_frame(frame)
             seq = field_int(msg, 34, required=True, lo=1, hi=_MAX_SEQ)
@@ -367,7 +379,7 @@ class FixSession:
                 raise FieldError(1, "required tag 52 missing", 52)
             parse_utc_timestamp(raw_time, 52)
         except FieldError as e:
-            log.info("FIX %s: refused logon: %s", self.peer, e.text)
+            self.gw.guard.record_failure("fix", self.peer_name, None, e.text)
             raise _Close() from None
         problem = None
         if target != srv.comp_id:
@@ -389,14 +401,20 @@ class FixSession:
                                      and known.can("marketdata")):
             role = "marketdata"
         if problem is None:
+            self.authenticating = True
             try:
-                acct = await asyncio.to_thread(self.gw.accounts.authenticate, name, password, role)
+                acct = await self.gw.guard.authenticate(self.gw.accounts, "fix", self.peer_name,
+                                                        name, password, role)
             except AuthError as e:
                 problem = str(e)
+            finally:
+                self.authenticating = False
+        else:
+            self.gw.guard.record_failure("fix", self.peer_name, name, problem)
         if problem is None and f"{role}:{acct.name}" in srv.active:
             problem = "this account already has a session of this kind logged on"
         if problem is not None:
-            log.info("FIX %s: refused logon of %r: %s", self.peer, name, problem)
+            log.warning("FIX %s: refused logon of %r: %s", self.peer, name, problem)
             # why unstored, MsgSeqNum 1: no session state is touched for a refused logon
             self.writer.write(build("5", srv.comp_id, name, 1, utc_timestamp(self.gw.now_ns()),
                                     [(58, problem)]))
@@ -625,6 +643,12 @@ class FixSession:
         end = last if end == 0 or end > last else end
         if begin > end:
             return
+        if self.resending:
+            # why not a second task: 200 ResendRequests would run 200 resends of the whole
+            # history at once; at most one runs, and one waits (the union of what was asked)
+            p = self.pending_resend
+            self.pending_resend = (begin, end) if p is None else (min(p[0], begin), max(p[1], end))
+            return
         self.resending = True
         self.loop.create_task(self._resend_task(begin, end))
 
@@ -632,8 +656,19 @@ class FixSession:
         srv, name = self.server, self.account.name
         try:
             pos = begin   # the first seq not yet resent or gap-filled
+            rate = srv.resend_per_s
+            budget, at = float(RESEND_CHUNK), self.loop.time()
             while pos <= end and not self.closing:
-                rows = self.store.resendable(self.key, pos, end, 1000)
+                # why a budget: a client looping ResendRequests over a long history would
+                # otherwise take the event loop's time from every other session
+                now = self.loop.time()
+                budget = min(float(max(rate, RESEND_CHUNK)), budget + (now - at) * rate)
+                at = now
+                if budget < RESEND_CHUNK:
+                    await asyncio.sleep((RESEND_CHUNK - budget) / rate)
+                    continue
+                budget -= RESEND_CHUNK
+                rows = self.store.resendable(self.key, pos, end, RESEND_CHUNK)
                 parts = []
                 for r in rows:
                     if r.seq > pos:
@@ -643,16 +678,23 @@ class FixSession:
                                        utc_timestamp(self.gw.now_ns()), body, poss_dup=True,
                                        orig_sending_time=sent))
                     pos = r.seq + 1
-                if len(rows) < 1000 and pos <= end:
+                if len(rows) < RESEND_CHUNK and pos <= end:
                     parts.append(self._gap_fill(pos, end + 1))
                     pos = end + 1
                 if parts:
                     self.writer.write(b"".join(parts))
                     self.last_sent = self.loop.time()
                     await self.writer.drain()
+                # why: a long resend must let other sessions' acks through between chunks
+                await asyncio.sleep(0)
+                if pos > end and self.pending_resend is not None and not self.closing:
+                    begin, end = self.pending_resend
+                    self.pending_resend = None
+                    pos = begin
         except (ConnectionError, OSError):
             self.closing = True
         finally:
+            self.pending_resend = None
             self.resending = False
             held, self.held, self.held_bytes = self.held, [], 0
             if held and not self.writer.is_closing():

@@ -83,7 +83,10 @@ class SessionStore:
                        (key, state.next_in, state.next_out, state.last_rseq))
             db.execute("COMMIT")
         except BaseException:
-            db.execute("ROLLBACK")
+            # why only in a transaction: SQLite rolls back by itself on a full disk, and a
+            # second ROLLBACK's "no transaction is active" would hide the "disk is full"
+            if db.in_transaction:
+                db.execute("ROLLBACK")
             raise
 
     def resendable(self, key: str, first: int, last: int, limit: int) -> list[Outbound]:

@@ -1,0 +1,274 @@
+"""What keeps one client from hurting the others before and at logon: every limit in one place
+(``Limits``), the connections not yet logged on (per port and per address), the failed-logon
+throttle, the password-hashing pool and the logon audit log (docs/gateway.md, "Limits").
+
+One ``Guard`` belongs to one Gateway (``gw.guard``) and is shared by every port.
+
+Invariants:
+- A connection takes a pre-logon ticket (``admit``) when it is accepted and gives it up once its
+  login message has arrived (from then on the failure throttle bounds its cost) or it closes.
+  An address may hold any number of tickets younger than ``preauth_grace_s`` (a herd of clients
+  reconnecting at once) but at most ``preauth_per_address`` older ones per port: past that, new
+  connections from it are closed at once. When a port holds ``preauth_per_port`` tickets, a new
+  connection evicts the oldest ticket of the address holding the most, so idle sockets can never
+  keep a legitimate client from logging on (each port's own login deadline ends them anyway).
+- A failed logon costs its address one token of a bucket (``failures_per_address``, refilled
+  one per ``failure_refill_s``) and its account one of another (``failures_per_account``).
+  With the address's bucket empty, a logon from it is refused at once, without hashing. With
+  the account's bucket empty, a logon for it is refused at once unless it comes from an address
+  that logged on to that account before (so a guesser can delay a named account only for
+  newcomers, never for the addresses its owner uses). Bad passwords therefore cost at most a
+  bounded hash rate and cannot starve the pool.
+- Password hashes run on ``hash_workers`` threads of the guard's own pool, never the event
+  loop; a port's logon deadline covers receiving the logon, not the queue in front of the pool.
+- Every logon success and failure is logged with its peer address: a warning on the
+  ``exsim.gateway.auth`` logger for failures, and one line per logon in
+  ``DATA_DIR/gateway/audit.log`` (mode 0600, rotated at ``audit_bytes``, ``audit_files`` kept).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import concurrent.futures
+import logging
+import logging.handlers
+import os
+import time
+from dataclasses import dataclass, fields
+
+from exsim.exchange.errors import UsageError
+from exsim.exchange.gateway.accounts import AuthError
+
+__all__ = ["Limits", "Guard", "Ticket", "ThrottledError", "AUDIT_FILE", "peer_host"]
+
+log = logging.getLogger("exsim.gateway.auth")
+
+AUDIT_FILE = "audit.log"
+_MAX_TRACKED = 65_536   # failure buckets kept before the full ones are forgotten
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Every per-address and per-account limit of the gateway, with its default. Per-session
+    limits of each port stay that port's options (docs/gateway.md lists them all)."""
+
+    preauth_per_address: int = 16     # connections not yet logged on, per address and port
+    preauth_per_port: int = 256       # connections not yet logged on, per port (then: eviction)
+    preauth_grace_s: float = 1.0      # a connection younger than this is not counted per address
+    failures_per_address: int = 8     # failed logons an address may make in a burst
+    failures_per_account: int = 16    # failed logons an account may see in a burst
+    failure_refill_s: float = 2.0     # one more failure allowed per bucket every this long
+    hash_workers: int = 2             # threads hashing passwords (scrypt) at once
+    audit_bytes: int = 1 << 20        # audit.log size before it is rotated
+    audit_files: int = 5              # rotated audit logs kept (audit.log.1 .. .5)
+
+    def __post_init__(self):
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
+                raise UsageError(f"limit {f.name} must be a positive number; got {v!r}")
+
+
+class ThrottledError(AuthError):
+    """A logon refused without checking the password: too many recent failures."""
+
+
+def peer_host(peer) -> str:
+    """Return the address part of a socket peer name (``"?"`` if there is none)."""
+    if isinstance(peer, (tuple, list)) and peer:
+        return str(peer[0])
+    return "?"
+
+
+class Ticket:
+    """One connection's pre-logon slot. ``logged_on()`` or ``release()`` gives it back."""
+
+    __slots__ = ("guard", "port", "host", "kill", "held", "born")
+
+    def __init__(self, guard: "Guard", port: str, host: str, kill):
+        self.guard, self.port, self.host, self.kill, self.held = guard, port, host, kill, True
+        self.born = time.monotonic()
+
+    def presented(self) -> None:
+        """The connection's login message arrived: it no longer holds a pre-logon slot."""
+        self.release()
+
+    def release(self) -> None:
+        """Give the slot back (idempotent)."""
+        if self.held:
+            self.held = False
+            self.guard._forget(self)
+
+
+class _Bucket:
+    __slots__ = ("tokens", "at")
+
+    def __init__(self, tokens: float, at: float):
+        self.tokens, self.at = tokens, at
+
+
+class Guard:
+    """The gateway's pre-logon and logon protection (module docstring)."""
+
+    def __init__(self, limits: Limits | None = None, state_dir: str | None = None):
+        self.limits = limits or Limits()
+        self._tickets: dict[str, dict[str, collections.OrderedDict]] = {}
+        self._counts: dict[str, int] = {}
+        self._by_address: dict[str, _Bucket] = {}
+        self._by_account: dict[str, _Bucket] = {}
+        self._good: dict[str, set] = {}        # account -> addresses it logged on from
+        self._pool = concurrent.futures.ThreadPoolExecutor(
+            self.limits.hash_workers, thread_name_prefix="exsim-auth")
+        self.refused = collections.Counter()   # why -> connections or logons refused
+        self._audit = self._open_audit(state_dir)
+
+    # -------------------------------------------------------------- connections before logon
+    def admit(self, port: str, peer, kill) -> Ticket | None:
+        """Return a pre-logon ticket for a new connection from ``peer`` on ``port``, or None if
+        its address already holds ``preauth_per_address`` tickets older than
+        ``preauth_grace_s`` (close it then). ``kill()`` closes the connection if its ticket is
+        evicted (module docstring)."""
+        host = peer_host(peer)
+        per_host = self._tickets.setdefault(port, {})
+        mine = per_host.setdefault(host, collections.OrderedDict())
+        old, limit = 0, self.limits.preauth_per_address
+        if len(mine) >= limit:
+            young = time.monotonic() - self.limits.preauth_grace_s
+            for t in mine:   # oldest first: stop at the first young one
+                if t.born > young or old >= limit:
+                    break
+                old += 1
+        if old >= limit:
+            self.refused["preauth_per_address"] += 1
+            log.warning("%s: connection from %s refused: %d connections of this address are "
+                        "not logged on", port, host, len(mine))
+            if not mine:
+                del per_host[host]
+            return None
+        if self._counts.get(port, 0) >= self.limits.preauth_per_port:
+            worst = max(per_host.values(), key=len)
+            victim = next(iter(worst))
+            self.refused["preauth_evicted"] += 1
+            log.warning("%s: %d connections not logged on; closing the oldest of %s", port,
+                        self.limits.preauth_per_port, victim.host)
+            victim.release()
+            victim.kill()
+        t = Ticket(self, port, host, kill)
+        mine[t] = None
+        self._counts[port] = self._counts.get(port, 0) + 1
+        return t
+
+    def _forget(self, t: Ticket) -> None:
+        per_host = self._tickets.get(t.port, {})
+        mine = per_host.get(t.host)
+        if mine is not None and t in mine:
+            del mine[t]
+            self._counts[t.port] -= 1
+            if not mine:
+                del per_host[t.host]
+
+    def preauth(self, port: str) -> int:
+        """Return how many connections of ``port`` are not logged on."""
+        return self._counts.get(port, 0)
+
+    # -------------------------------------------------------------- logons
+    def _bucket(self, table: dict, key: str, burst: int, now: float) -> _Bucket:
+        b = table.get(key)
+        if b is None:
+            if len(table) >= _MAX_TRACKED:
+                self._prune(table, burst, now)
+            b = table[key] = _Bucket(float(burst), now)
+        else:
+            b.tokens = min(float(burst), b.tokens + (now - b.at) / self.limits.failure_refill_s)
+            b.at = now
+        return b
+
+    def _prune(self, table: dict, burst: int, now: float) -> None:
+        refill = self.limits.failure_refill_s
+        for k in [k for k, b in table.items() if b.tokens + (now - b.at) / refill >= burst]:
+            del table[k]
+        if len(table) >= _MAX_TRACKED:   # why: never grow without bound, even under a flood
+            for k in list(table)[:len(table) // 2]:
+                del table[k]
+
+    def _throttled(self, name: str, host: str, now: float) -> str | None:
+        lim = self.limits
+        if self._bucket(self._by_address, host, lim.failures_per_address, now).tokens < 1:
+            return "too many failed logons from this address; wait and retry"
+        if isinstance(name, str) and host not in self._good.get(name, ()) and \
+                self._bucket(self._by_account, name, lim.failures_per_account, now).tokens < 1:
+            return "too many failed logons for this account; wait and retry"
+        return None
+
+    async def authenticate(self, accounts, port: str, peer, name, password,
+                           role: str | None = None):
+        """Return the Account of a correct logon (``accounts.authenticate``), hashing on the
+        guard's pool; log and audit the outcome with the peer's address.
+
+        Raises ThrottledError (no hash computed) while the address or account has used its
+        failure budget, and AuthError for a wrong name, password or role."""
+        host = peer_host(peer)
+        now = time.monotonic()
+        why = self._throttled(name, host, now)
+        if why is not None:
+            self.refused["throttled"] += 1
+            self._record(port, host, name, False, why)
+            raise ThrottledError(why)
+        loop = asyncio.get_running_loop()
+        try:
+            acct = await loop.run_in_executor(self._pool, accounts.authenticate, name, password,
+                                              role)
+        except AuthError as e:
+            now = time.monotonic()
+            self._bucket(self._by_address, host, self.limits.failures_per_address,
+                         now).tokens -= 1
+            if isinstance(name, str) and len(name) <= 64:
+                self._bucket(self._by_account, name, self.limits.failures_per_account,
+                             now).tokens -= 1
+            self._record(port, host, name, False, str(e))
+            raise
+        good = self._good.setdefault(acct.name, set())
+        if len(good) < 64:
+            good.add(host)
+        self._record(port, host, acct.name, True, role or "")
+        return acct
+
+    def record_failure(self, port: str, peer, name, why: str) -> None:
+        """Log and audit a logon refused before any password check (a malformed login)."""
+        self._record(port, peer_host(peer), name, False, why)
+
+    def _record(self, port: str, host: str, name, ok: bool, why: str) -> None:
+        shown = name if isinstance(name, str) and len(name) <= 64 else "?"
+        if ok:
+            log.info("%s logon of %r from %s", port, shown, host)
+        else:
+            log.warning("%s logon of %r from %s refused: %s", port, shown, host, why)
+        if self._audit is not None:
+            self._audit.info("%s %s %s %s %r %s", time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                             time.gmtime()), "OK" if ok else "FAIL", port, host, shown, why)
+
+    # -------------------------------------------------------------- the audit log
+    def _open_audit(self, state_dir: str | None):
+        if state_dir is None:
+            return None
+        path = os.path.join(state_dir, AUDIT_FILE)
+        # why created here: the handler would open it with the process umask
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
+        handler = logging.handlers.RotatingFileHandler(
+            path, maxBytes=self.limits.audit_bytes, backupCount=self.limits.audit_files)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        audit = logging.getLogger(f"exsim.gateway.audit.{id(self)}")
+        audit.propagate = False
+        audit.setLevel(logging.INFO)
+        audit.addHandler(handler)
+        return audit
+
+    def close(self) -> None:
+        """Stop the hashing pool and close the audit log (idempotent)."""
+        self._pool.shutdown(wait=False)
+        if self._audit is not None:
+            for h in list(self._audit.handlers):
+                h.close()
+                self._audit.removeHandler(h)
+            self._audit = None
