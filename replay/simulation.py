@@ -107,10 +107,15 @@ def kernels_cold() -> bool:
         return not glob.glob(os.path.join(folder, "kernels.process_batch-*.nbi"))
 
 
-def warm_up(stp: str = "none", durability: str = "none") -> float:
+def warm_up(stp: str = "none", durability: str = "none", venue: bool = False) -> float:
     """Run a few crossing, modified and cancelled orders through a fresh Engine journaled by a
     Session into a scratch directory (removed afterwards), so that every kernel ``simulate``
     calls is compiled, or loaded from numba's cache, before a run is timed.
+
+    A plain flow only ever needs the plain matching kernel (``exchange.plain``); with
+    ``venue=True`` one iceberg order follows, so the full kernel (``exchange.kernels
+    .process_batch``, which any venue order needs) is compiled too: a server warms both, since a
+    client may send any order, and its first venue order must not wait minutes for a compile.
 
     Returns the seconds it took (about the compile time on a cold cache, milliseconds on a warm
     one). Raises what Engine or Session raise (a full temporary directory, say).
@@ -137,6 +142,13 @@ def warm_up(stp: str = "none", durability: str = "none") -> float:
                                  durability=durability)
         try:
             session.process(msgs)
+            if venue:
+                iceberg = np.zeros(1, ORDER_DTYPE)
+                for field, value in (("ts", 6), ("order_id", 4), ("price", 98), ("qty", 10),
+                                     ("display_qty", 5), ("trader", 4), ("kind", Kind.NEW),
+                                     ("side", Side.BUY)):
+                    iceberg[field] = value
+                session.process(iceberg)
         finally:
             session.close()
     finally:

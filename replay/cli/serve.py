@@ -129,7 +129,7 @@ def cmd_serve(args) -> int:
     # why before the ports listen: a cold numba cache compiles the kernels for minutes,
     # and a client connected meanwhile would hear nothing about its first orders
     if kernels_cold():
-        warm_up(durability="none")   # the compile notices say what is compiled, and how long
+        warm_up(durability="none", venue=True)   # the compile notices say what is compiled, and how long
 
     async def run() -> None:
         stop = asyncio.Event()
