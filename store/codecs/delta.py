@@ -11,7 +11,7 @@ unpacked a block at a time.
 Invariants: differences and sums wrap modulo 2**64, so every column round-trips, int64 and
 uint64 extremes included; the gcd is over the differences' magnitudes (1 if all are 0), and
 2**63 (the magnitude of int64 min) is kept as is. Kernels are ``@njit(cache=True, nogil=True)``;
-they inline and call ``arith`` and ``stream`` code, hence the cache guard.
+they call ``arith`` and ``stream`` code, hence the cache guard.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ __all__: list[str] = []
 guard(__name__, __file__, deps=("exsim.store.codecs.arith", "exsim.store.codecs.stream"))
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _dif(u0, u1, u2, i, order):
     """The i-th first (order 1) or second (order 2) difference (u0, u1, u2: u, u[1:], u[2:])."""
     if order == 1:
@@ -74,7 +74,7 @@ def _diffs(u, order, z):
     return g, m
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _unzigzag(z):
     """The signed difference (as its uint64 bit pattern) a zigzagged value stands for."""
     return (z >> _U1) ^ (_U0 - (z & _U1))

@@ -8,7 +8,7 @@ Invariants: the encoder writes no empty run, so a block of n rows holds between 
 (none when n is 0). A block read back is hostile: ``_dec_rle`` checks each run length before
 writing and returns False for a run that is empty or runs past the column, or lengths that end
 short of it; nothing past the output is written. Kernels are ``@njit(cache=True, nogil=True)``;
-they inline and call ``arith`` and ``stream`` code, hence the cache guard.
+they call ``arith`` and ``stream`` code, hence the cache guard.
 """
 
 from __future__ import annotations
