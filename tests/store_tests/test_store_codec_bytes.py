@@ -68,3 +68,10 @@ def test_a_narrow_split_column_encodes_as_its_uint64_bit_patterns_do():
         for aligned in (PACKED, ALIGNED, SHUFFLED):
             narrow = bytes(encode_view(cols["side"], np.uint8, enc, aligned))
             assert narrow == encode(rows["side"], enc, aligned)
+
+
+def test_compile_all_round_trips_every_encoding_into_every_width():
+    # exsim warmup's way of compiling every encoder and decoder ahead: it must not fail on a
+    # healthy install (it raises AssertionError if a block does not round-trip)
+    from exsim.store.codecs import compile_all
+    assert compile_all() is None
