@@ -5,9 +5,9 @@ in the column's own width; the others, their fixed header fields (``_FIXED``) an
 (FOR: one; DELTA and DOD: first value(s) and gcd, one; RLE and DICT: a u32 count, two).
 
 Encoding (``_encode_block``) is a Python dispatch to a few small kernels, each compiled on its
-first call (so a run compiles only the encodings its columns try or use): ``stream._put_stream``
-for each stream, ``delta._diffs``, ``rle._runs`` and ``dictionary._dict_index`` for the values
-the streams hold; PLAIN is one numpy cast. Blocks go into a reused per-thread buffer
+first call (so a run compiles only the encodings its columns try or use), one kernel call per
+block: ``stream._put_stream`` (FOR), ``delta._put_delta``, ``rle._put_rle``,
+``dictionary._put_dict`` (after ``_dict_index``); PLAIN is one numpy cast. Blocks go into a reused per-thread buffer
 (``encode_view``; ``encode``/``encode_u64`` copy it out): stream parameters in one pass, then
 the body packed, shuffled or stored in place (no whole-column temporaries except the
 differences / runs / dictionary keys of DELTA, DOD, RLE and DICT, which go to a reused scratch
@@ -35,9 +35,9 @@ import numpy as np
 from exsim.exchange.errors import CorruptionError
 from exsim.store.codecs.arith import _SIGN, _U0
 from exsim.store.codecs.columns import _as_u64
-from exsim.store.codecs.delta import _dec_delta, _diffs
-from exsim.store.codecs.dictionary import _dec_dict, _dict_index
-from exsim.store.codecs.rle import _dec_rle, _runs
+from exsim.store.codecs.delta import _dec_delta, _put_delta
+from exsim.store.codecs.dictionary import _dec_dict, _dict_index, _put_dict
+from exsim.store.codecs.rle import _dec_rle, _put_rle
 from exsim.store.codecs.stream import _STREAM_HEAD, PACKED, SHUFFLE_FLAG, _dec_for, _put_stream
 
 __all__ = ["PLAIN", "FOR", "DELTA", "DOD", "RLE", "DICT", "ENCODINGS", "ENCODING_NAMES", "encode",
@@ -49,7 +49,6 @@ ENCODING_NAMES = {PLAIN: "plain", FOR: "for", DELTA: "delta", DOD: "dod", RLE: "
 
 _U64 = struct.Struct("<Q")
 _U32 = struct.Struct("<I")
-_WRAP = 1 << 64
 
 
 def _encode_block(u, enc, aligned, flip, itemsize, out, tmp):
@@ -58,7 +57,7 @@ def _encode_block(u, enc, aligned, flip, itemsize, out, tmp):
     ``aligned`` at out[0:]; returns its length, or -1 for an unknown encoding. out holds at
     least 16 * u.size + 64 bytes, tmp (scratch) at least 2 * u.size values.
 
-    Why Python dispatching to one small kernel per step, and not one kernel for the block: a
+    Why Python dispatching to one small kernel per encoding, and not one kernel for all: a
     kernel is compiled on its first call, so a run compiles only what its encodings use, and
     each small kernel types far faster than one big one inlining them all (a cold seal and
     read compiled ~54 s of CPU as one kernel with numba-level inlining). The kernels do the
@@ -73,21 +72,11 @@ def _encode_block(u, enc, aligned, flip, itemsize, out, tmp):
     if enc == FOR:
         return _put_stream(u, flip, aligned, out, 1)
     if enc == DELTA or enc == DOD:
-        order = 1 if enc == DELTA else 2
-        first = int(u[0]) if n else 0
-        _U64.pack_into(out, 1, first)
-        pos = 9
-        if order == 2:
-            _U64.pack_into(out, pos, (int(u[1]) - first) % _WRAP if n > 1 else 0)
-            pos += 8
-        g, m = _diffs(u, order, tmp)
-        _U64.pack_into(out, pos, int(g))
-        return _put_stream(tmp[:m], _U0, aligned, out, pos + 8)
+        return _put_delta(u, 1 if enc == DELTA else 2, aligned, out, 1, tmp)
     if enc == RLE:
-        nr = _runs(u, tmp[:n], tmp[n:2 * n])
+        nr, end = _put_rle(u, flip, aligned, out, 5, tmp)
         _U32.pack_into(out, 1, nr)
-        pos = _put_stream(tmp[:nr], flip, aligned, out, 5)
-        return _put_stream(tmp[n:n + nr], _U0, aligned, out, pos)
+        return end
     if enc == DICT:
         # why the keys into tmp's upper half: one contiguous uint64 input whatever the column's
         # width (its indexes go to the lower half)
@@ -96,8 +85,7 @@ def _encode_block(u, enc, aligned, flip, itemsize, out, tmp):
         keys ^= flip
         uniq = _dict_index(keys, tmp[:n])
         _U32.pack_into(out, 1, uniq.size)
-        pos = _put_stream(uniq, _U0, PACKED, out, 5)
-        return _put_stream(tmp[:n], _U0, aligned, out, pos)
+        return _put_dict(uniq, tmp[:n], PACKED, aligned, out, 5)
     return -1
 
 

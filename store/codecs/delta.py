@@ -22,7 +22,7 @@ from numba import njit
 from exsim.exchange._cache_guard import guard
 from exsim.store.codecs.arith import _CHUNK, _U0, _U1, _U63, _divider, _gcd_step, _ld
 from exsim.store.codecs.stream import (_BLOCK, _loadable, _one_pass, _packed_at, _packed_tail, _planes,
-                                       _stream_words, _unpack_block)
+                                       _put_stream, _put_word, _stream_words, _unpack_block)
 
 __all__: list[str] = []
 
@@ -72,6 +72,23 @@ def _diffs(u, order, z):
             q = _U0 - q
         z[i] = (q << _U1) ^ (_U0 - (q >> _U63))
     return g, m
+
+
+@njit(cache=True, nogil=True)
+def _put_delta(u, order, aligned, out, pos, tmp):
+    """Write the body of DELTA (order 1) or DOD (order 2) at out[pos:]: the first value (and
+    the first difference), the gcd, the stream; returns the position after it. tmp: scratch
+    of at least u.size values. Why one kernel: one dispatch per block (a dispatch from Python
+    costs microseconds, a block's encoding tens of them)."""
+    n = u.size
+    # (the loads written out, not _ld(u, 0): a literal index compiles another variant of _ld)
+    u0 = np.uint64(np.int64(u[0])) if n else _U0
+    pos = _put_word(out, pos, u0)
+    if order == 2:
+        pos = _put_word(out, pos, np.uint64(np.int64(u[1])) - u0 if n > 1 else _U0)
+    g, m = _diffs(u, order, tmp)
+    pos = _put_word(out, pos, g)
+    return _put_stream(tmp[:m], _U0, aligned, out, pos)
 
 
 @njit(cache=True, nogil=True)

@@ -18,8 +18,8 @@ import numpy as np
 from numba import njit
 
 from exsim.exchange._cache_guard import guard
-from exsim.store.codecs.arith import _ALL
-from exsim.store.codecs.stream import _BLOCK, _dec_for, _stream_words, _unpack_block
+from exsim.store.codecs.arith import _ALL, _U0
+from exsim.store.codecs.stream import _BLOCK, _dec_for, _put_stream, _stream_words, _unpack_block
 
 __all__: list[str] = []
 
@@ -101,6 +101,14 @@ def _dict_table(u, mn, size, idx):
     for i in range(u.size):
         idx[i] = np.uint64(slot[np.int64(u[i] - mn)])
     return uniq
+
+
+@njit(cache=True, nogil=True)
+def _put_dict(uniq, idx, packed, aligned, out, pos):
+    """Write the dictionary's stream (layout ``packed``) and the indexes' (layout ``aligned``)
+    at out[pos:]; returns the position after them. One kernel: one dispatch per block."""
+    pos = _put_stream(uniq, _U0, packed, out, pos)
+    return _put_stream(idx, _U0, aligned, out, pos)
 
 
 @njit(cache=True, nogil=True)

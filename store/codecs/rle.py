@@ -18,7 +18,7 @@ from numba import njit
 
 from exsim.exchange._cache_guard import guard
 from exsim.store.codecs.arith import _ALL, _U0, _ld
-from exsim.store.codecs.stream import _BLOCK, _stream_words, _unpack_block
+from exsim.store.codecs.stream import _BLOCK, _put_stream, _stream_words, _unpack_block
 
 __all__: list[str] = []
 
@@ -49,6 +49,17 @@ def _runs(u, vals, lens):
         lens[k] = last - prev
         prev = last
     return r + 1
+
+
+@njit(cache=True, nogil=True)
+def _put_rle(u, flip, aligned, out, pos, tmp):
+    """Write the run values' and run lengths' streams at out[pos:] (the caller writes the run
+    count before them); returns (runs, the position after them). tmp: scratch of at least
+    2 * u.size values. One kernel: one dispatch per block."""
+    n = u.size
+    nr = _runs(u, tmp[:n], tmp[n:2 * n])
+    pos = _put_stream(tmp[:nr], flip, aligned, out, pos)
+    return nr, _put_stream(tmp[n:n + nr], _U0, aligned, out, pos)
 
 
 @njit(cache=True, nogil=True)
