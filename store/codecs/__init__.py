@@ -39,7 +39,8 @@ import circle:
 
 Invariants: kernels are ``@njit(cache=True, nogil=True)`` with no object mode, small, and
 call one another as plain calls (no ``inline="always"``: numba-level inlining multiplied
-their typing cost, while LLVM still inlines the small helpers); each compiles on its first
+their typing cost; LLVM may still inline the small helpers, and the decoders measured as
+fast as the inlined ones in one process, interleaved); each compiles on its first
 call. The Python wrappers assemble and parse headers and call kernels or whole-array numpy;
 no per-row Python. A block read back is hostile:
 ``decode`` checks every length, count and width against the block and the row count before it
