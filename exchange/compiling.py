@@ -43,7 +43,6 @@ FIRST_RUN_ESTIMATE = "a first exsim demo compiles for about 4.5 minutes of CPU a
 KNOWN_COST_S = {   # CPU seconds of the longest compiles, from the same run
     "exsim.replay.verification.kernel.check_symbol": 140,
     "exsim.exchange.plain.process_plain": 65,
-    "exsim.store.codecs.block._encode_block": 20,
     # compiled only when a batch first needs the venue rules (not by a plain exsim demo):
     # measured on its own before the plain kernel existed
     "exsim.exchange.kernels.process_batch": 350,

@@ -6,9 +6,10 @@ Each group is the smallest set of real calls that reaches its kernels with the a
 the library passes them, so what it compiles is what later runs load from numba's cache:
 
 - ``engine``    simulate a small scenario through Engine, journal and seal (the plain matching
-                kernel, the store's encoders), read every table back (the decoders), one
-                iceberg order (the full matching kernel, which a plain flow never calls),
-                checkpoint and restore; the data directory it writes is the other groups' input
+                kernel, the store's encoders), read every table back (the decoders), every
+                encoding's encoders and decoders (``store.codecs.compile_all``), one iceberg order
+                (the full matching kernel, which a plain flow never calls), checkpoint and
+                restore; the data directory it writes is the other groups' input
 - ``venue``     stops, icebergs, GTD orders and a trading day with auctions through the engine
 - ``replay``    book_at (L2 and L3), rerun and stats over that directory
 - ``verify``    verify over that directory
@@ -52,11 +53,13 @@ def _engine(work: str) -> None:
     from exsim.replay.simulation import simulate
     from exsim.scenarios import open_flow, uniform_flow
     from exsim.store import read
+    from exsim.store.codecs import compile_all
 
     simulate(open_flow("default"), os.path.join(work, "run"), batch=1000, durability="none",
              quiet=True)
     for table in ("orders", "fills", "l2", "events"):
         read(os.path.join(work, "run"), table)
+    compile_all()   # every encoding's kernels, also those this run's columns did not choose
     eng = Engine()
     eng.add_symbol("X", tick_size=1, min_price=1, max_price=10 ** 6)
     eng.process(uniform_flow(500, 1))

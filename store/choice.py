@@ -1,7 +1,7 @@
 """Choosing a column's encoding: the smallest after compression, searched on a sample, remembered.
 
 ``choose`` encodes a column with every candidate encoding in every stream layout (bit-packed,
-byte-aligned, byte-shuffled; see store/codecs.py) and keeps the smallest after the codec that
+byte-aligned, byte-shuffled; see store/codecs/) and keeps the smallest after the codec that
 follows; a long column is ranked on a sample (SEARCH_RUNS evenly spaced runs of consecutive rows,
 SEARCH_ROWS in all) and only the winner encodes the whole column. ``Chooser`` remembers the choice
 per key (table, column, codec) and re-searches only every ``research_every`` uses or when the

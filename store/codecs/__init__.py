@@ -35,22 +35,26 @@ import circle:
 - ``rle``         RLE.
 - ``dictionary``  DICT.
 - ``block``       the block: encoding byte, PLAIN, ``encode``/``encode_view``, ``decode``,
-                  ``constant``, ``max_block_len``.
+                  ``constant``, ``max_block_len``, ``compile_all``.
 
-Invariants: kernels are ``@njit(cache=True, nogil=True)`` with no object mode and no per-row
-Python; the Python wrappers only assemble and parse headers. A block read back is hostile:
+Invariants: kernels are ``@njit(cache=True, nogil=True)`` with no object mode, small, and
+call one another as plain calls (no ``inline="always"``: numba-level inlining multiplied
+their typing cost; LLVM may still inline the small helpers, and the decoders measured as
+fast as the inlined ones in one process, interleaved); each compiles on its first
+call. The Python wrappers assemble and parse headers and call kernels or whole-array numpy;
+no per-row Python. A block read back is hostile:
 ``decode`` checks every length, count and width against the block and the row count before it
 allocates or calls a kernel, and the decoding kernels (which have no bounds checks) check each
 run length and dictionary index before writing; any failure is a CorruptionError. Every module
-whose kernels inline or call another module's njit code names it in its cache guard
+whose kernels call another module's njit code names it in its cache guard
 (exchange._cache_guard). Byte layouts are in docs/formats.md ("Column block").
 """
 
 from __future__ import annotations
 
 from exsim.store.codecs.block import (DELTA, DICT, DOD, ENCODING_NAMES, ENCODINGS, FOR, PLAIN, RLE,
-                                      constant, decode, encode, encode_u64, encode_view,
-                                      max_block_len)
+                                      compile_all, constant, decode, encode, encode_u64,
+                                      encode_view, max_block_len)
 from exsim.store.codecs.columns import gather_u64, seq_u64, split_u64, take_u64
 from exsim.store.codecs.stream import ALIGNED, PACKED, SHUFFLE_FLAG, SHUFFLED
 
@@ -65,4 +69,5 @@ __all__ = [
     "PLAIN", "FOR", "DELTA", "DOD", "RLE", "DICT", "ENCODINGS", "ENCODING_NAMES",
     "PACKED", "ALIGNED", "SHUFFLED", "SHUFFLE_FLAG", "encode", "encode_u64", "encode_view",
     "decode", "constant", "gather_u64", "split_u64", "seq_u64", "take_u64", "max_block_len",
+    "compile_all",
 ]

@@ -47,7 +47,7 @@ def _bit_width(x):
     return w
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _ld(a, i):
     """a[i] as its uint64 bit pattern, for an integer array of any width: narrower signed
     values sign-extend, unsigned ones zero-extend (through int64: one instruction, or none for
@@ -56,7 +56,7 @@ def _ld(a, i):
     return np.uint64(np.int64(a[i]))
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _divider(g):
     """(shift, inverse, limit) for g >= 1: x is a multiple of g iff its low ``shift`` bits are 0
     and (x >> shift) * inverse <= limit, and then x // g == (x >> shift) * inverse (mod 2**64;
@@ -72,7 +72,7 @@ def _divider(g):
     return sh, inv, _ALL // d
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _gcd_step(g, m, sh, low, inv, lim):
     """The running gcd after magnitude m, and its divider; the gcd search's slow path runs only
     when m is not a multiple of g (at most ~64 times: each change at least halves g). g == 0

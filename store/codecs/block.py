@@ -4,23 +4,26 @@ A block is one byte naming its encoding, then its body: PLAIN, the values' littl
 in the column's own width; the others, their fixed header fields (``_FIXED``) and their streams
 (FOR: one; DELTA and DOD: first value(s) and gcd, one; RLE and DICT: a u32 count, two).
 
-Encoding is one kernel call per block (``_encode_block``), written into a reused per-thread
-buffer (``encode_view``; ``encode``/``encode_u64`` copy it out): stream parameters in one pass,
-then the body packed, shuffled or stored in place (no whole-column temporaries except the
+Encoding (``_encode_block``) is a Python dispatch to a few small kernels, each compiled on its
+first call (so a run compiles only the encodings its columns try or use), one kernel call per
+block: ``stream._put_stream`` (FOR), ``delta._put_delta``, ``rle._put_rle``,
+``dictionary._put_dict`` (after ``_dict_index``); PLAIN is one numpy cast. Blocks go into a reused per-thread buffer
+(``encode_view``; ``encode``/``encode_u64`` copy it out): stream parameters in one pass, then
+the body packed, shuffled or stored in place (no whole-column temporaries except the
 differences / runs / dictionary keys of DELTA, DOD, RLE and DICT, which go to a reused scratch
-array).
+array). ``compile_all`` compiles every kernel ahead (``exsim warmup``).
 
 Decoding parses every header in Python (``_Reader``) and then runs one kernel, which writes
 each final value straight into the output column in its own width (``decode(..., out=)`` may
 supply it). ``constant`` answers "is every row the same value" from a PLAIN or FOR block without
 decoding it; ``max_block_len`` bounds a block's length before anything is read.
 
-Invariants: the Python functions only assemble and parse headers; no per-row Python. A block
+Invariants: the Python functions assemble and parse headers and call kernels or whole-array
+numpy; no per-row Python. A block
 read back is hostile: ``decode`` checks every length, count and width against the block and the
 row count before it allocates or calls a kernel, and the decoding kernels (which have no bounds
 checks) check each run length and dictionary index before writing; any failure is a
-CorruptionError. ``_encode_block`` inlines and calls the other codec modules' kernels, hence
-the cache guard. Byte layouts are in docs/formats.md ("Column block").
+CorruptionError. This module compiles no kernel of its own, so it needs no cache guard. Byte layouts are in docs/formats.md ("Column block").
 """
 
 from __future__ import annotations
@@ -29,24 +32,16 @@ import struct
 import threading
 
 import numpy as np
-from numba import njit
-
-from exsim.exchange._cache_guard import guard
 from exsim.exchange.errors import CorruptionError
-from exsim.store.codecs.arith import _SIGN, _U0, _ld
+from exsim.store.codecs.arith import _SIGN, _U0
 from exsim.store.codecs.columns import _as_u64
-from exsim.store.codecs.delta import _dec_delta, _diffs
-from exsim.store.codecs.dictionary import _dec_dict, _dict_index
-from exsim.store.codecs.rle import _dec_rle, _runs
-from exsim.store.codecs.stream import (_STREAM_HEAD, PACKED, SHUFFLE_FLAG, _dec_for, _put_stream,
-                                       _put_word)
+from exsim.store.codecs.delta import _dec_delta, _put_delta
+from exsim.store.codecs.dictionary import _dec_dict, _dict_index, _put_dict
+from exsim.store.codecs.rle import _dec_rle, _put_rle
+from exsim.store.codecs.stream import _STREAM_HEAD, PACKED, SHUFFLE_FLAG, _dec_for, _put_stream
 
 __all__ = ["PLAIN", "FOR", "DELTA", "DOD", "RLE", "DICT", "ENCODINGS", "ENCODING_NAMES", "encode",
-           "encode_u64", "encode_view", "decode", "constant", "max_block_len"]
-
-guard(__name__, __file__, deps=("exsim.store.codecs.arith", "exsim.store.codecs.stream",
-                                "exsim.store.codecs.delta", "exsim.store.codecs.rle",
-                                "exsim.store.codecs.dictionary"))
+           "encode_u64", "encode_view", "decode", "constant", "max_block_len", "compile_all"]
 
 PLAIN, FOR, DELTA, DOD, RLE, DICT = 0, 1, 2, 3, 4, 5
 ENCODINGS = (PLAIN, FOR, DELTA, DOD, RLE, DICT)
@@ -56,57 +51,41 @@ _U64 = struct.Struct("<Q")
 _U32 = struct.Struct("<I")
 
 
-@njit(cache=True, nogil=True)
 def _encode_block(u, enc, aligned, flip, itemsize, out, tmp):
-    """Write the block of column u (uint64 bit patterns; flip: the sign bit for signed columns,
-    itemsize: the column's width) in encoding ``enc`` and stream layout ``aligned`` at out[0:];
-    returns its length, or -1 for an unknown encoding. out holds at least 16 * u.size + 64
-    bytes, tmp (scratch) at least 2 * u.size values."""
+    """Write the block of column u (contiguous unsigned bit patterns; flip: the sign bit for
+    signed columns, itemsize: the column's width) in encoding ``enc`` and stream layout
+    ``aligned`` at out[0:]; returns its length, or -1 for an unknown encoding. out holds at
+    least 16 * u.size + 64 bytes, tmp (scratch) at least 2 * u.size values.
+
+    Why Python dispatching to one small kernel per encoding, and not one kernel for all: a
+    kernel is compiled on its first call, so a run compiles only what its encodings use, and
+    each small kernel types far faster than one big one inlining them all (a cold seal and
+    read compiled ~54 s of CPU as one kernel with numba-level inlining). The kernels do the
+    per-row work; the calls cost microseconds per block."""
     n = u.size
-    out[0] = np.uint8(enc)
-    pos = 1
+    out[0] = enc
     if enc == PLAIN:
-        if itemsize == 8:
-            dst8 = out[1:1 + 8 * n].view(np.uint64)
-            for i in range(n):
-                dst8[i] = _ld(u, i)
-        elif itemsize == 4:
-            dst4 = out[1:1 + 4 * n].view(np.uint32)
-            for i in range(n):
-                dst4[i] = np.uint32(_ld(u, i))
-        elif itemsize == 2:
-            dst2 = out[1:1 + 2 * n].view(np.uint16)
-            for i in range(n):
-                dst2[i] = np.uint16(_ld(u, i))
-        else:
-            for i in range(n):
-                out[1 + i] = np.uint8(_ld(u, i))
+        # the bit patterns truncated to the column's width (a modular cast, as the kernels'
+        # np.uintN(value) is), little-endian like every stored word
+        np.copyto(out[1:1 + itemsize * n].view(_UNSIGNED[itemsize]), u, casting="unsafe")
         return 1 + itemsize * n
     if enc == FOR:
-        return _put_stream(u, flip, aligned, out, pos)
+        return _put_stream(u, flip, aligned, out, 1)
     if enc == DELTA or enc == DOD:
-        order = 1 if enc == DELTA else 2
-        pos = _put_word(out, pos, _ld(u, 0) if n else _U0)
-        if order == 2:
-            pos = _put_word(out, pos, _ld(u, 1) - _ld(u, 0) if n > 1 else _U0)
-        g, m = _diffs(u, order, tmp)
-        pos = _put_word(out, pos, g)
-        return _put_stream(tmp[:m], _U0, aligned, out, pos)
+        return _put_delta(u, 1 if enc == DELTA else 2, aligned, out, 1, tmp)
     if enc == RLE:
-        nr = _runs(u, tmp[:n], tmp[n:2 * n])
-        out[pos:pos + 4].view(np.uint32)[0] = np.uint32(nr)
-        pos = _put_stream(tmp[:nr], flip, aligned, out, pos + 4)
-        return _put_stream(tmp[n:n + nr], _U0, aligned, out, pos)
+        nr, end = _put_rle(u, flip, aligned, out, 5, tmp)
+        _U32.pack_into(out, 1, nr)
+        return end
     if enc == DICT:
-        # why the keys into tmp's upper half: one contiguous uint64 input for _dict_index
-        # whatever the column's width (its indexes go to the lower half)
+        # why the keys into tmp's upper half: one contiguous uint64 input whatever the column's
+        # width (its indexes go to the lower half)
         keys = tmp[n:2 * n]
-        for i in range(n):
-            keys[i] = _ld(u, i) ^ flip
+        np.copyto(keys, u, casting="unsafe")   # zero-extends: u is unsigned
+        keys ^= flip
         uniq = _dict_index(keys, tmp[:n])
-        out[pos:pos + 4].view(np.uint32)[0] = np.uint32(uniq.size)
-        pos = _put_stream(uniq, _U0, PACKED, out, pos + 4)
-        return _put_stream(tmp[:n], _U0, aligned, out, pos)
+        _U32.pack_into(out, 1, uniq.size)
+        return _put_dict(uniq, tmp[:n], PACKED, aligned, out, 5)
     return -1
 
 
@@ -331,3 +310,25 @@ def decode(block: bytes, n: int, dtype: np.dtype, where: str = "", out: np.ndarr
         raise CorruptionError(f"{where}: dictionary index out of range (dictionary of {nd} "
                               f"values)", where, r.pos)
     return out
+
+
+def compile_all() -> None:
+    """Compile (or load from numba's cache) every encoding and decoding kernel for every column
+    type the store passes them: each encoding and layout of a uint8 and a uint64 column (the
+    types ``split_u64`` and ``gather_u64`` give the encoders), decoded into each of the four
+    column widths. A kernel otherwise compiles on its first call, when a block first uses its
+    encoding (``exsim warmup`` calls this to compile them all ahead). Returns None; raises
+    AssertionError if a block does not round-trip (a broken install)."""
+    rng = np.random.default_rng(0)
+    # runs of a few small values: every encoding's streams have a width of 1-8 bits, and the
+    # wide column adds bit-packed widths above 8 and the shuffled byte planes
+    small = np.repeat(rng.integers(0, 9, 600), rng.integers(1, 4, 600))[:1000]
+    wide = (small.astype(np.int64) << 40) + np.arange(small.size) * 3
+    for col in (small.astype(np.uint8), wide.astype(np.uint64)):
+        for enc in ENCODINGS:
+            for aligned in (PACKED, 1, 2):
+                block = bytes(encode_view(col, col.dtype, enc, aligned))
+                # (a PLAIN block holds the column's own width, and decodes without a kernel)
+                for dtype in ((col.dtype,) if enc == PLAIN else _UNSIGNED.values()):
+                    got = decode(block, col.size, dtype)
+                    assert np.array_equal(got, col.astype(dtype)), (enc, aligned, dtype)

@@ -11,7 +11,7 @@ Invariants: signed values are sign-extended and unsigned ones zero-extended, so 
 same bit pattern whichever function produced it and whatever its column's width. Results are
 new arrays, except ``split_u64``'s columns (views into the caller's ``out`` when it is large
 enough) and ``_as_u64`` of a contiguous 8-byte column (a view of it). Kernels are
-``@njit(cache=True, nogil=True)``; ``_take`` inlines ``arith._ld``, hence the cache guard.
+``@njit(cache=True, nogil=True)``; ``_take`` calls ``arith._ld``, hence the cache guard.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ unpacked a block at a time.
 Invariants: differences and sums wrap modulo 2**64, so every column round-trips, int64 and
 uint64 extremes included; the gcd is over the differences' magnitudes (1 if all are 0), and
 2**63 (the magnitude of int64 min) is kept as is. Kernels are ``@njit(cache=True, nogil=True)``;
-they inline and call ``arith`` and ``stream`` code, hence the cache guard.
+they call ``arith`` and ``stream`` code, hence the cache guard.
 """
 
 from __future__ import annotations
@@ -22,14 +22,14 @@ from numba import njit
 from exsim.exchange._cache_guard import guard
 from exsim.store.codecs.arith import _CHUNK, _U0, _U1, _U63, _divider, _gcd_step, _ld
 from exsim.store.codecs.stream import (_BLOCK, _loadable, _one_pass, _packed_at, _packed_tail, _planes,
-                                       _stream_words, _unpack_block)
+                                       _put_stream, _put_word, _stream_words, _unpack_block)
 
 __all__: list[str] = []
 
 guard(__name__, __file__, deps=("exsim.store.codecs.arith", "exsim.store.codecs.stream"))
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _dif(u0, u1, u2, i, order):
     """The i-th first (order 1) or second (order 2) difference (u0, u1, u2: u, u[1:], u[2:])."""
     if order == 1:
@@ -74,7 +74,24 @@ def _diffs(u, order, z):
     return g, m
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
+def _put_delta(u, order, aligned, out, pos, tmp):
+    """Write the body of DELTA (order 1) or DOD (order 2) at out[pos:]: the first value (and
+    the first difference), the gcd, the stream; returns the position after it. tmp: scratch
+    of at least u.size values. Why one kernel: one dispatch per block (a dispatch from Python
+    costs microseconds, a block's encoding tens of them)."""
+    n = u.size
+    # (the loads written out, not _ld(u, 0): a literal index compiles another variant of _ld)
+    u0 = np.uint64(np.int64(u[0])) if n else _U0
+    pos = _put_word(out, pos, u0)
+    if order == 2:
+        pos = _put_word(out, pos, np.uint64(np.int64(u[1])) - u0 if n > 1 else _U0)
+    g, m = _diffs(u, order, tmp)
+    pos = _put_word(out, pos, g)
+    return _put_stream(tmp[:m], _U0, aligned, out, pos)
+
+
+@njit(cache=True, nogil=True)
 def _unzigzag(z):
     """The signed difference (as its uint64 bit pattern) a zigzagged value stands for."""
     return (z >> _U1) ^ (_U0 - (z & _U1))

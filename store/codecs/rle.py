@@ -8,7 +8,7 @@ Invariants: the encoder writes no empty run, so a block of n rows holds between 
 (none when n is 0). A block read back is hostile: ``_dec_rle`` checks each run length before
 writing and returns False for a run that is empty or runs past the column, or lengths that end
 short of it; nothing past the output is written. Kernels are ``@njit(cache=True, nogil=True)``;
-they inline and call ``arith`` and ``stream`` code, hence the cache guard.
+they call ``arith`` and ``stream`` code, hence the cache guard.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from numba import njit
 
 from exsim.exchange._cache_guard import guard
 from exsim.store.codecs.arith import _ALL, _U0, _ld
-from exsim.store.codecs.stream import _BLOCK, _stream_words, _unpack_block
+from exsim.store.codecs.stream import _BLOCK, _put_stream, _stream_words, _unpack_block
 
 __all__: list[str] = []
 
@@ -49,6 +49,17 @@ def _runs(u, vals, lens):
         lens[k] = last - prev
         prev = last
     return r + 1
+
+
+@njit(cache=True, nogil=True)
+def _put_rle(u, flip, aligned, out, pos, tmp):
+    """Write the run values' and run lengths' streams at out[pos:] (the caller writes the run
+    count before them); returns (runs, the position after them). tmp: scratch of at least
+    2 * u.size values. One kernel: one dispatch per block."""
+    n = u.size
+    nr = _runs(u, tmp[:n], tmp[n:2 * n])
+    pos = _put_stream(tmp[:nr], flip, aligned, out, pos)
+    return nr, _put_stream(tmp[n:n + nr], _U0, aligned, out, pos)
 
 
 @njit(cache=True, nogil=True)

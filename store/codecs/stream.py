@@ -26,7 +26,7 @@ Invariants: a body is exactly ceil(m * width / 8) bytes. The readers have no bou
 block parser (``block._Reader.stream``) checks the header (width <= 64, gcd != 0, the shuffle
 flag only on widths 16, 32 and 64) and the body's length before a reader runs, and every load
 stays inside the body (``_loadable``, ``_packed_tail``) or its zero-padded copy
-(``_stream_words``). Kernels are ``@njit(cache=True, nogil=True)``; they inline ``arith``'s
+(``_stream_words``). Kernels are ``@njit(cache=True, nogil=True)``; they call ``arith``'s
 helpers and ``store.shuffle._load_u64``, hence the cache guard.
 """
 
@@ -56,14 +56,15 @@ _BLOCK = 1024   # values (un)packed per step through a small buffer: 8 KiB, stay
 _ONE_LOAD_WIDTH = 57
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _multiples(keys, flip, k0, s, e, low, sh, inv, lim):
-    """(all of |keys[s:e] ^ flip - k0| are multiples of the divider's g, their min, their max):
-    branch-free, so the loop vectorizes."""
+@njit(cache=True, nogil=True)
+def _multiples(ks, flip, k0, low, sh, inv, lim):
+    """(all of |ks ^ flip - k0| are multiples of the divider's g, their min, their max), ks
+    not empty: branch-free, so the loop vectorizes. Why a slice and no start index: indexes
+    from 0 need no negative-index fix-up (vectorizes), and a literal start (the first chunk's
+    0) compiled a second variant of this function."""
     bad = _U0
-    mn = _ld(keys, s) ^ flip
+    mn = _ld(ks, ks.size - 1) ^ flip
     mx = mn
-    ks = keys[s:e]   # why a slice: indexes from 0 need no negative-index fix-up (vectorizes)
     for j in range(ks.size):
         x = _ld(ks, j) ^ flip
         mn = min(mn, x)
@@ -91,7 +92,7 @@ def _stats(keys, flip):
         # case once the gcd has settled) costs a vectorized pass; only the others take the
         # per-value slow path
         e = min(n, s + _CHUNK)
-        ok, cmn, cmx = _multiples(keys, flip, k0, s, e, low, sh, inv, lim)
+        ok, cmn, cmx = _multiples(keys[s:e], flip, k0, low, sh, inv, lim)
         mn = min(mn, cmn)
         mx = max(mx, cmx)
         if not ok:
@@ -109,7 +110,7 @@ def _stats(keys, flip):
     return mn, g, _bit_width((mx - mn) // g)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _put_word(out, pos, v):
     out[pos:pos + 8].view(np.uint64)[0] = v
     return pos + 8
@@ -199,11 +200,15 @@ def _stream_words(raw, width, shuffled):
     nw = raw.size // 8 + 2
     words = np.empty(nw, np.uint64)
     words[raw.size // 8:] = _U0
-    words.view(np.uint8)[:raw.size] = raw
+    b8 = words.view(np.uint8)
+    # why a loop and not a slice assignment: numba compiles a slice assignment's shape check
+    # with its error message formatting, ~2.5 s of CPU on a cold cache, for a plain copy
+    for i in range(raw.size):
+        b8[i] = raw[i]
     return words
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _packed_at(b8, bit, mask):
     """The bit-packed value starting at bit ``bit`` of the stream bytes ``b8``, for widths up
     to _ONE_LOAD_WIDTH: one unaligned 8-byte load holds all of its bits (the caller keeps the
@@ -211,7 +216,7 @@ def _packed_at(b8, bit, mask):
     return (_load_u64(b8, bit >> 3) >> np.uint64(bit & 7)) & mask
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _packed_tail(raw, bit, mask):
     """``_packed_at`` for a value near the end of ``raw``, whose 8-byte load would run past
     it: the bytes that exist, one at a time."""
@@ -222,7 +227,7 @@ def _packed_tail(raw, bit, mask):
     return (v >> np.uint64(bit & 7)) & mask
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _planes(raw, nv, i, nb):
     """Value i of a shuffled stream of nv values of nb bytes (byte b of value i is
     raw[b * nv + i]). Called with a literal nb, so each caller's loop is unrolled and
@@ -233,7 +238,7 @@ def _planes(raw, nv, i, nb):
     return v
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _loadable(size, width, n):
     """How many of a stream's first values (of n, ``width`` bits each, in ``size`` bytes) can be
     read with one 8-byte load that stays inside the bytes: value i's load ends at byte
@@ -243,7 +248,7 @@ def _loadable(size, width, n):
     return min(n, ((size - 8) * 8 + 7) // width + 1)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _one_pass(width, shuffled):
     """Whether a stream of this layout is decoded value by value straight into the output
     (bit-packed widths that one unaligned load covers; widths 1 and 2, read word by word, byte
@@ -252,7 +257,7 @@ def _one_pass(width, shuffled):
             and width != 32)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _unpack_block(raw, words, width, shuffled, n, s, e, q):
     """q[:e - s] = the raw (pre gcd/min) values s .. e-1 of a stream of n values."""
     m = e - s
