@@ -144,13 +144,17 @@ class BacktestResult:
 
         from exsim.replay.timefmt import DAY_NS, RunClock
 
+        from exsim.exchange.errors import StoreError
+        from exsim.store.catalog import CATALOG_NAME
+
         source = self.meta.get("source")
-        if isinstance(source, str) and os.path.isdir(source):
+        # why the catalog test: a Binance or LOBSTER directory is a source but no stored run
+        if isinstance(source, str) and os.path.isfile(os.path.join(source, CATALOG_NAME)):
             try:
                 from exsim.replay.rundir import run_clock
                 return run_clock(source)
-            except (UsageError, OSError, ValueError, KeyError):
-                pass   # why: a Binance or LOBSTER directory is no stored run; fall through
+            except (UsageError, StoreError, OSError, ValueError, KeyError):
+                pass   # a run moved or damaged since: its times read as below, never a crash
         stamps = [a["ts"] for a in (self.fills, self.orders, self.series) if len(a)]
         first = min(int(a[0]) for a in stamps) if stamps else 0
         return RunClock(tz="UTC", epoch=first >= DAY_NS)

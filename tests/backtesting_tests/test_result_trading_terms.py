@@ -72,10 +72,22 @@ def test_a_stored_run_gives_its_own_date_and_zone(tmp_path, monkeypatch):
 
     monkeypatch.setattr(rundir, "run_clock",
                         lambda d: RunClock(tz="America/New_York", date="2012-06-21"))
+    (tmp_path / "catalog.sqlite").write_bytes(b"")   # run_clock is the stand-in's
     df = _result(ts=(34_200 * 10**9, 34_201 * 10**9, 34_202 * 10**9, 34_203 * 10**9),
                  meta={"source": str(tmp_path)}).to_pandas("fills")
     assert str(df["time"].dtype) == "datetime64[ns, America/New_York]"
     assert str(df["time"].iloc[0]) == "2012-06-21 09:30:00-04:00"
+
+
+def test_a_source_directory_that_is_no_stored_run_reads_as_utc(tmp_path):
+    pytest.importorskip("pandas")
+    t0 = 1_723_075_200 * 10**9
+    for source in (str(tmp_path), "/no/such/dir"):   # a Binance capture's directory, or gone
+        df = _result(ts=(t0, t0 + 1, t0 + 2, t0 + 3), meta={"source": source}).to_pandas("fills")
+        assert str(df["time"].dtype) == "datetime64[ns, UTC]"
+    (tmp_path / "catalog.sqlite").write_bytes(b"not a catalog")   # damaged: no crash
+    df = _result(ts=(t0, t0 + 1, t0 + 2, t0 + 3), meta={"source": str(tmp_path)}).to_pandas()
+    assert str(df["fills"]["time"].dtype) == "datetime64[ns, UTC]"
 
 
 def test_a_quote_strategy_is_labelled_with_its_quote_function():
@@ -128,3 +140,24 @@ def test_a_long_enough_run_prints_its_sharpe_without_a_note():
     # enough bars but under a trading day: still flagged, for the span alone
     short = _span_result(MIN_SHARPE_BARS + 10, 10**9).report(bar_ns=10**9)
     assert short.stats["sharpe_note"] == "39 s of data, less than one 6.5 h trading day"
+
+
+def test_a_backtest_of_a_stored_lobster_day_shows_new_york_times(tmp_path):
+    pytest.importorskip("pandas")
+    from conftest import shared_sample
+
+    from exsim.replay import backtest
+    from exsim.replay.backtesting.strategies import InventoryMarketMaker
+    from exsim.replay.simulation import simulate
+    from exsim.scenarios import open_flow
+    from exsim.scenarios.data import LOBSTER_AAPL
+
+    simulate(open_flow(str(shared_sample(LOBSTER_AAPL))), str(tmp_path / "run"), batch=1000,
+             durability="none", quiet=True)
+    res = backtest(str(tmp_path / "run"), InventoryMarketMaker(every=5))
+    fills = res.to_pandas("fills")
+    assert len(fills) > 0
+    assert str(fills["time"].dtype) == "datetime64[ns, America/New_York]"
+    first = fills["time"].iloc[0]
+    assert str(first.date()) == "2012-06-21" and first.hour == 9   # LOBSTER ts: from NY midnight
+    assert set(fills["my_side"]) <= {"BUY", "SELL"}
