@@ -14,7 +14,13 @@ the library passes them, so what it compiles is what later runs load from numba'
 - ``replay``    book_at (L2 and L3), rerun and stats over that directory
 - ``verify``    verify over that directory
 - ``backtest``  an L3 backtest with a Python strategy and one with the compiled QuoteStrategy,
-                and an L2 backtest
+                and on a 2-row L2 book with two trades, per queue model, a Python strategy
+                (``l2loop.drive_l2``) and the compiled QuoteStrategy (``l2loop.run_quotes_l2``),
+                once with the fill model's options on. The quote loops themselves
+                (``run_quotes_l2``, ``kernels.run_quotes``) take the quote function as an
+                argument, which numba's cache does not match in a later process
+                (numba/numba#6264): they compile again in each process (2-3 s, 6-7 s); what
+                this group leaves cached for them is the kernels they call
 - ``threads``   the sharded engine (``Engine(threads=2)``)
 
 ``engine`` runs first; the others need its data directory and are independent of each other,
@@ -115,9 +121,11 @@ def _backtest(work: str) -> None:
     trades = np.zeros(2, FILL_DTYPE)
     trades["ts"], trades["price"], trades["qty"], trades["trade_id"] = [2, 3], 101, 3, [1, 2]
     trades["aggressor_side"] = Side.BUY
-    for model in QUEUE_MODELS:
-        backtest(L2Flow(book, trades, name="X"), InventoryMarketMaker(every=1),
-                 queue_model=model)
+    for name, model in QUEUE_MODELS.items():
+        for options in ({}, {"cross_fills": True, "whole_on_trade_through": True}):
+            l2 = L2Flow(book, trades, name="X")
+            backtest(l2, InventoryMarketMaker(every=1), queue_model=model(**options))
+            backtest(l2, market_maker_fast(every=1), queue_model=model(**options))
 
 
 def _threads(work: str) -> None:

@@ -61,7 +61,7 @@ from exsim.exchange.errors import UsageError
 from exsim.exchange.schema import EVENT_DTYPE, ORDER_DTYPE, Event, OrderType, Phase
 
 import exsim.replay.backtesting.kernels as C
-from exsim.replay.backtesting.result import BacktestResult, build_result
+from exsim.replay.backtesting.result import BacktestResult, build_result, strategy_label
 from exsim.replay.backtesting.latency import as_latency
 from exsim.replay.backtesting.kernels import ID_BASE
 from exsim.replay.backtesting.money import money_for
@@ -532,7 +532,7 @@ def _backtest_l2(flow, strategy, model, trader, money, fast, store_dir, engine_o
             "symbol_name": spec["name"], "fees_bps": fees_bps,
             "n_market": int(len(events)), "path": "njit" if fast else "python",
             **queue_model.describe(),
-            "strategy": f"{type(strategy).__module__}:{type(strategy).__qualname__}", **info}
+            "strategy": strategy_label(strategy), **info}
     return build_result(olog.copy(), osent.copy(), oseq.copy(), sim.sf[: sim.scnt[0]].copy(),
                         sim.se[: sim.scnt[1]].copy(), marks.copy(), trader, money, meta)
 
@@ -703,7 +703,7 @@ def backtest(flow, strategy: Strategy, *, latency=None, trader: int = DEFAULT_TR
     meta = {"latency": model.describe(), "trader": int(trader), "symbol": sid,
             "symbol_name": sym_cfg["name"], "fees_bps": fees_bps,
             "n_market": int(len(msgs)), "path": "njit" if fast else "python",
-            "strategy": f"{type(strategy).__module__}:{type(strategy).__qualname__}", **info}
+            "strategy": strategy_label(strategy), **info}
     result = build_result(olog.copy(), osent.copy(), oseq.copy(), a.sf[: a.scnt[0]].copy(),
                           a.se[: a.scnt[1]].copy(), marks.copy(), int(trader), money, meta)
     if store_dir is not None:

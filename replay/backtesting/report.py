@@ -13,7 +13,11 @@ Definitions (``build_report(result, bar_ns, capital)``):
   (the first bar's change from 0), in money, or as fractions of ``capital`` when it is given.
 - Sharpe: mean / standard deviation (ddof 1) of the bar returns, per bar, and annualised by
   sqrt(bars per year) with a year of 252 days of 6.5 trading hours; None with fewer than two
-  bars or no variation (a constant PnL has no Sharpe ratio).
+  bars or no variation (a constant PnL has no Sharpe ratio). An annualised Sharpe needs at
+  least ``MIN_SHARPE_BARS`` (30) returns over at least one trading day (6.5 h, the year's
+  unit) of series: from a shorter run it is noise scaled up by sqrt(bars per year) (a 10 s run
+  gave -2081.75), so ``sharpe_note`` then says why (None otherwise) and ``text`` prints the
+  number followed by "(not meaningful: <why>)". The value itself is kept, for JSON readers.
 - pnl, fees, turnover and max_drawdown equal the result's summary values (the same series).
 - Auction fills (made by an uncross; ``auction`` True in the trade list, liquidity "auction"):
   ``auction_fills`` (rows of the trade list), ``auction_volume`` (lots) and ``auction_pnl``,
@@ -36,7 +40,8 @@ from exsim.exchange.schema import AUCTION_SIDE, Side
 
 from exsim.replay.backtesting.money import Money
 
-__all__ = ["BacktestReport", "TRADE_DTYPE", "build_report", "money_of", "YEAR_NS", "auction_summary"]
+__all__ = ["BacktestReport", "TRADE_DTYPE", "build_report", "money_of", "YEAR_NS", "auction_summary",
+           "MIN_SHARPE_BARS", "MIN_SHARPE_SPAN_NS"]
 
 TRADE_DTYPE = np.dtype([("ts", "<i8"), ("seq", "<i8"), ("trade_id", "<i8"), ("side", "u1"),
                         ("price", "<i8"), ("qty", "<i8"), ("notional", "<f8"), ("fee", "<f8"),
@@ -50,6 +55,10 @@ QTY_STATS = ("volume", "final_position", "auction_volume")
 
 # a trading year for annualising: 252 days of 6.5 hours (a US equity session), in ns
 YEAR_NS = 252 * 23_400 * 10**9
+
+# below these an annualised Sharpe is flagged (module docstring): returns, and ns of series
+MIN_SHARPE_BARS = 30
+MIN_SHARPE_SPAN_NS = YEAR_NS // 252
 
 
 @dataclass
@@ -72,7 +81,9 @@ class BacktestReport:
         m = self.money
         lines = [f"{labels[k]:<{width}}  "
                  f"{m.qty_text(v) if m.qty_step and k in QTY_STATS else _text(v)}"
-                 for k, v in self.stats.items()]
+                 + (f" (not meaningful: {self.stats['sharpe_note']})"
+                    if k == "sharpe_annualised" and self.stats.get("sharpe_note") else "")
+                 for k, v in self.stats.items() if k != "sharpe_note"]
         shown = self.trades if max_trades is None else self.trades[:max_trades]
         rows = [(str(int(t["ts"])), Side(int(t["side"])).name,
                  m.price_text(int(t["price"])) if m.price_step else str(int(t["price"])),
@@ -174,6 +185,19 @@ def _sharpe(returns: np.ndarray, bar_ns: int):
     return per_bar, per_bar * math.sqrt(YEAR_NS / bar_ns)
 
 
+def _sharpe_note(n_returns: int, series: np.ndarray, annual) -> str | None:
+    """Why an annualised Sharpe from this run means nothing, or None (module docstring)."""
+    if annual is None:
+        return None
+    span = int(series["ts"][-1] - series["ts"][0]) if len(series) else 0
+    why = []
+    if n_returns < MIN_SHARPE_BARS:
+        why.append(f"{n_returns} bar returns, fewer than {MIN_SHARPE_BARS}")
+    if span < MIN_SHARPE_SPAN_NS:
+        why.append(f"{span / 1e9:,.6g} s of data, less than one 6.5 h trading day")
+    return "; ".join(why) or None
+
+
 def _auction_stats(trades: np.ndarray, series: np.ndarray, money: Money) -> dict:
     """auction_fills, auction_volume and auction_pnl of the trade list (module docstring)."""
     a = trades[trades["auction"]]
@@ -225,5 +249,6 @@ def build_report(result, bar_ns: int = 60 * 10**9, capital: float | None = None)
         "mean_return": float(np.mean(returns)) if returns.size else None,
         "sd_return": float(np.std(returns, ddof=1)) if returns.size > 1 else None,
         "sharpe_per_bar": per_bar, "sharpe_annualised": annual,
+        "sharpe_note": _sharpe_note(int(returns.size), result.series, annual),
     }
     return BacktestReport(trades, ends, pnl, returns, stats, result.unit, money)

@@ -23,7 +23,14 @@ NEW's or last priority-losing MODIFY's arrival, weighted by fill qty), rejects, 
 
 Notebook views: ``to_pandas()`` gives the fills, orders (with the send time and engine seq of
 each message), events and series as pandas DataFrames (the ``exsim[pandas]`` extra) with enum
-names and the symbol's name; ``repr`` is one line and ``_repr_html_`` a small table (the arrays
+names and the symbol's name. Every stored column comes first and unchanged; after them, the
+fills gain ``my_side`` (BUY or SELL: the strategy's side; BOTH for a self-trade) and
+``liquidity`` ("maker": the strategy's order rested, "taker": it aggressed, "auction": an
+uncross made it, "both": a self-trade), and every table gains ``time``, its ``ts`` as a
+datetime64[ns]: in the run's time zone (``datetime64[ns, zone]``) for a backtest of a stored
+run (``replay.rundir.run_clock``) or of epoch-stamped data (Binance, Databento: UTC), and naive
+for a day counted from midnight with no recorded date (1970-01-01 plus the time of day: only
+the time of day means anything); ``repr`` is one line and ``_repr_html_`` a small table (the arrays
 are never printed); ``report()`` is the quant's report (replay/backtesting/report.py).
 
 Auction fills (an uncross made them: ``aggressor_side == AUCTION_SIDE``) are strategy fills like
@@ -49,7 +56,8 @@ from exsim.exchange.schema import AUCTION_SIDE, EVENT_DTYPE, Event, Kind
 
 from exsim.replay.backtesting.money import TICKS_X_LOTS, Money
 
-__all__ = ["BacktestResult", "SERIES_DTYPE", "MONEY_KEYS", "TABLES", "build_result", "summarize"]
+__all__ = ["BacktestResult", "SERIES_DTYPE", "MONEY_KEYS", "TABLES", "build_result", "summarize",
+           "strategy_label"]
 
 # the tables ``BacktestResult.to_pandas`` returns, in order
 TABLES = ("fills", "orders", "events", "series")
@@ -106,19 +114,50 @@ class BacktestResult:
 
         if table is not None and table not in TABLES:
             raise UsageError(f"unknown table {table!r}; known: {', '.join(TABLES)}")
-        require_pandas()
+        pd = require_pandas()
         names = {int(self.meta.get("symbol", 0)): str(self.meta.get("symbol_name", ""))}
         names = {k: v for k, v in names.items() if v}
+        clock = self._clock()
+
+        def timed(frame, ts):
+            frame["time"] = _times(pd, ts, clock)
+            return frame
+
+        trader = int(self.meta.get("trader", 0))
         frames = {
-            "fills": lambda: to_frame(self.fills, names),
-            "orders": lambda: to_frame(self.orders, names,
-                                       {"sent_ts": self.sent_ts, "seq": self.order_seq}),
-            "events": lambda: to_frame(self.events, names),
-            "series": lambda: to_frame(self.series),
+            "fills": lambda: timed(to_frame(self.fills, names, fill_terms(self.fills, trader)),
+                                   self.fills["ts"]),
+            "orders": lambda: timed(to_frame(self.orders, names, {"sent_ts": self.sent_ts,
+                                                                  "seq": self.order_seq}),
+                                    self.orders["ts"]),
+            "events": lambda: timed(to_frame(self.events, names), self.events["ts"]),
+            "series": lambda: timed(to_frame(self.series), self.series["ts"]),
         }
         if table is not None:
             return frames[table]()
         return {name: make() for name, make in frames.items()}
+
+    def _clock(self):
+        """The ``RunClock`` of the backtested run: a stored run's own (its date and zone), else
+        UTC, epoch-stamped when the first ts is past the first day (see the module docstring)."""
+        import os
+
+        from exsim.replay.timefmt import DAY_NS, RunClock
+
+        from exsim.exchange.errors import StoreError
+        from exsim.store.catalog import CATALOG_NAME
+
+        source = self.meta.get("source")
+        # why the catalog test: a Binance or LOBSTER directory is a source but no stored run
+        if isinstance(source, str) and os.path.isfile(os.path.join(source, CATALOG_NAME)):
+            try:
+                from exsim.replay.rundir import run_clock
+                return run_clock(source)
+            except (UsageError, StoreError, OSError, ValueError, KeyError):
+                pass   # a run moved or damaged since: its times read as below, never a crash
+        stamps = [a["ts"] for a in (self.fills, self.orders, self.series) if len(a)]
+        first = min(int(a[0]) for a in stamps) if stamps else 0
+        return RunClock(tz="UTC", epoch=first >= DAY_NS)
 
     def report(self, bar_ns: int = 60 * 10**9, capital: float | None = None):
         """Return the ``BacktestReport`` (trade list, PnL per bar, Sharpe, drawdown, fees,
@@ -150,6 +189,43 @@ class BacktestResult:
         """
         from exsim.replay.backtesting.plot import plot_result
         return plot_result(self, path, title)
+
+
+def strategy_label(strategy) -> str:
+    """Return how results name ``strategy``: ``module:QualName`` of its class, or for a
+    ``QuoteStrategy`` of its quote function (an ``@njit`` function's Python name)."""
+    from exsim.replay.backtesting.strategy import QuoteStrategy
+
+    if isinstance(strategy, QuoteStrategy):
+        fn = getattr(strategy.fn, "py_func", strategy.fn)
+        name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None)
+        if name:
+            return f"{getattr(fn, '__module__', None) or '?'}:{name}"
+    return f"{type(strategy).__module__}:{type(strategy).__qualname__}"
+
+
+def fill_terms(fills: np.ndarray, trader: int) -> dict:
+    """Return ``{"my_side", "liquidity"}`` of each fill, from ``trader``'s point of view (see
+    the module docstring): arrays of str, as long as ``fills``."""
+    buy, sell = _signed(fills, trader)
+    buy_taker, sell_taker = _taker(fills, buy, sell)
+    both = (buy == 1) & (sell == 1)
+    side = np.where(both, "BOTH", np.where(buy == 1, "BUY", "SELL")).astype(object)
+    taker = buy_taker | sell_taker
+    liq = np.where(both, "both", np.where(
+        fills["aggressor_side"] == AUCTION_SIDE, "auction",
+        np.where(taker, "taker", "maker"))).astype(object)
+    return {"my_side": side, "liquidity": liq}
+
+
+def _times(pd, ts: np.ndarray, clock):
+    """``ts`` (int64 ns of the run) as datetime64[ns]: zoned when ``clock`` knows the date or
+    the ts are epoch ns, else naive from 1970-01-01 (module docstring)."""
+    when = (np.asarray(ts, np.int64) + clock.origin()).astype("datetime64[ns]")
+    zoned = clock.epoch or clock.date is not None
+    if not zoned or not hasattr(pd, "DatetimeIndex"):   # why hasattr: the tests' stand-in pandas
+        return when
+    return pd.DatetimeIndex(when).tz_localize("UTC").tz_convert(clock.tz)
 
 
 def _short(v) -> str:

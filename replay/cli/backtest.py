@@ -7,7 +7,13 @@ a table (or JSON), optionally writing the plot and journaling the merged run.
 
 ``--report`` adds ``BacktestResult.report()`` (replay/backtesting/report.py): its statistics and
 the first ``--trades`` trades after the summary table, or the whole report under "report" in
-the JSON (the summary's keys are unchanged either way).
+the JSON (the summary's keys are unchanged either way). When the lot is known (an L2 capture
+whose loader gives the lot, e.g. Binance's 1e-8 BTC) the table prints volumes and the position
+as decimals, as the report does; ``--json`` keeps them in lots.
+
+``--cross-fills`` and ``--whole-on-trade-through`` set the L2 fill model's options (the
+``queue_models`` options of the same names); on flow that runs through the engine they do not
+apply, and a note on stderr says so.
 
 Auction fills (made by an uncross, docs/backtesting.md "Trading phases") are shown apart when
 the strategy has any: a second table (count, volume, PnL contribution) after the summary, and
@@ -28,15 +34,18 @@ import time
 from exsim.exchange.errors import UsageError
 
 from exsim.replay.backtesting.loading import load_strategy
-from exsim.replay.backtesting.report import auction_summary
+from exsim.replay.backtesting.report import auction_summary, money_of
 from exsim.replay.cli.common import (EXIT_OK, check_plot_path, format_number, json_text,
                                live_progress, log, note, print_table)
 
-__all__ = ["register", "cmd_backtest", "add_backtest_arguments"]
+__all__ = ["register", "cmd_backtest", "add_backtest_arguments", "lots_text"]
 
 DEFAULT_STRATEGY = "exsim.replay.backtesting.strategies:InventoryMarketMaker"
 REPORT_BAR_NS = 60 * 10**9
 REPORT_TRADES = 20
+
+# the summary values that are quantities in lots (decimals in the table when the lot is known)
+LOT_KEYS = ("volume", "maker_volume", "taker_volume", "submitted_qty", "final_position")
 
 EXAMPLES = """\
 examples:
@@ -81,6 +90,15 @@ def money_label(key: str, unit: str) -> str:
     return f"{key} ({unit})" if key in MONEY_KEYS else key
 
 
+def lots_text(money, key: str, value) -> str:
+    """Return a summary value as the table prints it: a quantity in lots (``LOT_KEYS``) as a
+    decimal when ``money`` knows the lot (``qty_step``: 100000 lots of 1e-8 BTC print 0.001), as
+    the report prints them; anything else as ``format_number``."""
+    if money.qty_step and key in LOT_KEYS and isinstance(value, int):
+        return money.qty_text(value)
+    return format_number(value)
+
+
 def register(sub, parents, formatter) -> None:
     """Add the ``backtest`` subcommand to the ``sub`` subparsers action."""
     p = sub.add_parser(
@@ -99,6 +117,13 @@ def register(sub, parents, formatter) -> None:
                         "without a trade does to the queue "
                         "ahead of the strategy's order: nothing (conservative) or advance it pro "
                         "rata (proportional) (default: %(default)s)")
+    p.add_argument("--cross-fills", action="store_true",
+                   help="L2 flow only: the other side's book moving onto or through a resting "
+                        "order fills it, without a trade print (the fill model's cross_fills; "
+                        "docs/backtesting.md \"Fill models\")")
+    p.add_argument("--whole-on-trade-through", action="store_true",
+                   help="L2 flow only: a trade through the order's price fills all of it "
+                        "(hftbacktest's behaviour; the fill model's whole_on_trade_through)")
     p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                    help="keyword argument for the strategy's constructor (repeatable)")
     p.add_argument("--store", metavar="DIR", help="also journal the merged run into DIR")
@@ -121,6 +146,7 @@ def cmd_backtest(args) -> int:
     """Run ``exsim backtest``; return the exit status (UsageError propagates to main)."""
     from exsim.replay.backtesting.driver import backtest
     from exsim.replay.backtesting.latency import ConstantLatency
+    from exsim.replay.backtesting.queue_models import QUEUE_MODELS   # why here: numba import
 
     if args.feed_ns < 0 or args.order_ns < 0:
         raise UsageError("--feed-ns and --order-ns must be >= 0")
@@ -131,18 +157,24 @@ def cmd_backtest(args) -> int:
     if args.plot:
         check_plot_path(args.plot, formats=("png",))   # why first: fail before the backtest
     strategy = load_strategy(args.strategy, args.param)
+    queue_model = QUEUE_MODELS[args.queue_model](
+        cross_fills=args.cross_fills, whole_on_trade_through=args.whole_on_trade_through)
     log.info("strategy %s (%s), feed latency %d ns, order latency %d ns",
              args.strategy, type(strategy).__qualname__, args.feed_ns, args.order_ns)
     t0 = time.perf_counter()
     with live_progress("backtest", quiet=args.quiet) as tell:
         res = backtest(args.flow, strategy, latency=ConstantLatency(args.feed_ns, args.order_ns),
                        fees_bps=args.fees_bps, symbol=args.symbol, store_dir=args.store,
-                       queue_model=args.queue_model, progress=tell)
+                       queue_model=queue_model, progress=tell)
     log.info("backtest of %s: %s market messages, %s strategy orders, %s fills, %s path, "
              "%.2f s", res.meta.get("source") or args.flow, f"{res.meta.get('n_market', 0):,}",
              f"{res.summary.get('n_orders', 0):,}", f"{res.summary.get('n_fills', 0):,}",
              res.meta.get("path"), time.perf_counter() - t0)
+    if (args.cross_fills or args.whole_on_trade_through) and "queue_model" not in res.meta:
+        note("--cross-fills and --whole-on-trade-through apply to L2 flow only: this flow ran "
+             "through the engine, which fills by its own book (ignored)")
     money = res.meta["money"]
+    lots = money_of(res)
     report = res.report(bar_ns=args.bar_ns) if args.report else None
     auction = auction_summary(res) if len(res.auction_fills()) else None
     if args.json:
@@ -153,13 +185,13 @@ def cmd_backtest(args) -> int:
                          "taker_bps": money["taker_bps"], **extra}, sort_keys=True))
     else:
         print_table(["measure", "value"],
-                    [[money_label(k, money["unit"]), format_number(v)]
+                    [[money_label(k, money["unit"]), lots_text(lots, k, v)]
                      for k, v in res.summary.items()])
         if auction is not None:
             print()
             print_table(["auction fills", "value"],
                         [["fills", format_number(auction["auction_fills"])],
-                         ["volume", format_number(auction["auction_volume"])],
+                         ["volume", lots_text(lots, "volume", auction["auction_volume"])],
                          [f"pnl ({money['unit']})", format_number(auction["auction_pnl"])]])
         if report is not None:
             print()

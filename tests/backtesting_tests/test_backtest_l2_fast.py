@@ -96,3 +96,11 @@ def test_timers_fire_on_l2_flow_between_whole_messages():
     # every 100 ns of local time from the first event (ts 10) to the last (3,995)
     assert [s[0] for s in t.seen] == list(range(110, 3_991, 100))
     assert all(local - 5 >= obs for local, obs in t.seen) and len(res.marks) == len(t.seen)
+
+
+def test_a_quote_strategy_result_is_labelled_with_its_quote_function():
+    # issue 40 item 5: not "replay.backtesting.strategy:QuoteStrategy" for every quote function
+    for fast in (True, False):
+        res = backtest(_flow(), _mm(), fast=fast)
+        assert res.meta["strategy"] == "exsim.replay.backtesting.strategies.market_maker:mm_quotes"
+        assert "mm_quotes" in repr(res)

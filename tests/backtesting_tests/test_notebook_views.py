@@ -101,7 +101,8 @@ def test_backtest_to_pandas_labels_orders_and_adds_send_time_and_seq(fake_pandas
     assert orders["order_type"].tolist() == ["LIMIT", "STOP"] and orders["symbol"].tolist() == ["JPM"] * 2
     assert orders["sent_ts"].tolist() == [5, 9] and orders["seq"].tolist() == [11, 12]
     assert frames["fills"]["symbol"].tolist() == ["JPM", "1"]   # only the traded symbol is named
-    assert list(frames["series"]) == ["ts", "position", "cash", "fees", "mark", "pnl"]
+    # the stored columns first and unchanged; then ``time`` (issue 40 item 5)
+    assert list(frames["series"]) == ["ts", "position", "cash", "fees", "mark", "pnl", "time"]
     with pytest.raises(UsageError, match="unknown table"):
         _backtest().to_pandas("l2")
 
