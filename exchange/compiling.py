@@ -39,10 +39,10 @@ SHOWN_S = 2.0                        # compiles at least this long get their own
 # What a first `exsim demo` costs on an empty cache (benchmarks/bench_compile.py on a 2-vCPU
 # VM: docs/benchmarks.md, "Cold start"); the notices quote these so a user knows what to expect.
 # Update them with the benchmark.
-FIRST_RUN_ESTIMATE = "a first exsim demo compiles for about 4.5 minutes of CPU and 2 GB of memory"
+FIRST_RUN_ESTIMATE = "a first exsim demo compiles for about 3.5 minutes of CPU and 1.9 GB of memory"
 KNOWN_COST_S = {   # CPU seconds of the longest compiles, from the same run
-    "exsim.replay.verification.kernel.check_symbol": 140,
-    "exsim.exchange.plain.process_plain": 65,
+    "exsim.replay.verification.kernel.check_symbol": 135,
+    "exsim.exchange.plain.process_plain": 55,
     # compiled only when a batch first needs the venue rules (not by a plain exsim demo):
     # measured on its own before the plain kernel existed
     "exsim.exchange.kernels.process_batch": 350,
