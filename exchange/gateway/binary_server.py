@@ -12,7 +12,8 @@ Invariants:
 - Replay and live reports meet without a gap or a repeat: the stream's head is read and
   ``subscribe`` runs with no await between them; the replay up to that head is read from the
   store ``SEND_CHUNK`` reports at a time as the socket drains (a replay from 1 of a long stream
-  holds one chunk in memory) within the port's budget of ``replay_per_s`` reports a second
+  holds one chunk in memory), on the gateway's replay thread (``Gateway.replay_stream``), not
+  the event loop, within the port's budget of ``replay_per_s`` reports a second
   shared by all replays, live reports after it wait in the session's queue, and the session
   drops a report whose rseq it already queued.
 - Before its login a connection holds a pre-logon ticket of ``gw.guard`` (per-address and
@@ -266,7 +267,9 @@ class _Session:
                     await self.server.replay_turn(n)
                     if self.closed:
                         return
-                    chunk = self.gw.read_stream(self.stream, self.replay_from, n)
+                    chunk = await self.gw.replay_stream(self.stream, self.replay_from, n)
+                    if self.closed:
+                        return
                     if not chunk:
                         self.drop(f"replay ended early at rseq {self.replay_from}")
                         return

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import urllib.parse
 
 from exsim.exchange.errors import CorruptionError, StoreError
 from exsim.exchange.gateway.reports import Origin, OrderState, Report
@@ -226,3 +227,21 @@ class StateDB:
             self.db.close()
         except sqlite3.Error:
             pass
+
+
+class StreamReader:
+    """A read-only connection to the state file, for replays (``read_stream`` as StateDB's),
+    used from one thread. Why its own connection: WAL lets it read while the gateway's
+    connection writes, so a replay's reads need neither that connection nor the event loop."""
+
+    def __init__(self, path: str):
+        self.path = path
+        try:
+            self.db = sqlite3.connect(f"file:{urllib.parse.quote(path)}?mode=ro", uri=True,
+                                      check_same_thread=False)
+        except sqlite3.DatabaseError as e:
+            raise CorruptionError(f"{path}: the gateway state cannot be read: {e}",
+                                  path, -1) from None
+
+    read_stream = StateDB.read_stream
+    close = StateDB.close

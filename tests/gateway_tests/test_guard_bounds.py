@@ -27,13 +27,13 @@ def test_a_replay_from_one_reads_the_stream_a_chunk_at_a_time(tmp_path):
                 await asyncio.sleep(0.05)
             await c.close()
             reads = []
-            real = gw.read_stream
+            real = gw.replay_stream
 
-            def spy(stream, after, limit=1 << 30):
-                out = real(stream, after, limit)
+            async def spy(stream, after, limit):
+                out = await real(stream, after, limit)
                 reads.append(len(out))
                 return out
-            gw.read_stream = spy
+            gw.replay_stream = spy
             again = await login(srv, seq=1)
             for _ in range(200):
                 if again.next_seq > n:
