@@ -15,6 +15,7 @@ Invariants:
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
 import logging
 import os
@@ -338,6 +339,15 @@ def run_clock(data_dir) -> "RunClock":
     epoch = origin == "epoch" if origin in ("epoch", "midnight") else (first or 0) >= DAY_NS
     tz = rec.get("tz") if isinstance(rec.get("tz"), str) else "UTC"
     date = rec.get("date") if isinstance(rec.get("date"), str) and not epoch else None
+    if date is not None:
+        try:   # why: the catalog row is input like any file; a bad date must not crash later
+            if len(date) != 10:
+                raise ValueError(date)
+            _dt.date.fromisoformat(date)
+        except ValueError:
+            log.warning("%s: the run records trading date %r, which is not a date "
+                        "(YYYY-MM-DD); times are read without a date", data_dir, date)
+            date = None
     try:
         from exsim.replay.timefmt import check_zone
         check_zone(tz)

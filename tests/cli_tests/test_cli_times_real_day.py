@@ -139,3 +139,31 @@ def test_ls_says_when_the_run_happened_in_its_zone(amzn):
     assert "created (UTC)" in out
     assert ("messages from 2012-06-21 09:30:00.017460000 America/New_York to 2012-06-21 "
             "15:59:59.959360000 America/New_York") in out
+
+
+@pytest.mark.parametrize("date, tz, want", [
+    ("20x2-06-21", "America/New_York", (None, "America/New_York")),
+    ("20120621", "UTC", (None, "UTC")),
+    ("2012-06-21", "../../etc/passwd", ("2012-06-21", "UTC"))])
+def test_a_run_recording_a_bad_date_or_zone_reads_without_it(tmp_path, caplog, date, tz, want):
+    # a catalog row is input like any file: a date or zone that is not one is warned about and
+    # left out, never a crash in every later book, export or stats of the run
+    import numpy as np
+
+    from exsim.exchange import ORDER_DTYPE, Engine, Kind, Side
+    from exsim.replay.rundir import run_clock
+    from exsim.store import Session
+
+    msgs = np.zeros(2, ORDER_DTYPE)
+    msgs["ts"], msgs["order_id"], msgs["price"], msgs["qty"] = [1, 2], [1, 2], [100, 101], [5, 5]
+    msgs["trader"], msgs["kind"], msgs["side"] = 1, Kind.NEW, [Side.BUY, Side.SELL]
+    engine = Engine()
+    engine.add_symbol("X")
+    session = Session.create(str(tmp_path / "d"), engine, durability="none",
+                             run_info={"scenario": "t", "date": date, "tz": tz})
+    session.process(msgs)
+    session.close()
+    clock = run_clock(str(tmp_path / "d"))
+    assert (clock.date, clock.tz) == want
+    assert clock.origin() >= 0 and clock.first == 1 and clock.last == 2
+    assert "times are read" in caplog.text

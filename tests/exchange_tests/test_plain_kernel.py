@@ -119,7 +119,7 @@ def _run(flow, symbols, cut, monkeypatch, *, full_only, stp="none", ownership=Tr
         return rows, eng.checkpoint()
 
 
-def _same(flow, symbols, cut, monkeypatch, plain_share, **kw):
+def _assert_same_as_full_kernel(flow, symbols, cut, monkeypatch, plain_share, **kw):
     """Assert both engines write the same bytes and the plain kernel took at least
     ``plain_share`` of the messages (so the comparison covers it); return the rows."""
     taken = {"plain": 0, "full": 0}
@@ -149,7 +149,8 @@ def test_venue_state_under_plain_batches(monkeypatch, stp):
     plain_b = _with_modifies(uniform_flow(n=2_000, seed=4, n_symbols=3), seed=4)
     flow = _joined(plain_a, no_stops, plain_b, venue, plain_b)
     # with self-trade prevention on, every message goes to the full kernel
-    _same(flow, PLAIN3, 250, monkeypatch, 0.25 if stp == "none" else 0.0, stp=stp)
+    _assert_same_as_full_kernel(flow, PLAIN3, 250, monkeypatch, 0.25 if stp == "none" else 0.0,
+                                stp=stp)
 
 
 def test_symbols_leaving_continuous_in_the_middle_of_a_batch(monkeypatch):
@@ -160,7 +161,7 @@ def test_symbols_leaving_continuous_in_the_middle_of_a_batch(monkeypatch):
                         (1_900, 1, Phase.OPENING_AUCTION), (1_400, 1, Phase.PRE_OPEN),
                         (900, 0, Phase.CONTINUOUS), (450, 0, Phase.HALTED)]:
         flow = _phase(at, sym, ph, flow)
-    _same(flow, PLAIN3, 400, monkeypatch, 0.2)
+    _assert_same_as_full_kernel(flow, PLAIN3, 400, monkeypatch, 0.2)
 
 
 def test_symbol_rules_without_venue_fields(monkeypatch):
@@ -170,7 +171,7 @@ def test_symbol_rules_without_venue_fields(monkeypatch):
                ("TICKS", {"tick_table": [(1, 1), (100_010, 5)]}),
                ("BAND", {"reference_price": 100_000, "static_band_bps": 3})]
     flow = _hostile(_with_modifies(uniform_flow(n=5_000, seed=8, n_symbols=3), seed=8), seed=8)
-    rows = _same(flow, symbols, 600, monkeypatch, 1.0, ownership=True)
+    rows = _assert_same_as_full_kernel(flow, symbols, 600, monkeypatch, 1.0, ownership=True)
     events = np.concatenate([np.frombuffer(r[2], processing.EVENT_DTYPE) for r in rows])
     reasons = {int(x) for x in events["reason"][events["event"] == Event.REJECTED]}
     assert {int(Reason.OFF_LOT), int(Reason.BELOW_MIN_QTY), int(Reason.OFF_TICK),
@@ -184,7 +185,7 @@ def test_one_message_per_call(monkeypatch):
     flow = _joined(_with_modifies(uniform_flow(n=300, seed=9, n_symbols=2), seed=9),
                    venue_mix(uniform_flow(n=200, seed=10, n_symbols=2), seed=10),
                    _with_modifies(uniform_flow(n=300, seed=11, n_symbols=2), seed=11))
-    _same(flow, PLAIN3[:2], 0, monkeypatch, 0.4)
+    _assert_same_as_full_kernel(flow, PLAIN3[:2], 0, monkeypatch, 0.4)
 
 
 def test_a_plain_flow_never_calls_the_full_kernel(monkeypatch):
