@@ -19,6 +19,7 @@ Conventions of the data
   ``book``     the whole remaining book: {"bids": [...], "asks": [...]}, best first and in time
                priority, each (id, price, open qty) or (id, price, open qty, shown qty);
   ``orders``   some orders' state: {id: (price, open qty) or (price, open qty, shown qty)};
+  ``phase``    the symbol's phase at the end (a Phase name in lower case);
   ``done``     ids no longer live (filled or cancelled); ``stops`` the pending stops' ids in
                release order; ``rejected`` {id: reason name}.
 - ``needs`` names the rules of RULES the example needs and exsim lacks. ``differs`` (only when
@@ -132,13 +133,14 @@ def OPEN(t=None):
 
 
 def ex(id, venue, source, steps, expect, *, start=None, reference=0, needs=(),
-       differs=(), note=""):
+       differs=(), note="", options=None):
     """One example. `start`: the symbol's first phase (default: "pre_open" when a step ends a
-    call, else "continuous")."""
+    call, else "continuous"); `options`: further ``add_symbol`` options (bands ...)."""
     if start is None:
         start = "pre_open" if any(s["op"] == "phase" for s in steps) else "continuous"
     return dict(id=id, venue=venue, source=source, steps=steps, expect=expect, start=start,
-                reference=reference, needs=tuple(needs), differs=tuple(differs), note=note)
+                reference=reference, needs=tuple(needs), differs=tuple(differs), note=note,
+                options=dict(options or {}))
 
 
 def call(book, reference=0):
@@ -154,7 +156,7 @@ B, S = "buy", "sell"
 # ---- sources ---------------------------------------------------------------------------------------
 XETRA_R14 = dict(
     document="Deutsche Boerse AG, Xetra Release 14.0 Market Model Equities",
-    version="Release 14.0, 30.09.2013",
+    version="Release 14.0, title page dated 30.09.2013",
     read_at="the copy in github.com/ratzlow/tinyEXCH docs/marktmodell_aktien.pdf "
             "(commit 555ddb59f33df3df77187438e94c63905136e19d); its tests restate the examples "
             "(src/test/java/net/tinyexch/ob/match/*, src/test/groovy/...)",
@@ -166,13 +168,6 @@ XETRA_R71 = dict(
     read_at="restated in github.com/hroptatyr/clob test/mmod_auction_xetra_0N.c "
             "(commit 812137a3edca4e00f05ac8b3ff2212c5deb545a5); the stored copy of the document "
             "could be read only in part",
-)
-T7_71 = dict(
-    document="Deutsche Boerse AG, T7 Release 7.1 Market Model for the Trading Venue Xetra",
-    version="T7 Release 7.1, 27.05.2019",
-    url="https://scribd.com/document/471878438/Xetra-Market-Model",
-    read_at="the auction examples are those of Xetra Release 14.0 section 13.1.2 (same books, "
-            "same published prices); tests/exchange_tests/test_auction_examples.py",
 )
 COINTOSSX = dict(
     document="CoinTossX (JSE-style matching engine, D. Sing, University of Cape Town) test "
@@ -698,4 +693,145 @@ EXAMPLES += [
        needs=["stop_with_protection"],
        note="'a trade occurs at the trigger price of 133000': orders 1 and 7 make it; the "
             "resting sizes at 133000 and 133375 are not published (1 and 5 here)"),
+]
+
+# ---- Xetra Release 14.0, 13.2.2: the other continuous examples (market orders resting) ------------
+# (number, resting orders, incoming order, reference price, published trade, remaining book)
+R14_MARKET_BOOK = [
+    (4, [M(1, B, 6000, "9:01"), L(2, B, 195, 1000, "9:02")], M(3, S, 6000), 200,
+     (200, 6000, 1, 3), dict(bids=[(2, 195, 1000)], asks=[])),
+    (6, [M(1, S, 6000, "9:01"), L(2, S, 202, 1000, "9:02")], M(3, B, 6000), 200,
+     (200, 6000, 3, 1), dict(bids=[], asks=[(2, 202, 1000)])),
+    (7, [M(1, S, 6000, "9:01"), L(2, S, 202, 1000, "9:02")], M(3, B, 6000), 203,
+     (202, 6000, 3, 1), dict(bids=[], asks=[(2, 202, 1000)])),
+    (15, [M(1, B, 6000, "9:01")], L(2, S, 203, 6000), 200, (203, 6000, 1, 2),
+     dict(bids=[], asks=[])),
+    (16, [M(1, S, 6000, "9:01")], L(2, B, 203, 6000), 200, (200, 6000, 2, 1),
+     dict(bids=[], asks=[])),
+    (17, [M(1, S, 6000, "9:01")], L(2, B, 199, 6000), 200, (199, 6000, 2, 1),
+     dict(bids=[], asks=[])),
+    (21, [M(1, B, 6000, "9:01"), L(2, B, 196, 1000, "9:02")], L(3, S, 195, 6000), 200,
+     (200, 6000, 1, 3), dict(bids=[(2, 196, 1000)], asks=[])),
+    (23, [M(1, B, 6000, "9:01"), L(2, B, 202, 1000, "9:02")], L(3, S, 203, 6000), 200,
+     (203, 6000, 1, 3), dict(bids=[(2, 202, 1000)], asks=[])),
+    (24, [M(1, S, 6000, "9:01"), L(2, S, 202, 1000, "9:02")], L(3, B, 203, 6000), 200,
+     (200, 6000, 3, 1), dict(bids=[], asks=[(2, 202, 1000)])),
+    (25, [M(1, S, 6000, "9:01"), L(2, S, 202, 1000, "9:02")], L(3, B, 200, 6000), 201,
+     (200, 6000, 3, 1), dict(bids=[], asks=[(2, 202, 1000)])),
+    (26, [M(1, S, 6000, "9:01"), L(2, S, 199, 1000, "9:02")], L(3, B, 203, 6000), 200,
+     (199, 6000, 3, 1), dict(bids=[], asks=[(2, 199, 1000)])),
+]
+for n, resting, incoming, reference, trade, after in R14_MARKET_BOOK:
+    EXAMPLES.append(ex(
+        f"xetra-r14-cont-{n}", "xetra", src(XETRA_R14, R14_CONT, example=f"Example {n}"),
+        resting + [incoming], dict(trades=[trade], book=after), reference=reference,
+        needs=["market_rests_continuous"],
+        note="Example 25 as printed: reference 201, incoming bid limit 200 (a restatement in "
+             "tinyEXCH uses 199 and 200)" if n == 25 else ""))
+EXAMPLES += [
+    ex("xetra-r14-cont-9", "xetra", src(XETRA_R14, R14_CONT, example="Example 9"),
+       [M(1, B, 6000, "9:01"), MTL(2, S, 6000)],
+       dict(trades=[], rejected={2: None}, book=dict(bids=[(1, None, 6000)], asks=[])),
+       reference=200, needs=["market_to_limit", "market_rests_continuous"]),
+    ex("xetra-r14-cont-11", "xetra", src(XETRA_R14, R14_CONT, example="Example 11"),
+       [L(1, S, 200, 6000, "9:01"), MTL(2, B, 6000)],
+       dict(trades=[(200, 6000, 2, 1)], book=dict(bids=[], asks=[])), reference=200,
+       needs=["market_to_limit"]),
+    ex("xetra-r14-cont-12", "xetra", src(XETRA_R14, R14_CONT, example="Example 12"),
+       [L(2, B, 199, 5000, "8:55"), M(1, B, 6000, "9:01"), MTL(3, S, 6000)],
+       dict(trades=[], rejected={3: None}), reference=200,
+       needs=["market_to_limit", "market_rests_continuous"]),
+    ex("xetra-r14-market-partial", "xetra",
+       src(XETRA_R14, R14_FURTHER, example="Partial execution of a market order"),
+       [M(1, B, 6000, "9:01"), L(2, B, 202, 1000, "9:02"), L(3, S, 203, 1000)],
+       dict(trades=[(203, 1000, 1, 3)], book=dict(bids=[(1, None, 5000), (2, 202, 1000)],
+                                                  asks=[])),
+       reference=200, needs=["market_rests_continuous"]),
+    ex("xetra-r14-volatility-interruption", "xetra",
+       src(XETRA_R14, R14_FURTHER, example="Initiation of a volatility interruption"),
+       [M(1, B, 6000, "9:01"), L(2, B, 202, 1000, "9:02"), L(3, S, 220, 1000, "10:01")],
+       dict(trades=[], phase="reopening_auction"),
+       reference=200, needs=["market_rests_continuous"], options=dict(dynamic_band_bps=200),
+       note="price range +/- 2 % of the last price (exsim: dynamic_band_bps=200); the "
+            "execution would be at 220 against the bid market order, outside the range, so the "
+            "ask rests and continuous trading is interrupted by an auction"),
+]
+
+# ---- CoinTossX stop-limit and replace fixtures ---------------------------------------------------------
+CTX_STOP_LIMIT = ("MatchingEngine/src/test/resources/crossing/uncross/stopLimitOrder "
+                  "(StopLimitOrderMaster.csv)")
+CTX_REPLACE = "MatchingEngine/src/test/resources/crossing/replaceOrder (ReplaceOrderMaster.csv)"
+
+
+def SL(oid, side, qty, price, stop, t=None):
+    """A stop-limit order."""
+    return dict(STOP(oid, side, qty, stop, t), type="stop_limit", price=price)
+
+
+EXAMPLES += [
+    ex("cointossx-stop-limit-1", "jse", src(COINTOSSX, CTX_STOP_LIMIT, example="Test 1"),
+       [SL(1, B, 12000, 10600, 10500, "12:00")], dict(trades=[], stops=[1])),
+    ex("cointossx-stop-limit-2", "jse", src(COINTOSSX, CTX_STOP_LIMIT, example="Test 2"),
+       [SL(1, S, 12000, 10600, 10500, "12:00")], dict(trades=[], stops=[1])),
+    ex("cointossx-stop-limit-3", "jse", src(COINTOSSX, CTX_STOP_LIMIT, example="Test 3"),
+       [L(1, B, 10400, 1000, "10:00"), L(2, S, 10700, 1000, "11:00"),
+        SL(3, B, 12000, 10700, 10700, "12:00")],
+       dict(trades=[], stops=[3], book=dict(bids=[(1, 10400, 1000)], asks=[(2, 10700, 1000)]))),
+    ex("cointossx-stop-limit-4", "jse", src(COINTOSSX, CTX_STOP_LIMIT, example="Test 4"),
+       [L(1, B, 10400, 1000, "10:00"), L(2, S, 10700, 1000, "11:00"),
+        SL(3, S, 12000, 10400, 10400, "12:00")],
+       dict(trades=[], stops=[3], book=dict(bids=[(1, 10400, 1000)], asks=[(2, 10700, 1000)]))),
+    ex("cointossx-stop-limit-5", "jse", src(COINTOSSX, CTX_STOP_LIMIT, example="Test 5"),
+       [L(1, B, 10500, 1000, "10:00"), L(2, S, 10900, 1000, "11:00"),
+        L(3, B, 10600, 15000, "12:00"), SL(4, S, 15000, 10600, 10900, "13:00"),
+        M(6, B, 1000, "14:00")],
+       dict(trades=[(10900, 1000), (10600, 15000)], stops=[],
+            book=dict(bids=[(1, 10500, 1000)], asks=[]))),
+    ex("cointossx-stop-limit-6", "jse", src(COINTOSSX, CTX_STOP_LIMIT, example="Test 6"),
+       [L(1, B, 10700, 1000, "10:00"), L(2, S, 10900, 1000, "11:00"),
+        L(3, S, 10800, 15000, "12:00"), SL(4, B, 15000, 11000, 10500, "13:00"),
+        M(6, S, 1000, "14:00")],
+       dict(trades=[(10700, 1000), (10800, 15000)], stops=[],
+            book=dict(bids=[], asks=[(2, 10900, 1000)]))),
+    ex("cointossx-stop-limit-7", "jse", src(COINTOSSX, CTX_STOP_LIMIT, example="Test 7"),
+       [L(1, B, 10700, 1000, "10:00"), L(2, S, 10900, 1000, "11:00"),
+        L(3, B, 10800, 15000, "12:00"), M(4, B, 1000, "14:00"),
+        SL(5, S, 15000, 10800, 10900, "14:01")],
+       dict(trades=[(10900, 1000), (10800, 15000)], stops=[],
+            book=dict(bids=[(1, 10700, 1000)], asks=[])),
+       needs=["stop_elect_on_entry"], differs=["trades", "book"],
+       note="the fixture stamps the stop-limit 13:00 though it arrives after the 14:00 market "
+            "order of the initial state; it is entered last here"),
+    ex("cointossx-stop-limit-8", "jse", src(COINTOSSX, CTX_STOP_LIMIT, example="Test 8"),
+       [L(1, B, 10700, 1000, "10:00"), L(2, S, 10900, 1000, "11:00"),
+        L(3, S, 10800, 15000, "12:00"), M(4, S, 1000, "14:00"),
+        SL(5, B, 15000, 11000, 10500, "14:01")],
+       dict(trades=[(10700, 1000), (10800, 15000)], stops=[],
+            book=dict(bids=[], asks=[(2, 10900, 1000)])),
+       needs=["stop_elect_on_entry"], differs=["trades", "book"],
+       note="entered last, as in Test 7"),
+    ex("cointossx-replace-3", "jse", src(COINTOSSX, CTX_REPLACE, example="Test 3"),
+       [L(1, B, 10000, 1000, "10:00"), L(2, B, 10500, 2000, "11:00"),
+        L(3, B, 10700, 3000, "12:00"), MOD(2, 10500, 1500)],
+       dict(trades=[], book=dict(bids=[(3, 10700, 3000), (2, 10500, 1500), (1, 10000, 1000)],
+                                 asks=[]))),
+    ex("cointossx-replace-9", "jse", src(COINTOSSX, CTX_REPLACE, example="Test 9"),
+       [L(1, B, 10000, 1000, "10:00"), L(2, B, 10500, 2000, "11:00"),
+        L(3, B, 10700, 1000, "12:00"), HIDDEN(4, S, 10500, 2500, "13:00", mes=2500),
+        MOD(2, 10500, 2500)],
+       dict(trades=[(10500, 2500)],
+            book=dict(bids=[(3, 10700, 1000), (1, 10000, 1000)], asks=[])),
+       needs=["hidden_orders", "min_execution_size"],
+       note="the hidden ask (MES 2500) rests beside the better bids it may not fill in part; "
+            "the bid raised to 2500 re-aggresses and fills it whole"),
+    ex("cointossx-replace-11", "jse", src(COINTOSSX, CTX_REPLACE, example="Test 11"),
+       [L(1, B, 10000, 1000, "10:00"), L(2, B, 10500, 2000, "11:00"),
+        L(3, B, 10700, 1000, "12:00"), L(4, S, 10800, 2000, "13:00"), MOD(2, 10800, 2000)],
+       dict(trades=[(10800, 2000)], book=dict(bids=[(3, 10700, 1000), (1, 10000, 1000)],
+                                              asks=[]))),
+    ex("cointossx-replace-12", "jse", src(COINTOSSX, CTX_REPLACE, example="Test 12"),
+       [L(1, S, 10000, 1000, "10:00"), L(2, S, 10500, 2000, "11:00"),
+        L(3, S, 10700, 1000, "12:00"), L(4, B, 9000, 2000, "13:00"), MOD(2, 9000, 2000)],
+       dict(trades=[(9000, 2000)], book=dict(bids=[], asks=[(1, 10000, 1000),
+                                                           (3, 10700, 1000)]))),
 ]

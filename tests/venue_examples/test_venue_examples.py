@@ -30,7 +30,7 @@ _spec.loader.exec_module(data)
 
 EXAMPLES = {e["id"]: e for e in data.EXAMPLES}
 DAY_NS = 86_400 * 10**9
-ORDER_KINDS = {"limit", "market", "stop"}   # what today's engine can enter
+ORDER_KINDS = {"limit", "market", "stop", "stop_limit"}   # what today's engine can enter
 
 
 def clock(t: str) -> int:
@@ -52,9 +52,10 @@ def expressible(example) -> bool:
 
 def run(example) -> dict:
     """Run `example`'s steps on a fresh Engine; return its outputs in the shapes of
-    ``expect``: trades, auction, book, orders, done, stops, rejected."""
+    ``expect``: trades, auction, book, orders, phase, done, stops, rejected."""
     eng = Engine()
-    eng.add_symbol("X", reference_price=example["reference"], phase=example["start"])
+    eng.add_symbol("X", reference_price=example["reference"], phase=example["start"],
+                   **example["options"])
     fills, events, ts = [], [], DAY_NS
     for step in example["steps"]:
         ts = clock(step["t"]) if step.get("t") else ts + 1
@@ -88,6 +89,7 @@ def run(example) -> dict:
     live_ids = set(orders) | set(stops)
     entered = {s["id"] for s in example["steps"] if s["op"] == "new"}
     return dict(trades=fills, auction=uncross[0] if uncross else None, book=book, orders=orders,
+                phase=eng.phase("X").name.lower(),
                 done=sorted(entered - live_ids), stops=stops,
                 rejected={int(e["order_id"]): Reason(int(e["reason"])).name
                           for e in events if e["event"] == Event.REJECTED})
