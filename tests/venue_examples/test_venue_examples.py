@@ -172,3 +172,54 @@ def test_catalogue_is_well_formed():
             assert any(data.RULES[r][0] == "order" for r in e["needs"]), e["id"]
         ids_entered = [s["id"] for s in e["steps"] if s["op"] == "new"]
         assert len(ids_entered) == len(set(ids_entered)), e["id"]
+
+
+# ---- docs/venue-examples.md: the catalogue as a table, kept current by a test ---------------------
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "venue-examples.md"
+BEGIN, END = "<!-- venue-examples:begin -->", "<!-- venue-examples:end -->"
+
+
+def render_table() -> str:
+    """The generated part of docs/venue-examples.md: counts, the rules, one row per example."""
+    runs = [e for e in data.EXAMPLES if not e["needs"]]
+    conv = [e for e in data.EXAMPLES if e["differs"]]
+    lines = [f"{len(data.EXAMPLES)} examples: {len(runs)} pass on today's engine, "
+             f"{len(conv)} are skipped for a convention only (and checked to differ today), "
+             f"{len(data.EXAMPLES) - len(runs) - len(conv)} are skipped for an order type or "
+             "feature exsim lacks.", "",
+             "| rule | kind | what it is | examples |", "|---|---|---|---|"]
+    for rule, (kind, what) in data.RULES.items():
+        n = sum(rule in e["needs"] for e in data.EXAMPLES)
+        lines.append(f"| `{rule}` | {kind} | {what} | {n} |")
+    lines += ["", "| example | venue | source | today |", "|---|---|---|---|"]
+    for e in data.EXAMPLES:
+        src = e["source"]
+        where = f"{src['document']} ({src['version']}), {src['section']}"
+        if src.get("example"):
+            where += f": {src['example']}"
+        if not e["needs"]:
+            today = "passes"
+        else:
+            today = "skipped, needs " + ", ".join(f"`{r}`" for r in e["needs"])
+            if e["differs"]:
+                today += f"; differs today in {', '.join(e['differs'])}"
+        lines.append(f"| `{e['id']}` | {e['venue']} | {where.replace('|', '/')} | {today} |")
+    return "\n".join(lines)
+
+
+def test_docs_table_matches_the_catalogue():
+    text = DOCS.read_text()
+    assert BEGIN in text and END in text, f"{DOCS} lacks its generated section"
+    body = text.split(BEGIN, 1)[1].split(END, 1)[0].strip("\n")
+    assert body == render_table(), (
+        f"{DOCS.name} is stale: rewrite it with this file run as a script, --write-docs")
+
+
+if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:] != ["--write-docs"]:
+        sys.exit("usage: test_venue_examples.py --write-docs  (rewrites docs/venue-examples.md's "
+                 "generated section)")
+    head, rest = DOCS.read_text().split(BEGIN, 1)
+    DOCS.write_text(head + BEGIN + "\n" + render_table() + "\n" + END + rest.split(END, 1)[1])
