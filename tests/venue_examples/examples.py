@@ -16,6 +16,7 @@ Conventions of the data
   ``trades``   every fill of the example in order: (price, qty) or (price, qty, buy id, sell id);
                None in a field: not published;
   ``auction``  the uncross: (price, volume) or (price, volume, surplus), surplus = buy - sell;
+  ``indicative`` the indicative uncross published at the end of the steps (a call), same shape;
   ``book``     the whole remaining book: {"bids": [...], "asks": [...]}, best first and in time
                priority, each (id, price, open qty) or (id, price, open qty, shown qty);
   ``orders``   some orders' state: {id: (price, open qty) or (price, open qty, shown qty)};
@@ -192,10 +193,12 @@ BNB = dict(
     version="commit 355db8991eb33232be1de87f2cf10040ba020d9a",
 )
 EURONEXT_CLONE = dict(
-    document="Euronext Optiq trading manual rules as transcribed by the EuronextClone acceptance "
-             "tests",
+    document="Euronext examples (the Pure Market Order and Market-to-Limit example PDFs, the "
+             "trading manual's uncrossing rules) as transcribed by the EuronextClone acceptance "
+             "tests; the PDFs themselves were not found in the stored copies",
     url="https://github.com/mattdavey/EuronextClone",
-    version="src/test/resources/com/euronextclone/*.feature (commit 08143c48 / a423ce9c)",
+    version="src/test/resources/com/euronextclone/*.feature (as stored: commits 07e10621, "
+            "114c3d18, 08143c48, a423ce9c)",
 )
 TSX = dict(
     document="TMX, Order Types and Functionality Guide (TSX, TSXV, TSX Alpha)",
@@ -613,46 +616,140 @@ for name, (rows, reference, auction, needs) in BNB_ROWS.items():
         note="the reference price is the example's reference or last trade price"
         + ("; 5 % band: BNB picks by the band, exsim the lowest/highest limit" if needs else "")))
 
-# ---- Euronext (EuronextClone transcriptions) ---------------------------------------------------------
+# ---- Euronext: the Pure Market Order and Market-to-Limit example PDFs (EuronextClone transcripts) ----
+EC_PMO = "'Euronext - pure market order.feature' (examples from the Euronext Pure Market Order PDF)"
+EC_MTL = ("'Euronext - market-to-limit-orders.feature' (examples from the Euronext "
+          "Market-to-Limit PDF)")
 EC_IMP = "indicative-market-price.feature"
+
+
+def mtl_call(sell_qty):
+    """The Market-to-Limit PDF's call book: buys A MTL 10, B market 10, C MTL 10; D sells at 10."""
+    return [MTL(1, B, 10), M(2, B, 10), MTL(3, B, 10), L(4, S, 1000, sell_qty), OPEN()]
+
+
 EC_AMO = "auction-market-order.feature"
 EXAMPLES += [
     ex("euronext-imp-market-buy", "euronext", src(EURONEXT_CLONE, EC_IMP,
        example="market buy 80 against sells 40 @ 10.02 and 40 @ 10.04"),
        call([(B, None, 80), (S, 1002, 40), (S, 1004, 40)]),
-       dict(auction=(1004, 80, 0)), start="pre_open", reference=1000),
+       dict(auction=(1004, 80, 0)), reference=1000),
     ex("euronext-imp-market-sell", "euronext", src(EURONEXT_CLONE, EC_IMP,
        example="market sell 80 against buys 40 @ 9.98 and 40 @ 9.96"),
        call([(B, 998, 40), (B, 996, 40), (S, None, 80)]),
-       dict(auction=(996, 80, 0)), start="pre_open", reference=1000),
-    ex("euronext-imp-reference-beyond-limit", "euronext", src(EURONEXT_CLONE, EC_IMP,
-       example="higher than the best limit & equal to the reference price (earlier version)"),
-       call([(B, None, 40), (S, 998, 40)]),
-       dict(auction=(1000, 40, 0)), start="pre_open", reference=1000,
-       needs=["auction_reference_when_no_limit"], differs=["auction"],
-       note="exsim clamps the reference into the candidate range: 9.98"),
+       dict(auction=(996, 80, 0)), reference=1000),
     ex("euronext-auction-full", "euronext", src(EURONEXT_CLONE, EC_AMO,
        example="Simplest full match on offsetting limit orders"),
        [L(1, B, 10, 50), L(2, S, 10, 50), OPEN()],
-       dict(trades=[(10, 50, 1, 2)], book=dict(bids=[], asks=[])), start="pre_open"),
+       dict(trades=[(10, 50, 1, 2)], book=dict(bids=[], asks=[]))),
     ex("euronext-auction-partial", "euronext", src(EURONEXT_CLONE, EC_AMO,
        example="Simplest partial match on offsetting limit orders"),
        [L(1, B, 10, 30), L(2, S, 10, 50), OPEN()],
-       dict(trades=[(10, 30, 1, 2)], book=dict(bids=[], asks=[(2, 10, 20)])), start="pre_open"),
-    ex("euronext-auction-market-filled", "euronext", src(EURONEXT_CLONE, EC_AMO,
-       example="the market order is totally filled"),
-       [MTL(1, B, 50), MTL(4, S, 40), M(7, B, 20), L(5, S, 1008, 100), L(2, B, 1010, 90),
-        L(6, S, 1015, 60), L(3, B, 990, 10), OPEN()],
+       dict(trades=[(10, 30, 1, 2)], book=dict(bids=[], asks=[(2, 10, 20)]))),
+    ex("euronext-pmo-call-1", "euronext", src(EURONEXT_CLONE, EC_PMO,
+       example="Call Phase - Example 1 - the Market order is totally filled"),
+       [MTL(1, B, 50), L(2, B, 1010, 90), L(3, B, 990, 10), MTL(4, S, 40),
+        L(5, S, 1008, 100), L(6, S, 1015, 60), M(7, B, 20), OPEN()],
        dict(trades=[(1010, 40, 1, 4), (1010, 10, 1, 5), (1010, 20, 7, 5), (1010, 70, 2, 5)],
             book=dict(bids=[(2, 1010, 20), (3, 990, 10)], asks=[(6, 1015, 60)])),
-       start="pre_open", reference=1000, needs=["market_to_limit"]),
-    ex("euronext-auction-market-partial", "euronext", src(EURONEXT_CLONE, EC_AMO,
-       example="the market order is partially filled"),
+       reference=1000, needs=["market_to_limit"],
+       note="brokers A-G are ids 1-7; the indicative is 10.08 before G's order and 10.10 after "
+            "(published, not checked here); also in auction-market-order.feature"),
+    ex("euronext-pmo-call-2", "euronext", src(EURONEXT_CLONE, EC_PMO,
+       example="Call Phase - Example 2 - the market order is partially filled"),
        [MTL(1, B, 40), M(2, S, 45), M(3, B, 20), OPEN()],
        dict(trades=[(1000, 40, 1, 2), (1000, 5, 3, 2)], book=dict(bids=[(3, None, 15)],
                                                                  asks=[])),
-       start="pre_open", reference=1000,
-       needs=["market_to_limit", "auction_markets_carry_over"]),
+       reference=1000, needs=["market_to_limit", "auction_markets_carry_over"],
+       note="G's market order keeps its 15 lots after the auction"),
+    ex("euronext-pmo-call-3", "euronext", src(EURONEXT_CLONE, EC_PMO,
+       example="Call Phase - Example 3 - the IMP is higher than the best limit and equal to the "
+               "reference price"),
+       [M(1, B, 40), L(2, S, 998, 40)],
+       dict(indicative=(1000, 40)), start="pre_open", reference=1000,
+       needs=["auction_reference_when_no_limit"], differs=["indicative"],
+       note="exsim clamps the reference into the candidate range: 9.98 (an earlier version of "
+            "indicative-market-price.feature has the same example)"),
+    ex("euronext-pmo-call-4", "euronext", src(EURONEXT_CLONE, EC_PMO,
+       example="Call Phase - Example 4 - the IMP equals the best limit, below the reference"),
+       [M(1, B, 40), L(2, S, 998, 41)],
+       dict(indicative=(998, 40)), start="pre_open", reference=1000),
+    ex("euronext-pmo-call-5", "euronext", src(EURONEXT_CLONE, EC_PMO,
+       example="Call Phase - Example 5 - the IMP equals the best limit, above the reference"),
+       [M(1, B, 40), L(2, S, 1002, 40)],
+       dict(indicative=(1002, 40), book=dict(bids=[(1, None, 40)], asks=[(2, 1002, 40)])),
+       start="pre_open", reference=1000),
+    ex("euronext-pmo-trading-1", "euronext", src(EURONEXT_CLONE, EC_PMO,
+       example="Trading session Phase - Example 1 - the Market order is totally executed"),
+       [L(1, S, 1020, 100), L(2, S, 1030, 60), M(3, B, 110)],
+       dict(trades=[(1020, 100, 3, 1), (1030, 10, 3, 2)],
+            book=dict(bids=[], asks=[(2, 1030, 50)])), reference=1000),
+    ex("euronext-pmo-trading-2", "euronext", src(EURONEXT_CLONE, EC_PMO,
+       example="Trading session Phase - Example 2 - the Market order is partially executed"),
+       [L(1, S, 1020, 100), L(2, S, 1030, 60), M(3, B, 200)],
+       dict(trades=[(1020, 100, 3, 1), (1030, 60, 3, 2)],
+            book=dict(bids=[(3, None, 40)], asks=[])), reference=1000,
+       needs=["market_rests_continuous"]),
+    ex("euronext-pmo-trading-3", "euronext", src(EURONEXT_CLONE, EC_PMO,
+       example="Trading session Phase - Example 3 - only market orders: the last traded price"),
+       [M(1, B, 90), M(2, B, 10), M(3, S, 170)],
+       dict(trades=[(1000, 90, 1, 3), (1000, 10, 2, 3)],
+            book=dict(bids=[], asks=[(3, None, 70)])), reference=1000,
+       needs=["market_rests_continuous"]),
+    ex("euronext-pmo-trading-4", "euronext", src(EURONEXT_CLONE, EC_PMO,
+       example="Trading session Phase - Example 4 - the best limit is higher than the last "
+               "traded price"),
+       [M(1, B, 90), L(2, B, 1010, 10), L(3, B, 1008, 20), L(4, S, 1000, 120)],
+       dict(trades=[(1010, 90, 1, 4), (1010, 10, 2, 4), (1008, 20, 3, 4)],
+            book=dict(bids=[], asks=[])), reference=1000, needs=["market_rests_continuous"]),
+    ex("euronext-pmo-trading-5", "euronext", src(EURONEXT_CLONE, EC_PMO,
+       example="Trading session Phase - Example 5 - the best limit is lower than the last "
+               "traded price"),
+       [M(1, B, 90), L(2, B, 1010, 10), L(3, B, 1008, 20), L(4, S, 1000, 120)],
+       dict(trades=[(None, 90, 1, 4), (1010, 10, 2, 4), (1008, 20, 3, 4)],
+            book=dict(bids=[], asks=[])), reference=1030, needs=["market_rests_continuous"],
+       note="the transcript's prose gives the market order's 90 at 10.30 (the reference), its "
+            "table at 10.10: the price is left unpublished here"),
+    ex("euronext-mtl-auction-1", "euronext", src(EURONEXT_CLONE, EC_MTL,
+       example="Securities traded by auction - Example 1 (only MTL orders); the continuous "
+               "class's call phase Example 1 is the same"),
+       [MTL(1, B, 50), MTL(2, S, 40), OPEN()],
+       dict(trades=[(1000, 40, 1, 2)], book=dict(bids=[(1, 1000, 10)], asks=[])),
+       reference=1000, needs=["market_to_limit"],
+       note="A's 10 left become a limit at the auction price"),
+    ex("euronext-mtl-auction-2", "euronext", src(EURONEXT_CLONE, EC_MTL,
+       example="Securities traded by auction - Example 2"),
+       mtl_call(10),
+       dict(trades=[(1000, 10, 1, 4)], book=dict(bids=[(2, None, 10), (3, None, 10)],
+                                                 asks=[])),
+       reference=1000, needs=["market_to_limit", "auction_markets_carry_over"],
+       note="a class traded by auction keeps B's market and C's MTL as they are"),
+    ex("euronext-mtl-continuous-call-2", "euronext", src(EURONEXT_CLONE, EC_MTL,
+       example="continuous mode, Call phase - Example 2"),
+       mtl_call(10),
+       dict(trades=[(1000, 10, 1, 4)], book=dict(bids=[(2, None, 10), (3, 1000, 10)],
+                                                 asks=[])),
+       reference=1000, needs=["market_to_limit", "auction_markets_carry_over"],
+       note="the unexecuted MTL becomes a limit at the auction price; the market order stays"),
+    ex("euronext-mtl-continuous-call-3", "euronext", src(EURONEXT_CLONE, EC_MTL,
+       example="continuous mode, Call phase - Example 3"),
+       mtl_call(5),
+       dict(trades=[(1000, 5, 1, 4)], book=dict(bids=[(2, None, 10), (1, 1000, 5),
+                                                      (3, 1000, 10)], asks=[])),
+       reference=1000, needs=["market_to_limit", "auction_markets_carry_over"]),
+    ex("euronext-mtl-continuous-1", "euronext", src(EURONEXT_CLONE, EC_MTL,
+       example="continuous mode, Continuous phase - Example 1"),
+       [L(1, B, 15, 10), L(2, B, 12, 10), L(3, B, 10, 10), MTL(4, S, 25)],
+       dict(trades=[(15, 10, 1, 4)], book=dict(bids=[(2, 12, 10), (3, 10, 10)],
+                                               asks=[(4, 15, 15)])),
+       reference=15, needs=["market_to_limit"],
+       note="also market-to-limit-orders.feature (depths only)"),
+    ex("euronext-mtl-continuous-2", "euronext", src(EURONEXT_CLONE, EC_MTL,
+       example="continuous mode, Continuous phase - Example 2"),
+       [M(1, B, 10), L(2, B, 12, 10), L(3, B, 9, 10), MTL(4, S, 25)],
+       dict(book=dict(bids=[(3, 9, 10)], asks=[(4, 12, 5)])),
+       reference=12, needs=["market_to_limit", "market_rests_continuous"],
+       note="the trades are not published, only the book after them"),
 ]
 
 # ---- TSX iceberg: hidden volume reported as one trade -------------------------------------------------

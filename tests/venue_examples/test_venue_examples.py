@@ -52,7 +52,7 @@ def expressible(example) -> bool:
 
 def run(example) -> dict:
     """Run `example`'s steps on a fresh Engine; return its outputs in the shapes of
-    ``expect``: trades, auction, book, orders, phase, done, stops, rejected."""
+    ``expect``: trades, auction, indicative, book, orders, phase, done, stops, rejected."""
     eng = Engine()
     eng.add_symbol("X", reference_price=example["reference"], phase=example["start"],
                    **example["options"])
@@ -90,6 +90,7 @@ def run(example) -> dict:
     entered = {s["id"] for s in example["steps"] if s["op"] == "new"}
     return dict(trades=fills, auction=uncross[0] if uncross else None, book=book, orders=orders,
                 phase=eng.phase("X").name.lower(),
+                indicative=tuple(int(x) for x in eng.indicative("X")),
                 done=sorted(entered - live_ids), stops=stops,
                 rejected={int(e["order_id"]): Reason(int(e["reason"])).name
                           for e in events if e["event"] == Event.REJECTED})
@@ -107,7 +108,7 @@ def mismatches(example, out) -> dict:
         got = out[key]
         if key == "trades":
             ok = len(want) == len(got) and all(_same(w, g) for w, g in zip(want, got))
-        elif key == "auction":
+        elif key in ("auction", "indicative"):
             ok = got is not None and _same(want, got)
         elif key == "book":
             ok = all(len(want[s]) == len(got[s]) and all(_same(w, g) for w, g in
