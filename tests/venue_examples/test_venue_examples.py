@@ -15,6 +15,7 @@ beyond them).
 
 from __future__ import annotations
 
+import copy
 import importlib.util
 from pathlib import Path
 
@@ -153,6 +154,31 @@ def test_convention_example_differs_today(example_id):
     assert set(bad) == set(example["differs"]), (
         f"{example_id} is skipped for {example['needs']} and should differ today in exactly "
         f"{example['differs']}; it differs in {sorted(bad)}: {bad}")
+
+
+@pytest.mark.parametrize("example_id, key", [("xetra-r14-auction-partial", "trades"),
+                                             ("xetra-r14-auction-partial", "auction"),
+                                             ("xetra-r14-auction-partial", "book"),
+                                             ("cointossx-stop-9", "stops"),
+                                             ("vega-iceberg-amend-price-aggressive", "orders")])
+def test_a_changed_publication_is_caught(example_id, key):
+    """The comparison is not vacuous: one published number changed is reported, in its key."""
+    example = copy.deepcopy(EXAMPLES[example_id])
+    want = example["expect"][key]
+    if key == "trades":
+        want[0] = (want[0][0] + 1,) + tuple(want[0][1:])
+    elif key == "auction":
+        example["expect"][key] = (want[0], want[1] + 1) + tuple(want[2:])
+    elif key == "book":
+        side = "bids" if want["bids"] else "asks"
+        want[side][0] = want[side][0][:2] + (want[side][0][2] + 1,)
+    elif key == "stops":
+        want.append(999)
+    else:
+        oid = next(iter(want))
+        want[oid] = (want[oid][0], want[oid][1] + 1) + tuple(want[oid][2:])
+    assert not mismatches(EXAMPLES[example_id], run(EXAMPLES[example_id]))
+    assert set(mismatches(example, run(example))) == {key}
 
 
 def test_catalogue_is_well_formed():
