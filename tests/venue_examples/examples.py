@@ -211,6 +211,13 @@ CME = dict(
         "&selectedPageVersions=34&selectedPageVersions=35",
     version="wiki page 'Order Types', versions 34/35 as stored",
 )
+CME_ILINK = dict(
+    document="CME Globex client site, 'Order Types' behaviour page (iLink order handling "
+             "examples)",
+    url="https://cmegroupclientsite.atlassian.net/wiki/pages/diffpagesbyversion.action?"
+        "pageId=46498256&selectedPageVersions=1&selectedPageVersions=2",
+    version="page 46498256, versions 1/2 as stored (the same examples with the quantity 15)",
+)
 
 
 def src(base, section, **more):
@@ -766,14 +773,25 @@ EXAMPLES.append(ex(
 
 # ---- CME Globex: protection ---------------------------------------------------------------------------
 EXAMPLES += [
-    ex("cme-market-protection-bid", "cme", src(CME, "Market Order with Protection, Example: Bid"),
+    ex("cme-market-protection-bid", "cme",
+       src(CME_ILINK, "Market Order with Protection (bid)",
+           also="the same example without its quantity: " + CME["url"]),
        [L(1, S, 90025, 2), L(2, S, 90300, 3), L(3, S, 90550, 3), L(4, S, 90675, 5),
-        dict(M(5, B, 10), protection=600)],
+        dict(M(5, B, 15), protection=600)],
        dict(trades=[(90025, 2, 5, 1), (90300, 3, 5, 2), (90550, 3, 5, 3)],
-            orders={5: (90625, 2)}),
+            orders={5: (90625, 7)}),
        needs=["market_with_protection"],
-       note="the example gives neither the order's quantity nor the size at 90675: 10 and 5 "
-            "here (any order above 8 lots gives the published fills)"),
+       note="the size resting at 90675 is not published (5 here)"),
+    ex("cme-market-limit-bid", "cme", src(CME_ILINK, "Market-Limit Order (Bid) with Market"),
+       [L(1, S, 90025, 2), L(2, S, 90300, 3), MTL(3, B, 15)],
+       dict(trades=[(90025, 2, 3, 1)], orders={3: (90025, 13)}),
+       needs=["market_to_limit"],
+       note="CME's market-limit is a market-to-limit order; the size beyond the best offer is "
+            "not published (3 at 90300 here)"),
+    ex("cme-market-limit-no-market", "cme",
+       src(CME_ILINK, "Market-Limit Order (Bid) with No Market"),
+       [MTL(1, B, 15)], dict(trades=[], rejected={1: None}),
+       needs=["market_to_limit"], note="rejected: no opposing offer is working"),
     ex("cme-market-protection-offer", "cme",
        src(CME, "Market Order with Protection, Example: Offer"),
        [L(1, B, 90000, 2), L(2, B, 89900, 3), L(3, B, 89650, 3), L(4, B, 89300, 5),
@@ -781,7 +799,7 @@ EXAMPLES += [
        dict(trades=[(90000, 2, 1, 5), (89900, 3, 2, 5), (89650, 3, 3, 5)],
             orders={5: (89400, 2)}),
        needs=["market_with_protection"],
-       note="quantities not published: 10 and 5 here, as in the bid example"),
+       note="quantities not published here: 10 for the order and 5 at 89300"),
     ex("cme-stop-protection-bid", "cme", src(CME, "Stop Order with Protection, Example: Bid"),
        [L(1, S, 133000, 1), L(2, S, 133025, 2), L(3, S, 133200, 3), L(4, S, 133225, 2),
         L(5, S, 133375, 5), dict(STOP(6, B, 10, 133000), protection=300), L(7, B, 133000, 1)],
