@@ -7,7 +7,11 @@
   can enter every order) runs too, and must differ from the publication in exactly the outputs
   its entry names, no more, no fewer: a skip that no longer differs, or differs elsewhere, fails
   here, so no skip hides a pass or an unexpected change.
+- ``test_a_changed_publication_is_caught``: one published number changed is reported in its
+  own key, so no comparison passes vacuously.
 - ``test_catalogue_is_well_formed``: citations, rule names, ids.
+- ``test_docs_table_matches_the_catalogue``: docs/venue-examples.md's generated table is current
+  (run this file as a script with ``--write-docs`` to rewrite it).
 
 Only the Engine's public API is used; the kernels are the engine's own (nothing is compiled
 beyond them).
