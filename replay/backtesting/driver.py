@@ -7,11 +7,17 @@ level behind everything that arrived before it and fills only once those are con
 Timing model (all in int64 ns, see ``replay.backtesting.latency``):
 - A wake-up observes the book after some market message at exchange time ``t`` (``on_book``
   every N messages, or a fill, or a timer). The strategy runs at local time ``t + feed``; what it
-  sends reaches the engine at ``local + order`` (never before its previous message).
+  sends reaches the engine at ``local + order`` (the order-entry latency of its command: NEW,
+  CANCEL or MODIFY; never before its previous message: one connection keeps its order).
 - A strategy message arriving at ``a`` is processed after every market message with
   ``ts <= a`` (ties go to the market: the conservative choice) and before the first with ts > a.
 - Fills and execution reports of strategy orders are delivered in engine order; the strategy
-  learns of a message's fills one feed latency after it. The symbol events of the traded symbol
+  learns of a message's fills one response latency after it (the feed latency unless the model
+  gives response its own, ``SplitLatency``). With a response latency of its own, every report
+  of a message (acks and cancels too) is due at ``ts + response`` (never before the previous
+  message's: in order), and a wake-up or timer at local time ``L`` sees only the reports due by
+  ``L``; the rest come at a later callback. Without one, a wake-up first gets every report made
+  before its observation. The symbol events of the traded symbol
   (PHASE, INDICATIVE, UNCROSS; docs/semantics.md, "Trading phases") go to ``on_phase`` in the
   same order; a strategy that overrides ``on_phase`` is stopped right after every message that
   made one (market messages then go through the engine one at a time, still inside numba). A strategy that overrides ``on_fill``
@@ -50,6 +56,7 @@ Determinism: the same flow, strategy, latency model (and seed) give byte-identic
 
 from __future__ import annotations
 
+import collections
 import heapq
 import json
 
@@ -62,7 +69,7 @@ from exsim.exchange.schema import EVENT_DTYPE, ORDER_DTYPE, Event, OrderType, Ph
 
 import exsim.replay.backtesting.kernels as C
 from exsim.replay.backtesting.result import BacktestResult, build_result, strategy_label
-from exsim.replay.backtesting.latency import as_latency
+from exsim.replay.backtesting.latency import as_latency, streams_of
 from exsim.replay.backtesting.kernels import ID_BASE
 from exsim.replay.backtesting.money import money_for
 from exsim.replay.backtesting.quoting import quote_reports
@@ -145,9 +152,14 @@ class _Driver:
     """What both Python-strategy loops share: the order log, latency draws, wake-ups, timers and
     the delivery of fills and execution reports to the strategy."""
 
-    def __init__(self, engine, msgs, strategy, feed, order, trader, symbol, terms):
+    def __init__(self, engine, msgs, strategy, lat, trader, symbol, terms):
         self.engine, self.msgs, self.strategy = engine, msgs, strategy
-        self.feed, self.order = feed, order
+        # ``lat``: latency.Streams; ``entry`` by Kind (NEW, CANCEL, MODIFY)
+        self.feed, self.response, self.entry = lat.feed, lat.response, lat.entry
+        self.split_response = lat.split_response
+        self.pending = collections.deque()   # split_response: (due, seq, ts, e end, f end)
+        self.fstamp = self.estamp = 0        # strategy fills / events given a due time so far
+        self.last_due = _MIN
         self.trader, self.symbol = trader, symbol
         self.olog = C.new_order_log(256)
         self.osent = np.zeros(len(self.olog), np.int64)
@@ -178,7 +190,7 @@ class _Driver:
     # called by Context
     def send(self, kind, side, oid, price, qty, tif, flags, otype, local, stop_price=0,
              display_qty=0, min_qty=0, expire_ts=0) -> None:
-        arrival = max(local + self.order.draw(local), self.last_arr)
+        arrival = max(local + self.entry[kind].draw(local), self.last_arr)
         self.last_arr = arrival
         k = self.nord
         if k == len(self.olog):
@@ -191,12 +203,18 @@ class _Driver:
         self.osent[k] = local
         self.nord = k + 1
 
-    def _deliver(self) -> None:
+    def _deliver(self, until: int = _INF) -> None:
         """Hand the strategy its new execution reports and fills in engine order (by seq:
-        a message's events, then its fills); each message that filled it takes one feed sample
-        at its ts, which is when the strategy learns of the fill (plus that latency)."""
+        a message's events, then its fills); each message that filled it takes one response
+        sample at its ts, which is when the strategy learns of the fill (plus that latency).
+        With a response latency of its own (``split_response``) only the reports due by local
+        time ``until`` go now (``_stamp``/``_release``); the rest wait for a later callback."""
         a = self.arrays
         f1, e1 = int(a.scnt[0]), int(a.scnt[1])
+        if self.split_response:
+            self._stamp(f1, e1)
+            self._release(until)
+            return
         f, e = self.fdone, self.edone
         if f == f1 and e == e1:
             return
@@ -217,6 +235,49 @@ class _Driver:
                     self._fill(frows[fk])
                     fk += 1
 
+    def _stamp(self, f1: int, e1: int) -> None:
+        """Give each message that made new strategy reports (se[estamp:e1], sf[fstamp:f1]) its
+        due time: its ts plus one response sample, never before the previous message's (one
+        connection delivers in order), queued in ``pending``."""
+        a = self.arrays
+        f, e = self.fstamp, self.estamp
+        if f == f1 and e == e1:
+            return
+        self.fstamp, self.estamp = f1, e1
+        fseq, fts = a.sf["seq"][f:f1].tolist(), a.sf["ts"][f:f1].tolist()
+        eseq, ets = a.se["seq"][e:e1].tolist(), a.se["ts"][e:e1].tolist()
+        fk = ek = 0
+        while fk < len(fseq) or ek < len(eseq):
+            seq = min(fseq[fk] if fk < len(fseq) else _INF, eseq[ek] if ek < len(eseq) else _INF)
+            ts = fts[fk] if fk < len(fseq) and fseq[fk] == seq else ets[ek]
+            while ek < len(eseq) and eseq[ek] == seq:
+                ek += 1
+            while fk < len(fseq) and fseq[fk] == seq:
+                fk += 1
+            due = self.last_due = max(ts + self.response.draw(ts), self.last_due)
+            self.pending.append((due, ts, e + ek, f + fk))
+
+    def _release(self, until: int) -> None:
+        """Deliver the queued reports due by local time ``until``, in order, each message's at
+        its due time (``ctx.now``): events (``_report``), then fills."""
+        a, ctx = self.arrays, self.ctx
+        while self.pending and self.pending[0][0] <= until:
+            due, ts, e1, f1 = self.pending.popleft()
+            e, f = self.edone, self.fdone
+            self.edone, self.fdone = e1, f1
+            ctx.now, self.obs_ts = due, ts
+            self._quote_events(e, e1)
+            for k, row in enumerate(a.se[e:e1].tolist(), e):
+                if row[_E_EVENT] in _SYMBOL_EVENTS:
+                    if self._on_phase is not None:
+                        self._on_phase(ctx, a.se[k])
+                    continue
+                ctx._apply_event(row)
+                if self._on_order is not None:
+                    self._on_order(ctx, a.se[k])
+            for row in a.sf[f:f1].tolist():
+                self._fill(row)
+
     def _logs_moved(self) -> None:
         """Hook: the order log arrays were replaced by bigger ones."""
 
@@ -231,8 +292,12 @@ class _Driver:
             ctx.set_timer(ctx.now + self.timer_ns)
 
     def _wake(self, obs: int) -> None:
-        """on_book for an observation at exchange time ``obs`` (``self.top`` holds the book)."""
+        """on_book for an observation at exchange time ``obs`` (``self.top`` holds the book),
+        after the reports due by then (with a split response latency; else ``_deliver`` has
+        handed over every report made before ``obs``)."""
         local = obs + self.feed.draw(obs)
+        if self.split_response:
+            self._release(local)
         self.obs_ts = obs
         ctx = self.ctx
         ctx.now = local
@@ -243,6 +308,8 @@ class _Driver:
         """on_timer for the first timer (``self.top`` holds the book at its observation)."""
         ctx = self.ctx
         obs, _, local = heapq.heappop(ctx._timers)
+        if self.split_response:
+            self._release(local)
         self.obs_ts = obs
         ctx.now = local
         ctx.book = MarketView(obs, local, self.top.tolist(), self.engine, self.symbol)
@@ -286,9 +353,9 @@ class _Driver:
             self._on_order(self.ctx, self.arrays.se[k])
 
     def _fills_seen(self, ts: int) -> None:
-        """The strategy learns of the fills of a message at exchange time ``ts`` one feed
-        latency later."""
-        self.ctx.now = ts + self.feed.draw(ts)
+        """The strategy learns of the fills of a message at exchange time ``ts`` one response
+        latency later (the feed stream itself unless the model splits them)."""
+        self.ctx.now = ts + self.response.draw(ts)
         self.obs_ts = ts
 
     def _fill(self, row: tuple) -> None:
@@ -321,8 +388,8 @@ class _EngineDriver(_Driver):
     numba from one callback to the next, so Python runs once per wake-up (and, for a strategy
     that reacts to fills, once per strategy message and per message that filled it)."""
 
-    def __init__(self, engine, msgs, strategy, feed, order, trader, symbol, terms):
-        super().__init__(engine, msgs, strategy, feed, order, trader, symbol, terms)
+    def __init__(self, engine, msgs, strategy, lat, trader, symbol, terms):
+        super().__init__(engine, msgs, strategy, lat, trader, symbol, terms)
         self.arrays = C.EngineArrays(engine)
         # a strategy with its own on_fill/on_order may act between wake-ups, so the kernel stops
         # after every message that fills it; any other runs from one wake-up to the next
@@ -365,7 +432,8 @@ class _EngineDriver(_Driver):
             if status not in _DRIVE_STOPS:
                 self._grow(status)
                 continue
-            self._deliver()
+            # a wake-up or timer releases the reports due by its own local time (_wake, _fire_timer)
+            self._deliver(_MIN if status == C.WAKE or status == C.TIMER else _INF)
             if status == C.WAKE:
                 self._wake(int(self._ts[int(ds[C.D_I]) - 1]))
                 ds[C.D_NEXT_WAKE] += every
@@ -392,8 +460,8 @@ class _L2Driver(_Driver):
     trades) and the strategy's messages over an ``l2queue.L2Sim`` in numba from one callback to
     the next; the strategy's messages go to the queue model instead of the engine."""
 
-    def __init__(self, sim, events, strategy, feed, order, trader, symbol, terms, wakes):
-        super().__init__(sim, events, strategy, feed, order, trader, symbol, terms)
+    def __init__(self, sim, events, strategy, lat, trader, symbol, terms, wakes):
+        super().__init__(sim, events, strategy, lat, trader, symbol, terms)
         self.arrays = sim
         self.wakes = wakes     # ``l2queue.message_ends`` of ``events``
 
@@ -442,7 +510,8 @@ class _L2Driver(_Driver):
             if status not in _DRIVE_STOPS:
                 sim.grow(status)
                 continue
-            self._deliver()
+            # a wake-up or timer releases the reports due by its own local time (_wake, _fire_timer)
+            self._deliver(_MIN if status == C.WAKE or status == C.TIMER else _INF)
             if status == C.WAKE:
                 self._wake(int(ev["ts"][int(ds[L.D_I]) - 1]))
                 ds[L.D_WAKE] += 1
@@ -499,10 +568,8 @@ def _backtest_l2(flow, strategy, model, trader, money, fast, store_dir, engine_o
                  queue_model, info, progress, spec, fees_bps):
     """Run ``strategy`` on an ``L2Flow`` through the queue model; return a BacktestResult."""
     from exsim.replay.backtesting.l2queue import L2Sim, prepare
-    if fast is None:
-        fast = type(strategy) is QuoteStrategy
-    if fast and not isinstance(strategy, QuoteStrategy):
-        raise UsageError("fast=True needs a QuoteStrategy (an @njit quote function)")
+    lat = streams_of(model)
+    fast = _pick_fast(fast, strategy, lat, type(strategy) is QuoteStrategy)
     if store_dir is not None:
         raise UsageError("store_dir: an L2 backtest does not run through the engine, so there is "
                          "no merged order stream to journal")
@@ -516,12 +583,10 @@ def _backtest_l2(flow, strategy, model, trader, money, fast, store_dir, engine_o
         raise UsageError(f"session_close must be ns after midnight in [0, 86_400 * 10^9); got "
                          f"{close!r}")
     sim = L2Sim(events, queue_model, trader, session_close=int(close), px=prep.px)
-    feed, order = model.samplers()
     if fast:
-        olog, osent, oseq, marks = _run_fast_l2(sim, prep, strategy, feed, order, trader,
-                                                money.terms())
+        olog, osent, oseq, marks = _run_fast_l2(sim, prep, strategy, lat, trader, money.terms())
     else:
-        d = _L2Driver(sim, events, strategy, feed, order, trader, 0, money.terms(), prep.ends)
+        d = _L2Driver(sim, events, strategy, lat, trader, 0, money.terms(), prep.ends)
         d.progress = progress
         d.run()
         olog, osent, oseq, marks = d.olog[:d.nord], d.osent[:d.nord], d.oseq[:d.nord], \
@@ -537,7 +602,35 @@ def _backtest_l2(flow, strategy, model, trader, money, fast, store_dir, engine_o
                         sim.se[: sim.scnt[1]].copy(), marks.copy(), trader, money, meta)
 
 
-def _run_fast_l2(sim, prep, strat: QuoteStrategy, feed, order, trader, terms):
+def _pick_fast(fast, strategy, lat, default: bool) -> bool:
+    """Whether a backtest takes the njit path: ``fast`` as given, or ``default`` when None,
+    except that a response latency of its own needs the Python path (the njit loops apply
+    reports at once: they have no queue of reports in flight). Raises UsageError for fast=True
+    with a strategy that is not a QuoteStrategy or with a split response latency."""
+    if fast and not isinstance(strategy, QuoteStrategy):
+        raise UsageError("fast=True needs a QuoteStrategy (an @njit quote function)")
+    if lat.split_response:
+        if fast:
+            raise UsageError("fast=True: the njit path does not model a response latency of its "
+                             "own (SplitLatency(response=...)); use fast=False, or leave "
+                             "response unset (the feed latency then stands for it)")
+        return False
+    return default if fast is None else bool(fast)
+
+
+def _entry_arrays(lat, st):
+    """The order-entry streams of ``lat`` (``latency.Streams``) as the njit loops take them:
+    (modes int64[3], times 3-tuple, vals 3-tuple) by Kind; writes into ``st[S_CUROF + kind]``
+    the slot of each stream's cursor (shared streams share one: NEW's is S_ORD_CUR)."""
+    slots = {}
+    for k, s in enumerate(lat.entry):
+        slots.setdefault(id(s), (C.S_ORD_CUR, C.S_CAN_CUR, C.S_MOD_CUR)[len(slots)])
+        st[C.S_CUROF + k] = slots[id(s)]
+    return (np.array([s.mode for s in lat.entry], np.int64), tuple(s.times for s in lat.entry),
+            tuple(s.vals for s in lat.entry))
+
+
+def _run_fast_l2(sim, prep, strat: QuoteStrategy, lat, trader, terms):
     """The njit path on L2 flow: the whole loop in ``l2loop.run_quotes_l2``; Python only grows
     arrays. Returns (order log, sent times, seqs, marks), trimmed."""
     from exsim.replay.backtesting.l2loop import run_quotes_l2
@@ -546,16 +639,18 @@ def _run_fast_l2(sim, prep, strat: QuoteStrategy, feed, order, trader, terms):
     wakes = np.ascontiguousarray(prep.ends[strat.every - 1::strat.every])
     top = np.zeros(4, np.int64)
 
+    feed = lat.feed
+
     def step(olog, osent, oseq, marks):
+        modes, times, vals = _entry_arrays(lat, st)
         return run_quotes_l2(strat.fn, prep.events, wakes, st, fst, sim.px, sim.bqty, sim.best,
                              sim.so, sim.sf, sim.se, sim.scnt, sim.st, olog, osent, oseq, marks,
-                             feed.mode, feed.times, feed.vals, order.mode, order.times,
-                             order.vals, strat.state, strat.params, strat._quote, top, trader, 0,
-                             terms)
-    return _fast_loop(step, sim.grow, st, feed, order, len(wakes) + 2)
+                             feed.mode, feed.times, feed.vals, modes, times, vals, strat.state,
+                             strat.params, strat._quote, top, trader, 0, terms)
+    return _fast_loop(step, sim.grow, st, lat, len(wakes) + 2)
 
 
-def _run_fast(engine, msgs, strat: QuoteStrategy, feed, order, trader, symbol, terms):
+def _run_fast(engine, msgs, strat: QuoteStrategy, lat, trader, symbol, terms):
     """The njit path: the whole loop in ``run_quotes``; Python only grows arrays."""
     a = C.EngineArrays(engine)
     st = np.zeros(C.ST_SIZE, np.int64)
@@ -563,16 +658,19 @@ def _run_fast(engine, msgs, strat: QuoteStrategy, feed, order, trader, symbol, t
     fst = np.zeros(2, np.float64)
     top = np.zeros(4, np.int64)
 
+    feed = lat.feed
+
     def step(olog, osent, oseq, marks):
+        modes, times, vals = _entry_arrays(lat, st)
         return C.run_quotes(strat.fn, msgs, st, fst, *a.state, a.fills, a.l2, a.events, a.cnt,
                             a.sf, a.se, a.scnt, olog, osent, oseq, marks, feed.mode, feed.times,
-                            feed.vals, order.mode, order.times, order.vals, strat.state,
+                            feed.vals, modes, times, vals, strat.state,
                             strat.params, strat._quote, top, trader, ID_BASE, symbol,
                             strat.every, terms, np.int64(engine.prefetch_distance))
-    return (a, *_fast_loop(step, a.grow, st, feed, order, len(msgs) // strat.every + 2))
+    return (a, *_fast_loop(step, a.grow, st, lat, len(msgs) // strat.every + 2))
 
 
-def _fast_loop(step, grow, st, feed, order, n_marks: int):
+def _fast_loop(step, grow, st, lat, n_marks: int):
     """Run an njit quote loop, ``step(olog, osent, oseq, marks) -> status``, to the end: grow
     the order log and marks (NEED_LOG) and the latency draws (NEED_DRAWS) it asks for, anything
     else through ``grow(status)``. ``st`` is its state (``kernels.run_quotes``' layout; the
@@ -591,8 +689,9 @@ def _fast_loop(step, grow, st, feed, order, n_marks: int):
         if status == C.NEED_LOG:
             olog, osent, oseq, marks = (K.grow_array(x, 0) for x in (olog, osent, oseq, marks))
         elif status == C.NEED_DRAWS:
-            feed.ensure(int(st[C.S_FEED_CUR]) + 2)
-            order.ensure(int(st[C.S_ORD_CUR]) + 3)
+            lat.feed.ensure(int(st[C.S_FEED_CUR]) + 2)
+            for k, s in enumerate(lat.entry):
+                s.ensure(int(st[int(st[C.S_CUROF + k])]) + 3)
         else:
             grow(status)
     nord = int(st[C.S_NORD])
@@ -608,7 +707,9 @@ def backtest(flow, strategy: Strategy, *, latency=None, trader: int = DEFAULT_TR
     ``flow``: ORDER_DTYPE array sorted by ts, a ``Scenario``, a scenario name or file, a
     ``LobsterFlow``, a LOBSTER directory, or a data directory (its journaled orders).
     ``latency``: ConstantLatency / RandomLatency / RecordedLatency (None: zero; an int or a
-    (feed_ns, order_ns) pair: constant). ``trader``: the strategy's account id.
+    (feed_ns, order_ns) pair: constant), or SplitLatency (feed, order entry per command, and
+    response each its own; a response latency of its own runs on the Python path, see
+    ``fast``). ``trader``: the strategy's account id.
     ``fees_bps``: one fee rate on traded notional, in basis points, for maker and taker fills
     alike; it overrides the traded symbol's schedule (``maker_bps``/``taker_bps`` of its engine
     config), which applies when ``fees_bps`` is None (see ``replay.backtesting.money``).
@@ -621,8 +722,8 @@ def backtest(flow, strategy: Strategy, *, latency=None, trader: int = DEFAULT_TR
     option of its run; other flows only names and ticks); on L2 flow one dict of name,
     tick_size, currency, tick_value, maker_bps, taker_bps, session_close
     (``l2_symbol_spec``). ``store_dir``: journal the merged run there.
-    ``fast``: run a ``QuoteStrategy`` on the njit path (None: whenever the strategy is one; L3
-    flow only). ``queue_model``: for L2-only flow (``L2Flow``, ``BinanceData``, a Binance
+    ``fast``: run a ``QuoteStrategy`` on the njit path (None: whenever the strategy is one and
+    the latency has no response latency of its own; fast=True with one raises UsageError). ``queue_model``: for L2-only flow (``L2Flow``, ``BinanceData``, a Binance
     capture), "conservative" or "proportional", or a ``queue_models.QueueModel`` (see
     ``replay.backtesting.l2queue``).
     ``progress``: None or a callable ``progress(done, total)`` told how many of the flow's
@@ -684,16 +785,13 @@ def backtest(flow, strategy: Strategy, *, latency=None, trader: int = DEFAULT_TR
     money = money_for(sym_cfg, fees_bps)
     terms = money.terms()
     model = as_latency(latency)
-    feed, order = model.samplers()
-    if fast is None:
-        fast = isinstance(strategy, QuoteStrategy) and type(strategy) is QuoteStrategy
+    lat = streams_of(model)
+    fast = _pick_fast(fast, strategy, lat, type(strategy) is QuoteStrategy)
     if fast:
-        if not isinstance(strategy, QuoteStrategy):
-            raise UsageError("fast=True needs a QuoteStrategy (an @njit quote function)")
-        a, olog, osent, oseq, marks = _run_fast(engine, msgs, strategy, feed, order, int(trader),
-                                                sid, terms)
+        a, olog, osent, oseq, marks = _run_fast(engine, msgs, strategy, lat, int(trader), sid,
+                                                terms)
     else:
-        d = _EngineDriver(engine, msgs, strategy, feed, order, int(trader), sid, terms)
+        d = _EngineDriver(engine, msgs, strategy, lat, int(trader), sid, terms)
         d.progress = progress
         d.run()
         a, olog, osent, oseq = d.arrays, d.olog[:d.nord], d.osent[:d.nord], d.oseq[:d.nord]
