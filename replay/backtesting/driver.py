@@ -30,7 +30,8 @@ from the rule above:
   numba from one Python callback to the next (a wake-up, a timer, or, for a strategy that
   reacts to fills, each strategy message and each market message that filled it).
 - ``_run_fast`` (a ``QuoteStrategy`` on L3 flow, ``fast``): ``kernels.run_quotes`` runs the whole
-  loop inside numba, the quote function included; Python only grows arrays.
+  loop inside numba, the quote function included; Python only grows arrays. Both njit loops are
+  built per quote function (``quoteloops.quote_loop``) so a later process loads them from cache.
 - ``_L2Driver`` (a Python strategy on L2 flow): ``l2loop.drive_l2`` runs market events and the
   strategy's messages over ``l2queue``'s book in numba from one Python callback to the next.
 - ``_run_fast_l2`` (a ``QuoteStrategy`` on L2 flow, ``fast``): ``l2loop.run_quotes_l2``, the
@@ -72,6 +73,7 @@ from exsim.replay.backtesting.result import BacktestResult, build_result, strate
 from exsim.replay.backtesting.latency import as_latency, streams_of
 from exsim.replay.backtesting.kernels import ID_BASE
 from exsim.replay.backtesting.money import money_for
+from exsim.replay.backtesting.quoteloops import quote_loop
 from exsim.replay.backtesting.quoting import quote_reports
 from exsim.replay.backtesting.strategy import Context, MarketView, QuoteStrategy, Strategy
 
@@ -633,7 +635,7 @@ def _entry_arrays(lat, st):
 def _run_fast_l2(sim, prep, strat: QuoteStrategy, lat, trader, terms):
     """The njit path on L2 flow: the whole loop in ``l2loop.run_quotes_l2``; Python only grows
     arrays. Returns (order log, sent times, seqs, marks), trimmed."""
-    from exsim.replay.backtesting.l2loop import run_quotes_l2
+    loop = quote_loop("l2", strat.fn)
     st = np.zeros(C.ST_SIZE, np.int64)    # S_NEXT_WAKE: the index of the next wake-up in wakes
     fst = np.zeros(2, np.float64)
     wakes = np.ascontiguousarray(prep.ends[strat.every - 1::strat.every])
@@ -643,10 +645,10 @@ def _run_fast_l2(sim, prep, strat: QuoteStrategy, lat, trader, terms):
 
     def step(olog, osent, oseq, marks):
         modes, times, vals = _entry_arrays(lat, st)
-        return run_quotes_l2(strat.fn, prep.events, wakes, st, fst, sim.px, sim.bqty, sim.best,
-                             sim.so, sim.sf, sim.se, sim.scnt, sim.st, olog, osent, oseq, marks,
-                             feed.mode, feed.times, feed.vals, modes, times, vals, strat.state,
-                             strat.params, strat._quote, top, trader, 0, terms)
+        return loop(prep.events, wakes, st, fst, sim.px, sim.bqty, sim.best, sim.so, sim.sf,
+                    sim.se, sim.scnt, sim.st, olog, osent, oseq, marks, feed.mode, feed.times,
+                    feed.vals, modes, times, vals, strat.state, strat.params, strat._quote, top,
+                    trader, 0, terms)
     return _fast_loop(step, sim.grow, st, lat, len(wakes) + 2)
 
 
@@ -659,10 +661,11 @@ def _run_fast(engine, msgs, strat: QuoteStrategy, lat, trader, symbol, terms):
     top = np.zeros(4, np.int64)
 
     feed = lat.feed
+    loop = quote_loop("l3", strat.fn)
 
     def step(olog, osent, oseq, marks):
         modes, times, vals = _entry_arrays(lat, st)
-        return C.run_quotes(strat.fn, msgs, st, fst, *a.state, a.fills, a.l2, a.events, a.cnt,
+        return loop(msgs, st, fst, *a.state, a.fills, a.l2, a.events, a.cnt,
                             a.sf, a.se, a.scnt, olog, osent, oseq, marks, feed.mode, feed.times,
                             feed.vals, modes, times, vals, strat.state,
                             strat.params, strat._quote, top, trader, ID_BASE, symbol,
