@@ -69,7 +69,8 @@ from exsim.exchange.errors import UsageError
 from exsim.exchange.schema import EVENT_DTYPE, ORDER_DTYPE, Event, OrderType, Phase
 
 import exsim.replay.backtesting.kernels as C
-from exsim.replay.backtesting.result import BacktestResult, build_result, strategy_label
+from exsim.replay.backtesting.result import (BacktestResult, account_result, build_result,
+                                             strategy_label)
 from exsim.replay.backtesting.latency import as_latency, streams_of
 from exsim.replay.backtesting.kernels import ID_BASE
 from exsim.replay.backtesting.money import money_for
@@ -154,8 +155,14 @@ class _Driver:
     """What both Python-strategy loops share: the order log, latency draws, wake-ups, timers and
     the delivery of fills and execution reports to the strategy."""
 
-    def __init__(self, engine, msgs, strategy, lat, trader, symbol, terms):
+    def __init__(self, engine, msgs, strategy, lat, trader, symbol, terms, names=None,
+                 terms_by=None):
         self.engine, self.msgs, self.strategy = engine, msgs, strategy
+        # ``names``: symbol id -> name of each traded symbol, the first being ``symbol``;
+        # ``terms_by``: each one's Money.terms() when there are several (else None)
+        self.names = names or {symbol: str(symbol)}
+        self.multi = terms_by is not None
+        self.sym_marks = {sid: [] for sid in list(self.names)[1:]}   # the others' wake-up tops
         # ``lat``: latency.Streams; ``entry`` by Kind (NEW, CANCEL, MODIFY)
         self.feed, self.response, self.entry = lat.feed, lat.response, lat.entry
         self.split_response = lat.split_response
@@ -178,7 +185,9 @@ class _Driver:
         self.nmark = 0
         self.top = np.zeros(4, np.int64)
         self.obs_ts = int(msgs["ts"][0]) if len(msgs) else 0
-        self.ctx = Context(self, ID_BASE, terms)
+        self.ctx = Context(self, ID_BASE, terms, {sid: (self.names[sid], t)
+                                                  for sid, t in terms_by.items()}
+                           if self.multi else None)
         self.fdone = self.edone = 0        # strategy fills / events delivered so far
         self._bind_callbacks()
         self.progress = None   # callable(done, total) of market messages, or None
@@ -190,8 +199,21 @@ class _Driver:
             self.progress(int(done), len(self.msgs))
 
     # called by Context
+    def traded(self, symbol) -> int:
+        """Return the id of ``symbol`` (name or id; None: the first traded one). Raises
+        UsageError for a symbol the backtest does not trade."""
+        if symbol is None:
+            return self.symbol
+        for sid, name in self.names.items():
+            if symbol == name or (type(symbol) is not bool and isinstance(symbol, (int, np.integer))
+                                  and symbol == sid):
+                return sid
+        raise UsageError(f"symbol {symbol!r} is not traded in this backtest (it trades "
+                         f"{', '.join(map(repr, self.names.values()))}; pass symbol=[...] to "
+                         "backtest to trade several)")
+
     def send(self, kind, side, oid, price, qty, tif, flags, otype, local, stop_price=0,
-             display_qty=0, min_qty=0, expire_ts=0) -> None:
+             display_qty=0, min_qty=0, expire_ts=0, symbol=None) -> None:
         arrival = max(local + self.entry[kind].draw(local), self.last_arr)
         self.last_arr = arrival
         k = self.nord
@@ -200,8 +222,9 @@ class _Driver:
                                                 for a in (self.olog, self.osent, self.oseq))
             self._logs_moved()
         # one tuple assignment, in ORDER_DTYPE's field order (a field at a time costs 10x more)
-        self.olog[k] = (arrival, oid, price, qty, self.symbol, self.trader, kind, otype, tif,
-                        flags, side, stop_price, display_qty, min_qty, expire_ts, 0)   # phase 0
+        self.olog[k] = (arrival, oid, price, qty, self.symbol if symbol is None else symbol,
+                        self.trader, kind, otype, tif, flags, side, stop_price, display_qty,
+                        min_qty, expire_ts, 0)   # phase 0
         self.osent[k] = local
         self.nord = k + 1
 
@@ -304,6 +327,8 @@ class _Driver:
         ctx = self.ctx
         ctx.now = local
         ctx.book = book = MarketView(obs, local, self.top.tolist(), self.engine, self.symbol)
+        if self.multi:
+            self._books(obs, local)
         self.strategy.on_book(ctx, book)
 
     def _fire_timer(self) -> None:
@@ -315,9 +340,23 @@ class _Driver:
         self.obs_ts = obs
         ctx.now = local
         ctx.book = MarketView(obs, local, self.top.tolist(), self.engine, self.symbol)
+        if self.multi:
+            self._books(obs, local)
         self.strategy.on_timer(ctx, local)
         if self.timer_ns:
             ctx.set_timer(local + self.timer_ns)
+
+    def _books(self, obs: int, local: int) -> None:
+        """Several instruments: ``ctx.books`` gets every traded symbol's book at this wake-up
+        (the first one's is ``ctx.book``), and the others' tops join their marks."""
+        ctx = self.ctx
+        ctx.books = {self.names[self.symbol]: ctx.book}
+        st, top = self.arrays.state, np.zeros(4, np.int64)
+        for sid, marks in self.sym_marks.items():
+            C.read_top(st.books, st.levels, st.ladder_levels, sid, top)
+            t = top.tolist()
+            marks.append((obs, *t))
+            ctx.books[self.names[sid]] = MarketView(obs, local, t, self.engine, sid)
 
     def _bind_callbacks(self) -> None:
         """Look up once which callbacks do something: building the numpy row for ``on_order``
@@ -390,9 +429,10 @@ class _EngineDriver(_Driver):
     numba from one callback to the next, so Python runs once per wake-up (and, for a strategy
     that reacts to fills, once per strategy message and per message that filled it)."""
 
-    def __init__(self, engine, msgs, strategy, lat, trader, symbol, terms):
-        super().__init__(engine, msgs, strategy, lat, trader, symbol, terms)
+    def __init__(self, engine, msgs, strategy, lat, trader, symbol, terms, names=None,
+                 terms_by=None):
         self.arrays = C.EngineArrays(engine)
+        super().__init__(engine, msgs, strategy, lat, trader, symbol, terms, names, terms_by)
         # a strategy with its own on_fill/on_order may act between wake-ups, so the kernel stops
         # after every message that fills it; any other runs from one wake-up to the next
         self.react = self._on_fill is not None or self._on_order is not None
@@ -462,8 +502,9 @@ class _L2Driver(_Driver):
     trades) and the strategy's messages over an ``l2queue.L2Sim`` in numba from one callback to
     the next; the strategy's messages go to the queue model instead of the engine."""
 
-    def __init__(self, sim, events, strategy, lat, trader, symbol, terms, wakes):
-        super().__init__(sim, events, strategy, lat, trader, symbol, terms)
+    def __init__(self, sim, events, strategy, lat, trader, symbol, terms, wakes, name=None):
+        super().__init__(sim, events, strategy, lat, trader, symbol, terms,
+                         {symbol: name or str(symbol)})
         self.arrays = sim
         self.wakes = wakes     # ``l2queue.message_ends`` of ``events``
 
@@ -588,7 +629,8 @@ def _backtest_l2(flow, strategy, model, trader, money, fast, store_dir, engine_o
     if fast:
         olog, osent, oseq, marks = _run_fast_l2(sim, prep, strategy, lat, trader, money.terms())
     else:
-        d = _L2Driver(sim, events, strategy, lat, trader, 0, money.terms(), prep.ends)
+        d = _L2Driver(sim, events, strategy, lat, trader, 0, money.terms(), prep.ends,
+                      spec["name"])
         d.progress = progress
         d.run()
         olog, osent, oseq, marks = d.olog[:d.nord], d.osent[:d.nord], d.oseq[:d.nord], \
@@ -716,7 +758,13 @@ def backtest(flow, strategy: Strategy, *, latency=None, trader: int = DEFAULT_TR
     ``fees_bps``: one fee rate on traded notional, in basis points, for maker and taker fills
     alike; it overrides the traded symbol's schedule (``maker_bps``/``taker_bps`` of its engine
     config), which applies when ``fees_bps`` is None (see ``replay.backtesting.money``).
-    ``symbol``: which symbol the strategy trades (id or name; needed when the flow has several).
+    ``symbol``: which symbol the strategy trades (id or name; needed when the flow has several),
+    or a list of them: several instruments from one account (L3 flow, Python path): the
+    strategy sees every one's book (``ctx.books``, by name; ``book`` is the first's), sends to
+    any (``ctx.buy(..., symbol=)``; default the first), holds a position per symbol
+    (``ctx.positions``; ``ctx.position`` is the first's) and one cash and fee total, each fill
+    in its symbol's terms; they must share one money unit. The result is the account's, with
+    each symbol's own in ``result.by_symbol`` (``result.account_result``).
     ``engine_options``: keyword arguments of ``Engine`` (e.g. ``{"stp": "cancel_resting"}``);
     a data directory's flow starts from its run's stp and ownership and these override them.
     ``symbols``: ``Engine.add_symbol`` keyword dicts, one per symbol id (name, tick_size,
@@ -749,7 +797,13 @@ def backtest(flow, strategy: Strategy, *, latency=None, trader: int = DEFAULT_TR
         raise UsageError(f"trader must fit in uint32; got {trader}")
     if not isinstance(strategy, Strategy):
         raise UsageError(f"strategy must be a replay.Strategy instance; got {type(strategy)}")
+    if isinstance(symbol, (list, tuple)) and len(symbol) == 1:
+        symbol = symbol[0]      # one symbol in a list: the plain one-symbol backtest
+    several = isinstance(symbol, (list, tuple))
     if isinstance(orders, L2Flow):
+        if several:
+            raise UsageError("symbol=[...]: several instruments in one backtest run on L3 flow "
+                             "only for now (an L2 flow has one symbol)")
         spec = l2_symbol_spec(orders, symbols)
         money = _l2_money(orders, spec, fees_bps)
         if symbol is not None and symbol not in (0, orders.name, spec["name"]):
@@ -777,7 +831,12 @@ def backtest(flow, strategy: Strategy, *, latency=None, trader: int = DEFAULT_TR
     elif specs is None:
         specs = symbol_specs(None, n_sym)
     engine = engine_for(specs, engine_options)
-    n_names = len(engine.config()["symbols"])
+    cfgs = engine.config()["symbols"]
+    n_names = len(cfgs)
+    sids = None
+    if several:
+        sids = _traded_symbols(engine, symbol)
+        symbol = sids[0]
     if symbol is None:
         if n_names != 1:
             names = [s["name"] for s in engine.config()["symbols"]]
@@ -789,12 +848,25 @@ def backtest(flow, strategy: Strategy, *, latency=None, trader: int = DEFAULT_TR
     terms = money.terms()
     model = as_latency(latency)
     lat = streams_of(model)
+    names, terms_by, monies = {sid: sym_cfg["name"]}, None, [money]
+    if sids is not None:
+        if fast:
+            raise UsageError("fast=True: several symbols run on the Python path (the njit "
+                             "quote loop quotes one)")
+        fast = False
+        names = {k: cfgs[k]["name"] for k in sids}
+        monies = [money_for(cfgs[k], fees_bps) for k in sids]
+        if len({m.unit for m in monies}) > 1:
+            raise UsageError("symbol=[...]: one account holds one cash in one currency; these "
+                             "symbols' money is in " + ", ".join(
+                                 f"{names[k]}: {m.unit}" for k, m in zip(sids, monies)))
+        terms_by = {k: m.terms() for k, m in zip(sids, monies)}
     fast = _pick_fast(fast, strategy, lat, type(strategy) is QuoteStrategy)
     if fast:
         a, olog, osent, oseq, marks = _run_fast(engine, msgs, strategy, lat, int(trader), sid,
                                                 terms)
     else:
-        d = _EngineDriver(engine, msgs, strategy, lat, int(trader), sid, terms)
+        d = _EngineDriver(engine, msgs, strategy, lat, int(trader), sid, terms, names, terms_by)
         d.progress = progress
         d.run()
         a, olog, osent, oseq = d.arrays, d.olog[:d.nord], d.osent[:d.nord], d.oseq[:d.nord]
@@ -805,11 +877,30 @@ def backtest(flow, strategy: Strategy, *, latency=None, trader: int = DEFAULT_TR
             "symbol_name": sym_cfg["name"], "fees_bps": fees_bps,
             "n_market": int(len(msgs)), "path": "njit" if fast else "python",
             "strategy": strategy_label(strategy), **info}
-    result = build_result(olog.copy(), osent.copy(), oseq.copy(), a.sf[: a.scnt[0]].copy(),
-                          a.se[: a.scnt[1]].copy(), marks.copy(), int(trader), money, meta)
+    if sids is not None:
+        meta["symbols"] = list(names.values())
+        result = account_result(
+            olog.copy(), osent.copy(), oseq.copy(), a.sf[: a.scnt[0]].copy(),
+            a.se[: a.scnt[1]].copy(), marks.copy(), int(trader), meta,
+            [(k, names[k], m, marks.copy() if k == sid else np.array(d.sym_marks[k], C.MARK_DTYPE))
+             for k, m in zip(sids, monies)])
+    else:
+        result = build_result(olog.copy(), osent.copy(), oseq.copy(), a.sf[: a.scnt[0]].copy(),
+                              a.se[: a.scnt[1]].copy(), marks.copy(), int(trader), money, meta)
     if store_dir is not None:
         _journal(store_dir, engine, msgs, olog, oseq, result.meta)
     return result
+
+
+def _traded_symbols(engine, symbols) -> list[int]:
+    """Return the ids of ``symbols`` (names or ids, ``backtest(symbol=[...])``), in order.
+    Raises UsageError for an empty list, an unknown symbol or one named twice."""
+    if not symbols:
+        raise UsageError("symbol=[...] must name at least one symbol")
+    sids = [engine.symbol_id(s) for s in symbols]
+    if len(set(sids)) != len(sids):
+        raise UsageError(f"symbol=[...] names a symbol twice: {list(symbols)!r}")
+    return sids
 
 
 def _journal(store_dir, engine, msgs, olog, oseq, meta, batch: int = 65536) -> None:
