@@ -26,6 +26,11 @@ exsim's ``InventoryMarketMaker`` (Python API), and hftbacktest's njit loop
 the same run): replay >= 1.5x hftbacktest's, njit market maker >= 1.2x hftbacktest's, Python
 market maker >= 0.5x hftbacktest's njit one. hftbacktest 2.4 needs numpy < 2.3: run this in a
 venv with the ``bench`` extra. ``--only l2`` (or ``l3``) runs one half.
+nautilus_trader (when importable; 1.221 is the newest for Python 3.11) runs beside them, no
+target: the same events replayed into an L2_MBP ``BacktestEngine`` with no strategy, and the
+same market-maker rule as a nautilus ``Strategy`` waking at the same message counts (1 ms order
+latency through its ``LatencyModel``; nautilus has no feed latency of its own, and its fills
+follow its own matching with ``trade_execution``: a different queue model from the others').
 
 Every round runs each measurement once, interleaved (A B C A B C ...), after one warm-up round
 (compilation excluded); figures are medians over rounds and ratios are taken within the run,
@@ -112,7 +117,148 @@ def _l2_cases():
         if not _smoke.enabled():    # its njit strategy compiles for ~15 s: not for a smoke run
             cases["hftbacktest_l2_mm_njit_events_per_s"] = (events, _hbt_market_maker(rows,
                                                                                       wake_ts))
+    if _nautilus_missing() is None and not _smoke.enabled():   # seconds a round: not in smoke
+        nt = _nautilus_data(ev, ends)
+        cases["nautilus_l2_replay_events_per_s"] = (events, lambda: _nt_run(nt, None))
+        cases["nautilus_l2_mm_events_per_s"] = (events, lambda: _nt_run(nt, _NtMarketMaker))
     return cases, why
+
+
+def _nautilus_missing():
+    """Why nautilus_trader cannot run here (None when it can)."""
+    try:
+        import nautilus_trader   # noqa: F401
+    except ImportError as e:
+        return f"not installed ({e}); pip install nautilus_trader (1.221 on Python 3.11)"
+    return None
+
+
+def _nautilus_data(ev, ends):
+    """nautilus_trader's objects for the merged stream ``ev`` (built once, outside the timing):
+    (instrument, book deltas, trades). Depth rows become L2_MBP ``OrderBookDelta`` UPDATEs
+    (DELETE at qty 0) in the stream's order, the last row of each message flagged F_LAST;
+    trades ``TradeTick``s; prices in 0.01 USDT, sizes in BTC (every lot count of the sample is a
+    whole number of 1e-6 BTC, the instrument's size step)."""
+    import numpy as np
+    from nautilus_trader.model.data import BookOrder, OrderBookDelta, TradeTick
+    from nautilus_trader.model.enums import AggressorSide, BookAction, OrderSide, RecordFlag
+    from nautilus_trader.model.identifiers import TradeId
+    from nautilus_trader.model.objects import Price, Quantity
+    from nautilus_trader.test_kit.providers import TestInstrumentProvider
+
+    from exsim.replay.backtesting.l2queue import EV_TRADE
+    inst = TestInstrumentProvider.btcusdt_binance()
+    iid = inst.id
+    last = np.zeros(len(ev), bool)
+    last[ends - 1] = True
+    deltas, trades = [], []
+    for k, (ts, kind, side, price, qty) in enumerate(zip(
+            ev["ts"].tolist(), ev["kind"].tolist(), ev["side"].tolist(), ev["price"].tolist(),
+            ev["qty"].tolist())):
+        px, size = Price(price / 100, 2), Quantity(qty / 1e8, 6)
+        if kind == EV_TRADE:
+            trades.append(TradeTick(iid, px, size, AggressorSide.BUYER if side == 0
+                                    else AggressorSide.SELLER, TradeId(str(k)), ts, ts))
+        else:
+            deltas.append(OrderBookDelta(
+                iid, BookAction.DELETE if qty == 0 else BookAction.UPDATE,
+                BookOrder(OrderSide.BUY if side == 0 else OrderSide.SELL, px, size, 0),
+                RecordFlag.F_LAST if last[k] else 0, 0, ts, ts))
+    return inst, deltas, trades
+
+
+def _NtMarketMaker():   # noqa: N802 (a class factory: nautilus is imported only when it runs)
+    """nautilus_trader's Strategy with exsim's market-maker rule (``mm_quotes``, as
+    ``_hbt_market_maker``): every ``L2_EVERY``-th market message (a book message's F_LAST
+    delta, or a trade) it quotes ``L2_SIZE`` lots at the touch skewed by position // ``L2_SIZE``
+    within 10 x ``L2_SIZE``, replacing a quote whose price changed."""
+    from nautilus_trader.model.enums import BookType, OrderSide, RecordFlag, TimeInForce
+    from nautilus_trader.model.objects import Price, Quantity
+    from nautilus_trader.trading.strategy import Strategy as NtStrategy
+
+    class NtMarketMaker(NtStrategy):
+        def __init__(self, iid):
+            super().__init__()
+            self.iid, self.n, self.wakes = iid, 0, 0
+            self.live = {OrderSide.BUY: (None, 0), OrderSide.SELL: (None, 0)}
+
+        def on_start(self):
+            self.subscribe_order_book_deltas(self.iid, book_type=BookType.L2_MBP)
+            self.subscribe_trade_ticks(self.iid)
+
+        def on_order_book_deltas(self, deltas):
+            for d in deltas.deltas:
+                if d.flags & RecordFlag.F_LAST:
+                    self._message()
+
+        def on_trade_tick(self, tick):
+            self._message()
+
+        def _message(self):
+            self.n += 1
+            if self.n % L2_EVERY:
+                return
+            self.wakes += 1
+            book = self.cache.order_book(self.iid)
+            bb, ba = book.best_bid_price(), book.best_ask_price()
+            if bb is None or ba is None:
+                return
+            bt, at = round(bb.as_double() * 100), round(ba.as_double() * 100)
+            pos = round(float(self.portfolio.net_position(self.iid)) * 1e8)
+            skew = pos // L2_SIZE
+            bid, ask = min(bt - skew, at - 1), max(at - skew, bt + 1)
+            for side, px, room in ((OrderSide.BUY, bid, pos + L2_SIZE <= 10 * L2_SIZE),
+                                   (OrderSide.SELL, ask, pos - L2_SIZE >= -10 * L2_SIZE)):
+                order, at_px = self.live[side]
+                live = order is not None and not order.is_closed
+                if live and px == at_px:
+                    continue
+                if live:
+                    self.cancel_order(order)
+                if room:
+                    order = self.order_factory.limit(self.iid, side, Quantity(L2_SIZE / 1e8, 6),
+                                                     Price(px / 100, 2),
+                                                     time_in_force=TimeInForce.GTC)
+                    self.submit_order(order)
+                    self.live[side] = (order, px)
+    return NtMarketMaker
+
+
+def _nt_run(nt, strategy_class):
+    """One nautilus_trader backtest of ``nt`` (``_nautilus_data``), timed whole: the engine, an
+    L2_MBP venue (1 ms order latency, trades fill resting orders: ``trade_execution``), the
+    data, and the run; with ``strategy_class`` (``_NtMarketMaker``) or none (replay)."""
+    from nautilus_trader.backtest.engine import BacktestEngine, BacktestEngineConfig
+    from nautilus_trader.backtest.models import LatencyModel
+    from nautilus_trader.config import LoggingConfig
+    from nautilus_trader.model.currencies import BTC, USDT
+    from nautilus_trader.model.enums import AccountType, BookType, OmsType
+    from nautilus_trader.model.identifiers import TraderId, Venue
+    from nautilus_trader.model.objects import Money
+
+    inst, deltas, trades = nt
+    eng = BacktestEngine(config=BacktestEngineConfig(trader_id=TraderId("BT-001"),
+                                                     logging=LoggingConfig(bypass_logging=True)))
+    eng.add_venue(venue=Venue("BINANCE"), oms_type=OmsType.NETTING,
+                  account_type=AccountType.CASH,
+                  starting_balances=[Money(10_000_000, USDT), Money(1_000, BTC)],
+                  book_type=BookType.L2_MBP, latency_model=LatencyModel(L2_LATENCY),
+                  trade_execution=True)
+    eng.add_instrument(inst)
+    # why two calls: the engine tells book data by the first item of a call; the second call's
+    # sort merges the trades in by ts
+    eng.add_data(deltas, sort=False)
+    eng.add_data(trades, sort=True)
+    if strategy_class is not None:
+        s = strategy_class()(inst.id)
+        eng.add_strategy(s)
+    eng.run()
+    if strategy_class is not None:
+        WORK["nautilus_l2_mm"] = {
+            "filled_orders": len([o for o in eng.cache.orders() if o.filled_qty > 0]),
+            "position_lots": round(float(eng.portfolio.net_position(inst.id)) * 1e8),
+            "wake_ups": s.wakes}
+    eng.dispose()
 
 
 def _work(res) -> dict:
@@ -309,6 +455,12 @@ def main() -> None:
         for k in [k for k in rows if k.startswith("exsim_l2_mm_")]:
             ratios[k.replace("_events_per_s", "") + "_vs_hftbacktest_mm_njit"] = rmed(
                 k, "hftbacktest_l2_mm_njit_events_per_s", 1, 1)
+    if "nautilus_l2_replay_events_per_s" in rows:
+        ratios["exsim_l2_replay_vs_nautilus_replay"] = rmed(
+            "exsim_l2_replay_events_per_s", "nautilus_l2_replay_events_per_s", 1, 1)
+        for k in [k for k in rows if k.startswith("exsim_l2_mm_")]:
+            ratios[k.replace("_events_per_s", "") + "_vs_nautilus_mm"] = rmed(
+                k, "nautilus_l2_mm_events_per_s", 1, 1)
     targets = {"njit_strategy_events_per_s": 5e6, "python_strategy_every_100_events_per_s": 1e6}
     # the L2 targets are ratios to hftbacktest in the same run (issue 37)
     ratio_targets = {"exsim_l2_replay_vs_hftbacktest_replay": 1.5,
@@ -324,6 +476,8 @@ def main() -> None:
         print(f"| {k:48} | {v:11.2f}x | {t and f'{t:.2f}x' or '':>10} |")
     if hbt_missing:
         print(f"hftbacktest: {hbt_missing}")
+    if args.only != "l3" and _nautilus_missing():
+        print(f"nautilus_trader: {_nautilus_missing()}")
     out = {"workload": f"uniform_flow(n={args.n}, seed 7), 1 symbol, mm_quotes every 100 "
                        "messages, zero latency; events = the n market messages in every L3 row; "
                        "Binance BTCUSDT 2024-08-08 sample (L2 rows + "
@@ -335,7 +489,9 @@ def main() -> None:
            "loadavg_1min": {"start": load0, "end": os.getloadavg()[0]},
            **rows, "ratios": ratios, "targets": targets, "ratio_targets": ratio_targets,
            "work": WORK,
-           "hftbacktest": hbt_missing or "measured"}
+           "hftbacktest": hbt_missing or "measured",
+           "nautilus_trader": ("measured" if "nautilus_l2_replay_events_per_s" in rows
+                               else _nautilus_missing() or "not run (smoke or --only l3)")}
     path = _smoke.report_path(args.out, "backtest.json")
     with open(path, "w") as fh:
         json.dump(out, fh, indent=2)

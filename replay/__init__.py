@@ -31,7 +31,7 @@ _EXPORTS = {
     "backtest": "backtesting.driver", "BacktestResult": "backtesting.result",
     "L2Flow": "backtesting.l2queue",
     "ConstantLatency": "backtesting.latency", "RandomLatency": "backtesting.latency",
-    "RecordedLatency": "backtesting.latency",
+    "RecordedLatency": "backtesting.latency", "SplitLatency": "backtesting.latency",
     "Strategy": "backtesting.strategy", "QuoteStrategy": "backtesting.strategy",
     "Context": "backtesting.strategy",
     "sweep": "backtesting.grid", "whatif": "backtesting.counterfactual",

@@ -16,11 +16,10 @@ the library passes them, so what it compiles is what later runs load from numba'
 - ``backtest``  an L3 backtest with a Python strategy and one with the compiled QuoteStrategy,
                 and on a 2-row L2 book with two trades, per queue model, a Python strategy
                 (``l2loop.drive_l2``) and the compiled QuoteStrategy (``l2loop.run_quotes_l2``),
-                once with the fill model's options on. The quote loops themselves
-                (``run_quotes_l2``, ``kernels.run_quotes``) take the quote function as an
-                argument, which numba's cache does not match in a later process
-                (numba/numba#6264): they compile again in each process (2-3 s, 6-7 s); what
-                this group leaves cached for them is the kernels they call
+                once with the fill model's options on. The quote loops
+                (``run_quotes_l2``, ``kernels.run_quotes``) are cached per quote function
+                (``replay.backtesting.quoteloops``, numba/numba#6264): this group leaves
+                them cached for the example market maker's ``mm_quotes``
 - ``threads``   the sharded engine (``Engine(threads=2)``)
 
 ``engine`` runs first; the others need its data directory and are independent of each other,

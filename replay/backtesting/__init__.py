@@ -11,6 +11,9 @@ Modules (a reader starts at ``driver``):
 - ``latency``       feed and order-entry latency models behind one interface
 - ``l2queue``       L2-only flows (Binance aggregates): the replayed book and the strategy's queue
                     positions, the prepared (merged, ranked) event stream
+- ``several``       several L2 flows (one symbol each) from one account (``backtest([a, b])``)
+- ``quoteloops``    the njit quote loops built per quote function, so numba's cache keeps
+                    them across processes (numba#6264)
 - ``l2loop``        the compiled L2 loops (Python strategies between wake-ups, njit quote
                     strategies whole); compiled only when an L2 backtest runs
 - ``queue_models``  fill models behind one interface (``ConservativeQueue``, ``ProportionalQueue``

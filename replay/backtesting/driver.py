@@ -7,28 +7,38 @@ level behind everything that arrived before it and fills only once those are con
 Timing model (all in int64 ns, see ``replay.backtesting.latency``):
 - A wake-up observes the book after some market message at exchange time ``t`` (``on_book``
   every N messages, or a fill, or a timer). The strategy runs at local time ``t + feed``; what it
-  sends reaches the engine at ``local + order`` (never before its previous message).
+  sends reaches the engine at ``local + order`` (the order-entry latency of its command: NEW,
+  CANCEL or MODIFY; never before its previous message: one connection keeps its order).
 - A strategy message arriving at ``a`` is processed after every market message with
   ``ts <= a`` (ties go to the market: the conservative choice) and before the first with ts > a.
 - Fills and execution reports of strategy orders are delivered in engine order; the strategy
-  learns of a message's fills one feed latency after it. The symbol events of the traded symbol
+  learns of a message's fills one response latency after it (the feed latency unless the model
+  gives response its own, ``SplitLatency``). With a response latency of its own, every report
+  of a message (acks and cancels too) is due at ``ts + response`` (never before the previous
+  message's: in order), and a wake-up or timer at local time ``L`` sees only the reports due by
+  ``L``; the rest come at a later callback. Without one, a wake-up first gets every report made
+  before its observation. The symbol events of the traded symbol
   (PHASE, INDICATIVE, UNCROSS; docs/semantics.md, "Trading phases") go to ``on_phase`` in the
   same order; a strategy that overrides ``on_phase`` is stopped right after every message that
   made one (market messages then go through the engine one at a time, still inside numba). A strategy that overrides ``on_fill``
   or ``on_order`` is stopped right after every message that fills it, so what it sends goes in
   before any later market message; any other acts only at its wake-ups and timers.
 
-Three loops run this model, one per kind of strategy and flow, all taking their order of work
+The loops below run this model, one per kind of strategy and flow, all taking their order of work
 from the rule above:
 - ``_EngineDriver`` (a Python strategy on L3 flow): ``kernels.drive`` runs the merged stream in
   numba from one Python callback to the next (a wake-up, a timer, or, for a strategy that
   reacts to fills, each strategy message and each market message that filled it).
 - ``_run_fast`` (a ``QuoteStrategy`` on L3 flow, ``fast``): ``kernels.run_quotes`` runs the whole
-  loop inside numba, the quote function included; Python only grows arrays.
+  loop inside numba, the quote function included; Python only grows arrays. Both njit loops are
+  built per quote function (``quoteloops.quote_loop``) so a later process loads them from cache.
 - ``_L2Driver`` (a Python strategy on L2 flow): ``l2loop.drive_l2`` runs market events and the
   strategy's messages over ``l2queue``'s book in numba from one Python callback to the next.
 - ``_run_fast_l2`` (a ``QuoteStrategy`` on L2 flow, ``fast``): ``l2loop.run_quotes_l2``, the
   whole L2 loop with the quote function inside numba.
+- ``several.L2SeveralDriver`` (a Python strategy on a list of L2 flows): ``drive_l2`` per flow,
+  every flow stopped at the same instants. Several symbols of one L3 flow (``symbol=[...]``)
+  run on ``_EngineDriver``, which then shows the strategy every traded symbol's book.
 The numba loops on L3 hand the engine whole slices of market messages (one ``process_batch``
 call each). A ``QuoteStrategy``'s rules (``replay.backtesting.quoting``) are the same compiled
 functions on every path.
@@ -50,6 +60,7 @@ Determinism: the same flow, strategy, latency model (and seed) give byte-identic
 
 from __future__ import annotations
 
+import collections
 import heapq
 import json
 
@@ -61,10 +72,12 @@ from exsim.exchange.errors import UsageError
 from exsim.exchange.schema import EVENT_DTYPE, ORDER_DTYPE, Event, OrderType, Phase
 
 import exsim.replay.backtesting.kernels as C
-from exsim.replay.backtesting.result import BacktestResult, build_result, strategy_label
-from exsim.replay.backtesting.latency import as_latency
+from exsim.replay.backtesting.result import (BacktestResult, account_result, build_result,
+                                             strategy_label)
+from exsim.replay.backtesting.latency import as_latency, streams_of
 from exsim.replay.backtesting.kernels import ID_BASE
 from exsim.replay.backtesting.money import money_for
+from exsim.replay.backtesting.quoteloops import quote_loop
 from exsim.replay.backtesting.quoting import quote_reports
 from exsim.replay.backtesting.strategy import Context, MarketView, QuoteStrategy, Strategy
 
@@ -145,9 +158,20 @@ class _Driver:
     """What both Python-strategy loops share: the order log, latency draws, wake-ups, timers and
     the delivery of fills and execution reports to the strategy."""
 
-    def __init__(self, engine, msgs, strategy, feed, order, trader, symbol, terms):
+    def __init__(self, engine, msgs, strategy, lat, trader, symbol, terms, names=None,
+                 terms_by=None):
         self.engine, self.msgs, self.strategy = engine, msgs, strategy
-        self.feed, self.order = feed, order
+        # ``names``: symbol id -> name of each traded symbol, the first being ``symbol``;
+        # ``terms_by``: each one's Money.terms() when there are several (else None)
+        self.names = names or {symbol: str(symbol)}
+        self.multi = terms_by is not None
+        self.sym_marks = {sid: [] for sid in list(self.names)[1:]}   # the others' wake-up tops
+        # ``lat``: latency.Streams; ``entry`` by Kind (NEW, CANCEL, MODIFY)
+        self.feed, self.response, self.entry = lat.feed, lat.response, lat.entry
+        self.split_response = lat.split_response
+        self.pending = collections.deque()   # split_response: (due, seq, ts, e end, f end)
+        self.fstamp = self.estamp = 0        # strategy fills / events given a due time so far
+        self.last_due = _MIN
         self.trader, self.symbol = trader, symbol
         self.olog = C.new_order_log(256)
         self.osent = np.zeros(len(self.olog), np.int64)
@@ -164,7 +188,9 @@ class _Driver:
         self.nmark = 0
         self.top = np.zeros(4, np.int64)
         self.obs_ts = int(msgs["ts"][0]) if len(msgs) else 0
-        self.ctx = Context(self, ID_BASE, terms)
+        self.ctx = Context(self, ID_BASE, terms, {sid: (self.names[sid], t)
+                                                  for sid, t in terms_by.items()}
+                           if self.multi else None)
         self.fdone = self.edone = 0        # strategy fills / events delivered so far
         self._bind_callbacks()
         self.progress = None   # callable(done, total) of market messages, or None
@@ -176,9 +202,22 @@ class _Driver:
             self.progress(int(done), len(self.msgs))
 
     # called by Context
+    def traded(self, symbol) -> int:
+        """Return the id of ``symbol`` (name or id; None: the first traded one). Raises
+        UsageError for a symbol the backtest does not trade."""
+        if symbol is None:
+            return self.symbol
+        for sid, name in self.names.items():
+            if symbol == name or (type(symbol) is not bool and isinstance(symbol, (int, np.integer))
+                                  and symbol == sid):
+                return sid
+        raise UsageError(f"symbol {symbol!r} is not traded in this backtest (it trades "
+                         f"{', '.join(map(repr, self.names.values()))}; pass symbol=[...] to "
+                         "backtest to trade several)")
+
     def send(self, kind, side, oid, price, qty, tif, flags, otype, local, stop_price=0,
-             display_qty=0, min_qty=0, expire_ts=0) -> None:
-        arrival = max(local + self.order.draw(local), self.last_arr)
+             display_qty=0, min_qty=0, expire_ts=0, symbol=None) -> None:
+        arrival = max(local + self.entry[kind].draw(local), self.last_arr)
         self.last_arr = arrival
         k = self.nord
         if k == len(self.olog):
@@ -186,17 +225,24 @@ class _Driver:
                                                 for a in (self.olog, self.osent, self.oseq))
             self._logs_moved()
         # one tuple assignment, in ORDER_DTYPE's field order (a field at a time costs 10x more)
-        self.olog[k] = (arrival, oid, price, qty, self.symbol, self.trader, kind, otype, tif,
-                        flags, side, stop_price, display_qty, min_qty, expire_ts, 0)   # phase 0
+        self.olog[k] = (arrival, oid, price, qty, self.symbol if symbol is None else symbol,
+                        self.trader, kind, otype, tif, flags, side, stop_price, display_qty,
+                        min_qty, expire_ts, 0)   # phase 0
         self.osent[k] = local
         self.nord = k + 1
 
-    def _deliver(self) -> None:
+    def _deliver(self, until: int = _INF) -> None:
         """Hand the strategy its new execution reports and fills in engine order (by seq:
-        a message's events, then its fills); each message that filled it takes one feed sample
-        at its ts, which is when the strategy learns of the fill (plus that latency)."""
+        a message's events, then its fills); each message that filled it takes one response
+        sample at its ts, which is when the strategy learns of the fill (plus that latency).
+        With a response latency of its own (``split_response``) only the reports due by local
+        time ``until`` go now (``_stamp``/``_release``); the rest wait for a later callback."""
         a = self.arrays
         f1, e1 = int(a.scnt[0]), int(a.scnt[1])
+        if self.split_response:
+            self._stamp(f1, e1)
+            self._release(until)
+            return
         f, e = self.fdone, self.edone
         if f == f1 and e == e1:
             return
@@ -217,6 +263,49 @@ class _Driver:
                     self._fill(frows[fk])
                     fk += 1
 
+    def _stamp(self, f1: int, e1: int) -> None:
+        """Give each message that made new strategy reports (se[estamp:e1], sf[fstamp:f1]) its
+        due time: its ts plus one response sample, never before the previous message's (one
+        connection delivers in order), queued in ``pending``."""
+        a = self.arrays
+        f, e = self.fstamp, self.estamp
+        if f == f1 and e == e1:
+            return
+        self.fstamp, self.estamp = f1, e1
+        fseq, fts = a.sf["seq"][f:f1].tolist(), a.sf["ts"][f:f1].tolist()
+        eseq, ets = a.se["seq"][e:e1].tolist(), a.se["ts"][e:e1].tolist()
+        fk = ek = 0
+        while fk < len(fseq) or ek < len(eseq):
+            seq = min(fseq[fk] if fk < len(fseq) else _INF, eseq[ek] if ek < len(eseq) else _INF)
+            ts = fts[fk] if fk < len(fseq) and fseq[fk] == seq else ets[ek]
+            while ek < len(eseq) and eseq[ek] == seq:
+                ek += 1
+            while fk < len(fseq) and fseq[fk] == seq:
+                fk += 1
+            due = self.last_due = max(ts + self.response.draw(ts), self.last_due)
+            self.pending.append((due, ts, e + ek, f + fk))
+
+    def _release(self, until: int) -> None:
+        """Deliver the queued reports due by local time ``until``, in order, each message's at
+        its due time (``ctx.now``): events (``_report``), then fills."""
+        a, ctx = self.arrays, self.ctx
+        while self.pending and self.pending[0][0] <= until:
+            due, ts, e1, f1 = self.pending.popleft()
+            e, f = self.edone, self.fdone
+            self.edone, self.fdone = e1, f1
+            ctx.now, self.obs_ts = due, ts
+            self._quote_events(e, e1)
+            for k, row in enumerate(a.se[e:e1].tolist(), e):
+                if row[_E_EVENT] in _SYMBOL_EVENTS:
+                    if self._on_phase is not None:
+                        self._on_phase(ctx, a.se[k])
+                    continue
+                ctx._apply_event(row)
+                if self._on_order is not None:
+                    self._on_order(ctx, a.se[k])
+            for row in a.sf[f:f1].tolist():
+                self._fill(row)
+
     def _logs_moved(self) -> None:
         """Hook: the order log arrays were replaced by bigger ones."""
 
@@ -231,24 +320,46 @@ class _Driver:
             ctx.set_timer(ctx.now + self.timer_ns)
 
     def _wake(self, obs: int) -> None:
-        """on_book for an observation at exchange time ``obs`` (``self.top`` holds the book)."""
+        """on_book for an observation at exchange time ``obs`` (``self.top`` holds the book),
+        after the reports due by then (with a split response latency; else ``_deliver`` has
+        handed over every report made before ``obs``)."""
         local = obs + self.feed.draw(obs)
+        if self.split_response:
+            self._release(local)
         self.obs_ts = obs
         ctx = self.ctx
         ctx.now = local
         ctx.book = book = MarketView(obs, local, self.top.tolist(), self.engine, self.symbol)
+        if self.multi:
+            self._books(obs, local)
         self.strategy.on_book(ctx, book)
 
     def _fire_timer(self) -> None:
         """on_timer for the first timer (``self.top`` holds the book at its observation)."""
         ctx = self.ctx
         obs, _, local = heapq.heappop(ctx._timers)
+        if self.split_response:
+            self._release(local)
         self.obs_ts = obs
         ctx.now = local
         ctx.book = MarketView(obs, local, self.top.tolist(), self.engine, self.symbol)
+        if self.multi:
+            self._books(obs, local)
         self.strategy.on_timer(ctx, local)
         if self.timer_ns:
             ctx.set_timer(local + self.timer_ns)
+
+    def _books(self, obs: int, local: int) -> None:
+        """Several instruments: ``ctx.books`` gets every traded symbol's book at this wake-up
+        (the first one's is ``ctx.book``), and the others' tops join their marks."""
+        ctx = self.ctx
+        ctx.books = {self.names[self.symbol]: ctx.book}
+        st, top = self.arrays.state, np.zeros(4, np.int64)
+        for sid, marks in self.sym_marks.items():
+            C.read_top(st.books, st.levels, st.ladder_levels, sid, top)
+            t = top.tolist()
+            marks.append((obs, *t))
+            ctx.books[self.names[sid]] = MarketView(obs, local, t, self.engine, sid)
 
     def _bind_callbacks(self) -> None:
         """Look up once which callbacks do something: building the numpy row for ``on_order``
@@ -286,9 +397,9 @@ class _Driver:
             self._on_order(self.ctx, self.arrays.se[k])
 
     def _fills_seen(self, ts: int) -> None:
-        """The strategy learns of the fills of a message at exchange time ``ts`` one feed
-        latency later."""
-        self.ctx.now = ts + self.feed.draw(ts)
+        """The strategy learns of the fills of a message at exchange time ``ts`` one response
+        latency later (the feed stream itself unless the model splits them)."""
+        self.ctx.now = ts + self.response.draw(ts)
         self.obs_ts = ts
 
     def _fill(self, row: tuple) -> None:
@@ -321,9 +432,10 @@ class _EngineDriver(_Driver):
     numba from one callback to the next, so Python runs once per wake-up (and, for a strategy
     that reacts to fills, once per strategy message and per message that filled it)."""
 
-    def __init__(self, engine, msgs, strategy, feed, order, trader, symbol, terms):
-        super().__init__(engine, msgs, strategy, feed, order, trader, symbol, terms)
+    def __init__(self, engine, msgs, strategy, lat, trader, symbol, terms, names=None,
+                 terms_by=None):
         self.arrays = C.EngineArrays(engine)
+        super().__init__(engine, msgs, strategy, lat, trader, symbol, terms, names, terms_by)
         # a strategy with its own on_fill/on_order may act between wake-ups, so the kernel stops
         # after every message that fills it; any other runs from one wake-up to the next
         self.react = self._on_fill is not None or self._on_order is not None
@@ -365,7 +477,8 @@ class _EngineDriver(_Driver):
             if status not in _DRIVE_STOPS:
                 self._grow(status)
                 continue
-            self._deliver()
+            # a wake-up or timer releases the reports due by its own local time (_wake, _fire_timer)
+            self._deliver(_MIN if status == C.WAKE or status == C.TIMER else _INF)
             if status == C.WAKE:
                 self._wake(int(self._ts[int(ds[C.D_I]) - 1]))
                 ds[C.D_NEXT_WAKE] += every
@@ -392,8 +505,9 @@ class _L2Driver(_Driver):
     trades) and the strategy's messages over an ``l2queue.L2Sim`` in numba from one callback to
     the next; the strategy's messages go to the queue model instead of the engine."""
 
-    def __init__(self, sim, events, strategy, feed, order, trader, symbol, terms, wakes):
-        super().__init__(sim, events, strategy, feed, order, trader, symbol, terms)
+    def __init__(self, sim, events, strategy, lat, trader, symbol, terms, wakes, name=None):
+        super().__init__(sim, events, strategy, lat, trader, symbol, terms,
+                         {symbol: name or str(symbol)})
         self.arrays = sim
         self.wakes = wakes     # ``l2queue.message_ends`` of ``events``
 
@@ -442,7 +556,8 @@ class _L2Driver(_Driver):
             if status not in _DRIVE_STOPS:
                 sim.grow(status)
                 continue
-            self._deliver()
+            # a wake-up or timer releases the reports due by its own local time (_wake, _fire_timer)
+            self._deliver(_MIN if status == C.WAKE or status == C.TIMER else _INF)
             if status == C.WAKE:
                 self._wake(int(ev["ts"][int(ds[L.D_I]) - 1]))
                 ds[L.D_WAKE] += 1
@@ -485,6 +600,17 @@ def l2_symbol_spec(flow, symbols) -> dict:
     return out
 
 
+def _session_close(spec: dict) -> int:
+    """The ``session_close`` of an L2 symbol ``spec`` (0 when unset). Raises UsageError unless
+    it is whole ns after midnight in [0, 86,400 s)."""
+    close = spec.get("session_close", 0)
+    if isinstance(close, bool) or not isinstance(close, (int, np.integer)) or \
+            not 0 <= close < 86_400 * 10**9:
+        raise UsageError(f"session_close must be ns after midnight in [0, 86_400 * 10^9); got "
+                         f"{close!r}")
+    return int(close)
+
+
 def _l2_money(flow, spec, fees_bps):
     """The ``Money`` of an L2 backtest: ``money_for`` the symbol ``spec``, with the flow's tick
     and lot as decimal steps (prices and sizes print as decimals when both are known)."""
@@ -499,10 +625,8 @@ def _backtest_l2(flow, strategy, model, trader, money, fast, store_dir, engine_o
                  queue_model, info, progress, spec, fees_bps):
     """Run ``strategy`` on an ``L2Flow`` through the queue model; return a BacktestResult."""
     from exsim.replay.backtesting.l2queue import L2Sim, prepare
-    if fast is None:
-        fast = type(strategy) is QuoteStrategy
-    if fast and not isinstance(strategy, QuoteStrategy):
-        raise UsageError("fast=True needs a QuoteStrategy (an @njit quote function)")
+    lat = streams_of(model)
+    fast = _pick_fast(fast, strategy, lat, type(strategy) is QuoteStrategy)
     if store_dir is not None:
         raise UsageError("store_dir: an L2 backtest does not run through the engine, so there is "
                          "no merged order stream to journal")
@@ -510,18 +634,12 @@ def _backtest_l2(flow, strategy, model, trader, money, fast, store_dir, engine_o
         raise UsageError("engine_options do not apply to L2 flow (no engine runs)")
     prep = prepare(flow)          # merged, ranked and cut into messages once per content
     events = prep.events
-    close = spec.get("session_close", 0)
-    if isinstance(close, bool) or not isinstance(close, (int, np.integer)) or \
-            not 0 <= close < 86_400 * 10**9:
-        raise UsageError(f"session_close must be ns after midnight in [0, 86_400 * 10^9); got "
-                         f"{close!r}")
-    sim = L2Sim(events, queue_model, trader, session_close=int(close), px=prep.px)
-    feed, order = model.samplers()
+    sim = L2Sim(events, queue_model, trader, session_close=_session_close(spec), px=prep.px)
     if fast:
-        olog, osent, oseq, marks = _run_fast_l2(sim, prep, strategy, feed, order, trader,
-                                                money.terms())
+        olog, osent, oseq, marks = _run_fast_l2(sim, prep, strategy, lat, trader, money.terms())
     else:
-        d = _L2Driver(sim, events, strategy, feed, order, trader, 0, money.terms(), prep.ends)
+        d = _L2Driver(sim, events, strategy, lat, trader, 0, money.terms(), prep.ends,
+                      spec["name"])
         d.progress = progress
         d.run()
         olog, osent, oseq, marks = d.olog[:d.nord], d.osent[:d.nord], d.oseq[:d.nord], \
@@ -537,25 +655,55 @@ def _backtest_l2(flow, strategy, model, trader, money, fast, store_dir, engine_o
                         sim.se[: sim.scnt[1]].copy(), marks.copy(), trader, money, meta)
 
 
-def _run_fast_l2(sim, prep, strat: QuoteStrategy, feed, order, trader, terms):
+def _pick_fast(fast, strategy, lat, default: bool) -> bool:
+    """Whether a backtest takes the njit path: ``fast`` as given, or ``default`` when None,
+    except that a response latency of its own needs the Python path (the njit loops apply
+    reports at once: they have no queue of reports in flight). Raises UsageError for fast=True
+    with a strategy that is not a QuoteStrategy or with a split response latency."""
+    if fast and not isinstance(strategy, QuoteStrategy):
+        raise UsageError("fast=True needs a QuoteStrategy (an @njit quote function)")
+    if lat.split_response:
+        if fast:
+            raise UsageError("fast=True: the njit path does not model a response latency of its "
+                             "own (SplitLatency(response=...)); use fast=False, or leave "
+                             "response unset (the feed latency then stands for it)")
+        return False
+    return default if fast is None else bool(fast)
+
+
+def _entry_arrays(lat, st):
+    """The order-entry streams of ``lat`` (``latency.Streams``) as the njit loops take them:
+    (modes int64[3], times 3-tuple, vals 3-tuple) by Kind; writes into ``st[S_CUROF + kind]``
+    the slot of each stream's cursor (shared streams share one: NEW's is S_ORD_CUR)."""
+    slots = {}
+    for k, s in enumerate(lat.entry):
+        slots.setdefault(id(s), (C.S_ORD_CUR, C.S_CAN_CUR, C.S_MOD_CUR)[len(slots)])
+        st[C.S_CUROF + k] = slots[id(s)]
+    return (np.array([s.mode for s in lat.entry], np.int64), tuple(s.times for s in lat.entry),
+            tuple(s.vals for s in lat.entry))
+
+
+def _run_fast_l2(sim, prep, strat: QuoteStrategy, lat, trader, terms):
     """The njit path on L2 flow: the whole loop in ``l2loop.run_quotes_l2``; Python only grows
     arrays. Returns (order log, sent times, seqs, marks), trimmed."""
-    from exsim.replay.backtesting.l2loop import run_quotes_l2
+    loop = quote_loop("l2", strat.fn)
     st = np.zeros(C.ST_SIZE, np.int64)    # S_NEXT_WAKE: the index of the next wake-up in wakes
     fst = np.zeros(2, np.float64)
     wakes = np.ascontiguousarray(prep.ends[strat.every - 1::strat.every])
     top = np.zeros(4, np.int64)
 
+    feed = lat.feed
+
     def step(olog, osent, oseq, marks):
-        return run_quotes_l2(strat.fn, prep.events, wakes, st, fst, sim.px, sim.bqty, sim.best,
-                             sim.so, sim.sf, sim.se, sim.scnt, sim.st, olog, osent, oseq, marks,
-                             feed.mode, feed.times, feed.vals, order.mode, order.times,
-                             order.vals, strat.state, strat.params, strat._quote, top, trader, 0,
-                             terms)
-    return _fast_loop(step, sim.grow, st, feed, order, len(wakes) + 2)
+        modes, times, vals = _entry_arrays(lat, st)
+        return loop(prep.events, wakes, st, fst, sim.px, sim.bqty, sim.best, sim.so, sim.sf,
+                    sim.se, sim.scnt, sim.st, olog, osent, oseq, marks, feed.mode, feed.times,
+                    feed.vals, modes, times, vals, strat.state, strat.params, strat._quote, top,
+                    trader, 0, terms)
+    return _fast_loop(step, sim.grow, st, lat, len(wakes) + 2)
 
 
-def _run_fast(engine, msgs, strat: QuoteStrategy, feed, order, trader, symbol, terms):
+def _run_fast(engine, msgs, strat: QuoteStrategy, lat, trader, symbol, terms):
     """The njit path: the whole loop in ``run_quotes``; Python only grows arrays."""
     a = C.EngineArrays(engine)
     st = np.zeros(C.ST_SIZE, np.int64)
@@ -563,16 +711,20 @@ def _run_fast(engine, msgs, strat: QuoteStrategy, feed, order, trader, symbol, t
     fst = np.zeros(2, np.float64)
     top = np.zeros(4, np.int64)
 
+    feed = lat.feed
+    loop = quote_loop("l3", strat.fn)
+
     def step(olog, osent, oseq, marks):
-        return C.run_quotes(strat.fn, msgs, st, fst, *a.state, a.fills, a.l2, a.events, a.cnt,
+        modes, times, vals = _entry_arrays(lat, st)
+        return loop(msgs, st, fst, *a.state, a.fills, a.l2, a.events, a.cnt,
                             a.sf, a.se, a.scnt, olog, osent, oseq, marks, feed.mode, feed.times,
-                            feed.vals, order.mode, order.times, order.vals, strat.state,
+                            feed.vals, modes, times, vals, strat.state,
                             strat.params, strat._quote, top, trader, ID_BASE, symbol,
                             strat.every, terms, np.int64(engine.prefetch_distance))
-    return (a, *_fast_loop(step, a.grow, st, feed, order, len(msgs) // strat.every + 2))
+    return (a, *_fast_loop(step, a.grow, st, lat, len(msgs) // strat.every + 2))
 
 
-def _fast_loop(step, grow, st, feed, order, n_marks: int):
+def _fast_loop(step, grow, st, lat, n_marks: int):
     """Run an njit quote loop, ``step(olog, osent, oseq, marks) -> status``, to the end: grow
     the order log and marks (NEED_LOG) and the latency draws (NEED_DRAWS) it asks for, anything
     else through ``grow(status)``. ``st`` is its state (``kernels.run_quotes``' layout; the
@@ -591,8 +743,9 @@ def _fast_loop(step, grow, st, feed, order, n_marks: int):
         if status == C.NEED_LOG:
             olog, osent, oseq, marks = (K.grow_array(x, 0) for x in (olog, osent, oseq, marks))
         elif status == C.NEED_DRAWS:
-            feed.ensure(int(st[C.S_FEED_CUR]) + 2)
-            order.ensure(int(st[C.S_ORD_CUR]) + 3)
+            lat.feed.ensure(int(st[C.S_FEED_CUR]) + 2)
+            for k, s in enumerate(lat.entry):
+                s.ensure(int(st[int(st[C.S_CUROF + k])]) + 3)
         else:
             grow(status)
     nord = int(st[C.S_NORD])
@@ -606,13 +759,24 @@ def backtest(flow, strategy: Strategy, *, latency=None, trader: int = DEFAULT_TR
     """Run ``strategy`` against ``flow`` through one engine; return a ``BacktestResult``.
 
     ``flow``: ORDER_DTYPE array sorted by ts, a ``Scenario``, a scenario name or file, a
-    ``LobsterFlow``, a LOBSTER directory, or a data directory (its journaled orders).
+    ``LobsterFlow``, a LOBSTER directory, or a data directory (its journaled orders); or a list
+    of L2-only flows (one symbol each, ids 0, 1 ... in order): several instruments from one
+    account on the Python path, as ``symbol=[...]`` below (``symbol`` then None or a list of
+    all their names, the first being the primary one; ``symbols`` one dict per flow).
     ``latency``: ConstantLatency / RandomLatency / RecordedLatency (None: zero; an int or a
-    (feed_ns, order_ns) pair: constant). ``trader``: the strategy's account id.
+    (feed_ns, order_ns) pair: constant), or SplitLatency (feed, order entry per command, and
+    response each its own; a response latency of its own runs on the Python path, see
+    ``fast``). ``trader``: the strategy's account id.
     ``fees_bps``: one fee rate on traded notional, in basis points, for maker and taker fills
     alike; it overrides the traded symbol's schedule (``maker_bps``/``taker_bps`` of its engine
     config), which applies when ``fees_bps`` is None (see ``replay.backtesting.money``).
-    ``symbol``: which symbol the strategy trades (id or name; needed when the flow has several).
+    ``symbol``: which symbol the strategy trades (id or name; needed when the flow has several),
+    or a list of them: several instruments from one account (L3 flow, Python path): the
+    strategy sees every one's book (``ctx.books``, by name; ``book`` is the first's), sends to
+    any (``ctx.buy(..., symbol=)``; default the first), holds a position per symbol
+    (``ctx.positions``; ``ctx.position`` is the first's) and one cash and fee total, each fill
+    in its symbol's terms; they must share one money unit. The result is the account's, with
+    each symbol's own in ``result.by_symbol`` (``result.account_result``).
     ``engine_options``: keyword arguments of ``Engine`` (e.g. ``{"stp": "cancel_resting"}``);
     a data directory's flow starts from its run's stp and ownership and these override them.
     ``symbols``: ``Engine.add_symbol`` keyword dicts, one per symbol id (name, tick_size,
@@ -621,8 +785,8 @@ def backtest(flow, strategy: Strategy, *, latency=None, trader: int = DEFAULT_TR
     option of its run; other flows only names and ticks); on L2 flow one dict of name,
     tick_size, currency, tick_value, maker_bps, taker_bps, session_close
     (``l2_symbol_spec``). ``store_dir``: journal the merged run there.
-    ``fast``: run a ``QuoteStrategy`` on the njit path (None: whenever the strategy is one; L3
-    flow only). ``queue_model``: for L2-only flow (``L2Flow``, ``BinanceData``, a Binance
+    ``fast``: run a ``QuoteStrategy`` on the njit path (None: whenever the strategy is one and
+    the latency has no response latency of its own; fast=True with one raises UsageError). ``queue_model``: for L2-only flow (``L2Flow``, ``BinanceData``, a Binance
     capture), "conservative" or "proportional", or a ``queue_models.QueueModel`` (see
     ``replay.backtesting.l2queue``).
     ``progress``: None or a callable ``progress(done, total)`` told how many of the flow's
@@ -636,6 +800,11 @@ def backtest(flow, strategy: Strategy, *, latency=None, trader: int = DEFAULT_TR
     from exsim.replay.backtesting.l2queue import L2Flow
     from exsim.replay.backtesting.queue_models import as_queue_model
     queue_model = as_queue_model(queue_model)
+    if isinstance(flow, (list, tuple)):
+        from exsim.replay.backtesting.several import backtest_l2_several
+        return backtest_l2_several(flow, strategy, as_latency(latency), trader, fees_bps,
+                                   symbol, symbols, queue_model, fast, store_dir,
+                                   engine_options, progress)
     orders, names, ticks, info, specs = _load_flow(flow)
     if "engine_options" in info:
         # a stored run's stp and ownership, under the caller's own engine_options
@@ -645,7 +814,13 @@ def backtest(flow, strategy: Strategy, *, latency=None, trader: int = DEFAULT_TR
         raise UsageError(f"trader must fit in uint32; got {trader}")
     if not isinstance(strategy, Strategy):
         raise UsageError(f"strategy must be a replay.Strategy instance; got {type(strategy)}")
+    if isinstance(symbol, (list, tuple)) and len(symbol) == 1:
+        symbol = symbol[0]      # one symbol in a list: the plain one-symbol backtest
+    several = isinstance(symbol, (list, tuple))
     if isinstance(orders, L2Flow):
+        if several:
+            raise UsageError("symbol=[...]: an L2 flow has one symbol; for several L2 symbols "
+                             "pass a list of flows, backtest([spot, future], ...)")
         spec = l2_symbol_spec(orders, symbols)
         money = _l2_money(orders, spec, fees_bps)
         if symbol is not None and symbol not in (0, orders.name, spec["name"]):
@@ -673,7 +848,12 @@ def backtest(flow, strategy: Strategy, *, latency=None, trader: int = DEFAULT_TR
     elif specs is None:
         specs = symbol_specs(None, n_sym)
     engine = engine_for(specs, engine_options)
-    n_names = len(engine.config()["symbols"])
+    cfgs = engine.config()["symbols"]
+    n_names = len(cfgs)
+    sids = None
+    if several:
+        sids = _traded_symbols(engine, symbol)
+        symbol = sids[0]
     if symbol is None:
         if n_names != 1:
             names = [s["name"] for s in engine.config()["symbols"]]
@@ -684,16 +864,26 @@ def backtest(flow, strategy: Strategy, *, latency=None, trader: int = DEFAULT_TR
     money = money_for(sym_cfg, fees_bps)
     terms = money.terms()
     model = as_latency(latency)
-    feed, order = model.samplers()
-    if fast is None:
-        fast = isinstance(strategy, QuoteStrategy) and type(strategy) is QuoteStrategy
+    lat = streams_of(model)
+    names, terms_by, monies = {sid: sym_cfg["name"]}, None, [money]
+    if sids is not None:
+        if fast:
+            raise UsageError("fast=True: several symbols run on the Python path (the njit "
+                             "quote loop quotes one)")
+        fast = False
+        names = {k: cfgs[k]["name"] for k in sids}
+        monies = [money_for(cfgs[k], fees_bps) for k in sids]
+        if len({m.unit for m in monies}) > 1:
+            raise UsageError("symbol=[...]: one account holds one cash in one currency; these "
+                             "symbols' money is in " + ", ".join(
+                                 f"{names[k]}: {m.unit}" for k, m in zip(sids, monies)))
+        terms_by = {k: m.terms() for k, m in zip(sids, monies)}
+    fast = _pick_fast(fast, strategy, lat, type(strategy) is QuoteStrategy)
     if fast:
-        if not isinstance(strategy, QuoteStrategy):
-            raise UsageError("fast=True needs a QuoteStrategy (an @njit quote function)")
-        a, olog, osent, oseq, marks = _run_fast(engine, msgs, strategy, feed, order, int(trader),
-                                                sid, terms)
+        a, olog, osent, oseq, marks = _run_fast(engine, msgs, strategy, lat, int(trader), sid,
+                                                terms)
     else:
-        d = _EngineDriver(engine, msgs, strategy, feed, order, int(trader), sid, terms)
+        d = _EngineDriver(engine, msgs, strategy, lat, int(trader), sid, terms, names, terms_by)
         d.progress = progress
         d.run()
         a, olog, osent, oseq = d.arrays, d.olog[:d.nord], d.osent[:d.nord], d.oseq[:d.nord]
@@ -704,11 +894,30 @@ def backtest(flow, strategy: Strategy, *, latency=None, trader: int = DEFAULT_TR
             "symbol_name": sym_cfg["name"], "fees_bps": fees_bps,
             "n_market": int(len(msgs)), "path": "njit" if fast else "python",
             "strategy": strategy_label(strategy), **info}
-    result = build_result(olog.copy(), osent.copy(), oseq.copy(), a.sf[: a.scnt[0]].copy(),
-                          a.se[: a.scnt[1]].copy(), marks.copy(), int(trader), money, meta)
+    if sids is not None:
+        meta["symbols"] = list(names.values())
+        result = account_result(
+            olog.copy(), osent.copy(), oseq.copy(), a.sf[: a.scnt[0]].copy(),
+            a.se[: a.scnt[1]].copy(), marks.copy(), int(trader), meta,
+            [(k, names[k], m, marks.copy() if k == sid else np.array(d.sym_marks[k], C.MARK_DTYPE))
+             for k, m in zip(sids, monies)])
+    else:
+        result = build_result(olog.copy(), osent.copy(), oseq.copy(), a.sf[: a.scnt[0]].copy(),
+                              a.se[: a.scnt[1]].copy(), marks.copy(), int(trader), money, meta)
     if store_dir is not None:
         _journal(store_dir, engine, msgs, olog, oseq, result.meta)
     return result
+
+
+def _traded_symbols(engine, symbols) -> list[int]:
+    """Return the ids of ``symbols`` (names or ids, ``backtest(symbol=[...])``), in order.
+    Raises UsageError for an empty list, an unknown symbol or one named twice."""
+    if not symbols:
+        raise UsageError("symbol=[...] must name at least one symbol")
+    sids = [engine.symbol_id(s) for s in symbols]
+    if len(set(sids)) != len(sids):
+        raise UsageError(f"symbol=[...] names a symbol twice: {list(symbols)!r}")
+    return sids
 
 
 def _journal(store_dir, engine, msgs, olog, oseq, meta, batch: int = 65536) -> None:

@@ -91,7 +91,12 @@ MARK_DTYPE = np.dtype([("ts", "<i8"), ("bid", "<i8"), ("bid_qty", "<i8"), ("ask"
 # slots of run_quotes' int64 state array ``st``
 S_I, S_NEXT_WAKE, S_QH, S_NORD, S_NMARK, S_NEXT_ID, S_POS, S_LAST_ARR, S_FEED_CUR, S_ORD_CUR = range(10)
 S_SLOT = 10   # the quote slots (``quoting``): per side (BUY at 10, SELL at 14) id, price, qty, live
-ST_SIZE = S_SLOT + SLOTS
+# order entry per command: st[S_CUROF + kind] is the slot of st holding the cursor of that
+# command's latency stream (kind NEW 0, CANCEL 1, MODIFY 2): S_ORD_CUR, or S_CAN_CUR /
+# S_MOD_CUR for a stream of its own; commands sharing a stream share its cursor
+S_CUROF = S_SLOT + SLOTS
+S_CAN_CUR, S_MOD_CUR = S_CUROF + 3, S_CUROF + 4
+ST_SIZE = S_CUROF + 5
 F_CASH = 0    # float state ``fst`` (``quoting.account``'s money, in ``Money.unit``): cash, fees
 F_FEES = 1
 
@@ -470,10 +475,23 @@ def read_top(books, levels, ladder_levels, symbol, out):
 
 
 @njit(cache=True)
-def _send(olog, osent, st, kind, side, order_id, price, qty, local, symbol, trader, ord_mode,
+def entry_room(st, ord_modes, ord_vals, n):
+    """True when every DRAWS order-entry stream (``ord_modes``/``ord_vals`` by Kind) has ``n``
+    more samples drawn."""
+    for k in range(3):
+        if ord_modes[k] == DRAWS and st[st[S_CUROF + k]] + n > len(ord_vals[k]):
+            return False
+    return True
+
+
+@njit(cache=True)
+def _send(olog, osent, st, kind, side, order_id, price, qty, local, symbol, trader, ord_modes,
           ord_times, ord_vals):
-    """Log one strategy message; it arrives at local + order latency, never before the last one."""
-    lat, st[S_ORD_CUR] = sample(ord_mode, ord_times, ord_vals, st[S_ORD_CUR], local)
+    """Log one strategy message; it arrives at local + the order-entry latency of its ``kind``
+    (``ord_modes``/``ord_times``/``ord_vals``: the stream of each Kind, NEW, CANCEL, MODIFY),
+    never before the last one."""
+    c = st[S_CUROF + kind]
+    lat, st[c] = sample(ord_modes[kind], ord_times[kind], ord_vals[kind], st[c], local)
     arrival = max(local + lat, st[S_LAST_ARR])
     st[S_LAST_ARR] = arrival
     k = st[S_NORD]
@@ -494,7 +512,7 @@ def _send(olog, osent, st, kind, side, order_id, price, qty, local, symbol, trad
 
 
 @njit(cache=True)
-def _send_quotes(olog, osent, st, slots, actions, local, symbol, trader, ord_mode, ord_times,
+def _send_quotes(olog, osent, st, slots, actions, local, symbol, trader, ord_modes, ord_times,
                  ord_vals):
     """Send the messages ``quoting.reconcile`` decided, BUY side first; a NEW takes the next
     strategy order id."""
@@ -509,19 +527,21 @@ def _send_quotes(olog, osent, st, slots, actions, local, symbol, trader, ord_mod
         price = 0 if action == Kind.CANCEL else slots[s + 1]
         qty = 0 if action == Kind.CANCEL else slots[s + 2]
         _send(olog, osent, st, action, side, slots[s], price, qty, local, symbol, trader,
-              ord_mode, ord_times, ord_vals)
+              ord_modes, ord_times, ord_vals)
 
 
 @njit(cache=True)
 def run_quotes(fn, msgs, st, fst, arena, arena_ext, levels, index, books, ladder_keys, ladder_levels, meta,
                symbols, ticks, stops, expiry, fills, l2, events, cnt, sf, se, scnt, olog, osent, oseq, marks, feed_mode,
-               feed_times, feed_vals, ord_mode, ord_times, ord_vals, state, params, quote,
+               feed_times, feed_vals, ord_modes, ord_times, ord_vals, state, params, quote,
                top, trader, id_base, symbol, every, terms, prefetch):
     """The merged loop of an ``@njit`` quote strategy; returns K.OK when done or what to grow.
 
     ``fn(local_ts, bid, bid_qty, ask, ask_qty, position, cash, state, params, quote)`` writes
     [bid_px, bid_qty, ask_px, ask_qty] into ``quote``; it runs after every ``every`` market
-    messages, ``feed`` ns after the state it sees; ``cash`` and the fees in ``fst`` are in the
+    messages, ``feed`` ns after the state it sees; its messages take the order-entry latency of
+    their Kind (``ord_modes``: int64[3]; ``ord_times``/``ord_vals``: 3-tuples of arrays; cursors
+    at ``st[st[S_CUROF + kind]]``); ``cash`` and the fees in ``fst`` are in the
     unit of ``terms`` (``money.Money.terms()``: tick value, maker and taker rates). Order of work:
     ``first_due`` (no timers).
     """
@@ -534,7 +554,7 @@ def run_quotes(fn, msgs, st, fst, arena, arena_ext, levels, index, books, ladder
         if st[S_NORD] + 2 > len(olog) or st[S_NMARK] + 1 > len(marks):
             return NEED_LOG
         if (feed_mode == DRAWS and st[S_FEED_CUR] + 1 > len(feed_vals)) or \
-                (ord_mode == DRAWS and st[S_ORD_CUR] + 2 > len(ord_vals)):
+                not entry_room(st, ord_modes, ord_vals, 2):
             return NEED_DRAWS
         i = st[S_I]
         t_next = msgs[i].ts if i < n else big
@@ -548,7 +568,7 @@ def run_quotes(fn, msgs, st, fst, arena, arena_ext, levels, index, books, ladder
             _mark(books, levels, ladder_levels, symbol, top, marks, st, S_NMARK, obs)
             fn(local, top[0], top[1], top[2], top[3], st[S_POS], fst[F_CASH], state, params, quote)
             actions = reconcile(slots, quote)
-            _send_quotes(olog, osent, st, slots, actions, local, symbol, trader, ord_mode,
+            _send_quotes(olog, osent, st, slots, actions, local, symbol, trader, ord_modes,
                          ord_times, ord_vals)
             st[S_NEXT_WAKE] += every
             continue

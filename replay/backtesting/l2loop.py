@@ -28,10 +28,10 @@ from exsim.exchange._cache_guard import guard
 from exsim.exchange.state import OK
 
 from exsim.replay.backtesting.kernels import (HIT, NEED_DRAWS, NEED_LOG, NOTE, S_FEED_CUR, S_I,
-                                              S_NEXT_WAKE, S_NMARK, S_NORD, S_ORD_CUR, S_POS,
+                                              S_NEXT_WAKE, S_NMARK, S_NORD, S_POS,
                                               S_QH, S_SLOT, STEP_MARKET, STEP_ORDER, STEP_WAKE,
                                               TIMER, WAKE, _first_after, _send_quotes,
-                                              first_due)
+                                              entry_room, first_due)
 from exsim.replay.backtesting.l2queue import T_SEQ, advance_l2, advance_orders, read_top
 from exsim.replay.backtesting.latency import DRAWS, sample
 from exsim.replay.backtesting.quoting import SLOTS, account, quote_reports, reconcile
@@ -142,19 +142,19 @@ def _fill_samples(sf, f0, f1, feed_mode, feed_times, feed_vals, st):
 
 
 @njit(cache=True)
-def _room(st, olog, marks, feed_mode, feed_vals, ord_mode, ord_vals):
+def _room(st, olog, marks, feed_mode, feed_vals, ord_modes, ord_vals):
     """OK when one step has room (1 feed and 2 order samples, 2 logged orders, 1 mark), else
     NEED_LOG or NEED_DRAWS."""
     if st[S_NORD] + 2 > len(olog) or st[S_NMARK] + 1 > len(marks):
         return NEED_LOG
     if feed_mode == DRAWS and st[S_FEED_CUR] + 1 > len(feed_vals):
         return NEED_DRAWS
-    return NEED_DRAWS if ord_mode == DRAWS and st[S_ORD_CUR] + 2 > len(ord_vals) else OK
+    return OK if entry_room(st, ord_modes, ord_vals, 2) else NEED_DRAWS
 
 
 @njit(cache=True)
 def run_quotes_l2(fn, ev, wakes, st, fst, px, bqty, best, so, sf, se, scnt, sst, olog, osent,
-                  oseq, marks, feed_mode, feed_times, feed_vals, ord_mode, ord_times, ord_vals,
+                  oseq, marks, feed_mode, feed_times, feed_vals, ord_modes, ord_times, ord_vals,
                   state, params, quote, top, trader, symbol, terms):
     """The merged loop of an ``@njit`` quote strategy on L2 flow; returns OK when done or what to
     grow (NEED_LOG: the order log or the marks; NEED_DRAWS: a latency stream; the ``l2queue``
@@ -163,14 +163,14 @@ def run_quotes_l2(fn, ev, wakes, st, fst, px, bqty, best, so, sf, se, scnt, sst,
     ``fn(local_ts, bid, bid_qty, ask, ask_qty, position, cash, state, params, quote)`` writes
     [bid_px, bid_qty, ask_px, ask_qty] into ``quote`` at each wake-up (``wakes``; ``st[S_NEXT_WAKE]``
     is the index of the next one), one feed latency after the book it sees; its quotes are
-    reconciled and sent as on L3 (``kernels._send_quotes``). ``st`` has ``kernels.run_quotes``'
+    reconciled and sent as on L3 (``kernels._send_quotes``, order-entry latency by Kind). ``st`` has ``kernels.run_quotes``'
     layout; ``sst`` is the ``L2Sim``'s state.
     """
     n = len(ev)
     slots = st[S_SLOT:S_SLOT + SLOTS]   # views: the quote rules update ``st`` in place
     pos = st[S_POS:S_POS + 1]
     while True:
-        room = _room(st, olog, marks, feed_mode, feed_vals, ord_mode, ord_vals)
+        room = _room(st, olog, marks, feed_mode, feed_vals, ord_modes, ord_vals)
         if room != OK:
             return room
         i = st[S_I]
@@ -183,7 +183,7 @@ def run_quotes_l2(fn, ev, wakes, st, fst, px, bqty, best, so, sf, se, scnt, sst,
             _mark(px, bqty, best, top, marks, st, S_NMARK, obs)
             fn(local, top[0], top[1], top[2], top[3], st[S_POS], fst[0], state, params, quote)
             actions = reconcile(slots, quote)
-            _send_quotes(olog, osent, st, slots, actions, local, symbol, trader, ord_mode,
+            _send_quotes(olog, osent, st, slots, actions, local, symbol, trader, ord_modes,
                          ord_times, ord_vals)
             st[S_NEXT_WAKE] = w + 1
             continue

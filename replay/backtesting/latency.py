@@ -1,8 +1,13 @@
 """Latency models for backtests: how late the strategy sees the market, and how late its orders land.
 
-Two latencies per model, both int64 nanoseconds >= 0:
-- **feed**: an exchange event at exchange time ``t`` reaches the strategy at local time ``t + feed``.
-- **order**: an order the strategy sends at local time ``w`` reaches the engine at ``w + order``.
+Three directions, all int64 nanoseconds >= 0 (hftbacktest's split):
+- **feed**: market data at exchange time ``t`` (the book a wake-up sees) reaches the strategy at
+  local time ``t + feed``.
+- **order entry**: a message the strategy sends at local time ``w`` reaches the engine at
+  ``w + order``; ``SplitLatency`` can give NEW, CANCEL and MODIFY each their own.
+- **response**: an execution report or fill the engine makes at exchange time ``t`` reaches the
+  strategy at ``t + response``. The two-stream models below have no response stream of their
+  own: their feed stream stands for it (one sample stream for both, as before the split).
 
 Models:
 - ``ConstantLatency(feed_ns, order_ns)``: fixed values.
@@ -13,6 +18,12 @@ Models:
 - ``RecordedLatency(series)``: a step function of time from a recorded series with fields ``ts``,
   ``feed_ns``, ``order_ns``: the value at ``t`` is the last record with ``ts <= t`` (the first record
   before it starts).
+
+- ``SplitLatency(feed, order, response=, new=, cancel=, modify=)``: each direction (and each
+  command) its own model: an int (constant ns) or one of the models above, whose stream of the
+  same direction it takes (the feed stream for feed and response, the order stream for the
+  rest). Unset: response is the feed stream, new/cancel/modify the order stream (shared, so the
+  same draws as the plain model).
 
 Every model compiles to two ``Sampler``s (feed, order) with one representation both paths use:
 ``mode`` CONST (``vals[0]``), STEP (``times``/``vals``), DRAWS (``vals`` consumed in order; the
@@ -33,8 +44,8 @@ from numba import njit
 
 from exsim.exchange.errors import UsageError
 
-__all__ = ["ConstantLatency", "RandomLatency", "RecordedLatency", "Sampler", "as_latency",
-           "CONST", "STEP", "DRAWS"]
+__all__ = ["ConstantLatency", "RandomLatency", "RecordedLatency", "SplitLatency", "Streams",
+           "Sampler", "as_latency", "streams_of", "CONST", "STEP", "DRAWS"]
 
 CONST, STEP, DRAWS = 0, 1, 2
 _BLOCK = 4096  # samples drawn at a time by RandomLatency; fixed so the sequence never depends on it
@@ -177,6 +188,93 @@ class RecordedLatency:
                 "first_ts": int(self.ts[0]), "last_ts": int(self.ts[-1])}
 
 
+_MODELS = (ConstantLatency, RandomLatency, RecordedLatency)
+
+
+class Streams:
+    """The samplers of one run, one per direction and command: ``feed``, ``response`` and
+    ``entry`` (a list indexed by ``Kind``: NEW 0, CANCEL 1, MODIFY 2). Streams a model does not
+    split are the same ``Sampler`` object (one cursor), so their draws interleave exactly as
+    the unsplit model's did.
+
+    ``split_response``: the response stream is its own (not the feed stream); only then does
+    a backtest hold back a report until its response latency has passed (see the driver).
+    """
+
+    def __init__(self, feed: Sampler, response: Sampler, new: Sampler, cancel: Sampler,
+                 modify: Sampler):
+        self.feed, self.response = feed, response
+        self.entry = [new, cancel, modify]
+        self.split_response = response is not feed
+
+    def distinct_entry(self) -> list[Sampler]:
+        """The distinct order-entry samplers, NEW's first (each once however many commands
+        share it)."""
+        out = []
+        for s in self.entry:
+            if all(s is not o for o in out):
+                out.append(s)
+        return out
+
+
+class SplitLatency:
+    """Latency per direction and per command (hftbacktest's split).
+
+    ``feed``: market data to the strategy; ``order``: strategy to exchange, for every command
+    not given its own; ``response``: exchange to strategy (acks, fills, cancels; None: the feed
+    stream); ``new``/``cancel``/``modify``: order entry of that command (None: ``order``'s
+    stream). Each is an int of ns >= 0 (constant) or a ConstantLatency / RandomLatency /
+    RecordedLatency, of which the stream of the same direction is used (its feed stream for
+    feed and response, its order stream for the others). Raises UsageError for anything else.
+    """
+
+    _PARTS = ("feed", "order", "response", "new", "cancel", "modify")
+
+    def __init__(self, feed=0, order=0, *, response=None, new=None, cancel=None, modify=None):
+        self.parts = {}
+        for name, v in zip(self._PARTS, (feed, order, response, new, cancel, modify)):
+            if v is None:
+                continue
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer) + _MODELS):
+                raise UsageError(f"SplitLatency {name} must be ns (an int) or a ConstantLatency, "
+                                 f"RandomLatency or RecordedLatency; got {v!r}")
+            self.parts[name] = _check_ns(f"{name} latency", v) if not isinstance(v, _MODELS) \
+                else v
+
+    def _sampler(self, name: str) -> Sampler:
+        v = self.parts[name]
+        if isinstance(v, int):
+            return Sampler(CONST, np.zeros(0), np.array([v]))
+        return v.samplers()[0 if name in ("feed", "response") else 1]
+
+    def samplers(self) -> tuple[Sampler, Sampler]:
+        """Return fresh (feed, order) samplers (the unsplit view; ``streams`` has them all)."""
+        return self._sampler("feed"), self._sampler("order")
+
+    def streams(self) -> Streams:
+        """Return fresh samplers of every direction and command for one run."""
+        feed, order = self.samplers()
+        pick = {k: self._sampler(k) for k in ("response", "new", "cancel", "modify")
+                if k in self.parts}
+        return Streams(feed, pick.get("response", feed), pick.get("new", order),
+                       pick.get("cancel", order), pick.get("modify", order))
+
+    def describe(self) -> dict:
+        """A JSON-able description (kept with stored runs): each part given, as ns or its
+        model's description."""
+        return {"model": "split", **{k: (v if isinstance(v, int) else v.describe())
+                                     for k, v in self.parts.items()}}
+
+
+def streams_of(model) -> Streams:
+    """Return fresh ``Streams`` of any model (``as_latency``'s result): a two-stream model's
+    feed stream is also its response stream, its order stream every command's."""
+    if isinstance(model, SplitLatency):
+        return model.streams()
+    feed, order = model.samplers()
+    return Streams(feed, feed, order, order, order)
+
+
 def as_latency(latency):
     """Return ``latency`` as a model: None means zero latency, an int or (feed, order) pair constant.
 
@@ -184,11 +282,12 @@ def as_latency(latency):
     """
     if latency is None:
         return ConstantLatency(0, 0)
-    if isinstance(latency, (ConstantLatency, RandomLatency, RecordedLatency)):
+    if isinstance(latency, _MODELS + (SplitLatency,)):
         return latency
     if isinstance(latency, (int, np.integer)):
         return ConstantLatency(int(latency), int(latency))
     if isinstance(latency, tuple) and len(latency) == 2:
         return ConstantLatency(*latency)
-    raise UsageError("latency must be ConstantLatency, RandomLatency, RecordedLatency, an int "
+    raise UsageError("latency must be ConstantLatency, RandomLatency, RecordedLatency, "
+                     "SplitLatency, an int "
                      f"or a (feed_ns, order_ns) pair; got {latency!r}")

@@ -83,6 +83,9 @@ class BacktestResult:
     summary: dict
     meta: dict = field(default_factory=dict)
     phases: np.ndarray = field(default_factory=lambda: np.zeros(0, EVENT_DTYPE))   # symbol events
+    # several instruments (``backtest(symbol=[...])``): each symbol's own result by name, this
+    # one being the account's (see ``account_result``); empty for one symbol
+    by_symbol: dict = field(default_factory=dict)
 
     def digest(self) -> str:
         """Hex blake2b of all arrays and the summary: equal runs give equal digests."""
@@ -388,3 +391,52 @@ def build_result(orders, sent_ts, order_seq, fills, events, marks, trader, money
     meta = {**meta, "money": money.describe()}
     return BacktestResult(orders, sent_ts, order_seq, fills, events, marks, series, summary, meta,
                           phases)
+
+
+def _sum_series(parts: list[np.ndarray]) -> np.ndarray:
+    """The account's SERIES_DTYPE series from each symbol's: at every time any of them has a
+    row, cash, fees and pnl are the sums of each symbol's latest values (0 before its first);
+    position and mark are the first symbol's."""
+    ts = np.sort(np.concatenate([p["ts"] for p in parts]), kind="stable")
+    out = np.zeros(len(ts), SERIES_DTYPE)
+    out["ts"] = ts
+    out["mark"] = np.nan
+    for k, p in enumerate(parts):
+        idx = np.searchsorted(p["ts"], ts, side="right") - 1
+        seen = idx >= 0
+        at = np.maximum(idx, 0)
+        for col in ("cash", "fees", "pnl"):
+            out[col] += np.where(seen, p[col][at] if len(p) else 0.0, 0.0)
+        if k == 0:
+            out["position"] = np.where(seen, p["position"][at] if len(p) else 0, 0)
+            out["mark"] = np.where(seen, p["mark"][at] if len(p) else np.nan, np.nan)
+    return out
+
+
+def account_result(orders, sent_ts, order_seq, fills, events, marks, trader, meta,
+                   symbols) -> BacktestResult:
+    """Assemble the result of a backtest that traded several symbols from one account.
+
+    ``symbols``: per traded symbol, in order, (id, name, ``Money``, its wake-up marks); the
+    first one's marks are ``marks``. Each symbol gets its own ``build_result`` (its orders,
+    fills, events and marks, money in its terms) in ``by_symbol``; the account's series sums
+    their cash, fees and pnl, so its pnl is the sum of theirs. The account summary counts over
+    all symbols; fees and turnover are the sums of each symbol's (each in its own terms);
+    ``final_position`` is the first symbol's (as ``ctx.position``) and ``positions`` has each
+    one's by name. All symbols share one money unit (the caller checks)."""
+    by = {}
+    for sid, name, money, sym_marks in symbols:
+        o, f, e = orders["symbol"] == sid, fills["symbol"] == sid, events["symbol"] == sid
+        by[name] = build_result(orders[o], sent_ts[o], order_seq[o], fills[f], events[e],
+                                sym_marks, trader, money,
+                                {**meta, "symbol": int(sid), "symbol_name": name})
+    first = symbols[0][2]
+    res = build_result(orders, sent_ts, order_seq, fills, events, marks, trader, first, meta)
+    series = _sum_series([r.series for r in by.values()])
+    summary = summarize(orders, order_seq, fills, res.events, series, trader, first)
+    for key in ("fees", "turnover"):
+        summary[key] = float(sum(r.summary[key] for r in by.values()))
+    summary["final_position"] = next(iter(by.values())).summary["final_position"]
+    summary["positions"] = {n: r.summary["final_position"] for n, r in by.items()}
+    return BacktestResult(res.orders, res.sent_ts, res.order_seq, res.fills, res.events,
+                          res.marks, series, summary, res.meta, res.phases, by)

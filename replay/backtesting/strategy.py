@@ -38,6 +38,11 @@ taker rate of each fill; negative for a rebate) are in the symbol's currency whe
 else in ticks x lots (``replay.backtesting.money``), and change only when fills are reported; ``ctx.open_orders`` holds orders sent and not yet known to be
 done (filled, cancelled, or rejected before going live / as unknown).
 
+Several instruments (``backtest(symbol=[...])``, L3 flow): ``ctx.books`` has every traded
+symbol's book by name at a wake-up, ``ctx.buy/sell(..., symbol=)`` picks one (default the
+first), ``ctx.positions`` is per symbol (``ctx.position`` the first's), and ``ctx.cash`` /
+``ctx.fees`` are one account's, each fill in its own symbol's terms.
+
 ``QuoteStrategy`` runs an ``@njit`` quote function through this Python API with the quote rules
 of ``replay.backtesting.quoting``, the very functions the njit fast path calls: the same function
 gives the same fills on both paths.
@@ -111,6 +116,7 @@ class OpenOrder:
     qty: int          # open quantity as last reported (or as sent)
     filled: int = 0
     acked: bool = False
+    symbol: int = 0   # its symbol id (several instruments: ``backtest(symbol=[...])``)
 
 
 class MarketView:
@@ -130,6 +136,11 @@ class MarketView:
         self._engine, self._symbol = engine, symbol
 
     @property
+    def symbol(self) -> int:
+        """The id of the symbol this book is of (``OpenOrder.symbol`` holds the same ids)."""
+        return self._symbol
+
+    @property
     def mid(self) -> float | None:
         """(bid + ask) / 2, or None if a side is empty."""
         return (self.bid + self.ask) / 2 if self.bid and self.ask else None
@@ -145,10 +156,16 @@ class Context:
     Built by the driver; strategies only call its public methods and read its attributes.
     """
 
-    def __init__(self, driver, id_base: int, terms):
+    def __init__(self, driver, id_base: int, terms, terms_by_symbol=None):
         self._driver = driver
         self._next_id = id_base
         self._terms = terms     # Money.terms(): tick value, maker and taker rates
+        # several instruments: symbol id -> (name, its Money.terms()); None for one symbol
+        self._by_symbol = terms_by_symbol
+        # several instruments: the position of each traded symbol by name (``position`` is the
+        # first one's); one cash and one fee total over all of them, in their one currency
+        self.positions: dict[str, int] = {n: 0 for n, _ in (terms_by_symbol or {}).values()}
+        self.books: dict[str, MarketView] = {}   # several instruments: each one's book at a wake-up
         self._timers: list[tuple[int, int, int]] = []   # heap of (observation ts, n, local ts)
         self._n_timers = 0
         self.now = 0
@@ -161,17 +178,20 @@ class Context:
     # -- order entry ----------------------------------------------------------------------
     def buy(self, price: int, qty: int, *, tif: str = "gtc", post_only: bool = False,
             market: bool = False, order_type: str | None = None, stop_price: int = 0,
-            display_qty: int = 0, min_qty: int = 0, expire_ts: int = 0) -> int:
+            display_qty: int = 0, min_qty: int = 0, expire_ts: int = 0, symbol=None) -> int:
         """Send a NEW buy order; return its id (see ``sell`` for the arguments).
 
         Raises UsageError as ``sell`` does."""
         return self._new(Side.BUY, price, qty, tif, post_only, market, order_type,
-                         (stop_price, display_qty, min_qty, expire_ts))
+                         (stop_price, display_qty, min_qty, expire_ts), symbol)
 
     def sell(self, price: int, qty: int, *, tif: str = "gtc", post_only: bool = False,
              market: bool = False, order_type: str | None = None, stop_price: int = 0,
-             display_qty: int = 0, min_qty: int = 0, expire_ts: int = 0) -> int:
+             display_qty: int = 0, min_qty: int = 0, expire_ts: int = 0, symbol=None) -> int:
         """Send a NEW sell order; return its id.
+
+        ``symbol`` (name or id): which traded symbol, when the backtest trades several
+        (``backtest(symbol=[...])``); None: the first (the only one otherwise).
 
         ``tif``: gtc, ioc, fok, day (rests until the symbol's session close) or gtd (until
         ``expire_ts``, exchange ns). ``order_type``: limit, market, stop (a market order once the
@@ -184,15 +204,15 @@ class Context:
         aggregate book has no last-trade trigger chain or hidden quantity to model them with).
         Raises UsageError for qty <= 0, a tif or order type not named above, ``market`` with
         another order type, a price outside int64, or a stop price, display, minimum or expiry
-        that is not a whole number in int64 range."""
+        that is not a whole number in int64 range, or a symbol the backtest does not trade."""
         return self._new(Side.SELL, price, qty, tif, post_only, market, order_type,
-                         (stop_price, display_qty, min_qty, expire_ts))
+                         (stop_price, display_qty, min_qty, expire_ts), symbol)
 
     def cancel(self, order_id: int) -> None:
         """Send a CANCEL (the engine rejects it with UNKNOWN_ID if the order is gone by then)."""
         o = self.open_orders.get(order_id)
         self._driver.send(Kind.CANCEL, o.side if o else 0, order_id, 0, 0, Tif.GTC, 0,
-                          OrderType.LIMIT, self.now)
+                          OrderType.LIMIT, self.now, symbol=o.symbol if o else None)
 
     def modify(self, order_id: int, price: int, qty: int) -> None:
         """Send a MODIFY to a new price and open quantity (see docs/semantics.md for priority)."""
@@ -202,7 +222,7 @@ class Context:
         if o is not None:
             o.price, o.qty = int(price), int(qty)
         self._driver.send(Kind.MODIFY, o.side if o else 0, order_id, int(price), int(qty), Tif.GTC, 0,
-                          OrderType.LIMIT, self.now)
+                          OrderType.LIMIT, self.now, symbol=o.symbol if o else None)
 
     def phase(self, symbol: int | str | None = None) -> Phase:
         """Return the current ``Phase`` of ``symbol`` (id or name; None: the traded symbol).
@@ -224,7 +244,7 @@ class Context:
         heapq.heappush(self._timers, (max(obs, self._driver.obs_ts), self._n_timers, int(local_ts)))
         self._n_timers += 1
 
-    def _new(self, side, price, qty, tif, post_only, market, order_type, extra) -> int:
+    def _new(self, side, price, qty, tif, post_only, market, order_type, extra, symbol=None) -> int:
         if int(qty) != qty or qty <= 0:
             raise UsageError(f"qty must be a whole number of lots > 0; got {qty!r}")
         t = _enum_arg(Tif, tif, "tif")
@@ -240,11 +260,13 @@ class Context:
             raise UsageError(f"price must fit in int64; got {price}")
         extra = tuple(_int64_arg(v, k) for v, k in zip(extra, _EXTRA_NAMES))
         self._driver.check_new(otype, *extra)
+        sid = self._driver.traded(symbol)
         oid = self._next_id
         self._next_id += 1
-        self.open_orders[oid] = OpenOrder(oid, int(side), price, int(qty))
+        self.open_orders[oid] = OpenOrder(oid, int(side), price, int(qty), symbol=sid)
         self._driver.send(Kind.NEW, int(side), oid, price, int(qty), t,
-                          int(Flag.POST_ONLY) if post_only else 0, otype, self.now, *extra)
+                          int(Flag.POST_ONLY) if post_only else 0, otype, self.now, *extra,
+                          symbol=sid)
         return oid
 
     # -- driver side ----------------------------------------------------------------------
@@ -255,12 +277,18 @@ class Context:
         side the strategy is on) when ``want``, else an empty list."""
         out = []
         price, qty = f[_F_PRICE], f[_F_QTY]
+        terms, name = self._terms, None
+        if self._by_symbol is not None:   # several instruments: this symbol's terms
+            name, terms = self._by_symbol[f[_F_SYMBOL]]
         for side, tr, oid in ((0, f[_F_BUY_TRADER], f[_F_BUY_ID]),
                               (1, f[_F_SELL_TRADER], f[_F_SELL_ID])):
             if tr != trader:
                 continue
-            dpos, dcash, fee = fill_effect(side, price, qty, f[_F_AGGRESSOR] == side,
-                                           self._terms)
+            dpos, dcash, fee = fill_effect(side, price, qty, f[_F_AGGRESSOR] == side, terms)
+            if name is not None:
+                self.positions[name] += dpos
+                if f[_F_SYMBOL] != self._driver.symbol:
+                    dpos = 0    # ``position`` is the first symbol's
             self.position += dpos
             self.cash += dcash
             self.fees += fee
@@ -314,9 +342,9 @@ def _int64_arg(value, what: str) -> int:
 
 
 _F_TS, _F_TRADE_ID, _F_PRICE, _F_QTY, _F_BUY_ID, _F_SELL_ID, _F_BUY_TRADER, _F_SELL_TRADER, \
-    _F_AGGRESSOR = (FILL_DTYPE.names.index(k) for k in (
+    _F_AGGRESSOR, _F_SYMBOL = (FILL_DTYPE.names.index(k) for k in (
         "ts", "trade_id", "price", "qty", "buy_order_id", "sell_order_id", "buy_trader",
-        "sell_trader", "aggressor_side"))
+        "sell_trader", "aggressor_side", "symbol"))
 _E_ID, _E_EVENT, _E_LEAVES, _E_FILLED, _E_REASON = (EVENT_DTYPE.names.index(k) for k in (
     "order_id", "event", "leaves_qty", "filled_qty", "reason"))
 

@@ -77,10 +77,32 @@ def add_backtest_arguments(p) -> None:
                    help="market data latency in ns (default: %(default)s)")
     p.add_argument("--order-ns", type=int, default=0, metavar="NS",
                    help="order entry latency in ns (default: %(default)s)")
+    p.add_argument("--response-ns", type=int, default=None, metavar="NS",
+                   help="exchange-to-strategy latency of execution reports and fills in ns: a "
+                        "wake-up sees only the reports due by its local time (Python path) "
+                        "(default: the feed latency)")
+    for kind in ("new", "cancel", "modify"):
+        p.add_argument(f"--{kind}-ns", type=int, default=None, metavar="NS",
+                       help=f"order entry latency of {kind.upper()} messages in ns (default: "
+                            "--order-ns)")
     p.add_argument("--fees-bps", type=float, default=None, metavar="BPS",
                    help="one fee rate on traded notional, basis points, for maker and taker "
                         "fills alike, overriding the symbol's maker_bps/taker_bps (default: the "
                         "symbol's schedule; none: no fees)")
+
+
+def latency_from_args(args):
+    """Return the latency model of the ``add_backtest_arguments`` options: a ConstantLatency of
+    --feed-ns/--order-ns, or a SplitLatency when --response-ns, --new-ns, --cancel-ns or
+    --modify-ns is given. Raises UsageError for a negative value."""
+    from exsim.replay.backtesting.latency import ConstantLatency, SplitLatency
+    split = {k: getattr(args, f"{k}_ns") for k in ("response", "new", "cancel", "modify")}
+    for name, v in (("feed", args.feed_ns), ("order", args.order_ns), *split.items()):
+        if v is not None and v < 0:
+            raise UsageError(f"--{name}-ns must be >= 0; got {v}")
+    if all(v is None for v in split.values()):
+        return ConstantLatency(args.feed_ns, args.order_ns)
+    return SplitLatency(args.feed_ns, args.order_ns, **split)
 
 
 def money_label(key: str, unit: str) -> str:
@@ -145,11 +167,9 @@ def register(sub, parents, formatter) -> None:
 def cmd_backtest(args) -> int:
     """Run ``exsim backtest``; return the exit status (UsageError propagates to main)."""
     from exsim.replay.backtesting.driver import backtest
-    from exsim.replay.backtesting.latency import ConstantLatency
     from exsim.replay.backtesting.queue_models import QUEUE_MODELS   # why here: numba import
 
-    if args.feed_ns < 0 or args.order_ns < 0:
-        raise UsageError("--feed-ns and --order-ns must be >= 0")
+    latency = latency_from_args(args)
     if args.bar_ns <= 0:
         raise UsageError(f"--bar-ns must be > 0; got {args.bar_ns}")
     if args.trades < 0:
@@ -159,11 +179,11 @@ def cmd_backtest(args) -> int:
     strategy = load_strategy(args.strategy, args.param)
     queue_model = QUEUE_MODELS[args.queue_model](
         cross_fills=args.cross_fills, whole_on_trade_through=args.whole_on_trade_through)
-    log.info("strategy %s (%s), feed latency %d ns, order latency %d ns",
-             args.strategy, type(strategy).__qualname__, args.feed_ns, args.order_ns)
+    log.info("strategy %s (%s), latency %s", args.strategy, type(strategy).__qualname__,
+             latency.describe())
     t0 = time.perf_counter()
     with live_progress("backtest", quiet=args.quiet) as tell:
-        res = backtest(args.flow, strategy, latency=ConstantLatency(args.feed_ns, args.order_ns),
+        res = backtest(args.flow, strategy, latency=latency,
                        fees_bps=args.fees_bps, symbol=args.symbol, store_dir=args.store,
                        queue_model=queue_model, progress=tell)
     log.info("backtest of %s: %s market messages, %s strategy orders, %s fills, %s path, "

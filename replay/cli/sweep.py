@@ -21,7 +21,7 @@ from exsim.exchange.errors import UsageError
 
 from exsim.replay.backtesting.loading import absolute_spec
 from exsim.replay.backtesting.money import TICKS_X_LOTS
-from exsim.replay.cli.backtest import add_backtest_arguments, money_label
+from exsim.replay.cli.backtest import add_backtest_arguments, latency_from_args, money_label
 from exsim.replay.cli.common import (EXIT_OK, format_number, json_text, live_progress,
                                log, note, print_table)
 
@@ -102,11 +102,9 @@ def register(sub, parents, formatter) -> None:
 
 def cmd_sweep(args) -> int:
     """Run ``exsim sweep``; return the exit status (UsageError propagates to main)."""
-    from exsim.replay.backtesting.latency import ConstantLatency
     from exsim.replay.backtesting.grid import grid_points, sweep
 
-    if args.feed_ns < 0 or args.order_ns < 0:
-        raise UsageError("--feed-ns and --order-ns must be >= 0")
+    latency = latency_from_args(args)
     if args.workers < 1:
         raise UsageError(f"--workers must be >= 1; got {args.workers}")
     grid = parse_grid(args.grid)
@@ -126,7 +124,7 @@ def cmd_sweep(args) -> int:
     with live_progress("sweep", unit="run", quiet=args.quiet) as tell:
         rows = sweep(args.flow, absolute_spec(args.strategy), points, seeds=seeds,
                      scheduler=args.scheduler, n_workers=args.workers, progress=tell,
-                     latency=ConstantLatency(args.feed_ns, args.order_ns),
+                     latency=latency,
                      fees_bps=args.fees_bps, symbol=args.symbol)
     log.info("sweep: %d run(s) done", len(rows))
     if args.json:

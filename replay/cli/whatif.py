@@ -16,7 +16,7 @@ from __future__ import annotations
 from exsim.exchange.errors import UsageError
 
 from exsim.replay.backtesting.loading import load_strategy
-from exsim.replay.cli.backtest import add_backtest_arguments, money_label
+from exsim.replay.cli.backtest import add_backtest_arguments, latency_from_args, money_label
 from exsim.replay.cli.common import EXIT_OK, format_number, json_text, print_table
 
 __all__ = ["register", "cmd_whatif", "BACKTEST_KEYS"]
@@ -56,13 +56,11 @@ def register(sub, parents, formatter) -> None:
 def cmd_whatif(args) -> int:
     """Run ``exsim whatif``; return the exit status (UsageError propagates to main)."""
     from exsim.replay.backtesting.counterfactual import whatif
-    from exsim.replay.backtesting.latency import ConstantLatency
 
-    if args.feed_ns < 0 or args.order_ns < 0:
-        raise UsageError("--feed-ns and --order-ns must be >= 0")
+    latency = latency_from_args(args)
     strategy = load_strategy(args.strategy, args.param)
     w = whatif(args.flow, strategy, symbol=args.symbol,
-               latency=ConstantLatency(args.feed_ns, args.order_ns), fees_bps=args.fees_bps)
+               latency=latency, fees_bps=args.fees_bps)
     bt = w.backtest
     unit = bt.unit
     if args.json:

@@ -92,14 +92,51 @@ def _digits(step: str) -> int:
     return -d.adjusted()
 
 
+# parsed captures kept in memory by content: (xxh3-128 of the file's bytes, symbol, tick, lot)
+# -> BinanceData; the last CACHE_SIZE files (a parse costs seconds, a hash well under 1 ms/MB)
+CACHE_SIZE = 2
+_CACHE: dict = {}
+_HASH_CHUNK = 1 << 20     # why chunks: hashing never holds more than this of the file at once
+
+
 def load_binance(path: str | os.PathLike, symbol: int = 0, tick: str = DEFAULT_TICK, lot: str = DEFAULT_LOT) -> BinanceData:
     """Read a Binance capture and return BinanceData (L2 rows, market-by-price flow, trades, tickers).
+
+    Parsed once per content in a process: a later call on a file with the same bytes (any path)
+    and the same ``symbol``, ``tick`` and ``lot`` returns fresh copies of the arrays parsed the
+    first time (the last ``CACHE_SIZE`` files are kept); a file whose bytes changed is parsed
+    again.
 
     Raises InputError naming file and line for a line that is not ``<ns> <JSON>``, a record missing
     a field, a price or quantity that is not a whole number of ticks/lots, a gap in the diff update
     ids, or a file without a depth snapshot.
     """
+    import dataclasses
+
+    import xxhash
     path = os.fspath(path)
+    h = xxhash.xxh3_128()
+    try:
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(_HASH_CHUNK), b""):
+                h.update(chunk)
+    except OSError:
+        return _parse_binance(path, symbol, tick, lot)   # it names the file's problem
+    key = (h.digest(), symbol, str(tick), str(lot))
+    hit = _CACHE.pop(key, None)
+    if hit is None:
+        hit = _parse_binance(path, symbol, tick, lot)
+        while len(_CACHE) >= CACHE_SIZE:
+            _CACHE.pop(next(iter(_CACHE)))
+    _CACHE[key] = hit
+    # why copies: a caller may edit what it got; the kept parse must stay the file's
+    return dataclasses.replace(hit, **{f.name: getattr(hit, f.name).copy()
+                                       for f in dataclasses.fields(hit)
+                                       if isinstance(getattr(hit, f.name), np.ndarray)})
+
+
+def _parse_binance(path: str, symbol: int, tick: str, lot: str) -> BinanceData:
+    """``load_binance`` without the cache: parse the file."""
     pd, qd = _digits(tick), _digits(lot)
     lines = read_lines(path)
     snap = None

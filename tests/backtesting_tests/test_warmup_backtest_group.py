@@ -5,20 +5,30 @@ under every queue model, with and without the fill model's options."""
 from __future__ import annotations
 
 from exsim.replay import warmup
-from exsim.replay.backtesting import l2loop
+from exsim.replay.backtesting import driver, l2loop
 from exsim.replay.backtesting import queue_models
 
 
 def test_the_backtest_group_runs_both_l2_loops_under_every_fill_model(tmp_path, monkeypatch):
     calls = {"drive_l2": 0, "run_quotes_l2": 0}
     models = set()
-    for name in calls:
-        real = getattr(l2loop, name)
+    real_drive = l2loop.drive_l2
 
-        def counted(*a, _real=real, _name=name):
-            calls[_name] += 1
-            return _real(*a)
-        monkeypatch.setattr(l2loop, name, counted)
+    def counted_drive(*a):
+        calls["drive_l2"] += 1
+        return real_drive(*a)
+    monkeypatch.setattr(l2loop, "drive_l2", counted_drive)
+    # run_quotes_l2 is reached through the loop built per quote function (quoteloops)
+    real_loop = driver.quote_loop
+
+    def counted_loop(kind, fn):
+        loop = real_loop(kind, fn)
+
+        def run(*a):
+            calls["run_quotes_l2"] += kind == "l2"
+            return loop(*a)
+        return run
+    monkeypatch.setattr(driver, "quote_loop", counted_loop)
     real_as = queue_models.as_queue_model
 
     def seen(model):

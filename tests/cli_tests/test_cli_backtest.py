@@ -68,3 +68,26 @@ def test_backtest_on_the_binance_l2_sample_end_to_end(tmp_path):
 def test_backtest_on_l2_flow_with_store_exits_2(tmp_path):
     code, out, err = run(["backtest", _binance_dir(), "--store", str(tmp_path / "d")])
     assert code == 2 and "store_dir" in err and "Traceback" not in err
+
+
+def test_backtest_latency_flags_split_by_direction_and_command(tmp_path):
+    from exsim.replay.backtesting.driver import backtest
+    from exsim.replay.backtesting.latency import SplitLatency
+    from exsim.replay.backtesting.strategies import InventoryMarketMaker
+
+    scenario = write_scenario(tmp_path)
+    code, out, err = run(["backtest", scenario, "--symbol", "AAA", "--json", "--param",
+                          "every=20", "--feed-ns", "1000", "--order-ns", "2000", "--cancel-ns",
+                          "50000", "--response-ns", "3000", "-q"])
+    assert code == 0, err
+    want = backtest(scenario, InventoryMarketMaker(every=20), symbol="AAA",
+                    latency=SplitLatency(1000, 2000, cancel=50_000, response=3000)).summary
+    got = json.loads(out)
+    assert got["n_orders"] == want["n_orders"] and got["n_fills"] == want["n_fills"]
+    assert got["pnl"] == want["pnl"]
+
+
+def test_backtest_negative_command_latency_exits_2(tmp_path):
+    code, out, err = run(["backtest", write_scenario(tmp_path), "--symbol", "AAA",
+                          "--modify-ns", "-1"])
+    assert code == 2 and "--modify-ns" in err and "Traceback" not in err
