@@ -284,9 +284,37 @@ class BackgroundGroup:
 
 
 def _compile_codecs() -> None:
-    from exsim.store.codecs.block import compile_all
+    """The codec kernels a seal and a read of a plain run call (those ``exsim demo`` calls):
+    every encoding's encoder for a uint64 column, its decoder into uint64, FOR's into the
+    narrower widths a stored table decodes, and the column helpers. Why not
+    ``store.codecs.compile_all`` (every encoding into every width, for ``exsim warmup``): it
+    compiles 25 signatures where a first demo needs 12, which cost ~10 s more of CPU here;
+    a signature not reached here compiles where it is first used, as without a child."""
+    import numpy as np
 
-    compile_all()
+    from exsim.store.codecs.block import DICT, ENCODINGS, FOR, PLAIN, decode, encode_view
+    from exsim.store.codecs.columns import gather_u64, seq_u64, take_u64
+
+    rng = np.random.default_rng(0)
+    # runs of a few small values (as compile_all's): every encoding takes them
+    small = np.repeat(rng.integers(0, 9, 600), rng.integers(1, 4, 600))[:1000].astype(np.uint64)
+    for enc in ENCODINGS:
+        if enc != PLAIN:
+            block = bytes(encode_view(small, np.dtype(np.uint64), enc))
+            # (a dictionary column is a narrow one: a side, a kind, a status)
+            dtype = np.dtype(np.uint8 if enc == DICT else np.uint64)
+            assert np.array_equal(decode(block, small.size, dtype), small.astype(dtype)), enc
+    block = bytes(encode_view(small, np.dtype(np.uint64), FOR))
+    for dtype in (np.uint32, np.uint8):
+        assert np.array_equal(decode(block, small.size, np.dtype(dtype)), small.astype(dtype))
+    wide = (small << np.uint64(40)) + np.arange(small.size, dtype=np.uint64) * np.uint64(3)
+    encode_view(wide, np.dtype(np.uint64), DICT)   # a wide dictionary: its look-up kernel
+    narrow = small.astype(np.uint8)
+    gather_u64([narrow], False)
+    seq_u64(np.array([1], np.int64), np.array([3], np.int64))
+    idx = np.arange(3, dtype=np.int64)
+    take_u64(small, idx, 0, 3)
+    take_u64(narrow, idx, 0, 3)
 
 
 def _compile_verifier() -> None:
@@ -317,7 +345,7 @@ BACKGROUND = {
     "codecs": BackgroundGroup(
         "codecs", "the store's codecs", "exsim.replay.warmup:_compile_codecs",
         probe=("exsim.store.codecs.stream", "exsim.store.codecs.delta", "exsim.store.codecs.rle",
-               "exsim.store.codecs.dictionary"),
+               "exsim.store.codecs.dictionary", "exsim.store.codecs.columns"),
         packages=("exsim.store.codecs",), peak_bytes=600_000_000),
     "verify": BackgroundGroup(
         "verify", "the verifier's kernel", "exsim.replay.warmup:_compile_verifier",
@@ -440,7 +468,10 @@ class Background:
             reader.start()
         for name in names:
             for pkg in self.groups[name].packages:
-                disps = [d for m in _modules(pkg) for d in compiling.dispatchers(m)]
+                try:
+                    disps = [d for m in _modules(pkg) for d in compiling.dispatchers(m)]
+                except Exception:   # why broad: without the wait, the kernels compile here
+                    continue
                 self._releases.append(compiling.hold(disps, lambda n=name: self.wait(n)))
         labels = " and ".join(g.label for g in self.groups.values())
         where = (f"{len(self._procs)} child processes" if len(self._procs) > 1 else
