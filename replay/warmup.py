@@ -270,8 +270,9 @@ class BackgroundGroup:
 
     ``step``: "module:function" the child calls (no arguments, no data from the parent: it
     reaches the group's kernels with the argument types the library passes them, so the
-    parent later loads what it compiled). ``probe``: modules whose cached kernels say whether
-    the group is warm (each must hold one for today's source). ``packages``: the modules, or
+    parent later loads what it compiled). ``probe``: modules, or packages of modules, whose
+    cached kernels say whether the group is warm (each must hold one for today's source; a
+    package, in any of its modules). ``packages``: the modules, or
     packages of modules, whose kernels wait for the child in the parent. ``peak_bytes``: the
     child's measured peak memory (bounds how many children run at once)."""
 
@@ -349,7 +350,10 @@ BACKGROUND = {
         packages=("exsim.store.codecs",), peak_bytes=600_000_000),
     "verify": BackgroundGroup(
         "verify", "the verifier's kernel", "exsim.replay.warmup:_compile_verifier",
-        probe=("exsim.replay.verification.kernel",),
+        # why the package: which of its kernels a plain run reaches is the verifier's choice
+        # (a kernel for plain rows may join check_symbol); any of them cached means this group
+        # ran here for today's sources, and a stale one alone compiles where it is used
+        probe=("exsim.replay.verification",),
         packages=("exsim.replay.verification",), peak_bytes=2_000_000_000),
 }
 ENV_CHILDREN = "EXSIM_COMPILE_CHILDREN"   # at most this many compile children; 0: none
@@ -381,8 +385,8 @@ def cold(group: BackgroundGroup) -> bool:
 
     try:
         for name in group.probe:
-            if not any(compiling.cached(d) for d in
-                       compiling.dispatchers(importlib.import_module(name))):
+            if not any(compiling.cached(d) for m in _modules(name)
+                       for d in compiling.dispatchers(m)):
                 return True
     except Exception:   # why broad: an unreadable cache must not stop the command
         return False
