@@ -25,7 +25,10 @@ the library passes them, so what it compiles is what later runs load from numba'
 
 ``engine`` runs first; the others need its data directory and are independent of each other,
 so with ``jobs`` > 1 they compile in that many child processes at once (each child's compile
-memory is its own: ``jobs`` is also the bound on how many compile at the same time).
+memory is its own: ``jobs`` is also the bound on how many compile at the same time). With
+``jobs`` > 1 on a cold cache, the store's codecs and (when ``verify`` is asked for) the
+verifier's kernel compile in a child meanwhile (``in_background``, below), memory allowing
+beside the engine group's own compile.
 
 Invariants:
 - Warming up never changes a result: it only fills numba's on-disk cache (the one
