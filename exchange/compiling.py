@@ -13,6 +13,11 @@ silent, for the command line and the Python API alike:
   nothing.
 - ``cache_location()`` says where the cache goes, ``compiled_seconds()`` how long this process
   spent compiling.
+- For kernels compiled in a child process meanwhile (``replay.warmup.in_background``):
+  ``cached(dispatcher)`` says whether numba's on-disk cache holds a kernel for today's source,
+  ``hold(dispatchers, wait)`` makes this process's first compile-or-load of any of them call
+  ``wait()`` first (so it loads what the child compiled instead of compiling it again), and
+  ``announce``/``say`` print the notices for them.
 
 Invariants:
 - Never raises into the caller's compile: a failure to write the notice is swallowed (a closed
@@ -30,7 +35,8 @@ import sys
 import threading
 import time
 
-__all__ = ["install", "set_quiet", "compiled_seconds", "cache_location",
+__all__ = ["install", "set_quiet", "compiled_seconds", "cache_location", "say", "announce",
+           "dispatchers", "cached", "hold",
            "FIRST_RUN_ESTIMATE", "KNOWN_COST_S", "HEARTBEAT_S", "SHOWN_S", "ENV_QUIET"]
 
 ENV_QUIET = "EXSIM_COMPILE_NOTICE"   # "0": no compile notices
@@ -39,7 +45,10 @@ SHOWN_S = 2.0                        # compiles at least this long get their own
 # What a first `exsim demo` costs on an empty cache (benchmarks/bench_compile.py on a 2-vCPU
 # VM: docs/benchmarks.md, "Cold start"); the notices quote these so a user knows what to expect.
 # Update them with the benchmark.
-FIRST_RUN_ESTIMATE = "a first exsim demo compiles for about 3.5 minutes of CPU and 1.9 GB of memory"
+# (the wall time: on 2 free cores, the verifier and the codecs compiling in a child process
+# meanwhile, replay.warmup.in_background: the child's CPU, ~150 s, is the longer of the two)
+FIRST_RUN_ESTIMATE = ("a first exsim demo compiles for about 3.6 minutes of CPU in two processes "
+                      "(about 2.5 minutes of wall time) and 1.9 GB of memory in the larger one")
 KNOWN_COST_S = {   # CPU seconds of the longest compiles, from the same run
     "exsim.replay.verification.kernel.check_symbol": 135,
     "exsim.exchange.plain.process_plain": 55,
@@ -82,6 +91,20 @@ def cache_location() -> str:
         return configured
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     return f"the __pycache__ folders under {root}"
+
+
+def say(text: str) -> None:
+    """Print ``exsim: TEXT`` on stderr unless the notices are off. Returns None; never raises."""
+    _say(text)
+
+
+def announce(text: str) -> None:
+    """Print ``text`` as this process's first-compile notice, in place of the generic one (a
+    caller that knows more, e.g. that groups compile in child processes, says so once). Returns
+    None; never raises."""
+    with _lock:
+        _state["announced"] = True
+    _say(text)
 
 
 def _say(text: str) -> None:
@@ -177,3 +200,80 @@ def install() -> None:
         event.register("numba:compile", _Listener())
     except Exception:   # why broad: numba's event API is internal-ish; reporting is optional
         pass
+
+
+def dispatchers(module) -> list:
+    """Return the numba dispatchers with an on-disk cache (``cache=True``) defined in
+    ``module`` (not those it imported from elsewhere), in name order. Never raises."""
+    found = []
+    for name in sorted(vars(module)):
+        obj = getattr(module, name, None)
+        py = getattr(obj, "py_func", None)
+        if py is None or getattr(py, "__module__", None) != module.__name__:
+            continue
+        if getattr(getattr(obj, "_cache", None), "_cache_file", None) is not None:
+            found.append(obj)
+    return found
+
+
+def cached(dispatcher) -> bool:
+    """Return True when numba's on-disk cache holds at least one compiled signature of
+    ``dispatcher`` for its source file as it is today (or this process already compiled or
+    loaded one), False otherwise. Reads numba's cache index only: nothing is compiled or
+    loaded. Never raises (an index that cannot be read counts as absent)."""
+    if getattr(dispatcher, "signatures", None):
+        return True
+    try:
+        # why numba's private index reader: it applies numba's own staleness rule (the source
+        # file's stamp), which no public API exposes; the same call replay.simulation uses
+        return bool(dispatcher._cache._cache_file._load_index())
+    except Exception:   # why broad: numba internals may change; "absent" only costs a compile
+        return False
+
+
+class _WaitingCache:
+    """Stands in for a dispatcher's numba cache: ``load_overload`` first calls ``wait()``
+    (numba calls it before compiling a signature it has not got), everything else is the
+    original cache's. Why at numba's cache lookup: it is the one point every first call of a
+    kernel passes, from Python or from another kernel, before numba decides to compile."""
+
+    def __init__(self, original, wait):
+        self._original = original
+        self._wait = wait
+
+    def load_overload(self, sig, target_context):
+        self._wait()
+        return self._original.load_overload(sig, target_context)
+
+    def __getattr__(self, name):
+        return getattr(self._original, name)
+
+
+def hold(disps, wait) -> "callable":
+    """Make each dispatcher of ``disps`` call ``wait()`` before it next looks a signature up
+    in numba's cache (that is, before it would compile one); return a function that undoes it.
+
+    ``wait`` must return (it is called holding numba's compiler lock, so the whole process
+    waits with it, which is what a process would do anyway while compiling that kernel) and
+    should return quickly once its event is over. Never raises: a dispatcher whose cache
+    attribute numba no longer has is left alone (it then compiles as usual).
+    """
+    swapped = []
+    for d in disps:
+        original = getattr(d, "_cache", None)
+        if original is None or isinstance(original, _WaitingCache):
+            continue
+        try:
+            d._cache = _WaitingCache(original, wait)
+        except Exception:   # why broad: numba internals may change; waiting is an optimisation
+            continue
+        swapped.append((d, original))
+
+    def release() -> None:
+        for d, original in swapped:
+            try:
+                d._cache = original
+            except Exception:   # why broad: as above; a left proxy only calls a finished wait
+                pass
+        swapped.clear()
+    return release
