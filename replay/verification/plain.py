@@ -206,35 +206,36 @@ def walk_plain(x, seq, stp, fills, fp, f_hi, events, k, e_hi, ost, ext, lst, oid
                     _viol(vrows, vids, counts, meta, R_LIVE, D_REPORT_NOT_LIVE, seq, er.order_id,
                           0, 0, 0, 0)
                     continue
-                rf, rl = np.int64(er.filled_qty), np.int64(er.leaves_qty)
+                tgt, key, left = rr, er.order_id, np.int64(er.leaves_qty)
+                rf, reported = np.int64(er.filled_qty), True
                 if have and rr == r:
                     ef, el = ost[rr, O_FILLED] + q, ost[rr, O_LEAVES] - q
-                    if rf != ef or rl != el or (er.event == _FILLED) != (rl == 0):
+                    if rf != ef or left != el or (er.event == _FILLED) != (left == 0):
                         _viol(vrows, vids, counts, meta, R_EVENTS, D_REPORT_QTY, seq,
-                              er.order_id, rf, rl, ef, el)
-                _touch(touched, lst, ladder, ladlv, meta, ost[rr, O_SIDE], ost[rr, O_PRICE])
-                ost[rr, O_FILLED] = rf
-                if rl <= 0:
-                    _detach(ost, lst, ladder, ladlv, meta, rr)
-                    ost[rr, O_LEAVES] = 0
-                    _finish(ost, htab, meta, vrows, vids, counts, seq, rr, er.order_id)
-                else:
-                    _set_leaves(ost, lst, rr, rl)
+                              er.order_id, rf, left, ef, el)
             elif have:
                 rid = np.uint64(fills[fp - 1].sell_order_id) if xside == 0 \
                     else np.uint64(fills[fp - 1].buy_order_id)
                 _viol(vrows, vids, counts, meta, R_EVENTS, D_NO_RESTING_REPORT, seq, rid, 0, 0,
                       0, 0)
-                if r >= 0:   # the deal happened: take its quantity off the resting order
-                    _touch(touched, lst, ladder, ladlv, meta, ost[r, O_SIDE], ost[r, O_PRICE])
-                    left = ost[r, O_LEAVES] - q
-                    if left <= 0:
-                        _detach(ost, lst, ladder, ladlv, meta, r)
-                        ost[r, O_LEAVES] = 0
-                        ext[r, E_RESERVE] = 0
-                        _finish(ost, htab, meta, vrows, vids, counts, seq, r, rid)
-                    else:
-                        _set_leaves(ost, lst, r, left)
+                if r < 0:
+                    continue
+                # the deal happened: take its quantity off the resting order
+                tgt, key, left = r, rid, ost[r, O_LEAVES] - q
+                rf, reported = ost[r, O_FILLED], False
+            else:
+                continue
+            # the resting order's new quantities (one copy of this code for both cases above)
+            _touch(touched, lst, ladder, ladlv, meta, ost[tgt, O_SIDE], ost[tgt, O_PRICE])
+            ost[tgt, O_FILLED] = rf
+            if left <= 0:
+                _detach(ost, lst, ladder, ladlv, meta, tgt)
+                ost[tgt, O_LEAVES] = 0
+                if not reported:     # as walk._walk does (ext is read only for icebergs)
+                    ext[tgt, E_RESERVE] = 0
+                _finish(ost, htab, meta, vrows, vids, counts, seq, tgt, key)
+            else:
+                _set_leaves(ost, lst, tgt, left)
             continue
         if et == _CANCELLED and ev.order_id == xid:
             if ev.leaves_qty != 0 or np.int64(ev.filled_qty) != ost[x, O_FILLED]:
@@ -342,12 +343,14 @@ def _check_l2(seq, l2, lp, l_hi, lst, ladder, ladlv, touched, meta, vrows, vids,
 
 # ------------------------------------------------------------------ the message loop
 @njit(cache=True, _nrt=False, inline="always")
-def _plain_message(m):
-    """Whether message ``m`` keeps a plain book plain (see the module docstring)."""
-    kind = m.kind
-    if kind == _CANCEL or kind == _MODIFY:
+def _plain_message(m, rejected):
+    """Whether message ``m`` (``rejected``: its first report is a REJECTED) keeps a plain book
+    plain (see the module docstring): anything but a NEW, a NEW that never enters the book
+    (rejected, or on no valid side), or a LIMIT or MARKET NEW, GTC, IOC or FOK, without display
+    or minimum quantity."""
+    if m.kind != _NEW or rejected or m.side > 1:
         return True
-    if kind != _NEW or m.side > 1 or m.display_qty != 0 or m.min_qty != 0:
+    if m.display_qty != 0 or m.min_qty != 0:
         return False
     ot, tif = m.order_type, m.tif
     return (ot == _LIMIT or ot == _MARKET) and (tif == _GTC or tif == _IOC or tif == _FOK)
@@ -372,7 +375,8 @@ def check_plain(orders, fills, l2, events, i_end, known, stp, final, ost, lst, o
         m = orders[i]
         seq, ts = np.int64(m.seq), np.int64(m.ts)
         # what only check_symbol takes: decided before anything of the message is recorded
-        full = not _plain_message(m) or (ep < ne and events[ep].seq < seq) or \
+        rejected = ep < ne and events[ep].seq == seq and events[ep].event == _REJECTED
+        full = not _plain_message(m, rejected) or (ep < ne and events[ep].seq < seq) or \
             (fp < nf and fills[fp].seq < seq) or (lp < nl and l2[lp].seq < seq)
         e_hi = ep
         while not full and e_hi < ne and events[e_hi].seq == seq:
@@ -405,6 +409,7 @@ def check_plain(orders, fills, l2, events, i_end, known, stp, final, ost, lst, o
         meta[M_ORDERS] += 1
         kind = np.int64(m.kind)
         k, x = e_hi, np.int64(-1)
+        incoming = False
         if e_hi == ep:
             _viol(vrows, vids, counts, meta, R_EVENTS, D_NO_EVENT, seq, m.order_id, 0, 0, 0, 0)
         else:
@@ -485,15 +490,7 @@ def check_plain(orders, fills, l2, events, i_end, known, stp, final, ost, lst, o
                     ost[x, O_LEVEL] = -1
                     ost[x, O_DISPLAY] = 0
                     ost[x, O_EXPIRE] = 0
-                    ended = False
-                    if ep + 1 < e_hi:
-                        fp, ended, k, _ = walk_plain(x, seq, stp, fills, fp, f_hi, events,
-                                                     ep + 1, e_hi, ost, ext, lst, oid, htab,
-                                                     ladder, ladlv, touched, meta, vrows, vids,
-                                                     counts)
-                    if not _end_incoming(x, ended, seq, ost, lst, oid, htab, ladder, ladlv,
-                                         touched, meta, vrows, vids, counts):
-                        return NEED_CAPACITY
+                    incoming = True
             elif not live:
                 _viol(vrows, vids, counts, meta, R_REJECT, D_NOT_LIVE_ACCEPTED, seq, m.order_id,
                       0, 0, 0, 0)
@@ -539,15 +536,18 @@ def check_plain(orders, fills, l2, events, i_end, known, stp, final, ost, lst, o
                         ext[x, E_RESERVE] = 0
                         ost[x, O_PRICE] = np.int64(m.price)
                         ost[x, O_MARKET] = 0
-                        ended = False
-                        if ep + 1 < e_hi:
-                            fp, ended, k, _ = walk_plain(x, seq, stp, fills, fp, f_hi, events,
-                                                         ep + 1, e_hi, ost, ext, lst, oid, htab,
-                                                         ladder, ladlv, touched, meta, vrows,
-                                                         vids, counts)
-                        if not _end_incoming(x, ended, seq, ost, lst, oid, htab, ladder, ladlv,
-                                             touched, meta, vrows, vids, counts):
-                            return NEED_CAPACITY
+                        incoming = True
+        # an accepted NEW, or a MODIFY to a new price: its walk, then it rests or is done
+        # (one call site for both: each inlined copy costs cold-compile time)
+        if incoming:
+            ended = False
+            if ep + 1 < e_hi:
+                fp, ended, k, _ = walk_plain(x, seq, stp, fills, fp, f_hi, events, ep + 1, e_hi,
+                                             ost, ext, lst, oid, htab, ladder, ladlv, touched,
+                                             meta, vrows, vids, counts)
+            if not _end_incoming(x, ended, seq, ost, lst, oid, htab, ladder, ladlv, touched,
+                                 meta, vrows, vids, counts):
+                return NEED_CAPACITY
         for j in range(fp, f_hi):
             _viol(vrows, vids, counts, meta, R_EVENTS, D_FILL_NO_REPORT, seq, z,
                   np.int64(fills[j].trade_id), 0, 0, 0)
