@@ -36,39 +36,38 @@ from numba import njit
 from exsim.exchange._cache_guard import guard
 
 from exsim.replay.verification.book import (
-    E_RESERVE, L_HEAD, L_PRICE, L_QTY, L_COUNT, M_FILLS, M_FREE_O, M_LAST_PX, M_LAST_SEQ,
-    M_LAST_TRADE, M_LIVE_L, M_LIVE_O, M_NA, M_NB, M_NT, M_ORDERS, M_PENDING, M_PREV_TS,
-    M_TRADED, M_TS_BACK, M_I, M_FP, M_LP, M_EP, M_VN, O_CANCELLED, O_DISPLAY, O_EXPIRE,
-    O_FILLED, O_FILLSUM, O_FLAGS, O_LEAVES, O_LEVEL, O_MARKET, O_NEXT, O_PRICE, O_SIDE, O_TIF,
-    O_TOTAL, O_TRADER, C_OWNER, C_PLAIN, T_PRICE, T_ROW, T_SIDE, _append, _best_level,
-    _detach, _find_level, _hash_put, _set_leaves, _slot_of, _touch,
+    C_OWNER, C_PLAIN, E_RESERVE, L_COUNT, L_HEAD, L_PRICE, L_QTY, M_EP, M_FILLS, M_FP, M_FREE_O,
+    M_I, M_LAST_PX, M_LAST_SEQ, M_LAST_TRADE, M_LIVE_L, M_LIVE_O, M_LP, M_NT, M_ORDERS,
+    M_PENDING, M_TRADED, O_CANCELLED, O_DISPLAY, O_EXPIRE, O_FILLED, O_FILLSUM, O_FLAGS,
+    O_LEAVES, O_LEVEL, O_MARKET, O_NEXT, O_PRICE, O_SIDE, O_TIF, O_TOTAL, O_TRADER, T_PRICE,
+    T_ROW, T_SIDE, _append, _best_level, _detach, _find_level, _hash_put, _set_leaves, _slot_of,
+    _touch,
 )
 from exsim.replay.verification.rules import (
-    D_AGGRESSOR_SIDE, D_BAD_FIELD_ACCEPTED, D_BAD_FIRST_EVENT, D_CANCEL_REASON, D_CROSSED,
-    D_DUPLICATE_ACCEPTED, D_FIFO, D_FILL_NO_REPORT, D_FIRST_WRONG_ORDER, D_INCOMING_NOT_NAMED,
-    D_L2_COUNT, D_L2_QTY, D_L2_SIDE, D_LEFT_OPEN, D_LIMIT, D_NO_EVENT, D_NO_RESTING_REPORT,
-    D_NOT_LIVE_ACCEPTED, D_NOT_OWNER_ACCEPTED, D_NOT_OWNER_WRONG, D_OVERFILL, D_POST_ONLY,
-    D_REJECT_EFFECTS, D_REJ_DUPLICATE, D_REJ_UNKNOWN_ID, D_REJ_UNKNOWN_SYMBOL, D_REPORT_NOT_LIVE,
-    D_REPORT_NO_FILL, D_REPORT_QTY, D_RESTING_NOT_LIVE, D_RESTING_PRICE,
-    D_RESTING_REPORT_ORDER, D_RESTING_SAME_SIDE, D_SELF_TRADE, D_STP_FIFO, D_STP_TRADERS,
-    D_TRADERS, D_TRADE_ID, D_TS, D_UNEXPECTED_EVENT, D_UNKNOWN_SYMBOL_NOT_REJECTED, R_CROSSED,
-    R_EVENTS, R_FIELDS, R_FIFO, R_L2, R_LIMITS, R_LIVE, R_OTYPE, R_OVERFILL, R_OWNER,
-    R_REJECT, R_RPRICE, R_SIDES, R_STP, R_STREAM, _ACCEPTED, _BAD_KIND, _CANCEL, _CANCELLED,
-    _DAY, _DUPLICATE_ID, _EXPIRED, _FILLED, _FOK, _GTC, _GTD, _IOC, _IOC_UNFILLED, _LIMIT,
-    _MARKET, _MODIFIED, _MODIFY, _NEW, _NOT_OWNER, _NO_LIQUIDITY, _OVERFLOW, _PARTIAL,
-    _POST_ONLY, _REJECTED, _SELF_TRADE, _STP_BOTH, _STP_NONE, _STP_RESTING, _TRIGGERED,
-    _UNKNOWN_ID, _UNKNOWN_SYMBOL, _viol,
+    D_AGGRESSOR_SIDE, D_BAD_FIELD_ACCEPTED, D_BAD_FIRST_EVENT, D_DUPLICATE_ACCEPTED, D_FIFO,
+    D_FILL_NO_REPORT, D_FIRST_WRONG_ORDER, D_INCOMING_NOT_NAMED, D_L2_COUNT, D_L2_QTY,
+    D_L2_SIDE, D_LEFT_OPEN, D_LIMIT, D_NOT_LIVE_ACCEPTED, D_NOT_OWNER_ACCEPTED, D_NO_EVENT,
+    D_NO_RESTING_REPORT, D_OVERFILL, D_POST_ONLY, D_REPORT_NOT_LIVE, D_REPORT_NO_FILL,
+    D_REPORT_QTY, D_RESTING_NOT_LIVE, D_RESTING_PRICE, D_RESTING_REPORT_ORDER,
+    D_RESTING_SAME_SIDE, D_SELF_TRADE, D_TRADERS, D_TRADE_ID, D_UNEXPECTED_EVENT,
+    D_UNKNOWN_SYMBOL_NOT_REJECTED, R_EVENTS, R_FIELDS, R_FIFO, R_L2, R_LIMITS, R_LIVE, R_OTYPE,
+    R_OVERFILL, R_OWNER, R_REJECT, R_RPRICE, R_SIDES, R_STP, R_STREAM, _ACCEPTED, _CANCEL,
+    _CANCELLED, _DAY, _EXPIRED, _FILLED, _FOK, _GTC, _GTD, _IOC, _LIMIT, _MARKET, _MODIFIED,
+    _MODIFY, _NEW, _PARTIAL, _POST_ONLY, _REJECTED, _SELF_TRADE, _STP_NONE, _TRIGGERED, _viol,
 )
 from exsim.replay.verification.orders import _check_grid, _finish, _l2_missing
 from exsim.replay.verification.kernel import (
-    FLUSH, FINAL, NEED_CAPACITY, OK, PF_ID, PF_NEXT, PF_ROW, _look_ahead, check_live,
+    FLUSH, FINAL, NEED_CAPACITY, OK, PF_ID, PF_NEXT, PF_ROW, _after_message, _check_reject,
+    _look_ahead, _rows_at, check_live,
 )
+from exsim.replay.verification.walk import _own_cancel, _stp_cancel
 
 # numba keys this module's cache on this file only; these files are compiled into its kernel
 guard(__name__, __file__, deps=("exsim.replay.verification.book",
                                 "exsim.replay.verification.rules",
                                 "exsim.replay.verification.orders",
-                                "exsim.replay.verification.kernel", "exsim.exchange.schema"))
+                                "exsim.replay.verification.kernel",
+                                "exsim.replay.verification.walk", "exsim.exchange.schema"))
 
 __all__ = ["check_plain", "plain_state", "NEED_FULL"]
 
@@ -238,26 +237,7 @@ def walk_plain(x, seq, stp, fills, fp, f_hi, events, k, e_hi, ost, ext, lst, oid
                 _set_leaves(ost, lst, tgt, left)
             continue
         if et == _CANCELLED and ev.order_id == xid:
-            if ev.leaves_qty != 0 or np.int64(ev.filled_qty) != ost[x, O_FILLED]:
-                _viol(vrows, vids, counts, meta, R_EVENTS, D_REPORT_QTY, seq, xid,
-                      np.int64(ev.filled_qty), np.int64(ev.leaves_qty), ost[x, O_FILLED], 0)
-            rs = np.int64(ev.reason)
-            mk, tif = ost[x, O_MARKET], ost[x, O_TIF]
-            if rs == _NO_LIQUIDITY:
-                bad = mk == 0
-            elif rs == _IOC_UNFILLED:
-                bad = mk == 1 or tif == _GTC or tif == _DAY or tif == _GTD
-            elif rs == _SELF_TRADE:
-                bad = stp == _STP_NONE or stp == _STP_RESTING
-            else:
-                bad = rs != _OVERFLOW
-            if tif == _FOK:
-                bad = True   # an accepted FOK always ends FILLED
-            if bad:
-                _viol(vrows, vids, counts, meta, R_OTYPE, D_CANCEL_REASON, seq, xid, mk, tif, rs,
-                      0)
-            ost[x, O_CANCELLED] += ost[x, O_LEAVES]
-            ost[x, O_LEAVES] = 0
+            _own_cancel(ev, x, xid, seq, stp, ost, meta, vrows, vids, counts)
             ended = True
             continue
         if et == _CANCELLED and ev.reason == _SELF_TRADE:
@@ -266,18 +246,7 @@ def walk_plain(x, seq, stp, fills, fp, f_hi, events, k, e_hi, ost, ext, lst, oid
                 _viol(vrows, vids, counts, meta, R_LIVE, D_REPORT_NOT_LIVE, seq, ev.order_id, 0,
                       0, 0, 0)
                 continue
-            lv = ost[r, O_LEVEL]
-            best = _best_level(ladlv, meta, opp)
-            if ost[r, O_SIDE] != opp or lv != best or lst[lv, L_HEAD] != r:
-                _viol(vrows, vids, counts, meta, R_FIFO, D_STP_FIFO, seq, ev.order_id,
-                      ost[r, O_PRICE], lst[best, L_PRICE] if best >= 0 else 0, 0, 0)
-            if ost[r, O_TRADER] != ost[x, O_TRADER] or not (stp == _STP_RESTING
-                                                           or stp == _STP_BOTH):
-                _viol(vrows, vids, counts, meta, R_STP, D_STP_TRADERS, seq, ev.order_id,
-                      ost[r, O_TRADER], ost[x, O_TRADER], 0, 0)
-            if ev.leaves_qty != 0 or np.int64(ev.filled_qty) != ost[r, O_FILLED]:
-                _viol(vrows, vids, counts, meta, R_EVENTS, D_REPORT_QTY, seq, ev.order_id,
-                      np.int64(ev.filled_qty), np.int64(ev.leaves_qty), ost[r, O_FILLED], 0)
+            _stp_cancel(ev, r, x, opp, seq, stp, ost, lst, ladlv, meta, vrows, vids, counts)
             _remove(ost, lst, htab, ladder, ladlv, touched, meta, vrows, vids, counts, seq, r,
                     ev.order_id)
             continue
@@ -389,22 +358,8 @@ def check_plain(orders, fills, l2, events, i_end, known, stp, final, ost, lst, o
             return NEED_FULL
         f_id, f_row, f_next = _look_ahead(orders, i, i_end, fills, fp, nf, f_id, f_row, f_next,
                                           ost, lst, oid, htab, ladder, ladlv, meta)
-        f_hi, l_hi, e_hi = fp, lp, ep
-        while f_hi < nf and fills[f_hi].seq == seq:
-            if fills[f_hi].ts != ts:
-                _viol(vrows, vids, counts, meta, R_FIELDS, D_TS, seq, z, 0,
-                      np.int64(fills[f_hi].ts), ts, 0)
-            f_hi += 1
-        while l_hi < nl and l2[l_hi].seq == seq:
-            if l2[l_hi].ts != ts:
-                _viol(vrows, vids, counts, meta, R_FIELDS, D_TS, seq, z, 1,
-                      np.int64(l2[l_hi].ts), ts, 0)
-            l_hi += 1
-        while e_hi < ne and events[e_hi].seq == seq:
-            if events[e_hi].ts != ts:
-                _viol(vrows, vids, counts, meta, R_FIELDS, D_TS, seq, z, 2,
-                      np.int64(events[e_hi].ts), ts, 0)
-            e_hi += 1
+        f_hi, l_hi, e_hi = _rows_at(seq, ts, fills, fp, l2, lp, events, ep, meta, vrows, vids,
+                                    counts)
         meta[M_NT] = 0
         meta[M_ORDERS] += 1
         kind = np.int64(m.kind)
@@ -421,32 +376,16 @@ def check_plain(orders, fills, l2, events, i_end, known, stp, final, ost, lst, o
             x = _slot_of(htab, m.order_id)
             live = x >= 0 and ost[x, O_LEVEL] >= 0
             if et == _REJECTED:
-                rs = np.int64(ev0.reason)
-                if e_hi - ep != 1 or f_hi != fp or l_hi != lp or ev0.filled_qty != 0 \
-                        or ev0.leaves_qty != 0:
-                    _viol(vrows, vids, counts, meta, R_REJECT, D_REJECT_EFFECTS, seq, m.order_id,
-                          0, 0, 0, 0)
-                if not known:
-                    if rs != _UNKNOWN_SYMBOL and rs != _BAD_KIND:
-                        _viol(vrows, vids, counts, meta, R_REJECT, D_UNKNOWN_SYMBOL_NOT_REJECTED,
-                              seq, m.order_id, et, rs, 0, 0)
-                elif rs == _UNKNOWN_SYMBOL:
-                    _viol(vrows, vids, counts, meta, R_REJECT, D_REJ_UNKNOWN_SYMBOL, seq,
-                          m.order_id, 0, 0, 0, 0)
-                elif rs == _UNKNOWN_ID and (kind == _CANCEL or kind == _MODIFY) and x >= 0:
-                    _viol(vrows, vids, counts, meta, R_REJECT, D_REJ_UNKNOWN_ID, seq, m.order_id,
-                          0, 0, 0, 0)
-                elif rs == _DUPLICATE_ID and kind == _NEW and x < 0:
-                    _viol(vrows, vids, counts, meta, R_REJECT, D_REJ_DUPLICATE, seq, m.order_id,
-                          0, 0, 0, 0)
-                elif rs == _NOT_OWNER and (kind == _CANCEL or kind == _MODIFY) and live and (
-                        not owner or ost[x, O_TRADER] == np.int64(m.trader)):
-                    _viol(vrows, vids, counts, meta, R_OWNER, D_NOT_OWNER_WRONG, seq, m.order_id,
-                          np.int64(m.trader), ost[x, O_TRADER], 0, 0)
+                _check_reject(m, ev0, kind, x, live, known, owner, e_hi - ep == 1 and
+                              f_hi == fp and l_hi == lp, seq, ost, meta, vrows, vids, counts)
                 x = -1
             elif not known:
                 _viol(vrows, vids, counts, meta, R_REJECT, D_UNKNOWN_SYMBOL_NOT_REJECTED, seq,
                       m.order_id, et, np.int64(ev0.reason), 0, 0)
+                x = -1
+            elif kind > 2 or (kind == _NEW and m.side > 1):
+                _viol(vrows, vids, counts, meta, R_REJECT, D_BAD_FIELD_ACCEPTED, seq, m.order_id,
+                      kind, 0, 0, 0)
                 x = -1
             elif (kind == _NEW and et != _ACCEPTED) or (kind == _CANCEL and et != _CANCELLED) \
                     or (kind == _MODIFY and et != _MODIFIED):
@@ -552,14 +491,7 @@ def check_plain(orders, fills, l2, events, i_end, known, stp, final, ost, lst, o
             _viol(vrows, vids, counts, meta, R_EVENTS, D_FILL_NO_REPORT, seq, z,
                   np.int64(fills[j].trade_id), 0, 0, 0)
         _check_l2(seq, l2, lp, l_hi, lst, ladder, ladlv, touched, meta, vrows, vids, counts)
-        nb, na = meta[M_NB], meta[M_NA]
-        if nb > 0 and na > 0 and ladder[0, nb - 1] >= -ladder[1, na - 1]:
-            _viol(vrows, vids, counts, meta, R_CROSSED, D_CROSSED, seq, z, ladder[0, nb - 1],
-                  -ladder[1, na - 1], 0, 0)
-        if ts > meta[M_PREV_TS]:
-            meta[M_PREV_TS] = ts
-        elif ts < meta[M_PREV_TS]:
-            meta[M_TS_BACK] = 1
+        _after_message(seq, ts, ladder, meta, vrows, vids, counts)
         fp, lp, ep = f_hi, l_hi, e_hi
         i += 1
     meta[M_I], meta[M_FP], meta[M_LP], meta[M_EP] = i, fp, lp, ep

@@ -11,6 +11,7 @@ import pytest
 
 import exsim.replay.verification.kernel as K
 import exsim.replay.verification.plain as P
+from exsim.exchange.schema import Event
 from exsim.replay import verify_arrays
 from exsim.replay.verification.book import O_DISPLAY, O_EXPIRE, O_LEVEL, O_SIDE
 from exsim.replay.verification.run import _stored
@@ -182,3 +183,13 @@ def test_plain_state_refuses_books_with_venue_orders(mixed_tables):
     venue = live & ((ost[:, O_DISPLAY] > 0) | (ost[:, O_EXPIRE] > 0) | (ost[:, O_SIDE] >= 2))
     assert venue.any() and not P.plain_state(state)
     assert P.plain_state(K.new_state(16, 10))
+
+
+def test_accepted_bad_kind_and_side_give_one_report(plain_tables, monkeypatch):
+    orders, fills, l2, events = plain_tables
+    bad_kind = np.flatnonzero(orders["kind"] > 2)[0]
+    bad = events.copy()
+    j = np.flatnonzero(bad["seq"] == orders["seq"][bad_kind])[0]
+    bad["event"][j] = Event.ACCEPTED     # where the engine rejected the unknown kind
+    report = _same_as_full_kernel((orders, fills, l2, bad), monkeypatch)
+    assert "reject" in {v.rule for v in report.violations if v.seq == orders["seq"][bad_kind]}
