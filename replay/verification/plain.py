@@ -268,18 +268,17 @@ def _remove(ost, lst, htab, ladder, ladlv, touched, meta, vrows, vids, counts, s
 @njit(cache=True, _nrt=False, inline="always")
 def _end_incoming(x, ended, seq, ost, lst, oid, htab, ladder, ladlv, touched, meta, vrows, vids,
                   counts):
-    """``walk._end_incoming`` of a plain order (it shows everything it rests with)."""
-    if ended or ost[x, O_LEAVES] <= 0:
-        _finish(ost, htab, meta, vrows, vids, counts, seq, x, oid[x])
-        return True
-    tif = ost[x, O_TIF]
-    if ost[x, O_MARKET] == 1 or not (tif == _GTC or tif == _DAY or tif == _GTD):
+    """``walk._end_incoming`` of a plain order (it shows everything it rests with); one
+    ``_finish`` site for both ways it may be done."""
+    if not (ended or ost[x, O_LEAVES] <= 0):
+        tif = ost[x, O_TIF]
+        if ost[x, O_MARKET] == 0 and (tif == _GTC or tif == _DAY or tif == _GTD):
+            _touch(touched, lst, ladder, ladlv, meta, ost[x, O_SIDE], ost[x, O_PRICE])
+            return _append(ost, lst, ladder, ladlv, meta, x)
         _viol(vrows, vids, counts, meta, R_OTYPE, D_LEFT_OPEN, seq, oid[x], ost[x, O_MARKET],
               tif, 0, 0)
-        _finish(ost, htab, meta, vrows, vids, counts, seq, x, oid[x])
-        return True
-    _touch(touched, lst, ladder, ladlv, meta, ost[x, O_SIDE], ost[x, O_PRICE])
-    return _append(ost, lst, ladder, ladlv, meta, x)
+    _finish(ost, htab, meta, vrows, vids, counts, seq, x, oid[x])
+    return True
 
 
 @njit(cache=True, _nrt=False, inline="always")
@@ -364,7 +363,7 @@ def check_plain(orders, fills, l2, events, i_end, known, stp, final, ost, lst, o
         meta[M_ORDERS] += 1
         kind = np.int64(m.kind)
         k, x = e_hi, np.int64(-1)
-        incoming = False
+        incoming = extra = False
         if e_hi == ep:
             _viol(vrows, vids, counts, meta, R_EVENTS, D_NO_EVENT, seq, m.order_id, 0, 0, 0, 0)
         else:
@@ -445,8 +444,7 @@ def check_plain(orders, fills, l2, events, i_end, known, stp, final, ost, lst, o
                               ost[x, O_FILLED], 0)
                     _remove(ost, lst, htab, ladder, ladlv, touched, meta, vrows, vids, counts,
                             seq, x, m.order_id)
-                    fp, k, x = _extra(seq, events, ep + 1, e_hi, fills, fp, f_hi, meta, vrows,
-                                      vids, counts)
+                    extra = True
                 else:   # MODIFY of a live order
                     q = np.int64(m.qty)
                     if ev0.leaves_qty != q or np.int64(ev0.filled_qty) != ost[x, O_FILLED]:
@@ -459,23 +457,24 @@ def check_plain(orders, fills, l2, events, i_end, known, stp, final, ost, lst, o
                         _check_grid(cfg, seq, m.order_id, True, False, np.int64(m.price), 0,
                                     q, 0, 0, meta, vrows, vids, counts)
                     _touch(touched, lst, ladder, ladlv, meta, ost[x, O_SIDE], ost[x, O_PRICE])
-                    if np.int64(m.price) == ost[x, O_PRICE]:
-                        if q > old:   # more quantity loses priority: to the back of the level
-                            _detach(ost, lst, ladder, ladlv, meta, x)
-                            ost[x, O_LEAVES] = q
-                            if not _append(ost, lst, ladder, ladlv, meta, x):
-                                return NEED_CAPACITY
-                        else:
-                            _set_leaves(ost, lst, x, q)
-                        fp, k, x = _extra(seq, events, ep + 1, e_hi, fills, fp, f_hi, meta,
-                                          vrows, vids, counts)
-                    else:     # a new price: out of the book, then handled as an incoming limit
+                    moved = np.int64(m.price) != ost[x, O_PRICE]
+                    if moved or q > old:   # to the back of its level, or out to its new price
                         _detach(ost, lst, ladder, ladlv, meta, x)
                         ost[x, O_LEAVES] = q
-                        ext[x, E_RESERVE] = 0
-                        ost[x, O_PRICE] = np.int64(m.price)
-                        ost[x, O_MARKET] = 0
-                        incoming = True
+                        if moved:          # then handled as an incoming limit
+                            ext[x, E_RESERVE] = 0
+                            ost[x, O_PRICE] = np.int64(m.price)
+                            ost[x, O_MARKET] = 0
+                            incoming = True
+                        elif not _append(ost, lst, ladder, ladlv, meta, x):
+                            return NEED_CAPACITY
+                    else:
+                        _set_leaves(ost, lst, x, q)
+                    extra = not incoming
+        # a cancel or a same-price modify: it has no more reports or fills (one site for both)
+        if extra:
+            fp, k, x = _extra(seq, events, ep + 1, e_hi, fills, fp, f_hi, meta, vrows, vids,
+                              counts)
         # an accepted NEW, or a MODIFY to a new price: its walk, then it rests or is done
         # (one call site for both: each inlined copy costs cold-compile time)
         if incoming:
