@@ -117,7 +117,8 @@ class _Symbol:
             hi = min(n, lo + _CHUNK)
             while True:
                 # why two kernels: check_plain takes the plain continuous messages, and
-                # check_symbol (~2.5x its cold compile) is compiled only when one is not plain
+                # check_symbol (about 3x its cold compile, 2.5x its peak memory) is compiled only
+                # when one is not plain
                 kernel = K.check_symbol if self.full else P.check_plain
                 status = kernel(orders, fills, l2, events, hi, known, self.run.stp,
                                 final if hi == n else K.MORE, *state)
