@@ -1,7 +1,8 @@
 """One symbol's checks: the kernel up to its first phase activity, the phase checker after it.
 
 ``_Symbol`` feeds a symbol's rows, all at once or seq range by seq range, to the kernel
-(``replay.verification.kernel``) until the symbol's first row of phase activity
+(``replay.verification.plain.check_plain`` while its messages are plain continuous ones, then
+``replay.verification.kernel.check_symbol``) until the symbol's first row of phase activity
 (``replay.verification.phases.first_phase_seq``), then to ``PhaseChecker``
 (``replay.verification.auctions``), whose book is seeded with the kernel's at that seq; rows
 before it whose symbol has bands also go through ``phases.band_rows``. Its ``_Tally`` keeps what
