@@ -12,6 +12,7 @@ inside functions included):
 - ``orders``        stops, icebergs, expiry, tick tables and lots: the kernel's order helpers
 - ``walk``          one order's walk through the book: its fills and the reports they cause
 - ``kernel``        the message loop that checks a symbol's rows against that book
+- ``plain``         the same loop for plain continuous messages only (compiled without the rest)
 - ``seed``          a book built from a checkpoint, and the canonical form that compares states
 - ``phases``        phase options, where a symbol's phase activity begins, ``band`` before it
 - ``uncross``       the rules' uncross and auction allocation for a call book
@@ -19,7 +20,7 @@ inside functions included):
 - ``auctions``      ``PhaseChecker``: phases, auctions, bands from the hand-over on
 - ``report``        ``Violation`` and ``VerifyReport``
 - ``options``       a run's engine config as per-symbol options, written into kernel states
-- ``symbol``        one symbol's checks: the kernel, then the phase checker
+- ``symbol``        one symbol's checks: the plain kernel, the kernel, then the phase checker
 - ``split``         seq blocks between checkpoints checked on threads, folded as one walk
 - ``run``           ``verify`` and ``verify_arrays``: the run-wide checks and the report
 

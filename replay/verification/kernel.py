@@ -252,6 +252,75 @@ def _new_order(m, x, ts, ost, ext, cfg):
     return False
 
 
+@njit(cache=True, _nrt=False, inline="always")
+def _rows_at(seq, ts, fills, fp, l2, lp, events, ep, meta, vrows, vids, counts):
+    """The ends of message ``seq``'s fill, L2 and event rows from ``fp``, ``lp``, ``ep``; each
+    row carries the message's ``ts`` (``row_fields``). Returns (f_hi, l_hi, e_hi). (Shared
+    with ``replay.verification.plain``.)"""
+    z = np.uint64(0)
+    f_hi, l_hi, e_hi = fp, lp, ep
+    while f_hi < fills.size and fills[f_hi].seq == seq:
+        if fills[f_hi].ts != ts:
+            _viol(vrows, vids, counts, meta, R_FIELDS, D_TS, seq, z, 0,
+                  np.int64(fills[f_hi].ts), ts, 0)
+        f_hi += 1
+    while l_hi < l2.size and l2[l_hi].seq == seq:
+        if l2[l_hi].ts != ts:
+            _viol(vrows, vids, counts, meta, R_FIELDS, D_TS, seq, z, 1,
+                  np.int64(l2[l_hi].ts), ts, 0)
+        l_hi += 1
+    while e_hi < events.size and events[e_hi].seq == seq:
+        if events[e_hi].ts != ts:
+            _viol(vrows, vids, counts, meta, R_FIELDS, D_TS, seq, z, 2,
+                  np.int64(events[e_hi].ts), ts, 0)
+        e_hi += 1
+    return f_hi, l_hi, e_hi
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _check_reject(m, ev0, kind, x, live, known, owner, alone, seq, ost, meta, vrows, vids,
+                  counts):
+    """``reject`` (and ``ownership``) for message ``m`` rejected by its first report ``ev0``:
+    ``alone`` whether that report is its only row; ``x`` the row of its order id (-1 none),
+    ``live`` whether that order rests. (Shared with ``replay.verification.plain``.)"""
+    rs = np.int64(ev0.reason)
+    if not alone or ev0.filled_qty != 0 or ev0.leaves_qty != 0:
+        _viol(vrows, vids, counts, meta, R_REJECT, D_REJECT_EFFECTS, seq, m.order_id,
+              0, 0, 0, 0)
+    if not known:
+        if rs != _UNKNOWN_SYMBOL and rs != _BAD_KIND:
+            _viol(vrows, vids, counts, meta, R_REJECT, D_UNKNOWN_SYMBOL_NOT_REJECTED,
+                  seq, m.order_id, np.int64(ev0.event), rs, 0, 0)
+    elif rs == _UNKNOWN_SYMBOL:
+        _viol(vrows, vids, counts, meta, R_REJECT, D_REJ_UNKNOWN_SYMBOL, seq,
+              m.order_id, 0, 0, 0, 0)
+    elif rs == _UNKNOWN_ID and (kind == _CANCEL or kind == _MODIFY) and x >= 0:
+        _viol(vrows, vids, counts, meta, R_REJECT, D_REJ_UNKNOWN_ID, seq, m.order_id,
+              0, 0, 0, 0)
+    elif rs == _DUPLICATE_ID and kind == _NEW and x < 0:
+        _viol(vrows, vids, counts, meta, R_REJECT, D_REJ_DUPLICATE, seq, m.order_id,
+              0, 0, 0, 0)
+    elif rs == _NOT_OWNER and (kind == _CANCEL or kind == _MODIFY) and live and (
+            not owner or ost[x, O_TRADER] == np.int64(m.trader)):
+        _viol(vrows, vids, counts, meta, R_OWNER, D_NOT_OWNER_WRONG, seq, m.order_id,
+              np.int64(m.trader), ost[x, O_TRADER], 0, 0)
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _after_message(seq, ts, ladder, meta, vrows, vids, counts):
+    """After message ``seq`` at ``ts``: the book is not crossed (``crossed_book``); the
+    symbol's latest ts moves on (or is noted to have stepped back). (Shared with
+    ``replay.verification.plain``.)"""
+    nb, na = meta[M_NB], meta[M_NA]
+    if nb > 0 and na > 0 and ladder[0, nb - 1] >= -ladder[1, na - 1]:
+        _viol(vrows, vids, counts, meta, R_CROSSED, D_CROSSED, seq, np.uint64(0),
+              ladder[0, nb - 1], -ladder[1, na - 1], 0, 0)
+    if ts > meta[M_PREV_TS]:
+        meta[M_PREV_TS] = ts
+    elif ts < meta[M_PREV_TS]:
+        meta[M_TS_BACK] = 1
+
+
 @njit(cache=True, _nrt=False, nogil=True)
 def check_symbol(orders, fills, l2, events, i_end, known, stp, final, ost, lst, oid, htab,
                  ladder, ladlv, touched, ext, cfg, meta, vrows, vids, counts):
@@ -287,22 +356,8 @@ def check_symbol(orders, fills, l2, events, i_end, known, stp, final, ost, lst, 
                 or (lp < nl and l2[lp].seq < seq):
             fp, lp, ep = _foreign(seq, fills, fp, nf, l2, lp, nl, events, ep, ne, ost, ext, lst,
                                   htab, ladder, ladlv, touched, meta, vrows, vids, counts)
-        f_hi, l_hi, e_hi = fp, lp, ep
-        while f_hi < nf and fills[f_hi].seq == seq:
-            if fills[f_hi].ts != ts:
-                _viol(vrows, vids, counts, meta, R_FIELDS, D_TS, seq, z, 0,
-                      np.int64(fills[f_hi].ts), ts, 0)
-            f_hi += 1
-        while l_hi < nl and l2[l_hi].seq == seq:
-            if l2[l_hi].ts != ts:
-                _viol(vrows, vids, counts, meta, R_FIELDS, D_TS, seq, z, 1,
-                      np.int64(l2[l_hi].ts), ts, 0)
-            l_hi += 1
-        while e_hi < ne and events[e_hi].seq == seq:
-            if events[e_hi].ts != ts:
-                _viol(vrows, vids, counts, meta, R_FIELDS, D_TS, seq, z, 2,
-                      np.int64(events[e_hi].ts), ts, 0)
-            e_hi += 1
+        f_hi, l_hi, e_hi = _rows_at(seq, ts, fills, fp, l2, lp, events, ep, meta, vrows, vids,
+                                    counts)
         meta[M_NT] = 0
         meta[M_ORDERS] += 1
         # expiries before the message: each is a phase with its own L2 row
@@ -326,28 +381,8 @@ def check_symbol(orders, fills, l2, events, i_end, known, stp, final, ost, lst, 
             x = _slot_of(htab, m.order_id)
             live = x >= 0 and ost[x, O_LEVEL] >= 0
             if et == _REJECTED:
-                rs = np.int64(ev0.reason)
-                if e_hi - ep != 1 or f_hi != fp or l_hi != lp or ev0.filled_qty != 0 \
-                        or ev0.leaves_qty != 0:
-                    _viol(vrows, vids, counts, meta, R_REJECT, D_REJECT_EFFECTS, seq, m.order_id,
-                          0, 0, 0, 0)
-                if not known:
-                    if rs != _UNKNOWN_SYMBOL and rs != _BAD_KIND:
-                        _viol(vrows, vids, counts, meta, R_REJECT, D_UNKNOWN_SYMBOL_NOT_REJECTED,
-                              seq, m.order_id, et, rs, 0, 0)
-                elif rs == _UNKNOWN_SYMBOL:
-                    _viol(vrows, vids, counts, meta, R_REJECT, D_REJ_UNKNOWN_SYMBOL, seq,
-                          m.order_id, 0, 0, 0, 0)
-                elif rs == _UNKNOWN_ID and (kind == _CANCEL or kind == _MODIFY) and x >= 0:
-                    _viol(vrows, vids, counts, meta, R_REJECT, D_REJ_UNKNOWN_ID, seq, m.order_id,
-                          0, 0, 0, 0)
-                elif rs == _DUPLICATE_ID and kind == _NEW and x < 0:
-                    _viol(vrows, vids, counts, meta, R_REJECT, D_REJ_DUPLICATE, seq, m.order_id,
-                          0, 0, 0, 0)
-                elif rs == _NOT_OWNER and (kind == _CANCEL or kind == _MODIFY) and live and (
-                        not owner or ost[x, O_TRADER] == np.int64(m.trader)):
-                    _viol(vrows, vids, counts, meta, R_OWNER, D_NOT_OWNER_WRONG, seq, m.order_id,
-                          np.int64(m.trader), ost[x, O_TRADER], 0, 0)
+                _check_reject(m, ev0, kind, x, live, known, owner, e_hi - ep == 1 and
+                              f_hi == fp and l_hi == lp, seq, ost, meta, vrows, vids, counts)
                 x = -1
             elif not known:
                 _viol(vrows, vids, counts, meta, R_REJECT, D_UNKNOWN_SYMBOL_NOT_REJECTED, seq,
@@ -523,14 +558,7 @@ def check_symbol(orders, fills, l2, events, i_end, known, stp, final, ost, lst, 
                   counts)
         if f_hi > fp0 and meta[M_PENDING] > 0:
             _stops_settled(seq, ost, oid, lst, ladlv, meta, vrows, vids, counts)
-        nb, na = meta[M_NB], meta[M_NA]
-        if nb > 0 and na > 0 and ladder[0, nb - 1] >= -ladder[1, na - 1]:
-            _viol(vrows, vids, counts, meta, R_CROSSED, D_CROSSED, seq, z, ladder[0, nb - 1],
-                  -ladder[1, na - 1], 0, 0)
-        if ts > meta[M_PREV_TS]:
-            meta[M_PREV_TS] = ts
-        elif ts < meta[M_PREV_TS]:
-            meta[M_TS_BACK] = 1
+        _after_message(seq, ts, ladder, meta, vrows, vids, counts)
         fp, lp, ep = f_hi, l_hi, e_hi
         i += 1
     meta[M_I], meta[M_FP], meta[M_LP], meta[M_EP] = i, fp, lp, ep

@@ -1,7 +1,8 @@
 """One symbol's checks: the kernel up to its first phase activity, the phase checker after it.
 
 ``_Symbol`` feeds a symbol's rows, all at once or seq range by seq range, to the kernel
-(``replay.verification.kernel``) until the symbol's first row of phase activity
+(``replay.verification.plain.check_plain`` while its messages are plain continuous ones, then
+``replay.verification.kernel.check_symbol``) until the symbol's first row of phase activity
 (``replay.verification.phases.first_phase_seq``), then to ``PhaseChecker``
 (``replay.verification.auctions``), whose book is seeded with the kernel's at that seq; rows
 before it whose symbol has bands also go through ``phases.band_rows``. Its ``_Tally`` keeps what
@@ -28,6 +29,7 @@ from exsim.replay.verification.auctions import PhaseChecker
 from exsim.replay.verification.book import M_LAST_PX, M_TRADED
 import exsim.replay.verification.kernel as K
 from exsim.replay.verification.options import _SymbolOptions
+from exsim.replay.verification import plain as P
 from exsim.replay.verification.phases import (
     PhaseOptions, band_rows, first_phase_seq, static_band_rejects,
 )
@@ -82,6 +84,9 @@ class _Symbol:
         self.run = run
         self.popts = options.phase if options is not None else PhaseOptions()
         self.state = state if state is not None else run.begin(options)
+        # True once the symbol needs check_symbol: from then on every message goes to it (a
+        # state it left may hold stops, icebergs and expiries, which check_plain cannot take)
+        self.full = state is not None and not P.plain_state(state)
         self.checker = None
         self.tally = _Tally(max(run.max_violations, 0))
         self.show_progress = True
@@ -112,11 +117,18 @@ class _Symbol:
         for lo in range(0, max(n, 1), _CHUNK):
             hi = min(n, lo + _CHUNK)
             while True:
-                status = K.check_symbol(orders, fills, l2, events, hi, known, self.run.stp,
-                                        final if hi == n else K.MORE, *state)
+                # why two kernels: check_plain takes the plain continuous messages, and
+                # check_symbol (about 3x its cold compile, 2.5x its peak memory) is compiled only
+                # when one is not plain
+                kernel = K.check_symbol if self.full else P.check_plain
+                status = kernel(orders, fills, l2, events, hi, known, self.run.stp,
+                                final if hi == n else K.MORE, *state)
                 if status == K.OK:
                     break
-                state = K.grow_state(state)
+                if status == P.NEED_FULL:
+                    self.full = True
+                else:
+                    state = K.grow_state(state)
             if self.show_progress:
                 self.run.progress(hi - lo)
         t = self.tally
@@ -161,4 +173,5 @@ class _Symbol:
         """Continue with what ``later`` found checking the next ranges from a state equal to
         this one's (``replay.verification.split``): its state and its findings. Returns None."""
         self.state = later.state
+        self.full = later.full
         self.tally.absorb(later.tally)

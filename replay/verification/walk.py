@@ -186,6 +186,51 @@ def _hands_over(ev, xid, htab, ost):
     return False
 
 
+@njit(cache=True, _nrt=False, inline="always")
+def _own_cancel(ev, x, xid, seq, stp, ost, meta, vrows, vids, counts):
+    """The walking order ``x``'s own CANCELLED report ``ev``: its quantities, and a reason its
+    type, time in force and the STP mode allow (``order_type``); its leaves are cancelled.
+    (Shared with ``replay.verification.plain``.)"""
+    if ev.leaves_qty != 0 or np.int64(ev.filled_qty) != ost[x, O_FILLED]:
+        _viol(vrows, vids, counts, meta, R_EVENTS, D_REPORT_QTY, seq, xid,
+              np.int64(ev.filled_qty), np.int64(ev.leaves_qty), ost[x, O_FILLED], 0)
+    rs = np.int64(ev.reason)
+    mk, tif = ost[x, O_MARKET], ost[x, O_TIF]
+    if rs == _NO_LIQUIDITY:
+        bad = mk == 0
+    elif rs == _IOC_UNFILLED:
+        bad = mk == 1 or tif == _GTC or tif == _DAY or tif == _GTD
+    elif rs == _SELF_TRADE:
+        bad = stp == _STP_NONE or stp == _STP_RESTING
+    else:
+        bad = rs != _OVERFLOW
+    if tif == _FOK:
+        bad = True   # an accepted FOK always ends FILLED
+    if bad:
+        _viol(vrows, vids, counts, meta, R_OTYPE, D_CANCEL_REASON, seq, xid, mk, tif, rs, 0)
+    ost[x, O_CANCELLED] += ost[x, O_LEAVES]
+    ost[x, O_LEAVES] = 0
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _stp_cancel(ev, r, x, opp, seq, stp, ost, lst, ladlv, meta, vrows, vids, counts):
+    """Checks of the STP cancel ``ev`` of live resting order ``r`` met by walking order ``x``:
+    it was first at the best opposite price (``fifo``), of the same trader under a mode that
+    cancels resting orders (``self_trade``), with its quantities (``events_fills``). The
+    caller removes it. (Shared with ``replay.verification.plain``.)"""
+    lv = ost[r, O_LEVEL]
+    best = _best_level(ladlv, meta, opp)
+    if ost[r, O_SIDE] != opp or lv != best or lst[lv, L_HEAD] != r:
+        _viol(vrows, vids, counts, meta, R_FIFO, D_STP_FIFO, seq, ev.order_id,
+              ost[r, O_PRICE], lst[best, L_PRICE] if best >= 0 else 0, 0, 0)
+    if ost[r, O_TRADER] != ost[x, O_TRADER] or not (stp == _STP_RESTING or stp == _STP_BOTH):
+        _viol(vrows, vids, counts, meta, R_STP, D_STP_TRADERS, seq, ev.order_id,
+              ost[r, O_TRADER], ost[x, O_TRADER], 0, 0)
+    if ev.leaves_qty != 0 or np.int64(ev.filled_qty) != ost[r, O_FILLED]:
+        _viol(vrows, vids, counts, meta, R_EVENTS, D_REPORT_QTY, seq, ev.order_id,
+              np.int64(ev.filled_qty), np.int64(ev.leaves_qty), ost[r, O_FILLED], 0)
+
+
 # not inlined: the kernel calls it from three places, and three inlined copies of it were half
 # of the verify kernel's cold compile (about 85 of 155 CPU seconds)
 @njit(cache=True, _nrt=False)
@@ -254,26 +299,7 @@ def _walk(x, seq, ts, stp, fills, fp, f_hi, events, k, e_hi, ost, ext, lst, oid,
                         _set_leaves(ost, lst, r, left)
             continue
         if et == _CANCELLED and ev.order_id == xid:
-            if ev.leaves_qty != 0 or np.int64(ev.filled_qty) != ost[x, O_FILLED]:
-                _viol(vrows, vids, counts, meta, R_EVENTS, D_REPORT_QTY, seq, xid,
-                      np.int64(ev.filled_qty), np.int64(ev.leaves_qty), ost[x, O_FILLED], 0)
-            rs = np.int64(ev.reason)
-            mk, tif = ost[x, O_MARKET], ost[x, O_TIF]
-            if rs == _NO_LIQUIDITY:
-                bad = mk == 0
-            elif rs == _IOC_UNFILLED:
-                bad = mk == 1 or tif == _GTC or tif == _DAY or tif == _GTD
-            elif rs == _SELF_TRADE:
-                bad = stp == _STP_NONE or stp == _STP_RESTING
-            else:
-                bad = rs != _OVERFLOW
-            if tif == _FOK:
-                bad = True   # an accepted FOK always ends FILLED
-            if bad:
-                _viol(vrows, vids, counts, meta, R_OTYPE, D_CANCEL_REASON, seq, xid, mk, tif, rs,
-                      0)
-            ost[x, O_CANCELLED] += ost[x, O_LEAVES]
-            ost[x, O_LEAVES] = 0
+            _own_cancel(ev, x, xid, seq, stp, ost, meta, vrows, vids, counts)
             ended = True
             continue
         if et == _CANCELLED and ev.reason == _SELF_TRADE:
@@ -282,18 +308,7 @@ def _walk(x, seq, ts, stp, fills, fp, f_hi, events, k, e_hi, ost, ext, lst, oid,
                 _viol(vrows, vids, counts, meta, R_LIVE, D_REPORT_NOT_LIVE, seq, ev.order_id, 0,
                       0, 0, 0)
                 continue
-            lv = ost[r, O_LEVEL]
-            best = _best_level(ladlv, meta, opp)
-            if ost[r, O_SIDE] != opp or lv != best or lst[lv, L_HEAD] != r:
-                _viol(vrows, vids, counts, meta, R_FIFO, D_STP_FIFO, seq, ev.order_id,
-                      ost[r, O_PRICE], lst[best, L_PRICE] if best >= 0 else 0, 0, 0)
-            if ost[r, O_TRADER] != ost[x, O_TRADER] or not (stp == _STP_RESTING
-                                                           or stp == _STP_BOTH):
-                _viol(vrows, vids, counts, meta, R_STP, D_STP_TRADERS, seq, ev.order_id,
-                      ost[r, O_TRADER], ost[x, O_TRADER], 0, 0)
-            if ev.leaves_qty != 0 or np.int64(ev.filled_qty) != ost[r, O_FILLED]:
-                _viol(vrows, vids, counts, meta, R_EVENTS, D_REPORT_QTY, seq, ev.order_id,
-                      np.int64(ev.filled_qty), np.int64(ev.leaves_qty), ost[r, O_FILLED], 0)
+            _stp_cancel(ev, r, x, opp, seq, stp, ost, lst, ladlv, meta, vrows, vids, counts)
             _remove(ost, ext, lst, htab, ladder, ladlv, touched, meta, vrows, vids, counts, seq,
                     r, ev.order_id)
             continue
