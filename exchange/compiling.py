@@ -50,8 +50,11 @@ SHOWN_S = 2.0                        # compiles at least this long get their own
 FIRST_RUN_ESTIMATE = ("a first exsim demo compiles for about 3.6 minutes of CPU in two processes "
                       "(about 2.5 minutes of wall time) and 1.9 GB of memory in the larger one")
 KNOWN_COST_S = {   # CPU seconds of the longest compiles, from the same run
-    "exsim.replay.verification.kernel.check_symbol": 135,
     "exsim.exchange.plain.process_plain": 55,
+    "exsim.replay.verification.plain.check_plain": 45,
+    # compiled only when a symbol's rows first need the venue/phase rules (not by a plain
+    # exsim demo): measured on its own before the plain verifier kernel existed
+    "exsim.replay.verification.kernel.check_symbol": 135,
     # compiled only when a batch first needs the venue rules (not by a plain exsim demo):
     # measured on its own before the plain kernel existed
     "exsim.exchange.kernels.process_batch": 350,

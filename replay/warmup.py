@@ -132,7 +132,29 @@ def _replay(work: str) -> None:
 def _verify(work: str) -> None:
     from exsim.replay import verify
 
-    verify(os.path.join(work, "run"))
+    verify(os.path.join(work, "run"))   # a plain run: the plain verifier kernel
+    _compile_full_verifier()
+
+
+def _compile_full_verifier() -> None:
+    """The verifier's full kernel (``check_symbol``), which a plain run never reaches (the plain
+    kernel, ``replay.verification.plain``, takes it): the rows of one accepted GTD order,
+    written by hand, because a venue flow through the engine would compile the engine's full
+    kernel here as well."""
+    import numpy as np
+
+    from exsim.exchange.schema import Event, Tif
+    from exsim.replay import verify_arrays
+    from exsim.store.tables import STORED_DTYPES
+
+    orders = np.zeros(1, STORED_DTYPES["orders"])
+    orders["seq"], orders["ts"], orders["order_id"], orders["price"] = 1, 1, 1, 100
+    orders["qty"], orders["tif"], orders["expire_ts"] = 5, Tif.GTD, 10
+    events = np.zeros(1, STORED_DTYPES["events"])
+    events["seq"], events["ts"], events["order_id"] = 1, 1, 1
+    events["event"], events["leaves_qty"] = Event.ACCEPTED, 5
+    fills, l2 = np.zeros(0, STORED_DTYPES["fills"]), np.zeros(0, STORED_DTYPES["l2"])
+    verify_arrays(orders, fills, l2, events)
 
 
 def _backtest(work: str) -> None:
@@ -356,7 +378,7 @@ BACKGROUND = {
         # (a kernel for plain rows may join check_symbol); any of them cached means this group
         # ran here for today's sources, and a stale one alone compiles where it is used
         probe=("exsim.replay.verification",),
-        packages=("exsim.replay.verification",), peak_bytes=2_000_000_000),
+        packages=("exsim.replay.verification",), peak_bytes=800_000_000),
 }
 ENV_CHILDREN = "EXSIM_COMPILE_CHILDREN"   # at most this many compile children; 0: none
 # what the parent of a first demo peaks at meanwhile (the plain matching kernel's compile)

@@ -86,23 +86,10 @@ def _verify(tmp: Path) -> list:
             raise RuntimeError(out + err)
 
     def venue_verify():
-        """check_symbol, which a plain run never reaches (replay.verification.plain): rows of
-        one accepted GTD order, written by hand (a venue flow through the engine would compile
-        its full kernel here too)."""
-        import numpy as np
+        """check_symbol, which a plain run never reaches (replay.verification.plain)."""
+        from exsim.replay.warmup import _compile_full_verifier
 
-        from exsim.exchange.schema import Event, Tif
-        from exsim.replay import verify_arrays
-        from exsim.store.tables import STORED_DTYPES
-
-        orders = np.zeros(1, STORED_DTYPES["orders"])
-        orders["seq"], orders["ts"], orders["order_id"], orders["price"] = 1, 1, 1, 100
-        orders["qty"], orders["tif"], orders["expire_ts"] = 5, Tif.GTD, 10
-        events = np.zeros(1, STORED_DTYPES["events"])
-        events["seq"], events["ts"], events["order_id"] = 1, 1, 1
-        events["event"], events["leaves_qty"] = Event.ACCEPTED, 5
-        fills, l2 = np.zeros(0, STORED_DTYPES["fills"]), np.zeros(0, STORED_DTYPES["l2"])
-        verify_arrays(orders, fills, l2, events)
+        _compile_full_verifier()
 
     return [verify, venue_verify]
 
