@@ -405,6 +405,7 @@ class _Session:
         except AuthError as e:
             return self._login_rejected(ouch.REJECT_NOT_AUTHORIZED, str(e))
         if req.session not in ("", self.opts["session"]) or self.closed:
+            log.warning("binary login from %s rejected: no session %r", self.peer, req.session)
             return self._login_rejected(ouch.REJECT_SESSION, f"no session {req.session!r}")
         self.account = account
         self.stream = f"ouch:{account.name}"
@@ -423,7 +424,8 @@ class _Session:
         return True
 
     def _login_rejected(self, code: bytes, why: str) -> bool:
-        log.warning("binary login from %s rejected: %s", self.peer, why)
+        # why debug: the guard has logged (and audited) the refusal with its address already
+        log.debug("binary login from %s rejected: %s", self.peer, why)
         self.transport.write(frame(PacketType.LOGIN_REJECTED, ouch.LOGIN_REJECTED.pack(code)))
         self.closed = True
         self.transport.close()

@@ -24,6 +24,10 @@ Invariants:
 - Every logon success and failure is logged with its peer address: a warning on the
   ``exsim.gateway.auth`` logger for failures, and one line per logon in
   ``DATA_DIR/gateway/audit.log`` (mode 0600, rotated at ``audit_bytes``, ``audit_files`` kept).
+  Logons refused by the throttle (no password checked) are the one kind a client can send
+  without bound: of those, each address and port gets one warning and one audit line a
+  second (``THROTTLED_LOG_S``); the ones between are counted, and the next line (or the
+  close) says how many ("... and N more refused since T"), so every failure is accounted for.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ log = logging.getLogger("exsim.gateway.auth")
 
 AUDIT_FILE = "audit.log"
 _MAX_TRACKED = 65_536   # failure buckets kept before the full ones are forgotten
+THROTTLED_LOG_S = 1.0   # seconds between the log lines of throttled logons of one address
 
 
 @dataclass(frozen=True)
@@ -68,6 +73,12 @@ class Limits:
             v = getattr(self, f.name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
                 raise UsageError(f"limit {f.name} must be a positive number; got {v!r}")
+
+
+def _clock(monotonic: float) -> str:
+    """Return the UTC wall time (ISO, seconds) of a ``time.monotonic()`` reading."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                         time.gmtime(time.time() - (time.monotonic() - monotonic)))
 
 
 class ThrottledError(AuthError):
@@ -121,6 +132,8 @@ class Guard:
         self._pool = concurrent.futures.ThreadPoolExecutor(
             self.limits.hash_workers, thread_name_prefix="exsim-auth")
         self.refused = collections.Counter()   # why -> connections or logons refused
+        # (port, host) -> [first time of the window, the name, refusals not yet logged, why]
+        self._quiet: dict[tuple[str, str], list] = {}
         self._audit = self._open_audit(state_dir)
 
     # -------------------------------------------------------------- connections before logon
@@ -213,7 +226,7 @@ class Guard:
         why = self._throttled(name, host, now)
         if why is not None:
             self.refused["throttled"] += 1
-            self._record(port, host, name, False, why)
+            self._record_throttled(port, host, name, why, now)
             raise ThrottledError(why)
         loop = asyncio.get_running_loop()
         try:
@@ -237,6 +250,29 @@ class Guard:
     def record_failure(self, port: str, peer, name, why: str) -> None:
         """Log and audit a logon refused before any password check (a malformed login)."""
         self._record(port, peer_host(peer), name, False, why)
+
+    def _record_throttled(self, port: str, host: str, name, why: str, now: float) -> None:
+        # why not one line each: refusing costs no hash, so a client can send thousands a
+        # second, and two log writes per refusal were a good part of the gateway's time then
+        key = (port, host)
+        q = self._quiet.get(key)
+        if q is not None and now - q[0] < THROTTLED_LOG_S:
+            q[1], q[2], q[3] = name, q[2] + 1, why
+            return
+        if q is not None and q[2]:
+            why = f"{why} (and {q[2]} more refused since {_clock(q[0])})"
+        if q is None and len(self._quiet) >= _MAX_TRACKED:
+            self._flush_throttled()
+        self._quiet[key] = [now, name, 0, why]
+        self._record(port, host, name, False, why)
+
+    def _flush_throttled(self) -> None:
+        """Log the throttled refusals counted but not yet logged, and forget them."""
+        for (port, host), (at, name, n, why) in list(self._quiet.items()):
+            if n:
+                self._record(port, host, name, False,
+                             f"{n} more refused since {_clock(at)}: {why}")
+        self._quiet.clear()
 
     def _record(self, port: str, host: str, name, ok: bool, why: str) -> None:
         shown = name if isinstance(name, str) and len(name) <= 64 else "?"
@@ -265,8 +301,10 @@ class Guard:
         return audit
 
     def close(self) -> None:
-        """Stop the hashing pool and close the audit log (idempotent)."""
+        """Stop the hashing pool, log the throttled refusals not logged yet and close the
+        audit log (idempotent)."""
         self._pool.shutdown(wait=False)
+        self._flush_throttled()
         if self._audit is not None:
             for h in list(self._audit.handlers):
                 h.close()
