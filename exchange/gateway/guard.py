@@ -41,10 +41,11 @@ import os
 import time
 from dataclasses import dataclass, fields
 
-from exsim.exchange.errors import UsageError
-from exsim.exchange.gateway.accounts import AuthError
+from exsim.exchange.errors import InputError, UsageError
+from exsim.exchange.gateway.accounts import AuthError, read_toml
 
-__all__ = ["Limits", "Guard", "Ticket", "ThrottledError", "AUDIT_FILE", "peer_host"]
+__all__ = ["Limits", "Guard", "Ticket", "ThrottledError", "AUDIT_FILE", "peer_host",
+           "PORT_LIMITS", "load_limits"]
 
 log = logging.getLogger("exsim.gateway.auth")
 
@@ -79,6 +80,51 @@ def _clock(monotonic: float) -> str:
     """Return the UTC wall time (ISO, seconds) of a ``time.monotonic()`` reading."""
     return time.strftime("%Y-%m-%dT%H:%M:%SZ",
                          time.gmtime(time.time() - (time.monotonic() - monotonic)))
+
+
+# the options of each port a limits file may set (each port's page says what they bound); the
+# values are integers, except seconds (names ending in _s, and FIX's logon_timeout)
+PORT_LIMITS = {
+    "fix": ("logon_timeout", "max_message_size", "min_heartbeat", "max_heartbeat",
+            "max_output_bytes", "max_garbled", "max_sessions", "resend_per_s", "backlog_per_s"),
+    "binary": ("heartbeat_s", "idle_s", "login_timeout_s", "max_queued_reports",
+               "max_buffer_bytes", "max_sessions", "sndbuf", "replay_per_s"),
+    "feed": ("heartbeat_s", "idle_s", "login_timeout_s", "max_buffer", "max_sessions", "sndbuf",
+             "snapshot_orders_per_s"),
+    "web": ("levels", "tape", "interval_s", "queue_max", "max_watchers", "auth_timeout_s"),
+}
+SHARED_SECTION = "gateway"   # the limits file's table of ``Limits`` (every port's)
+
+
+def load_limits(path: str) -> tuple[Limits, dict[str, dict]]:
+    """Return ``(Limits, {port: {option: value}})`` read from the TOML file ``path``: a
+    ``[gateway]`` table of ``Limits`` fields and ``[fix]``, ``[binary]``, ``[feed]``, ``[web]``
+    tables of the options ``PORT_LIMITS`` names; whatever is left out keeps its default.
+
+    Raises InputError naming the file (and the table and key) if it cannot be read or parsed
+    (``accounts.read_toml``),
+    has an unknown table or key, or a value that is not a number of the right kind (seconds
+    may be fractional, the rest are integers; all positive, ``sndbuf`` may be 0)."""
+    doc = read_toml(path, "limits file")
+    known = {SHARED_SECTION: tuple(f.name for f in fields(Limits)), **PORT_LIMITS}
+    shared, ports = {}, {}
+    for table, values in doc.items():
+        if table not in known or not isinstance(values, dict):
+            raise InputError(f"{path}: unknown table [{table}]; known: "
+                             f"{', '.join(f'[{k}]' for k in known)}")
+        for key, value in values.items():
+            if key not in known[table]:
+                raise InputError(f"{path}: [{table}] has no limit {key!r}; known: "
+                                 f"{', '.join(known[table])}")
+            seconds = key.endswith("_s") or key == "logon_timeout"
+            ok = not isinstance(value, bool) and isinstance(value, (int, float) if seconds
+                                                                  else int)
+            if not ok or not (value > 0 or (key == "sndbuf" and value == 0)):
+                kind = "number of seconds" if seconds else "integer"
+                raise InputError(f"{path}: [{table}] {key} must be a positive {kind}; got "
+                                 f"{value!r}")
+            (shared if table == SHARED_SECTION else ports.setdefault(table, {}))[key] = value
+    return Limits(**shared), ports
 
 
 class ThrottledError(AuthError):
