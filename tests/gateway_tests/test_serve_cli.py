@@ -167,3 +167,16 @@ def test_serve_applies_a_limits_file(tmp_path):
         audit = (tmp_path / "day" / "gateway" / "audit.log").read_text()
         assert "too many failed logons from this address" in audit
     asyncio.run(asyncio.wait_for(main(), 90))
+
+
+def test_every_limit_a_limits_file_may_set_is_an_option_of_its_port():
+    import inspect
+
+    from exsim.exchange.gateway import binary_server, feed_server, web
+    from exsim.exchange.gateway.fix import server as fix_server
+    from exsim.exchange.gateway.guard import PORT_LIMITS
+
+    assert set(PORT_LIMITS["fix"]) <= set(fix_server.DEFAULTS)
+    assert set(PORT_LIMITS["binary"]) <= set(binary_server.DEFAULTS)
+    assert set(PORT_LIMITS["feed"]) <= set(inspect.signature(feed_server.FeedServer).parameters)
+    assert all(f"``{k}``" in web.start.__doc__ for k in PORT_LIMITS["web"])
