@@ -20,7 +20,7 @@ Invariants:
   newcomers, never for the addresses its owner uses). Bad passwords therefore cost at most a
   bounded hash rate and cannot starve the pool.
 - Password hashes run on ``hash_workers`` threads of the guard's own pool, never the event
-  loop; a port's logon deadline covers receiving the logon, not the queue in front of the pool.
+  loop, at a lower scheduling priority than the loop (``background_thread``); a port's logon deadline covers receiving the logon, not the queue in front of the pool.
 - Every logon success and failure is logged with its peer address: a warning on the
   ``exsim.gateway.auth`` logger for failures, and one line per logon in
   ``DATA_DIR/gateway/audit.log`` (mode 0600, rotated at ``audit_bytes``, ``audit_files`` kept).
@@ -38,6 +38,7 @@ import concurrent.futures
 import logging
 import logging.handlers
 import os
+import threading
 import time
 from dataclasses import dataclass, fields
 
@@ -45,13 +46,31 @@ from exsim.exchange.errors import InputError, UsageError
 from exsim.exchange.gateway.accounts import AuthError, read_toml
 
 __all__ = ["Limits", "Guard", "Ticket", "ThrottledError", "AUDIT_FILE", "peer_host",
-           "PORT_LIMITS", "load_limits"]
+           "PORT_LIMITS", "load_limits", "BACKGROUND_NICE", "background_thread"]
 
 log = logging.getLogger("exsim.gateway.auth")
 
 AUDIT_FILE = "audit.log"
 _MAX_TRACKED = 65_536   # failure buckets kept before the full ones are forgotten
 THROTTLED_LOG_S = 1.0   # seconds between the log lines of throttled logons of one address
+BACKGROUND_NICE = 10    # how much lower the scheduling priority of the gateway's helper threads is
+
+
+def background_thread() -> None:
+    """Lower the calling thread's scheduling priority by ``BACKGROUND_NICE`` (Linux: nice is
+    per thread); a ThreadPoolExecutor initializer. Returns None; does nothing where the
+    system does not allow it.
+
+    Why: on a 2-core machine, two threads hashing passwords (scrypt, ~60 ms of CPU each) took
+    the event loop's core for as long: every session's acks waited. The loop must win. Only
+    for threads that run outside the GIL (scrypt releases it): a lower-priority thread that
+    holds the GIL would keep the loop waiting for it (priority inversion)."""
+    try:
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid,
+                       min(19, os.getpriority(os.PRIO_PROCESS, tid) + BACKGROUND_NICE))
+    except (AttributeError, OSError):
+        pass
 
 
 @dataclass(frozen=True)
@@ -176,7 +195,8 @@ class Guard:
         self._by_account: dict[str, _Bucket] = {}
         self._good: dict[str, set] = {}        # account -> addresses it logged on from
         self._pool = concurrent.futures.ThreadPoolExecutor(
-            self.limits.hash_workers, thread_name_prefix="exsim-auth")
+            self.limits.hash_workers, thread_name_prefix="exsim-auth",
+            initializer=background_thread)
         self.refused = collections.Counter()   # why -> connections or logons refused
         # (port, host) -> [first time of the window, the name, refusals not yet logged, why]
         self._quiet: dict[tuple[str, str], list] = {}
