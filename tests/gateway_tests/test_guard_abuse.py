@@ -75,11 +75,6 @@ def p99(xs: list[float]) -> float:
 
 @pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc, binds 127.0.0.2")
-@pytest.mark.xfail(strict=False, reason=(
-    "open (issue 36): during the feed snapshot attack the probe's p99 is 80-125 ms (limit "
-    "~30 ms): every all-symbol snapshot is built on the event loop under the engine lock, "
-    "40-70 ms each on a loaded 2-core box; wrong-password loops sometimes reach 60-100 ms. "
-    "The binary replay attack's 0.2-2 s stalls are fixed (replays read on their own thread)"))
 def test_attacks_do_not_hurt_a_well_behaved_client(tmp_path):
     async def main():
         rows = list(make_accounts(40))
