@@ -105,7 +105,8 @@ def _clock(monotonic: float) -> str:
 # values are integers, except seconds (names ending in _s, and FIX's logon_timeout)
 PORT_LIMITS = {
     "fix": ("logon_timeout", "max_message_size", "min_heartbeat", "max_heartbeat",
-            "max_output_bytes", "max_garbled", "max_sessions", "resend_per_s", "backlog_per_s"),
+            "max_output_bytes", "max_garbled", "max_sessions", "resend_per_s", "backlog_per_s",
+            "sndbuf"),
     "binary": ("heartbeat_s", "idle_s", "login_timeout_s", "max_queued_reports",
                "max_buffer_bytes", "max_sessions", "sndbuf", "replay_per_s"),
     "feed": ("heartbeat_s", "idle_s", "login_timeout_s", "max_buffer", "max_sessions", "sndbuf",
