@@ -71,12 +71,12 @@ def snapshot_frames(builder: itch.FeedBuilder, sid: int, rows: np.ndarray) -> tu
     rows)``, each message a sequenced data packet) and its messages other than the orders
     (SNAPSHOT_START first). ``rows``: ``Engine.orders(sid)`` taken at the builder's seq.
 
-    Raises FeedError if a field does not fit its layout."""
+    Raises FeedError if a field of the messages around the orders does not fit its layout."""
     msgs = builder.snapshot(sid, rows[:0])
     msgs[0] = msgs[0]._replace(orders=len(rows))
     start, end = msgs[0], msgs[-1]
     adds = np.empty(len(rows), _ADD_FRAME)
-    adds["length"] = _ADD_FRAME.itemsize - 2   # why - 2: the length counts the type byte on
+    adds["length"] = _ADD_FRAME.itemsize - 2   # why - 2: it counts the bytes after itself
     adds["packet"] = PacketType.SEQUENCED
     adds["type"] = itch.MsgType.ADD_ORDER
     adds["symbol"], adds["seq"], adds["ts"] = start.symbol, start.seq, start.ts

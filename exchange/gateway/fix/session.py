@@ -33,8 +33,9 @@ Invariants:
 - No callback awaits; a client that does not read is disconnected when its unsent output
   passes ``max_output_bytes`` (its reports stay stored; a reconnect resends them), so a slow
   or half-open client never holds up the core or another session; output held back while a
-  resend runs counts against the same bound. A resend is read and sent ``RESEND_CHUNK`` stored
-  messages at a time, at most ``resend_per_s`` a second (other sessions run between chunks);
+  resend runs counts against the same bound. A resend is read and built ``RESEND_CHUNK`` stored
+  messages at a time on the port's read thread (``FixServer.off_loop``), at most
+  ``resend_per_s`` a second (other sessions run between chunks);
   ResendRequests that arrive while one
   runs are merged into one that follows it: per session at most one runs and one waits.
   Heartbeats: a Heartbeat
