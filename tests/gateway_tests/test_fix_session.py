@@ -216,3 +216,20 @@ def test_a_logon_backlog_arrives_in_steps_in_order_with_live_reports_after_it(tm
             assert took > 0.1   # the second step waited for the port's budget
             await a.logout()
     run(body())
+
+
+def test_a_sequence_reset_with_its_gap_fill_flag_twice_is_rejected_and_the_session_goes_on(
+        tmp_path):
+    """Found by test_fix_fuzz: 35=4 with two 123 fields ended the session with an exception
+    (FieldError out of _message); it gets a session Reject 373=13 like any repeated tag."""
+    async def body():
+        async with fix_port(tmp_path) as (gw, port):
+            r, w, _ = await raw_logon(port)
+            w.write(raw_msg("4", 2, [(123, "N"), (123, "N"), (36, 5)]))
+            got = await read_raw(r, 1, timeout=5)
+            assert got[0].type == "3" and got[0][373] == "13" and got[0][45] == "2"
+            w.write(raw_msg("1", 3, [(112, "still-there")]))
+            got = await read_raw(r, 1, timeout=5)
+            assert got[0].type == "0" and got[0][112] == "still-there"
+            w.close()
+    run(body())

@@ -522,9 +522,16 @@ class FixSession:
             self._reject(seq, msg_type, FieldError(9, "CompID problem", 49))
             self._logout("SenderCompID / TargetCompID do not match the session")
             raise _Close()
-        if msg_type == "4" and field(msg, 123) != b"Y":
-            self._sequence_reset(msg, seq)
-            return
+        if msg_type == "4":
+            try:
+                gap_fill = field(msg, 123)
+            except FieldError as e:   # a repeated GapFillFlag: rejected (373=13), never a crash
+                if self._sequenced(seq, poss_dup, None, None):
+                    self._reject(seq, msg_type, e)
+                return
+            if gap_fill != b"Y":
+                self._sequence_reset(msg, seq)
+                return
         if not self._sequenced(seq, poss_dup, msg_type, msg):
             return
         try:
