@@ -28,6 +28,7 @@ Invariants:
   without bound: of those, each address and port gets one warning and one audit line a
   second (``THROTTLED_LOG_S``); the ones between are counted, and the next line (or the
   close) says how many ("... and N more refused since T"), so every failure is accounted for.
+  The warnings for connections refused or evicted before logon are limited the same way.
 """
 
 from __future__ import annotations
@@ -201,6 +202,7 @@ class Guard:
         self.refused = collections.Counter()   # why -> connections or logons refused
         # (port, host) -> [first time of the window, the name, refusals not yet logged, why]
         self._quiet: dict[tuple[str, str], list] = {}
+        self._warned: dict[tuple, list] = {}   # key -> [first time of the window, not logged]
         self._audit = self._open_audit(state_dir)
 
     # -------------------------------------------------------------- connections before logon
@@ -221,8 +223,9 @@ class Guard:
                 old += 1
         if old >= limit:
             self.refused["preauth_per_address"] += 1
-            log.warning("%s: connection from %s refused: %d connections of this address are "
-                        "not logged on", port, host, len(mine))
+            self._warn_limited(("preauth", port, host), f"{port}: connection from {host} "
+                               f"refused: {len(mine)} connections of this address are not "
+                               "logged on")
             if not mine:
                 del per_host[host]
             return None
@@ -230,14 +233,32 @@ class Guard:
             worst = max(per_host.values(), key=len)
             victim = next(iter(worst))
             self.refused["preauth_evicted"] += 1
-            log.warning("%s: %d connections not logged on; closing the oldest of %s", port,
-                        self.limits.preauth_per_port, victim.host)
+            self._warn_limited(("evicted", port, victim.host), f"{port}: "
+                               f"{self.limits.preauth_per_port} connections not logged on; "
+                               f"closing the oldest of {victim.host}")
             victim.release()
             victim.kill()
         t = Ticket(self, port, host, kill)
         mine[t] = None
         self._counts[port] = self._counts.get(port, 0) + 1
         return t
+
+    def _warn_limited(self, key: tuple, text: str) -> None:
+        """Log ``text`` as a warning at most once every ``THROTTLED_LOG_S`` per ``key``; the
+        ones between are counted, and the next line says how many."""
+        # why: a client can open thousands of connections a second, and a warning for each
+        # is both the gateway's time and a log file that grows without bound
+        now = time.monotonic()
+        w = self._warned.get(key)
+        if w is not None and now - w[0] < THROTTLED_LOG_S:
+            w[1] += 1
+            return
+        if w is not None and w[1]:
+            text = f"{text} (and {w[1]} more since {_clock(w[0])})"
+        if w is None and len(self._warned) >= _MAX_TRACKED:
+            self._warned.clear()
+        self._warned[key] = [now, 0]
+        log.warning("%s", text)
 
     def _forget(self, t: Ticket) -> None:
         per_host = self._tickets.get(t.port, {})
