@@ -47,7 +47,8 @@ from exsim.exchange.gateway.core import RateLimiter
 from exsim.exchange.gateway.framing import HEADER, FrameError, PacketType, frame, read_frame
 from exsim.exchange.schema import Side
 
-__all__ = ["start", "FeedServer", "LOGIN", "SESSION", "MAX_INBOUND", "encode_login"]
+__all__ = ["start", "FeedServer", "LOGIN", "SESSION", "MAX_INBOUND", "encode_login",
+           "snapshot_frames", "SNAPSHOT_ORDERS_PER_S"]
 
 log = logging.getLogger("exsim.gateway.feed")
 
