@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from exsim.exchange.errors import ExsimError, InputError
 
 __all__ = ["Account", "Accounts", "AuthError", "ROLES", "hash_password", "check_password",
-           "format_account"]
+           "format_account", "read_toml"]
 
 ROLES = frozenset({"trade", "dropcopy", "marketdata"})
 MAX_FILE_BYTES = 16 << 20
@@ -111,6 +111,22 @@ def check_password(stored: str, password: str) -> bool:
 _DUMMY_HASH = hash_password(secrets.token_hex(16), salt=b"\0" * 16)
 
 
+def read_toml(path, what: str) -> dict:
+    """Return the parsed TOML file ``path`` (at most ``MAX_FILE_BYTES``). Raises InputError
+    naming the file and ``what`` it is ("accounts file") if it is too large, unreadable or
+    not TOML."""
+    try:
+        size = os.path.getsize(path)
+        if size > MAX_FILE_BYTES:
+            raise InputError(f"{path}: {what} is {size} bytes; the limit is {MAX_FILE_BYTES}")
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except OSError as e:
+        raise InputError(f"{path}: cannot read the {what}: {e.strerror or e}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise InputError(f"{path}: not a TOML {what}: {e}") from None
+
+
 class Accounts:
     """The accounts of one file, by name. Build with ``Accounts.load`` or ``Accounts(list)``."""
 
@@ -137,17 +153,7 @@ class Accounts:
         or used twice; an unknown role; a rate not a positive integer.
         """
         path = os.fspath(path)
-        try:
-            size = os.path.getsize(path)
-            if size > MAX_FILE_BYTES:
-                raise InputError(f"{path}: accounts file is {size} bytes; the limit is "
-                                 f"{MAX_FILE_BYTES}")
-            with open(path, "rb") as f:
-                data = tomllib.load(f)
-        except OSError as e:
-            raise InputError(f"{path}: cannot read the accounts file: {e.strerror or e}") from None
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-            raise InputError(f"{path}: not a TOML accounts file: {e}") from None
+        data = read_toml(path, "accounts file")
         rows = data.get("accounts", [])
         if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
             raise InputError(f"{path}: 'accounts' must be an array of tables ([[accounts]])")

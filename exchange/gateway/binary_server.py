@@ -41,7 +41,7 @@ import struct
 from exsim.exchange.gateway import ouch
 from exsim.exchange.errors import UsageError
 from exsim.exchange.gateway.accounts import AuthError
-from exsim.exchange.gateway.core import RateLimiter, Request
+from exsim.exchange.gateway.core import Budget, RateLimiter, Request
 from exsim.exchange.gateway.framing import FrameError, PacketType, frame, read_frame
 
 __all__ = ["BinaryServer", "start", "DEFAULTS"]
@@ -83,24 +83,14 @@ class BinaryServer:
         self._server: asyncio.AbstractServer | None = None
         self._closing = False
         # the port's replay budget (reports), shared by every session replaying
-        self._replay_tokens, self._replay_at = float(SEND_CHUNK), 0.0
+        self._replay_budget = Budget(self.opts["replay_per_s"], SEND_CHUNK)
 
     async def replay_turn(self, n: int) -> None:
         """Wait until the port's replay budget holds ``n`` reports, then take them."""
         # why one budget per port: a replay costs a JSON parse and an encode per report, and
         # many logins replaying at once (also of one account) must not take every other
         # session's turn on the event loop
-        rate = float(self.opts["replay_per_s"])
-        loop = asyncio.get_running_loop()
-        while True:
-            now = loop.time()
-            self._replay_tokens = min(max(rate, float(n)),
-                                      self._replay_tokens + (now - self._replay_at) * rate)
-            self._replay_at = now
-            if self._replay_tokens >= n:
-                self._replay_tokens -= n
-                return
-            await asyncio.sleep((n - self._replay_tokens) / rate)
+        await self._replay_budget.take(n)
 
     @property
     def sockets(self):
@@ -405,6 +395,7 @@ class _Session:
         except AuthError as e:
             return self._login_rejected(ouch.REJECT_NOT_AUTHORIZED, str(e))
         if req.session not in ("", self.opts["session"]) or self.closed:
+            log.warning("binary login from %s rejected: no session %r", self.peer, req.session)
             return self._login_rejected(ouch.REJECT_SESSION, f"no session {req.session!r}")
         self.account = account
         self.stream = f"ouch:{account.name}"
@@ -423,7 +414,8 @@ class _Session:
         return True
 
     def _login_rejected(self, code: bytes, why: str) -> bool:
-        log.warning("binary login from %s rejected: %s", self.peer, why)
+        # why debug: the guard has logged (and audited) the refusal with its address already
+        log.debug("binary login from %s rejected: %s", self.peer, why)
         self.transport.write(frame(PacketType.LOGIN_REJECTED, ouch.LOGIN_REJECTED.pack(code)))
         self.closed = True
         self.transport.close()

@@ -54,7 +54,7 @@ from exsim.exchange.gateway.reports import (Origin, OrderState, Report, derive, 
 from exsim.exchange.gateway.state_db import DB_NAME, StateDB, StreamReader
 from exsim.exchange.schema import Flag, Kind, ORDER_DTYPE, OrderType, Side, Tif
 
-__all__ = ["Gateway", "Request", "SymbolInfo", "MarketBatch", "RateLimiter", "MAX_CLIENT_ID",
+__all__ = ["Gateway", "Request", "SymbolInfo", "MarketBatch", "RateLimiter", "Budget", "MAX_CLIENT_ID",
            "UNKNOWN_SYMBOL_ID"]
 
 log = logging.getLogger("exsim.gateway")
@@ -124,6 +124,27 @@ class RateLimiter:
             self.tokens -= 1.0
             return True
         return False
+
+
+class Budget:
+    """A token bucket shared by the tasks of one port: ``per_sec`` units a second, bursts of
+    up to ``per_sec`` (or the largest single take)."""
+
+    def __init__(self, per_sec: float, tokens: float = 0.0):
+        self.rate = float(per_sec)
+        self.tokens, self.at = float(tokens), 0.0
+
+    async def take(self, n: int) -> None:
+        """Wait until the bucket holds ``n`` units, then take them."""
+        loop = asyncio.get_running_loop()
+        while True:
+            now = loop.time()
+            self.tokens = min(max(self.rate, float(n)), self.tokens + (now - self.at) * self.rate)
+            self.at = now
+            if self.tokens >= n:
+                self.tokens -= n
+                return
+            await asyncio.sleep((n - self.tokens) / self.rate)
 
 
 def _fits(v, lo: int, hi: int) -> bool:

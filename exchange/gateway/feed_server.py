@@ -20,6 +20,9 @@ Invariants:
   ``max_buffer`` bytes (plus the size of the snapshot it was just sent) is disconnected, and so
   is one that asks for a snapshot while more than ``max_buffer`` bytes of earlier output are
   unsent: a session never holds more than ``max_buffer`` plus one snapshot.
+- Snapshots are encoded as numpy arrays (one framed ADD_ORDER per row), not message by
+  message, and every snapshot of the port counts against one budget of orders a second
+  (``snapshot_orders_per_s``): past it, a Snapshot Request is answered with a Debug packet.
 - Every read has a deadline: a login must arrive within ``login_timeout_s``, and a logged-in
   client must send something (a heartbeat at least) every ``idle_s``; otherwise the session is
   closed. Inbound frames are at most ``MAX_INBOUND`` bytes. Before its login a connection
@@ -36,12 +39,16 @@ import logging
 import socket
 import struct
 
+import numpy as np
+
 from exsim.exchange.gateway import itch
 from exsim.exchange.gateway.accounts import AuthError
 from exsim.exchange.gateway.core import RateLimiter
-from exsim.exchange.gateway.framing import FrameError, PacketType, frame, read_frame
+from exsim.exchange.gateway.framing import HEADER, FrameError, PacketType, frame, read_frame
+from exsim.exchange.schema import Side
 
-__all__ = ["start", "FeedServer", "LOGIN", "SESSION", "MAX_INBOUND", "encode_login"]
+__all__ = ["start", "FeedServer", "LOGIN", "SESSION", "MAX_INBOUND", "encode_login",
+           "snapshot_frames", "SNAPSHOT_ORDERS_PER_S"]
 
 log = logging.getLogger("exsim.gateway.feed")
 
@@ -49,6 +56,36 @@ LOGIN = struct.Struct(">32s64s")   # username, password: ASCII/UTF-8, right-padd
 SESSION = b"exsim-feed"            # the 10-byte session name of Login Accepted
 MAX_INBOUND = 1 + LOGIN.size       # the largest frame a client may send (a login)
 REQUESTS_PER_SEC = 20              # snapshot requests per session before they are refused
+SNAPSHOT_ORDERS_PER_S = 100_000    # orders in the snapshots of all sessions of a port, a second
+
+# One framed ADD_ORDER: the SoupBinTCP header and itch's ADD_ORDER layout, packed. Why: a
+# snapshot's orders are encoded as one numpy array; one tuple and struct.pack per order cost
+# ~10 us each, so an all-symbol snapshot of a 3,000-order book held the event loop 40-70 ms
+_ADD_FRAME = np.dtype([("length", ">u2"), ("packet", "u1"), ("type", "S1"), ("symbol", ">u4"),
+                       ("seq", ">u8"), ("ts", ">i8"), ("ref", ">u8"), ("side", "S1"),
+                       ("qty", ">i8"), ("price", ">i8")])
+assert _ADD_FRAME.itemsize == HEADER.size + itch.LAYOUTS[itch.MsgType.ADD_ORDER].struct.size
+
+
+def snapshot_frames(builder: itch.FeedBuilder, sid: int, rows: np.ndarray) -> tuple[bytes, list]:
+    """Return the framed snapshot of symbol ``sid`` (the bytes of ``builder.snapshot(sid,
+    rows)``, each message a sequenced data packet) and its messages other than the orders
+    (SNAPSHOT_START first). ``rows``: ``Engine.orders(sid)`` taken at the builder's seq.
+
+    Raises FeedError if a field of the messages around the orders does not fit its layout."""
+    msgs = builder.snapshot(sid, rows[:0])
+    msgs[0] = msgs[0]._replace(orders=len(rows))
+    start, end = msgs[0], msgs[-1]
+    adds = np.empty(len(rows), _ADD_FRAME)
+    adds["length"] = _ADD_FRAME.itemsize - 2   # why - 2: it counts the bytes after itself
+    adds["packet"] = PacketType.SEQUENCED
+    adds["type"] = itch.MsgType.ADD_ORDER
+    adds["symbol"], adds["seq"], adds["ts"] = start.symbol, start.seq, start.ts
+    adds["ref"] = rows["order_id"]
+    adds["side"] = np.where(rows["side"] == Side.BUY, b"B", b"S")
+    adds["qty"], adds["price"] = rows["qty"], rows["price"]
+    head = b"".join(frame(PacketType.SEQUENCED, itch.encode(m)) for m in msgs[:-1])
+    return head + adds.tobytes() + frame(PacketType.SEQUENCED, itch.encode(end)), msgs[:-1]
 
 
 def encode_login(username: str, password: str) -> bytes:
@@ -109,8 +146,16 @@ class FeedServer:
 
     def __init__(self, gw, *, heartbeat_s: float = 1.0, idle_s: float = 15.0,
                  login_timeout_s: float = 5.0, max_buffer: int = 4 << 20,
-                 max_sessions: int = 1024, sndbuf: int = 0):
+                 max_sessions: int = 1024, sndbuf: int = 0,
+                 snapshot_orders_per_s: int = SNAPSHOT_ORDERS_PER_S):
+        if isinstance(snapshot_orders_per_s, bool) or not isinstance(snapshot_orders_per_s, int) \
+                or snapshot_orders_per_s < 1:
+            raise ValueError(f"snapshot_orders_per_s must be an integer >= 1; got "
+                             f"{snapshot_orders_per_s!r}")
         self.gw = gw
+        self.snapshot_orders_per_s = snapshot_orders_per_s
+        self._tokens, self._tokens_at = float(snapshot_orders_per_s), 0.0
+        self.refused_snapshots = 0   # snapshot requests refused for the port's budget
         self.heartbeat_s, self.idle_s, self.login_timeout_s = heartbeat_s, idle_s, login_timeout_s
         self.max_buffer, self.max_sessions, self.sndbuf = max_buffer, max_sessions, sndbuf
         self.builder = itch.FeedBuilder()   # loaded from the engine by start(), under the lock
@@ -141,21 +186,34 @@ class FeedServer:
 
     def _snapshot_bytes(self, engine, sid: int | None, *, directory: bool = False) -> bytes:
         """Return the framed snapshot of ``sid`` (None: every symbol), optionally each with its
-        Symbol Directory first. Call with the engine at the builder's seq."""
+        Symbol Directory first. Call with the engine at the builder's seq. Takes the orders it
+        holds off the port's snapshot budget (``snapshot_orders_per_s``)."""
         infos = {info.id: info for info in self.gw.symbols.values()}
         # why filtered by the gateway's list: only symbols the engine knows have a book
         sids = [k for k in (self.builder.symbols() if sid is None else [sid]) if k in infos]
+        snaps = [snapshot_frames(self.builder, k, engine.orders(k)) for k in sids]
         out = []
-        snaps = [self.builder.snapshot(k, engine.orders(k)) for k in sids]
         if directory:   # every directory entry first: a reader knows all symbols to wait for
-            for k, msgs in zip(sids, snaps):
-                if k in infos:
-                    mant, exp = itch.tick_fields(infos[k].tick_size)
-                    out.append(itch.SymbolDirectory(k, msgs[0].seq, msgs[0].ts,
-                                                    infos[k].name[:16], mant, exp))
-        for msgs in snaps:
-            out.extend(msgs)
-        return b"".join(frame(PacketType.SEQUENCED, itch.encode(m)) for m in out)
+            for k, (_, msgs) in zip(sids, snaps):
+                mant, exp = itch.tick_fields(infos[k].tick_size)
+                out.append(frame(PacketType.SEQUENCED, itch.encode(itch.SymbolDirectory(
+                    k, msgs[0].seq, msgs[0].ts, infos[k].name[:16], mant, exp))))
+        out.extend(data for data, _ in snaps)
+        self._take_budget(sum(msgs[0].orders for _, msgs in snaps))
+        return b"".join(out)
+
+    def _budget(self) -> float:
+        """Return the orders left in the port's snapshot budget now (below 0: in debt)."""
+        now = asyncio.get_running_loop().time()
+        rate = float(self.snapshot_orders_per_s)
+        self._tokens = min(rate, self._tokens + (now - self._tokens_at) * rate)
+        self._tokens_at = now
+        return self._tokens
+
+    def _take_budget(self, orders: int) -> None:
+        # why it may go below 0: one snapshot larger than a second's budget is still sent
+        # whole; the requests after it wait until the debt is paid
+        self._tokens = self._budget() - orders
 
     async def _send_snapshot(self, session: _Session, sid: int | None, *,
                              greeting: bool = False) -> None:
@@ -269,6 +327,13 @@ class FeedServer:
                 session.send(frame(PacketType.DEBUG, b"unknown symbol id"))
             elif not session.requests.allow(self.gw.now_ns()):
                 session.send(frame(PacketType.DEBUG, b"snapshot requests over the rate limit"))
+            elif self._budget() < 0:
+                # why a port budget beside the per-session rate: a snapshot's cost grows with
+                # the book, and many sessions asking at their allowed rate would together take
+                # the event loop from every other client
+                self.refused_snapshots += 1
+                session.send(frame(PacketType.DEBUG, b"snapshot budget of the feed port "
+                                                     b"exhausted; ask again later"))
             else:
                 await self._send_snapshot(
                     session, None if req.symbol == itch.ALL_SYMBOLS else req.symbol)
@@ -313,10 +378,13 @@ async def start(gw, host: str = "127.0.0.1", port: int = 0, **options) -> FeedSe
 
     Options: ``heartbeat_s`` (1.0), ``idle_s`` (15.0), ``login_timeout_s`` (5.0),
     ``max_buffer`` (bytes of unsent output before a session is dropped, 4 MiB),
-    ``max_sessions`` (1024), ``sndbuf`` (the kernel send buffer of each session's socket in
-    bytes; 0 keeps the system's, which can hold megabytes more for a slow reader), ``ssl`` (an
-    ``ssl.SSLContext``: TLS only). Raises TypeError for an unknown option and OSError if the address
-    cannot be bound."""
+    ``max_sessions`` (1024), ``snapshot_orders_per_s`` (the orders all snapshots of the port
+    may hold a second, 100,000: past it a Snapshot Request is answered with a Debug packet;
+    the snapshot after a login is always sent), ``sndbuf`` (the kernel send buffer of each
+    session's socket in bytes; 0 keeps the system's, which can hold megabytes more for a slow
+    reader), ``ssl`` (an ``ssl.SSLContext``: TLS only). Raises TypeError for an unknown
+    option, ValueError for a bad ``snapshot_orders_per_s`` and OSError if the address cannot
+    be bound."""
     tls = options.pop("ssl", None)
     fs = FeedServer(gw, **options)
     async with gw.engine_lock:   # the builder starts from the engine as no batch is in flight

@@ -20,10 +20,15 @@ Invariants:
   newcomers, never for the addresses its owner uses). Bad passwords therefore cost at most a
   bounded hash rate and cannot starve the pool.
 - Password hashes run on ``hash_workers`` threads of the guard's own pool, never the event
-  loop; a port's logon deadline covers receiving the logon, not the queue in front of the pool.
+  loop, at a lower scheduling priority than the loop (``background_thread``); a port's logon deadline covers receiving the logon, not the queue in front of the pool.
 - Every logon success and failure is logged with its peer address: a warning on the
   ``exsim.gateway.auth`` logger for failures, and one line per logon in
   ``DATA_DIR/gateway/audit.log`` (mode 0600, rotated at ``audit_bytes``, ``audit_files`` kept).
+  Logons refused by the throttle (no password checked) are the one kind a client can send
+  without bound: of those, each address and port gets one warning and one audit line a
+  second (``THROTTLED_LOG_S``); the ones between are counted, and the next line (or the
+  close) says how many ("... and N more refused since T"), so every failure is accounted for.
+  The warnings for connections refused or evicted before logon are limited the same way.
 """
 
 from __future__ import annotations
@@ -34,18 +39,39 @@ import concurrent.futures
 import logging
 import logging.handlers
 import os
+import threading
 import time
 from dataclasses import dataclass, fields
 
-from exsim.exchange.errors import UsageError
-from exsim.exchange.gateway.accounts import AuthError
+from exsim.exchange.errors import InputError, UsageError
+from exsim.exchange.gateway.accounts import AuthError, read_toml
 
-__all__ = ["Limits", "Guard", "Ticket", "ThrottledError", "AUDIT_FILE", "peer_host"]
+__all__ = ["Limits", "Guard", "Ticket", "ThrottledError", "AUDIT_FILE", "peer_host",
+           "PORT_LIMITS", "load_limits", "BACKGROUND_NICE", "background_thread"]
 
 log = logging.getLogger("exsim.gateway.auth")
 
 AUDIT_FILE = "audit.log"
 _MAX_TRACKED = 65_536   # failure buckets kept before the full ones are forgotten
+THROTTLED_LOG_S = 1.0   # seconds between the log lines of throttled logons of one address
+BACKGROUND_NICE = 10    # how much lower the scheduling priority of the gateway's helper threads is
+
+
+def background_thread() -> None:
+    """Lower the calling thread's scheduling priority by ``BACKGROUND_NICE`` (Linux: nice is
+    per thread); a ThreadPoolExecutor initializer. Returns None; does nothing where the
+    system does not allow it.
+
+    Why: on a 2-core machine, two threads hashing passwords (scrypt, ~60 ms of CPU each) took
+    the event loop's core for as long: every session's acks waited. The loop must win. Only
+    for threads that run outside the GIL (scrypt releases it): a lower-priority thread that
+    holds the GIL would keep the loop waiting for it (priority inversion)."""
+    try:
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid,
+                       min(19, os.getpriority(os.PRIO_PROCESS, tid) + BACKGROUND_NICE))
+    except (AttributeError, OSError):
+        pass
 
 
 @dataclass(frozen=True)
@@ -68,6 +94,58 @@ class Limits:
             v = getattr(self, f.name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
                 raise UsageError(f"limit {f.name} must be a positive number; got {v!r}")
+
+
+def _clock(monotonic: float) -> str:
+    """Return the UTC wall time (ISO, seconds) of a ``time.monotonic()`` reading."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                         time.gmtime(time.time() - (time.monotonic() - monotonic)))
+
+
+# the options of each port a limits file may set (each port's page says what they bound); the
+# values are integers, except seconds (names ending in _s, and FIX's logon_timeout)
+PORT_LIMITS = {
+    "fix": ("logon_timeout", "max_message_size", "min_heartbeat", "max_heartbeat",
+            "max_output_bytes", "max_garbled", "max_sessions", "resend_per_s", "backlog_per_s",
+            "sndbuf"),
+    "binary": ("heartbeat_s", "idle_s", "login_timeout_s", "max_queued_reports",
+               "max_buffer_bytes", "max_sessions", "sndbuf", "replay_per_s"),
+    "feed": ("heartbeat_s", "idle_s", "login_timeout_s", "max_buffer", "max_sessions", "sndbuf",
+             "snapshot_orders_per_s"),
+    "web": ("levels", "tape", "interval_s", "queue_max", "max_watchers", "auth_timeout_s"),
+}
+SHARED_SECTION = "gateway"   # the limits file's table of ``Limits`` (every port's)
+
+
+def load_limits(path: str) -> tuple[Limits, dict[str, dict]]:
+    """Return ``(Limits, {port: {option: value}})`` read from the TOML file ``path``: a
+    ``[gateway]`` table of ``Limits`` fields and ``[fix]``, ``[binary]``, ``[feed]``, ``[web]``
+    tables of the options ``PORT_LIMITS`` names; whatever is left out keeps its default.
+
+    Raises InputError naming the file (and the table and key) if it cannot be read or parsed
+    (``accounts.read_toml``),
+    has an unknown table or key, or a value that is not a number of the right kind (seconds
+    may be fractional, the rest are integers; all positive, ``sndbuf`` may be 0)."""
+    doc = read_toml(path, "limits file")
+    known = {SHARED_SECTION: tuple(f.name for f in fields(Limits)), **PORT_LIMITS}
+    shared, ports = {}, {}
+    for table, values in doc.items():
+        if table not in known or not isinstance(values, dict):
+            raise InputError(f"{path}: unknown table [{table}]; known: "
+                             f"{', '.join(f'[{k}]' for k in known)}")
+        for key, value in values.items():
+            if key not in known[table]:
+                raise InputError(f"{path}: [{table}] has no limit {key!r}; known: "
+                                 f"{', '.join(known[table])}")
+            seconds = key.endswith("_s") or key == "logon_timeout"
+            ok = not isinstance(value, bool) and isinstance(value, (int, float) if seconds
+                                                                  else int)
+            if not ok or not (value > 0 or (key == "sndbuf" and value == 0)):
+                kind = "number of seconds" if seconds else "integer"
+                raise InputError(f"{path}: [{table}] {key} must be a positive {kind}; got "
+                                 f"{value!r}")
+            (shared if table == SHARED_SECTION else ports.setdefault(table, {}))[key] = value
+    return Limits(**shared), ports
 
 
 class ThrottledError(AuthError):
@@ -119,8 +197,12 @@ class Guard:
         self._by_account: dict[str, _Bucket] = {}
         self._good: dict[str, set] = {}        # account -> addresses it logged on from
         self._pool = concurrent.futures.ThreadPoolExecutor(
-            self.limits.hash_workers, thread_name_prefix="exsim-auth")
+            self.limits.hash_workers, thread_name_prefix="exsim-auth",
+            initializer=background_thread)
         self.refused = collections.Counter()   # why -> connections or logons refused
+        # (port, host) -> [first time of the window, the name, refusals not yet logged, why]
+        self._quiet: dict[tuple[str, str], list] = {}
+        self._warned: dict[tuple, list] = {}   # key -> [first time of the window, not logged]
         self._audit = self._open_audit(state_dir)
 
     # -------------------------------------------------------------- connections before logon
@@ -141,8 +223,9 @@ class Guard:
                 old += 1
         if old >= limit:
             self.refused["preauth_per_address"] += 1
-            log.warning("%s: connection from %s refused: %d connections of this address are "
-                        "not logged on", port, host, len(mine))
+            self._warn_limited(("preauth", port, host), f"{port}: connection from {host} "
+                               f"refused: {len(mine)} connections of this address are not "
+                               "logged on")
             if not mine:
                 del per_host[host]
             return None
@@ -150,14 +233,32 @@ class Guard:
             worst = max(per_host.values(), key=len)
             victim = next(iter(worst))
             self.refused["preauth_evicted"] += 1
-            log.warning("%s: %d connections not logged on; closing the oldest of %s", port,
-                        self.limits.preauth_per_port, victim.host)
+            self._warn_limited(("evicted", port, victim.host), f"{port}: "
+                               f"{self.limits.preauth_per_port} connections not logged on; "
+                               f"closing the oldest of {victim.host}")
             victim.release()
             victim.kill()
         t = Ticket(self, port, host, kill)
         mine[t] = None
         self._counts[port] = self._counts.get(port, 0) + 1
         return t
+
+    def _warn_limited(self, key: tuple, text: str) -> None:
+        """Log ``text`` as a warning at most once every ``THROTTLED_LOG_S`` per ``key``; the
+        ones between are counted, and the next line says how many."""
+        # why: a client can open thousands of connections a second, and a warning for each
+        # is both the gateway's time and a log file that grows without bound
+        now = time.monotonic()
+        w = self._warned.get(key)
+        if w is not None and now - w[0] < THROTTLED_LOG_S:
+            w[1] += 1
+            return
+        if w is not None and w[1]:
+            text = f"{text} (and {w[1]} more since {_clock(w[0])})"
+        if w is None and len(self._warned) >= _MAX_TRACKED:
+            self._warned.clear()
+        self._warned[key] = [now, 0]
+        log.warning("%s", text)
 
     def _forget(self, t: Ticket) -> None:
         per_host = self._tickets.get(t.port, {})
@@ -213,7 +314,7 @@ class Guard:
         why = self._throttled(name, host, now)
         if why is not None:
             self.refused["throttled"] += 1
-            self._record(port, host, name, False, why)
+            self._record_throttled(port, host, name, why, now)
             raise ThrottledError(why)
         loop = asyncio.get_running_loop()
         try:
@@ -237,6 +338,29 @@ class Guard:
     def record_failure(self, port: str, peer, name, why: str) -> None:
         """Log and audit a logon refused before any password check (a malformed login)."""
         self._record(port, peer_host(peer), name, False, why)
+
+    def _record_throttled(self, port: str, host: str, name, why: str, now: float) -> None:
+        # why not one line each: refusing costs no hash, so a client can send thousands a
+        # second, and two log writes per refusal were a good part of the gateway's time then
+        key = (port, host)
+        q = self._quiet.get(key)
+        if q is not None and now - q[0] < THROTTLED_LOG_S:
+            q[1], q[2], q[3] = name, q[2] + 1, why
+            return
+        if q is not None and q[2]:
+            why = f"{why} (and {q[2]} more refused since {_clock(q[0])})"
+        if q is None and len(self._quiet) >= _MAX_TRACKED:
+            self._flush_throttled()
+        self._quiet[key] = [now, name, 0, why]
+        self._record(port, host, name, False, why)
+
+    def _flush_throttled(self) -> None:
+        """Log the throttled refusals counted but not yet logged, and forget them."""
+        for (port, host), (at, name, n, why) in list(self._quiet.items()):
+            if n:
+                self._record(port, host, name, False,
+                             f"{n} more refused since {_clock(at)}: {why}")
+        self._quiet.clear()
 
     def _record(self, port: str, host: str, name, ok: bool, why: str) -> None:
         shown = name if isinstance(name, str) and len(name) <= 64 else "?"
@@ -265,8 +389,10 @@ class Guard:
         return audit
 
     def close(self) -> None:
-        """Stop the hashing pool and close the audit log (idempotent)."""
+        """Stop the hashing pool, log the throttled refusals not logged yet and close the
+        audit log (idempotent)."""
         self._pool.shutdown(wait=False)
+        self._flush_throttled()
         if self._audit is not None:
             for h in list(self._audit.handlers):
                 h.close()

@@ -81,6 +81,10 @@ def register(sub, parents, formatter) -> None:
     p.add_argument("--allow-plaintext", action="store_true",
                    help="listen without TLS on an address other than loopback (refused "
                         "otherwise)")
+    p.add_argument("--limits", metavar="FILE",
+                   help="TOML file of limits: a [gateway] table (per address, account and "
+                        "logon) and [fix] [binary] [feed] [web] tables (per session and port); "
+                        "what is left out keeps its default (docs/gateway.md)")
     p.add_argument("--allow-weak-hashes", action="store_true",
                    help="accept password hashes cheaper than scrypt n*r = 16384 (tests only)")
     p.add_argument("--duration", type=float, metavar="S",
@@ -126,6 +130,10 @@ def cmd_serve(args) -> int:
         tls = server_context(args.tls_cert, args.tls_key, args.tls_client_ca)
     if args.duration is not None and not args.duration > 0:
         raise UsageError(f"--duration must be > 0 seconds; got {args.duration}")
+    limits, port_options = None, None
+    if args.limits is not None:   # read before anything is created: a bad file changes nothing
+        from exsim.exchange.gateway.guard import load_limits
+        limits, port_options = load_limits(args.limits)
     # why before the ports listen: a cold numba cache compiles the kernels for minutes,
     # and a client connected meanwhile would hear nothing about its first orders
     if kernels_cold():
@@ -139,7 +147,8 @@ def cmd_serve(args) -> int:
                     durability=durability, batch_ns=args.batch_us * 1000,
                     batch_max=args.batch_max, stop=stop,
                     allow_weak_hashes=args.allow_weak_hashes, tls=tls,
-                    allow_plaintext=args.allow_plaintext)
+                    allow_plaintext=args.allow_plaintext, limits=limits,
+                    options=port_options)
 
     # why: the data directory holds the journal and every account's reports; what the server
     # creates is for its own user only (directories 0700, files 0600)

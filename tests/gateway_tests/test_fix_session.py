@@ -184,3 +184,52 @@ def test_framing_limits(tmp_path):
             got = await read_raw(r, timeout=3)
             assert got[0].type == "5" and "BeginString" in got[0][58]
     run(body())
+
+
+def test_a_logon_backlog_arrives_in_steps_in_order_with_live_reports_after_it(tmp_path):
+    """The reports made while a session was away are delivered after its Logon in
+    RESEND_CHUNK steps within the port's ``backlog_per_s`` (read off the event loop); an order
+    sent meanwhile is reported after the whole backlog, every report once, in stream order."""
+    async def body():
+        async with fix_port(tmp_path, backlog_per_s=256) as (gw, port):
+            a = await client(port, "acct0")
+            for i in range(300):
+                a.new_order(f"S{i}", "JPM", "sell", 1, px(gw, "JPM", 100), tif="1")
+            for _ in range(300):
+                await a.expect("8")
+            await a.close()
+            b = await client(port, "acct1")
+            b.new_order("B", "JPM", "buy", 300, px(gw, "JPM", 100))
+            await b.expect("8", where=lambda m: m.get(39) == "2", timeout=20)
+            await b.logout()
+            t0 = asyncio.get_running_loop().time()
+            await a.reconnect()
+            a.new_order("LIVE", "JPM", "buy", 1, px(gw, "JPM", 90))
+            got = [await a.expect("8", timeout=10) for _ in range(301)]
+            took = asyncio.get_running_loop().time() - t0
+            fills = got[:300]
+            assert [m[150] for m in fills] == ["F"] * 300
+            assert sorted(m[11] for m in fills) == sorted(f"S{i}" for i in range(300))
+            ids = [int(m[17].rsplit(":", 1)[1]) for m in got]
+            assert ids == list(range(ids[0], ids[0] + 301))   # stream order, each once
+            assert (got[300][11], got[300][150]) == ("LIVE", "0")
+            assert took > 0.1   # the second step waited for the port's budget
+            await a.logout()
+    run(body())
+
+
+def test_a_sequence_reset_with_its_gap_fill_flag_twice_is_rejected_and_the_session_goes_on(
+        tmp_path):
+    """Found by test_fix_fuzz: 35=4 with two 123 fields ended the session with an exception
+    (FieldError out of _message); it gets a session Reject 373=13 like any repeated tag."""
+    async def body():
+        async with fix_port(tmp_path) as (gw, port):
+            r, w, _ = await raw_logon(port)
+            w.write(raw_msg("4", 2, [(123, "N"), (123, "N"), (36, 5)]))
+            got = await read_raw(r, 1, timeout=5)
+            assert got[0].type == "3" and got[0][373] == "13" and got[0][45] == "2"
+            w.write(raw_msg("1", 3, [(112, "still-there")]))
+            got = await read_raw(r, 1, timeout=5)
+            assert got[0].type == "0" and got[0][112] == "still-there"
+            w.close()
+    run(body())

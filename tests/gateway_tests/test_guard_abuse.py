@@ -1,7 +1,7 @@
 """The abuse test of issue 36: while each attack runs (a few seconds, from a separate process),
 a well-behaved binary client's round trip (order in, Accepted back) keeps its p99 within 3x of
-its quiet value measured in the same test, and the server's resident memory grows by less than
-``MEMORY_BOUND``. The server is a real ``exsim serve`` process; attacks: binary replays from 1 of
+its quiet value (the p99 of the quiet rounds just before and after that attack, in the same
+test), and the server's resident memory grows by less than ``MEMORY_BOUND``. The server is a real ``exsim serve`` process; attacks: binary replays from 1 of
 a 3,000-report stream by clients that do not read, FIX ResendRequest bursts, feed snapshot
 requests by clients that do not read, hundreds of idle connections, wrong-password loops
 against a real scrypt hash, and a herd of 32 FIX logons.
@@ -47,6 +47,13 @@ def rss(pid: int) -> int:
     return 0
 
 
+def cpu_s(pid: int) -> float:
+    """Return the CPU seconds (user + system) process ``pid`` has used."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 async def round_trips(c: OuchClient, n: int, tag: str) -> list[float]:
     loop = asyncio.get_running_loop()
     out = []
@@ -68,11 +75,6 @@ def p99(xs: list[float]) -> float:
 
 @pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc, binds 127.0.0.2")
-@pytest.mark.xfail(strict=False, reason=(
-    "open (issue 36): during the feed snapshot attack the probe's p99 is 80-125 ms (limit "
-    "~30 ms): every all-symbol snapshot is built on the event loop under the engine lock, "
-    "40-70 ms each on a loaded 2-core box; wrong-password loops sometimes reach 60-100 ms. "
-    "The binary replay attack's 0.2-2 s stalls are fixed (replays read on their own thread)"))
 def test_attacks_do_not_hurt_a_well_behaved_client(tmp_path):
     async def main():
         rows = list(make_accounts(40))
@@ -99,9 +101,17 @@ def test_attacks_do_not_hurt_a_well_behaved_client(tmp_path):
                 await c2.expect("8", timeout=10)
             await c2.logout()
             probe = await OuchClient.connect("127.0.0.1", ports["binary"], "acct0", PASSWORD)
-            quiet = p99(await round_trips(probe, SAMPLES, "q"))
-            limit = 3 * max(quiet, FLOOR_S)
-            results = {}
+            loop = asyncio.get_running_loop()
+
+            async def measure(tag: str) -> tuple[list[float], float]:
+                """The probe's round trips and the server's CPU share meanwhile."""
+                t0, c0 = loop.time(), cpu_s(srv.proc.pid)
+                got = await round_trips(probe, SAMPLES, tag)
+                return got, (cpu_s(srv.proc.pid) - c0) / (loop.time() - t0)
+
+            # why a quiet round before and after each attack: the box is shared, and its load
+            # an attack later can be twice what it was at the start
+            quiet, attacks = [await measure("q0-")], {}
             for n, kind in enumerate(ATTACKS):
                 before = rss(srv.proc.pid)
                 child = subprocess.Popen(
@@ -110,23 +120,30 @@ def test_attacks_do_not_hurt_a_well_behaved_client(tmp_path):
                     env=dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, HERE])),
                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
                 await asyncio.sleep(0.7)   # the child starts and the attack ramps up
-                during = p99(await round_trips(probe, SAMPLES, f"a{n}-"))
+                during = await measure(f"a{n}-")
                 grown = rss(srv.proc.pid) - before
                 try:
                     err = await asyncio.wait_for(asyncio.to_thread(child.communicate), 30)
                 except asyncio.TimeoutError:
                     child.kill()
                     raise
-                results[kind] = (during, grown, child.returncode, err[1][-400:])
+                attacks[kind] = (during, grown, child.returncode, err[1][-400:])
+                quiet.append(await measure(f"q{n + 1}-"))
             await probe.close()
         finally:
             status = await srv.stop()
-        table = {k: f"p99 {v[0] * 1e3:.1f} ms, +{v[1] >> 20} MiB" for k, v in results.items()}
-        print(f"quiet p99 {quiet * 1e3:.1f} ms; " + "; ".join(f"{k}: {t}"
-                                                              for k, t in table.items()))
-        for kind, (during, grown, rc, err) in results.items():
+        results, table = {}, {}
+        for n, (kind, ((during, cpu), grown, rc, err)) in enumerate(attacks.items()):
+            # the quiet value of an attack: the p99 of the quiet rounds just before and after it
+            calm = p99(quiet[n][0] + quiet[n + 1][0])
+            results[kind] = (p99(during), calm, grown, rc, err)
+            table[kind] = (f"p99 {p99(during) * 1e3:.1f} ms (quiet {calm * 1e3:.1f}), "
+                           f"+{grown >> 20} MiB, server CPU {cpu:.0%} (quiet "
+                           f"{quiet[n][1]:.0%}, {quiet[n + 1][1]:.0%})")
+        print("; ".join(f"{k}: {t}" for k, t in table.items()))
+        for kind, (during, calm, grown, rc, err) in results.items():
             assert rc == 0, (kind, err)
-            assert during <= limit, (kind, table, f"quiet {quiet * 1e3:.1f} ms")
+            assert during <= 3 * max(calm, FLOOR_S), (kind, table)
             assert grown < MEMORY_BOUND, (kind, table)
         assert status == 0
-    asyncio.run(asyncio.wait_for(main(), 150))
+    asyncio.run(asyncio.wait_for(main(), 240))

@@ -6,11 +6,14 @@ resending the whole history. Every wait is bounded."""
 from __future__ import annotations
 
 import asyncio
+import logging
+import time
 
 from fix_helpers import client, fix_port, px, raw_logon, raw_msg, read_raw
 from ouch_fixtures import login, ouch_port, run
 
 from exsim.exchange.gateway import binary_server
+from exsim.exchange.gateway.guard import Guard, Limits
 from exsim.exchange.schema import Side
 
 
@@ -94,3 +97,20 @@ def test_market_data_subscribe_churn_over_a_deep_book_is_refused_past_its_budget
             assert answers[:3] == ["W"] * 3 and answers[-6:] == ["Y2"] * 6, answers
             await a.close()
     run(main())
+
+
+def test_refused_connections_are_warned_about_once_a_second_per_address(caplog):
+    """A client opening thousands of connections a second past its address's limit gets them
+    refused, counted, and one warning a second, not one each (the log would grow without
+    bound and its writes cost the event loop)."""
+    g = Guard(Limits(preauth_per_address=1, preauth_grace_s=0.001))
+    try:
+        assert g.admit("binary", ("10.0.0.1", 1), lambda: None) is not None
+        time.sleep(0.01)   # the first connection is past its grace: it counts
+        with caplog.at_level(logging.WARNING, logger="exsim.gateway.auth"):
+            refused = [g.admit("binary", ("10.0.0.1", 2 + i), lambda: None) for i in range(500)]
+        assert refused == [None] * 500 and g.refused["preauth_per_address"] == 500
+        lines = [r.getMessage() for r in caplog.records if "10.0.0.1" in r.getMessage()]
+        assert 1 <= len(lines) <= 3, lines
+    finally:
+        g.close()

@@ -93,3 +93,63 @@ def test_a_client_that_requests_snapshots_and_never_reads_is_cut_off(tmp_path):
             fs.close()
             await fs.wait_closed()
     run(main())
+
+
+def test_a_snapshot_is_the_same_bytes_as_its_messages_encoded_one_by_one(tmp_path):
+    """The numpy encoding of a snapshot's orders is byte for byte itch.encode of each message."""
+    async def main():
+        accts = make_accounts()
+        async with running_gateway(tmp_path, accts) as gw:
+            syms = sorted(gw.symbols)
+            a = accts.get("acct0")
+            for i in range(120):   # both sides, icebergs, several levels, two symbols
+                gw.submit(Request("new", a, "ouch:acct0", f"s{i}", syms[i % 2], side=i % 2,
+                                  price=(40 if i % 2 == 0 else 60) + i % 7, qty=1 + i % 5,
+                                  **({"display_qty": 1} if i % 9 == 0 else {})))
+            await settle(gw)
+            fs = await feed_server.start(gw, "127.0.0.1", 0)
+            async with gw.engine_lock:
+                for sym in syms[:2]:
+                    sid = gw.symbols[sym].id
+                    rows = gw.engine.orders(sid)
+                    assert len(rows) >= 60
+                    want = b"".join(frame(PacketType.SEQUENCED, itch.encode(m))
+                                    for m in fs.builder.snapshot(sid, rows))
+                    got, head = feed_server.snapshot_frames(fs.builder, sid, rows)
+                    assert got == want
+                    assert head[0].orders == len(rows)
+            fs.close()
+            await fs.wait_closed()
+    run(main())
+
+
+def test_snapshot_requests_past_the_port_budget_are_refused_and_the_session_stays(tmp_path):
+    """Past ``snapshot_orders_per_s`` a Snapshot Request gets a Debug packet, not a snapshot;
+    the incremental stream goes on and the login's own snapshot was sent in full."""
+    async def main():
+        accts = make_accounts()
+        async with running_gateway(tmp_path, accts) as gw:
+            sym = sorted(gw.symbols)[0]
+            sid = gw.symbols[sym].id
+            a = accts.get("acct0")
+            for i in range(50):
+                gw.submit(Request("new", a, "ouch:acct0", f"b{i}", sym, side=0,
+                                  price=50 + i % 10, qty=1))
+            await settle(gw)
+            # a budget of 20 orders a second: the login's snapshot (50 orders) is sent whole
+            # and leaves the port in debt for ~2.5 s
+            fs = await feed_server.start(gw, "127.0.0.1", 0, snapshot_orders_per_s=20)
+            port = fs.sockets[0].getsockname()[1]
+            c = await FeedClient.connect("127.0.0.1", port, "feed", PASSWORD)
+            await c.wait_synced(T)
+            assert len(c.book(sid)) == 50
+            c.request_snapshot()
+            await c.wait_for(lambda: c.debug, T)
+            assert b"budget" in c.debug[0]
+            assert fs.refused_snapshots == 1 and fs.sessions
+            gw.submit(Request("new", a, "ouch:acct0", "late", sym, side=0, price=51, qty=1))
+            await c.wait_for(lambda: len(c.book(sid)) == 51, T)
+            await c.close()
+            fs.close()
+            await fs.wait_closed()
+    run(main())

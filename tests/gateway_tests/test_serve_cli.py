@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import os
 import stat
@@ -113,3 +114,69 @@ def test_serve_with_an_unknown_accounts_file(tmp_path, capsys):
 def test_serve_needs_an_accounts_file(tmp_path, capsys):
     assert main(["serve", str(tmp_path / "day"), "--fix", "0"]) == 2
     assert "--accounts" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("text,message", [
+    ("[gateway\n", "not a TOML limits file"),
+    ("[nope]\nx = 1\n", "unknown table [nope]"),
+    ("[feed]\nmax_buffers = 1\n", "[feed] has no limit 'max_buffers'"),
+    ("[gateway]\nhash_workers = 1.5\n", "[gateway] hash_workers must be a positive integer"),
+    ("[binary]\nreplay_per_s = 0\n", "[binary] replay_per_s must be a positive number"),
+    ("[fix]\nmax_sessions = true\n", "[fix] max_sessions must be a positive integer"),
+])
+def test_serve_refuses_a_bad_limits_file(tmp_path, capsys, accounts_file, text, message):
+    f = tmp_path / "limits.toml"
+    f.write_text(text)
+    d = tmp_path / "day"
+    assert main(["serve", str(d), "--accounts", accounts_file, "--fix", "0",
+                 "--limits", str(f)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and str(f) in err and "Traceback" not in err
+    assert not d.exists()   # nothing was created
+
+
+def test_serve_applies_a_limits_file(tmp_path):
+    """``--limits``: a port's table sets its options (one binary session at a time here) and
+    the [gateway] table the shared ones (a second failed logon from an address is refused
+    without checking, and audited as throttled)."""
+    from e2e_fixtures import ServeProcess
+    from gw_fixtures import PASSWORD
+    from exsim.exchange.gateway.client.ouch import LoginRejected, OuchClient, SessionClosed
+
+    f = tmp_path / "limits.toml"
+    f.write_text("[gateway]\nfailures_per_address = 1\nfailure_refill_s = 600\n\n"
+                 "[binary]\nmax_sessions = 1\n")
+    acc = write_accounts(tmp_path / "acc.toml", make_accounts(3))
+
+    async def main():
+        srv = ServeProcess(tmp_path / "day", acc, tmp_path / "serve.log", ports=("binary",),
+                           extra=["--limits", str(f)])
+        ports = await srv.start()
+        try:
+            one = await OuchClient.connect("127.0.0.1", ports["binary"], "acct0", PASSWORD)
+            with pytest.raises((SessionClosed, ConnectionError, LoginRejected)):
+                await OuchClient.connect("127.0.0.1", ports["binary"], "acct1", PASSWORD,
+                                         timeout=5)
+            await one.close()
+            for _ in range(2):
+                with pytest.raises(LoginRejected):
+                    await OuchClient.connect("127.0.0.1", ports["binary"], "acct2", "wrong",
+                                             timeout=5)
+        finally:
+            assert await srv.stop() == 0
+        audit = (tmp_path / "day" / "gateway" / "audit.log").read_text()
+        assert "too many failed logons from this address" in audit
+    asyncio.run(asyncio.wait_for(main(), 90))
+
+
+def test_every_limit_a_limits_file_may_set_is_an_option_of_its_port():
+    import inspect
+
+    from exsim.exchange.gateway import binary_server, feed_server, web
+    from exsim.exchange.gateway.fix import server as fix_server
+    from exsim.exchange.gateway.guard import PORT_LIMITS
+
+    assert set(PORT_LIMITS["fix"]) <= set(fix_server.DEFAULTS)
+    assert set(PORT_LIMITS["binary"]) <= set(binary_server.DEFAULTS)
+    assert set(PORT_LIMITS["feed"]) <= set(inspect.signature(feed_server.FeedServer).parameters)
+    assert all(f"``{k}``" in web.start.__doc__ for k in PORT_LIMITS["web"])

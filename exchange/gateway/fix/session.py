@@ -19,8 +19,11 @@ Invariants:
   gateway already knows was journaled after all and is not run twice; a resend repeats the stored bytes with PossDupFlag=Y and OrigSendingTime, and
   gap-fills administrative messages and market data (W, X: stale once sent) with
   SequenceReset-GapFill.
-- Reports reach a session through ``read_stream`` then ``subscribe`` with no await between,
-  and each is sent once: a report whose rseq is not above the last one sent is skipped.
+- Reports reach a session live once it has caught up: at logon it subscribes, and while the
+  reports stored since its last one are read (off the event loop, ``RESEND_CHUNK`` at a time,
+  at most ``backlog_per_s`` a second for the whole port) it ignores live ones; it goes live
+  with no await between seeing the stream's head and switching. Each report is sent once: a
+  report whose rseq is not above the last one sent is skipped.
 - The FIX rules for a received MsgSeqNum: equal to the expected one, processed; lower without
   PossDupFlag=Y, Logout and disconnect; lower with it, ignored; higher, one ResendRequest and
   the message is dropped (the resend brings it again). A message with no MsgSeqNum, a wrong
@@ -30,8 +33,9 @@ Invariants:
 - No callback awaits; a client that does not read is disconnected when its unsent output
   passes ``max_output_bytes`` (its reports stay stored; a reconnect resends them), so a slow
   or half-open client never holds up the core or another session; output held back while a
-  resend runs counts against the same bound. A resend is read and sent ``RESEND_CHUNK`` stored
-  messages at a time, at most ``resend_per_s`` a second (other sessions run between chunks);
+  resend runs counts against the same bound. A resend is read and built ``RESEND_CHUNK`` stored
+  messages at a time on the port's read thread (``FixServer.off_loop``), at most
+  ``resend_per_s`` a second (other sessions run between chunks);
   ResendRequests that arrive while one
   runs are merged into one that follows it: per session at most one runs and one waits.
   Heartbeats: a Heartbeat
@@ -101,6 +105,8 @@ class FixSession:
         self.held: list[bytes] = []
         self.held_bytes = 0
         self.pending_resend = None   # (begin, end) asked while a resend was running
+        self.catching_up = False     # while True, the logon's backlog is being delivered
+        self.catch_up = None         # the task delivering it
         self.garbled = 0
         self.rejects_received = 0  # Rejects / BusinessMessageRejects of our messages
         self.test_request_at = None
@@ -154,6 +160,8 @@ class FixSession:
 
     def _end(self) -> None:
         self.closing = True
+        if self.catch_up is not None:
+            self.catch_up.cancel()
         if self.rejects_received:
             log.warning("FIX %s: session ended; the client rejected %d of our messages",
                         self.key, self.rejects_received)
@@ -315,8 +323,9 @@ class FixSession:
 
     # -- reports -----------------------------------------------------------------------------------
     def _on_reports(self, reports: list) -> None:
-        """Core callback: send each report not sent yet, in rseq order."""
-        if self.closing:
+        """Core callback: send each report not sent yet, in rseq order (none while the
+        logon's backlog is delivered: ``_catch_up`` reads them from the store then)."""
+        if self.closing or self.catching_up:
             return
         self._queue_reports(reports)
         self._flush()
@@ -440,14 +449,48 @@ class FixSession:
         else:
             self._ask_resend(seq)
         self.stream = {"trade": f"fix:{acct.name}", "dropcopy": f"dropcopy:{acct.firm}"}.get(role)
-        backlog = []
+        owed = 0
         if self.stream is not None:
-            backlog = self.gw.read_stream(self.stream, state.last_rseq)
+            owed = max(0, self.gw.stream_head(self.stream) - state.last_rseq)
             self.gw.subscribe(self.stream, self._on_reports)
-            self._queue_reports(backlog)
+            if owed:
+                self.catching_up = True
+                self.catch_up = self.loop.create_task(self._catch_up())
         log.info("FIX %s: %s logged on (%s%s), next in %d out %d, %d reports to deliver",
                  self.peer, acct.name, role, ", extensions" if extended else "", state.next_in,
-                 state.next_out, len(backlog))
+                 state.next_out, owed)
+
+    async def _catch_up(self) -> None:
+        """Send the reports stored since the last one this session sent, ``RESEND_CHUNK`` at
+        a time within the port's ``backlog_per_s``, read off the event loop
+        (``Gateway.replay_stream``); live reports wait in the store meanwhile. Why: the whole
+        backlog read and encoded in one go held every session's event loop for as long as it
+        took."""
+        try:
+            while not self.closing:
+                if self.state.last_rseq >= self.gw.stream_head(self.stream):
+                    # no await since the head was read: the next report comes live
+                    self.catching_up = False
+                    return
+                await self.server.backlog.take(RESEND_CHUNK)
+                reports = await self.gw.replay_stream(self.stream, self.state.last_rseq,
+                                                      RESEND_CHUNK)
+                if self.closing:
+                    return
+                if not reports:   # never expected: a dispatched report is stored first
+                    log.error("FIX %s: reports after %d are not stored; sending live ones",
+                              self.key, self.state.last_rseq)
+                    self.catching_up = False
+                    return
+                self._queue_reports(reports)
+                self._flush()
+                await self.writer.drain()
+        except (ConnectionError, OSError):
+            self.closing = True
+        except Exception:   # why broad: a store that cannot be read ends this session only
+            log.exception("FIX %s: the reports owed could not be read", self.key)
+            self.closing = True
+            self.writer.close()
 
     def _ask_resend(self, seen: int) -> None:
         if self.resend_until == 0:
@@ -479,9 +522,16 @@ class FixSession:
             self._reject(seq, msg_type, FieldError(9, "CompID problem", 49))
             self._logout("SenderCompID / TargetCompID do not match the session")
             raise _Close()
-        if msg_type == "4" and field(msg, 123) != b"Y":
-            self._sequence_reset(msg, seq)
-            return
+        if msg_type == "4":
+            try:
+                gap_fill = field(msg, 123)
+            except FieldError as e:   # a repeated GapFillFlag: rejected (373=13), never a crash
+                if self._sequenced(seq, poss_dup, None, None):
+                    self._reject(seq, msg_type, e)
+                return
+            if gap_fill != b"Y":
+                self._sequence_reset(msg, seq)
+                return
         if not self._sequenced(seq, poss_dup, msg_type, msg):
             return
         try:
@@ -668,21 +718,12 @@ class FixSession:
                     await asyncio.sleep((RESEND_CHUNK - budget) / rate)
                     continue
                 budget -= RESEND_CHUNK
-                rows = self.store.resendable(self.key, pos, end, RESEND_CHUNK)
-                parts = []
-                for r in rows:
-                    if r.seq > pos:
-                        parts.append(self._gap_fill(pos, r.seq))
-                    msg_type, body, sent = body_of(r.raw)
-                    parts.append(build(msg_type, srv.comp_id, name, r.seq,
-                                       utc_timestamp(self.gw.now_ns()), body, poss_dup=True,
-                                       orig_sending_time=sent))
-                    pos = r.seq + 1
-                if len(rows) < RESEND_CHUNK and pos <= end:
-                    parts.append(self._gap_fill(pos, end + 1))
-                    pos = end + 1
-                if parts:
-                    self.writer.write(b"".join(parts))
+                data, pos = await srv.off_loop(_resend_step, self.key, pos, end, srv.comp_id,
+                                               name, utc_timestamp(self.gw.now_ns()))
+                if self.closing:
+                    break
+                if data:
+                    self.writer.write(data)
                     self.last_sent = self.loop.time()
                     await self.writer.drain()
                 # why: a long resend must let other sessions' acks through between chunks
@@ -701,7 +742,28 @@ class FixSession:
                 self.writer.write(b"".join(held))
                 self._check_output()
 
-    def _gap_fill(self, first: int, next_seq: int) -> bytes:
-        now = utc_timestamp(self.gw.now_ns())
-        return build("4", self.server.comp_id, self.account.name, first, now,
-                     [(123, "Y"), (36, next_seq)], poss_dup=True, orig_sending_time=now)
+
+def _gap_fill(comp_id: str, name: str, first: int, next_seq: int, now: str) -> bytes:
+    return build("4", comp_id, name, first, now, [(123, "Y"), (36, next_seq)], poss_dup=True,
+                 orig_sending_time=now)
+
+
+def _resend_step(reader, key: str, pos: int, end: int, comp_id: str, name: str,
+                 now: str) -> tuple[bytes, int]:
+    """Return the bytes that resend session ``key``'s messages from ``pos`` on (at most
+    ``RESEND_CHUNK`` stored ones, with a SequenceReset-GapFill for each run of unstored ones
+    up to ``end``) and the next seq to resend. ``reader``: a ``store.OutboundReader`` (run on
+    the FIX port's read thread)."""
+    rows = reader.resendable(key, pos, end, RESEND_CHUNK)
+    parts = []
+    for r in rows:
+        if r.seq > pos:
+            parts.append(_gap_fill(comp_id, name, pos, r.seq, now))
+        msg_type, body, sent = body_of(r.raw)
+        parts.append(build(msg_type, comp_id, name, r.seq, now, body, poss_dup=True,
+                           orig_sending_time=sent))
+        pos = r.seq + 1
+    if len(rows) < RESEND_CHUNK and pos <= end:
+        parts.append(_gap_fill(comp_id, name, pos, end + 1, now))
+        pos = end + 1
+    return b"".join(parts), pos

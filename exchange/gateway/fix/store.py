@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import urllib.parse
 from dataclasses import dataclass
 
 __all__ = ["SessionStore", "SessionState", "Outbound"]
@@ -112,3 +113,18 @@ class SessionStore:
     def close(self) -> None:
         """Close the database."""
         self.db.close()
+
+
+class OutboundReader:
+    """A read-only connection to the session file, for resends (``resendable`` as
+    SessionStore's), used from one thread. Why its own connection: WAL lets it read what the
+    sessions committed while their connection writes, so a resend's reads need neither that
+    connection nor the event loop."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.db = sqlite3.connect(f"file:{urllib.parse.quote(path)}?mode=ro", uri=True,
+                                  check_same_thread=False)
+
+    resendable = SessionStore.resendable
+    close = SessionStore.close
