@@ -39,7 +39,7 @@ from .book import (
     M_STOPS_LIVE, M_STP, M_NEED_BOOK, M_TRADE_ID, append_to_level, detach_from_level,
     remove_level,
 )
-from .kernels import _prefetch_ahead, _rest_plain
+from .kernels import _prefetch_staged, _rest_plain
 from .matching import _rest
 from .order_index import index_find, index_probe
 from .removal import remove_order
@@ -53,8 +53,9 @@ from .validation import crosses as _crosses
 # numba keys this module's cache on this file only; these files are compiled into its kernel
 guard(__name__, __file__, deps=(
     "exsim.exchange.book", "exsim.exchange.kernels", "exsim.exchange.matching",
-    "exsim.exchange.order_index", "exsim.exchange.removal", "exsim.exchange.room",
-    "exsim.exchange.rows", "exsim.exchange.schema", "exsim.exchange.validation"))
+    "exsim.exchange.order_index", "exsim.exchange.prefetch", "exsim.exchange.removal",
+    "exsim.exchange.room", "exsim.exchange.rows", "exsim.exchange.schema",
+    "exsim.exchange.validation"))
 
 __all__ = ["process_plain", "NEED_FULL"]
 
@@ -384,9 +385,15 @@ def process_plain(msgs, start, arena, arena_ext, levels, index, books, ladder_ke
     last_sym = np.int64(-1)
     plain_sym = False
     short = False
+    # the second prefetch stage's last four slots, oldest first; the third stage reads the
+    # oldest when it lags the second by four messages (the default distance, 16), else -2
+    lag4 = ahead // 2 - ahead // 4 == 4
+    f0 = f1 = f2 = f3 = np.int64(-2)
     for i in range(start, n):
         if ahead > 0:
-            _prefetch_ahead(msgs, i, n, ahead, arena, levels, index)
+            got = _prefetch_staged(msgs, i, n, ahead, arena, levels, index,
+                                   f0 if lag4 else np.int64(-2))
+            f0, f1, f2, f3 = f1, f2, f3, got
         m = msgs[i]
         if meta[M_EXPIRY_N] > 0 and expiry[0].expire_ts <= m.ts:
             return NEED_FULL, i
