@@ -47,8 +47,8 @@ SHOWN_S = 2.0                        # compiles at least this long get their own
 # Update them with the benchmark.
 # (the wall time: on 2 free cores, the verifier and the codecs compiling in a child process
 # meanwhile, replay.warmup.in_background: the child's CPU, ~150 s, is the longer of the two)
-FIRST_RUN_ESTIMATE = ("a first exsim demo compiles for about 3.6 minutes of CPU in two processes "
-                      "(about 2.5 minutes of wall time) and 1.9 GB of memory in the larger one")
+FIRST_RUN_ESTIMATE = ("a first exsim demo compiles for about 2.3 minutes of CPU in two processes "
+                      "(about 80 s of wall time) and 0.94 GB of memory in the larger one")
 KNOWN_COST_S = {   # CPU seconds of the longest compiles, from the same run
     "exsim.exchange.plain.process_plain": 55,
     "exsim.replay.verification.plain.check_plain": 45,
