@@ -1,0 +1,498 @@
+"""The OUCH 5.0 order-entry port: OUCH 5.0 messages over SoupBinTCP 3.0 on a ``Gateway``.
+
+A client logs in with a SoupBinTCP Login Request (6-byte username, 10-byte password: the
+account's name and secret, checked by ``gw.guard.authenticate(..., "trade")``; requested session
+blank or this port's ``session``; requested sequence number). Each account has one sequenced
+stream: message 1 is a System Event "S" (start of day, timestamp 0), message n >= 2 is the
+account's report ``rseq`` n - 1 on the core's stream ``ouch50:<account>``, so a client that logs
+in again (also to a restarted server) with the next number it expects gets the same messages and
+nothing twice. Orders arrive in Unsequenced Data packets; every packet of one socket read is
+decoded in one ``ouch50.decode`` call and submitted in order.
+
+Invariants:
+- Replay and live meet without a gap or a repeat: the head is read and ``subscribe`` runs with
+  no await between; the replay is read ``SEND_CHUNK`` reports at a time on the gateway's replay
+  thread within the port's budget of ``replay_per_s`` reports a second. A replay from message n
+  reads (and does not send) the account's reports before n too, so its bytes are the live ones
+  (the Liquidity Flag): its cost grows with the account's stream, not with n.
+- No session stalls another: report callbacks only queue; a session whose queue passes
+  ``max_queued_reports`` or whose socket buffer passes ``max_buffer_bytes`` is disconnected
+  (it logs in again and replays by sequence number).
+- Every read has a deadline: the login within ``login_timeout_s``, then some packet within
+  ``idle_s`` (SoupBinTCP: 15 s); the server sends a heartbeat after ``heartbeat_s`` of silence.
+- UserRefNums: an Enter or Replace whose UserRefNum is not above the last one this port took
+  for the account (this run) is ignored, as the spec says; one the core has seen (an earlier
+  run) is refused by the core (duplicate client order id), a sequenced Rejected.
+- A message this port cannot read (unknown type, bad length, malformed appendage) is answered
+  by a Debug packet naming why and is otherwise ignored; nothing a client sends raises.
+- ClOrdIDs are kept in memory and appended to ``data_dir/gateway/ouch50-clordid.txt`` before
+  the order is submitted, so the Accepted/Replaced/Rejected of a replay after a restart carry
+  them too (the file is not fsynced: after a machine crash a replay may show blanks).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import os
+
+from exsim.exchange.errors import UsageError
+from exsim.exchange.gateway.accounts import AuthError
+from exsim.exchange.gateway.core import RateLimiter, Request
+from exsim.exchange.gateway.nasdaq import ouch50, soupbintcp as soup
+from exsim.exchange.gateway.nasdaq.soupbintcp import Packet, frame
+
+__all__ = ["OuchServer", "start", "DEFAULTS", "STREAM_PREFIX"]
+
+log = logging.getLogger(__name__)
+
+STREAM_PREFIX = "ouch50:"
+DEFAULTS = dict(
+    session="EXSIM",            # SoupBinTCP session name (at most 10 characters)
+    heartbeat_s=1.0,            # server heartbeat after this long without other output
+    idle_s=15.0,                # disconnect a client silent for this long
+    login_timeout_s=5.0,        # the Login Request must arrive within this
+    max_queued_reports=10_000,  # live reports waiting for one slow reader before it is dropped
+    max_buffer_bytes=1 << 20,   # bytes in one socket's write buffer before it is dropped
+    max_sessions=1024,          # logged-in sessions at once
+    replay_per_s=20_000,        # stored reports all replays of the port read per second
+)
+SEND_CHUNK = 256
+READ_CHUNK = 1 << 16
+MAX_PACKET = 1 + 1024           # an OUCH inbound message with its appendage fits in 1 KiB
+CLORDID_FILE = "ouch50-clordid.txt"
+
+
+class OuchServer:
+    """The listening port and its sessions (``close()``; ``await wait_closed()``)."""
+
+    def __init__(self, gw, accounts, options: dict):
+        unknown = set(options) - set(DEFAULTS)
+        if unknown:
+            raise TypeError(f"unknown OUCH 5.0 port option(s) {sorted(unknown)}; "
+                            f"known: {sorted(DEFAULTS)}")
+        self.gw, self.accounts = gw, accounts
+        self.opts = {**DEFAULTS, **options}
+        if len(self.opts["session"]) > 10:
+            raise UsageError(f"a SoupBinTCP session name is at most 10 characters; got "
+                             f"{self.opts['session']!r}")
+        self.prices = {name: ouch50.PriceMap(s.tick_size) for name, s in gw.symbols.items()}
+        self.sessions: set[_Session] = set()
+        self.last_ref: dict[str, int] = {}
+        self.symbol_of: dict[tuple[str, int], str] = {}   # (account, UserRefNum) -> symbol
+        self._clordids: dict[tuple[str, int], bytes] = {}
+        self._clordid_path = os.path.join(gw.state_dir, CLORDID_FILE)
+        self._load_clordids()
+        self._clordid_file = open(self._clordid_path, "a", encoding="ascii")
+        self._server = None
+        self._closing = False
+        self._replay_tokens, self._replay_at = float(SEND_CHUNK), 0.0
+
+    def _load_clordids(self) -> None:
+        try:
+            with open(self._clordid_path, encoding="ascii", errors="replace") as f:
+                for line in f:
+                    parts = line.rstrip("\n").split("\t")
+                    if len(parts) == 3 and parts[1].isdigit():
+                        self._clordids[(parts[0], int(parts[1]))] = bytes.fromhex(parts[2])
+        except FileNotFoundError:
+            pass
+        except ValueError:   # a torn last line after a crash: the rest is kept
+            log.warning("%s: a line could not be read; ClOrdIDs after it are blank",
+                        self._clordid_path)
+
+    def clordid(self, account: str, ref: int) -> bytes:
+        """Return the ClOrdID the client gave with UserRefNum ``ref`` (b"" if none known)."""
+        return self._clordids.get((account, ref), b"")
+
+    def remember(self, account: str, ref: int, clordid: bytes) -> None:
+        """Keep a ClOrdID (in memory and in the append-only file) before its order is sent."""
+        if clordid.strip():
+            self._clordids[(account, ref)] = clordid
+            self._clordid_file.write(f"{account}\t{ref}\t{clordid.hex()}\n")
+            self._clordid_file.flush()
+
+    async def replay_turn(self, n: int) -> None:
+        """Wait until the port's replay budget holds ``n`` reports, then take them."""
+        rate = float(self.opts["replay_per_s"])
+        loop = asyncio.get_running_loop()
+        while True:
+            now = loop.time()
+            self._replay_tokens = min(max(rate, float(n)),
+                                      self._replay_tokens + (now - self._replay_at) * rate)
+            self._replay_at = now
+            if self._replay_tokens >= n:
+                self._replay_tokens -= n
+                return
+            await asyncio.sleep((n - self._replay_tokens) / rate)
+
+    @property
+    def port(self) -> int:
+        """The port the server listens on."""
+        return self._server.sockets[0].getsockname()[1]
+
+    async def _handle(self, reader, writer):
+        logged_in = sum(1 for s in self.sessions if s.account is not None)
+        if self._closing or logged_in >= self.opts["max_sessions"]:
+            writer.transport.abort()
+            return
+        ticket = self.gw.guard.admit("ouch50", writer.get_extra_info("peername"),
+                                     writer.transport.abort)
+        if ticket is None:
+            writer.transport.abort()
+            return
+        s = _Session(self, reader, writer, ticket)
+        self.sessions.add(s)
+        try:
+            await s.run()
+        except Exception:   # a bug here must cost one connection, never the server
+            log.exception("OUCH 5.0 session %s ended by an error", s.peer)
+        finally:
+            ticket.release()
+            s.shutdown()
+            self.sessions.discard(s)
+
+    def close(self) -> None:
+        """Stop listening, send End of Session to logged-in clients, close every session."""
+        self._closing = True
+        if self._server is not None:
+            self._server.close()
+        for s in list(self.sessions):
+            s.end_of_session()
+
+    async def wait_closed(self) -> None:
+        """Wait until the listener and every session are closed (at most ~2 s)."""
+        if self._server is not None:
+            await self._server.wait_closed()
+        for _ in range(200):
+            if not self.sessions:
+                break
+            await asyncio.sleep(0.01)
+        if not self._clordid_file.closed:
+            self._clordid_file.close()
+
+
+async def start(gw, host: str = "127.0.0.1", port: int = 0, **options) -> OuchServer:
+    """Listen for OUCH 5.0 sessions on host:port (0: any free port). Options: DEFAULTS,
+    ``accounts`` (default ``gw.accounts``), ``ssl`` (an SSLContext). Returns the OuchServer.
+    Raises TypeError for an unknown option, UsageError for a symbol whose tick size OUCH
+    prices cannot name or a session name over 10 characters, OSError if the address cannot
+    be bound."""
+    accounts = options.pop("accounts", None) or gw.accounts
+    tls = options.pop("ssl", None)
+    srv = OuchServer(gw, accounts, options)
+    srv._server = await asyncio.start_server(srv._handle, host, port, limit=1 << 16, ssl=tls)
+    return srv
+
+
+class _Session:
+    """One client connection: login, the sender (replay then live), heartbeats, the reader."""
+
+    def __init__(self, server: OuchServer, reader, writer, ticket):
+        self.server, self.gw, self.opts = server, server.gw, server.opts
+        self.reader, self.writer, self.transport = reader, writer, writer.transport
+        self.peer = writer.get_extra_info("peername")
+        self.ticket = ticket
+        self.account = None
+        self.stream = ""
+        self.encoder = ouch50.Encoder(server.prices, server.clordid)
+        self.replay_from = self.replay_to = 0   # rseqs (after, upto] still to replay
+        self.send_event = False                 # message 1 (System Event) is due
+        self.live: collections.deque = collections.deque()
+        self.queued_rseq = self.sent_rseq = 0
+        self.wake = asyncio.Event()
+        self.closed = False
+        self.tasks: list[asyncio.Task] = []
+        self.loop = asyncio.get_running_loop()
+        self.last_sent = self.loop.time()
+
+    # -- output ----------------------------------------------------------------------------
+    def _write(self, data: bytes) -> None:
+        if self.closed:
+            return
+        self.transport.write(data)
+        self.last_sent = self.loop.time()
+        if self.transport.get_write_buffer_size() > self.opts["max_buffer_bytes"]:
+            self.drop("its socket buffer passed max_buffer_bytes (a slow reader)")
+
+    def drop(self, why: str) -> None:
+        """Disconnect now; the client may log in again and replay."""
+        if not self.closed:
+            log.info("OUCH 5.0 session %s (%s) disconnected: %s", self.peer,
+                     self.account.name if self.account else "not logged in", why)
+            self.closed = True
+            self.wake.set()
+            self.transport.abort()
+
+    def end_of_session(self) -> None:
+        """Send End of Session (logged-in clients) and close after the queued bytes."""
+        if self.closed:
+            return
+        if self.account is not None:
+            self.transport.write(frame(Packet.END_OF_SESSION))
+        self.closed = True
+        self.wake.set()
+        self.transport.close()
+
+    def shutdown(self) -> None:
+        """Unsubscribe, stop the tasks, close the socket (idempotent)."""
+        if self.account is not None:
+            self.gw.unsubscribe(self.stream, self._on_reports)
+        for t in self.tasks:
+            t.cancel()
+        if not self.closed:
+            self.closed = True
+            self.transport.close()
+
+    def _on_reports(self, reports) -> None:
+        if self.closed:
+            return
+        for r in reports:
+            if r.rseq > self.queued_rseq:
+                self.live.append(r)
+                self.queued_rseq = r.rseq
+        if len(self.live) > self.opts["max_queued_reports"]:
+            self.drop("more than max_queued_reports reports waiting (a slow reader)")
+            return
+        self.wake.set()
+
+    async def _sender(self) -> None:
+        try:
+            if self.send_event:
+                self._write(frame(Packet.SEQUENCED, ouch50.system_event(0, b"S")))
+            # why a fold before a replay from the middle: an Executed's Liquidity Flag needs the
+            # engine message that placed the order, which an earlier report told; reading the
+            # stream from rseq 1 (within the replay budget) makes the replay's bytes the live ones
+            folded = 0
+            while folded < self.replay_from and not self.closed:
+                n = min(SEND_CHUNK, self.replay_from - folded)
+                await self.server.replay_turn(n)
+                chunk = await self.gw.replay_stream(self.stream, folded, n)
+                if not chunk:
+                    break
+                self.encoder.encode(chunk)
+                folded = chunk[-1].rseq
+            while not self.closed:
+                if self.replay_from < self.replay_to:
+                    n = min(SEND_CHUNK, self.replay_to - self.replay_from)
+                    await self.server.replay_turn(n)
+                    chunk = await self.gw.replay_stream(self.stream, self.replay_from, n)
+                    if self.closed:
+                        return
+                    if not chunk:
+                        self.drop(f"replay ended early at rseq {self.replay_from}")
+                        return
+                    self.replay_from = chunk[-1].rseq
+                elif self.live:
+                    chunk = [self.live.popleft() for _ in range(min(SEND_CHUNK, len(self.live)))]
+                else:
+                    self.wake.clear()
+                    await self.wake.wait()
+                    continue
+                for r in chunk:
+                    if r.rseq != self.sent_rseq + 1:
+                        self.drop(f"report stream gap: rseq {r.rseq} after {self.sent_rseq}")
+                        return
+                    self.sent_rseq = r.rseq
+                # the chunk's reports as one buffer, one write
+                self._write(b"".join(frame(Packet.SEQUENCED, m)
+                                     for m in self.encoder.encode(chunk)))
+                if self.transport.get_write_buffer_size() > 1 << 16:
+                    try:
+                        await asyncio.wait_for(self.writer.drain(), self.opts["idle_s"])
+                    except asyncio.TimeoutError:
+                        self.drop(f"its socket took no bytes for {self.opts['idle_s']:g} s")
+                        return
+                else:
+                    await asyncio.sleep(0)
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+
+    async def _heartbeats(self) -> None:
+        period = self.opts["heartbeat_s"]
+        try:
+            while not self.closed:
+                wait = self.last_sent + period - self.loop.time()
+                if wait > 0:
+                    await asyncio.sleep(wait)
+                    continue
+                self._write(frame(Packet.SERVER_HEARTBEAT))
+        except asyncio.CancelledError:
+            pass
+
+    # -- input -----------------------------------------------------------------------------
+    async def run(self) -> None:
+        """Serve the connection until logout, a broken rule, silence, or the server closes."""
+        try:
+            buf = await self._login()
+            if buf is None:
+                return
+            await self._packets(buf)
+        except soup.SoupError as e:
+            self.drop(str(e))
+        except ConnectionError as e:
+            self.drop(f"connection error: {e}")
+
+    async def _read(self, buf: bytes, deadline_s: float) -> tuple[list, bytes, bool]:
+        """Return (whole packets, rest, eof) after at most one read within ``deadline_s``.
+        Raises SoupError on a timeout, or a stream ending inside a packet."""
+        packets, buf = soup.split_packets(buf, MAX_PACKET)
+        if packets:
+            return packets, buf, False
+        try:
+            chunk = await asyncio.wait_for(self.reader.read(READ_CHUNK), deadline_s)
+        except asyncio.TimeoutError:
+            raise soup.SoupError(f"nothing whole received for {deadline_s:g} s") from None
+        if not chunk:
+            if buf:
+                raise soup.SoupError("the connection ended inside a packet")
+            return [], b"", True
+        packets, buf = soup.split_packets(buf + chunk, MAX_PACKET)
+        return packets, buf, False
+
+    async def _login(self) -> bytes | None:
+        """Run the login; return the bytes read after it (None: the connection is over)."""
+        deadline = self.loop.time() + self.opts["login_timeout_s"]
+        buf = b""
+        while True:
+            left = deadline - self.loop.time()
+            if left <= 0:
+                raise soup.SoupError("no Login Request within login_timeout_s")
+            packets, buf, eof = await self._read(buf, left)
+            if eof:
+                return None
+            if packets:
+                break
+        (ptype, payload), rest = packets[0], packets[1:]
+        self.ticket.presented()
+        if ptype != Packet.LOGIN_REQUEST:
+            self.drop(f"packet type {ptype:#04x} before the login")
+            return None
+        try:
+            req = soup.parse_login(payload)
+        except soup.SoupError as e:
+            self.gw.guard.record_failure("ouch50", self.peer, None, str(e))
+            return self._rejected(soup.REJECT_AUTH, str(e))
+        try:
+            account = await self.gw.guard.authenticate(self.server.accounts, "ouch50", self.peer,
+                                                       req.username, req.password, "trade")
+        except AuthError as e:
+            return self._rejected(soup.REJECT_AUTH, str(e))
+        if req.session not in ("", self.opts["session"]) or self.closed:
+            return self._rejected(soup.REJECT_SESSION, f"no session {req.session!r}")
+        self.account = account
+        self.stream = STREAM_PREFIX + account.name
+        # from here to subscribe: no await, so the replay and the live reports meet exactly
+        head = self.gw.stream_head(self.stream)
+        want = head + 2 if req.seq == 0 else min(req.seq, head + 2)   # message numbers
+        self.send_event = want <= 1
+        after = max(want - 2, 0)
+        self.replay_from, self.replay_to = after, head
+        self.sent_rseq, self.queued_rseq = after, head
+        self.gw.subscribe(self.stream, self._on_reports)
+        self._write(frame(Packet.LOGIN_ACCEPTED,
+                          soup.encode_login_accepted(self.opts["session"], max(want, 1))))
+        self.limiter = RateLimiter(account.max_msgs_per_sec)
+        self.tasks = [asyncio.ensure_future(self._sender()),
+                      asyncio.ensure_future(self._heartbeats())]
+        # packets that came with the login are handled first
+        return b"".join(frame(t, p) for t, p in rest) + buf
+
+    def _rejected(self, code: bytes, why: str) -> None:
+        log.warning("OUCH 5.0 login from %s rejected: %s", self.peer, why)
+        self.transport.write(frame(Packet.LOGIN_REJECTED, code))
+        self.closed = True
+        self.transport.close()
+        return None
+
+    async def _packets(self, buf: bytes) -> None:
+        idle = self.opts["idle_s"]
+        while not self.closed:
+            packets, buf, eof = await self._read(buf, idle)
+            if eof:
+                return
+            orders = []
+            for ptype, payload in packets:
+                if ptype == Packet.UNSEQUENCED:
+                    orders.append(payload)
+                elif ptype in (Packet.CLIENT_HEARTBEAT, Packet.DEBUG):
+                    pass
+                elif ptype == Packet.LOGOUT_REQUEST:
+                    self._orders(orders)
+                    self.closed = True
+                    self.wake.set()
+                    self.transport.close()
+                    return
+                else:
+                    self._orders(orders)
+                    self.drop(f"packet type {ptype:#04x} is not allowed after login")
+                    return
+            self._orders(orders)
+            await asyncio.sleep(0)
+
+    def _debug(self, text: str) -> None:
+        self._write(frame(Packet.DEBUG, text.encode("ascii", "replace")[:200]))
+
+    def _orders(self, payloads: list[bytes]) -> None:
+        """Decode one read's messages together and submit them in order."""
+        if not payloads or self.closed:
+            return
+        name = self.account.name
+        for msg in ouch50.decode(payloads):
+            if isinstance(msg, ouch50.Malformed):
+                self._debug(f"ignored: {msg.why}")
+                continue
+            if msg.type == b"Q" or msg.type == b"M":
+                # Account Query and Modify (side changes between sell types) have no engine
+                # counterpart; answered by Debug (docs/gateway-nasdaq.md)
+                self._debug(f"ignored: message type {msg.type.decode()} is not supported")
+                continue
+            if not self.limiter.allow(self.gw.now_ns()):
+                self._debug(f"ignored: UserRefNum {msg.user_ref}: over "
+                            f"{self.account.max_msgs_per_sec} messages a second")
+                continue
+            if msg.type in (b"O", b"U"):
+                if msg.user_ref <= self.server.last_ref.get(name, 0):
+                    continue   # spec 1.2: a UserRefNum not above the last one is ignored
+                self.server.last_ref[name] = msg.user_ref
+                self.server.remember(name, msg.user_ref, msg.clordid)
+                # why: a Replace names its order by UserRefNum only, and its price needs the
+                # order's symbol's tick (a replace of an order of an earlier run: see docs)
+                self.server.symbol_of[(name, msg.user_ref)] = (
+                    msg.symbol if msg.type == b"O"
+                    else self.server.symbol_of.get((name, msg.orig_ref), ""))
+            req = self._request(msg)
+            if req is None:
+                continue
+            try:
+                self.gw.submit(req)
+            except UsageError as e:   # the gateway is closing or failed
+                self.drop(str(e))
+                return
+
+    def _request(self, msg):
+        common = dict(account=self.account, stream=self.stream)
+        now = self.gw.now_ns()
+        if msg.type == b"O":
+            return Request(kind="new", client_order_id=str(msg.user_ref), symbol=msg.symbol,
+                           **ouch50.order_fields(msg, self.server.prices.get(msg.symbol), now),
+                           **common)
+        if msg.type == b"U":
+            f = ouch50.order_fields(msg, self._price_map_of(msg.orig_ref), now)
+            return Request(kind="replace", client_order_id=str(msg.user_ref),
+                           orig_client_order_id=str(msg.orig_ref), price=f["price"],
+                           qty=f["qty"], stop_price=f["stop_price"], **common)
+        if msg.type == b"X":
+            if msg.qty:
+                # a reduction keeping the order is not supported yet (docs/gateway-nasdaq.md)
+                self._debug(f"ignored: UserRefNum {msg.user_ref}: a Cancel with Quantity > 0")
+                return None
+            return Request(kind="cancel", client_order_id=str(msg.user_ref),
+                           orig_client_order_id=str(msg.user_ref), **common)
+        return None
+
+    def _price_map_of(self, ref: int):
+        """Return the PriceMap of the order UserRefNum ``ref`` names (None if unknown)."""
+        sym = self.server.symbol_of.get((self.account.name, ref))
+        return self.server.prices.get(sym) if sym is not None else None
