@@ -157,7 +157,7 @@ class OuchClient:
 # midnight), then its body (section 1.3 / 4)
 ITCH = {
     b"S": (">c", ("event",)),
-    b"R": (">8sccIcc2sccccIc", ("stock", "category", "status", "round_lot", "round_only",
+    b"R": (">8sccIcc2scccccIc", ("stock", "category", "status", "round_lot", "round_only",
                                 "klass", "subtype", "auth", "ssti", "ipo", "luld", "etp",
                                 "leverage", "inverse")),
     b"H": (">8scc4s", ("stock", "state", "reserved", "reason")),
@@ -226,11 +226,11 @@ class ItchBook:
     def rows(self, locate):
         """(side, price, shares) of the stock's orders: bids best first, then asks, FIFO."""
         mine = [(r, o) for r, o in self.orders.items() if o[0] == locate]
-        bids = sorted((o for o in mine if o[1][1] == b"B"[0]),
+        bids = sorted((o for o in mine if o[1][1] == b"B"),
                       key=lambda x: (-x[1][2], self.order_seq[x[0]]))
-        asks = sorted((o for o in mine if o[1][1] == b"S"[0]),
+        asks = sorted((o for o in mine if o[1][1] == b"S"),
                       key=lambda x: (x[1][2], self.order_seq[x[0]]))
-        return [(o[1], o[2], o[3]) for _, o in bids + asks]
+        return [(o[1], o[2], o[3]) for _, o in bids + asks]   # side is b"B" / b"S"
 
 
 # -- MoldUDP64 -------------------------------------------------------------------------------

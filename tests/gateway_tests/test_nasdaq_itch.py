@@ -1,0 +1,197 @@
+"""TotalView-ITCH 5.0 over MoldUDP64 (loopback unicast, with lost packets re-requested) and over
+SoupBinTCP, decoded by nasdaq_spec (written from the published specs, no exsim import): a book
+built only from the feed equals the engine's visible book after every engine message, the
+SoupBinTCP stream carries the same bytes, and NOII / Cross Trade / Trading Action / Add Order
+with MPID have the spec's layouts. Every wait is bounded."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import socket
+import struct
+from decimal import Decimal
+
+from gw_fixtures import PASSWORD, running_gateway
+from nasdaq_spec import (ItchBook, OuchClient, decode_itch, mold_decode, mold_request, split,
+                         soup, soup_login)
+
+from exsim.exchange import OrderType
+from exsim.exchange.gateway import itch as xitch
+from exsim.exchange.gateway.core import Request
+from exsim.exchange.gateway.nasdaq import itch50, itch_server
+from exsim.exchange.schema import Phase
+
+
+def run(coro):
+    asyncio.run(asyncio.wait_for(coro, 90))
+
+
+class Receiver(asyncio.DatagramProtocol):
+    """A MoldUDP64 listener that loses every ``lose``-th live packet and re-requests gaps."""
+
+    def __init__(self, lose=0):
+        self.msgs, self.next_expected, self.lose, self.live = {}, 1, lose, 0
+        self.session = None
+        self.requests = 0
+
+    def connection_made(self, transport):
+        self.transport = transport
+
+    def datagram_received(self, data, addr):
+        session, seq, count, msgs = mold_decode(data)
+        self.session = session
+        if count in (0, 0xFFFF):
+            self.next_expected = max(self.next_expected, seq)
+            return
+        if addr[1] != self.mold_port:
+            self.live += 1
+            if self.lose and self.live % self.lose == 0:
+                return   # lost on the way
+        for i, m in enumerate(msgs):
+            self.msgs[seq + i] = m
+        self.next_expected = max(self.next_expected, seq + len(msgs))
+
+    async def complete(self, upto, timeout=10):
+        """Re-request until messages 1..upto-1 are all here."""
+        loop = asyncio.get_running_loop()
+        end = loop.time() + timeout
+        while True:
+            missing = [s for s in range(1, upto) if s not in self.msgs]
+            if not missing:
+                return
+            assert loop.time() < end, f"messages {missing[:5]} never arrived"
+            self.requests += 1
+            self.transport.sendto(mold_request(self.session or "EXSIMITCH", missing[0],
+                                               len(missing)), ("127.0.0.1", self.mold_port))
+            await asyncio.sleep(0.02)
+
+
+def requests(accounts, n, seed):
+    rnd = random.Random(seed)
+    live, out = [], []
+    for i in range(n):
+        acct = accounts.get(f"acct{rnd.randrange(4)}")
+        sym = rnd.choice(["JPM", "BTCUSD"])
+        mine = [x for x in live if x[0] is acct and x[1] == sym]
+        r, cid, stream = rnd.random(), f"c{i}", f"ouch:{acct.name}"
+        if mine and r < 0.15:
+            out.append(Request("cancel", acct, stream, cid, sym,
+                               orig_client_order_id=rnd.choice(mine)[2]))
+        elif mine and r < 0.3:
+            out.append(Request("replace", acct, stream, cid, sym,
+                               orig_client_order_id=rnd.choice(mine)[2],
+                               price=rnd.randint(98, 102), qty=rnd.randint(1, 8)))
+            live.append((acct, sym, cid))
+        else:
+            kw = dict(side=rnd.randrange(2), price=rnd.randint(97, 103), qty=rnd.randint(1, 6))
+            if rnd.random() < 0.2:
+                kw["display_qty"] = 1
+            elif rnd.random() < 0.1:
+                kw.update(order_type=OrderType.STOP_LIMIT, stop_price=rnd.randint(98, 102))
+            out.append(Request("new", acct, stream, cid, sym, **kw))
+            live.append((acct, sym, cid))
+    # a reduction keeping price and place: Order Cancel (X)
+    acct = accounts.get("acct0")
+    out += [Request("new", acct, "ouch:acct0", "x1", "JPM", side=0, price=90, qty=5),
+            Request("replace", acct, "ouch:acct0", "x2", "JPM", orig_client_order_id="x1",
+                    price=90, qty=2)]
+    return out
+
+
+def engine_rows(gw, name):
+    """The engine's visible book of ``name`` as (side byte, ITCH price, shares)."""
+    info = gw.symbols[name]
+    mult = int(Decimal(info.tick_size) * 10000)
+    o = gw.engine.orders(info.id)
+    return [(b"S" if s else b"B", p * mult, q) for s, p, q in
+            zip(o["side"].tolist(), o["price"].tolist(), o["qty"].tolist())]
+
+
+def test_itch_book_from_moldudp64_equals_the_engine_after_every_message(tmp_path):
+    async def main():
+        async with running_gateway(tmp_path) as gw:
+            loop = asyncio.get_running_loop()
+            rt, rx = await loop.create_datagram_endpoint(lambda: Receiver(lose=4),
+                                                         local_addr=("127.0.0.1", 0))
+            srv = await itch_server.start(gw, destinations=[rt.get_extra_info("sockname")],
+                                          mold_port=0, soup_port=0, heartbeat_s=0.2)
+            rx.mold_port = srv.mold_port
+            book, applied = ItchBook(), 0
+            try:
+                await rx.complete(srv.feed.next_seq)
+                for req in requests(gw.accounts, 150, seed=38):
+                    await gw.submit(req)
+                    async with gw.engine_lock:   # the batch's market listener has run
+                        want = {n: engine_rows(gw, n) for n in gw.symbols}
+                        upto = srv.feed.next_seq
+                    await rx.complete(upto)
+                    while applied < upto - 1:
+                        applied += 1
+                        book.apply(decode_itch(rx.msgs[applied]))
+                    for loc, name in book.stocks.items():
+                        assert book.rows(loc) == want[name], (name, applied)
+                assert rx.requests > 0   # gaps happened and were filled
+                kinds = {decode_itch(m)["type"] for m in rx.msgs.values()}
+                assert {b"A", b"E", b"X", b"D", b"U"} <= kinds, kinds
+                # the same stream over SoupBinTCP, byte for byte
+                c = await OuchClient.login(srv.soup_port, "feed", PASSWORD, seq=1)
+                got = []
+                while len(got) < upto - 1:
+                    t, p = await c.packet(5)
+                    if t == b"S":
+                        got.append(p)
+                assert got == [rx.msgs[s] for s in range(1, upto)]
+                c.close()
+            finally:
+                srv.close()
+                await srv.wait_closed()
+                rt.close()
+    run(main())
+
+
+def test_start_of_day_lists_the_symbols_and_the_resting_orders(tmp_path):
+    async def main():
+        async with running_gateway(tmp_path) as gw:
+            acct = gw.accounts.get("acct0")
+            await gw.submit(Request("new", acct, "ouch:acct0", "r1", "JPM", side=0,
+                                    price=10100, qty=5))   # $101.00 (tick $0.01)
+            srv = await itch_server.start(gw, soup_port=0, mpid=True)
+            try:
+                c = await OuchClient.login(srv.soup_port, "feed", PASSWORD, seq=0)
+                assert c.next_seq == srv.feed.next_seq
+                c.close()
+                msgs = [decode_itch(m) for m in srv.feed.get(1, 100)]
+                kinds = [m["type"] for m in msgs]
+                assert kinds[:2] == [b"S", b"S"] and msgs[0]["event"] == b"O"
+                dirs = {m["stock"].strip(): m["locate"] for m in msgs if m["type"] == b"R"}
+                assert dirs == {b"JPM": 1, b"BTCUSD": 2}
+                adds = [m for m in msgs if m["type"] == b"F"]
+                assert [(a["locate"], a["side"], a["shares"], a["price"], a["mpid"])
+                        for a in adds] == [(1, b"B", 5, 1_010_000, b"F0  ")]
+                assert adds[0]["ref"] == gw.order_state(adds[0]["ref"]).order_id
+            finally:
+                srv.close()
+                await srv.wait_closed()
+    run(main())
+
+
+def test_auction_messages_have_the_spec_layouts(tmp_path):
+    """Trading Action, NOII and Cross Trade from exsim's own feed tuples, read back with the
+    independent decoder."""
+    async def main():
+        async with running_gateway(tmp_path) as gw:
+            tr = itch50.Translator(gw.symbols)
+            sid = gw.symbols["JPM"].id
+            out = tr.translate([
+                xitch.TradingPhase(sid, 1, 5, Phase.PRE_OPEN, 0, 100),
+                xitch.Indicative(sid, 2, 6, Phase.PRE_OPEN, 101, 300, -40),
+                xitch.Cross(sid, 3, 7, Phase.OPENING_AUCTION, 101, 300, -40),
+                xitch.TradingPhase(sid, 4, 8, Phase.CONTINUOUS, 97, 101)])
+            h, noii, q, h2 = map(decode_itch, out)
+            assert (h["type"], h["state"], h["stock"], h["ts"]) == (b"H", b"Q", b"JPM     ", 5)
+            assert (noii["paired"], noii["imbalance"], noii["direction"]) == (300, 40, b"S")
+            assert (noii["near"], noii["cross"]) == (10_100, b"O")   # 101 ticks of $0.01
+            assert (q["type"], q["shares"], q["price"], q["cross"]) == (b"Q", 300, 10_100, b"O")
+            assert (h2["state"], h2["reason"]) == (b"T", b"LUDP")
+    run(main())
