@@ -32,10 +32,12 @@ displayed quantity of 2^32 shares or more, a price above $429,496.7295) raises V
 
 from __future__ import annotations
 
+import struct
+
 import numpy as np
 
 from exsim.exchange.gateway import itch as xitch
-from exsim.exchange.gateway.nasdaq.ouch50 import PriceMap, ns_since_midnight
+from exsim.exchange.gateway.nasdaq.ouch50 import Packer, PriceMap, ns_since_midnight
 from exsim.exchange.schema import CALL_MARKET_PRICE, Phase, Reason
 
 __all__ = ["LAYOUTS", "Translator", "REPLACE_REF_BASE", "MARKET_BUY_PRICE", "wire_price"]
@@ -93,21 +95,17 @@ def wire_price(pm: PriceMap, ticks: int) -> int:
     return p
 
 
+_PACKERS = {t: Packer(dt) for t, dt in LAYOUTS.items()}
+
+
 def _pack(t: bytes, locate: int, ts: int, **values) -> bytes:
-    dt = LAYOUTS[t]
-    row = np.zeros(1, dt)
-    for name in dt.names:
-        f = dt.fields[name][0]
-        if f.kind == "S":   # Alpha: left-justified, padded on the right with spaces
-            row[name] = bytes(values.pop(name, b"")).ljust(f.itemsize)[:f.itemsize]
+    """Return one message of type ``t``. Raises ValueError for a number that does not fit."""
     ns = ns_since_midnight(ts)
-    row["locate"], row["ts_hi"], row["ts_lo"] = locate, ns >> 32, ns & 0xFFFFFFFF
-    row["type"] = t
-    for k, v in values.items():
-        if dt.fields[k][0].kind == "u" and not 0 <= v < 1 << (8 * dt.fields[k][0].itemsize):
-            raise ValueError(f"ITCH 5.0 {t.decode()} {k} = {v} does not fit its field")
-        row[k] = v
-    return row.tobytes()
+    values.update(type=t, locate=locate, ts_hi=ns >> 32, ts_lo=ns & 0xFFFFFFFF)
+    try:
+        return _PACKERS[t].pack(values)
+    except struct.error as e:
+        raise ValueError(f"ITCH 5.0 {t.decode()}: a field does not fit: {e}") from None
 
 
 class Translator:
