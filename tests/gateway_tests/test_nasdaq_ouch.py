@@ -188,3 +188,21 @@ def test_bad_logins_and_malformed_messages(tmp_path):
             assert a.msgs[1]["type"] == b"A" and a.msgs[1]["user_ref"] == 3
             a.close()
     run(main())
+
+
+def test_a_restarted_server_replays_the_same_bytes_with_the_clordids(tmp_path):
+    async def session(n_expected, orders=()):
+        async with ouch50_port(tmp_path) as (gw, srv):
+            a = await OuchClient.login(srv.port, "acct0", PASSWORD, seq=1)
+            a.send(*orders)
+            await a.until(n_msgs(n_expected))
+            a.close()
+            return [m["raw"] for m in a.msgs]
+
+    async def main():
+        first = await session(4, [enter(1, b"B", 3, "JPM", 1_000_000, clordid=b"KEEP-ME"),
+                                  enter(2, b"S", 1, "JPM", 1_000_000, clordid=b"AND-ME")])
+        again = await session(4)   # a new gateway process on the same data directory
+        assert again == first
+        assert b"KEEP-ME" in again[1] and b"AND-ME" in again[2]
+    run(main())
