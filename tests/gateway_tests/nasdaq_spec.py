@@ -244,7 +244,7 @@ def mold_decode(packet: bytes):
         msgs.append(packet[pos + 2:pos + 2 + ln])
         pos += 2 + ln
     assert pos == len(packet), "trailing bytes in a MoldUDP64 packet"
-    return session.decode(), seq, count, msgs
+    return session.decode().rstrip(" "), seq, count, msgs
 
 
 def mold_request(session: str, seq: int, count: int) -> bytes:

@@ -115,7 +115,7 @@ def test_itch_book_from_moldudp64_equals_the_engine_after_every_message(tmp_path
             rt, rx = await loop.create_datagram_endpoint(lambda: Receiver(lose=4),
                                                          local_addr=("127.0.0.1", 0))
             srv = await itch_server.start(gw, destinations=[rt.get_extra_info("sockname")],
-                                          mold_port=0, soup_port=0, heartbeat_s=0.2)
+                                          port=0, mold_port=0, heartbeat_s=0.2)
             rx.mold_port = srv.mold_port
             book, applied = ItchBook(), 0
             try:
@@ -156,7 +156,7 @@ def test_start_of_day_lists_the_symbols_and_the_resting_orders(tmp_path):
             acct = gw.accounts.get("acct0")
             await gw.submit(Request("new", acct, "ouch:acct0", "r1", "JPM", side=0,
                                     price=10100, qty=5))   # $101.00 (tick $0.01)
-            srv = await itch_server.start(gw, soup_port=0, mpid=True)
+            srv = await itch_server.start(gw, "127.0.0.1", 0, mpid=True)
             try:
                 c = await OuchClient.login(srv.soup_port, "feed", PASSWORD, seq=0)
                 assert c.next_seq == srv.feed.next_seq
@@ -194,4 +194,34 @@ def test_auction_messages_have_the_spec_layouts(tmp_path):
             assert (noii["near"], noii["cross"]) == (10_100, b"O")   # 101 ticks of $0.01
             assert (q["type"], q["shares"], q["price"], q["cross"]) == (b"Q", 300, 10_100, b"O")
             assert (h2["state"], h2["reason"]) == (b"T", b"LUDP")
+    run(main())
+
+
+def test_moldudp64_on_loopback_multicast(tmp_path):
+    async def main():
+        async with running_gateway(tmp_path) as gw:
+            grp = "239.255.38.1"
+            sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(("", 0))
+            port = sock.getsockname()[1]
+            sock.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP,
+                            struct.pack("4s4s", socket.inet_aton(grp),
+                                        socket.inet_aton("127.0.0.1")))
+            loop = asyncio.get_running_loop()
+            rt, rx = await loop.create_datagram_endpoint(Receiver, sock=sock)
+            rx.mold_port = -1
+            srv = await itch_server.start(gw, "127.0.0.1", None, multicast=(grp, port))
+            try:
+                for _ in range(250):   # no re-request server here: wait for the packets
+                    if len(rx.msgs) >= srv.feed.next_seq - 1:
+                        break
+                    await asyncio.sleep(0.02)
+                assert sorted(rx.msgs) == list(range(1, srv.feed.next_seq))
+                assert rx.session == "EXSIMITCH"
+                assert decode_itch(rx.msgs[1])["event"] == b"O"
+            finally:
+                srv.close()
+                await srv.wait_closed()
+                rt.close()
     run(main())

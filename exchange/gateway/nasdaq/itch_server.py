@@ -184,6 +184,11 @@ class ItchServer:
         return self._rerequest.transport.get_extra_info("sockname")[1]
 
     @property
+    def sockets(self):
+        """The SoupBinTCP listening sockets (``exsim serve`` reads the address from them)."""
+        return self._tcp.sockets if self._tcp is not None else ()
+
+    @property
     def soup_port(self) -> int:
         """The TCP port of the SoupBinTCP feed."""
         return self._tcp.sockets[0].getsockname()[1]
@@ -256,18 +261,20 @@ class ItchServer:
             await asyncio.sleep(0.01)
 
 
-async def start(gw, host: str = "127.0.0.1", *, mold_port: int | None = None,
-                destinations=(), multicast: tuple[str, int] | None = None,
-                soup_port: int | None = None, **options) -> ItchServer:
-    """Start the ITCH 5.0 feed of ``gw``: MoldUDP64 packets to each (host, port) of
-    ``destinations`` (and/or a ``multicast`` (group, port), sent with TTL 0 and loopback on,
-    so it stays on this machine), the re-request server on UDP ``host:mold_port``, and the
-    SoupBinTCP feed on TCP ``host:soup_port`` (None: that part is off; 0: any free port).
-    Options: DEFAULTS, ``accounts`` (default ``gw.accounts``). Returns the ItchServer.
+async def start(gw, host: str = "127.0.0.1", port: int | None = None, *,
+                mold_port: int | str | None = "same", destinations=(),
+                multicast: tuple[str, int] | None = None, **options) -> ItchServer:
+    """Start the ITCH 5.0 feed of ``gw``: the SoupBinTCP feed on TCP ``host:port``, the
+    MoldUDP64 re-request server on UDP ``host:mold_port`` ("same": the UDP port of the number
+    the TCP listener got; None: none), and MoldUDP64 packets to each (host, port) of
+    ``destinations`` and/or a ``multicast`` (group, port) (sent with TTL 0 and loopback on, so
+    it stays on this machine). ``port`` None: no TCP feed. Options: DEFAULTS, ``accounts``
+    (default ``gw.accounts``), ``ssl`` (the TCP feed only). Returns the ItchServer.
     Raises TypeError for an unknown option, ValueError for a symbol name over 8 characters or
     a session name over 10, UsageError for a tick size ITCH prices cannot name, OSError if an
     address cannot be bound."""
     accounts = options.pop("accounts", None) or gw.accounts
+    tls = options.pop("ssl", None)
     unknown = set(options) - set(DEFAULTS)
     if unknown:
         raise TypeError(f"unknown ITCH 5.0 feed option(s) {sorted(unknown)}; "
@@ -283,16 +290,21 @@ async def start(gw, host: str = "127.0.0.1", *, mold_port: int | None = None,
         if multicast is not None:
             sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, 0)
             sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 1)
+            # why: without it the kernel sends on the default route's interface, not ``host``
+            sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF,
+                            socket.inet_aton(socket.gethostbyname(host)))
             srv.destinations.append(tuple(multicast))
         sock.bind((host, 0))
         _, srv._sender = await loop.create_datagram_endpoint(lambda: _Mold(srv, False),
                                                              sock=sock)
         srv._tasks.append(asyncio.ensure_future(srv._heartbeats()))
+    if port is not None:
+        srv._tcp = await asyncio.start_server(srv._handle, host, port, limit=1 << 16, ssl=tls)
+    if mold_port == "same":
+        mold_port = srv.soup_port if port is not None else None
     if mold_port is not None:
         _, srv._rerequest = await loop.create_datagram_endpoint(
             lambda: _Mold(srv, True), local_addr=(host, mold_port))
-    if soup_port is not None:
-        srv._tcp = await asyncio.start_server(srv._handle, host, soup_port, limit=1 << 16)
     srv.feed.listeners.append(srv._on_messages)
     await srv.feed.open()
     return srv

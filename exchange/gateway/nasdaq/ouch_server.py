@@ -128,9 +128,14 @@ class OuchServer:
             await asyncio.sleep((n - self._replay_tokens) / rate)
 
     @property
+    def sockets(self):
+        """The listening sockets (``exsim serve`` reads the address from ``sockets[0]``)."""
+        return self._server.sockets if self._server else ()
+
+    @property
     def port(self) -> int:
         """The port the server listens on."""
-        return self._server.sockets[0].getsockname()[1]
+        return self.sockets[0].getsockname()[1]
 
     async def _handle(self, reader, writer):
         logged_in = sum(1 for s in self.sessions if s.account is not None)
