@@ -206,3 +206,28 @@ def test_a_restarted_server_replays_the_same_bytes_with_the_clordids(tmp_path):
         assert again == first
         assert b"KEEP-ME" in again[1] and b"AND-ME" in again[2]
     run(main())
+
+
+def test_a_cancel_with_quantity_reduces_and_keeps_the_place(tmp_path):
+    async def main():
+        async with ouch50_port(tmp_path) as (gw, srv):
+            a = await OuchClient.login(srv.port, "acct0", PASSWORD)
+            b = await OuchClient.login(srv.port, "acct1", PASSWORD)
+            a.send(enter(1, b"B", 10, "JPM", 1_000_000), enter(2, b"B", 5, "JPM", 1_000_000))
+            await a.until(n_msgs(3))
+            a.send(cancel(1, 6))           # at most 6 shares in total from now on
+            await a.until(n_msgs(4))
+            assert (a.msgs[3]["type"], a.msgs[3]["user_ref"], a.msgs[3]["qty"],
+                    a.msgs[3]["reason"]) == (b"C", 1, 4, b"U")
+            b.send(enter(1, b"S", 2, "JPM", 1_000_000))   # order 1 kept its place: first
+            await a.until(n_msgs(5))
+            assert (a.msgs[4]["type"], a.msgs[4]["user_ref"], a.msgs[4]["qty"]) == (b"E", 1, 2)
+            a.send(cancel(1, 1))           # below what executed: refused, order untouched
+            await a.until(n_msgs(6))
+            assert (a.msgs[5]["type"], a.msgs[5]["user_ref"]) == (b"I", 1)
+            a.send(cancel(1))              # the rest (4) goes
+            await a.until(n_msgs(7))
+            assert (a.msgs[6]["type"], a.msgs[6]["user_ref"], a.msgs[6]["qty"]) == (b"C", 1, 4)
+            a.close()
+            b.close()
+    run(main())

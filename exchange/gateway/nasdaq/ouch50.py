@@ -38,7 +38,7 @@ __all__ = ["ENTER", "REPLACE", "CANCEL", "MODIFY", "QUERY", "SYSTEM_EVENT", "ACC
            "REPLACED", "CANCELED", "EXECUTED", "REJECTED", "CANCEL_REJECT", "RESTATED",
            "QUERY_RESPONSE", "INBOUND", "PriceMap", "Order", "Malformed", "decode",
            "parse_appendage", "tag_value", "Encoder", "REJECT_REASONS", "MARKET_PRICE",
-           "Tag", "ns_since_midnight", "system_event"]
+           "Tag", "ns_since_midnight", "system_event", "user_ref_of"]
 
 MARKET_PRICE = 0x7FFFFFFF        # $214,748.3647: a market order (section 1.2)
 MARKET_FROM = 2_000_000_000      # $200,000.0000 and above are market orders too
@@ -353,9 +353,11 @@ def system_event(ts: int, code: bytes) -> bytes:
     return _pack(SYSTEM_EVENT, type=b"S", ts=ns_since_midnight(ts), event=code)
 
 
-def _ref(cid: str) -> int:
-    """Return the UserRefNum of a client order id this port gave (0 for any other)."""
-    return int(cid) if cid.isdigit() and len(cid) <= 10 and int(cid) < 1 << 32 else 0
+def user_ref_of(cid: str) -> int:
+    """Return the UserRefNum of a client order id this port gave (``<n>`` or, after a
+    reduction, ``<n>r<k>``; 0 for any other)."""
+    head = cid.split("r", 1)[0]
+    return int(head) if head.isdigit() and len(head) <= 10 and int(head) < 1 << 32 else 0
 
 
 class Encoder:
@@ -367,6 +369,7 @@ class Encoder:
         self.prices = prices
         self.clordid = clordid
         self.accepted_at: dict[int, int] = {}   # live order id -> engine seq that placed it
+        self.leaves: dict[int, int] = {}        # live order id -> open quantity
 
     def _price(self, r, ticks: int) -> int:
         pm = self.prices.get(r.symbol)
@@ -379,7 +382,7 @@ class Encoder:
     def one(self, r) -> bytes:
         """Return the OUCH 5.0 message of one report (docs/gateway-nasdaq.md, "Reports")."""
         ts = ns_since_midnight(r.ts)
-        ref = _ref(r.client_order_id)
+        ref = user_ref_of(r.client_order_id)
         clordid = self.clordid(r.account, ref)
         side = b"S" if r.side else b"B"
         live = r.status not in ("filled", "canceled", "expired", "rejected")
@@ -392,6 +395,14 @@ class Encoder:
         # why before the pop below: the fill that finishes the order needs where it came from
         placed = (self.accepted_at.pop(r.order_id, None) if not live
                   else self.accepted_at.get(r.order_id))
+        prev_leaves = self.leaves.pop(r.order_id, 0) if not live else self.leaves.get(
+            r.order_id, 0)
+        if live:
+            self.leaves[r.order_id] = r.leaves_qty
+        if e == "replaced" and user_ref_of(r.orig_client_order_id) == ref:
+            # a reduction (a Cancel with Quantity > 0): Canceled with the decrement
+            return _pack(CANCELED, type=b"C", ts=ts, user_ref=ref,
+                         qty=max(prev_leaves - r.leaves_qty, 0), reason=b"U")
         if e in ("new", "replaced"):
             if live:
                 self.accepted_at[r.order_id] = r.seq
@@ -401,7 +412,7 @@ class Encoder:
                           state=b"L" if live else b"D", clordid=clordid, app_len=len(app))
             if e == "new":
                 return _pack(ACCEPTED, type=b"A", qty=r.qty, **common) + app
-            orig = _ref(r.orig_client_order_id) or ref
+            orig = user_ref_of(r.orig_client_order_id) or ref
             return _pack(REPLACED, type=b"U", orig_ref=orig, qty=r.leaves_qty, **common) + app
         if e == "trade":
             flag = b"R" if placed == r.seq else b"A"
@@ -411,6 +422,9 @@ class Encoder:
             return _pack(CANCELED, type=b"C", ts=ts, user_ref=ref,
                          qty=max(r.qty - r.cum_qty, 0),
                          reason=CANCEL_REASONS.get(r.reason, b"Z"))
+        if e == "replace_rejected" and "r" in r.client_order_id:
+            # a reduction the engine refused (a size at or below what executed): Cancel Reject
+            return _pack(CANCEL_REJECT, type=b"I", ts=ts, user_ref=ref)
         if e in ("rejected", "replace_rejected"):
             return _pack(REJECTED, type=b"J", ts=ts, user_ref=ref,
                          reason=REJECT_REASONS.get(r.reason, OTHER), clordid=clordid)

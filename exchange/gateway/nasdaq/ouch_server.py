@@ -25,6 +25,10 @@ Invariants:
   run) is refused by the core (duplicate client order id), a sequenced Rejected.
 - A message this port cannot read (unknown type, bad length, malformed appendage) is answered
   by a Debug packet naming why and is otherwise ignored; nothing a client sends raises.
+- Reductions: a Cancel with Quantity > 0 is the core's replace of the order at its price to
+  that total size (it keeps its place), with client order id ``<UserRefNum>r<k>``; the port
+  keeps, per order it entered in this run, its symbol, current client order id and prices
+  (``entered``), so a reduction of an order entered before a restart is ignored (Debug).
 - ClOrdIDs are kept in memory and appended to ``data_dir/gateway/ouch50-clordid.txt`` before
   the order is submitted, so the Accepted/Replaced/Rejected of a replay after a restart carry
   them too (the file is not fsynced: after a machine crash a replay may show blanks).
@@ -80,7 +84,9 @@ class OuchServer:
         self.prices = {name: ouch50.PriceMap(s.tick_size) for name, s in gw.symbols.items()}
         self.sessions: set[_Session] = set()
         self.last_ref: dict[str, int] = {}
-        self.symbol_of: dict[tuple[str, int], str] = {}   # (account, UserRefNum) -> symbol
+        # (account, UserRefNum) -> _Entered: what this run sent for each order (module
+        # docstring, "Reductions")
+        self.entered: dict[tuple[str, int], _Entered] = {}
         self._clordids: dict[tuple[str, int], bytes] = {}
         self._clordid_path = os.path.join(gw.state_dir, CLORDID_FILE)
         self._load_clordids()
@@ -251,6 +257,13 @@ class _Session:
             self.transport.close()
 
     def _on_reports(self, reports) -> None:
+        entered = self.server.entered
+        for r in reports:
+            if r.exec == "replace_rejected" and "r" in r.client_order_id:
+                # a refused reduction did not rename the order: later requests use the old id
+                e = entered.get((r.account, ouch50.user_ref_of(r.client_order_id)))
+                if e is not None and e.cid == r.client_order_id:
+                    e.cid = r.orig_client_order_id
         if self.closed:
             return
         for r in reports:
@@ -462,11 +475,6 @@ class _Session:
                     continue   # spec 1.2: a UserRefNum not above the last one is ignored
                 self.server.last_ref[name] = msg.user_ref
                 self.server.remember(name, msg.user_ref, msg.clordid)
-                # why: a Replace names its order by UserRefNum only, and its price needs the
-                # order's symbol's tick (a replace of an order of an earlier run: see docs)
-                self.server.symbol_of[(name, msg.user_ref)] = (
-                    msg.symbol if msg.type == b"O"
-                    else self.server.symbol_of.get((name, msg.orig_ref), ""))
             req = self._request(msg)
             if req is None:
                 continue
@@ -479,25 +487,51 @@ class _Session:
     def _request(self, msg):
         common = dict(account=self.account, stream=self.stream)
         now = self.gw.now_ns()
+        key = (self.account.name, msg.user_ref)
+        entered = self.server.entered
         if msg.type == b"O":
+            f = ouch50.order_fields(msg, self.server.prices.get(msg.symbol), now)
+            entered[key] = _Entered(msg.symbol, str(msg.user_ref), f["price"], f["stop_price"])
             return Request(kind="new", client_order_id=str(msg.user_ref), symbol=msg.symbol,
-                           **ouch50.order_fields(msg, self.server.prices.get(msg.symbol), now),
-                           **common)
+                           **f, **common)
+        old = entered.get((self.account.name, msg.orig_ref if msg.type == b"U" else msg.user_ref))
         if msg.type == b"U":
-            f = ouch50.order_fields(msg, self._price_map_of(msg.orig_ref), now)
+            # why the entry: a Replace names its order by UserRefNum only, and its price needs
+            # that order's symbol's tick
+            pm = self.server.prices.get(old.symbol) if old is not None else None
+            f = ouch50.order_fields(msg, pm, now)
+            if old is not None:
+                entered[key] = _Entered(old.symbol, str(msg.user_ref), f["price"],
+                                        f["stop_price"])
             return Request(kind="replace", client_order_id=str(msg.user_ref),
-                           orig_client_order_id=str(msg.orig_ref), price=f["price"],
-                           qty=f["qty"], stop_price=f["stop_price"], **common)
+                           orig_client_order_id=old.cid if old else str(msg.orig_ref),
+                           price=f["price"], qty=f["qty"], stop_price=f["stop_price"], **common)
         if msg.type == b"X":
-            if msg.qty:
-                # a reduction keeping the order is not supported yet (docs/gateway-nasdaq.md)
-                self._debug(f"ignored: UserRefNum {msg.user_ref}: a Cancel with Quantity > 0")
+            cid = old.cid if old is not None else str(msg.user_ref)
+            if msg.qty == 0:
+                return Request(kind="cancel", client_order_id=cid, orig_client_order_id=cid,
+                               **common)
+            if old is None:
+                self._debug(f"ignored: UserRefNum {msg.user_ref}: a reduction of an order "
+                            "this run did not enter")
                 return None
-            return Request(kind="cancel", client_order_id=str(msg.user_ref),
-                           orig_client_order_id=str(msg.user_ref), **common)
+            # a reduction: the core's replace at the same price to the new total size keeps
+            # the order's place (docs/semantics.md, MODIFY); the core wants a new client id
+            old.reductions += 1
+            new_cid = f"{msg.user_ref}r{old.reductions}"
+            req = Request(kind="replace", client_order_id=new_cid, orig_client_order_id=old.cid,
+                          price=old.price, qty=msg.qty, stop_price=old.stop, **common)
+            old.cid = new_cid
+            return req
         return None
 
-    def _price_map_of(self, ref: int):
-        """Return the PriceMap of the order UserRefNum ``ref`` names (None if unknown)."""
-        sym = self.server.symbol_of.get((self.account.name, ref))
-        return self.server.prices.get(sym) if sym is not None else None
+
+class _Entered:
+    """An order this port sent in this run: its symbol, its current client order id (a
+    reduction gives it a new one) and its price and stop price in ticks."""
+
+    __slots__ = ("symbol", "cid", "price", "stop", "reductions")
+
+    def __init__(self, symbol: str, cid: str, price: int, stop: int):
+        self.symbol, self.cid, self.price, self.stop = symbol, cid, price, stop
+        self.reductions = 0
