@@ -234,5 +234,8 @@ class Translator:
         self.refs.clear()
         for sid in self.locate:
             for ref, side, price, qty in builder.book(sid).rows():
-                out.append(self._add(sid, ts, ref, side, qty, price))
+                try:
+                    out.append(self._add(sid, ts, ref, side, qty, price))
+                except ValueError:   # not shown: its price or size does not fit ITCH 5.0
+                    self.refs.pop((sid, ref), None)
         return out

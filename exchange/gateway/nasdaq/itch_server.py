@@ -89,7 +89,9 @@ class ItchFeed:
         try:
             out = self.translator.translate(
                 self.builder.build(batch.first_seq, batch.orders, batch.result))
-        except (xitch.FeedDesync, KeyError):
+        except (xitch.FeedDesync, KeyError, ValueError):
+            # ValueError: a value that does not fit its ITCH field (a price above Price(4)'s
+            # $429,496.7295); the reload shows every order but such ones
             log.exception("ITCH 5.0 feed out of step with the engine; reloading its books")
             self.desyncs += 1
             self.builder.reload(batch.engine)

@@ -326,6 +326,9 @@ class _Session:
                     await asyncio.sleep(0)
         except (ConnectionError, asyncio.CancelledError):
             pass
+        except Exception:   # a report that cannot be encoded: this session ends, loudly
+            log.exception("OUCH 5.0 session %s: sending failed", self.peer)
+            self.drop("a report could not be sent")
 
     async def _heartbeats(self) -> None:
         period = self.opts["heartbeat_s"]
