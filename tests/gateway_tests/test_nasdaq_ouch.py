@@ -206,6 +206,10 @@ def test_a_restarted_server_replays_the_same_bytes_with_the_clordids(tmp_path):
         assert again == first
         assert b"KEEP-ME" in again[1] and b"AND-ME" in again[2]
     run(main())
+    # a day served over OUCH 5.0 is a run like any other
+    from exsim.replay.cli import main as cli
+    assert cli(["verify", str(tmp_path)]) == 0
+    assert cli(["rerun", str(tmp_path)]) == 0
 
 
 def test_a_cancel_with_quantity_reduces_and_keeps_the_place(tmp_path):
