@@ -34,6 +34,7 @@ from exsim.exchange.gateway import itch as xitch
 from exsim.exchange.gateway.accounts import AuthError
 from exsim.exchange.gateway.nasdaq import itch50, moldudp64, soupbintcp as soup
 from exsim.exchange.gateway.nasdaq.soupbintcp import Packet, frame
+from exsim.exchange.gateway.nasdaq.soupsession import SoupSession, serve_connection
 
 __all__ = ["ItchFeed", "ItchServer", "start", "DEFAULTS"]
 
@@ -220,21 +221,7 @@ class ItchServer:
             pass
 
     async def _handle(self, reader, writer):
-        ticket = self.gw.guard.admit("itch50", writer.get_extra_info("peername"),
-                                     writer.transport.abort)
-        if ticket is None:
-            writer.transport.abort()
-            return
-        s = _SoupSession(self, reader, writer, ticket)
-        self.sessions.add(s)
-        try:
-            await s.run()
-        except Exception:
-            log.exception("ITCH 5.0 SoupBinTCP session %s ended by an error", s.peer)
-        finally:
-            ticket.release()
-            s.shutdown()
-            self.sessions.discard(s)
+        await serve_connection(self, "itch50", _SoupSession, reader, writer)
 
     def close(self) -> None:
         """Send the end-of-day messages and End of Session, close every port."""
@@ -312,62 +299,27 @@ async def start(gw, host: str = "127.0.0.1", port: int | None = None, *,
     return srv
 
 
-class _SoupSession:
+class _SoupSession(SoupSession):
     """One SoupBinTCP client of the feed: login, then the stream from its sequence number."""
 
+    what = "ITCH 5.0 SoupBinTCP"
+
     def __init__(self, server: ItchServer, reader, writer, ticket):
-        self.server, self.opts, self.feed = server, server.opts, server.feed
-        self.reader, self.writer, self.transport = reader, writer, writer.transport
-        self.peer = writer.get_extra_info("peername")
-        self.ticket = ticket
+        super().__init__(server, reader, writer, ticket)
+        self.feed = server.feed
         self.next_seq = 0          # the next message this session sends
-        self.logged_in = False
-        self.closed = False
-        self.wake = asyncio.Event()
-        self.loop = asyncio.get_running_loop()
-        self.last_sent = self.loop.time()
-        self.tasks: list[asyncio.Task] = []
 
-    def _write(self, data: bytes) -> None:
-        if self.closed:
-            return
-        self.transport.write(data)
-        self.last_sent = self.loop.time()
-        if self.transport.get_write_buffer_size() > self.opts["max_buffer_bytes"]:
-            self.drop("its socket buffer passed max_buffer_bytes (a slow reader)")
-
-    def drop(self, why: str) -> None:
-        """Disconnect now."""
-        if not self.closed:
-            log.info("ITCH 5.0 SoupBinTCP session %s disconnected: %s", self.peer, why)
-            self.closed = True
-            self.wake.set()
-            self.transport.abort()
-
-    def end_of_session(self) -> None:
-        """Send what is due and End of Session, then close."""
-        if self.closed:
-            return
-        if self.logged_in:
-            self._send_due()
-            self.transport.write(frame(Packet.END_OF_SESSION))
-        self.closed = True
-        self.transport.close()
-
-    def shutdown(self) -> None:
-        """Stop listening and close (idempotent)."""
+    def unsubscribe(self) -> None:
+        """Stop hearing the feed."""
         if self._on_messages in self.feed.listeners:
             self.feed.listeners.remove(self._on_messages)
-        for t in self.tasks:
-            t.cancel()
-        if not self.closed:
-            self.closed = True
-            self.transport.close()
 
     def _on_messages(self, first, msgs) -> None:
         self.wake.set()
 
-    def _send_due(self) -> None:
+    def send_due(self) -> None:
+        """Write the messages from ``next_seq`` to the feed's newest (dropping a session that
+        fell behind what the feed keeps)."""
         if self.next_seq < self.feed.base:
             self.drop("it fell behind the retained messages")
             return
@@ -379,7 +331,7 @@ class _SoupSession:
     async def _sender(self) -> None:
         try:
             while not self.closed:
-                self._send_due()
+                self.send_due()
                 if self.transport.get_write_buffer_size() > 1 << 16:
                     try:
                         await asyncio.wait_for(self.writer.drain(), self.opts["idle_s"])
@@ -391,18 +343,6 @@ class _SoupSession:
                 if self.next_seq >= self.feed.next_seq:
                     await self.wake.wait()
         except (ConnectionError, asyncio.CancelledError):
-            pass
-
-    async def _heartbeats(self) -> None:
-        period = self.opts["heartbeat_s"]
-        try:
-            while not self.closed:
-                wait = self.last_sent + period - self.loop.time()
-                if wait > 0:
-                    await asyncio.sleep(wait)
-                    continue
-                self._write(frame(Packet.SERVER_HEARTBEAT))
-        except asyncio.CancelledError:
             pass
 
     async def run(self) -> None:
@@ -428,9 +368,9 @@ class _SoupSession:
                                                         self.peer, req.username, req.password,
                                                         "marketdata")
             except AuthError as e:
-                return self._rejected(soup.REJECT_AUTH, str(e))
+                return self.rejected(soup.REJECT_AUTH, str(e))
             if req.session not in ("", self.opts["session"]):
-                return self._rejected(soup.REJECT_SESSION, f"no session {req.session!r}")
+                return self.rejected(soup.REJECT_SESSION, f"no session {req.session!r}")
             want = self.feed.next_seq if req.seq == 0 else min(req.seq, self.feed.next_seq)
             self.next_seq = max(want, self.feed.base)
             self.logged_in = True
@@ -438,13 +378,12 @@ class _SoupSession:
                               soup.encode_login_accepted(self.opts["session"], self.next_seq)))
             self.feed.listeners.append(self._on_messages)
             self.tasks = [asyncio.ensure_future(self._sender()),
-                          asyncio.ensure_future(self._heartbeats())]
+                          asyncio.ensure_future(self.heartbeats())]
             while not self.closed:
                 packets, buf = soup.split_packets(buf, 1024)
                 for ptype, _ in packets:
                     if ptype == Packet.LOGOUT_REQUEST:
-                        self.closed = True
-                        self.transport.close()
+                        self.logged_out()
                         return
                 chunk = await asyncio.wait_for(self.reader.read(4096), self.opts["idle_s"])
                 if not chunk:
@@ -452,9 +391,3 @@ class _SoupSession:
                 buf += chunk
         except (asyncio.TimeoutError, soup.SoupError, ConnectionError) as e:
             self.drop(f"{type(e).__name__}: {e}")
-
-    def _rejected(self, code: bytes, why: str) -> None:
-        log.warning("ITCH 5.0 login from %s rejected: %s", self.peer, why)
-        self.transport.write(frame(Packet.LOGIN_REJECTED, code))
-        self.closed = True
-        self.transport.close()

@@ -46,6 +46,7 @@ from exsim.exchange.gateway.accounts import AuthError
 from exsim.exchange.gateway.core import RateLimiter, Request
 from exsim.exchange.gateway.nasdaq import ouch50, soupbintcp as soup
 from exsim.exchange.gateway.nasdaq.soupbintcp import Packet, frame
+from exsim.exchange.gateway.nasdaq.soupsession import SoupSession, serve_connection
 
 __all__ = ["OuchServer", "start", "DEFAULTS", "STREAM_PREFIX"]
 
@@ -148,21 +149,7 @@ class OuchServer:
         if self._closing or logged_in >= self.opts["max_sessions"]:
             writer.transport.abort()
             return
-        ticket = self.gw.guard.admit("ouch50", writer.get_extra_info("peername"),
-                                     writer.transport.abort)
-        if ticket is None:
-            writer.transport.abort()
-            return
-        s = _Session(self, reader, writer, ticket)
-        self.sessions.add(s)
-        try:
-            await s.run()
-        except Exception:   # a bug here must cost one connection, never the server
-            log.exception("OUCH 5.0 session %s ended by an error", s.peer)
-        finally:
-            ticket.release()
-            s.shutdown()
-            self.sessions.discard(s)
+        await serve_connection(self, "ouch50", _Session, reader, writer)
 
     def close(self) -> None:
         """Stop listening, send End of Session to logged-in clients, close every session."""
@@ -197,14 +184,13 @@ async def start(gw, host: str = "127.0.0.1", port: int = 0, **options) -> OuchSe
     return srv
 
 
-class _Session:
+class _Session(SoupSession):
     """One client connection: login, the sender (replay then live), heartbeats, the reader."""
 
+    what = "OUCH 5.0"
+
     def __init__(self, server: OuchServer, reader, writer, ticket):
-        self.server, self.gw, self.opts = server, server.gw, server.opts
-        self.reader, self.writer, self.transport = reader, writer, writer.transport
-        self.peer = writer.get_extra_info("peername")
-        self.ticket = ticket
+        super().__init__(server, reader, writer, ticket)
         self.account = None
         self.stream = ""
         self.encoder = ouch50.Encoder(server.prices, server.clordid)
@@ -212,49 +198,11 @@ class _Session:
         self.send_event = False                 # message 1 (System Event) is due
         self.live: collections.deque = collections.deque()
         self.queued_rseq = self.sent_rseq = 0
-        self.wake = asyncio.Event()
-        self.closed = False
-        self.tasks: list[asyncio.Task] = []
-        self.loop = asyncio.get_running_loop()
-        self.last_sent = self.loop.time()
 
-    # -- output ----------------------------------------------------------------------------
-    def _write(self, data: bytes) -> None:
-        if self.closed:
-            return
-        self.transport.write(data)
-        self.last_sent = self.loop.time()
-        if self.transport.get_write_buffer_size() > self.opts["max_buffer_bytes"]:
-            self.drop("its socket buffer passed max_buffer_bytes (a slow reader)")
-
-    def drop(self, why: str) -> None:
-        """Disconnect now; the client may log in again and replay."""
-        if not self.closed:
-            log.info("OUCH 5.0 session %s (%s) disconnected: %s", self.peer,
-                     self.account.name if self.account else "not logged in", why)
-            self.closed = True
-            self.wake.set()
-            self.transport.abort()
-
-    def end_of_session(self) -> None:
-        """Send End of Session (logged-in clients) and close after the queued bytes."""
-        if self.closed:
-            return
-        if self.account is not None:
-            self.transport.write(frame(Packet.END_OF_SESSION))
-        self.closed = True
-        self.wake.set()
-        self.transport.close()
-
-    def shutdown(self) -> None:
-        """Unsubscribe, stop the tasks, close the socket (idempotent)."""
+    def unsubscribe(self) -> None:
+        """Stop hearing the account's reports."""
         if self.account is not None:
             self.gw.unsubscribe(self.stream, self._on_reports)
-        for t in self.tasks:
-            t.cancel()
-        if not self.closed:
-            self.closed = True
-            self.transport.close()
 
     def _on_reports(self, reports) -> None:
         entered = self.server.entered
@@ -330,18 +278,6 @@ class _Session:
             log.exception("OUCH 5.0 session %s: sending failed", self.peer)
             self.drop("a report could not be sent")
 
-    async def _heartbeats(self) -> None:
-        period = self.opts["heartbeat_s"]
-        try:
-            while not self.closed:
-                wait = self.last_sent + period - self.loop.time()
-                if wait > 0:
-                    await asyncio.sleep(wait)
-                    continue
-                self._write(frame(Packet.SERVER_HEARTBEAT))
-        except asyncio.CancelledError:
-            pass
-
     # -- input -----------------------------------------------------------------------------
     async def run(self) -> None:
         """Serve the connection until logout, a broken rule, silence, or the server closes."""
@@ -394,15 +330,16 @@ class _Session:
             req = soup.parse_login(payload)
         except soup.SoupError as e:
             self.gw.guard.record_failure("ouch50", self.peer, None, str(e))
-            return self._rejected(soup.REJECT_AUTH, str(e))
+            return self.rejected(soup.REJECT_AUTH, str(e))
         try:
             account = await self.gw.guard.authenticate(self.server.accounts, "ouch50", self.peer,
                                                        req.username, req.password, "trade")
         except AuthError as e:
-            return self._rejected(soup.REJECT_AUTH, str(e))
+            return self.rejected(soup.REJECT_AUTH, str(e))
         if req.session not in ("", self.opts["session"]) or self.closed:
-            return self._rejected(soup.REJECT_SESSION, f"no session {req.session!r}")
+            return self.rejected(soup.REJECT_SESSION, f"no session {req.session!r}")
         self.account = account
+        self.logged_in = True
         self.stream = STREAM_PREFIX + account.name
         # from here to subscribe: no await, so the replay and the live reports meet exactly
         head = self.gw.stream_head(self.stream)
@@ -416,16 +353,9 @@ class _Session:
                           soup.encode_login_accepted(self.opts["session"], max(want, 1))))
         self.limiter = RateLimiter(account.max_msgs_per_sec)
         self.tasks = [asyncio.ensure_future(self._sender()),
-                      asyncio.ensure_future(self._heartbeats())]
+                      asyncio.ensure_future(self.heartbeats())]
         # packets that came with the login are handled first
         return b"".join(frame(t, p) for t, p in rest) + buf
-
-    def _rejected(self, code: bytes, why: str) -> None:
-        log.warning("OUCH 5.0 login from %s rejected: %s", self.peer, why)
-        self.transport.write(frame(Packet.LOGIN_REJECTED, code))
-        self.closed = True
-        self.transport.close()
-        return None
 
     async def _packets(self, buf: bytes) -> None:
         idle = self.opts["idle_s"]
@@ -441,9 +371,7 @@ class _Session:
                     pass
                 elif ptype == Packet.LOGOUT_REQUEST:
                     self._orders(orders)
-                    self.closed = True
-                    self.wake.set()
-                    self.transport.close()
+                    self.logged_out()
                     return
                 else:
                     self._orders(orders)
