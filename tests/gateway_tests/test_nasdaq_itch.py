@@ -7,16 +7,14 @@ with MPID have the spec's layouts. Every wait is bounded."""
 from __future__ import annotations
 
 import asyncio
-import random
 import socket
 import struct
 from decimal import Decimal
 
 from gw_fixtures import PASSWORD, running_gateway
-from nasdaq_spec import (ItchBook, OuchClient, decode_itch, mold_decode, mold_request, split,
-                         soup, soup_login)
+from nasdaq_spec import ItchBook, OuchClient, decode_itch, mold_decode, mold_request
+from test_itch_feed_socket import random_requests
 
-from exsim.exchange import OrderType
 from exsim.exchange.gateway import itch as xitch
 from exsim.exchange.gateway.core import Request
 from exsim.exchange.gateway.nasdaq import itch50, itch_server
@@ -68,29 +66,9 @@ class Receiver(asyncio.DatagramProtocol):
 
 
 def requests(accounts, n, seed):
-    rnd = random.Random(seed)
-    live, out = [], []
-    for i in range(n):
-        acct = accounts.get(f"acct{rnd.randrange(4)}")
-        sym = rnd.choice(["JPM", "BTCUSD"])
-        mine = [x for x in live if x[0] is acct and x[1] == sym]
-        r, cid, stream = rnd.random(), f"c{i}", f"ouch:{acct.name}"
-        if mine and r < 0.15:
-            out.append(Request("cancel", acct, stream, cid, sym,
-                               orig_client_order_id=rnd.choice(mine)[2]))
-        elif mine and r < 0.3:
-            out.append(Request("replace", acct, stream, cid, sym,
-                               orig_client_order_id=rnd.choice(mine)[2],
-                               price=rnd.randint(98, 102), qty=rnd.randint(1, 8)))
-            live.append((acct, sym, cid))
-        else:
-            kw = dict(side=rnd.randrange(2), price=rnd.randint(97, 103), qty=rnd.randint(1, 6))
-            if rnd.random() < 0.2:
-                kw["display_qty"] = 1
-            elif rnd.random() < 0.1:
-                kw.update(order_type=OrderType.STOP_LIMIT, stop_price=rnd.randint(98, 102))
-            out.append(Request("new", acct, stream, cid, sym, **kw))
-            live.append((acct, sym, cid))
+    """The feed socket test's random flow (crossing limits, icebergs, stops, cancels,
+    replaces), then a reduction that keeps price and place (an Order Cancel, X)."""
+    out = random_requests(accounts, ["JPM", "BTCUSD"], n, seed)
     # a reduction keeping price and place: Order Cancel (X)
     acct = accounts.get("acct0")
     out += [Request("new", acct, "ouch:acct0", "x1", "JPM", side=0, price=90, qty=5),

@@ -13,7 +13,7 @@ import struct
 import pytest
 
 from gw_fixtures import PASSWORD, running_gateway
-from nasdaq_spec import OuchClient, cancel, enter, replace, soup, soup_login, split, tlv
+from nasdaq_spec import OuchClient, cancel, enter, replace, soup, tlv
 
 from exsim.exchange.gateway.nasdaq import ouch_server
 

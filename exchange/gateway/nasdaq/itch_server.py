@@ -34,7 +34,8 @@ from exsim.exchange.gateway import itch as xitch
 from exsim.exchange.gateway.accounts import AuthError
 from exsim.exchange.gateway.nasdaq import itch50, moldudp64, soupbintcp as soup
 from exsim.exchange.gateway.nasdaq.soupbintcp import Packet, frame
-from exsim.exchange.gateway.nasdaq.soupsession import SoupSession, serve_connection
+from exsim.exchange.gateway.nasdaq.soupsession import (SoupSession, end_sessions,
+                                                      serve_connection, wait_sessions)
 
 __all__ = ["ItchFeed", "ItchServer", "start", "DEFAULTS"]
 
@@ -237,17 +238,13 @@ class ItchServer:
             self._rerequest.transport.close()
         if self._tcp is not None:
             self._tcp.close()
-        for s in list(self.sessions):
-            s.end_of_session()
+        end_sessions(self.sessions)
 
     async def wait_closed(self) -> None:
         """Wait until the TCP listener and sessions are closed (at most ~2 s)."""
         if self._tcp is not None:
             await self._tcp.wait_closed()
-        for _ in range(200):
-            if not self.sessions:
-                break
-            await asyncio.sleep(0.01)
+        await wait_sessions(self.sessions)
 
 
 async def start(gw, host: str = "127.0.0.1", port: int | None = None, *,

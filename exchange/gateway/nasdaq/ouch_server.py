@@ -46,7 +46,8 @@ from exsim.exchange.gateway.accounts import AuthError
 from exsim.exchange.gateway.core import RateLimiter, Request
 from exsim.exchange.gateway.nasdaq import ouch50, soupbintcp as soup
 from exsim.exchange.gateway.nasdaq.soupbintcp import Packet, frame
-from exsim.exchange.gateway.nasdaq.soupsession import SoupSession, serve_connection
+from exsim.exchange.gateway.nasdaq.soupsession import (SoupSession, end_sessions,
+                                                      serve_connection, wait_sessions)
 
 __all__ = ["OuchServer", "start", "DEFAULTS", "STREAM_PREFIX"]
 
@@ -156,17 +157,13 @@ class OuchServer:
         self._closing = True
         if self._server is not None:
             self._server.close()
-        for s in list(self.sessions):
-            s.end_of_session()
+        end_sessions(self.sessions)
 
     async def wait_closed(self) -> None:
         """Wait until the listener and every session are closed (at most ~2 s)."""
         if self._server is not None:
             await self._server.wait_closed()
-        for _ in range(200):
-            if not self.sessions:
-                break
-            await asyncio.sleep(0.01)
+        await wait_sessions(self.sessions)
         if not self._clordid_file.closed:
             self._clordid_file.close()
 

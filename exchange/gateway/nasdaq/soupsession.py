@@ -14,7 +14,7 @@ import logging
 
 from exsim.exchange.gateway.nasdaq.soupbintcp import Packet, frame
 
-__all__ = ["SoupSession", "serve_connection"]
+__all__ = ["SoupSession", "serve_connection", "end_sessions", "wait_sessions"]
 
 log = logging.getLogger(__name__)
 
@@ -131,3 +131,17 @@ async def serve_connection(server, port_name: str, session_cls, reader, writer) 
         ticket.release()
         s.shutdown()
         server.sessions.discard(s)
+
+
+def end_sessions(sessions) -> None:
+    """Send End of Session to every logged-in session of a port and close them all."""
+    for s in list(sessions):
+        s.end_of_session()
+
+
+async def wait_sessions(sessions, timeout_s: float = 2.0) -> None:
+    """Wait until ``sessions`` (a port's live set) is empty, at most ``timeout_s``."""
+    for _ in range(int(timeout_s / 0.01)):
+        if not sessions:
+            return
+        await asyncio.sleep(0.01)
