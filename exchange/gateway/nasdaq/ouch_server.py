@@ -115,11 +115,16 @@ class OuchServer:
         return self._clordids.get((account, ref), b"")
 
     def remember(self, account: str, ref: int, clordid: bytes) -> None:
-        """Keep a ClOrdID (in memory and in the append-only file) before its order is sent."""
+        """Keep a ClOrdID in memory and queue its line for the append-only file (written by
+        ``flush_clordids``, which the session calls before it submits the read's orders)."""
         if clordid.strip():
             self._clordids[(account, ref)] = clordid
             self._clordid_file.write(f"{account}\t{ref}\t{clordid.hex()}\n")
-            self._clordid_file.flush()
+
+    def flush_clordids(self) -> None:
+        """Write the queued ClOrdID lines to the file (one write per socket read, not per
+        order)."""
+        self._clordid_file.flush()
 
     async def replay_turn(self, n: int) -> None:
         """Wait until the port's replay budget holds ``n`` reports, then take them."""
@@ -385,6 +390,7 @@ class _Session(SoupSession):
         if not payloads or self.closed:
             return
         name = self.account.name
+        requests = []
         for msg in ouch50.decode(payloads):
             if isinstance(msg, ouch50.Malformed):
                 self._debug(f"ignored: {msg.why}")
@@ -404,8 +410,10 @@ class _Session(SoupSession):
                 self.server.last_ref[name] = msg.user_ref
                 self.server.remember(name, msg.user_ref, msg.clordid)
             req = self._request(msg)
-            if req is None:
-                continue
+            if req is not None:
+                requests.append(req)
+        self.server.flush_clordids()   # why before submit: a replay must find the ClOrdIDs
+        for req in requests:
             try:
                 self.gw.submit(req)
             except UsageError as e:   # the gateway is closing or failed
