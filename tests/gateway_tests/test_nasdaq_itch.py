@@ -31,7 +31,8 @@ class Receiver(asyncio.DatagramProtocol):
     def __init__(self, lose=0):
         self.msgs, self.next_expected, self.lose, self.live = {}, 1, lose, 0
         self.session = None
-        self.requests = 0
+        self.requests = self.answers = 0
+        self.mold_port = -1
 
     def connection_made(self, transport):
         self.transport = transport
@@ -42,7 +43,9 @@ class Receiver(asyncio.DatagramProtocol):
         if count in (0, 0xFFFF):
             self.next_expected = max(self.next_expected, seq)
             return
-        if addr[1] != self.mold_port:
+        if addr[1] == self.mold_port:
+            self.answers += 1
+        else:
             self.live += 1
             if self.lose and self.live % self.lose == 0:
                 return   # lost on the way
@@ -198,6 +201,44 @@ def test_moldudp64_on_loopback_multicast(tmp_path):
                 assert sorted(rx.msgs) == list(range(1, srv.feed.next_seq))
                 assert rx.session == "EXSIMITCH"
                 assert decode_itch(rx.msgs[1])["event"] == b"O"
+            finally:
+                srv.close()
+                await srv.wait_closed()
+                rt.close()
+    run(main())
+
+
+def test_feed_logins_rerequests_and_retention_are_bounded(tmp_path):
+    async def main():
+        async with running_gateway(tmp_path) as gw:
+            loop = asyncio.get_running_loop()
+            srv = await itch_server.start(gw, "127.0.0.1", 0, max_retained=5,
+                                          requests_per_s=2)
+            rt, rx = await loop.create_datagram_endpoint(Receiver, local_addr=("127.0.0.1", 0))
+            try:
+                # an account without the marketdata role, a wrong password, another session
+                for user, pw, session in (("drop0", PASSWORD, ""), ("feed", "nope", ""),
+                                          ("feed", PASSWORD, "OTHER")):
+                    try:
+                        await OuchClient.login(srv.soup_port, user, pw, session=session)
+                        raise AssertionError("logged in")
+                    except PermissionError as e:
+                        assert str(e) == ("S" if session else "A")
+                # only the last 5 messages are kept: a login from 1 starts at the oldest kept
+                assert srv.feed.next_seq > 6 and srv.feed.base == srv.feed.next_seq - 5
+                c = await OuchClient.login(srv.soup_port, "feed", PASSWORD, seq=1)
+                assert c.next_seq == srv.feed.base
+                c.close()
+                # re-requests: 2 a second per address; nothing for what is gone or not yet
+                # sent, nor for another session
+                rx.mold_port = srv.mold_port
+                dest = ("127.0.0.1", srv.mold_port)
+                rt.sendto(mold_request("WRONG", srv.feed.base, 10), dest)
+                for seq in (srv.feed.base, 1, srv.feed.base, srv.feed.base):
+                    rt.sendto(mold_request("EXSIMITCH", seq, 10), dest)
+                await asyncio.sleep(0.3)
+                assert rx.answers == 1
+                assert sorted(rx.msgs) == list(range(srv.feed.base, srv.feed.next_seq))
             finally:
                 srv.close()
                 await srv.wait_closed()
