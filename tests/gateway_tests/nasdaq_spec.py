@@ -6,6 +6,7 @@ system written for NASDAQ would send and expect."""
 from __future__ import annotations
 
 import asyncio
+import collections
 import struct
 
 # -- SoupBinTCP 3.0 -----------------------------------------------------------------------------
@@ -98,6 +99,7 @@ class OuchClient:
     def __init__(self, reader, writer):
         self.reader, self.writer = reader, writer
         self.buf = b""
+        self.queue = collections.deque()   # whole packets not yet taken
         self.msgs: list[dict] = []      # decoded sequenced messages, in order
         self.other: list[tuple] = []    # (type, payload) of every other packet
         self.next_seq = 0
@@ -118,16 +120,14 @@ class OuchClient:
         return c
 
     async def packet(self, timeout):
-        while True:
-            pk, self.buf = split(self.buf)
-            if pk:
-                first = pk[0]
-                self.buf = b"".join(soup(t, p) for t, p in pk[1:]) + self.buf
-                return first
+        """Return the next (type, payload); raise ConnectionError at the end of the stream."""
+        while not self.queue:
             data = await asyncio.wait_for(self.reader.read(65536), timeout)
             if not data:
                 raise ConnectionError("closed")
-            self.buf += data
+            pk, self.buf = split(self.buf + data)
+            self.queue.extend(pk)
+        return self.queue.popleft()
 
     def send(self, *messages):
         self.writer.write(b"".join(soup(b"U", m) for m in messages))
