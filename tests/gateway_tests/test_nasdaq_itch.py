@@ -244,3 +244,71 @@ def test_feed_logins_rerequests_and_retention_are_bounded(tmp_path):
                 await srv.wait_closed()
                 rt.close()
     run(main())
+
+
+BAND_SCENARIO = """\
+description = "one symbol with a dynamic band and a 0.3 s volatility interruption"
+generator = "uniform"
+seed = 1
+
+[params]
+n = 1
+
+[[symbols]]
+name = "XETR"
+tick_size = 0.01
+reference_price = 10_000
+dynamic_band_bps = 100
+interruption_ns = 300_000_000
+"""
+
+
+def test_a_volatility_auction_on_the_feed(tmp_path):
+    """A trade 3% away interrupts trading: Trading Action Q (LUDP), Add Order in the call,
+    NOII, then by the clock the Cross Trade with its non-printable executions and Trading
+    Action T; the ITCH book equals the engine's after each step."""
+    scenario = tmp_path / "band.toml"
+    scenario.write_text(BAND_SCENARIO)
+
+    async def main():
+        async with running_gateway(tmp_path / "d", scenario=str(scenario)) as gw:
+            srv = await itch_server.start(gw, "127.0.0.1", None)
+            a0, a1 = gw.accounts.get("acct0"), gw.accounts.get("acct1")
+            book, applied = ItchBook(), 0
+
+            async def check():
+                nonlocal applied
+                async with gw.engine_lock:
+                    want = engine_rows(gw, "XETR")
+                    upto = srv.feed.next_seq
+                for m in srv.feed.get(applied + 1, upto - applied - 1):
+                    book.apply(decode_itch(m))
+                    applied += 1
+                assert book.rows(1) == want
+            try:
+                for r in (Request("new", a0, "s:a0", "b1", "XETR", side=0, price=10000, qty=5),
+                          Request("new", a1, "s:a1", "s1", "XETR", side=1, price=10000, qty=1),
+                          Request("new", a0, "s:a0", "b2", "XETR", side=0, price=9800, qty=5),
+                          Request("new", a1, "s:a1", "s2", "XETR", side=1, price=9700, qty=10)):
+                    await gw.submit(r)
+                    await check()
+                for _ in range(300):   # the interruption ends by the clock (0.3 s)
+                    async with gw.engine_lock:
+                        if int(gw.engine.phase(gw.symbols["XETR"].id)) == Phase.CONTINUOUS:
+                            break
+                    await asyncio.sleep(0.01)
+                await check()
+                msgs = [decode_itch(m) for m in srv.feed.get(1, srv.feed.next_seq)]
+                # after the start of day (S O, S S, R, H, S Q)
+                kinds = [(m["type"], m.get("state"), m.get("printable")) for m in msgs[5:]]
+                assert kinds == [(b"A", None, None), (b"E", None, None), (b"A", None, None),
+                                 (b"E", None, None), (b"H", b"Q", None), (b"A", None, None),
+                                 (b"I", None, None), (b"Q", None, None), (b"C", None, b"N"),
+                                 (b"C", None, b"N"), (b"H", b"T", None)]
+                noii, cross = msgs[11], msgs[12]
+                assert (noii["paired"], noii["imbalance"], noii["direction"]) == (5, 1, b"S")
+                assert (cross["shares"], cross["price"], cross["cross"]) == (5, 970_000, b"H")
+            finally:
+                srv.close()
+                await srv.wait_closed()
+    run(main())
