@@ -224,8 +224,9 @@ class ItchServer:
     async def _handle(self, reader, writer):
         await serve_connection(self, "itch50", _SoupSession, reader, writer)
 
-    def close(self) -> None:
-        """Send the end-of-day messages and End of Session, close every port."""
+    def close(self, reason: str | None = None) -> None:
+        """Send the end-of-day messages and End of Session (after a Debug packet with
+        ``reason``, if given, to SoupBinTCP clients), close every port."""
         self.feed.close()
         for t in self._tasks:
             t.cancel()
@@ -238,7 +239,7 @@ class ItchServer:
             self._rerequest.transport.close()
         if self._tcp is not None:
             self._tcp.close()
-        end_sessions(self.sessions)
+        end_sessions(self.sessions, reason)
 
     async def wait_closed(self) -> None:
         """Wait until the TCP listener and sessions are closed (at most ~2 s)."""

@@ -157,12 +157,13 @@ class OuchServer:
             return
         await serve_connection(self, "ouch50", _Session, reader, writer)
 
-    def close(self) -> None:
-        """Stop listening, send End of Session to logged-in clients, close every session."""
+    def close(self, reason: str | None = None) -> None:
+        """Stop listening, send End of Session to logged-in clients (after a Debug packet
+        with ``reason``, if given), close every session."""
         self._closing = True
         if self._server is not None:
             self._server.close()
-        end_sessions(self.sessions)
+        end_sessions(self.sessions, reason)
 
     async def wait_closed(self) -> None:
         """Wait until the listener and every session are closed (at most ~2 s)."""

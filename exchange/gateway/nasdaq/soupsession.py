@@ -133,9 +133,12 @@ async def serve_connection(server, port_name: str, session_cls, reader, writer) 
         server.sessions.discard(s)
 
 
-def end_sessions(sessions) -> None:
-    """Send End of Session to every logged-in session of a port and close them all."""
+def end_sessions(sessions, reason: str | None = None) -> None:
+    """Send End of Session to every logged-in session of a port (after a Debug packet with
+    ``reason``, if given: why the gateway stopped) and close them all."""
     for s in list(sessions):
+        if reason and s.logged_in and not s.closed:
+            s.transport.write(frame(Packet.DEBUG, reason.encode("ascii", "replace")[:1000]))
         s.end_of_session()
 
 
