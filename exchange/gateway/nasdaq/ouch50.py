@@ -135,6 +135,7 @@ _MARKET_TYPES = frozenset({int(OrderType.MARKET), int(OrderType.STOP)})
 _STOP_TYPES = frozenset({int(OrderType.STOP), int(OrderType.STOP_LIMIT)})
 SIDE_IN = {b"B": Side.BUY, b"S": Side.SELL, b"T": Side.SELL, b"E": Side.SELL}
 BAD_SIDE, BAD_TIF, BAD_TYPE = 2, 255, 255   # values the engine rejects (BAD_SIDE, BAD_TIF, ...)
+_SHOWN = frozenset({b"Y", b"A", b"Z"})      # Display values of a visible order
 
 
 def ns_since_midnight(ts: int) -> int:
@@ -265,6 +266,13 @@ def order_fields(msg: Order, pm: PriceMap | None, now_ns: int) -> dict:
     side = SIDE_IN.get(msg.side, BAD_SIDE) if msg.type == b"O" else Side.BUY
     qty = msg.qty if 0 < msg.qty < MAX_QTY else 0
     tif = TIF_IN.get(msg.tif, BAD_TIF)
+    if not opts and pm is not None and msg.price < MARKET_FROM and tif != Tif.GTD \
+            and msg.display in _SHOWN:
+        # the common case (a plain limit order): none of the options' work below
+        t = pm.to_ticks(msg.price)
+        return dict(side=side, order_type=OrderType.LIMIT, tif=tif,
+                    price=0 if t is None else t, qty=qty, stop_price=0, display_qty=0,
+                    min_qty=0, expire_ts=0, post_only=False)
     order_type = OrderType.LIMIT
     u32 = lambda tag: int.from_bytes(opts[tag], "big") if tag in opts else 0   # noqa: E731
 
@@ -289,7 +297,7 @@ def order_fields(msg: Order, pm: PriceMap | None, now_ns: int) -> dict:
     display = u32(Tag.MAX_FLOOR)
     if msg.display == b"N":
         display = -1   # fully hidden orders: the engine has none (BAD_DISPLAY_QTY)
-    elif msg.display not in (b"Y", b"A", b"Z"):
+    elif msg.display not in _SHOWN:
         display = -1
     expire = 0
     if tif == Tif.GTD:
@@ -346,6 +354,9 @@ def _pack(dt: np.dtype, **values) -> bytes:
     if p is None:
         p = _PACKERS[dt] = Packer(dt)
     return p.pack(values)
+
+
+_EXECUTED = Packer(EXECUTED).struct.pack   # (type, ts, ref, qty, price, flag, match, app_len)
 
 
 def system_event(ts: int, code: bytes) -> bytes:
@@ -414,10 +425,9 @@ class Encoder:
                 return _pack(ACCEPTED, type=b"A", qty=r.qty, **common) + app
             orig = user_ref_of(r.orig_client_order_id) or ref
             return _pack(REPLACED, type=b"U", orig_ref=orig, qty=r.leaves_qty, **common) + app
-        if e == "trade":
-            flag = b"R" if placed == r.seq else b"A"
-            return _pack(EXECUTED, type=b"E", ts=ts, user_ref=ref, qty=r.last_qty,
-                         price=self._price(r, r.last_px), liquidity=flag, match=r.trade_id)
+        if e == "trade":   # the most frequent report: packed positionally
+            return _EXECUTED(b"E", ts, ref, r.last_qty, self._price(r, r.last_px),
+                             b"R" if placed == r.seq else b"A", r.trade_id, 0)
         if e in ("canceled", "expired"):
             return _pack(CANCELED, type=b"C", ts=ts, user_ref=ref,
                          qty=max(r.qty - r.cum_qty, 0),
