@@ -19,7 +19,9 @@ Mapping to the engine (docs/gateway-nasdaq.md has the tables):
 
 Invariants: ``decode`` never raises for what a client sends (a message it cannot read is a
 ``Malformed`` with the reason); ``Encoder.encode`` is a function of the reports and the
-encoder's record of which engine message accepted each live order (the Liquidity Flag).
+encoder's record of which engine message placed each live order (for the Liquidity Flag: a
+fill is "R" when the order's own message traded, so only the reports of that same engine
+message before a replay's first one matter).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ __all__ = ["ENTER", "REPLACE", "CANCEL", "MODIFY", "QUERY", "SYSTEM_EVENT", "ACC
            "REPLACED", "CANCELED", "EXECUTED", "REJECTED", "CANCEL_REJECT", "RESTATED",
            "QUERY_RESPONSE", "INBOUND", "PriceMap", "Order", "Malformed", "decode",
            "parse_appendage", "tag_value", "Encoder", "REJECT_REASONS", "MARKET_PRICE",
-           "Tag", "ns_since_midnight", "system_event", "user_ref_of"]
+           "Tag", "ns_since_midnight", "system_event", "user_ref_of", "reduction_of"]
 
 MARKET_PRICE = 0x7FFFFFFF        # $214,748.3647: a market order (section 1.2)
 MARKET_FROM = 2_000_000_000      # $200,000.0000 and above are market orders too
@@ -364,6 +366,13 @@ def system_event(ts: int, code: bytes) -> bytes:
     return _pack(SYSTEM_EVENT, type=b"S", ts=ns_since_midnight(ts), event=code)
 
 
+def reduction_of(cid: str) -> int:
+    """Return the decrement a reduction's client order id (``<ref>r<k>d<decrement>``)
+    carries (0 for any other id)."""
+    _, _, dec = cid.partition("d")
+    return int(dec) if dec.isdigit() and len(dec) <= 10 else 0
+
+
 def user_ref_of(cid: str) -> int:
     """Return the UserRefNum of a client order id this port gave (``<n>`` or, after a
     reduction, ``<n>r<k>``; 0 for any other)."""
@@ -380,7 +389,6 @@ class Encoder:
         self.prices = prices
         self.clordid = clordid
         self.accepted_at: dict[int, int] = {}   # live order id -> engine seq that placed it
-        self.leaves: dict[int, int] = {}        # live order id -> open quantity
 
     def _price(self, r, ticks: int) -> int:
         pm = self.prices.get(r.symbol)
@@ -406,14 +414,11 @@ class Encoder:
         # why before the pop below: the fill that finishes the order needs where it came from
         placed = (self.accepted_at.pop(r.order_id, None) if not live
                   else self.accepted_at.get(r.order_id))
-        prev_leaves = self.leaves.pop(r.order_id, 0) if not live else self.leaves.get(
-            r.order_id, 0)
-        if live:
-            self.leaves[r.order_id] = r.leaves_qty
         if e == "replaced" and user_ref_of(r.orig_client_order_id) == ref:
-            # a reduction (a Cancel with Quantity > 0): Canceled with the decrement
+            # a reduction (a Cancel with Quantity > 0): Canceled with the decrement, which
+            # its client order id carries (``<ref>r<k>d<decrement>``)
             return _pack(CANCELED, type=b"C", ts=ts, user_ref=ref,
-                         qty=max(prev_leaves - r.leaves_qty, 0), reason=b"U")
+                         qty=reduction_of(r.client_order_id), reason=b"U")
         if e in ("new", "replaced"):
             if live:
                 self.accepted_at[r.order_id] = r.seq

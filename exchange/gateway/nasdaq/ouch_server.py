@@ -12,9 +12,9 @@ decoded in one ``ouch50.decode`` call and submitted in order.
 Invariants:
 - Replay and live meet without a gap or a repeat: the head is read and ``subscribe`` runs with
   no await between; the replay is read ``SEND_CHUNK`` reports at a time on the gateway's replay
-  thread within the port's budget of ``replay_per_s`` reports a second. A replay from message n
-  reads (and does not send) the account's reports before n too, so its bytes are the live ones
-  (the Liquidity Flag): its cost grows with the account's stream, not with n.
+  thread within the port's budget of ``replay_per_s`` reports a second. A replay that starts
+  inside an engine message's reports first reads (and does not send) that message's earlier
+  reports, so its bytes are the live ones (the Liquidity Flag, ``_fold_back``).
 - No session stalls another: report callbacks only queue; a session whose queue passes
   ``max_queued_reports`` or whose socket buffer passes ``max_buffer_bytes`` is disconnected
   (it logs in again and replays by sequence number).
@@ -26,7 +26,8 @@ Invariants:
 - A message this port cannot read (unknown type, bad length, malformed appendage) is answered
   by a Debug packet naming why and is otherwise ignored; nothing a client sends raises.
 - Reductions: a Cancel with Quantity > 0 is the core's replace of the order at its price to
-  that total size (it keeps its place), with client order id ``<UserRefNum>r<k>``; the port
+  that total size (it keeps its place), with client order id ``<UserRefNum>r<k>d<decrement>``
+  (the decrement: the total it had minus the new one); the port
   keeps, per order it entered in this run, its symbol, current client order id and prices
   (``entered``), so a reduction of an order entered before a restart is ignored (Debug).
 - ClOrdIDs are kept in memory and appended to ``data_dir/gateway/ouch50-clordid.txt`` before
@@ -215,6 +216,7 @@ class _Session(SoupSession):
                 e = entered.get((r.account, ouch50.user_ref_of(r.client_order_id)))
                 if e is not None and e.cid == r.client_order_id:
                     e.cid = r.orig_client_order_id
+                    e.total += ouch50.reduction_of(r.client_order_id)
         if self.closed:
             return
         for r in reports:
@@ -226,22 +228,32 @@ class _Session(SoupSession):
             return
         self.wake.set()
 
+    async def _fold_back(self) -> None:
+        """Before a replay from the middle of a batch, encode (not send) the reports of the
+        same engine message before it: an Executed's Liquidity Flag is "R" when the order's
+        own message traded, which an earlier report of that message told. A login at the
+        head needs nothing: a batch's reports are dispatched together."""
+        after = self.replay_from
+        if after == 0 or after >= self.replay_to:
+            return
+        first = await self.gw.replay_stream(self.stream, after, 1)
+        if not first:
+            return
+        seq, span = first[0].seq, SEND_CHUNK
+        while True:
+            lo = max(after - span, 0)
+            await self.server.replay_turn(after - lo)
+            window = await self.gw.replay_stream(self.stream, lo, after - lo)
+            if lo == 0 or not window or window[0].seq != seq:
+                break
+            span *= 2   # one engine message's reports reach further back
+        self.encoder.encode([r for r in window if r.seq == seq])
+
     async def _sender(self) -> None:
         try:
             if self.send_event:
                 self._write(frame(Packet.SEQUENCED, ouch50.system_event(0, b"S")))
-            # why a fold before a replay from the middle: an Executed's Liquidity Flag needs the
-            # engine message that placed the order, which an earlier report told; reading the
-            # stream from rseq 1 (within the replay budget) makes the replay's bytes the live ones
-            folded = 0
-            while folded < self.replay_from and not self.closed:
-                n = min(SEND_CHUNK, self.replay_from - folded)
-                await self.server.replay_turn(n)
-                chunk = await self.gw.replay_stream(self.stream, folded, n)
-                if not chunk:
-                    break
-                self.encoder.encode(chunk)
-                folded = chunk[-1].rseq
+            await self._fold_back()
             while not self.closed:
                 if self.replay_from < self.replay_to:
                     n = min(SEND_CHUNK, self.replay_to - self.replay_from)
@@ -428,7 +440,8 @@ class _Session(SoupSession):
         entered = self.server.entered
         if msg.type == b"O":
             f = ouch50.order_fields(msg, self.server.prices.get(msg.symbol), now)
-            entered[key] = _Entered(msg.symbol, str(msg.user_ref), f["price"], f["stop_price"])
+            entered[key] = _Entered(msg.symbol, str(msg.user_ref), f["price"], f["stop_price"],
+                                    f["qty"])
             return Request(kind="new", client_order_id=str(msg.user_ref), symbol=msg.symbol,
                            **f, **common)
         old = entered.get((self.account.name, msg.orig_ref if msg.type == b"U" else msg.user_ref))
@@ -439,7 +452,7 @@ class _Session(SoupSession):
             f = ouch50.order_fields(msg, pm, now)
             if old is not None:
                 entered[key] = _Entered(old.symbol, str(msg.user_ref), f["price"],
-                                        f["stop_price"])
+                                        f["stop_price"], f["qty"])
             return Request(kind="replace", client_order_id=str(msg.user_ref),
                            orig_client_order_id=old.cid if old else str(msg.orig_ref),
                            price=f["price"], qty=f["qty"], stop_price=f["stop_price"], **common)
@@ -448,17 +461,18 @@ class _Session(SoupSession):
             if msg.qty == 0:
                 return Request(kind="cancel", client_order_id=cid, orig_client_order_id=cid,
                                **common)
-            if old is None:
-                self._debug(f"ignored: UserRefNum {msg.user_ref}: a reduction of an order "
-                            "this run did not enter")
+            if old is None or msg.qty >= old.total:
+                self._debug(f"ignored: UserRefNum {msg.user_ref}: not a reduction of an order "
+                            "this run entered")
                 return None
             # a reduction: the core's replace at the same price to the new total size keeps
-            # the order's place (docs/semantics.md, MODIFY); the core wants a new client id
+            # the order's place (docs/semantics.md, MODIFY); the core wants a new client id,
+            # and this one carries the decrement for the Canceled message
             old.reductions += 1
-            new_cid = f"{msg.user_ref}r{old.reductions}"
+            new_cid = f"{msg.user_ref}r{old.reductions}d{old.total - msg.qty}"
             req = Request(kind="replace", client_order_id=new_cid, orig_client_order_id=old.cid,
                           price=old.price, qty=msg.qty, stop_price=old.stop, **common)
-            old.cid = new_cid
+            old.cid, old.total = new_cid, msg.qty
             return req
         return None
 
@@ -467,8 +481,9 @@ class _Entered:
     """An order this port sent in this run: its symbol, its current client order id (a
     reduction gives it a new one) and its price and stop price in ticks."""
 
-    __slots__ = ("symbol", "cid", "price", "stop", "reductions")
+    __slots__ = ("symbol", "cid", "price", "stop", "total", "reductions")
 
-    def __init__(self, symbol: str, cid: str, price: int, stop: int):
+    def __init__(self, symbol: str, cid: str, price: int, stop: int, total: int):
         self.symbol, self.cid, self.price, self.stop = symbol, cid, price, stop
+        self.total = total   # the shares liable in total (executed + open) it last asked for
         self.reductions = 0
