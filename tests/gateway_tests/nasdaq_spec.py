@@ -56,6 +56,7 @@ OUT = {   # section 3: outbound fixed parts (type byte first)
     b"J": (struct.Struct(">cQIH14s"), ("type", "ts", "user_ref", "reason", "clordid")),
     b"I": (struct.Struct(">cQI"), ("type", "ts", "user_ref")),
     b"R": (struct.Struct(">cQIcH"), ("type", "ts", "user_ref", "reason", "app_len")),
+    b"M": (struct.Struct(">cQIcI"), ("type", "ts", "user_ref", "side", "qty")),   # 3.12
 }
 MARKET = 0x7FFFFFFF
 
@@ -75,6 +76,11 @@ def replace(orig, ref, qty, price, tif=b"0", clordid=b"", app=b""):
     """Return a Replace Order Request."""
     return REPLACE.pack(b"U", orig, ref, qty, price, tif, b"Y", b"N", clordid.ljust(14),
                         len(app)) + app
+
+
+def modify(ref, side, qty):
+    """Return a Modify Order Request (2.4): Type M, UserRefNum, Side, Quantity."""
+    return struct.pack(">cIcI", b"M", ref, side, qty)
 
 
 def cancel(ref, qty=0):

@@ -235,3 +235,24 @@ def test_a_cancel_with_quantity_reduces_and_keeps_the_place(tmp_path):
             a.close()
             b.close()
     run(main())
+
+
+def test_modify_order_reduces_and_is_answered_by_order_modified(tmp_path):
+    from nasdaq_spec import modify
+
+    async def main():
+        async with ouch50_port(tmp_path) as (gw, srv):
+            a = await OuchClient.login(srv.port, "acct0", PASSWORD)
+            a.send(enter(1, b"S", 10, "JPM", 1_000_000))
+            await a.until(n_msgs(2))
+            a.send(modify(1, b"T", 12),   # larger: ignored (spec 2.4)
+                   modify(1, b"T", 7))    # sell -> sell short, 7 shares in total
+            await a.until(n_msgs(3))
+            m = a.msgs[2]
+            assert (m["type"], m["user_ref"], m["side"], m["qty"]) == (b"M", 1, b"S", 7)
+            a.send(modify(1, b"S", 0))    # zero: cancel the rest
+            await a.until(n_msgs(4))
+            assert (a.msgs[3]["type"], a.msgs[3]["qty"], a.msgs[3]["reason"]) == (b"C", 7, b"U")
+            assert any(t == b"+" for t, _ in a.other)   # the ignored Modify was told
+            a.close()
+    run(main())

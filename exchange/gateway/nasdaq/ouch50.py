@@ -38,7 +38,7 @@ from exsim.exchange.schema import OrderType, Reason, Side, Tif
 
 __all__ = ["ENTER", "REPLACE", "CANCEL", "MODIFY", "QUERY", "SYSTEM_EVENT", "ACCEPTED",
            "REPLACED", "CANCELED", "EXECUTED", "REJECTED", "CANCEL_REJECT", "RESTATED",
-           "QUERY_RESPONSE", "INBOUND", "PriceMap", "Order", "Malformed", "decode",
+           "QUERY_RESPONSE", "MODIFIED", "INBOUND", "PriceMap", "Order", "Malformed", "decode",
            "parse_appendage", "tag_value", "Encoder", "REJECT_REASONS", "MARKET_PRICE",
            "Tag", "ns_since_midnight", "system_event", "user_ref_of", "reduction_of"]
 
@@ -82,6 +82,7 @@ REJECTED = _dt(_T, _TS, ("user_ref", ">u4"), ("reason", ">u2"), ("clordid", "S14
 CANCEL_REJECT = _dt(_T, _TS, ("user_ref", ">u4"))                                           # 13
 RESTATED = _dt(_T, _TS, ("user_ref", ">u4"), ("reason", "S1"), ("app_len", ">u2"))         # 16
 QUERY_RESPONSE = _dt(_T, _TS, ("next_ref", ">u4"))                                          # 13
+MODIFIED = _dt(_T, _TS, ("user_ref", ">u4"), ("side", "S1"), ("qty", ">u4"))              # 18
 
 
 class Tag:
@@ -359,6 +360,7 @@ def _pack(dt: np.dtype, **values) -> bytes:
 
 
 _EXECUTED = Packer(EXECUTED).struct.pack   # (type, ts, ref, qty, price, flag, match, app_len)
+_MODIFIED = Packer(MODIFIED).struct.pack   # (type, ts, ref, side, qty outstanding)
 
 
 def system_event(ts: int, code: bytes) -> bytes:
@@ -375,9 +377,14 @@ def reduction_of(cid: str) -> int:
 
 def user_ref_of(cid: str) -> int:
     """Return the UserRefNum of a client order id this port gave (``<n>`` or, after a
-    reduction, ``<n>r<k>``; 0 for any other)."""
-    head = cid.split("r", 1)[0]
-    return int(head) if head.isdigit() and len(head) <= 10 and int(head) < 1 << 32 else 0
+    reduction, ``<n>r<k>d<dec>`` / ``<n>m<k>d<dec>``; 0 for any other)."""
+    n = 0
+    while n < len(cid) and cid[n].isdigit():
+        n += 1
+    if n == 0 or n > 10 or (n < len(cid) and cid[n] not in "rm"):
+        return 0
+    ref = int(cid[:n])
+    return ref if ref < 1 << 32 else 0
 
 
 class Encoder:
@@ -414,6 +421,10 @@ class Encoder:
         # why before the pop below: the fill that finishes the order needs where it came from
         placed = (self.accepted_at.pop(r.order_id, None) if not live
                   else self.accepted_at.get(r.order_id))
+        if e == "replaced" and user_ref_of(r.orig_client_order_id) == ref \
+                and "m" in r.client_order_id:
+            # a Modify Order (2.4) that reduced the order: Order Modified (3.12)
+            return _MODIFIED(b"M", ts, ref, side, r.leaves_qty)
         if e == "replaced" and user_ref_of(r.orig_client_order_id) == ref:
             # a reduction (a Cancel with Quantity > 0): Canceled with the decrement, which
             # its client order id carries (``<ref>r<k>d<decrement>``)
@@ -437,7 +448,7 @@ class Encoder:
             return _pack(CANCELED, type=b"C", ts=ts, user_ref=ref,
                          qty=max(r.qty - r.cum_qty, 0),
                          reason=CANCEL_REASONS.get(r.reason, b"Z"))
-        if e == "replace_rejected" and "r" in r.client_order_id:
+        if e == "replace_rejected" and ("r" in r.client_order_id or "m" in r.client_order_id):
             # a reduction the engine refused (a size at or below what executed): Cancel Reject
             return _pack(CANCEL_REJECT, type=b"I", ts=ts, user_ref=ref)
         if e in ("rejected", "replace_rejected"):

@@ -211,7 +211,8 @@ class _Session(SoupSession):
     def _on_reports(self, reports) -> None:
         entered = self.server.entered
         for r in reports:
-            if r.exec == "replace_rejected" and "r" in r.client_order_id:
+            if r.exec == "replace_rejected" and ("r" in r.client_order_id
+                                                 or "m" in r.client_order_id):
                 # a refused reduction did not rename the order: later requests use the old id
                 e = entered.get((r.account, ouch50.user_ref_of(r.client_order_id)))
                 if e is not None and e.cid == r.client_order_id:
@@ -408,10 +409,10 @@ class _Session(SoupSession):
             if isinstance(msg, ouch50.Malformed):
                 self._debug(f"ignored: {msg.why}")
                 continue
-            if msg.type == b"Q" or msg.type == b"M":
-                # Account Query and Modify (side changes between sell types) have no engine
-                # counterpart; answered by Debug (docs/gateway-nasdaq.md)
-                self._debug(f"ignored: message type {msg.type.decode()} is not supported")
+            if msg.type == b"Q":
+                # Account Query's answer would be a sequenced message that is no report
+                # (docs/gateway-nasdaq.md): answered by Debug
+                self._debug("ignored: Account Query is not supported")
                 continue
             if not self.limiter.allow(self.gw.now_ns()):
                 self._debug(f"ignored: UserRefNum {msg.user_ref}: over "
@@ -456,7 +457,12 @@ class _Session(SoupSession):
             return Request(kind="replace", client_order_id=str(msg.user_ref),
                            orig_client_order_id=old.cid if old else str(msg.orig_ref),
                            price=f["price"], qty=f["qty"], stop_price=f["stop_price"], **common)
-        if msg.type == b"X":
+        if msg.type == b"M" and old is not None and msg.qty and (
+                msg.qty >= old.total or msg.side not in (b"S", b"T", b"E")):
+            # spec 2.4: a larger size is ignored; only sell types change (one sell here)
+            self._debug(f"ignored: UserRefNum {msg.user_ref}: a Modify that reduces nothing")
+            return None
+        if msg.type in (b"X", b"M"):
             cid = old.cid if old is not None else str(msg.user_ref)
             if msg.qty == 0:
                 return Request(kind="cancel", client_order_id=cid, orig_client_order_id=cid,
@@ -469,7 +475,8 @@ class _Session(SoupSession):
             # the order's place (docs/semantics.md, MODIFY); the core wants a new client id,
             # and this one carries the decrement for the Canceled message
             old.reductions += 1
-            new_cid = f"{msg.user_ref}r{old.reductions}d{old.total - msg.qty}"
+            kind = "m" if msg.type == b"M" else "r"   # Order Modified / Order Canceled
+            new_cid = f"{msg.user_ref}{kind}{old.reductions}d{old.total - msg.qty}"
             req = Request(kind="replace", client_order_id=new_cid, orig_client_order_id=old.cid,
                           price=old.price, qty=msg.qty, stop_price=old.stop, **common)
             old.cid, old.total = new_cid, msg.qty
