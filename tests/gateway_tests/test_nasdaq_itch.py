@@ -318,3 +318,35 @@ def test_a_volatility_auction_on_the_feed(tmp_path):
                 srv.close()
                 await srv.wait_closed()
     run(main())
+
+
+def test_a_login_trickled_a_byte_at_a_time_is_cut_at_the_login_deadline(tmp_path):
+    async def main():
+        async with running_gateway(tmp_path) as gw:
+            srv = await itch_server.start(gw, "127.0.0.1", 0, login_timeout_s=0.5)
+            try:
+                r, w = await asyncio.open_connection("127.0.0.1", srv.soup_port)
+                loop = asyncio.get_running_loop()
+                t0 = loop.time()
+                closed = False
+                for _ in range(40):   # one byte every 0.1 s: never a whole Login Request
+                    w.write(b"\x00")
+                    await asyncio.sleep(0.1)
+                    if r.at_eof() or w.is_closing():
+                        closed = True
+                        break
+                    try:
+                        if await asyncio.wait_for(r.read(1), 0.001) == b"":
+                            closed = True
+                            break
+                    except asyncio.TimeoutError:
+                        pass
+                    except ConnectionError:
+                        closed = True
+                        break
+                assert closed and loop.time() - t0 < 2.0
+                w.close()
+            finally:
+                srv.close()
+                await srv.wait_closed()
+    run(main())

@@ -347,12 +347,17 @@ class _SoupSession(SoupSession):
         """Serve the connection: login, then read heartbeats until logout or silence."""
         buf = b""
         try:
-            deadline = self.opts["login_timeout_s"]
+            # why one deadline for the whole login: a client sending a byte at a time must
+            # not hold a pre-login slot for longer than login_timeout_s
+            deadline = self.loop.time() + self.opts["login_timeout_s"]
             while True:
                 packets, buf = soup.split_packets(buf, 1 + soup.LOGIN_REQUEST.itemsize)
                 if packets:
                     break
-                chunk = await asyncio.wait_for(self.reader.read(4096), deadline)
+                left = deadline - self.loop.time()
+                if left <= 0:
+                    raise asyncio.TimeoutError("no Login Request within login_timeout_s")
+                chunk = await asyncio.wait_for(self.reader.read(4096), left)
                 if not chunk:
                     return
                 buf += chunk
