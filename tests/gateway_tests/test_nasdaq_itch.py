@@ -329,8 +329,9 @@ def test_a_login_trickled_a_byte_at_a_time_is_cut_at_the_login_deadline(tmp_path
                 loop = asyncio.get_running_loop()
                 t0 = loop.time()
                 closed = False
-                for _ in range(40):   # one byte every 0.1 s: never a whole Login Request
-                    w.write(b"\x00")
+                w.write(b"\x00\x2fL")   # a Login Request's header: 46 bytes to come ...
+                for _ in range(40):   # ... one every 0.1 s: never a whole Login Request
+                    w.write(b"a")
                     await asyncio.sleep(0.1)
                     if r.at_eof() or w.is_closing():
                         closed = True
