@@ -14,8 +14,9 @@ journal, report, encode), not a growing book.
 - **Throughput** (``--clients``): each of N clients keeps ``--window`` orders outstanding and
   sends the next as each acknowledgement arrives; the rate is acknowledged orders per second
   over ``--duration`` seconds after a warm-up.
-Both for each protocol (``fix``, ``binary``) and durability (``--fsync batch`` fsyncs every
-batch before acknowledging it; ``none`` does not).
+Both for each protocol (``fix``, ``binary``; ``ouch50``: NASDAQ OUCH 5.0 over SoupBinTCP 3.0,
+acknowledged by Order Accepted, docs/gateway-nasdaq.md) and durability (``--fsync batch`` fsyncs
+every batch before acknowledging it; ``none`` does not).
 
     python -m benchmarks.bench_gateway [--protocols fix binary] [--fsync batch none] [--rates 500 2000 8000] [--clients 1 16] [--duration 3] [--runs 3] [--batch-us 200] [--out benchmarks/results/gateway.json]
 
@@ -35,6 +36,7 @@ import json
 import os
 import signal
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -49,6 +51,7 @@ from benchmarks.bench_engine import machine
 PRICE = 15_000
 SYMBOL = "JPM"
 PASSWORD = "bench-password"
+OUCH_PASSWORD = "bench-pw"   # a SoupBinTCP 3.0 password is at most 10 characters
 READY_TIMEOUT_S = 300     # the first start compiles the numba kernels
 
 
@@ -62,11 +65,15 @@ class Server:
         self.tmp = tempfile.TemporaryDirectory(prefix="exsim-bench-gw-")
         self.data_dir = os.path.join(self.tmp.name, "served")
         accounts = os.path.join(self.tmp.name, "accounts.toml")
-        h = hash_password(PASSWORD)
+        h, h_ouch = hash_password(PASSWORD), hash_password(OUCH_PASSWORD)
         with open(accounts, "w") as f:
             f.write("\n".join(format_account(Account(f"bench{i}", "BENCH", i + 1,
                                                      frozenset({"trade"}), 10_000_000, h))
                               for i in range(n_accounts)))
+            # the OUCH 5.0 client's accounts: a SoupBinTCP username is 6 characters
+            f.write("\n" + "\n".join(format_account(Account(
+                f"nq{i}", "BENCH", 10_000 + i, frozenset({"trade"}), 10_000_000, h_ouch))
+                for i in range(n_accounts)))
         env = dict(os.environ)
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
@@ -152,7 +159,48 @@ class FixClient:
         await self.c.close()
 
 
-ADAPTERS = {"binary": BinaryClient, "fix": FixClient}
+class Ouch50Client:
+    """A NASDAQ OUCH 5.0 client over SoupBinTCP 3.0 (plain struct, docs/gateway-nasdaq.md):
+    Enter Order of 1 share of JPM at PRICE, acknowledged by Order Accepted. Its accounts are
+    ``nq<k>`` (a SoupBinTCP username is 6 characters) with password OUCH_PASSWORD (10)."""
+
+    name = "ouch50"
+    ENTER = struct.Struct(">cIcI8sQccccc14sH")
+    last_ref: dict = {}   # account -> last UserRefNum: they must rise for the server's life
+
+    async def connect(self, host, port, account):
+        self.account = "nq" + account.removeprefix("bench")
+        self.r, self.w = await asyncio.open_connection(host, port)
+        login = (self.account.ljust(6) + OUCH_PASSWORD.ljust(10) + " " * 10 + "0".rjust(20))
+        self.w.write(struct.pack(">Hc", 47, b"L") + login.encode())
+        n, t = struct.unpack(">Hc", await asyncio.wait_for(self.r.readexactly(3), 30))
+        await self.r.readexactly(n - 1)
+        if t != b"A":
+            raise RuntimeError(f"OUCH 5.0 login of {self.account} refused ({t!r})")
+        self.tokens = {}
+
+    async def send(self, token: str, side: int) -> None:
+        ref = self.last_ref.get(self.account, 0) + 1
+        self.last_ref[self.account] = ref
+        self.tokens[ref] = token
+        self.w.write(struct.pack(">Hc", 48, b"U") + self.ENTER.pack(
+            b"O", ref, b"S" if side else b"B", 1, b"JPM     ", PRICE * 100, b"5", b"Y", b"A",
+            b"N", b"N", b" " * 14, 0))
+
+    async def acks(self):
+        """Yield the token of each Order Accepted, as it arrives."""
+        while True:
+            n, t = struct.unpack(">Hc", await asyncio.wait_for(self.r.readexactly(3), 60))
+            body = await self.r.readexactly(n - 1)
+            if t == b"S" and body[:1] == b"A":
+                yield self.tokens.pop(struct.unpack_from(">I", body, 9)[0], None)
+
+    async def close(self):
+        self.w.write(struct.pack(">Hc", 1, b"O"))
+        self.w.close()
+
+
+ADAPTERS = {"binary": BinaryClient, "fix": FixClient, "ouch50": Ouch50Client}
 
 
 # -- the two measurements ----------------------------------------------------------------------------

@@ -42,6 +42,9 @@ PORTS = {
     "binary": "exsim.exchange.gateway.binary_server",
     "feed": "exsim.exchange.gateway.feed_server",
     "web": "exsim.exchange.gateway.web",
+    # NASDAQ's published protocols (docs/gateway-nasdaq.md)
+    "ouch50": "exsim.exchange.gateway.nasdaq.ouch_server",
+    "itch50": "exsim.exchange.gateway.nasdaq.itch_server",
 }
 DEFAULT_HOST = "127.0.0.1"
 
@@ -90,7 +93,8 @@ async def serve(open_journal: JournalOpener, accounts_path: str, ports: dict, *,
     if unknown:
         raise UsageError(f"unknown port(s) {sorted(unknown)}; known: {sorted(PORTS)}")
     if not ports:
-        raise UsageError("give at least one of --fix, --binary, --feed, --web")
+        raise UsageError("give at least one of --fix, --binary, --feed, --web, --ouch50, "
+                         "--itch50")
     addresses = {name: parse_address(a, name) for name, a in ports.items()}
     check_plaintext(addresses, tls=tls is not None, allow_plaintext=allow_plaintext)
     accounts = Accounts.load(accounts_path)

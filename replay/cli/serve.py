@@ -28,6 +28,7 @@ SERVE_EXAMPLES = """\
 examples:
   exsim account accounts.toml alice --firm ACME --trader 1      # prints alice's new password
   exsim serve runs/day1 --accounts accounts.toml --fix 0 --binary 0 --feed 0 --web 0 --duration 2
+  exsim serve runs/day2 --accounts accounts.toml --ouch50 0 --itch50 0 --duration 2   # NASDAQ
   exsim verify runs/day1 && exsim rerun runs/day1               # a served day, like any run
   # fixed ports, until Ctrl-C: exsim serve runs/day1 --accounts accounts.toml --fix 9878 --web 8080
 """
@@ -59,8 +60,14 @@ def register(sub, parents, formatter) -> None:
     for name, what in (("fix", "FIX 4.4 order entry, drop copy and market data"),
                        ("binary", "OUCH-style binary order entry over SoupBinTCP framing"),
                        ("feed", "ITCH-style market-data feed"),
-                       ("web", "the live depth / trades / positions page (HTTP + WebSocket)")):
+                       ("web", "the live depth / trades / positions page (HTTP + WebSocket)"),
+                       ("ouch50", "NASDAQ OUCH 5.0 order entry over SoupBinTCP 3.0"),
+                       ("itch50", "NASDAQ TotalView-ITCH 5.0 over SoupBinTCP (TCP) and its "
+                                  "MoldUDP64 re-request server (UDP, the same port number)")):
         p.add_argument(f"--{name}", metavar="HOST:PORT", help=what)
+    p.add_argument("--itch50-udp", metavar="HOST:PORT", action="append", default=[],
+                   help="also send the ITCH 5.0 feed as MoldUDP64 packets to this address "
+                        "(repeatable; a multicast group is sent with TTL 0)")
     p.add_argument("--scenario", default="default", metavar="NAME",
                    help="preset or scenario file whose symbols a new DATA_DIR gets (default: "
                         "%(default)s)")
@@ -113,12 +120,33 @@ def register(sub, parents, formatter) -> None:
     a.set_defaults(func=cmd_account)
 
 
+def _is_multicast(host: str) -> bool:
+    """Return True if ``host`` is a multicast IP address (a name is not)."""
+    import ipaddress
+    try:
+        return ipaddress.ip_address(host).is_multicast
+    except ValueError:   # a host name: sent to as unicast
+        return False
+
+
 def cmd_serve(args) -> int:
     """Run ``exsim serve``; return 0 after a clean stop."""
     from exsim.replay.serving import serve
 
-    ports = {n: getattr(args, n) for n in ("fix", "binary", "feed", "web")
+    ports = {n: getattr(args, n) for n in ("fix", "binary", "feed", "web", "ouch50", "itch50")
              if getattr(args, n) is not None}
+    options = {}
+    if args.itch50_udp:
+        if args.itch50 is None:
+            raise UsageError("--itch50-udp needs --itch50 (the feed it sends)")
+        from exsim.exchange.gateway.server import parse_address
+        dests = [parse_address(a, "itch50-udp") for a in args.itch50_udp]
+        multicast = [d for d in dests if _is_multicast(d[0])]
+        options["itch50"] = {"destinations": [d for d in dests if d not in multicast]}
+        if multicast:
+            if len(multicast) > 1:
+                raise UsageError("--itch50-udp takes at most one multicast group")
+            options["itch50"]["multicast"] = multicast[0]
     if args.batch_us < 1 or args.batch_max < 1:
         raise UsageError("--batch-us and --batch-max must be >= 1")
     durability = {"batch": "fsync", "interval": "interval", "none": "none"}[args.fsync]
@@ -130,10 +158,12 @@ def cmd_serve(args) -> int:
         tls = server_context(args.tls_cert, args.tls_key, args.tls_client_ca)
     if args.duration is not None and not args.duration > 0:
         raise UsageError(f"--duration must be > 0 seconds; got {args.duration}")
-    limits, port_options = None, None
+    limits = None
     if args.limits is not None:   # read before anything is created: a bad file changes nothing
         from exsim.exchange.gateway.guard import load_limits
         limits, port_options = load_limits(args.limits)
+        for port, opts in (port_options or {}).items():   # the file's tables, then the flags'
+            options[port] = {**opts, **options.get(port, {})}
     # why before the ports listen: a cold numba cache compiles the kernels for minutes,
     # and a client connected meanwhile would hear nothing about its first orders
     if kernels_cold():
@@ -145,10 +175,9 @@ def cmd_serve(args) -> int:
             asyncio.get_running_loop().call_later(args.duration, stop.set)
         await serve(args.data_dir, args.accounts, ports, scenario=args.scenario,
                     durability=durability, batch_ns=args.batch_us * 1000,
-                    batch_max=args.batch_max, stop=stop,
+                    batch_max=args.batch_max, stop=stop, options=options,
                     allow_weak_hashes=args.allow_weak_hashes, tls=tls,
-                    allow_plaintext=args.allow_plaintext, limits=limits,
-                    options=port_options)
+                    allow_plaintext=args.allow_plaintext, limits=limits)
 
     # why: the data directory holds the journal and every account's reports; what the server
     # creates is for its own user only (directories 0700, files 0600)
