@@ -23,8 +23,8 @@ from exsim.exchange import state as K
 from exsim.exchange.errors import UsageError
 
 import exsim.replay.backtesting.kernels as C
-from exsim.replay.backtesting.driver import (_E_TS, _INF, _L2Driver, _l2_money, _load_flow,
-                                             _session_close, l2_symbol_spec)
+from exsim.replay.backtesting.drivers import (_E_TS, _INF, _L2Driver, _l2_money, _load_flow,
+                                              _session_close, l2_symbol_spec)
 from exsim.replay.backtesting.kernels import ID_BASE
 from exsim.replay.backtesting.latency import streams_of
 from exsim.replay.backtesting.quoting import quote_reports
